@@ -160,3 +160,77 @@ def transaction_state_partition_for(
     h = java_string_hash(transactional_id)
     # Utils.abs maps Integer.MIN_VALUE to 0 instead of overflowing.
     return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+
+# --- Added for the decoders (txnlog.kafka.record_batch and friends) -------
+
+# Legacy magic 0/1 entries (spec §1.5, LegacyRecord). The CRC is a plain CRC-32
+# (zlib polynomial) over [MAGIC_OFFSET, end of entry).
+LEGACY_CRC_OFFSET = 12
+LEGACY_ATTRIBUTES_OFFSET = 17
+#: crc(4) + magic(1) + attributes(1) + timestamp(8) + keyLength(4) + valueLength(4)
+LEGACY_RECORD_OVERHEAD_V1 = 22
+
+#: Bits 7-15 of the v2 attributes are unused (spec §1.3): set ones mean the bytes are not a header.
+ATTRIBUTES_UNUSED_MASK = 0xFF80
+MAX_COMPRESSION_CODEC = 4  # Compression.ZSTD
+
+# Records inside a v2 batch (spec §1.4, ByteUtils).
+MAX_VARINT_BYTES = 5
+MAX_VARLONG_BYTES = 10
+#: length, attributes, timestampDelta, offsetDelta, keyLength, valueLength, headersCount: one byte each at least.
+MIN_RECORD_SIZE = 7
+
+#: No Kafka message schema has ever had a version anywhere near this. A control
+#: key / EndTxnMarker whose int16 version exceeds it is not one (e.g. the ASCII
+#: "op" = 28528 of kafka-python's "opaque-control-message" sample), even though
+#: Kafka itself would parse any non-negative version as v0 (spec §2.1, §2.2).
+MAX_PLAUSIBLE_MESSAGE_VERSION = 255
+
+# __transaction_state key and value versions (spec §3.2, §3.3).
+TXN_LOG_KEY_VERSION = 0
+TXN_LOG_VALUE_V0 = 0
+TXN_LOG_VALUE_V1 = 1  # first flexible version
+TXN_LOG_VALUE_HIGHEST_VERSION = 1
+
+# Producer snapshot header (spec §4.1).
+PRODUCER_SNAPSHOT_CRC_OFFSET = 2
+PRODUCER_SNAPSHOT_COUNT_OFFSET = 6
+
+# Snappy as written by Kafka's Java clients: the xerial/snappy-java stream framing:
+# 8-byte magic, int32 version, int32 min compatible version, then blocks of
+# (int32 big-endian compressed length, raw snappy block). Other writers use raw snappy.
+XERIAL_SNAPPY_MAGIC = b"\x82SNAPPY\x00"
+XERIAL_SNAPPY_HEADER_SIZE = 16
+
+# --- Added for the broker-log writer (txnlog.brokerlog) -------------------
+# Broker and client defaults the writer reproduces. Sources: ServerLogConfigs /
+# LogConfig (segment and index sizes), TransactionStateManagerConfig and
+# TransactionLogConfig (spec §3.1, §3.5, §7.6), ProducerStateManager (§4.3).
+
+MAX_PRODUCER_EPOCH = 32767  # Short.MAX_VALUE; TV2 markers may carry it after a rollover (spec §7.3)
+ABORTED_TXN_VERSION = 0  # AbortedTxn.CurrentVersion (spec §1.6)
+
+#: ``filenamePrefixFromOffset``: at least 20 digits, zero padded (spec §1.1).
+LOG_FILE_NAME_DIGITS = 20
+DEFAULT_SEGMENT_BYTES = 1 << 30  # log.segment.bytes
+DEFAULT_INDEX_INTERVAL_BYTES = 4096  # log.index.interval.bytes
+DEFAULT_SEGMENT_INDEX_BYTES = 10 * 1024 * 1024  # log.index.size.max.bytes: preallocated index size
+DEFAULT_TRANSACTION_STATE_SEGMENT_BYTES = 100 * 1024 * 1024  # transaction.state.log.segment.bytes
+DEFAULT_TRANSACTION_STATE_REPLICATION_FACTOR = 3
+DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS = 604_800_000  # transactional.id.expiration.ms
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
+DEFAULT_ABORT_TIMED_OUT_TRANSACTIONS_INTERVAL_MS = 10_000
+DEFAULT_REMOVE_EXPIRED_TRANSACTIONAL_IDS_INTERVAL_MS = 3_600_000
+
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"  # KRaft metadata log: not a data partition
+
+# Codec framings as Kafka's Java producer writes them (writer side; readers never
+# decompress data). xerial SnappyOutputStream: magic + int32 version 1 + int32
+# min compatible version 1, 32 KiB blocks. Lz4BlockOutputStream: LZ4 frame v1,
+# independent blocks, 64 KiB max block size, no content size / checksums.
+XERIAL_SNAPPY_VERSION = 1
+XERIAL_SNAPPY_MIN_COMPATIBLE_VERSION = 1
+XERIAL_SNAPPY_BLOCK_SIZE = 32 * 1024
+LZ4_FRAME_MAGIC = 0x184D2204
+LZ4_FRAME_BLOCK_SIZE = 64 * 1024

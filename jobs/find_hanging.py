@@ -1,0 +1,86 @@
+"""Nightly job: find late and hanging Kafka transactions, write Delta tables.
+
+Run it through ``./spark-submit.sh`` (which starts Spark and passes Spark's own
+options to spark-submit); ``python jobs/find_hanging.py --help`` explains the
+job options. Thin entry point: arguments → config → pipeline → exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EPILOG = """\
+examples:
+  ./spark-submit.sh                                   # the embedded sample cluster -> ./out/
+  ./spark-submit.sh --logs /backup/kafka-logs --cluster prod-eu --as-of 2026-11-21T03:00:00Z
+  ./spark-submit.sh --master spark://host:7077 --executor-memory 4g --logs /mnt/brokers --output /data/txnlog
+  ./spark-submit.sh --config conf/prod.example.yaml --bootstrap-servers kafka-1:9092
+
+Every table gets one run per (cluster, as_of): re-running replaces that run's rows.
+Exit codes: 0 done (findings or not), 2 bad input or configuration (one line says what to fix).
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="./spark-submit.sh",
+        description=(
+            "Read Kafka broker logs (data partitions, __transaction_state, producer snapshots), rebuild every "
+            "transaction, and write Delta tables of late and hanging transactions with reasons, evidence and "
+            "exact abort commands. With no input, analyse the embedded sample cluster."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--config", metavar="YAML", help="environment config layered over conf/default.yaml")
+    p.add_argument("--logs", metavar="DIR", action="append",
+                   help="a broker log dir (holding <topic>-<n>/ dirs) or a dir of broker log dirs; repeatable")
+    p.add_argument("--dump-log", metavar="FILE|DIR", action="append", help="kafka-dump-log.sh output (not yet supported)")
+    p.add_argument("--bootstrap-servers", metavar="LIST", help="used in the abort commands (and for live reads)")
+    p.add_argument("--output", metavar="DIR", help="where the Delta tables go (default ./out)")
+    p.add_argument("--as-of", metavar="TIME",
+                   help="'now' for every age: ISO-8601 (2026-11-21T03:00:00Z) or epoch ms; default: newest timestamp in the input")
+    p.add_argument("--max-transaction-timeout-ms", type=int, metavar="MS",
+                   help="the cluster's transaction.max.timeout.ms (default 900000)")
+    p.add_argument("--cluster", metavar="NAME", help="cluster name written in every row")
+    p.add_argument("--transaction-state-partitions", type=int, metavar="N",
+                   help="transaction.state.log.num.partitions (default 50)")
+    p.add_argument("--no-crc", action="store_true", help="skip CRC-32C checks (faster; damage found by structure only)")
+    p.add_argument("--delta-writer", choices=["auto", "deltalake", "spark"], help="Delta writer (default auto)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from txnlog.config import load_config
+    from txnlog.errors import UsageError
+
+    overrides = {
+        "logs": args.logs,
+        "dump_log": args.dump_log,
+        "bootstrap_servers": args.bootstrap_servers,
+        "output": args.output,
+        "as_of": args.as_of,
+        "max_transaction_timeout_ms": args.max_transaction_timeout_ms,
+        "cluster": args.cluster,
+        "transaction_state_partitions": args.transaction_state_partitions,
+        "check_crc": False if args.no_crc else None,
+        "delta_writer": args.delta_writer,
+    }
+    try:
+        config = load_config(args.config, overrides)
+        if config.dump_log:
+            raise UsageError("--dump-log: reading kafka-dump-log.sh output is not supported yet; use --logs with copied log dirs")
+        from txnlog.pipeline import run
+
+        result = run(config)
+    except UsageError as e:
+        print(f"txnlog: error: {e}", file=sys.stderr)
+        return e.exit_code
+    print(result.summary_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# ./spark-submit.sh [spark options] [job options]
+#
+# Runs jobs/find_hanging.py through spark-submit (local mode unless --master is
+# given). Spark's own options (--master, --conf, --driver-memory, ...) pass
+# through to spark-submit; everything else goes to the job. With no job input
+# it analyses the embedded sample cluster and writes Delta tables to ./out/.
+# Creates .venv and installs txnlog on first use. ./spark-submit.sh --help
+# explains the job options.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$ROOT/scripts/bootstrap.sh"
+
+# spark-submit options that take a value, and those that do not
+with_value=" --master --deploy-mode --class --name --jars --packages --exclude-packages --repositories
+ --py-files --files --archives --conf -c --properties-file --driver-memory --driver-java-options
+ --driver-library-path --driver-class-path --driver-cores --executor-memory --executor-cores
+ --total-executor-cores --num-executors --queue --principal --keytab --proxy-user "
+flags=" --verbose -v --supervise "
+spark_args=()
+job_args=()
+master_given=0
+while [ $# -gt 0 ]; do
+  arg="$1"; name="${arg%%=*}"
+  if [[ "$with_value" == *" $name "* ]]; then
+    [ "$name" = "--master" ] && master_given=1
+    if [[ "$arg" == *=* ]]; then spark_args+=("$arg"); shift
+    else
+      if [ $# -lt 2 ]; then echo "spark-submit.sh: $arg needs a value" >&2; exit 2; fi
+      spark_args+=("$arg" "$2"); shift 2
+    fi
+  elif [[ "$flags" == *" $arg "* ]]; then
+    spark_args+=("$arg"); shift
+  else
+    case "$arg" in -h|--help) exec python "$ROOT/jobs/find_hanging.py" --help ;; esac
+    job_args+=("$arg"); shift
+  fi
+done
+[ "$master_given" = 1 ] || spark_args+=(--master "local[*]")
+
+exec spark-submit \
+  --conf spark.ui.showConsoleProgress=true \
+  --conf spark.sql.session.timeZone=UTC \
+  --conf spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS \
+  --conf "spark.pyspark.python=$PYSPARK_PYTHON" \
+  --conf "spark.pyspark.driver.python=$PYSPARK_DRIVER_PYTHON" \
+  ${spark_args[@]+"${spark_args[@]}"} \
+  "$ROOT/jobs/find_hanging.py" ${job_args[@]+"${job_args[@]}"}

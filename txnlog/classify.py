@@ -1,0 +1,301 @@
+"""Verdicts: why an open transaction blocks its partition, and what to do.
+
+Pure domain logic (DESIGN.md §4): an open transaction that has been idle longer
+than ``transaction.max.timeout.ms`` is a *candidate*; what the coordinator
+says about the transactional.id that owns its producer id decides the verdict.
+The rules run vectorized over Arrow tables (numpy ``select``); only the
+human-readable ``evidence``/``advice`` sentences are formatted per finding,
+and findings are, by definition, the few transactions that are stuck.
+
+Order of the checks for a candidate whose producer id has an owner: owner
+Empty / CompleteCommit / CompleteAbort → COORDINATOR_COMPLETED; owner Dead →
+TRANSACTIONAL_ID_EXPIRED; partition not in the owner's set →
+PARTITION_NOT_IN_TRANSACTION; owner PrepareCommit / PrepareAbort →
+MARKERS_PENDING (even for 2PC: the decision has been taken); owner Ongoing with
+a 2147483647 timeout → TWO_PHASE_IN_DOUBT (KIP-939); owner Ongoing past
+txn_start_timestamp + timeout_ms → COORDINATOR_TIMEOUT_OVERDUE.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import numpy as np
+import pyarrow as pa
+
+from txnlog.kafka.wire import LATE_TRANSACTION_BUFFER_MS, TWO_PHASE_COMMIT_TIMEOUT_MS
+
+HANGING = "HANGING"
+LATE = "LATE"
+
+NO_TRANSACTIONAL_ID = "NO_TRANSACTIONAL_ID"
+TRANSACTIONAL_ID_EXPIRED = "TRANSACTIONAL_ID_EXPIRED"
+COORDINATOR_COMPLETED = "COORDINATOR_COMPLETED"
+PARTITION_NOT_IN_TRANSACTION = "PARTITION_NOT_IN_TRANSACTION"
+MARKERS_PENDING = "MARKERS_PENDING"
+COORDINATOR_TIMEOUT_OVERDUE = "COORDINATOR_TIMEOUT_OVERDUE"
+TWO_PHASE_IN_DOUBT = "TWO_PHASE_IN_DOUBT"
+COORDINATOR_STUCK = "COORDINATOR_STUCK"
+
+SAFE = "SAFE"
+VERIFY_FIRST = "VERIFY_FIRST"
+
+#: How a producer id was tied to a transactional.id (column ``owner_match``).
+OWNER_CURRENT = "current"  # the id's latest ProducerId
+OWNER_ROLLOVER = "rollover"  # the id's NextProducerId / PreviousProducerId (KIP-890)
+OWNER_EXPIRED = "expired"  # the id owned it when it was tombstoned or went Dead
+OWNER_NONE = "none"
+
+COMPLETED_STATES = ("Empty", "CompleteCommit", "CompleteAbort")
+PREPARE_STATES = ("PrepareCommit", "PrepareAbort")
+STUCK_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
+
+BOOTSTRAP_PLACEHOLDER = "<bootstrap>"
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """The clock and limits every verdict is computed against."""
+
+    as_of_ms: int
+    max_transaction_timeout_ms: int = 900_000
+    all_txn_state_partitions_read: bool = True
+    bootstrap_servers: str | None = None
+
+
+def abort_command(bootstrap: str | None, topic: str, partition: int, start_offset: int) -> str:
+    """``kafka-transactions.sh … abort --start-offset`` (brokers 3.0+), DESIGN.md §3."""
+    return (
+        f"kafka-transactions.sh --bootstrap-server {bootstrap or BOOTSTRAP_PLACEHOLDER} abort "
+        f"--topic {topic} --partition {partition} --start-offset {start_offset}"
+    )
+
+
+def legacy_abort_command(
+    bootstrap: str | None, topic: str, partition: int, producer_id: int, producer_epoch: int, coordinator_epoch: int
+) -> str:
+    """The pre-3.0 form; a coordinator epoch of −1 (unknown) prints as 0, as the tool does."""
+    return (
+        f"kafka-transactions.sh --bootstrap-server {bootstrap or BOOTSTRAP_PLACEHOLDER} abort "
+        f"--topic {topic} --partition {partition} --producer-id {producer_id} "
+        f"--producer-epoch {producer_epoch} --coordinator-epoch {max(coordinator_epoch, 0)}"
+    )
+
+
+def has_late_transaction(idle_ms: int | None, max_transaction_timeout_ms: int) -> bool:
+    """The broker's ``hasLateTransaction`` metric: oldest open txn idle > max timeout + 5 min."""
+    return idle_ms is not None and idle_ms > max_transaction_timeout_ms + LATE_TRANSACTION_BUFFER_MS
+
+
+def _col(table: pa.Table, name: str) -> np.ndarray:
+    return table.column(name).to_numpy(zero_copy_only=False)
+
+
+def _ms_of(table: pa.Table, name: str) -> np.ndarray:
+    """A timestamp or int64-ms column as float ms with NaN for null (for vectorized comparisons)."""
+    col = table.column(name)
+    if pa.types.is_timestamp(col.type):
+        col = col.cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64())
+    return col.cast(pa.float64()).fill_null(np.nan).to_numpy()
+
+
+def verdicts(candidates: pa.Table, thresholds: Thresholds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(verdict, reason, safety) for every candidate row; '' where no finding is due.
+
+    Needs columns: owner_match, owner_state, owner_partitions (list<string>),
+    owner_timeout_ms, owner_txn_start_ms (epoch ms), topic, partition.
+    """
+    n = candidates.num_rows
+    match = _col(candidates, "owner_match").astype(object)
+    state = np.array([s or "" for s in candidates.column("owner_state").to_pylist()], dtype=object)
+    timeout = _ms_of(candidates, "owner_timeout_ms")
+    start = _ms_of(candidates, "owner_txn_start_ms")
+    topics = candidates.column("topic").to_pylist()
+    parts = candidates.column("partition").to_pylist()
+    owner_parts = candidates.column("owner_partitions").to_pylist()
+    in_set = np.array(
+        [f"{t}-{p}" in (ps or ()) for t, p, ps in zip(topics, parts, owner_parts, strict=True)], dtype=bool
+    )
+    has_owner = (match == OWNER_CURRENT) | (match == OWNER_ROLLOVER)
+    completed = np.isin(state, COMPLETED_STATES)
+    prepare = np.isin(state, PREPARE_STATES)
+    ongoing = state == "Ongoing"
+    two_phase = timeout == TWO_PHASE_COMMIT_TIMEOUT_MS
+    overdue = ~np.isnan(start) & (thresholds.as_of_ms > start + np.nan_to_num(timeout))
+    fencing = state == "PrepareEpochFence"
+
+    conditions = [
+        match == OWNER_EXPIRED,
+        ~has_owner,
+        completed,
+        state == "Dead",
+        ~in_set,
+        prepare,
+        ongoing & two_phase,
+        (ongoing & overdue) | fencing,
+    ]
+    reasons = [
+        TRANSACTIONAL_ID_EXPIRED,
+        NO_TRANSACTIONAL_ID,
+        COORDINATOR_COMPLETED,
+        TRANSACTIONAL_ID_EXPIRED,
+        PARTITION_NOT_IN_TRANSACTION,
+        MARKERS_PENDING,
+        TWO_PHASE_IN_DOUBT,
+        COORDINATOR_TIMEOUT_OVERDUE,
+    ]
+    reason = np.select(conditions, reasons, default="").astype(object)
+    hanging_reasons = (NO_TRANSACTIONAL_ID, TRANSACTIONAL_ID_EXPIRED, COORDINATOR_COMPLETED, PARTITION_NOT_IN_TRANSACTION)
+    is_hanging = np.isin(reason, hanging_reasons)
+    verdict = np.where(is_hanging, HANGING, np.where(reason == "", "", LATE)).astype(object)
+    verify = (reason == NO_TRANSACTIONAL_ID) & (not thresholds.all_txn_state_partitions_read)
+    safety = np.where(is_hanging, np.where(verify, VERIFY_FIRST, SAFE), "").astype(object)
+    assert verdict.shape == (n,)
+    return verdict, reason, safety
+
+
+def _utc(ms: float | int | None) -> str:
+    if ms is None or (isinstance(ms, float) and np.isnan(ms)):
+        return "an unknown time"
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _duration(ms: float | int | None) -> str:
+    if ms is None or (isinstance(ms, float) and np.isnan(ms)):
+        return "an unknown time"
+    s = int(ms // 1000)
+    d, s = divmod(s, 86400)
+    h, s = divmod(s, 3600)
+    m, s = divmod(s, 60)
+    if d:
+        return f"{d}d {h}h {m}m"
+    if h:
+        return f"{h}h {m}m"
+    if m:
+        return f"{m}m {s}s"
+    return f"{s}s"
+
+
+def _offsets(first: int, last: int) -> str:
+    return f"offset {first}" if first == last else f"offsets {first}–{last}"
+
+
+def evidence_and_advice(row: dict, reason: str, thresholds: Thresholds) -> tuple[str, str]:
+    """One readable sentence of evidence and one of advice for a partition-level finding."""
+    pid, epoch = row["producer_id"], row["producer_epoch"]
+    batches = row.get("batch_count") or 0
+    what = (
+        f"{batches} batch{'es' if batches != 1 else ''} of producer {pid} epoch {epoch} at "
+        f"{_offsets(row['start_offset'], row.get('last_offset') or row['start_offset'])}"
+    )
+    if row.get("started_before_log_start"):
+        what = (
+            f"producer {pid} epoch {epoch} has had a transaction open since offset {row['start_offset']}, "
+            f"before the oldest retained segment (known from the producer snapshot)"
+            + (f", with {batches} more batches up to offset {row['last_offset']}" if batches else "")
+        )
+    prev_type = row.get("prev_marker_type")
+    if prev_type is not None and prev_type in (0, 1) and not row.get("started_before_log_start"):
+        marker = "ABORT" if prev_type == 0 else "COMMIT"
+        what += f" follow that producer's {marker} marker at offset {row['prev_marker_offset']}"
+        if row.get("prev_marker_epoch") is not None:
+            what += f" (marker epoch {row['prev_marker_epoch']})"
+    else:
+        what += " are in a transaction that has no marker"
+    idle = f"last written {_utc(row.get('last_timestamp_ms'))}, idle {_duration(row.get('idle_ms'))}"
+    tid = row.get("transactional_id")
+    state = row.get("owner_state")
+    since = _utc(row.get("owner_last_update_ms"))
+    tp = f"{row['topic']}-{row['partition']}"
+    open_on = row.get("open_replicas") or []
+    replicas = row.get("replicas") or []
+    replica_note = ""
+    if len(replicas) > 1 and len(open_on) < len(replicas):
+        closed = [r for r in replicas if r not in open_on]
+        replica_note = (
+            f"; open only on replica{'s' if len(open_on) != 1 else ''} {', '.join(open_on)}"
+            f" (closed on {', '.join(closed)}: a marker is missing on the others)"
+        )
+
+    if reason == NO_TRANSACTIONAL_ID:
+        coord = f"no transactional.id in __transaction_state currently owns producer id {pid}"
+        seen = row.get("history_transactional_id")
+        if seen:
+            coord += f" (it was last seen under {seen}, which has moved on to another producer id)"
+        if not thresholds.all_txn_state_partitions_read:
+            coord += "; not every __transaction_state partition was read, so verify with kafka-transactions.sh describe-producers first"
+        advice = "Abort it: nothing will ever end this transaction."
+    elif reason == TRANSACTIONAL_ID_EXPIRED:
+        coord = f"its transactional.id {tid} has expired (tombstoned or Dead since {since})"
+        advice = "Abort it: the transactional.id that owned it no longer exists."
+    elif reason == COORDINATOR_COMPLETED:
+        coord = f"the coordinator shows {tid} {state} since {since}, with nothing in flight"
+        if prev_type == 0:
+            coord += " — the signature of a produce request that arrived after the abort (KAFKA-14053 / KIP-890)"
+        advice = "Abort it: the coordinator believes this transaction is over and will never write its marker."
+    elif reason == PARTITION_NOT_IN_TRANSACTION:
+        listed = ", ".join(row.get("owner_partitions") or []) or "no partitions"
+        coord = f"{tid} is {state} but its transaction lists {listed}, not {tp}"
+        advice = "Abort it: the coordinator will not send a marker to this partition."
+    elif reason == MARKERS_PENDING:
+        coord = f"{tid} is {state} since {since}, listing {tp}: the coordinator decided but the markers were never delivered"
+        advice = (
+            "Do not abort (aborting a PrepareCommit breaks atomicity). Check the transaction coordinator "
+            f"(__transaction_state-{row.get('owner_coordinator_partition')}) and the leader of {tp}."
+        )
+    elif reason == TWO_PHASE_IN_DOUBT:
+        coord = f"{tid} is Ongoing with timeout 2147483647: a KIP-939 two-phase-commit transaction in doubt"
+        advice = (
+            "Do not abort: the external transaction manager decides. Use kafka-transactions.sh "
+            "force-terminate only after it has."
+        )
+    elif reason == COORDINATOR_TIMEOUT_OVERDUE:
+        timeout = row.get("owner_timeout_ms")
+        coord = (
+            f"{tid} is {state} since {_utc(row.get('owner_txn_start_ms'))} with timeout {timeout} ms: "
+            "the coordinator should already have aborted it"
+        )
+        advice = "Check the transaction coordinator: it should time this transaction out on its own."
+    else:
+        coord = f"{tid} is {state}"
+        advice = "Investigate."
+    return f"{what} on {tp} ({idle}); {coord}{replica_note}.", advice
+
+
+def coordinator_stuck(coordinator: pa.Table, thresholds: Thresholds) -> np.ndarray:
+    """Mask of coordinator_state rows that are COORDINATOR_STUCK (DESIGN.md §4).
+
+    Needs: state, timeout_ms, txn_start_timestamp, last_update_timestamp,
+    is_tombstoned, any_partition_in_input.
+    """
+    state = np.array([s or "" for s in coordinator.column("state").to_pylist()], dtype=object)
+    timeout = _ms_of(coordinator, "timeout_ms")
+    start = _ms_of(coordinator, "txn_start_timestamp")
+    update = _ms_of(coordinator, "last_update_timestamp")
+    since = np.fmax(start, update)
+    tomb = _col(coordinator, "is_tombstoned").astype(bool)
+    in_input = _col(coordinator, "any_partition_in_input").astype(bool)
+    return (
+        np.isin(state, STUCK_STATES)
+        & ~tomb
+        & (timeout != TWO_PHASE_COMMIT_TIMEOUT_MS)
+        & ~np.isnan(since)
+        & (thresholds.as_of_ms - since > np.nan_to_num(timeout) + thresholds.max_transaction_timeout_ms)
+        & ~in_input
+    )
+
+
+def coordinator_stuck_evidence(row: dict, thresholds: Thresholds) -> tuple[str, str]:
+    since_ms = max(x for x in (row.get("txn_start_ms"), row.get("last_update_ms")) if x is not None)
+    parts = ", ".join(row.get("partitions") or []) or "no partitions"
+    evidence = (
+        f"{row['transactional_id']} (producer {row['producer_id']} epoch {row['producer_epoch']}) has been "
+        f"{row['state']} since {_utc(since_ms)} ({_duration(thresholds.as_of_ms - since_ms)}), far past its "
+        f"{row['timeout_ms']} ms timeout; it lists {parts}, none of which is in the input."
+    )
+    advice = (
+        f"Check the transaction coordinator for __transaction_state-{row['coordinator_partition']}; "
+        "read the listed partitions' logs to see whether their markers were written."
+    )
+    return evidence, advice

@@ -1,0 +1,151 @@
+"""Find Kafka log files under the paths an operator hands us.
+
+``--logs <dir>`` (DESIGN.md §4a): if ``<dir>`` holds partition directories
+(``<topic>-<n>``) it is one broker's log dir; otherwise every subdirectory
+that holds partition directories is a broker log dir, and replicas of one
+partition on several brokers are compared later.
+
+What the broker itself ignores is skipped: ``*.deleted``, ``*.cleaned``,
+``*.swap`` files, directories ending in ``-delete`` / ``-future`` and the KRaft
+metadata log ``__cluster_metadata``. Pure module (stdlib only): listing a few
+thousand directories is driver work; reading bytes happens in executors.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from txnlog.kafka.wire import TRANSACTION_STATE_TOPIC
+
+_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+_OFFSET_FILE = re.compile(r"^(?P<offset>\d{20})\.(?P<suffix>log|snapshot|index|timeindex|txnindex)$")
+_IGNORED_DIR_SUFFIXES = ("-delete", "-future", "-stray")
+_IGNORED_TOPICS = {"__cluster_metadata"}
+
+
+@dataclass(frozen=True, slots=True)
+class LogFile:
+    """One segment (``.log``) or producer snapshot (``.snapshot``) of one replica."""
+
+    path: str
+    broker: str
+    topic: str
+    partition: int
+    base_offset: int  # segment base offset, or the snapshot's offset
+    size: int
+    kind: str  # "log" or "snapshot"
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """Everything found under the input paths, ordered by (broker, topic, partition, offset)."""
+
+    segments: tuple[LogFile, ...] = ()
+    snapshots: tuple[LogFile, ...] = ()
+    txn_state_segments: tuple[LogFile, ...] = ()
+    brokers: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = field(default=())  # paths ignored on purpose, for the summary
+
+    @property
+    def data_partitions(self) -> set[tuple[str, int]]:
+        return {(f.topic, f.partition) for f in self.segments}
+
+    @property
+    def txn_state_partitions(self) -> set[int]:
+        return {f.partition for f in self.txn_state_segments}
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size for f in self.segments) + sum(f.size for f in self.txn_state_segments)
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """``orders-7`` -> ("orders", 7); None for what is not a live partition directory."""
+    if name.endswith(_IGNORED_DIR_SUFFIXES):
+        return None
+    m = _PARTITION_DIR.match(name)
+    if not m or m.group("topic") in _IGNORED_TOPICS:
+        return None
+    return m.group("topic"), int(m.group("partition"))
+
+
+def _holds_partition_dirs(path: str) -> bool:
+    try:
+        with os.scandir(path) as it:
+            return any(e.is_dir() and _PARTITION_DIR.match(e.name) for e in it)
+    except OSError:
+        return False
+
+
+def broker_dirs(root: str) -> list[tuple[str, str]]:
+    """(broker name, log dir) pairs under ``root`` per the ``--logs`` rule."""
+    root = os.path.abspath(root)
+    if _holds_partition_dirs(root):
+        return [(os.path.basename(root.rstrip(os.sep)) or root, root)]
+    found = []
+    with os.scandir(root) as it:
+        for e in sorted(it, key=lambda e: e.name):
+            if e.is_dir() and _holds_partition_dirs(e.path):
+                found.append((e.name, e.path))
+    return found
+
+
+def discover(paths: list[str] | tuple[str, ...]) -> Inventory:
+    """List every segment and snapshot below ``paths`` (see module doc)."""
+    segments: list[LogFile] = []
+    snapshots: list[LogFile] = []
+    txn_state: list[LogFile] = []
+    brokers: list[str] = []
+    skipped: list[str] = []
+    for root in paths:
+        for broker, log_dir in broker_dirs(root):
+            if broker in brokers:  # two roots with the same basename: keep them apart
+                broker = f"{broker}@{log_dir}"
+            brokers.append(broker)
+            with os.scandir(log_dir) as it:
+                entries = sorted(it, key=lambda e: e.name)
+            for entry in entries:
+                if not entry.is_dir():
+                    continue
+                tp = parse_partition_dir(entry.name)
+                if tp is None:
+                    if _PARTITION_DIR.match(entry.name) or entry.name.endswith(_IGNORED_DIR_SUFFIXES):
+                        skipped.append(entry.path)
+                    continue
+                topic, partition = tp
+                with os.scandir(entry.path) as files:
+                    names = sorted(files, key=lambda f: f.name)
+                for f in names:
+                    m = _OFFSET_FILE.match(f.name)
+                    if not m:
+                        if f.name.endswith((".deleted", ".cleaned", ".swap")):
+                            skipped.append(f.path)
+                        continue
+                    suffix = m.group("suffix")
+                    if suffix not in ("log", "snapshot"):
+                        continue
+                    lf = LogFile(
+                        path=f.path,
+                        broker=broker,
+                        topic=topic,
+                        partition=partition,
+                        base_offset=int(m.group("offset")),
+                        size=f.stat().st_size,
+                        kind=suffix,
+                    )
+                    if suffix == "snapshot":
+                        if topic != TRANSACTION_STATE_TOPIC:
+                            snapshots.append(lf)
+                    elif topic == TRANSACTION_STATE_TOPIC:
+                        txn_state.append(lf)
+                    else:
+                        segments.append(lf)
+    return Inventory(
+        segments=tuple(segments),
+        snapshots=tuple(snapshots),
+        txn_state_segments=tuple(txn_state),
+        brokers=tuple(brokers),
+        skipped=tuple(skipped),
+    )

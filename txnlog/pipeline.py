@@ -1,0 +1,481 @@
+"""The nightly job as a library call: inputs → Spark → verdicts → Delta tables.
+
+``jobs/find_hanging.py``, the ``txnlog`` CLI and the notebooks all call
+:func:`run` (or the smaller steps below), so what a notebook shows is what
+the nightly job writes.
+
+Example::
+
+    from txnlog.config import load_config
+    from txnlog.pipeline import run
+    result = run(load_config(None, {"logs": ["/data/kafka-logs"]}))
+    print(result.summary_text())
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from txnlog import __version__, classify
+from txnlog.errors import UsageError
+from txnlog.logdirs import Inventory, discover
+
+Progress = Callable[[str], None]
+
+
+def stderr_progress(message: str) -> None:
+    print(f"[txnlog] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    cluster: str
+    as_of: datetime
+    output: str
+    counts: dict[str, int]
+    verdicts: list[tuple[str, str, int]] = field(default_factory=list)  # (verdict, reason, count)
+    worst_partitions: list[dict[str, Any]] = field(default_factory=list)
+    inputs: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    inventory_note: str = ""
+
+    def summary_text(self) -> str:
+        lines = [
+            f"txnlog {__version__}: run {self.run_id} of cluster '{self.cluster}' as of "
+            f"{self.as_of.strftime('%Y-%m-%dT%H:%M:%SZ')} ({self.seconds:.1f} s)",
+        ]
+        if self.inventory_note:
+            lines.append(f"  input: {self.inventory_note}")
+        lines.append(
+            "  transactions: {transactions}   findings: {findings}   abort recommendations: "
+            "{abort_recommendations}   quarantined regions: {quarantine}".format(**{**{k: 0 for k in ("transactions", "findings", "abort_recommendations", "quarantine")}, **self.counts})
+        )
+        if self.verdicts:
+            lines.append("  findings by verdict:")
+            for verdict, reason, n in self.verdicts:
+                lines.append(f"    {verdict:8s} {reason:30s} {n}")
+        else:
+            lines.append("  no late or hanging transactions")
+        if self.worst_partitions:
+            lines.append("  worst partitions (by LSO lag):")
+            for p in self.worst_partitions:
+                lines.append(
+                    f"    {p['topic']}-{p['partition']}: lso_lag {p['lso_lag']}, {p['open_transactions']} open, "
+                    f"oldest open {classify._duration(p['max_open_ms'])}"
+                )
+        lines.append(f"  tables: {os.path.abspath(self.output)}/<table> (Delta): " + ", ".join(sorted(self.counts)))
+        return "\n".join(lines)
+
+
+def _parse_as_of(value: Any) -> datetime | None:
+    from txnlog.config import parse_as_of
+
+    return parse_as_of(value) if value is not None else None
+
+
+def check_inputs(paths: list[str]) -> Inventory:
+    """Discover logs under ``paths`` or raise a one-line UsageError saying what to do."""
+    for p in paths:
+        if not os.path.exists(p):
+            raise UsageError(f"--logs {p}: no such file or directory; give a broker log dir (log.dirs) or a dir of them")
+        if not os.path.isdir(p):
+            raise UsageError(f"--logs {p}: not a directory; give a broker log dir (log.dirs) or a dir of them")
+    inventory = discover(paths)
+    if not inventory.segments and not inventory.txn_state_segments:
+        raise UsageError(
+            f"--logs {', '.join(paths)}: no Kafka logs found (expected <topic>-<partition>/ directories holding "
+            "0000….log segments); point --logs at a broker's log.dirs or at a directory of broker log dirs"
+        )
+    return inventory
+
+
+def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress) -> RunResult:
+    """Run the whole job for ``config`` (a ``txnlog.config.Config``) and write the Delta tables."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from txnlog import delta
+    from txnlog.spark import transforms as T
+    from txnlog.spark.session import get_session
+    from txnlog.spark.sources import SEGMENTS_SOURCE, TXN_STATE_SOURCE, files_option, register_sources
+
+    t0 = time.monotonic()
+    started_at = datetime.now(timezone.utc)
+    run_id = uuid.uuid4().hex[:12]
+    logs = list(config.logs)
+    if not logs and not config.dump_log and not config.bootstrap_servers:
+        from txnlog.sample import sample_logs
+
+        logs = [sample_logs(progress=progress)]
+        progress(f"no input given: using the embedded sample cluster at {logs[0]}")
+    inventory = check_inputs(logs)
+    gib = inventory.total_bytes / 2**30
+    note = (
+        f"{len(inventory.segments)} segments and {len(inventory.snapshots)} snapshots of "
+        f"{len(inventory.data_partitions)} partitions, {len(inventory.txn_state_segments)} __transaction_state "
+        f"segments of {len(inventory.txn_state_partitions)}/{config.transaction_state_partitions} partitions "
+        f"on {len(inventory.brokers)} broker(s), {gib:.2f} GiB"
+    )
+    progress(f"found {note}")
+
+    spark = spark or get_session("txnlog", conf=dict(config.spark))
+    register_sources(spark)
+    check_crc = "true" if config.check_crc else "false"
+    summary = (
+        spark.read.format(SEGMENTS_SOURCE)
+        .option("files", files_option(list(inventory.segments) + list(inventory.snapshots)))
+        .option("check_crc", check_crc)
+        .load()
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    records = (
+        spark.read.format(TXN_STATE_SOURCE)
+        .option("files", files_option(list(inventory.txn_state_segments)))
+        .option("check_crc", check_crc)
+        .load()
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    progress(f"decoding {len(inventory.segments) + len(inventory.snapshots) + len(inventory.txn_state_segments)} files in Spark")
+    seen = summary.agg(F.max("last_timestamp").alias("m")).first()["m"]
+    seen_coord = records.agg(F.max("record_timestamp").alias("m")).first()["m"]
+    as_of = _parse_as_of(config.as_of)
+    if as_of is None:
+        newest = max([x for x in (seen, seen_coord) if x is not None], default=0)
+        as_of = datetime.fromtimestamp(newest / 1000, tz=timezone.utc)
+    as_of_ms = int(as_of.timestamp() * 1000)
+    progress(f"decoded in {time.monotonic() - t0:.1f} s; as_of = {as_of.isoformat()}")
+
+    all_partitions_read = len(inventory.txn_state_partitions) >= config.transaction_state_partitions
+    thresholds = classify.Thresholds(
+        as_of_ms=as_of_ms,
+        max_transaction_timeout_ms=config.max_transaction_timeout_ms,
+        all_txn_state_partitions_read=all_partitions_read,
+        bootstrap_servers=config.bootstrap_servers,
+    )
+    tables = build_tables(spark, summary, records, thresholds, cluster=config.cluster, as_of=as_of)
+    for df in tables.values():
+        df.persist(StorageLevel.MEMORY_AND_DISK)
+
+    counts = delta.write_tables(spark, config.output, tables, cluster=config.cluster, as_of=as_of, writer=config.delta_writer)
+    verdict_rows = tables["findings"].groupBy("verdict", "reason").count().orderBy("verdict", F.desc("count")).collect()
+    worst = (
+        tables["partition_health"]
+        .filter(F.col("open_transactions") > 0)
+        .orderBy(F.desc("lso_lag"))
+        .limit(5)
+        .select("topic", "partition", "lso_lag", "open_transactions", "max_open_ms")
+        .collect()
+    )
+    late_partitions = tables["partition_health"].filter(F.col("has_late_transaction")).count()
+    result = RunResult(
+        run_id=run_id,
+        cluster=config.cluster,
+        as_of=as_of,
+        output=config.output,
+        counts=dict(counts),
+        verdicts=[(r["verdict"], r["reason"], r["count"]) for r in verdict_rows],
+        worst_partitions=[r.asDict() for r in worst],
+        inputs=logs,
+        inventory_note=note,
+    )
+    result.seconds = time.monotonic() - t0
+    runs_row = _runs_table(result, started_at, late_partitions, config)
+    counts.update(delta.write_tables(spark, config.output, {"runs": runs_row}, cluster=config.cluster, as_of=as_of, writer=config.delta_writer))
+    result.counts = dict(counts)
+    for df in list(tables.values()) + [summary, records]:
+        df.unpersist()
+    return result
+
+
+def _runs_table(result: RunResult, started_at: datetime, late_partitions: int, config: Any):  # -> pa.Table
+    import pyarrow as pa
+
+    from txnlog.tables import RUNS
+
+    c = result.counts
+    hanging = sum(n for v, _, n in result.verdicts if v == classify.HANGING)
+    late = sum(n for v, _, n in result.verdicts if v == classify.LATE)
+    row = {
+        "cluster": result.cluster,
+        "as_of": result.as_of,
+        "run_id": result.run_id,
+        "started_at": started_at,
+        "finished_at": datetime.now(timezone.utc),
+        "inputs": [os.path.abspath(p) for p in result.inputs],
+        **{f"{t}_count": int(c.get(t, 0)) for t in (
+            "transactions", "findings", "abort_recommendations", "partition_health",
+            "coordinator_state", "coordinator_history", "quarantine",
+        )},
+        "hanging_count": hanging,
+        "late_count": late,
+        "partitions_with_late_transactions": int(late_partitions),
+        "txnlog_version": __version__,
+        "status": "SUCCEEDED",
+        "config": json.dumps(config.to_dict(), default=str, sort_keys=True),
+    }
+    return pa.Table.from_pylist([row], schema=RUNS)
+
+
+def build_tables(spark: Any, summary: Any, records: Any, thresholds: classify.Thresholds, *, cluster: str, as_of: datetime) -> dict[str, Any]:
+    """All output tables as DataFrames (contract columns), from the sources' outputs."""
+    from pyspark.sql import functions as F
+
+    from txnlog.spark import transforms as T
+
+    as_of_ms = thresholds.as_of_ms
+    keys = [F.lit(cluster).alias("cluster"), F.lit(as_of).cast("timestamp").alias("as_of")]
+
+    stats = T.replica_stats(summary)
+    per_replica = T.replica_transactions(summary, stats)
+    txns = T.merge_replicas(per_replica)
+    pstats = T.partition_stats(stats)
+    txns, health = T.with_lso(txns, pstats, as_of_ms)
+
+    history = T.coordinator_history(records)
+    state = T.coordinator_state(history)
+    owners = T.producer_owners(state)
+    seen_under = T.history_owners(history)
+
+    txns = txns.join(seen_under, txns.producer_id == seen_under.pid, "left").drop("pid")
+    txns = txns.join(owners, txns.producer_id == owners.pid, "left").drop("pid")
+    txns = txns.withColumn(
+        "transactional_id_resolved", F.coalesce(F.col("transactional_id"), F.col("history_transactional_id"))
+    )
+
+    outcome = (
+        F.when(F.col("marker_offset").isNull(), F.lit("OPEN"))
+        .when(F.col("control_type") == 0, F.lit("ABORT"))
+        .otherwise(F.lit("COMMIT"))
+    )
+    first_ms = F.coalesce("first_timestamp_ms", "last_timestamp_ms")
+    transactions = txns.select(
+        *keys,
+        "topic",
+        "partition",
+        "producer_id",
+        "producer_epoch",
+        "first_offset",
+        "last_offset",
+        "marker_offset",
+        outcome.alias("outcome"),
+        "marker_epoch",
+        "coordinator_epoch",
+        T.ts("first_timestamp_ms").alias("first_timestamp"),
+        T.ts("last_timestamp_ms").alias("last_timestamp"),
+        T.ts("marker_timestamp_ms").alias("marker_timestamp"),
+        (F.coalesce("marker_timestamp_ms", F.lit(as_of_ms)) - first_ms).alias("duration_ms"),
+        "batch_count",
+        "record_count",
+        "size_bytes",
+        F.col("transactional_id_resolved").alias("transactional_id"),
+        "replicas",
+        "open_replicas",
+        "started_before_log_start",
+        F.lit("segments").alias("source"),
+    )
+
+    idle = F.lit(as_of_ms) - F.col("last_timestamp_ms")
+    candidates = txns.filter((F.size("open_replicas") > 0) & (idle > thresholds.max_transaction_timeout_ms)).select(
+        "topic",
+        "partition",
+        "producer_id",
+        "producer_epoch",
+        F.col("first_offset").alias("start_offset"),
+        "last_offset",
+        "batch_count",
+        "first_timestamp_ms",
+        "last_timestamp_ms",
+        (F.lit(as_of_ms) - first_ms).alias("open_ms"),
+        idle.alias("idle_ms"),
+        "lso_lag",
+        "replicas",
+        "open_replicas",
+        F.coalesce("started_before_log_start", F.lit(False)).alias("started_before_log_start"),
+        "prev_marker_offset",
+        "prev_marker_type",
+        "prev_marker_epoch",
+        F.coalesce("prev_coordinator_epoch", "snapshot_coordinator_epoch", F.lit(-1)).alias("last_coordinator_epoch"),
+        F.coalesce("owner_match", F.lit(classify.OWNER_NONE)).alias("owner_match"),
+        "transactional_id",
+        "history_transactional_id",
+        "owner_state",
+        "owner_partitions",
+        "owner_timeout_ms",
+        "owner_txn_start_ms",
+        "owner_last_update_ms",
+        "owner_coordinator_partition",
+        "owner_coordinator_epoch",
+        "owner_producer_id",
+    )
+    classified = T.classify_candidates(candidates, thresholds).filter(F.col("verdict").isNotNull())
+
+    findings = classified.select(
+        *keys,
+        "topic",
+        "partition",
+        "producer_id",
+        "producer_epoch",
+        "start_offset",
+        T.ts("first_timestamp_ms").alias("first_timestamp"),
+        T.ts("last_timestamp_ms").alias("last_timestamp"),
+        "open_ms",
+        "idle_ms",
+        "lso_lag",
+        "verdict",
+        "reason",
+        "transactional_id",
+        F.col("owner_state").alias("coordinator_state"),
+        F.col("owner_coordinator_partition").alias("coordinator_partition"),
+        F.col("owner_coordinator_epoch").alias("coordinator_epoch"),
+        "evidence",
+        "advice",
+        "replicas",
+        "open_replicas",
+        "started_before_log_start",
+        F.lit("segments").alias("source"),
+    )
+    # stuck coordinator records whose partitions are not in the input
+    input_tps = pstats.select(F.concat_ws("-", "topic", F.col("partition").cast("string")).alias("tp_name"))
+    stuck = T.stuck_coordinator_records(state, input_tps, thresholds)
+    since = F.greatest("txn_start_ms", "last_update_ms")
+    stuck_findings = stuck.select(
+        *keys,
+        F.lit(None).cast("string").alias("topic"),
+        F.lit(None).cast("int").alias("partition"),
+        "producer_id",
+        "producer_epoch",
+        F.lit(None).cast("long").alias("start_offset"),
+        T.ts("txn_start_ms").alias("first_timestamp"),
+        T.ts("last_update_ms").alias("last_timestamp"),
+        (F.lit(as_of_ms) - F.col("txn_start_ms")).alias("open_ms"),
+        (F.lit(as_of_ms) - since).alias("idle_ms"),
+        F.lit(None).cast("long").alias("lso_lag"),
+        F.lit(classify.LATE).alias("verdict"),
+        F.lit(classify.COORDINATOR_STUCK).alias("reason"),
+        "transactional_id",
+        F.col("state").alias("coordinator_state"),
+        "coordinator_partition",
+        "coordinator_epoch",
+        "evidence",
+        "advice",
+        F.lit(None).cast("array<string>").alias("replicas"),
+        F.lit(None).cast("array<string>").alias("open_replicas"),
+        F.lit(False).alias("started_before_log_start"),
+        F.lit("segments").alias("source"),
+    )
+    findings = findings.unionByName(stuck_findings)
+
+    bootstrap = thresholds.bootstrap_servers or classify.BOOTSTRAP_PLACEHOLDER
+    ce = F.greatest(F.col("last_coordinator_epoch"), F.lit(0))
+    recommendations = classified.filter(F.col("verdict") == classify.HANGING).select(
+        *keys,
+        "topic",
+        "partition",
+        "start_offset",
+        "producer_id",
+        "producer_epoch",
+        ce.alias("coordinator_epoch"),
+        "transactional_id",
+        "reason",
+        "safety",
+        F.format_string(
+            "kafka-transactions.sh --bootstrap-server %s abort --topic %s --partition %d --start-offset %d",
+            F.lit(bootstrap), "topic", "partition", "start_offset",
+        ).alias("command"),
+        F.format_string(
+            "kafka-transactions.sh --bootstrap-server %s abort --topic %s --partition %d --producer-id %d "
+            "--producer-epoch %d --coordinator-epoch %d",
+            F.lit(bootstrap), "topic", "partition", "producer_id", "producer_epoch", ce,
+        ).alias("legacy_command"),
+    )
+
+    late_ms = thresholds.max_transaction_timeout_ms + classify.LATE_TRANSACTION_BUFFER_MS
+    has_late = F.coalesce(F.col("oldest_idle_ms") > late_ms, F.lit(False))
+    partition_health = health.select(
+        *keys,
+        "topic",
+        "partition",
+        "log_start_offset",
+        "log_end_offset",
+        "last_stable_offset",
+        "lso_lag",
+        "open_transactions",
+        F.col("max_open_ms"),
+        has_late.alias("has_late_transaction"),
+        F.when(has_late, T.ts("oldest_first_ms")).alias("stuck_since"),
+        "replicas",
+        "batch_count",
+        T.ts("max_timestamp_ms").alias("max_timestamp"),
+    )
+
+    coordinator_state = state.select(
+        *keys,
+        "transactional_id",
+        "producer_id",
+        "producer_epoch",
+        "state",
+        "timeout_ms",
+        "partitions",
+        T.ts("txn_start_timestamp").alias("txn_start_timestamp"),
+        T.ts("last_update_timestamp").alias("last_update_timestamp"),
+        "coordinator_partition",
+        "coordinator_epoch",
+        "previous_producer_id",
+        "next_producer_id",
+        "client_transaction_version",
+        "is_tombstoned",
+        "next_producer_epoch",
+        "record_offset",
+        "transitions",
+    )
+    coordinator_history = history.select(
+        *keys,
+        "transactional_id",
+        "coordinator_partition",
+        "record_offset",
+        T.ts("record_timestamp").alias("record_timestamp"),
+        "producer_id",
+        "producer_epoch",
+        F.col("state_name").alias("state"),
+        "timeout_ms",
+        "partitions",
+        T.ts("txn_start_timestamp").alias("txn_start_timestamp"),
+        T.ts("last_update_timestamp").alias("last_update_timestamp"),
+        "coordinator_epoch",
+        "previous_producer_id",
+        "next_producer_id",
+        "next_producer_epoch",
+        "client_transaction_version",
+        F.col("is_tombstone"),
+        "value_version",
+    )
+    q_cols = ["file", "position", "length", "reason", "detail", "topic", "partition"]
+    quarantine = (
+        summary.filter(F.col("kind") == "quarantine")
+        .select(*keys, *q_cols, F.col("broker").alias("replica"))
+        .unionByName(
+            records.filter(F.col("kind") == "quarantine").select(
+                *keys, "file", "position", "length", "reason", "detail",
+                F.lit("__transaction_state").alias("topic"),
+                F.col("coordinator_partition").alias("partition"),
+                F.col("broker").alias("replica"),
+            )
+        )
+    )
+    return {
+        "transactions": transactions,
+        "findings": findings,
+        "abort_recommendations": recommendations,
+        "partition_health": partition_health,
+        "coordinator_state": coordinator_state,
+        "coordinator_history": coordinator_history,
+        "quarantine": quarantine,
+    }

@@ -1,0 +1,139 @@
+"""The Spark session txnlog runs in, and what it can find on its classpath.
+
+``get_session`` reuses the active session (``spark-submit`` and notebooks that
+already built one), otherwise builds a local one. It never asks Maven for
+anything: ``configure_spark_with_delta_pip`` and ``spark.jars.packages`` would
+try to download the Delta jars, which fails (or hangs until Ivy times out) on
+machines without Maven access (shared/FEASIBILITY.md §3). Delta comes either
+from jars someone put on the classpath (``--jars``, the cluster image), which
+``delta_spark_available`` detects, or from ``deltalake`` (txnlog.delta).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+# Correctness settings: applied to every session txnlog uses, including one it
+# did not build. Timestamps are instants in UTC everywhere (DESIGN.md §3), and
+# Parquet timestamps must be INT64 micros: Spark's default INT96 is not
+# something the deltalake commit path (or most readers) should be fed.
+REQUIRED_CONF: dict[str, str] = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+}
+
+# Defaults for a session txnlog builds: a spark-submit --conf, spark-defaults.conf
+# or PYSPARK_SUBMIT_ARGS setting wins over these; an explicit ``conf`` wins over all.
+DEFAULT_CONF: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+
+# Local mode only: the host name may resolve to an address that is not up
+# (FEASIBILITY §4 saw 192.0.2.2), and a local driver needs no outside listener.
+LOCAL_CONF: dict[str, str] = {
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+}
+
+DEFAULT_MASTER = "local[*]"
+DELTA_TABLE_CLASS = "io.delta.tables.DeltaTable"
+
+
+def get_session(
+    app_name: str = "txnlog",
+    *,
+    master: str | None = None,
+    conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """Return the active Spark session, or build a local one.
+
+    With an active session (``spark-submit``, a notebook), that session is
+    returned with txnlog's required settings (UTC session time zone, Parquet
+    TIMESTAMP_MICROS) and any runtime-settable entries of ``conf`` applied;
+    ``master`` is then ignored. Otherwise a session is built on ``master``
+    (default: the master spark-submit / PYSPARK_SUBMIT_ARGS configured, else
+    ``local[*]``) with the UI off, few shuffle partitions (8) and Arrow on;
+    ``conf`` overrides any of these.
+
+    >>> spark = get_session(master="local[2]", conf={"spark.sql.shuffle.partitions": "4"})
+    >>> spark.conf.get("spark.sql.session.timeZone")
+    'UTC'
+    """
+    from pyspark.sql import SparkSession
+
+    extra = {str(k): str(v) for k, v in (conf or {}).items()}
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        _apply_runtime_conf(active, {**extra, **REQUIRED_CONF})
+        return active
+
+    # Python workers must run the interpreter that has txnlog's dependencies,
+    # not whatever `python3` is on the PATH of the executor.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+    preset = _preset_conf()
+    chosen_master = master or extra.get("spark.master") or preset.get("spark.master") or DEFAULT_MASTER
+    settings: dict[str, str] = {k: v for k, v in DEFAULT_CONF.items() if k not in preset}
+    if chosen_master.startswith("local"):
+        settings.update({k: v for k, v in LOCAL_CONF.items() if k not in preset and not os.environ.get("SPARK_LOCAL_IP")})
+    settings.update(extra)
+    settings.update(REQUIRED_CONF)
+    settings["spark.master"] = chosen_master
+
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def delta_spark_available(spark: SparkSession) -> bool:
+    """True when the Delta Lake Spark classes are on the driver's classpath.
+
+    Loads ``io.delta.tables.DeltaTable`` through the JVM's context class loader
+    without initialising it (FEASIBILITY §3: about 0.1 s). Nothing is
+    downloaded. A Spark Connect session has no driver JVM to ask: False.
+
+    >>> delta_spark_available(get_session())
+    False
+    """
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        return False
+    try:
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        jvm.java.lang.Class.forName(DELTA_TABLE_CLASS, False, loader)
+    except Exception:  # py4j wraps ClassNotFoundException in Py4JJavaError
+        return False
+    return True
+
+
+def _preset_conf() -> dict[str, str]:
+    """Settings the launcher already gave the JVM (spark-submit --conf, spark-defaults.conf)."""
+    from pyspark import SparkConf, SparkContext
+
+    # Starts the JVM gateway if needed (it is reused by the SparkContext built
+    # next); SparkConf(loadDefaults=True) then reads the spark.* system
+    # properties that spark-submit set from its command line and defaults file.
+    SparkContext._ensure_initialized()
+    return dict(SparkConf(loadDefaults=True).getAll())
+
+
+def _apply_runtime_conf(spark: SparkSession, settings: Mapping[str, str]) -> None:
+    for key, value in settings.items():
+        if spark.conf.get(key, None) == value:
+            continue
+        if spark.conf.isModifiable(key):
+            spark.conf.set(key, value)
+        # Static settings (spark.master, spark.ui.enabled, ...) of a session
+        # someone else built are theirs; changing them needs a new session.

@@ -1,0 +1,353 @@
+"""Spark Python Data Sources over Kafka log files (Spark 4 Data Source API).
+
+The driver only lists files (``txnlog.logdirs``) and hands the list to a
+source as an option; every file becomes one input partition, and the bytes are
+read and decoded inside the executor with the vectorized walk of
+``txnlog.kafka``. What leaves the executor is small:
+
+* ``txnlog_segments`` — per data segment: transaction *fragments* (see
+  ``txnlog.reconstruct``), one ``segment`` summary row, ``quarantine`` rows;
+  per producer snapshot: its entries. Batch headers never leave the executor.
+* ``txnlog_batches`` — every batch header, for forensics (notebooks, timeline).
+* ``txnlog_txn_state`` — every ``__transaction_state`` record, decoded.
+
+Options: ``files`` (JSON list of ``txnlog.logdirs.LogFile`` dicts) and
+``check_crc`` ("true"/"false").
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from txnlog.logdirs import LogFile
+
+SEGMENTS_SOURCE = "txnlog_segments"
+BATCHES_SOURCE = "txnlog_batches"
+TXN_STATE_SOURCE = "txnlog_txn_state"
+
+#: kinds of rows the segments source yields
+KIND_RUN = "run"
+KIND_MARKER = "marker"
+KIND_SEGMENT = "segment"
+KIND_QUARANTINE = "quarantine"
+KIND_SNAPSHOT = "snapshot"
+
+SEGMENT_SUMMARY_SCHEMA = pa.schema(
+    [
+        ("kind", pa.string()),
+        ("broker", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("file", pa.string()),
+        ("file_offset", pa.int64()),  # segment base offset or snapshot offset (from the name)
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int32()),
+        ("min_epoch", pa.int32()),
+        ("first_offset", pa.int64()),
+        ("last_offset", pa.int64()),
+        ("first_timestamp", pa.int64()),  # ms
+        ("last_timestamp", pa.int64()),  # ms
+        ("batch_count", pa.int64()),
+        ("record_count", pa.int64()),
+        ("size_bytes", pa.int64()),
+        ("control_type", pa.int32()),
+        ("coordinator_epoch", pa.int32()),
+        ("legacy_entries", pa.int64()),
+        ("position", pa.int64()),
+        ("length", pa.int64()),
+        ("reason", pa.string()),
+        ("detail", pa.string()),
+    ]
+)
+
+BATCH_SCHEMA = pa.schema(
+    [
+        ("broker", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("file", pa.string()),
+        ("position", pa.int64()),
+        ("base_offset", pa.int64()),
+        ("last_offset", pa.int64()),
+        ("batch_length", pa.int32()),
+        ("partition_leader_epoch", pa.int32()),
+        ("magic", pa.int8()),
+        ("crc", pa.int64()),
+        ("crc_valid", pa.bool_()),
+        ("compression", pa.int8()),
+        ("timestamp_type", pa.int8()),
+        ("is_transactional", pa.bool_()),
+        ("is_control", pa.bool_()),
+        ("last_offset_delta", pa.int32()),
+        ("base_timestamp", pa.int64()),
+        ("max_timestamp", pa.int64()),
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int16()),
+        ("base_sequence", pa.int32()),
+        ("record_count", pa.int32()),
+        ("control_type", pa.int16()),
+        ("coordinator_epoch", pa.int32()),
+        ("marker_timestamp", pa.int64()),
+        ("control_status", pa.int8()),
+    ]
+)
+
+
+def arrow_to_spark_schema(schema: pa.Schema) -> StructType:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema)
+
+
+def files_option(files: list[LogFile] | tuple[LogFile, ...]) -> str:
+    return json.dumps([asdict(f) for f in files])
+
+
+def _parse_files(options: dict[str, str]) -> list[LogFile]:
+    return [LogFile(**d) for d in json.loads(options.get("files", "[]"))]
+
+
+def _flag(options: dict[str, str], name: str, default: bool) -> bool:
+    value = options.get(name)
+    return default if value is None else value.strip().lower() in ("1", "true", "yes")
+
+
+def read_file_bytes(path: str) -> np.ndarray:
+    """The whole file as a uint8 array (local: one read; remote URIs through pyarrow.fs)."""
+    if "://" in path and not path.startswith("file://"):
+        from pyarrow import fs
+
+        filesystem, inner = fs.FileSystem.from_uri(path)
+        with filesystem.open_input_file(inner) as f:
+            return np.frombuffer(f.read(), dtype=np.uint8)
+    if path.startswith("file://"):
+        path = path[len("file://") :]
+    return np.fromfile(path, dtype=np.uint8)
+
+
+class _FilePartition(InputPartition):
+    def __init__(self, file: LogFile):
+        super().__init__(asdict(file))
+        self.file = file
+
+
+def _table(schema: pa.Schema, n: int, columns: dict[str, Any]) -> pa.RecordBatch:
+    """A RecordBatch of ``schema``: given columns (arrays or scalars), the rest null."""
+    arrays = []
+    for field in schema:
+        value = columns.get(field.name)
+        if value is None:
+            arrays.append(pa.nulls(n, field.type))
+        elif isinstance(value, (pa.Array, pa.ChunkedArray)):
+            arrays.append(value.cast(field.type))
+        elif isinstance(value, np.ndarray):
+            arrays.append(pa.array(value).cast(field.type))
+        else:
+            arrays.append(pa.array(np.full(n, value) if not isinstance(value, str) else [value] * n, type=field.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def quarantine_batch(schema: pa.Schema, file: LogFile, entries: list[Any]) -> pa.RecordBatch:
+    """Rows of kind ``quarantine`` from decoder QuarantineEntry values."""
+    n = len(entries)
+    return _table(
+        schema,
+        n,
+        {
+            "kind": KIND_QUARANTINE,
+            "broker": file.broker,
+            "topic": file.topic,
+            "partition": np.full(n, file.partition, np.int32),
+            "file": pa.array([e.file or file.path for e in entries], pa.string()),
+            "file_offset": np.full(n, file.base_offset, np.int64),
+            "position": pa.array([e.position for e in entries], pa.int64()),
+            "length": pa.array([e.length for e in entries], pa.int64()),
+            "reason": pa.array([e.reason for e in entries], pa.string()),
+            "detail": pa.array([getattr(e, "detail", "") for e in entries], pa.string()),
+        },
+    )
+
+
+def summarize_segment(file: LogFile, check_crc: bool) -> Iterator[pa.RecordBatch]:
+    """Decode one segment in this process and yield its summary rows."""
+    from txnlog.kafka.record_batch import scan_segment
+    from txnlog.reconstruct import segment_fragments
+
+    buf = read_file_bytes(file.path)
+    scan = scan_segment(buf, file=file.path, check_crc=check_crc)
+    b = scan.batches
+    frags = segment_fragments(b)
+    n = len(frags["kind"])
+    if n:
+        kinds = np.where(frags["kind"] == 1, KIND_MARKER, KIND_RUN)
+        yield _table(
+            SEGMENT_SUMMARY_SCHEMA,
+            n,
+            {
+                "kind": pa.array(kinds.tolist(), pa.string()),
+                "broker": file.broker,
+                "topic": file.topic,
+                "partition": np.full(n, file.partition, np.int32),
+                "file": file.path,
+                "file_offset": np.full(n, file.base_offset, np.int64),
+                **{k: frags[k] for k in (
+                    "producer_id", "producer_epoch", "min_epoch", "first_offset", "last_offset",
+                    "first_timestamp", "last_timestamp", "batch_count", "record_count", "size_bytes",
+                    "coordinator_epoch",
+                )},
+                "control_type": pa.array(frags["control_type"].astype(np.int32)).cast(pa.int32()),
+            },
+        )
+    has_batches = len(b["base_offset"]) > 0
+    yield _table(
+        SEGMENT_SUMMARY_SCHEMA,
+        1,
+        {
+            "kind": KIND_SEGMENT,
+            "broker": file.broker,
+            "topic": file.topic,
+            "partition": np.full(1, file.partition, np.int32),
+            "file": file.path,
+            "file_offset": np.full(1, file.base_offset, np.int64),
+            "first_offset": pa.array([int(b["base_offset"].min()) if has_batches else None], pa.int64()),
+            "last_offset": pa.array([int(b["last_offset"].max()) if has_batches else None], pa.int64()),
+            "first_timestamp": pa.array([int(b["base_timestamp"].min()) if has_batches else None], pa.int64()),
+            "last_timestamp": pa.array([int(b["max_timestamp"].max()) if has_batches else None], pa.int64()),
+            "batch_count": np.full(1, len(b["base_offset"]), np.int64),
+            "record_count": np.full(1, int(b["record_count"].astype(np.int64).sum()), np.int64),
+            "size_bytes": np.full(1, file.size, np.int64),
+            "legacy_entries": np.full(1, scan.legacy_entries, np.int64),
+        },
+    )
+    if scan.quarantine:
+        yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, list(scan.quarantine))
+
+
+def summarize_snapshot(file: LogFile) -> Iterator[pa.RecordBatch]:
+    """Producer snapshot entries as rows of kind ``snapshot`` (bad files → quarantine)."""
+    from txnlog.kafka.errors import DecodeError, QuarantineEntry
+    from txnlog.kafka.producer_snapshot import decode_producer_snapshot
+
+    buf = read_file_bytes(file.path)
+    try:
+        snap = decode_producer_snapshot(buf, file=file.path)
+    except DecodeError as e:
+        yield quarantine_batch(
+            SEGMENT_SUMMARY_SCHEMA,
+            file,
+            [QuarantineEntry(file.path, int(e.position or 0), int(buf.size), e.reason or "bad_snapshot", str(e))],
+        )
+        return
+    if not snap.crc_valid:
+        yield quarantine_batch(
+            SEGMENT_SUMMARY_SCHEMA,
+            file,
+            [QuarantineEntry(file.path, 0, int(buf.size), "snapshot_crc_mismatch", "entries ignored")],
+        )
+        return
+    e = snap.entries
+    n = len(e["producer_id"])
+    if not n:
+        return
+    yield _table(
+        SEGMENT_SUMMARY_SCHEMA,
+        n,
+        {
+            "kind": KIND_SNAPSHOT,
+            "broker": file.broker,
+            "topic": file.topic,
+            "partition": np.full(n, file.partition, np.int32),
+            "file": file.path,
+            "file_offset": np.full(n, file.base_offset, np.int64),
+            "producer_id": e["producer_id"],
+            "producer_epoch": e["producer_epoch"].astype(np.int32),
+            "first_offset": e["current_txn_first_offset"],
+            "last_offset": e["last_offset"],
+            "last_timestamp": e["timestamp"],
+            "coordinator_epoch": e["coordinator_epoch"],
+        },
+    )
+
+
+class _SegmentsReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]):
+        self.files = _parse_files(options)
+        self.check_crc = _flag(options, "check_crc", True)
+
+    def partitions(self) -> list[InputPartition]:
+        return [_FilePartition(f) for f in self.files]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        file = LogFile(**partition.value)
+        try:
+            if file.kind == "snapshot":
+                yield from summarize_snapshot(file)
+            else:
+                yield from summarize_segment(file, self.check_crc)
+        except OSError as e:  # vanished/unreadable file: a quarantine row, never a crash
+            from txnlog.kafka.errors import QuarantineEntry
+
+            yield quarantine_batch(
+                SEGMENT_SUMMARY_SCHEMA, file, [QuarantineEntry(file.path, 0, file.size, "unreadable_file", str(e))]
+            )
+
+
+class SegmentsSource(DataSource):
+    """``spark.read.format("txnlog_segments").option("files", files_option(...)).load()``"""
+
+    @classmethod
+    def name(cls) -> str:
+        return SEGMENTS_SOURCE
+
+    def schema(self) -> StructType:
+        return arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return _SegmentsReader(dict(self.options))
+
+
+class _BatchesReader(_SegmentsReader):
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from txnlog.kafka.record_batch import scan_segment
+
+        file = LogFile(**partition.value)
+        if file.kind != "log":
+            return
+        scan = scan_segment(read_file_bytes(file.path), file=file.path, check_crc=self.check_crc)
+        b = scan.batches
+        n = len(b["base_offset"])
+        cols: dict[str, Any] = {name: b[name] for name in BATCH_SCHEMA.names if name in b}
+        cols.update(
+            {"broker": file.broker, "topic": file.topic, "partition": np.full(n, file.partition, np.int32), "file": file.path}
+        )
+        yield _table(BATCH_SCHEMA, n, cols)
+
+
+class BatchesSource(DataSource):
+    """Every batch header of the given segments (forensics; the nightly job uses summaries)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return BATCHES_SOURCE
+
+    def schema(self) -> StructType:
+        return arrow_to_spark_schema(BATCH_SCHEMA)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return _BatchesReader(dict(self.options))
+
+
+def register_sources(spark: Any) -> None:
+    """Register every txnlog Data Source with ``spark`` (idempotent)."""
+    from txnlog.spark.txn_state_source import TxnStateSource
+
+    for source in (SegmentsSource, BatchesSource, TxnStateSource):
+        spark.dataSource.register(source)

@@ -1,0 +1,212 @@
+"""The output contract: every Delta table txnlog writes, as Arrow schemas.
+
+This module is the one home of output column names and types (DESIGN.md §3).
+Dashboards and acceptance checks read these names: add columns freely, never
+rename one. Spark schemas are derived from these in ``txnlog.spark.schemas``.
+
+Conventions: every table starts with ``cluster`` (string) and ``as_of``
+(timestamp, UTC); offsets and ids are int64, epochs int32, durations ``*_ms``
+int64, timestamps microsecond UTC (what Spark writes as TIMESTAMP_MICROS).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+TS = pa.timestamp("us", tz="UTC")
+STR = pa.string()
+I64 = pa.int64()
+I32 = pa.int32()
+BOOL = pa.bool_()
+STR_LIST = pa.list_(pa.string())
+
+
+def _schema(*fields: tuple[str, pa.DataType], nullable: set[str] | None = None) -> pa.Schema:
+    keys = {"cluster", "as_of"}
+    return pa.schema(
+        [pa.field("cluster", STR, nullable=False), pa.field("as_of", TS, nullable=False)]
+        + [pa.field(name, typ, nullable=name not in keys) for name, typ in fields]
+    )
+
+
+TRANSACTIONS = _schema(
+    ("topic", STR),
+    ("partition", I32),
+    ("producer_id", I64),
+    ("producer_epoch", I32),
+    ("first_offset", I64),
+    ("last_offset", I64),
+    ("marker_offset", I64),
+    ("outcome", STR),  # COMMIT / ABORT / OPEN
+    ("marker_epoch", I32),
+    ("coordinator_epoch", I32),
+    ("first_timestamp", TS),
+    ("last_timestamp", TS),
+    ("marker_timestamp", TS),
+    ("duration_ms", I64),
+    ("batch_count", I64),
+    ("record_count", I64),
+    ("size_bytes", I64),
+    ("transactional_id", STR),
+    # beyond the contract
+    ("replicas", STR_LIST),  # brokers (log dirs) holding this transaction
+    ("open_replicas", STR_LIST),  # brokers where it has no marker
+    ("started_before_log_start", BOOL),  # first offset known only from a producer snapshot
+    ("source", STR),  # segments / dump_log / live
+)
+
+FINDINGS = _schema(
+    ("topic", STR),
+    ("partition", I32),
+    ("producer_id", I64),
+    ("producer_epoch", I32),
+    ("start_offset", I64),
+    ("first_timestamp", TS),
+    ("last_timestamp", TS),
+    ("open_ms", I64),
+    ("idle_ms", I64),
+    ("lso_lag", I64),
+    ("verdict", STR),  # HANGING / LATE
+    ("reason", STR),
+    ("transactional_id", STR),
+    ("coordinator_state", STR),
+    ("coordinator_partition", I32),
+    ("coordinator_epoch", I32),
+    ("evidence", STR),
+    ("advice", STR),
+    # beyond the contract
+    ("replicas", STR_LIST),
+    ("open_replicas", STR_LIST),
+    ("started_before_log_start", BOOL),
+    ("source", STR),
+)
+
+ABORT_RECOMMENDATIONS = _schema(
+    ("topic", STR),
+    ("partition", I32),
+    ("start_offset", I64),
+    ("producer_id", I64),
+    ("producer_epoch", I32),
+    ("coordinator_epoch", I32),
+    ("transactional_id", STR),
+    ("reason", STR),
+    ("safety", STR),  # SAFE / VERIFY_FIRST
+    ("command", STR),
+    ("legacy_command", STR),
+)
+
+PARTITION_HEALTH = _schema(
+    ("topic", STR),
+    ("partition", I32),
+    ("log_start_offset", I64),
+    ("log_end_offset", I64),
+    ("last_stable_offset", I64),
+    ("lso_lag", I64),
+    ("open_transactions", I64),
+    ("max_open_ms", I64),
+    ("has_late_transaction", BOOL),
+    ("stuck_since", TS),
+    # beyond the contract
+    ("replicas", STR_LIST),
+    ("batch_count", I64),
+    ("max_timestamp", TS),
+)
+
+COORDINATOR_STATE = _schema(
+    ("transactional_id", STR),
+    ("producer_id", I64),
+    ("producer_epoch", I32),
+    ("state", STR),
+    ("timeout_ms", I64),
+    ("partitions", STR_LIST),
+    ("txn_start_timestamp", TS),
+    ("last_update_timestamp", TS),
+    ("coordinator_partition", I32),
+    ("coordinator_epoch", I32),
+    ("previous_producer_id", I64),
+    ("next_producer_id", I64),
+    ("client_transaction_version", I32),
+    ("is_tombstoned", BOOL),
+    # beyond the contract
+    ("next_producer_epoch", I32),
+    ("record_offset", I64),
+    ("transitions", I64),  # records seen for this id (history length)
+)
+
+#: Every __transaction_state record, in log order (the history behind coordinator_state).
+COORDINATOR_HISTORY = _schema(
+    ("transactional_id", STR),
+    ("coordinator_partition", I32),
+    ("record_offset", I64),
+    ("record_timestamp", TS),
+    ("producer_id", I64),
+    ("producer_epoch", I32),
+    ("state", STR),
+    ("timeout_ms", I64),
+    ("partitions", STR_LIST),
+    ("txn_start_timestamp", TS),
+    ("last_update_timestamp", TS),
+    ("coordinator_epoch", I32),
+    ("previous_producer_id", I64),
+    ("next_producer_id", I64),
+    ("next_producer_epoch", I32),
+    ("client_transaction_version", I32),
+    ("is_tombstone", BOOL),
+    ("value_version", I32),
+)
+
+QUARANTINE = _schema(
+    ("file", STR),
+    ("position", I64),
+    ("length", I64),
+    ("reason", STR),
+    # beyond the contract
+    ("detail", STR),
+    ("topic", STR),
+    ("partition", I32),
+    ("replica", STR),
+)
+
+RUNS = _schema(
+    ("run_id", STR),
+    ("started_at", TS),
+    ("finished_at", TS),
+    ("inputs", STR_LIST),
+    ("transactions_count", I64),
+    ("findings_count", I64),
+    ("abort_recommendations_count", I64),
+    ("partition_health_count", I64),
+    ("coordinator_state_count", I64),
+    ("coordinator_history_count", I64),
+    ("quarantine_count", I64),
+    ("hanging_count", I64),
+    ("late_count", I64),
+    ("partitions_with_late_transactions", I64),
+    ("txnlog_version", STR),
+    ("status", STR),  # SUCCEEDED / FAILED
+    ("config", STR),  # the effective configuration, as JSON
+)
+
+#: table name -> schema, in the order they are written.
+TABLES: dict[str, pa.Schema] = {
+    "transactions": TRANSACTIONS,
+    "findings": FINDINGS,
+    "abort_recommendations": ABORT_RECOMMENDATIONS,
+    "partition_health": PARTITION_HEALTH,
+    "coordinator_state": COORDINATOR_STATE,
+    "coordinator_history": COORDINATOR_HISTORY,
+    "quarantine": QUARANTINE,
+    "runs": RUNS,
+}
+
+VERDICTS = ("HANGING", "LATE")
+REASONS = (
+    "NO_TRANSACTIONAL_ID",
+    "TRANSACTIONAL_ID_EXPIRED",
+    "COORDINATOR_COMPLETED",
+    "PARTITION_NOT_IN_TRANSACTION",
+    "MARKERS_PENDING",
+    "COORDINATOR_TIMEOUT_OVERDUE",
+    "TWO_PHASE_IN_DOUBT",
+    "COORDINATOR_STUCK",
+)
