@@ -1,0 +1,91 @@
+"""Fragment reconstruction (txnlog.reconstruct) on hand-written batch headers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from txnlog.reconstruct import MARKER, RUN, merge_fragments, segment_fragments
+
+COLUMNS = {
+    "base_offset": np.int64, "last_offset": np.int64, "batch_length": np.int32, "is_transactional": bool,
+    "is_control": bool, "producer_id": np.int64, "producer_epoch": np.int16, "base_timestamp": np.int64,
+    "max_timestamp": np.int64, "record_count": np.int32, "control_type": np.int16, "coordinator_epoch": np.int32,
+    "marker_timestamp": np.int64, "control_status": np.int8,
+}
+
+
+def batches(*rows: dict) -> dict[str, np.ndarray]:
+    """rows of (offset, pid, kind) → the decoder's column arrays."""
+    out: dict[str, list] = {k: [] for k in COLUMNS}
+    for r in rows:
+        kind = r["kind"]  # "data", "plain", "commit", "abort", "empty_control"
+        off = r["offset"]
+        n = r.get("records", 1)
+        out["base_offset"].append(off)
+        out["last_offset"].append(off + n - 1)
+        out["batch_length"].append(100)
+        out["is_transactional"].append(kind != "plain")
+        out["is_control"].append(kind in ("commit", "abort", "empty_control"))
+        out["producer_id"].append(r.get("pid", -1))
+        out["producer_epoch"].append(r.get("epoch", 0))
+        out["base_timestamp"].append(1000 + off)
+        out["max_timestamp"].append(1000 + off + n - 1)
+        out["record_count"].append(0 if kind == "empty_control" else n)
+        out["control_type"].append({"commit": 1, "abort": 0}.get(kind, -1))
+        out["coordinator_epoch"].append(7 if kind in ("commit", "abort") else -1)
+        out["marker_timestamp"].append(1000 + off if kind in ("commit", "abort") else -1)
+        out["control_status"].append({"commit": 1, "abort": 1, "empty_control": 2}.get(kind, 0))
+    return {k: np.array(v, dtype=COLUMNS[k]) for k, v in out.items()}
+
+
+def test_runs_and_markers_of_one_segment():
+    b = batches(
+        {"offset": 0, "pid": 10, "kind": "data", "records": 2},
+        {"offset": 2, "pid": 11, "kind": "data"},
+        {"offset": 3, "pid": 10, "kind": "data"},
+        {"offset": 4, "pid": 10, "kind": "commit"},
+        {"offset": 5, "kind": "plain"},
+        {"offset": 6, "pid": 10, "kind": "data", "epoch": 1},
+        {"offset": 7, "pid": 11, "kind": "empty_control"},  # cleaned marker: ignored like the broker
+        {"offset": 8, "pid": 10, "kind": "abort", "epoch": 2},
+    )
+    f = segment_fragments(b)
+    got = sorted(
+        zip(f["kind"].tolist(), f["producer_id"].tolist(), f["first_offset"].tolist(), f["last_offset"].tolist(),
+            f["batch_count"].tolist(), f["record_count"].tolist(), f["producer_epoch"].tolist())
+    )
+    assert got == [
+        (RUN, 10, 0, 3, 2, 3, 0),
+        (RUN, 10, 6, 6, 1, 1, 1),
+        (RUN, 11, 2, 2, 1, 1, 0),
+        (MARKER, 10, 4, 4, 1, 1, 0),
+        (MARKER, 10, 8, 8, 1, 1, 2),
+    ]
+    run = [i for i in range(len(f["kind"])) if f["kind"][i] == RUN and f["first_offset"][i] == 0][0]
+    assert f["first_timestamp"][run] == 1000 and f["last_timestamp"][run] == 1003
+    txns = merge_fragments(f)
+    assert [(t["producer_id"], t["first_offset"], t["marker_offset"], t["control_type"]) for t in txns] == [
+        (10, 0, 4, 1),
+        (11, 2, None, None),
+        (10, 6, 8, 0),
+    ]
+
+
+def test_transaction_spanning_segments_merges():
+    a = segment_fragments(batches({"offset": 0, "pid": 5, "kind": "data"}))
+    b = segment_fragments(batches({"offset": 10, "pid": 5, "kind": "data"}, {"offset": 11, "pid": 5, "kind": "commit"}))
+    both = {k: np.concatenate([a[k], b[k]]) for k in a}
+    txns = merge_fragments(both)
+    assert [(t["first_offset"], t["last_offset"], t["batch_count"], t["marker_offset"]) for t in txns] == [(0, 10, 2, 11)]
+
+
+def test_marker_with_nothing_open_is_ignored():
+    f = segment_fragments(batches({"offset": 0, "pid": 5, "kind": "abort"}, {"offset": 1, "pid": 5, "kind": "data"}))
+    assert [(t["first_offset"], t["marker_offset"]) for t in merge_fragments(f)] == [(1, None)]
+
+
+@pytest.mark.parametrize("kind", ["plain", "empty_control"])
+def test_no_transactional_data_no_fragments(kind):
+    f = segment_fragments(batches({"offset": 0, "pid": 3, "kind": kind}))
+    assert len(f["kind"]) == 0
