@@ -20,7 +20,7 @@ import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
 from txnlog import __version__, classify
@@ -150,7 +150,7 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
     if as_of is None:
         newest = max([x for x in (seen, seen_coord) if x is not None], default=0)
         as_of = datetime.fromtimestamp(newest / 1000, tz=timezone.utc)
-    as_of_ms = int(as_of.timestamp() * 1000)
+    as_of_ms = (as_of - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1)
     progress(f"decoded in {time.monotonic() - t0:.1f} s; as_of = {as_of.isoformat()}")
 
     all_partitions_read = len(inventory.txn_state_partitions) >= config.transaction_state_partitions

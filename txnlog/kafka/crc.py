@@ -36,7 +36,7 @@ from numba import types
 
 from txnlog.kafka.jit import jit
 
-__all__ = ["BACKEND", "NUMBA_CACHEABLE", "crc32c", "crc32c_update", "library_path"]
+__all__ = ["BACKEND", "NUMBA_CACHEABLE", "crc32_ieee", "crc32c", "crc32c_update", "library_path"]
 
 # Castagnoli polynomial, reflected (RFC 3720 §B.4).
 _POLY_REFLECTED = 0x82F63B78
@@ -170,3 +170,29 @@ def crc32c(data: bytes | bytearray | memoryview | np.ndarray, crc: int = 0) -> i
             pass
     arr = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data.reshape(-1).view(np.uint8)
     return int(crc32c_update(crc, arr, 0, arr.size))
+
+
+def _ieee_table() -> np.ndarray:
+    table = np.zeros(256, dtype=np.uint32)
+    for b in range(256):
+        c = b
+        for _ in range(8):
+            c = (c >> 1) ^ (0xEDB88320 if c & 1 else 0)
+        table[b] = c
+    return table
+
+
+_IEEE_TABLE = _ieee_table()
+
+
+@jit()
+def crc32_ieee(buf: np.ndarray, start: int, stop: int) -> int:
+    """Plain CRC-32 (zlib polynomial) of ``buf[start:stop]``: the CRC of legacy magic 0/1 entries (spec §1.5).
+
+    Table-driven, one byte at a time: legacy entries are rare in any segment worth analysing.
+    """
+    t = _IEEE_TABLE
+    c = np.uint32(0xFFFFFFFF)
+    for i in range(start, stop):
+        c = t[(c ^ np.uint32(buf[i])) & np.uint32(0xFF)] ^ (c >> np.uint32(8))
+    return c ^ np.uint32(0xFFFFFFFF)

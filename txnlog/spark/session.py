@@ -28,11 +28,10 @@ REQUIRED_CONF: dict[str, str] = {
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
 }
 
-# Defaults for a session txnlog builds: a spark-submit --conf, spark-defaults.conf
-# or PYSPARK_SUBMIT_ARGS setting wins over these; an explicit ``conf`` wins over all.
+# Defaults for a session txnlog builds. Under spark-submit, its --conf and
+# spark-defaults.conf win over these; an explicit ``conf`` wins over all.
 DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "8",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
 }
@@ -80,11 +79,22 @@ def get_session(
     # not whatever `python3` is on the PATH of the executor.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-    preset = _preset_conf()
-    chosen_master = master or extra.get("spark.master") or preset.get("spark.master") or DEFAULT_MASTER
+    if _launches_jvm():
+        # The JVM starts with the settings below (pyspark passes them to
+        # spark-submit), so spark.driver.memory and friends still take effect.
+        preset: dict[str, str] = {}
+        chosen_master = master or extra.get("spark.master") or _submit_args_master() or DEFAULT_MASTER
+        if chosen_master.startswith("local"):
+            # Spares the "hostname resolves to a loopback address" warning and
+            # keeps every local listener on loopback.
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    else:
+        # spark-submit started this Python: its --conf / spark-defaults.conf win over our defaults.
+        preset = _preset_conf()
+        chosen_master = master or extra.get("spark.master") or preset.get("spark.master") or DEFAULT_MASTER
     settings: dict[str, str] = {k: v for k, v in DEFAULT_CONF.items() if k not in preset}
     if chosen_master.startswith("local"):
-        settings.update({k: v for k, v in LOCAL_CONF.items() if k not in preset and not os.environ.get("SPARK_LOCAL_IP")})
+        settings.update({k: v for k, v in LOCAL_CONF.items() if k not in preset})
     settings.update(extra)
     settings.update(REQUIRED_CONF)
     settings["spark.master"] = chosen_master
@@ -118,13 +128,24 @@ def delta_spark_available(spark: SparkSession) -> bool:
     return True
 
 
+def _launches_jvm() -> bool:
+    """False under spark-submit, whose JVM is already running (and started this Python)."""
+    from pyspark import SparkContext
+
+    return SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ
+
+
+def _submit_args_master() -> str | None:
+    args = os.environ.get("PYSPARK_SUBMIT_ARGS", "").split()
+    return args[args.index("--master") + 1] if "--master" in args[:-1] else None
+
+
 def _preset_conf() -> dict[str, str]:
-    """Settings the launcher already gave the JVM (spark-submit --conf, spark-defaults.conf)."""
+    """Settings spark-submit already gave the running JVM (--conf, --master, spark-defaults.conf)."""
     from pyspark import SparkConf, SparkContext
 
-    # Starts the JVM gateway if needed (it is reused by the SparkContext built
-    # next); SparkConf(loadDefaults=True) then reads the spark.* system
-    # properties that spark-submit set from its command line and defaults file.
+    # Connects to spark-submit's JVM (PYSPARK_GATEWAY_PORT); SparkConf(loadDefaults=True)
+    # then reads the spark.* system properties spark-submit set.
     SparkContext._ensure_initialized()
     return dict(SparkConf(loadDefaults=True).getAll())
 

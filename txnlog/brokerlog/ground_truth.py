@@ -1,0 +1,609 @@
+"""What a scenario's log dirs contain, as the writer knows it: the expected answers.
+
+A :class:`ScenarioResult` is computed from the simulation's own state (the
+partition logs' producer state and transaction history, the coordinator's
+records) and from what is left on disk (partition directories an operator
+"did not copy" are gone). The expected verdicts follow DESIGN.md §4 applied to
+*that* view; each scenario also states the verdicts it means to produce and
+:func:`assemble` refuses to return a result that contradicts them, so a
+scenario cannot silently drift from its purpose.
+
+Expected values describe what the job should output: e.g. for a hanging
+transaction whose owner lives in a ``__transaction_state`` partition that was
+not copied, ``transactional_id`` is None and the reason NO_TRANSACTIONAL_ID
+with VERIFY_FIRST, while ``true_transactional_id`` says who really owned it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from txnlog.brokerlog.cluster import Cluster, CoordinatorRecordTruth, TopicPartition
+from txnlog.brokerlog.partition import PartitionLog, QuarantineTruth, TxnRecord
+from txnlog.kafka import wire
+from txnlog.kafka.wire import ControlType, TransactionState
+
+__all__ = [
+    "ExpectedCoordinatorState",
+    "ExpectedFinding",
+    "ExpectedOpenTransaction",
+    "ExpectedPartition",
+    "ExpectedTransaction",
+    "Intent",
+    "ScenarioResult",
+    "assemble",
+]
+
+HANGING = "HANGING"
+LATE = "LATE"
+SAFE = "SAFE"
+VERIFY_FIRST = "VERIFY_FIRST"
+
+_COMPLETED = {TransactionState.EMPTY, TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT}
+_PREPARE = {TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT}
+_STUCK = {TransactionState.ONGOING, *_PREPARE, TransactionState.PREPARE_EPOCH_FENCE}
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectedOpenTransaction:
+    """A transaction still open at the end of a partition's log (OPEN in ``transactions``)."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    start_offset: int
+    last_offset: int
+    first_timestamp: int
+    last_timestamp: int
+    open_ms: int
+    idle_ms: int
+    batch_count: int
+    record_count: int
+    transactional_id: str | None  # as the job can know it from the copied __transaction_state
+    true_transactional_id: str | None  # who really owned the producer id
+    coordinator_state: str | None
+    coordinator_epoch: int  # of this producer's last marker here (or the snapshot's); -1 unknown
+    verdict: str | None  # HANGING / LATE, None when not a candidate (idle <= threshold)
+    reason: str | None
+    safety: str | None  # SAFE / VERIFY_FIRST for HANGING
+    brokers: tuple[int, ...]  # replicas where it is open
+    source: str  # "log", or "snapshot" when its first batch is below the log start offset
+    previous_marker_offset: int | None  # this producer's previous marker on the partition
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectedFinding:
+    """A row the ``findings`` table must contain (topic/partition None for coordinator-only)."""
+
+    topic: str | None
+    partition: int | None
+    producer_id: int
+    producer_epoch: int
+    start_offset: int | None
+    verdict: str
+    reason: str
+    transactional_id: str | None
+    safety: str | None
+    coordinator_state: str | None
+    coordinator_partition: int | None
+    brokers: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectedTransaction:
+    """A ``transactions`` row (finished or open) on the reference replica, within the retained log."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    first_offset: int
+    last_offset: int
+    marker_offset: int | None
+    outcome: str
+    marker_epoch: int | None
+    coordinator_epoch: int | None
+    first_timestamp: int
+    last_timestamp: int
+    marker_timestamp: int | None
+    batch_count: int
+    record_count: int
+    size_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectedPartition:
+    """A ``partition_health`` row, from the reference replica (the leader if it was copied)."""
+
+    topic: str
+    partition: int
+    broker: int
+    brokers: tuple[int, ...]
+    log_start_offset: int
+    log_end_offset: int
+    last_stable_offset: int
+    lso_lag: int
+    open_transactions: int
+    commit_markers: int
+    abort_markers: int
+    batches: int
+    legacy_entries: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectedCoordinatorState:
+    """The latest ``__transaction_state`` record of a transactional.id, if its partition was copied."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: str | None  # None for a tombstone
+    timeout_ms: int
+    partitions: tuple[str, ...]
+    txn_start_timestamp: int
+    last_update_timestamp: int
+    coordinator_partition: int
+    coordinator_epoch: int
+    previous_producer_id: int
+    next_producer_id: int
+    next_producer_epoch: int
+    client_transaction_version: int
+    is_tombstoned: bool
+    records: int  # how many records of this id the partition holds
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """What a scenario means to produce for one producer on one partition (or coordinator-only)."""
+
+    verdict: str | None
+    reason: str | None
+    topic: str | None = None
+    partition: int | None = None
+    producer_id: int | None = None
+    transactional_id: str | None = None
+    label: str = ""
+
+
+@dataclass
+class ScenarioResult:
+    """Ground truth of one written scenario. ``as_of_ms`` is the largest timestamp in the input."""
+
+    name: str
+    seed: int
+    root: Path
+    log_dirs: tuple[Path, ...]
+    cluster_name: str
+    as_of_ms: int
+    max_transaction_timeout_ms: int
+    description: str
+    open_transactions: tuple[ExpectedOpenTransaction, ...]
+    findings: tuple[ExpectedFinding, ...]
+    transactions: tuple[ExpectedTransaction, ...]
+    partitions: dict[TopicPartition, ExpectedPartition]
+    replica_partitions: dict[tuple[int, str, int], ExpectedPartition]
+    coordinator: dict[str, ExpectedCoordinatorState]
+    marker_counts: dict[TopicPartition, dict[str, int]]
+    quarantine: tuple[QuarantineTruth, ...]
+    legacy_entries: int
+    txn_state_partitions_present: tuple[int, ...]
+    all_txn_state_partitions_present: bool
+    bytes_written: int
+    files_written: int
+    elapsed_s: float = 0.0
+    notes: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def as_of(self) -> datetime:
+        return datetime.fromtimestamp(self.as_of_ms / 1000, tz=timezone.utc)
+
+    def findings_by_reason(self) -> dict[str, list[ExpectedFinding]]:
+        out: dict[str, list[ExpectedFinding]] = {}
+        for f in self.findings:
+            out.setdefault(f.reason, []).append(f)
+        return out
+
+    def to_dict(self) -> dict[str, object]:
+        def tp_key(k: object) -> str:
+            if isinstance(k, tuple):
+                return "-".join(str(x) for x in k)
+            return str(k)
+
+        return {
+            "name": self.name,
+            "seed": self.seed,
+            "root": str(self.root),
+            "log_dirs": [str(p) for p in self.log_dirs],
+            "cluster_name": self.cluster_name,
+            "as_of_ms": self.as_of_ms,
+            "as_of": self.as_of.isoformat(),
+            "max_transaction_timeout_ms": self.max_transaction_timeout_ms,
+            "description": self.description,
+            "open_transactions": [asdict(t) for t in self.open_transactions],
+            "findings": [asdict(f) for f in self.findings],
+            "transactions": [asdict(t) for t in self.transactions],
+            "partitions": {tp_key(k): asdict(v) for k, v in sorted(self.partitions.items())},
+            "replica_partitions": {tp_key(k): asdict(v) for k, v in sorted(self.replica_partitions.items())},
+            "coordinator": {k: asdict(v) for k, v in sorted(self.coordinator.items())},
+            "marker_counts": {tp_key(k): v for k, v in sorted(self.marker_counts.items())},
+            "quarantine": [asdict(q) for q in self.quarantine],
+            "legacy_entries": self.legacy_entries,
+            "txn_state_partitions_present": list(self.txn_state_partitions_present),
+            "all_txn_state_partitions_present": self.all_txn_state_partitions_present,
+            "bytes_written": self.bytes_written,
+            "files_written": self.files_written,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "notes": self.notes,
+        }
+
+    def write_json(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.write_text(json.dumps(self.to_dict(), indent=1, sort_keys=False, default=str) + "\n")
+        return path
+
+    def summary(self) -> str:
+        """A few human lines: what was written and what the job should find."""
+        lines = [
+            f"scenario {self.name} (seed {self.seed}): {self.bytes_written / 1e6:.1f} MB in "
+            f"{self.files_written} files under {self.root} in {self.elapsed_s:.2f} s",
+            f"  brokers: {', '.join(p.name for p in self.log_dirs)}; as_of {self.as_of.isoformat()} ({self.as_of_ms})",
+            f"  partitions: {len(self.partitions)}; __transaction_state partitions copied: "
+            f"{len(self.txn_state_partitions_present)}"
+            + ("" if self.all_txn_state_partitions_present else " (NOT all: NO_TRANSACTIONAL_ID is VERIFY_FIRST)"),
+        ]
+        commits = sum(c.get("COMMIT", 0) for c in self.marker_counts.values())
+        aborts = sum(c.get("ABORT", 0) for c in self.marker_counts.values())
+        lines.append(
+            f"  markers: {commits} COMMIT, {aborts} ABORT; open transactions: {len(self.open_transactions)}; "
+            f"legacy entries: {self.legacy_entries}; quarantine rows expected: {len(self.quarantine)}"
+        )
+        if not self.findings:
+            lines.append("  expected findings: none")
+        else:
+            lines.append(f"  expected findings ({len(self.findings)}):")
+            for f in self.findings:
+                where = f"{f.topic}-{f.partition}@{f.start_offset}" if f.topic is not None else "(coordinator only)"
+                lines.append(
+                    f"    {f.verdict:7} {f.reason:28} {where:32} pid {f.producer_id} epoch {f.producer_epoch}"
+                    f" id {f.transactional_id}" + (f" {f.safety}" if f.safety else "")
+                )
+        for q in self.quarantine:
+            lines.append(f"  quarantine: {q.reason} {q.file} @{q.position} +{q.length}")
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+
+
+def _tp_name(tp: TopicPartition) -> str:
+    return f"{tp[0]}-{tp[1]}"
+
+
+def _latest_records(
+    records: Iterable[CoordinatorRecordTruth], present: set[int]
+) -> tuple[dict[str, CoordinatorRecordTruth], dict[str, list[CoordinatorRecordTruth]]]:
+    latest: dict[str, CoordinatorRecordTruth] = {}
+    history: dict[str, list[CoordinatorRecordTruth]] = {}
+    for r in records:
+        if r.txn_state_partition not in present:
+            continue
+        latest[r.transactional_id] = r
+        history.setdefault(r.transactional_id, []).append(r)
+    return latest, history
+
+
+def _classify(
+    *,
+    tp: TopicPartition,
+    pid: int,
+    idle_ms: int,
+    as_of: int,
+    threshold: int,
+    latest: Mapping[str, CoordinatorRecordTruth],
+    history: Mapping[str, list[CoordinatorRecordTruth]],
+    all_txn_state: bool,
+) -> tuple[str | None, str | None, str | None, str | None, str | None, int | None]:
+    """DESIGN §4 on the writer's view: (verdict, reason, safety, transactional_id, state name, coordinator partition)."""
+    owner = None
+    for txn_id, r in latest.items():
+        if r.state is not None and r.producer_id == pid:
+            owner = r
+    expired_id = None
+    if owner is None:
+        for txn_id, recs in history.items():
+            last = recs[-1]
+            values = [r for r in recs if r.state is not None]
+            if values and values[-1].producer_id == pid and (last.state is None or last.state == TransactionState.DEAD):
+                expired_id = txn_id
+    txn_id = owner.transactional_id if owner else expired_id
+    state = owner.state.kafka_name if owner and owner.state is not None else None
+    cpart = owner.txn_state_partition if owner else (history[expired_id][-1].txn_state_partition if expired_id else None)
+    if idle_ms <= threshold:
+        return None, None, None, txn_id, state, cpart
+    if owner is None:
+        if expired_id is not None:
+            return HANGING, "TRANSACTIONAL_ID_EXPIRED", SAFE, expired_id, None, cpart
+        return HANGING, "NO_TRANSACTIONAL_ID", SAFE if all_txn_state else VERIFY_FIRST, None, None, None
+    s = owner.state
+    if s in _COMPLETED:
+        return HANGING, "COORDINATOR_COMPLETED", SAFE, txn_id, state, cpart
+    if s == TransactionState.DEAD:
+        return HANGING, "TRANSACTIONAL_ID_EXPIRED", SAFE, txn_id, state, cpart
+    if tp not in owner.partitions:
+        return HANGING, "PARTITION_NOT_IN_TRANSACTION", SAFE, txn_id, state, cpart
+    if s in _PREPARE:
+        return LATE, "MARKERS_PENDING", None, txn_id, state, cpart
+    if s == TransactionState.ONGOING and owner.timeout_ms == wire.TWO_PHASE_COMMIT_TIMEOUT_MS:
+        return LATE, "TWO_PHASE_IN_DOUBT", None, txn_id, state, cpart
+    if s == TransactionState.ONGOING and as_of > owner.txn_start_timestamp + owner.timeout_ms:
+        return LATE, "COORDINATOR_TIMEOUT_OVERDUE", None, txn_id, state, cpart
+    raise AssertionError(f"open transaction of {pid} on {_tp_name(tp)} fits no verdict (owner {owner})")
+
+
+def _reference_log(cluster: Cluster, tp: TopicPartition) -> tuple[int, PartitionLog] | None:
+    rp = cluster.partitions[tp]
+    order = [rp.leader] + [b for b in rp.replicas if b != rp.leader]
+    for b in order:
+        if rp.logs[b].dir.exists():
+            return b, rp.logs[b]
+    return None
+
+
+def _partition_truth(tp: TopicPartition, broker: int, brokers: tuple[int, ...], log: PartitionLog) -> ExpectedPartition:
+    markers = log.retained_markers()
+    return ExpectedPartition(
+        topic=tp[0],
+        partition=tp[1],
+        broker=broker,
+        brokers=brokers,
+        log_start_offset=log.log_start_offset,
+        log_end_offset=log.log_end_offset,
+        last_stable_offset=log.last_stable_offset,
+        lso_lag=log.log_end_offset - log.last_stable_offset,
+        open_transactions=len(log.open_txns),
+        commit_markers=sum(1 for m in markers if m.control_type == ControlType.COMMIT),
+        abort_markers=sum(1 for m in markers if m.control_type == ControlType.ABORT),
+        batches=log.batch_count,
+        legacy_entries=log.legacy_entry_count,
+    )
+
+
+def _files_and_bytes(root: Path) -> tuple[int, int]:
+    files = 0
+    size = 0
+    for p in root.rglob("*"):
+        if p.is_file():
+            files += 1
+            size += p.stat().st_size
+    return files, size
+
+
+def assemble(
+    cluster: Cluster,
+    *,
+    name: str,
+    description: str,
+    intents: Iterable[Intent] = (),
+    max_transaction_timeout_ms: int = wire.DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
+    as_of_ms: int | None = None,
+    elapsed_s: float = 0.0,
+    notes: Mapping[str, object] | None = None,
+    strict_intents: bool = True,
+) -> ScenarioResult:
+    """Compute the ground truth of a closed cluster's on-disk output and check it against the intents."""
+    present = cluster.present_partitions()
+    data_tps = sorted(tp for tp in present if tp[0] != wire.TRANSACTION_STATE_TOPIC)
+    txn_present = cluster.present_txn_state_partitions()
+    all_txn_state = len(txn_present) == cluster.txn_state_partitions
+    if as_of_ms is None:
+        as_of_ms = cluster.max_timestamp()
+    latest, history = _latest_records(cluster.coordinator.records, txn_present)
+
+    open_txns: list[ExpectedOpenTransaction] = []
+    findings: list[ExpectedFinding] = []
+    transactions: list[ExpectedTransaction] = []
+    partitions: dict[TopicPartition, ExpectedPartition] = {}
+    replica_partitions: dict[tuple[int, str, int], ExpectedPartition] = {}
+    marker_counts: dict[TopicPartition, dict[str, int]] = {}
+    legacy = 0
+
+    for tp in data_tps:
+        rp = cluster.partitions[tp]
+        copies = [(b, rp.logs[b]) for b in rp.replicas if rp.logs[b].dir.exists()]
+        brokers = tuple(b for b, _ in copies)
+        ref = _reference_log(cluster, tp)
+        assert ref is not None
+        ref_broker, ref_log = ref
+        partitions[tp] = _partition_truth(tp, ref_broker, brokers, ref_log)
+        for b, log in copies:
+            replica_partitions[(b, tp[0], tp[1])] = _partition_truth(tp, b, brokers, log)
+        retained = ref_log.retained_markers()
+        marker_counts[tp] = {
+            "COMMIT": sum(1 for m in retained if m.control_type == ControlType.COMMIT),
+            "ABORT": sum(1 for m in retained if m.control_type == ControlType.ABORT),
+        }
+        legacy += ref_log.legacy_entry_count
+        for t in ref_log.transactions:
+            if t.first_offset >= ref_log.log_start_offset or t.outcome == "OPEN":
+                transactions.append(_transaction_row(tp, t))
+        # Open transactions across replicas, reported once with the replicas where open.
+        seen: dict[tuple[int, int], tuple[TxnRecord, PartitionLog, list[int]]] = {}
+        for b, log in copies:
+            for txn in log.open_txns.values():
+                key = (txn.producer_id, txn.first_offset)
+                if key not in seen:
+                    seen[key] = (txn, log, [])
+                seen[key][2].append(b)
+        for (pid, _first), (txn, log, where) in sorted(seen.items(), key=lambda kv: kv[0][1]):
+            idle = as_of_ms - txn.last_timestamp
+            verdict, reason, safety, txn_id, state, cpart = _classify(
+                tp=tp, pid=pid, idle_ms=idle, as_of=as_of_ms, threshold=max_transaction_timeout_ms,
+                latest=latest, history=history, all_txn_state=all_txn_state,
+            )
+            true_owner = _true_owner(cluster, pid)
+            ce = log.producers[pid].coordinator_epoch if pid in log.producers else -1
+            open_txns.append(
+                ExpectedOpenTransaction(
+                    topic=tp[0], partition=tp[1], producer_id=pid, producer_epoch=txn.producer_epoch,
+                    start_offset=txn.first_offset, last_offset=txn.last_offset,
+                    first_timestamp=txn.first_timestamp, last_timestamp=txn.last_timestamp,
+                    open_ms=as_of_ms - txn.first_timestamp, idle_ms=idle,
+                    batch_count=txn.batch_count, record_count=txn.record_count,
+                    transactional_id=txn_id, true_transactional_id=true_owner,
+                    coordinator_state=state, coordinator_epoch=ce, verdict=verdict, reason=reason, safety=safety,
+                    brokers=tuple(where), source="log" if txn.first_offset >= log.log_start_offset else "snapshot",
+                    previous_marker_offset=txn.previous_marker_offset,
+                )
+            )
+            if verdict is not None:
+                findings.append(
+                    ExpectedFinding(
+                        topic=tp[0], partition=tp[1], producer_id=pid, producer_epoch=txn.producer_epoch,
+                        start_offset=txn.first_offset, verdict=verdict, reason=reason or "",
+                        transactional_id=txn_id, safety=safety, coordinator_state=state,
+                        coordinator_partition=cpart, brokers=tuple(where),
+                    )
+                )
+
+    # Coordinator-only: records stuck in a non-final state far past their timeout,
+    # none of whose partitions is in the input (DESIGN §4, COORDINATOR_STUCK).
+    for txn_id, r in sorted(latest.items()):
+        if r.state not in _STUCK or r.timeout_ms == wire.TWO_PHASE_COMMIT_TIMEOUT_MS:
+            continue
+        if as_of_ms - max(r.txn_start_timestamp, r.txn_last_update_timestamp) <= r.timeout_ms + max_transaction_timeout_ms:
+            continue
+        if any(tp in present for tp in r.partitions):
+            continue
+        findings.append(
+            ExpectedFinding(
+                topic=None, partition=None, producer_id=r.producer_id, producer_epoch=r.producer_epoch,
+                start_offset=None, verdict=LATE, reason="COORDINATOR_STUCK", transactional_id=txn_id,
+                safety=None, coordinator_state=r.state.kafka_name if r.state is not None else None,
+                coordinator_partition=r.txn_state_partition,
+            )
+        )
+
+    coordinator = {
+        txn_id: ExpectedCoordinatorState(
+            transactional_id=txn_id,
+            producer_id=r.producer_id,
+            producer_epoch=r.producer_epoch,
+            state=r.state.kafka_name if r.state is not None else None,
+            timeout_ms=r.timeout_ms,
+            partitions=tuple(_tp_name(tp) for tp in r.partitions),
+            txn_start_timestamp=r.txn_start_timestamp,
+            last_update_timestamp=r.txn_last_update_timestamp,
+            coordinator_partition=r.txn_state_partition,
+            coordinator_epoch=r.coordinator_epoch,
+            previous_producer_id=r.previous_producer_id,
+            next_producer_id=r.next_producer_id,
+            next_producer_epoch=r.next_producer_epoch,
+            client_transaction_version=r.client_transaction_version,
+            is_tombstoned=r.state is None,
+            records=len(history[txn_id]),
+        )
+        for txn_id, r in latest.items()
+    }
+
+    quarantine = []
+    for tp in sorted(present):
+        for b in cluster.partitions[tp].replicas:
+            log = cluster.partitions[tp].logs[b]
+            if log.dir.exists():
+                for q in log.damage:
+                    quarantine.append(
+                        QuarantineTruth(str(Path(q.file).relative_to(cluster.root)), q.position, q.length, q.reason)
+                    )
+
+    files, size = _files_and_bytes(cluster.root)
+    result = ScenarioResult(
+        name=name,
+        seed=cluster.seed,
+        root=cluster.root,
+        log_dirs=tuple(sorted((b.log_dir for b in cluster.brokers.values() if b.log_dir.exists()), key=str)),
+        cluster_name=cluster.name,
+        as_of_ms=as_of_ms,
+        max_transaction_timeout_ms=max_transaction_timeout_ms,
+        description=description,
+        open_transactions=tuple(open_txns),
+        findings=tuple(findings),
+        transactions=tuple(transactions),
+        partitions=partitions,
+        replica_partitions=replica_partitions,
+        coordinator=coordinator,
+        marker_counts=marker_counts,
+        quarantine=tuple(quarantine),
+        legacy_entries=legacy,
+        txn_state_partitions_present=tuple(sorted(txn_present)),
+        all_txn_state_partitions_present=all_txn_state,
+        bytes_written=size,
+        files_written=files,
+        elapsed_s=elapsed_s,
+        notes=dict(notes or {}),
+    )
+    _check_intents(result, list(intents), strict=strict_intents)
+    return result
+
+
+def _transaction_row(tp: TopicPartition, t: TxnRecord) -> ExpectedTransaction:
+    return ExpectedTransaction(
+        topic=tp[0], partition=tp[1], producer_id=t.producer_id, producer_epoch=t.producer_epoch,
+        first_offset=t.first_offset, last_offset=t.last_offset, marker_offset=t.marker_offset,
+        outcome=t.outcome, marker_epoch=t.marker_epoch, coordinator_epoch=t.coordinator_epoch,
+        first_timestamp=t.first_timestamp, last_timestamp=t.last_timestamp,
+        marker_timestamp=t.marker_timestamp, batch_count=t.batch_count, record_count=t.record_count,
+        size_bytes=t.size_bytes,
+    )
+
+
+def _true_owner(cluster: Cluster, pid: int) -> str | None:
+    owner = None
+    for meta in cluster.coordinator.metadata.values():
+        if pid in (meta.producer_id, meta.previous_producer_id):
+            owner = meta.transactional_id
+    if owner is None:
+        for r in cluster.coordinator.records:
+            if r.producer_id == pid:
+                owner = r.transactional_id
+    return owner
+
+
+def _check_intents(result: ScenarioResult, intents: list[Intent], *, strict: bool) -> None:
+    """Every intent must match exactly one finding (or open non-finding); with ``strict`` nothing else may be found."""
+    matched: set[int] = set()
+    for intent in intents:
+        hits = []
+        for i, f in enumerate(result.findings):
+            if intent.reason is not None and f.reason != intent.reason:
+                continue
+            if intent.topic is not None and (f.topic, f.partition) != (intent.topic, intent.partition):
+                continue
+            if intent.producer_id is not None and f.producer_id != intent.producer_id:
+                continue
+            if intent.transactional_id is not None and intent.reason != "NO_TRANSACTIONAL_ID" and f.transactional_id != intent.transactional_id:
+                continue
+            hits.append(i)
+        if intent.verdict is None:
+            opens = [
+                t for t in result.open_transactions
+                if (intent.topic is None or (t.topic, t.partition) == (intent.topic, intent.partition))
+                and (intent.producer_id is None or t.producer_id == intent.producer_id)
+            ]
+            if not opens or any(t.verdict is not None for t in opens):
+                raise AssertionError(f"scenario {result.name}: intent {intent} expected an open, unflagged transaction")
+            continue
+        if len(hits) != 1 or result.findings[hits[0]].verdict != intent.verdict:
+            raise AssertionError(
+                f"scenario {result.name}: intent {intent.label or intent} matched {len(hits)} findings: "
+                f"{[result.findings[i] for i in hits] or result.findings}"
+            )
+        matched.add(hits[0])
+    if strict:
+        extra = [f for i, f in enumerate(result.findings) if i not in matched]
+        if extra:
+            raise AssertionError(f"scenario {result.name}: unintended findings {extra}")

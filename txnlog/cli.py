@@ -1,0 +1,200 @@
+"""``txnlog``: kafka-transactions.sh, offline, over the tables the job wrote.
+
+    txnlog list                                   transactional.ids and their coordinator state
+    txnlog describe --transactional-id ID         one id: latest state and its history
+    txnlog describe-producers --topic T --partition P
+    txnlog find-hanging [--topic T [--partition P]]
+    txnlog timeline --topic T --partition P [--producer-id PID]
+
+Every command reads the Delta tables under ``--output`` (default ./out) with
+delta-rs — no Spark start — and shows the newest run of ``--cluster`` unless
+``--as-of`` picks another. The subcommand names and columns follow
+``kafka-transactions.sh`` so that operators read them the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any, TextIO
+
+from txnlog.errors import UsageError
+
+
+def _read(output: str, table: str, cluster: str | None, as_of: str | None) -> list[dict[str, Any]]:
+    """Rows of the newest run (or of ``as_of``) of one output table."""
+    import pyarrow.compute as pc
+
+    from txnlog.delta import read_table
+
+    data = read_table(output, table, cluster=cluster, as_of=as_of)
+    if data.num_rows == 0:
+        return []
+    if as_of is None:
+        clusters = sorted(set(data["cluster"].to_pylist()))
+        if len(clusters) > 1:
+            raise UsageError(f"--cluster: the tables hold several clusters ({', '.join(clusters)}); pick one with --cluster")
+        data = data.filter(pc.equal(data["as_of"], pc.max(data["as_of"])))
+    return data.to_pylist()
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, datetime):
+        return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if isinstance(value, list):
+        return ",".join(map(str, value)) or "-"
+    return str(value)
+
+
+def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]], out: TextIO) -> None:
+    """Aligned columns like kafka-transactions.sh prints them: (header, key) pairs."""
+    cells = [[_fmt(r.get(key)) for _, key in columns] for r in rows]
+    widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, (h, _) in enumerate(columns)]
+    print("  ".join(h.ljust(w) for (h, _), w in zip(columns, widths, strict=True)).rstrip(), file=out)
+    for c in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)).rstrip(), file=out)
+
+
+def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
+    rows = _read(args.output, "coordinator_state", args.cluster, args.as_of)
+    rows = sorted((r for r in rows if not r["is_tombstoned"]), key=lambda r: r["transactional_id"])
+    print_table(
+        rows,
+        [("TransactionalId", "transactional_id"), ("Coordinator", "coordinator_partition"),
+         ("ProducerId", "producer_id"), ("TransactionState", "state")],
+        out,
+    )
+    return 0
+
+
+def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
+    rows = [r for r in _read(args.output, "coordinator_state", args.cluster, args.as_of)
+            if r["transactional_id"] == args.transactional_id]
+    if not rows:
+        raise UsageError(f"--transactional-id {args.transactional_id}: not in coordinator_state; try 'txnlog list'")
+    print_table(
+        rows,
+        [("CoordinatorId", "coordinator_partition"), ("TransactionalId", "transactional_id"),
+         ("ProducerId", "producer_id"), ("ProducerEpoch", "producer_epoch"), ("TransactionState", "state"),
+         ("TransactionTimeoutMs", "timeout_ms"), ("CurrentTransactionStartTimeMs", "txn_start_timestamp"),
+         ("TransactionDurationMs", "duration"), ("TopicPartitions", "partitions")],
+        out,
+    )
+    history = [r for r in _read(args.output, "coordinator_history", args.cluster, args.as_of)
+               if r["transactional_id"] == args.transactional_id]
+    if history:
+        print(file=out)
+        print_table(
+            sorted(history, key=lambda r: (r["coordinator_partition"], r["record_offset"])),
+            [("Offset", "record_offset"), ("Time", "record_timestamp"), ("ProducerId", "producer_id"),
+             ("Epoch", "producer_epoch"), ("State", "state"), ("Partitions", "partitions")],
+            out,
+        )
+    return 0
+
+
+def cmd_describe_producers(args: argparse.Namespace, out: TextIO) -> int:
+    rows = [r for r in _read(args.output, "transactions", args.cluster, args.as_of)
+            if r["topic"] == args.topic and r["partition"] == args.partition]
+    latest: dict[int, dict[str, Any]] = {}
+    for r in sorted(rows, key=lambda r: r["first_offset"]):
+        cur = latest.setdefault(r["producer_id"], {"producer_id": r["producer_id"], "current_start": None})
+        cur["producer_epoch"] = r["producer_epoch"]
+        cur["last_timestamp"] = r["marker_timestamp"] or r["last_timestamp"]
+        cur["coordinator_epoch"] = r["coordinator_epoch"] if r["coordinator_epoch"] is not None else cur.get("coordinator_epoch", -1)
+        cur["current_start"] = r["first_offset"] if r["outcome"] == "OPEN" else None
+    print_table(
+        list(latest.values()),
+        [("ProducerId", "producer_id"), ("ProducerEpoch", "producer_epoch"), ("LastTimestamp", "last_timestamp"),
+         ("CoordinatorEpoch", "coordinator_epoch"), ("CurrentTransactionStartOffset", "current_start")],
+        out,
+    )
+    return 0
+
+
+def cmd_find_hanging(args: argparse.Namespace, out: TextIO) -> int:
+    rows = _read(args.output, "findings", args.cluster, args.as_of)
+    if args.topic:
+        rows = [r for r in rows if r["topic"] == args.topic]
+    if args.partition is not None:
+        rows = [r for r in rows if r["partition"] == args.partition]
+    for r in rows:
+        r["duration_min"] = None if r["idle_ms"] is None else r["idle_ms"] // 60000
+    rows.sort(key=lambda r: (r["verdict"], r["topic"] or "", r["partition"] or -1))
+    print_table(
+        rows,
+        [("Topic", "topic"), ("Partition", "partition"), ("ProducerId", "producer_id"),
+         ("ProducerEpoch", "producer_epoch"), ("CoordinatorEpoch", "coordinator_epoch"),
+         ("StartOffset", "start_offset"), ("LastTimestamp", "last_timestamp"), ("Duration(min)", "duration_min"),
+         ("Verdict", "verdict"), ("Reason", "reason"), ("TransactionalId", "transactional_id")],
+        out,
+    )
+    if args.verbose:
+        for r in rows:
+            print(f"\n{r['topic']}-{r['partition']} @ {r['start_offset']}: {r['evidence']}\n  advice: {r['advice']}", file=out)
+    return 0
+
+
+def cmd_timeline(args: argparse.Namespace, out: TextIO) -> int:
+    rows = [r for r in _read(args.output, "transactions", args.cluster, args.as_of)
+            if r["topic"] == args.topic and r["partition"] == args.partition
+            and (args.producer_id is None or r["producer_id"] == args.producer_id)]
+    rows.sort(key=lambda r: r["first_offset"])
+    print_table(
+        rows,
+        [("FirstOffset", "first_offset"), ("LastOffset", "last_offset"), ("Marker", "marker_offset"),
+         ("Outcome", "outcome"), ("ProducerId", "producer_id"), ("Epoch", "producer_epoch"),
+         ("MarkerEpoch", "marker_epoch"), ("Start", "first_timestamp"), ("End", "marker_timestamp"),
+         ("Batches", "batch_count"), ("TransactionalId", "transactional_id")],
+        out,
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--output", default="./out", help="the job's output directory (default ./out)")
+    common.add_argument("--cluster", help="cluster name (needed when the tables hold several)")
+    common.add_argument("--as-of", help="which run to show (default: the newest)")
+    p = argparse.ArgumentParser(prog="txnlog", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("list", parents=[common], help="transactional.ids and their state")
+    s.set_defaults(func=cmd_list)
+    s = sub.add_parser("describe", parents=[common], help="one transactional.id, with its history")
+    s.add_argument("--transactional-id", required=True)
+    s.set_defaults(func=cmd_describe)
+    s = sub.add_parser("describe-producers", parents=[common], help="producers of one partition")
+    s.add_argument("--topic", required=True)
+    s.add_argument("--partition", type=int, required=True)
+    s.set_defaults(func=cmd_describe_producers)
+    s = sub.add_parser("find-hanging", parents=[common], help="late and hanging transactions")
+    s.add_argument("--topic")
+    s.add_argument("--partition", type=int)
+    s.add_argument("-v", "--verbose", action="store_true", help="print evidence and advice")
+    s.set_defaults(func=cmd_find_hanging)
+    s = sub.add_parser("timeline", parents=[common], help="transactions of one partition in offset order")
+    s.add_argument("--topic", required=True)
+    s.add_argument("--partition", type=int, required=True)
+    s.add_argument("--producer-id", type=int)
+    s.set_defaults(func=cmd_timeline)
+    return p
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "partition", None) is not None and not getattr(args, "topic", None):
+        print("txnlog: error: --partition needs --topic", file=sys.stderr)
+        return 2
+    try:
+        return int(args.func(args, out))
+    except UsageError as e:
+        print(f"txnlog: error: {e}", file=sys.stderr)
+        return e.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,769 @@
+"""Walk a ``.log`` segment: one row of header columns per magic-2 batch, damage as quarantine.
+
+Wire grammar (spec §1.2-1.4; DefaultRecordBatch.java, FileLogInputStream.java)::
+
+    Entry       => baseOffset:int64 batchLength:int32 <batchLength bytes>     (any magic)
+    RecordBatch => baseOffset:int64 batchLength:int32 partitionLeaderEpoch:int32
+                   magic:int8(=2) crc:uint32 attributes:int16 lastOffsetDelta:int32
+                   baseTimestamp:int64 maxTimestamp:int64 producerId:int64
+                   producerEpoch:int16 baseSequence:int32 recordsCount:int32
+                   records                                    (61-byte header)
+    crc        = CRC-32C over [attributes, end of batch)      (partitionLeaderEpoch not covered)
+    attributes = codec:bits 0-2 | timestampType:bit 3 | isTransactional:bit 4
+                 | isControl:bit 5 | hasDeleteHorizon:bit 6   (bits 7-15 unused)
+    Record     => length:varint attributes:int8 timestampDelta:varlong offsetDelta:varint
+                  keyLength:varint key valueLength:varint value headersCount:varint headers
+
+How the walk treats bad bytes (DESIGN.md §4a) — a broker's recovery truncates at
+the first bad batch, an offline analyser must not lose what follows:
+
+* a partial last entry (a copied active segment) ends the segment with one
+  ``truncated_tail`` entry running to the end of the buffer;
+* a bad CRC, an impossible length (< 49 after the length field, or past the end
+  while a valid batch follows) or a magic other than 0/1/2 inside the segment
+  becomes one quarantine entry covering ``[bad position, next valid batch)``;
+  the next valid batch is found by scanning forward byte by byte for a
+  plausible header whose CRC checks (see :func:`_plausible_batch`);
+* an all-zero remainder (``log.preallocate``, or a crash in a preallocated
+  file) ends the segment quietly and is counted in ``zero_padding_bytes``;
+* legacy magic 0/1 entries are skipped and counted: they cannot be transactional.
+  Their plain CRC-32 is checked too, so that damage which happens to leave a
+  0 or 1 in the magic byte is not skipped as "legacy";
+* nothing here raises on input.
+
+Batches whose CRC fails are never emitted: their header cannot be trusted.
+``crc_valid`` is therefore always True; it is a column so that readers of the
+table need not know this. With ``check_crc=False`` it is also True and the scan
+says ``crc_checked=False``.
+
+Data batches are never decompressed. Control batches (markers) are parsed: the
+first record's key (version, type) and, for ABORT/COMMIT, the EndTxnMarker value
+(version, coordinator epoch) — spec §2 and :mod:`txnlog.kafka.control`.
+
+All per-batch work is compiled with numba; the header fields of all batches are
+then extracted at once by viewing an (n, 61) byte matrix as a packed big-endian
+structured dtype.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from dataclasses import dataclass, field
+from typing import Union
+
+import numpy as np
+
+from txnlog.kafka import errors
+from txnlog.kafka.binary import be_i16, be_i32, be_i64, be_u32, read_varint, read_varlong
+from txnlog.kafka.compression import decompress
+from txnlog.kafka.control import ControlStatus
+from txnlog.kafka.crc import NUMBA_CACHEABLE, crc32_ieee, crc32c_update
+from txnlog.kafka.errors import DecodeError, QuarantineEntry
+from txnlog.kafka.jit import jit
+from txnlog.kafka.wire import (
+    ATTRIBUTES_OFFSET,
+    ATTRIBUTES_UNUSED_MASK,
+    BASE_OFFSET_OFFSET,
+    BASE_SEQUENCE_OFFSET,
+    BASE_TIMESTAMP_OFFSET,
+    BATCH_LENGTH_OFFSET,
+    COMPRESSION_CODEC_MASK,
+    CONTROL_KEY_SIZE,
+    CONTROL_MASK,
+    CRC_COVERAGE_START,
+    CRC_OFFSET,
+    CURRENT_MAGIC,
+    END_TXN_MARKER_VALUE_SIZE,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LAST_OFFSET_DELTA_OFFSET,
+    LEGACY_CRC_OFFSET,
+    LEGACY_RECORD_OVERHEAD_V0,
+    LEGACY_RECORD_OVERHEAD_V1,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAX_COMPRESSION_CODEC,
+    MAX_PLAUSIBLE_MESSAGE_VERSION,
+    MAX_TIMESTAMP_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    PRODUCER_EPOCH_OFFSET,
+    PRODUCER_ID_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    RECORDS_COUNT_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    Compression,
+    ControlType,
+    TimestampType,
+)
+
+__all__ = ["BATCH_COLUMNS", "Buffer", "SegmentScan", "as_uint8", "scan_segment", "scan_segment_file"]
+
+Buffer = Union[bytes, bytearray, memoryview, np.ndarray]
+
+#: The columns of :attr:`SegmentScan.batches`, in order, with their dtypes. The single source of truth.
+BATCH_COLUMNS: dict[str, np.dtype] = {
+    "position": np.dtype(np.int64),  # byte position of the batch in the file
+    "base_offset": np.dtype(np.int64),
+    "last_offset": np.dtype(np.int64),  # base_offset + last_offset_delta
+    "batch_length": np.dtype(np.int32),  # bytes after the length field; the batch is 12 + this
+    "partition_leader_epoch": np.dtype(np.int32),
+    "magic": np.dtype(np.int8),
+    "crc": np.dtype(np.uint32),  # as stored
+    "crc_valid": np.dtype(np.bool_),
+    "compression": np.dtype(np.int8),  # wire.Compression
+    "timestamp_type": np.dtype(np.int8),  # wire.TimestampType
+    "is_transactional": np.dtype(np.bool_),
+    "is_control": np.dtype(np.bool_),
+    "last_offset_delta": np.dtype(np.int32),
+    # The delete horizon instead when attributes bit 6 is set (cleaned batches, spec §1.3).
+    "base_timestamp": np.dtype(np.int64),
+    "max_timestamp": np.dtype(np.int64),
+    "producer_id": np.dtype(np.int64),
+    "producer_epoch": np.dtype(np.int16),
+    "base_sequence": np.dtype(np.int32),
+    "record_count": np.dtype(np.int32),
+    # Control batches only (-1 elsewhere); see control_status.
+    "control_key_version": np.dtype(np.int16),
+    "control_type": np.dtype(np.int16),  # wire.ControlType value, or an unknown raw type
+    "control_value_version": np.dtype(np.int16),
+    "coordinator_epoch": np.dtype(np.int32),
+    "marker_timestamp": np.dtype(np.int64),  # the control record's timestamp
+    "control_status": np.dtype(np.int8),  # control.ControlStatus
+}
+
+# The 61-byte header as a packed big-endian record; offsets from wire.py.
+_HEADER_DTYPE = np.dtype(
+    {
+        "names": [
+            "base_offset",
+            "batch_length",
+            "partition_leader_epoch",
+            "magic",
+            "crc",
+            "attributes",
+            "last_offset_delta",
+            "base_timestamp",
+            "max_timestamp",
+            "producer_id",
+            "producer_epoch",
+            "base_sequence",
+            "record_count",
+        ],
+        "formats": [">i8", ">i4", ">i4", "i1", ">u4", ">i2", ">i4", ">i8", ">i8", ">i8", ">i2", ">i4", ">i4"],
+        "offsets": [
+            BASE_OFFSET_OFFSET,
+            BATCH_LENGTH_OFFSET,
+            PARTITION_LEADER_EPOCH_OFFSET,
+            MAGIC_OFFSET,
+            CRC_OFFSET,
+            ATTRIBUTES_OFFSET,
+            LAST_OFFSET_DELTA_OFFSET,
+            BASE_TIMESTAMP_OFFSET,
+            MAX_TIMESTAMP_OFFSET,
+            PRODUCER_ID_OFFSET,
+            PRODUCER_EPOCH_OFFSET,
+            BASE_SEQUENCE_OFFSET,
+            RECORDS_COUNT_OFFSET,
+        ],
+        "itemsize": RECORD_BATCH_OVERHEAD,
+    }
+)
+
+# --- constants frozen into the compiled code -----------------------------------
+_MIN_BATCH_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD  # 49: smallest legal batchLength field
+_ENTRY_V2 = -1
+_ENTRY_LEGACY = -2
+_R_CRC = errors.REASON_CODES[errors.CRC_MISMATCH]
+_R_BAD_LENGTH = errors.REASON_CODES[errors.BAD_LENGTH]
+_R_BAD_MAGIC = errors.REASON_CODES[errors.BAD_MAGIC]
+_R_TRUNCATED = errors.REASON_CODES[errors.TRUNCATED_TAIL]
+#: When a resync candidate fails only the base-offset preference, look this much further for one
+#: that satisfies it before settling (bounds the work per damaged region).
+_RESYNC_PREFERENCE_WINDOW = 16 << 20
+
+_CS_END_TXN = int(ControlStatus.END_TXN_MARKER)
+_CS_ZERO = int(ControlStatus.ZERO_RECORDS)
+_CS_OTHER = int(ControlStatus.OTHER_TYPE)
+_CS_BAD_KEY = int(ControlStatus.BAD_KEY)
+_CS_BAD_VALUE = int(ControlStatus.BAD_VALUE)
+_ABORT = int(ControlType.ABORT)
+_COMMIT = int(ControlType.COMMIT)
+
+# Why a control record got status BAD_KEY / BAD_VALUE (index = code).
+_CONTROL_DETAILS = (
+    "",
+    "record framing is broken",
+    "record count is negative",
+    "key is null or shorter than 4 bytes",
+    "key version is negative",
+    "key version is implausible (not a control key)",
+    "value is null",
+    "value is shorter than 6 bytes",
+    "value version is negative",
+    "value version is implausible (not an EndTxnMarker)",
+    "records could not be decompressed",
+)
+_CD_FRAMING, _CD_NEG_COUNT, _CD_KEY_SHORT, _CD_KEY_NEG, _CD_KEY_BIG = 1, 2, 3, 4, 5
+_CD_VALUE_NULL, _CD_VALUE_SHORT, _CD_VALUE_NEG, _CD_VALUE_BIG = 6, 7, 8, 9
+_CD_DECOMPRESSION = 10
+
+
+# --- the compiled walk ------------------------------------------------------------
+
+
+@jit(cacheable=NUMBA_CACHEABLE)
+def _batch_crc_ok(buf: np.ndarray, pos: int, size: int) -> bool:
+    stored = be_u32(buf, pos + CRC_OFFSET)
+    return crc32c_update(0, buf, pos + CRC_COVERAGE_START, pos + LOG_OVERHEAD + size) == stored
+
+
+@jit(cacheable=NUMBA_CACHEABLE)
+def _entry_status(buf: np.ndarray, pos: int, n: int, check_crc: bool) -> int:
+    """_ENTRY_V2, _ENTRY_LEGACY, or the reason code of what is wrong with the entry at ``pos``.
+
+    _R_TRUNCATED means "the entry runs past the end of the buffer"; whether that is
+    a truncated tail or an impossible length is decided by the caller.
+    """
+    rem = n - pos
+    if rem < HEADER_SIZE_UP_TO_MAGIC:
+        if rem >= LOG_OVERHEAD and be_i32(buf, pos + BATCH_LENGTH_OFFSET) < LEGACY_RECORD_OVERHEAD_V0:
+            return _R_BAD_LENGTH
+        return _R_TRUNCATED
+    size = be_i32(buf, pos + BATCH_LENGTH_OFFSET)
+    magic = buf[pos + MAGIC_OFFSET]
+    if magic == CURRENT_MAGIC:
+        if size < _MIN_BATCH_LENGTH:
+            return _R_BAD_LENGTH
+        if size > rem - LOG_OVERHEAD:
+            return _R_TRUNCATED
+        if check_crc and not _batch_crc_ok(buf, pos, size):
+            return _R_CRC
+        return _ENTRY_V2
+    if magic == 0 or magic == 1:
+        minimum = LEGACY_RECORD_OVERHEAD_V0 if magic == 0 else LEGACY_RECORD_OVERHEAD_V1
+        if size < minimum:
+            return _R_BAD_LENGTH
+        if size > rem - LOG_OVERHEAD:
+            return _R_TRUNCATED
+        if check_crc and crc32_ieee(buf, pos + MAGIC_OFFSET, pos + LOG_OVERHEAD + size) != be_u32(
+            buf, pos + LEGACY_CRC_OFFSET
+        ):
+            return _R_CRC
+        return _ENTRY_LEGACY
+    return _R_BAD_MAGIC
+
+
+@jit(cacheable=NUMBA_CACHEABLE)
+def _plausible_header(buf: np.ndarray, q: int, n: int) -> bool:
+    """Cheap structural checks of a complete v2 header at ``q`` (no CRC, no base offset)."""
+    if q + RECORD_BATCH_OVERHEAD > n or buf[q + MAGIC_OFFSET] != CURRENT_MAGIC:
+        return False
+    size = be_i32(buf, q + BATCH_LENGTH_OFFSET)
+    if size < _MIN_BATCH_LENGTH or size > n - q - LOG_OVERHEAD:
+        return False
+    attributes = be_i16(buf, q + ATTRIBUTES_OFFSET)
+    if attributes & ATTRIBUTES_UNUSED_MASK or (attributes & COMPRESSION_CODEC_MASK) > MAX_COMPRESSION_CODEC:
+        return False
+    return be_i32(buf, q + LAST_OFFSET_DELTA_OFFSET) >= 0 and be_i32(buf, q + RECORDS_COUNT_OFFSET) >= 0
+
+
+@jit(cacheable=NUMBA_CACHEABLE)
+def _plausible_batch(buf: np.ndarray, q: int, n: int, check_crc: bool, min_base: int) -> bool:
+    if not _plausible_header(buf, q, n) or be_i64(buf, q + BASE_OFFSET_OFFSET) < min_base:
+        return False
+    return not check_crc or _batch_crc_ok(buf, q, be_i32(buf, q + BATCH_LENGTH_OFFSET))
+
+
+@jit(cacheable=NUMBA_CACHEABLE)
+def _resync(buf: np.ndarray, pos: int, n: int, check_crc: bool, min_base: int, memo: np.ndarray) -> int:
+    """Position of the next valid v2 batch after the damaged entry at ``pos``, or -1.
+
+    Prefers a batch whose base offset is >= ``min_base`` (the previous batch's last
+    offset + 1): it skips valid-looking batches embedded in a damaged batch's payload
+    (producers write base offset 0). baseOffset is not covered by the CRC, so if no
+    such batch follows, any valid batch will do.
+
+    ``memo`` makes repeated resyncs linear: memo[0] is a position from which no valid
+    batch follows at all; memo[1], memo[2] say that from memo[1] on no valid batch has
+    a base offset >= memo[2].
+    """
+    start = pos + 1
+    if start >= memo[0]:
+        return -1
+    prefer = min_base > 0 and not (start >= memo[1] and min_base >= memo[2])
+    # Fast path: only the CRC (or the leader epoch) was hit and the length still points to the next batch.
+    if pos + LOG_OVERHEAD <= n:
+        nxt = pos + LOG_OVERHEAD + be_i32(buf, pos + BATCH_LENGTH_OFFSET)
+        if pos < nxt < n and _plausible_batch(buf, nxt, n, check_crc, min_base if prefer else 0):
+            return nxt
+    fallback = -1
+    limit = n - RECORD_BATCH_OVERHEAD
+    q = start
+    while q <= limit:
+        if buf[q + MAGIC_OFFSET] == CURRENT_MAGIC and _plausible_header(buf, q, n):
+            base = be_i64(buf, q + BASE_OFFSET_OFFSET)
+            if prefer and base < min_base:
+                if fallback < 0 and base >= 0:
+                    if not check_crc or _batch_crc_ok(buf, q, be_i32(buf, q + BATCH_LENGTH_OFFSET)):
+                        fallback = q
+                        # Do not look for a preferred candidate forever.
+                        limit = min(limit, q + _RESYNC_PREFERENCE_WINDOW)
+            elif base >= 0 and (not check_crc or _batch_crc_ok(buf, q, be_i32(buf, q + BATCH_LENGTH_OFFSET))):
+                return q
+        q += 1
+    if fallback >= 0:
+        if limit >= n - RECORD_BATCH_OVERHEAD:
+            memo[1] = start
+            memo[2] = min_base
+        return fallback
+    memo[0] = start
+    return -1
+
+
+@jit(cacheable=NUMBA_CACHEABLE)
+def _plausible_partial(buf: np.ndarray, pos: int, n: int, min_base: int) -> bool:
+    """Could the bytes from ``pos`` to the end be the start of a batch (or legacy entry) cut short?"""
+    rem = n - pos
+    if rem >= 8 and be_i64(buf, pos + BASE_OFFSET_OFFSET) < min_base:
+        return False
+    if rem < LOG_OVERHEAD:
+        return True
+    size = be_i32(buf, pos + BATCH_LENGTH_OFFSET)
+    if size <= rem - LOG_OVERHEAD:
+        return False  # not cut short at all
+    if rem < HEADER_SIZE_UP_TO_MAGIC:
+        return size >= LEGACY_RECORD_OVERHEAD_V0
+    magic = buf[pos + MAGIC_OFFSET]
+    if magic == 0:
+        return size >= LEGACY_RECORD_OVERHEAD_V0
+    if magic == 1:
+        return size >= LEGACY_RECORD_OVERHEAD_V1
+    if magic != CURRENT_MAGIC or size < _MIN_BATCH_LENGTH:
+        return False
+    if rem >= ATTRIBUTES_OFFSET + 2:
+        attributes = be_i16(buf, pos + ATTRIBUTES_OFFSET)
+        if attributes & ATTRIBUTES_UNUSED_MASK or (attributes & COMPRESSION_CODEC_MASK) > MAX_COMPRESSION_CODEC:
+            return False
+    if rem >= LAST_OFFSET_DELTA_OFFSET + 4 and be_i32(buf, pos + LAST_OFFSET_DELTA_OFFSET) < 0:
+        return False
+    if rem >= RECORDS_COUNT_OFFSET + 4 and be_i32(buf, pos + RECORDS_COUNT_OFFSET) < 0:
+        return False
+    return True
+
+
+@jit(cacheable=NUMBA_CACHEABLE)
+def _add_quarantine(
+    q_pos: np.ndarray, q_len: np.ndarray, q_code: np.ndarray, nq: int, pos: int, length: int, code: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    if length <= 0:
+        return q_pos, q_len, q_code, nq
+    # Adjacent regions with the same reason (e.g. a run of batches with bad CRCs) are one entry.
+    if nq > 0 and q_code[nq - 1] == code and q_pos[nq - 1] + q_len[nq - 1] == pos and code != _R_TRUNCATED:
+        q_len[nq - 1] += length
+        return q_pos, q_len, q_code, nq
+    if nq == q_pos.size:
+        grown = max(16, 2 * nq)
+        new_pos = np.empty(grown, np.int64)
+        new_len = np.empty(grown, np.int64)
+        new_code = np.empty(grown, np.int8)
+        new_pos[:nq] = q_pos[:nq]
+        new_len[:nq] = q_len[:nq]
+        new_code[:nq] = q_code[:nq]
+        q_pos, q_len, q_code = new_pos, new_len, new_code
+    q_pos[nq] = pos
+    q_len[nq] = length
+    q_code[nq] = code
+    return q_pos, q_len, q_code, nq + 1
+
+
+@jit(cacheable=NUMBA_CACHEABLE)
+def _walk(buf: np.ndarray, check_crc: bool):  # type: ignore[no-untyped-def]
+    """Follow the chain of entries; returns (batch positions, quarantine arrays, counters)."""
+    n = buf.size
+    # Grown by doubling: sized for the smallest batches, this would be 1/8 of the segment.
+    positions = np.empty(max(64, n // 1024), np.int64)
+    nb = 0
+    q_pos = np.empty(16, np.int64)
+    q_len = np.empty(16, np.int64)
+    q_code = np.empty(16, np.int8)
+    nq = 0
+    legacy_entries = 0
+    legacy_bytes = 0
+    zero_padding = 0
+    # Everything from zero_start on is 0x00: preallocated space, not data.
+    zero_start = n
+    while zero_start > 0 and buf[zero_start - 1] == 0:
+        zero_start -= 1
+    memo = np.array([n + 1, n + 1, 0], np.int64)
+    min_base = 0  # previous entry's last offset + 1
+    pos = 0
+    while pos < n:
+        status = _entry_status(buf, pos, n, check_crc)
+        if status == _ENTRY_V2:
+            if nb == positions.size:
+                grown = np.empty(2 * nb, np.int64)
+                grown[:nb] = positions
+                positions = grown
+            positions[nb] = pos
+            nb += 1
+            min_base = be_i64(buf, pos) + be_i32(buf, pos + LAST_OFFSET_DELTA_OFFSET) + 1
+            pos += LOG_OVERHEAD + be_i32(buf, pos + BATCH_LENGTH_OFFSET)
+            continue
+        if status == _ENTRY_LEGACY:
+            size = be_i32(buf, pos + BATCH_LENGTH_OFFSET)
+            legacy_entries += 1
+            legacy_bytes += LOG_OVERHEAD + size
+            # A legacy entry's offset is its last (inner) offset (spec §1.5).
+            min_base = be_i64(buf, pos) + 1
+            pos += LOG_OVERHEAD + size
+            continue
+        # Damage at pos.
+        if pos >= zero_start:
+            zero_padding = n - pos
+            break
+        nxt = _resync(buf, pos, n, check_crc, min_base, memo)
+        if nxt >= 0:
+            code = _R_BAD_LENGTH if status == _R_TRUNCATED else status
+            q_pos, q_len, q_code, nq = _add_quarantine(q_pos, q_len, q_code, nq, pos, nxt - pos, code)
+            pos = nxt
+            continue
+        # No valid batch follows: this is the tail.
+        if status == _R_CRC:
+            # A complete entry (by its own length): quarantine it and look at what follows it.
+            end = pos + LOG_OVERHEAD + be_i32(buf, pos + BATCH_LENGTH_OFFSET)
+            q_pos, q_len, q_code, nq = _add_quarantine(q_pos, q_len, q_code, nq, pos, end - pos, _R_CRC)
+            pos = end
+            continue
+        if status == _R_TRUNCATED:
+            code = _R_TRUNCATED if _plausible_partial(buf, pos, n, min_base) else _R_BAD_LENGTH
+            q_pos, q_len, q_code, nq = _add_quarantine(q_pos, q_len, q_code, nq, pos, n - pos, code)
+            break
+        q_pos, q_len, q_code, nq = _add_quarantine(q_pos, q_len, q_code, nq, pos, zero_start - pos, status)
+        zero_padding = n - zero_start
+        break
+    return (
+        positions[:nb].copy(),
+        q_pos[:nq].copy(),
+        q_len[:nq].copy(),
+        q_code[:nq].copy(),
+        legacy_entries,
+        legacy_bytes,
+        zero_padding,
+    )
+
+
+@jit()
+def _gather_headers(buf: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    out = np.empty((positions.size, RECORD_BATCH_OVERHEAD), np.uint8)
+    for i in range(positions.size):
+        p = positions[i]
+        for j in range(RECORD_BATCH_OVERHEAD):
+            out[i, j] = buf[p + j]
+    return out
+
+
+@jit()
+def _parse_control_records(  # type: ignore[no-untyped-def]
+    buf: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    counts: np.ndarray,
+    base_ts: np.ndarray,
+    max_ts: np.ndarray,
+    log_append_time: np.ndarray,
+):
+    """First record of each control batch: key (version, type), EndTxnMarker value, timestamp.
+
+    ``buf[starts[i]:ends[i]]`` holds the (uncompressed) records of batch i.
+    Rules: txnlog.kafka.control; record framing: DefaultRecord.readFrom (spec §1.4).
+    """
+    m = starts.size
+    key_version = np.full(m, -1, np.int16)
+    control_type = np.full(m, -1, np.int16)
+    value_version = np.full(m, -1, np.int16)
+    coordinator_epoch = np.full(m, -1, np.int32)
+    marker_ts = np.full(m, -1, np.int64)
+    status = np.empty(m, np.int8)
+    detail = np.zeros(m, np.int8)
+    for i in range(m):
+        if counts[i] == 0:
+            status[i] = _CS_ZERO
+            continue
+        status[i] = _CS_BAD_KEY
+        if counts[i] < 0:
+            detail[i] = _CD_NEG_COUNT
+            continue
+        detail[i] = _CD_FRAMING
+        end = ends[i]
+        length, p = read_varint(buf, starts[i], end)
+        if p < 0 or length < 1 or length > end - p:
+            continue
+        rec_end = p + length
+        p += 1  # record attributes: unused
+        ts_delta, p = read_varlong(buf, p, rec_end)
+        if p < 0:
+            continue
+        _offset_delta, p = read_varint(buf, p, rec_end)
+        if p < 0:
+            continue
+        key_len, p = read_varint(buf, p, rec_end)
+        if p < 0 or key_len > rec_end - p:
+            continue
+        key_start = p
+        if key_len > 0:
+            p += key_len
+        value_len, p = read_varint(buf, p, rec_end)
+        if p < 0 or value_len > rec_end - p:
+            continue
+        value_start = p
+        if value_len > 0:
+            p += value_len
+        header_count, p = read_varint(buf, p, rec_end)
+        if p < 0 or header_count < 0:
+            continue
+        ok = True
+        for _ in range(header_count):
+            hk_len, p = read_varint(buf, p, rec_end)
+            if p < 0 or hk_len < 0 or hk_len > rec_end - p:
+                ok = False
+                break
+            p += hk_len
+            hv_len, p = read_varint(buf, p, rec_end)
+            if p < 0 or hv_len > rec_end - p:
+                ok = False
+                break
+            if hv_len > 0:
+                p += hv_len
+        if not ok or p != rec_end:
+            continue
+        marker_ts[i] = max_ts[i] if log_append_time[i] else base_ts[i] + ts_delta
+        detail[i] = 0
+        if key_len < CONTROL_KEY_SIZE:
+            detail[i] = _CD_KEY_SHORT
+            continue
+        kv = be_i16(buf, key_start)
+        if kv < 0 or kv > MAX_PLAUSIBLE_MESSAGE_VERSION:
+            detail[i] = _CD_KEY_NEG if kv < 0 else _CD_KEY_BIG
+            continue
+        key_version[i] = kv
+        kt = be_i16(buf, key_start + 2)
+        control_type[i] = kt
+        if kt != _ABORT and kt != _COMMIT:
+            status[i] = _CS_OTHER
+            continue
+        status[i] = _CS_BAD_VALUE
+        if value_len < 0:
+            detail[i] = _CD_VALUE_NULL
+            continue
+        if value_len >= 2:
+            value_version[i] = be_i16(buf, value_start)
+        if value_len < END_TXN_MARKER_VALUE_SIZE:
+            detail[i] = _CD_VALUE_SHORT
+            continue
+        vv = be_i16(buf, value_start)
+        if vv < 0 or vv > MAX_PLAUSIBLE_MESSAGE_VERSION:
+            detail[i] = _CD_VALUE_NEG if vv < 0 else _CD_VALUE_BIG
+            continue
+        coordinator_epoch[i] = be_i32(buf, value_start + 2)
+        status[i] = _CS_END_TXN
+    return key_version, control_type, value_version, coordinator_epoch, marker_ts, status, detail
+
+
+# --- Python side ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentScan:
+    """Everything a walk over one segment found.
+
+    ``batches`` maps each name of :data:`BATCH_COLUMNS` to an array with one row
+    per valid magic-2 batch, in file order. ``quarantine`` lists every byte
+    range that could not be read (and control records that could not be
+    understood); everything else is accounted for by the batches,
+    ``legacy_bytes`` and ``zero_padding_bytes``.
+    """
+
+    file: str
+    size: int
+    batches: dict[str, np.ndarray]
+    quarantine: list[QuarantineEntry] = field(default_factory=list)
+    legacy_entries: int = 0
+    legacy_bytes: int = 0
+    zero_padding_bytes: int = 0
+    crc_checked: bool = True
+
+    @property
+    def batch_count(self) -> int:
+        return int(self.batches["position"].size)
+
+
+def as_uint8(buf: Buffer) -> np.ndarray:
+    """A read-only 1-D uint8 view of ``buf`` (no copy for bytes, bytearray, memoryview, contiguous arrays)."""
+    if isinstance(buf, np.ndarray):
+        arr = np.ascontiguousarray(buf).reshape(-1)
+        if arr.dtype != np.uint8:
+            arr = arr.view(np.uint8)
+    else:
+        mv = memoryview(buf)
+        if not mv.c_contiguous:
+            mv = memoryview(mv.tobytes())
+        arr = np.frombuffer(mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv, dtype=np.uint8)
+    view = arr.view()
+    # One array type for numba whatever the caller passed (bytes are read-only, bytearrays are not):
+    # one compiled specialisation instead of two.
+    view.flags.writeable = False
+    return view
+
+
+def empty_batches(n: int = 0) -> dict[str, np.ndarray]:
+    return {name: np.empty(n, dtype) for name, dtype in BATCH_COLUMNS.items()}
+
+
+def _header_columns(buf: np.ndarray, positions: np.ndarray) -> dict[str, np.ndarray]:
+    n = positions.size
+    header = _gather_headers(buf, positions).reshape(-1).view(_HEADER_DTYPE)
+    attributes = header["attributes"].astype(np.int16)
+    cols = empty_batches(0)
+    cols["position"] = positions
+    for name in (
+        "base_offset",
+        "batch_length",
+        "partition_leader_epoch",
+        "magic",
+        "crc",
+        "last_offset_delta",
+        "base_timestamp",
+        "max_timestamp",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "record_count",
+    ):
+        cols[name] = header[name].astype(BATCH_COLUMNS[name])
+    cols["last_offset"] = cols["base_offset"] + cols["last_offset_delta"]
+    cols["crc_valid"] = np.ones(n, np.bool_)
+    cols["compression"] = (attributes & COMPRESSION_CODEC_MASK).astype(np.int8)
+    cols["timestamp_type"] = ((attributes & TIMESTAMP_TYPE_MASK) != 0).astype(np.int8)
+    cols["is_transactional"] = (attributes & TRANSACTIONAL_MASK) != 0
+    cols["is_control"] = (attributes & CONTROL_MASK) != 0
+    cols["control_key_version"] = np.full(n, -1, np.int16)
+    cols["control_type"] = np.full(n, -1, np.int16)
+    cols["control_value_version"] = np.full(n, -1, np.int16)
+    cols["coordinator_epoch"] = np.full(n, -1, np.int32)
+    cols["marker_timestamp"] = np.full(n, -1, np.int64)
+    cols["control_status"] = np.zeros(n, np.int8)
+    return {name: cols[name] for name in BATCH_COLUMNS}
+
+
+def _fill_control_columns(buf: np.ndarray, cols: dict[str, np.ndarray], file: str) -> list[QuarantineEntry]:
+    idx = np.flatnonzero(cols["is_control"])
+    if idx.size == 0:
+        return []
+    starts = cols["position"][idx] + RECORD_BATCH_OVERHEAD
+    ends = cols["position"][idx] + LOG_OVERHEAD + cols["batch_length"][idx].astype(np.int64)
+    counts = cols["record_count"][idx]
+    base_ts = cols["base_timestamp"][idx]
+    max_ts = cols["max_timestamp"][idx]
+    log_append = cols["timestamp_type"][idx] == TimestampType.LOG_APPEND_TIME
+    parsed = list(_parse_control_records(buf, starts, ends, counts, base_ts, max_ts, log_append))
+    quarantine: list[QuarantineEntry] = []
+    # Brokers never compress control batches (spec §2.3); if someone did, read them the slow way.
+    compressed = np.flatnonzero((cols["compression"][idx] != Compression.NONE) & (counts != 0))
+    for k in compressed:
+        i = int(idx[k])
+        position = int(cols["position"][i])
+        try:
+            records = decompress(
+                int(cols["compression"][i]), buf[int(starts[k]) : int(ends[k])], file=file, position=position
+            )
+        except DecodeError as e:
+            for arr in parsed[:5]:
+                arr[k] = -1
+            parsed[5][k] = _CS_BAD_KEY
+            parsed[6][k] = _CD_DECOMPRESSION
+            quarantine.append(
+                QuarantineEntry(file, position, int(ends[k]) - position, errors.DECOMPRESSION_FAILED, e.detail)
+            )
+            continue
+        one = _parse_control_records(
+            as_uint8(records),
+            np.zeros(1, np.int64),
+            np.array([len(records)], np.int64),
+            counts[k : k + 1],
+            base_ts[k : k + 1],
+            max_ts[k : k + 1],
+            log_append[k : k + 1],
+        )
+        for arr, value in zip(parsed, one):
+            arr[k] = value[0]
+    key_version, control_type, value_version, coordinator_epoch, marker_ts, status, detail = parsed
+    cols["control_key_version"][idx] = key_version
+    cols["control_type"][idx] = control_type
+    cols["control_value_version"][idx] = value_version
+    cols["coordinator_epoch"][idx] = coordinator_epoch
+    cols["marker_timestamp"][idx] = marker_ts
+    cols["control_status"][idx] = status
+    # A control record we cannot understand is recorded, but its batch header still counts.
+    for k in np.flatnonzero((status == _CS_BAD_KEY) | (status == _CS_BAD_VALUE)):
+        if detail[k] == _CD_DECOMPRESSION:
+            continue  # already quarantined as decompression_failed
+        i = int(idx[k])
+        position = int(cols["position"][i])
+        quarantine.append(
+            QuarantineEntry(
+                file,
+                position,
+                int(ends[k]) - position,
+                errors.BAD_CONTROL_RECORD,
+                f"offset {int(cols['base_offset'][i])}: {_CONTROL_DETAILS[int(detail[k])]}",
+            )
+        )
+    return quarantine
+
+
+def scan_segment(buf: Buffer, *, file: str = "", check_crc: bool = True) -> SegmentScan:
+    """Walk the batches of one ``.log`` segment held in memory.
+
+    Never raises on bad input: damage is reported in ``quarantine``.
+
+    >>> scan = scan_segment(open("00000000000000000000.log", "rb").read(), file="00000000000000000000.log")
+    >>> scan.batches["base_offset"][:3], scan.quarantine  # doctest: +SKIP
+    """
+    arr = as_uint8(buf)
+    positions, q_pos, q_len, q_code, legacy_entries, legacy_bytes, zero_padding = _walk(arr, bool(check_crc))
+    batches = _header_columns(arr, positions)
+    quarantine = [
+        QuarantineEntry(file, int(p), int(length), errors.REASONS[int(c)]) for p, length, c in zip(q_pos, q_len, q_code)
+    ]
+    control_quarantine = _fill_control_columns(arr, batches, file)
+    if control_quarantine:
+        quarantine = sorted(quarantine + control_quarantine, key=lambda e: e.position)
+    return SegmentScan(
+        file=file,
+        size=int(arr.size),
+        batches=batches,
+        quarantine=quarantine,
+        legacy_entries=int(legacy_entries),
+        legacy_bytes=int(legacy_bytes),
+        zero_padding_bytes=int(zero_padding),
+        crc_checked=bool(check_crc),
+    )
+
+
+def scan_segment_file(path: str | os.PathLike[str], check_crc: bool = True) -> SegmentScan:
+    """:func:`scan_segment` over a file, memory-mapped (no copy; pages come from the page cache)."""
+    name = os.fspath(path)
+    with open(name, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return scan_segment(b"", file=name, check_crc=check_crc)
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            arr = np.frombuffer(mm, dtype=np.uint8)
+            try:
+                return scan_segment(arr, file=name, check_crc=check_crc)
+            finally:
+                del arr  # the mmap cannot close while an array still exports its buffer
+        finally:
+            mm.close()
