@@ -38,8 +38,10 @@ while [ $# -gt 0 ]; do
 done
 [ "$master_given" = 1 ] || spark_args+=(--master "local[*]")
 
+# Spark's progress bars help a person at a terminal and clutter cron logs.
+progress=false; [ -t 2 ] && progress=true
 exec spark-submit \
-  --conf spark.ui.showConsoleProgress=true \
+  --conf "spark.ui.showConsoleProgress=$progress" \
   --conf spark.sql.session.timeZone=UTC \
   --conf spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS \
   --conf "spark.pyspark.python=$PYSPARK_PYTHON" \

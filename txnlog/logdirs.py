@@ -71,10 +71,24 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
     return m.group("topic"), int(m.group("partition"))
 
 
+_PARTITION_MARKERS = ("partition.metadata", "leader-epoch-checkpoint")
+
+
+def _is_partition_dir(entry: os.DirEntry[str]) -> bool:
+    """A ``<topic>-<n>`` directory that holds Kafka files (a broker dir may be named ``broker-1``)."""
+    if not (entry.is_dir() and _PARTITION_DIR.match(entry.name)):
+        return False
+    try:
+        with os.scandir(entry.path) as it:
+            return any(_OFFSET_FILE.match(f.name) or f.name in _PARTITION_MARKERS for f in it)
+    except OSError:
+        return False
+
+
 def _holds_partition_dirs(path: str) -> bool:
     try:
         with os.scandir(path) as it:
-            return any(e.is_dir() and _PARTITION_DIR.match(e.name) for e in it)
+            return any(_is_partition_dir(e) for e in it)
     except OSError:
         return False
 

@@ -494,3 +494,26 @@ def test_control_and_data_batches_mix() -> None:
     assert b["control_status"].tolist() == [0, 1, 0]
     assert b["control_type"].tolist() == [-1, 1, -1]
     assert b["coordinator_epoch"].tolist() == [-1, 5, -1]
+
+
+def test_a_corrupt_length_that_lands_on_a_later_batch_skips_nothing() -> None:
+    """Equal-sized batches: a flipped length bit can point exactly at the batch after next."""
+    raw, pos = chain(0, 3, 6, 9)
+    size = pos[1] - pos[0]
+    bad = bytearray(raw)
+    struct.pack_into(">i", bad, pos[0] + 8, size - 12 + size)  # batch 1 now "ends" where batch 3 starts
+    scan = scan_segment(bytes(bad))
+    assert scan.batches["base_offset"].tolist() == [3, 6, 9]
+    assert reasons(scan) == [(0, size, "crc_mismatch")]
+
+
+def test_a_deleted_trailing_zero_byte_loses_no_batch() -> None:
+    """Deleting the last byte of a batch (0x00: no headers) lets it borrow the next batch's first byte
+    (0x00: high byte of the base offset) and still pass its CRC; the next batch must not be lost."""
+    raw, pos = chain(0, 3, 6)
+    assert raw[pos[2] - 1] == 0 and raw[pos[2]] == 0
+    damaged = raw[: pos[2] - 1] + raw[pos[2] :]
+    scan = scan_segment(damaged)
+    assert scan.batches["base_offset"].tolist() == [0, 3, 6]
+    assert scan.batches["position"].tolist() == [pos[0], pos[1], pos[2] - 1]
+    assert scan.quarantine == [] and scan.overlap_bytes == 1

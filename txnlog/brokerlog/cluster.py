@@ -36,7 +36,7 @@ from __future__ import annotations
 import random
 import shutil
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -113,6 +113,8 @@ class RecordFactory:
             b'{"id":%d,"ts":%d,"customer":"c-%05d","amount":%d.%02d,"currency":"EUR","note":"'
             % (self.seq, ts, rng.randrange(100000), rng.randrange(1, 5000), rng.randrange(100))
         )
+        if size < len(head) + 8:
+            head = b'{"id":%d,"v":"' % self.seq
         words = []
         length = len(head) + 2
         while length < size:
@@ -983,7 +985,7 @@ class Cluster:
         index_interval_bytes: int = wire.DEFAULT_INDEX_INTERVAL_BYTES,
         timestamp_type: TimestampType = TimestampType.CREATE_TIME,
         compacted: bool = False,
-        leader_epochs: object = None,
+        leader_epochs: Callable[[], int] | None = None,
     ) -> TopicConfig:
         """Create a topic; replicas are spread round-robin over brokers unless ``assignment`` is given."""
         if name in self.topics:
@@ -1003,7 +1005,7 @@ class Cluster:
                 start = self._next_leader
                 self._next_leader += 1
                 replicas = [broker_ids[(start + i) % len(broker_ids)] for i in range(replication_factor)]
-            epoch = leader_epochs() if callable(leader_epochs) else 0
+            epoch = leader_epochs() if leader_epochs is not None else 0
             logs = {
                 b: PartitionLog(
                     self.brokers[b].log_dir,

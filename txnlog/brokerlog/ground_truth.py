@@ -129,9 +129,11 @@ class ExpectedPartition:
     last_stable_offset: int
     lso_lag: int
     open_transactions: int
+    max_open_ms: int  # as_of − first_timestamp of the oldest open transaction (0 if none)
+    has_late_transaction: bool  # broker metric: oldest open idle > max timeout + 5 min
     commit_markers: int
     abort_markers: int
-    batches: int
+    batches: int  # readable v2 batches in the retained segments
     legacy_entries: int
 
 
@@ -354,8 +356,11 @@ def _reference_log(cluster: Cluster, tp: TopicPartition) -> tuple[int, Partition
     return None
 
 
-def _partition_truth(tp: TopicPartition, broker: int, brokers: tuple[int, ...], log: PartitionLog) -> ExpectedPartition:
+def _partition_truth(
+    tp: TopicPartition, broker: int, brokers: tuple[int, ...], log: PartitionLog, as_of: int, threshold: int
+) -> ExpectedPartition:
     markers = log.retained_markers()
+    oldest = min(log.open_txns.values(), key=lambda t: t.first_offset, default=None)
     return ExpectedPartition(
         topic=tp[0],
         partition=tp[1],
@@ -366,9 +371,11 @@ def _partition_truth(tp: TopicPartition, broker: int, brokers: tuple[int, ...], 
         last_stable_offset=log.last_stable_offset,
         lso_lag=log.log_end_offset - log.last_stable_offset,
         open_transactions=len(log.open_txns),
+        max_open_ms=as_of - oldest.first_timestamp if oldest else 0,
+        has_late_transaction=bool(oldest) and as_of - oldest.last_timestamp > threshold + wire.LATE_TRANSACTION_BUFFER_MS,
         commit_markers=sum(1 for m in markers if m.control_type == ControlType.COMMIT),
         abort_markers=sum(1 for m in markers if m.control_type == ControlType.ABORT),
-        batches=log.batch_count,
+        batches=log.retained_batch_count,
         legacy_entries=log.legacy_entry_count,
     )
 
@@ -419,9 +426,11 @@ def assemble(
         ref = _reference_log(cluster, tp)
         assert ref is not None
         ref_broker, ref_log = ref
-        partitions[tp] = _partition_truth(tp, ref_broker, brokers, ref_log)
+        partitions[tp] = _partition_truth(tp, ref_broker, brokers, ref_log, as_of_ms, max_transaction_timeout_ms)
         for b, log in copies:
-            replica_partitions[(b, tp[0], tp[1])] = _partition_truth(tp, b, brokers, log)
+            replica_partitions[(b, tp[0], tp[1])] = _partition_truth(
+                tp, b, brokers, log, as_of_ms, max_transaction_timeout_ms
+            )
         retained = ref_log.retained_markers()
         marker_counts[tp] = {
             "COMMIT": sum(1 for m in retained if m.control_type == ControlType.COMMIT),

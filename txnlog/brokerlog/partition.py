@@ -32,6 +32,7 @@ It also records, for ground truth, every transaction it saw
 
 from __future__ import annotations
 
+import base64
 import os
 import struct
 from collections.abc import Callable
@@ -171,6 +172,7 @@ class _Segment:
     last_time_index_timestamp: int = -1
     last_time_index_offset: int = -1
     next_offset: int = 0
+    batches: int = 0  # readable v2 batches (damaged ones are taken off)
     closed: bool = False
 
 
@@ -376,6 +378,7 @@ class PartitionLog:
         self.log_end_offset = last_offset + 1
         self.max_timestamp = max(self.max_timestamp, max_ts)
         self.batch_count += 1
+        seg.batches += 1
         if pid >= 0:
             if attributes & wire.CONTROL_MASK:
                 self._apply_control(data, base_offset, pid, epoch, max_ts, count)
@@ -507,29 +510,30 @@ class PartitionLog:
             self._note_leader_epoch(self.leader_epoch, int(offsets[0]))
             self._bulk_index(seg, rows, offsets + payload.last_offset_delta, ts + payload.max_timestamp_delta, size)
             self.log_end_offset = int(offsets[-1]) + per
+            self.max_timestamp = max(self.max_timestamp, int(ts.max()) + payload.max_timestamp_delta)
+            self.batch_count += n
+            seg.batches += n
+            if producer_id >= 0:
+                # Producer state per segment chunk, so a roll's snapshot sees only what precedes it.
+                last_seq = wire.NO_SEQUENCE
+                if first_sequence >= 0:
+                    last_seq = (first_sequence + (done + n) * per - 1) % (1 << 31)
+                self._apply_data(
+                    pid=producer_id,
+                    epoch=producer_epoch,
+                    base_offset=int(offsets[0]),
+                    last_offset=self.log_end_offset - 1,
+                    base_timestamp=int(ts[0]),
+                    max_timestamp=int(ts[-1]) + payload.max_timestamp_delta,
+                    base_sequence=last_seq - payload.last_offset_delta if last_seq >= 0 else wire.NO_SEQUENCE,
+                    last_offset_delta=payload.last_offset_delta,
+                    transactional=is_transactional,
+                    record_count=payload.record_count * n,
+                    size=size * n,
+                    batches=n,
+                )
             done += n
         last_offset = self.log_end_offset - 1
-        max_ts = int(base_timestamps[:count].max()) + payload.max_timestamp_delta
-        self.max_timestamp = max(self.max_timestamp, max_ts)
-        self.batch_count += count
-        if producer_id >= 0:
-            last_seq = wire.NO_SEQUENCE
-            if first_sequence >= 0:
-                last_seq = (first_sequence + count * per - 1) % (1 << 31)
-            self._apply_data(
-                pid=producer_id,
-                epoch=producer_epoch,
-                base_offset=first_offset,
-                last_offset=last_offset,
-                base_timestamp=int(base_timestamps[0]),
-                max_timestamp=int(base_timestamps[count - 1]) + payload.max_timestamp_delta,
-                base_sequence=last_seq - payload.last_offset_delta if last_seq >= 0 else wire.NO_SEQUENCE,
-                last_offset_delta=payload.last_offset_delta,
-                transactional=is_transactional,
-                record_count=payload.record_count * count,
-                size=size * count,
-                batches=count,
-            )
         return first_offset, last_offset
 
     def _bulk_index(
@@ -552,9 +556,8 @@ class PartitionLog:
         step = interval // size + 1
         entries = np.arange(first, n, step, dtype=np.int64)
         if entries.size:
-            rel = (last_offsets[entries] - seg.base_offset).astype(">i4")
-            pos = positions[entries].astype(">i4")
-            seg.index += np.stack([rel, pos], axis=1).tobytes()
+            rel = last_offsets[entries] - seg.base_offset
+            seg.index += np.stack([rel, positions[entries]], axis=1).astype(">i4").tobytes()
             for i in entries.tolist():  # time index: few entries (one per interval)
                 self._maybe_append_time_index(seg, int(running[i]), int(offset_of_max[i]))
             seg.bytes_since_last_index_entry = size * (n - int(entries[-1]))
@@ -734,6 +737,7 @@ class PartitionLog:
             self._patch(info.segment_base_offset, info.position + wire.BATCH_LENGTH_OFFSET, struct.pack(">i", 3))
         else:
             raise ValueError(f"unknown damage kind {kind!r}")
+        next(s for s in self.segments if s.base_offset == info.segment_base_offset).batches -= 1
         truth = QuarantineTruth(
             file=str(self.segment_path(info.segment_base_offset)),
             position=info.position,
@@ -782,8 +786,6 @@ class PartitionLog:
             "0\n" + f"{len(epochs)}\n" + "".join(f"{e} {o}\n" for e, o in epochs)
         )
         if self.topic_id is not None:
-            import base64
-
             tid = base64.urlsafe_b64encode(self.topic_id).decode().rstrip("=")
             (self.dir / "partition.metadata").write_text(f"version: 0\ntopic_id: {tid}\n")
         self._closed = True
@@ -792,6 +794,11 @@ class PartitionLog:
 
     def segment_files(self) -> list[Path]:
         return [self.segment_path(s.base_offset) for s in self.segments]
+
+    @property
+    def retained_batch_count(self) -> int:
+        """Readable v2 batches in the segments still on disk."""
+        return sum(s.batches for s in self.segments)
 
     def retained_markers(self) -> list[MarkerRecord]:
         return [m for m in self.markers if m.offset >= self.log_start_offset]

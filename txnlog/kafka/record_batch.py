@@ -181,6 +181,8 @@ _R_TRUNCATED = errors.REASON_CODES[errors.TRUNCATED_TAIL]
 #: When a resync candidate fails only the base-offset preference, look this much further for one
 #: that satisfies it before settling (bounds the work per damaged region).
 _RESYNC_PREFERENCE_WINDOW = 16 << 20
+#: How far a batch may start inside the previous one after bytes were deleted (see _overlapping_next).
+_MAX_OVERLAP = 8
 
 _CS_END_TXN = int(ControlStatus.END_TXN_MARKER)
 _CS_ZERO = int(ControlStatus.ZERO_RECORDS)
@@ -276,41 +278,62 @@ def _plausible_batch(buf: np.ndarray, q: int, n: int, check_crc: bool, min_base:
 
 
 @jit(cacheable=NUMBA_CACHEABLE)
+def _followed_well(buf: np.ndarray, q: int, n: int, check_crc: bool, zero_start: int) -> bool:
+    """Does what follows the (valid) batch at ``q`` look like the rest of a log?
+
+    True when the batch ends the data (end of buffer or start of zero padding), or is
+    followed by a valid entry or by a plausible partial batch at the tail.
+    """
+    s = q + LOG_OVERHEAD + be_i32(buf, q + BATCH_LENGTH_OFFSET)
+    if s >= n or s >= zero_start:
+        return True
+    status = _entry_status(buf, s, n, check_crc)
+    if status == _ENTRY_V2 or status == _ENTRY_LEGACY:
+        return True
+    last = be_i64(buf, q + BASE_OFFSET_OFFSET) + be_i32(buf, q + LAST_OFFSET_DELTA_OFFSET)
+    return status == _R_TRUNCATED and _plausible_partial(buf, s, n, last + 1)
+
+
+@jit(cacheable=NUMBA_CACHEABLE)
 def _resync(buf: np.ndarray, pos: int, n: int, check_crc: bool, min_base: int, memo: np.ndarray) -> int:
     """Position of the next valid v2 batch after the damaged entry at ``pos``, or -1.
 
-    Prefers a batch whose base offset is >= ``min_base`` (the previous batch's last
-    offset + 1): it skips valid-looking batches embedded in a damaged batch's payload
-    (producers write base offset 0). baseOffset is not covered by the CRC, so if no
-    such batch follows, any valid batch will do.
+    The first valid batch (plausible header, CRC) after ``pos`` wins, with one
+    exception: a batch whose base offset is below ``min_base`` (the previous batch's
+    last offset + 1) *and* that is not followed by a valid entry (or the end) is
+    suspect — typically a producer batch (base offset 0) embedded in a record value of
+    the damaged batch. It is passed over only for a later valid batch (within
+    _RESYNC_PREFERENCE_WINDOW bytes) whose base offset is >= ``min_base``. baseOffset is
+    outside the CRC, so neither signal alone is trusted: a corrupt base offset of the
+    previous batch must not hide the genuine batches after the damage.
 
-    ``memo`` makes repeated resyncs linear: memo[0] is a position from which no valid
-    batch follows at all; memo[1], memo[2] say that from memo[1] on no valid batch has
-    a base offset >= memo[2].
+    ``memo`` keeps repeated resyncs linear: memo[0] is a position from which no valid
+    batch follows at all; from memo[1] on no unsuspect batch follows for a min_base
+    >= memo[2]; memo[3] is where the all-zero tail of the buffer starts.
     """
     start = pos + 1
     if start >= memo[0]:
         return -1
+    zero_start = memo[3]
     prefer = min_base > 0 and not (start >= memo[1] and min_base >= memo[2])
-    # Fast path: only the CRC (or the leader epoch) was hit and the length still points to the next batch.
-    if pos + LOG_OVERHEAD <= n:
-        nxt = pos + LOG_OVERHEAD + be_i32(buf, pos + BATCH_LENGTH_OFFSET)
-        if pos < nxt < n and _plausible_batch(buf, nxt, n, check_crc, min_base if prefer else 0):
-            return nxt
+    # No shortcut to "pos + 12 + the damaged entry's length": that length may be the damage,
+    # and a flipped bit can land it exactly on a later batch, skipping a good one.
     fallback = -1
     limit = n - RECORD_BATCH_OVERHEAD
     q = start
     while q <= limit:
-        if buf[q + MAGIC_OFFSET] == CURRENT_MAGIC and _plausible_header(buf, q, n):
-            base = be_i64(buf, q + BASE_OFFSET_OFFSET)
-            if prefer and base < min_base:
-                if fallback < 0 and base >= 0:
-                    if not check_crc or _batch_crc_ok(buf, q, be_i32(buf, q + BATCH_LENGTH_OFFSET)):
-                        fallback = q
-                        # Do not look for a preferred candidate forever.
-                        limit = min(limit, q + _RESYNC_PREFERENCE_WINDOW)
-            elif base >= 0 and (not check_crc or _batch_crc_ok(buf, q, be_i32(buf, q + BATCH_LENGTH_OFFSET))):
-                return q
+        if buf[q + MAGIC_OFFSET] == CURRENT_MAGIC and _plausible_batch(buf, q, n, check_crc, 0):
+            base = be_i64(buf, q)
+            if fallback < 0:
+                if not prefer or base >= min_base or _followed_well(buf, q, n, check_crc, zero_start):
+                    return q
+                fallback = q
+                # Do not look for a better candidate forever.
+                limit = min(limit, q + _RESYNC_PREFERENCE_WINDOW)
+            else:
+                # Only the base offset can tell the suspect apart from the next genuine batch; if this
+                # candidate is below min_base too, min_base itself is suspect: keep log order.
+                return q if base >= min_base else fallback
         q += 1
     if fallback >= 0:
         if limit >= n - RECORD_BATCH_OVERHEAD:
@@ -378,6 +401,23 @@ def _add_quarantine(
 
 
 @jit(cacheable=NUMBA_CACHEABLE)
+def _overlapping_next(buf: np.ndarray, pos: int, n: int, check_crc: bool, min_base: int, prev_start: int) -> int:
+    """A valid batch starting up to _MAX_OVERLAP bytes *before* ``pos``, the end of the previous batch.
+
+    When bytes go missing at the end of a batch, the batch can still pass its CRC by
+    "borrowing" the first bytes of the next one — typically zeros: a batch usually ends
+    with 0x00 (no headers) and the next starts with the zero high bytes of its base
+    offset. Both batches are then intact on disk, overlapping. Only a batch whose base
+    offset follows the previous one is taken.
+    """
+    lowest = max(pos - _MAX_OVERLAP, prev_start + RECORD_BATCH_OVERHEAD)
+    for q in range(pos - 1, lowest - 1, -1):
+        if _plausible_batch(buf, q, n, check_crc, min_base):
+            return q
+    return -1
+
+
+@jit(cacheable=NUMBA_CACHEABLE)
 def _walk(buf: np.ndarray, check_crc: bool):  # type: ignore[no-untyped-def]
     """Follow the chain of entries; returns (batch positions, quarantine arrays, counters)."""
     n = buf.size
@@ -389,13 +429,16 @@ def _walk(buf: np.ndarray, check_crc: bool):  # type: ignore[no-untyped-def]
     q_code = np.empty(16, np.int8)
     nq = 0
     legacy_entries = 0
+    overlap = 0
+    prev_start = -1  # start and end of the last batch emitted
+    prev_end = -1
     legacy_bytes = 0
     zero_padding = 0
     # Everything from zero_start on is 0x00: preallocated space, not data.
     zero_start = n
     while zero_start > 0 and buf[zero_start - 1] == 0:
         zero_start -= 1
-    memo = np.array([n + 1, n + 1, 0], np.int64)
+    memo = np.array([n + 1, n + 1, 0, zero_start], np.int64)
     min_base = 0  # previous entry's last offset + 1
     pos = 0
     while pos < n:
@@ -407,6 +450,8 @@ def _walk(buf: np.ndarray, check_crc: bool):  # type: ignore[no-untyped-def]
                 positions = grown
             positions[nb] = pos
             nb += 1
+            prev_start = pos
+            prev_end = pos + LOG_OVERHEAD + be_i32(buf, pos + BATCH_LENGTH_OFFSET)
             min_base = be_i64(buf, pos) + be_i32(buf, pos + LAST_OFFSET_DELTA_OFFSET) + 1
             pos += LOG_OVERHEAD + be_i32(buf, pos + BATCH_LENGTH_OFFSET)
             continue
@@ -422,6 +467,12 @@ def _walk(buf: np.ndarray, check_crc: bool):  # type: ignore[no-untyped-def]
         if pos >= zero_start:
             zero_padding = n - pos
             break
+        if pos == prev_end and min_base > 0:
+            back = _overlapping_next(buf, pos, n, check_crc, min_base, prev_start)
+            if back >= 0:
+                overlap += pos - back
+                pos = back
+                continue
         nxt = _resync(buf, pos, n, check_crc, min_base, memo)
         if nxt >= 0:
             code = _R_BAD_LENGTH if status == _R_TRUNCATED else status
@@ -450,6 +501,7 @@ def _walk(buf: np.ndarray, check_crc: bool):  # type: ignore[no-untyped-def]
         legacy_entries,
         legacy_bytes,
         zero_padding,
+        overlap,
     )
 
 
@@ -580,8 +632,10 @@ class SegmentScan:
     ``batches`` maps each name of :data:`BATCH_COLUMNS` to an array with one row
     per valid magic-2 batch, in file order. ``quarantine`` lists every byte
     range that could not be read (and control records that could not be
-    understood); everything else is accounted for by the batches,
-    ``legacy_bytes`` and ``zero_padding_bytes``.
+    understood); every other byte belongs to a batch, a legacy entry
+    (``legacy_bytes``) or the zero padding (``zero_padding_bytes``):
+    batch bytes + segment-damage bytes + legacy_bytes + zero_padding_bytes
+    - overlap_bytes == size.
     """
 
     file: str
@@ -592,6 +646,8 @@ class SegmentScan:
     legacy_bytes: int = 0
     zero_padding_bytes: int = 0
     crc_checked: bool = True
+    #: Bytes read as part of two consecutive batches (only after bytes went missing: _overlapping_next).
+    overlap_bytes: int = 0
 
     @property
     def batch_count(self) -> int:
@@ -731,7 +787,7 @@ def scan_segment(buf: Buffer, *, file: str = "", check_crc: bool = True) -> Segm
     >>> scan.batches["base_offset"][:3], scan.quarantine  # doctest: +SKIP
     """
     arr = as_uint8(buf)
-    positions, q_pos, q_len, q_code, legacy_entries, legacy_bytes, zero_padding = _walk(arr, bool(check_crc))
+    positions, q_pos, q_len, q_code, legacy_entries, legacy_bytes, zero_padding, overlap = _walk(arr, bool(check_crc))
     batches = _header_columns(arr, positions)
     quarantine = [
         QuarantineEntry(file, int(p), int(length), errors.REASONS[int(c)]) for p, length, c in zip(q_pos, q_len, q_code)
@@ -748,6 +804,7 @@ def scan_segment(buf: Buffer, *, file: str = "", check_crc: bool = True) -> Segm
         legacy_bytes=int(legacy_bytes),
         zero_padding_bytes=int(zero_padding),
         crc_checked=bool(check_crc),
+        overlap_bytes=int(overlap),
     )
 
 

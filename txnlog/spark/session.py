@@ -34,6 +34,8 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "8",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # progress bars only for a person at a terminal, not in cron/CI logs
+    "spark.ui.showConsoleProgress": "true" if sys.stderr.isatty() else "false",
 }
 
 # Local mode only: the host name may resolve to an address that is not up

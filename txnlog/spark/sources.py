@@ -133,10 +133,48 @@ def read_file_bytes(path: str) -> np.ndarray:
     return np.fromfile(path, dtype=np.uint8)
 
 
-class _FilePartition(InputPartition):
-    def __init__(self, file: LogFile):
-        super().__init__(asdict(file))
-        self.file = file
+class _FilesPartition(InputPartition):
+    """Some files read by one task: big segments alone, small files packed together."""
+
+    def __init__(self, files: list[LogFile]):
+        super().__init__([asdict(f) for f in files])
+
+    def files(self) -> list[LogFile]:
+        return [LogFile(**d) for d in self.value]
+
+
+DEFAULT_TARGET_PARTITION_BYTES = 64 * 2**20
+
+
+def pack_files(files: list[LogFile], *, target_bytes: int, min_partitions: int) -> list[list[LogFile]]:
+    """Group files into input partitions of about ``target_bytes`` (never splitting a file).
+
+    Thousands of small segments and snapshots would otherwise cost a Spark
+    task each; at least ``min_partitions`` groups keep every core busy. Files of
+    one partition directory stay in log order, largest groups first.
+    """
+    if not files:
+        return []
+    total = sum(max(f.size, 1) for f in files)
+    target = max(1, min(target_bytes, total // max(min_partitions, 1) + 1))
+    groups: list[list[LogFile]] = []
+    current: list[LogFile] = []
+    size = 0
+    for f in files:
+        if current and size + f.size > target:
+            groups.append(current)
+            current, size = [], 0
+        current.append(f)
+        size += max(f.size, 1)
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _partitions(options: dict[str, str], files: list[LogFile]) -> list[InputPartition]:
+    target = int(options.get("target_partition_bytes", DEFAULT_TARGET_PARTITION_BYTES))
+    minimum = int(options.get("min_partitions", 4))
+    return [_FilesPartition(g) for g in pack_files(files, target_bytes=target, min_partitions=minimum)]
 
 
 def _table(schema: pa.Schema, n: int, columns: dict[str, Any]) -> pa.RecordBatch:
@@ -282,22 +320,24 @@ class _SegmentsReader(DataSourceReader):
         self.files = _parse_files(options)
         self.check_crc = _flag(options, "check_crc", True)
 
+        self.options = options
+
     def partitions(self) -> list[InputPartition]:
-        return [_FilePartition(f) for f in self.files]
+        return _partitions(self.options, self.files)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        file = LogFile(**partition.value)
-        try:
-            if file.kind == "snapshot":
-                yield from summarize_snapshot(file)
-            else:
-                yield from summarize_segment(file, self.check_crc)
-        except OSError as e:  # vanished/unreadable file: a quarantine row, never a crash
-            from txnlog.kafka.errors import QuarantineEntry
+        for file in partition.files():
+            try:
+                if file.kind == "snapshot":
+                    yield from summarize_snapshot(file)
+                else:
+                    yield from summarize_segment(file, self.check_crc)
+            except OSError as e:  # vanished/unreadable file: a quarantine row, never a crash
+                from txnlog.kafka.errors import QuarantineEntry
 
-            yield quarantine_batch(
-                SEGMENT_SUMMARY_SCHEMA, file, [QuarantineEntry(file.path, 0, file.size, "unreadable_file", str(e))]
-            )
+                yield quarantine_batch(
+                    SEGMENT_SUMMARY_SCHEMA, file, [QuarantineEntry(file.path, 0, file.size, "unreadable_file", str(e))]
+                )
 
 
 class SegmentsSource(DataSource):
@@ -318,17 +358,17 @@ class _BatchesReader(_SegmentsReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from txnlog.kafka.record_batch import scan_segment
 
-        file = LogFile(**partition.value)
-        if file.kind != "log":
-            return
-        scan = scan_segment(read_file_bytes(file.path), file=file.path, check_crc=self.check_crc)
-        b = scan.batches
-        n = len(b["base_offset"])
-        cols: dict[str, Any] = {name: b[name] for name in BATCH_SCHEMA.names if name in b}
-        cols.update(
-            {"broker": file.broker, "topic": file.topic, "partition": np.full(n, file.partition, np.int32), "file": file.path}
-        )
-        yield _table(BATCH_SCHEMA, n, cols)
+        for file in partition.files():
+            if file.kind != "log":
+                continue
+            scan = scan_segment(read_file_bytes(file.path), file=file.path, check_crc=self.check_crc)
+            b = scan.batches
+            n = len(b["base_offset"])
+            cols: dict[str, Any] = {name: b[name] for name in BATCH_SCHEMA.names if name in b}
+            cols.update(
+                {"broker": file.broker, "topic": file.topic, "partition": np.full(n, file.partition, np.int32), "file": file.path}
+            )
+            yield _table(BATCH_SCHEMA, n, cols)
 
 
 class BatchesSource(DataSource):

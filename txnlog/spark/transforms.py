@@ -21,7 +21,10 @@ from txnlog.kafka.wire import TransactionState
 REPLICA = ["broker", "topic", "partition"]
 PRODUCER = REPLICA + ["producer_id"]
 
-STATE_NAMES = F.create_map(*[x for s in TransactionState for x in (F.lit(int(s)), F.lit(s.kafka_name))])
+def state_name(col: str) -> Column:
+    """TransactionState id → the name Kafka prints (Empty, Ongoing, PrepareCommit ...)."""
+    pairs = [x for s in TransactionState for x in (F.lit(int(s)), F.lit(s.kafka_name))]
+    return F.create_map(*pairs)[F.col(col)]
 
 
 def ts(col: str | Column) -> Column:
@@ -215,7 +218,7 @@ def with_lso(txns: DataFrame, pstats: DataFrame, as_of_ms: int) -> tuple[DataFra
 def coordinator_history(records: DataFrame) -> DataFrame:
     """Every decoded __transaction_state record once (replicas of a partition deduplicated)."""
     recs = records.filter(F.col("kind") == "record").dropDuplicates(["coordinator_partition", "record_offset"])
-    return recs.withColumn("state_name", STATE_NAMES[F.col("state")])
+    return recs.withColumn("state_name", state_name("state"))
 
 
 def coordinator_state(history: DataFrame) -> DataFrame:
@@ -317,7 +320,7 @@ def _classify_batches(batches: Iterator[pa.RecordBatch], thresholds: classify.Th
                 e, a = None, None
             evidence.append(e)
             advice.append(a)
-        cols = {name: table.column(name) for name in table.column_names}
+        cols = {name: batch.column(name) for name in batch.schema.names}
         cols.update(
             verdict=pa.array([v or None for v in verdict], pa.string()),
             reason=pa.array([v or None for v in reason], pa.string()),
@@ -345,11 +348,11 @@ def _stuck_batches(batches: Iterator[pa.RecordBatch], thresholds: classify.Thres
         mask = classify.coordinator_stuck(table, thresholds)
         if not mask.any():
             continue
-        table = table.filter(pa.array(mask))
-        ev, adv = zip(*(classify.coordinator_stuck_evidence(r, thresholds) for r in table.to_pylist()), strict=True)
-        cols = {name: table.column(name) for name in table.column_names}
+        batch = batch.filter(pa.array(mask))
+        ev, adv = zip(*(classify.coordinator_stuck_evidence(r, thresholds) for r in batch.to_pylist()), strict=True)
+        cols = {name: batch.column(name) for name in batch.schema.names}
         cols.update(evidence=pa.array(ev, pa.string()), advice=pa.array(adv, pa.string()))
-        yield pa.RecordBatch.from_arrays([cols[f.name].combine_chunks() if isinstance(cols[f.name], pa.ChunkedArray) else cols[f.name] for f in out_schema], schema=out_schema)
+        yield pa.RecordBatch.from_arrays([cols[f.name] for f in out_schema], schema=out_schema)
 
 
 def stuck_coordinator_records(state: DataFrame, input_partitions: DataFrame, thresholds: classify.Thresholds) -> DataFrame:

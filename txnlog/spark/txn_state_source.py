@@ -1,0 +1,179 @@
+"""``txnlog_txn_state``: every ``__transaction_state`` record, decoded in the executor.
+
+One input partition per segment file of ``__transaction_state-<n>``. The
+compiled scan (``txnlog.kafka.txn_state.scan_transaction_log``) returns
+columns; they become Arrow arrays here without a loop per record (string
+and list columns are assembled from their offset buffers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from txnlog.logdirs import LogFile
+from txnlog.spark.sources import (
+    KIND_QUARANTINE,
+    _partitions,
+    _flag,
+    _parse_files,
+    _table,
+    arrow_to_spark_schema,
+    read_file_bytes,
+)
+
+TXN_STATE_SCHEMA = pa.schema(
+    [
+        ("kind", pa.string()),  # record / quarantine
+        ("broker", pa.string()),
+        ("coordinator_partition", pa.int32()),
+        ("file", pa.string()),
+        ("record_offset", pa.int64()),
+        ("record_timestamp", pa.int64()),  # ms
+        ("coordinator_epoch", pa.int32()),  # leader epoch of the __transaction_state partition (batch header)
+        ("transactional_id", pa.string()),
+        ("is_tombstone", pa.bool_()),
+        ("key_version", pa.int32()),
+        ("value_version", pa.int32()),
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int32()),
+        ("timeout_ms", pa.int64()),
+        ("state", pa.int32()),
+        ("partitions", pa.list_(pa.string())),
+        ("last_update_timestamp", pa.int64()),  # ms
+        ("txn_start_timestamp", pa.int64()),  # ms; -1 after InitProducerId
+        ("previous_producer_id", pa.int64()),
+        ("next_producer_id", pa.int64()),
+        ("next_producer_epoch", pa.int32()),
+        ("client_transaction_version", pa.int32()),
+        ("position", pa.int64()),
+        ("length", pa.int64()),
+        ("reason", pa.string()),
+        ("detail", pa.string()),
+    ]
+)
+
+
+def _strings(data: np.ndarray, offsets: np.ndarray) -> pa.Array:
+    n = offsets.size - 1
+    arr = pa.LargeStringArray.from_buffers(
+        n, pa.py_buffer(np.ascontiguousarray(offsets, dtype=np.int64)), pa.py_buffer(np.ascontiguousarray(data))
+    )
+    return arr.cast(pa.string())
+
+
+def record_batch_of(scan: Any, file: LogFile) -> pa.RecordBatch | None:
+    """Arrow rows of kind ``record`` for one scanned segment (None if it holds no record)."""
+    r = scan.records
+    n = int(r["offset"].size)
+    if n == 0:
+        return None
+    tomb = r["is_tombstone"].astype(bool)
+
+    def val(name: str, typ: pa.DataType) -> pa.Array:
+        return pa.array(r[name], mask=tomb).cast(typ)
+
+    # partitions: list<string> of "topic-partition", null where the array is null (or a tombstone)
+    topics = _strings(*scan.partition_topics())
+    ids = pa.array(scan.partitions["partition"]).cast(pa.string())
+    tps = pc.binary_join_element_wise(topics, ids, "-") if len(ids) else pa.array([], pa.string())
+    offsets = scan.partition_list_offsets().astype(np.int32)
+    null_parts = tomb | (r["partition_count"] < 0)
+    partitions = pa.ListArray.from_arrays(pa.array(offsets), tps, mask=pa.array(null_parts))
+
+    batches = scan.segment.batches
+    idx = np.searchsorted(batches["position"], r["position"])
+    idx = np.clip(idx, 0, max(batches["position"].size - 1, 0))
+    epochs = batches["partition_leader_epoch"][idx] if batches["position"].size else np.full(n, -1, np.int32)
+    return _table(
+        TXN_STATE_SCHEMA,
+        n,
+        {
+            "kind": "record",
+            "broker": file.broker,
+            "coordinator_partition": np.full(n, file.partition, np.int32),
+            "file": file.path,
+            "record_offset": r["offset"],
+            "record_timestamp": r["timestamp"],
+            "coordinator_epoch": epochs.astype(np.int32),
+            "transactional_id": _strings(scan.transactional_id_data, scan.transactional_id_offsets),
+            "is_tombstone": tomb,
+            "key_version": r["key_version"].astype(np.int32),
+            "value_version": val("value_version", pa.int32()),
+            "producer_id": val("producer_id", pa.int64()),
+            "producer_epoch": val("producer_epoch", pa.int32()),
+            "timeout_ms": val("transaction_timeout_ms", pa.int64()),
+            "state": val("state", pa.int32()),
+            "partitions": partitions,
+            "last_update_timestamp": val("last_update_timestamp_ms", pa.int64()),
+            "txn_start_timestamp": val("start_timestamp_ms", pa.int64()),
+            "previous_producer_id": val("previous_producer_id", pa.int64()),
+            "next_producer_id": val("next_producer_id", pa.int64()),
+            "next_producer_epoch": val("next_producer_epoch", pa.int32()),
+            "client_transaction_version": val("client_transaction_version", pa.int32()),
+        },
+    )
+
+
+def _quarantine(file: LogFile, entries: list[Any]) -> pa.RecordBatch:
+    n = len(entries)
+    return _table(
+        TXN_STATE_SCHEMA,
+        n,
+        {
+            "kind": KIND_QUARANTINE,
+            "broker": file.broker,
+            "coordinator_partition": np.full(n, file.partition, np.int32),
+            "file": pa.array([e.file or file.path for e in entries], pa.string()),
+            "position": pa.array([e.position for e in entries], pa.int64()),
+            "length": pa.array([e.length for e in entries], pa.int64()),
+            "reason": pa.array([e.reason for e in entries], pa.string()),
+            "detail": pa.array([e.detail for e in entries], pa.string()),
+        },
+    )
+
+
+class _TxnStateReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]):
+        self.files = _parse_files(options)
+        self.check_crc = _flag(options, "check_crc", True)
+        self.options = options
+
+    def partitions(self) -> list[InputPartition]:
+        return _partitions(self.options, self.files)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from txnlog.kafka.errors import QuarantineEntry
+        from txnlog.kafka.txn_state import scan_transaction_log
+
+        for file in partition.files():
+            try:
+                scan = scan_transaction_log(read_file_bytes(file.path), file=file.path, check_crc=self.check_crc)
+            except OSError as e:
+                yield _quarantine(file, [QuarantineEntry(file.path, 0, file.size, "unreadable_file", str(e))])
+                continue
+            batch = record_batch_of(scan, file)
+            if batch is not None:
+                yield batch
+            if scan.quarantine:
+                yield _quarantine(file, list(scan.quarantine))
+
+
+class TxnStateSource(DataSource):
+    """``spark.read.format("txnlog_txn_state").option("files", files_option(...)).load()``"""
+
+    @classmethod
+    def name(cls) -> str:
+        return "txnlog_txn_state"
+
+    def schema(self) -> StructType:
+        return arrow_to_spark_schema(TXN_STATE_SCHEMA)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return _TxnStateReader(dict(self.options))
