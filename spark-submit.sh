@@ -46,5 +46,6 @@ exec spark-submit \
   --conf spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS \
   --conf "spark.pyspark.python=$PYSPARK_PYTHON" \
   --conf "spark.pyspark.driver.python=$PYSPARK_DRIVER_PYTHON" \
+  --conf "spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:$ROOT/conf/log4j2.properties" \
   ${spark_args[@]+"${spark_args[@]}"} \
   "$ROOT/jobs/find_hanging.py" ${job_args[@]+"${job_args[@]}"}

@@ -163,9 +163,11 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
         all_txn_state_partitions_read=all_partitions_read,
         bootstrap_servers=config.bootstrap_servers,
     )
-    tables = build_tables(spark, summary, records, thresholds, cluster=config.cluster, as_of=as_of)
-    for df in tables.values():
-        df.persist(StorageLevel.MEMORY_AND_DISK)
+    cached: list[Any] = [summary, records]
+    tables = build_tables(spark, summary, records, thresholds, cluster=config.cluster, as_of=as_of, cache=cached)
+    for name in ("findings", "partition_health"):  # read again for the printed summary
+        tables[name] = tables[name].persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(tables[name])
 
     counts = delta.write_tables(spark, config.output, tables, cluster=config.cluster, as_of=as_of, writer=config.delta_writer)
     verdict_rows = tables["findings"].groupBy("verdict", "reason").count().orderBy("verdict", F.desc("count")).collect()
@@ -193,7 +195,7 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
     runs_row = _runs_table(result, started_at, late_partitions, config)
     counts.update(delta.write_tables(spark, config.output, {"runs": runs_row}, cluster=config.cluster, as_of=as_of, writer=config.delta_writer))
     result.counts = dict(counts)
-    for df in list(tables.values()) + [summary, records]:
+    for df in cached:
         df.unpersist()
     return result
 
@@ -227,8 +229,23 @@ def _runs_table(result: RunResult, started_at: datetime, late_partitions: int, c
     return pa.Table.from_pylist([row], schema=RUNS)
 
 
-def build_tables(spark: Any, summary: Any, records: Any, thresholds: classify.Thresholds, *, cluster: str, as_of: datetime) -> dict[str, Any]:
-    """All output tables as DataFrames (contract columns), from the sources' outputs."""
+def _cached(df: Any, cache: list[Any]) -> Any:
+    from pyspark import StorageLevel
+
+    df = df.persist(StorageLevel.MEMORY_AND_DISK)
+    cache.append(df)
+    return df
+
+
+def build_tables(
+    spark: Any, summary: Any, records: Any, thresholds: classify.Thresholds, *, cluster: str, as_of: datetime,
+    cache: list[Any] | None = None,
+) -> dict[str, Any]:
+    """All output tables as DataFrames (contract columns), from the sources' outputs.
+
+    DataFrames persisted on the way are appended to ``cache`` (unpersist them when done).
+    """
+    cache = [] if cache is None else cache
     from pyspark.sql import functions as F
 
     from txnlog.spark import transforms as T
@@ -252,6 +269,9 @@ def build_tables(spark: Any, summary: Any, records: Any, thresholds: classify.Th
     txns = txns.withColumn(
         "transactional_id_resolved", F.coalesce(F.col("transactional_id"), F.col("history_transactional_id"))
     )
+    # small intermediates that several output tables read: compute them once
+    txns = _cached(txns, cache)
+    state = _cached(state, cache)
 
     outcome = (
         F.when(F.col("marker_offset").isNull(), F.lit("OPEN"))
@@ -318,7 +338,7 @@ def build_tables(spark: Any, summary: Any, records: Any, thresholds: classify.Th
         "owner_coordinator_epoch",
         "owner_producer_id",
     )
-    classified = T.classify_candidates(candidates, thresholds).filter(F.col("verdict").isNotNull())
+    classified = _cached(T.classify_candidates(candidates, thresholds).filter(F.col("verdict").isNotNull()), cache)
 
     findings = classified.select(
         *keys,

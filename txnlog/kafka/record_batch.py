@@ -410,7 +410,7 @@ def _overlapping_next(buf: np.ndarray, pos: int, n: int, check_crc: bool, min_ba
     offset. Both batches are then intact on disk, overlapping. Only a batch whose base
     offset follows the previous one is taken.
     """
-    lowest = max(pos - _MAX_OVERLAP, prev_start + RECORD_BATCH_OVERHEAD)
+    lowest = max(pos - _MAX_OVERLAP, prev_start + 1)
     for q in range(pos - 1, lowest - 1, -1):
         if _plausible_batch(buf, q, n, check_crc, min_base):
             return q

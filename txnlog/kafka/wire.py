@@ -161,6 +161,7 @@ def transaction_state_partition_for(
     # Utils.abs maps Integer.MIN_VALUE to 0 instead of overflowing.
     return (0 if h == -(1 << 31) else abs(h)) % num_partitions
 
+
 # --- Added for the decoders (txnlog.kafka.record_batch and friends) -------
 
 # Legacy magic 0/1 entries (spec §1.5, LegacyRecord). The CRC is a plain CRC-32

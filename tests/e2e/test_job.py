@@ -1,0 +1,311 @@
+"""The job end to end, run as a user runs it: ``./spark-submit.sh`` in a shell.
+
+One run of the README command (no arguments → the embedded sample cluster,
+which holds healthy traffic and every verdict class), then a rerun of the same
+(cluster, as_of) and a second as_of; a partial ``__transaction_state`` dump;
+and bad input. Every assertion compares the Delta tables, read back with
+delta-rs / duckdb / polars, with the ground truth the broker-log writer knows.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e import truth as T
+from txnlog.brokerlog.scenarios import write_scenario
+from txnlog.sample import SAMPLE_SEED
+from txnlog.tables import REASONS
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+
+ROOT = Path(__file__).resolve().parents[2]
+SUBMIT = ROOT / "spark-submit.sh"
+
+
+def run_job(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, **(env or {})}
+    # the job must find its own venv through spark-submit.sh, not ours
+    full_env.pop("PYSPARK_PYTHON", None)
+    full_env.pop("PYSPARK_DRIVER_PYTHON", None)
+    proc = subprocess.run(
+        [str(SUBMIT), "--driver-memory", "1g", *args],
+        cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout,
+    )
+    if proc.returncode not in (0, 2):
+        sys.stderr.write(proc.stdout[-5000:] + proc.stderr[-10000:])
+    return proc
+
+
+@dataclass
+class Run:
+    proc: subprocess.CompletedProcess
+    out: str
+    truth: Any
+    workdir: Path
+
+
+@pytest.fixture(scope="module")
+def readme_run(tmp_path_factory) -> Run:
+    """The README's run command, verbatim, in a fresh working directory."""
+    work = tmp_path_factory.mktemp("readme")
+    env = {"TXNLOG_CACHE": str(work / "cache")}
+    proc = run_job(cwd=work, env=env)
+    truth = write_scenario("sample", work / "truth", seed=SAMPLE_SEED)
+    return Run(proc, str(work / "out"), truth, work)
+
+
+def test_readme_command_succeeds_and_prints_a_summary(readme_run):
+    assert readme_run.proc.returncode == 0, readme_run.proc.stderr[-3000:]
+    out = readme_run.proc.stdout
+    assert "findings by verdict" in out
+    assert "worst partitions (by LSO lag)" in out
+    assert f"{readme_run.workdir}/out/<table>" in out or "out/<table>" in out
+    for table in ("transactions", "findings", "abort_recommendations", "partition_health", "coordinator_state", "quarantine", "runs"):
+        assert (readme_run.workdir / "out" / table / "_delta_log").is_dir()
+
+
+def test_sample_has_every_verdict_class(readme_run):
+    reasons = {f.reason for f in readme_run.truth.findings}
+    assert reasons == set(REASONS), "the embedded sample should exercise every reason of DESIGN.md §4"
+
+
+@pytest.fixture(scope="module")
+def findings(readme_run):
+    recs = T.recommendations_by_key(readme_run.out)
+    return T.actual_findings(readme_run.out, recs), T.expected_findings(readme_run.truth)
+
+
+@pytest.mark.parametrize("reason", REASONS)
+def test_finding_per_reason(findings, reason):
+    actual, expected = findings
+    want = {k: v for k, v in expected.items() if v["reason"] == reason}
+    got = {k: v for k, v in actual.items() if v["reason"] == reason}
+    assert want, f"ground truth has no {reason}"
+    assert got == want
+
+
+def test_no_other_findings(findings):
+    actual, expected = findings
+    assert set(actual) == set(expected)
+
+
+def test_abort_recommendations_exact_commands(readme_run):
+    recs = T.rows(readme_run.out, "abort_recommendations")
+    expected_hanging = {k for k, v in T.expected_findings(readme_run.truth).items() if v["verdict"] == "HANGING"}
+    assert {T.finding_key(r) for r in recs} == expected_hanging
+    opens = {(o.topic, o.partition, o.producer_id, o.start_offset): o for o in readme_run.truth.open_transactions}
+    for r in recs:
+        o = opens[T.finding_key(r)]
+        assert r["command"] == (
+            f"kafka-transactions.sh --bootstrap-server <bootstrap> abort --topic {o.topic} "
+            f"--partition {o.partition} --start-offset {o.start_offset}"
+        )
+        assert r["legacy_command"] == (
+            f"kafka-transactions.sh --bootstrap-server <bootstrap> abort --topic {o.topic} --partition {o.partition} "
+            f"--producer-id {o.producer_id} --producer-epoch {o.producer_epoch} --coordinator-epoch {max(o.coordinator_epoch, 0)}"
+        )
+        assert r["reason"] in ("NO_TRANSACTIONAL_ID", "TRANSACTIONAL_ID_EXPIRED", "COORDINATOR_COMPLETED", "PARTITION_NOT_IN_TRANSACTION")
+
+
+def test_seed_case_evidence(readme_run):
+    """KAFKA-14053: batches after the producer's ABORT marker while the coordinator is complete."""
+    seeds = [o for o in readme_run.truth.open_transactions
+             if o.reason == "COORDINATOR_COMPLETED" and o.previous_marker_offset is not None]
+    assert seeds
+    got = {T.finding_key(f): f for f in T.rows(readme_run.out, "findings")}
+    for o in seeds:
+        f = got[(o.topic, o.partition, o.producer_id, o.start_offset)]
+        assert f"producer {o.producer_id} epoch {o.producer_epoch}" in f["evidence"]
+        assert f"marker at offset {o.previous_marker_offset}" in f["evidence"]
+        assert o.transactional_id in f["evidence"]
+        assert f["advice"].startswith("Abort it")
+
+
+def test_open_transactions_ages(readme_run):
+    got = {T.finding_key(f): f for f in T.rows(readme_run.out, "findings") if f["topic"] is not None}
+    for o in readme_run.truth.open_transactions:
+        f = got.get((o.topic, o.partition, o.producer_id, o.start_offset))
+        if f is None:
+            continue
+        assert f["idle_ms"] == o.idle_ms
+        assert T.ms(f["last_timestamp"]) == o.last_timestamp
+        if o.source == "log":
+            assert f["open_ms"] == o.open_ms
+            assert T.ms(f["first_timestamp"]) == o.first_timestamp
+        else:  # begun before the retained log: only the snapshot knows it
+            assert f["started_before_log_start"] is True
+
+
+def test_transactions_match_ground_truth(readme_run):
+    assert T.actual_transactions(readme_run.out) == T.expected_transactions(readme_run.truth)
+
+
+def test_commit_abort_counts_per_partition(readme_run):
+    counts: dict[tuple, dict[str, int]] = {}
+    for t in T.rows(readme_run.out, "transactions"):
+        c = counts.setdefault((t["topic"], t["partition"]), {"COMMIT": 0, "ABORT": 0})
+        if t["outcome"] in c:
+            c[t["outcome"]] += 1
+    for (topic, partition), want in readme_run.truth.marker_counts.items():
+        got = counts.get((topic, partition), {"COMMIT": 0, "ABORT": 0})
+        assert (got["COMMIT"], got["ABORT"]) == (want.get("COMMIT", 0), want.get("ABORT", 0)), (topic, partition)
+
+
+def test_ongoing_within_timeout_is_open_without_finding(readme_run):
+    fresh = [o for o in readme_run.truth.open_transactions if o.verdict is None]
+    assert fresh, "the sample should hold a transaction still inside its timeout"
+    txns = {T.transaction_key(t): t for t in T.rows(readme_run.out, "transactions")}
+    health = {(p["topic"], p["partition"]): p for p in T.rows(readme_run.out, "partition_health")}
+    finding_keys = {T.finding_key(f) for f in T.rows(readme_run.out, "findings")}
+    for o in fresh:
+        key = (o.topic, o.partition, o.producer_id, o.start_offset)
+        assert txns[key]["outcome"] == "OPEN"
+        assert key not in finding_keys
+        assert health[(o.topic, o.partition)]["lso_lag"] > 0
+
+
+def test_partition_health_matches_ground_truth(readme_run):
+    got = {(p["topic"], p["partition"]): p for p in T.rows(readme_run.out, "partition_health")}
+    assert set(got) == set(readme_run.truth.partitions)
+    for key, want in readme_run.truth.partitions.items():
+        p = got[key]
+        assert (p["log_start_offset"], p["log_end_offset"], p["last_stable_offset"], p["lso_lag"],
+                p["open_transactions"], p["has_late_transaction"]) == (
+            want.log_start_offset, want.log_end_offset, want.last_stable_offset, want.lso_lag,
+            want.open_transactions, want.has_late_transaction), key
+
+
+def test_coordinator_state_matches_ground_truth(readme_run):
+    got = {r["transactional_id"]: r for r in T.rows(readme_run.out, "coordinator_state")}
+    assert set(got) == set(readme_run.truth.coordinator)
+    for tid, want in readme_run.truth.coordinator.items():
+        r = got[tid]
+        assert r["is_tombstoned"] == want.is_tombstoned, tid
+        assert r["coordinator_partition"] == want.coordinator_partition, tid
+        if want.is_tombstoned:
+            continue
+        assert (r["producer_id"], r["producer_epoch"], r["state"], r["timeout_ms"], sorted(r["partitions"] or []),
+                T.ms(r["last_update_timestamp"]), r["previous_producer_id"], r["next_producer_id"],
+                r["client_transaction_version"], r["coordinator_epoch"]) == (
+            want.producer_id, want.producer_epoch, want.state, want.timeout_ms, sorted(want.partitions),
+            want.last_update_timestamp, want.previous_producer_id, want.next_producer_id,
+            want.client_transaction_version, want.coordinator_epoch), tid
+
+
+def test_quarantine_rows_and_analysis_after_damage(readme_run):
+    got = sorted((Path(q["file"]).relative_to(readme_run.workdir / "cache").parts[-2:], q["position"], q["length"], q["reason"])
+                 for q in T.rows(readme_run.out, "quarantine"))
+    want = sorted((Path(q.file).parts[-2:], q.position, q.length, q.reason) for q in readme_run.truth.quarantine)
+    assert [(tuple(a), b, c, d) for a, b, c, d in got] == [(tuple(a), b, c, d) for a, b, c, d in want]
+    assert {q[3] for q in want} >= {"truncated_tail", "crc_mismatch"}
+
+
+def test_replica_that_lost_a_marker(readme_run):
+    partial = [o for o in readme_run.truth.open_transactions if o.verdict and o.brokers
+               and len(o.brokers) < len(readme_run.truth.partitions[(o.topic, o.partition)].brokers)]
+    assert partial, "the sample should hold a transaction open on one replica only"
+    got = {T.finding_key(f): f for f in T.rows(readme_run.out, "findings")}
+    for o in partial:
+        f = got[(o.topic, o.partition, o.producer_id, o.start_offset)]
+        assert f["open_replicas"] == [T.broker_name(b) for b in sorted(o.brokers)]
+        assert "open only on replica" in f["evidence"]
+
+
+def test_readers_duckdb_and_polars(readme_run):
+    import duckdb
+    import polars as pl
+
+    findings = pl.read_delta(f"{readme_run.out}/findings")
+    assert findings.height == len(readme_run.truth.findings)
+    con = duckdb.connect()
+    con.execute(f"LOAD '{duckdb_delta_extension()}'")
+    top = con.execute(README_DUCKDB_QUERY.replace("./out", readme_run.out)).fetchall()
+    hanging = sum(1 for f in readme_run.truth.findings if f.verdict == "HANGING")
+    assert sum(n for _, _, n in top if _ == "HANGING") == hanging
+
+
+README_DUCKDB_QUERY = """
+SELECT verdict, reason, count(*) AS n
+FROM delta_scan('./out/findings')
+WHERE as_of = (SELECT max(as_of) FROM delta_scan('./out/findings'))
+GROUP BY verdict, reason ORDER BY verdict, n DESC
+"""
+
+
+def duckdb_delta_extension() -> str:
+    import duckdb
+    import duckdb_extension_delta
+
+    base = Path(duckdb_extension_delta.__file__).parent / "extensions" / f"v{duckdb.__version__}" / "delta.duckdb_extension"
+    return str(base)
+
+
+def _snapshot(out: str) -> dict[str, list]:
+    tables = ("transactions", "findings", "abort_recommendations", "partition_health", "coordinator_state",
+              "coordinator_history", "quarantine")
+    snap = {}
+    for t in tables:
+        snap[t] = sorted(repr(sorted(r.items())) for r in T.rows(out, t))
+    return snap
+
+
+def test_rerun_same_as_of_is_idempotent_and_new_as_of_appends(readme_run):
+    before = _snapshot(readme_run.out)
+    env = {"TXNLOG_CACHE": str(readme_run.workdir / "cache")}
+    again = run_job(cwd=readme_run.workdir, env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert _snapshot(readme_run.out) == before
+    assert len(T.rows(readme_run.out, "runs")) == 1
+
+    later = readme_run.truth.as_of_ms + 3_600_000
+    third = run_job("--as-of", str(later), cwd=readme_run.workdir, env=env)
+    assert third.returncode == 0, third.stderr[-3000:]
+    runs = T.rows(readme_run.out, "runs")
+    assert sorted(T.ms(r["as_of"]) for r in runs) == [readme_run.truth.as_of_ms, later]
+    first_run = _snapshot_as_of(readme_run.out, readme_run.truth.as_of_ms)
+    assert first_run == before
+    assert len(T.rows(readme_run.out, "transactions", as_of=later)) == len(T.rows(readme_run.out, "transactions", as_of=readme_run.truth.as_of_ms))
+
+
+def _snapshot_as_of(out: str, as_of_ms: int) -> dict[str, list]:
+    tables = ("transactions", "findings", "abort_recommendations", "partition_health", "coordinator_state",
+              "coordinator_history", "quarantine")
+    return {t: sorted(repr(sorted(r.items())) for r in T.rows(out, t, as_of=as_of_ms)) for t in tables}
+
+
+def test_partial_txn_state_needs_verification(tmp_path):
+    truth = write_scenario("partial_txn_state", tmp_path / "logs", seed=3)
+    proc = run_job("--logs", str(tmp_path / "logs"), "--output", str(tmp_path / "out"), "--cluster", "partial", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    recs = T.recommendations_by_key(str(tmp_path / "out"))
+    assert T.actual_findings(str(tmp_path / "out"), recs) == T.expected_findings(truth)
+    no_id = [r for r in recs.values() if r["reason"] == "NO_TRANSACTIONAL_ID"]
+    assert no_id and all(r["safety"] == "VERIFY_FIRST" for r in no_id)
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--logs", "/nonexistent/kafka-logs"], "/nonexistent/kafka-logs"),
+        (["--logs", "EMPTY"], "no Kafka logs found"),
+        (["--config", "BADCONF"], "bogus_key"),
+    ],
+    ids=["missing-path", "no-kafka-logs", "unknown-config-key"],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, needle):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("cluster: x\nbogus_key: 1\n")
+    args = [str(empty) if a == "EMPTY" else str(bad) if a == "BADCONF" else a for a in args]
+    proc = run_job(*args, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 2
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("txnlog: error: ") and needle in last
