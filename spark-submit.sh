@@ -38,6 +38,10 @@ while [ $# -gt 0 ]; do
 done
 [ "$master_given" = 1 ] || spark_args+=(--master "local[*]")
 
+# Check the job's input and configuration before starting a JVM: a wrong path or
+# an unknown config key fails at once, with one line that says what to fix.
+python "$ROOT/jobs/find_hanging.py" --validate-only ${job_args[@]+"${job_args[@]}"} || exit $?
+
 # Spark's progress bars help a person at a terminal and clutter cron logs.
 progress=false; [ -t 2 ] && progress=true
 exec spark-submit \

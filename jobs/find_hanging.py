@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="transaction.state.log.num.partitions (default 50)")
     p.add_argument("--no-crc", action="store_true", help="skip CRC-32C checks (faster; damage found by structure only)")
     p.add_argument("--delta-writer", choices=["auto", "deltalake", "spark"], help="Delta writer (default auto)")
+    # spark-submit.sh checks the input before it starts a JVM, so that a typo fails in a second
+    p.add_argument("--validate-only", action="store_true", help=argparse.SUPPRESS)
     return p
 
 
@@ -72,6 +74,12 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config, overrides)
         if config.dump_log:
             raise UsageError("--dump-log: reading kafka-dump-log.sh output is not supported yet; use --logs with copied log dirs")
+        if args.validate_only:
+            if config.logs:
+                from txnlog.pipeline import check_inputs
+
+                check_inputs(list(config.logs))
+            return 0
         from txnlog.pipeline import run
 
         result = run(config)

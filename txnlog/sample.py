@@ -25,12 +25,24 @@ def cache_root() -> Path:
     return Path(base) / "txnlog"
 
 
+def _writer_fingerprint() -> str:
+    """Short hash of the writer's sources: a changed writer writes a new sample."""
+    import hashlib
+
+    import txnlog.brokerlog as brokerlog
+
+    h = hashlib.sha256()
+    for path in sorted(Path(brokerlog.__file__).parent.glob("*.py")):
+        h.update(path.read_bytes())
+    return h.hexdigest()[:10]
+
+
 def sample_logs(*, root: Path | None = None, progress: Callable[[str], None] | None = None) -> str:
     """Path of the sample cluster's log dirs, writing it first if needed (atomic, idempotent)."""
     from txnlog.brokerlog.scenarios import write_scenario
 
     root = root or cache_root()
-    target = root / f"sample-{__version__}-seed{SAMPLE_SEED}"
+    target = root / f"sample-{__version__}-seed{SAMPLE_SEED}-{_writer_fingerprint()}"
     if (target / ".complete").exists():
         return str(target / "logs")
     root.mkdir(parents=True, exist_ok=True)

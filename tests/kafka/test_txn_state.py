@@ -18,6 +18,7 @@ from txnlog.kafka.txn_state import (
     decode_transaction_log_key,
     decode_transaction_log_value,
     scan_transaction_log,
+    scan_transaction_log_file,
 )
 from txnlog.kafka.wire import TransactionState
 
@@ -363,3 +364,13 @@ def test_arrow_buffers_build_columns_without_python_loops() -> None:
     assert scan.partitions["partition"].tolist() == [0, 1, 3, 9]
     assert scan.topic_partition_strings().tolist() == ["orders-0", "orders-1", "pay-3", "x-9"]
     assert np.array_equal(scan.transactional_id_length, [3, 3, 3, 3])
+
+
+def test_scan_transaction_log_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(E.txn_log_batch([(E.txn_log_key("a"), E.TxnValue().encode(1))]))
+    scan = scan_transaction_log_file(path)
+    assert scan.file == str(path) and scan.transactional_ids().tolist() == ["a"]
+    empty = tmp_path / "00000000000000000001.log"
+    empty.write_bytes(b"")
+    assert scan_transaction_log_file(empty).record_count == 0

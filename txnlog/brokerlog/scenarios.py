@@ -761,6 +761,7 @@ def sample(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> Scenar
     clog = c.partition("clicks", 3).leader_log
     info = c.plain_producer().send("clicks", 3)
     clog.corrupt_batch(info, "crc_mismatch")
+    c.plain_producer().send("clicks", 3)  # readable data after the damage: the log end stays knowable
     w.run_until(end - 5 * MINUTE)
     intents += situation_partition_not_in_transaction_finish(c, stock, ("settlements", 1))
     intents += situation_ongoing_within_timeout(c, [("orders", 4)])

@@ -20,30 +20,29 @@ from txnlog.kafka.jit import jit
 from txnlog.kafka.wire import MAX_VARINT_BYTES, MAX_VARLONG_BYTES
 
 
-@jit()
+@jit(inline=True)
 def be_i16(buf: np.ndarray, p: int) -> int:
     v = (np.int64(buf[p]) << 8) | np.int64(buf[p + 1])
     return v - 0x10000 if v >= 0x8000 else v
 
 
-@jit()
+@jit(inline=True)
 def be_i32(buf: np.ndarray, p: int) -> int:
     v = (np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
     return v - 0x100000000 if v >= 0x80000000 else v
 
 
-@jit()
+@jit(inline=True)
 def be_u32(buf: np.ndarray, p: int) -> int:
     return (np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
 
 
-@jit()
+@jit(inline=True)
 def be_i64(buf: np.ndarray, p: int) -> int:
-    v = np.int64(0)
-    for i in range(8):
-        # int64 shifts wrap like Java's, so the top byte lands in the sign bit.
-        v = (v << np.int64(8)) | np.int64(buf[p + i])
-    return v
+    # int64 shifts wrap like Java's, so the top byte lands in the sign bit.
+    hi = (np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
+    lo = (np.int64(buf[p + 4]) << 24) | (np.int64(buf[p + 5]) << 16) | (np.int64(buf[p + 6]) << 8) | np.int64(buf[p + 7])
+    return (hi << np.int64(32)) | lo
 
 
 @jit()

@@ -75,10 +75,16 @@ if SOURCE_IS_FILE:
     _drop_stale_caches()
 
 
-def jit(*, cacheable: bool = True) -> Callable[[F], F]:
-    """``numba.njit`` with this package's policy: nogil, cached when possible."""
+def jit(*, cacheable: bool = True, inline: bool = False) -> Callable[[F], F]:
+    """``numba.njit`` with this package's policy: nogil, cached when possible.
+
+    ``inline=True`` inlines the function into its callers at numba IR level (for the
+    tiny readers on the per-batch hot path, where a call costs as much as the work).
+    """
 
     def wrap(fn: F) -> F:
-        return numba.njit(cache=cacheable and SOURCE_IS_FILE, nogil=True)(fn)  # type: ignore[no-any-return]
+        return numba.njit(  # type: ignore[no-any-return]
+            cache=cacheable and SOURCE_IS_FILE, nogil=True, inline="always" if inline else "never"
+        )(fn)
 
     return wrap

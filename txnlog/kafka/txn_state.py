@@ -49,6 +49,7 @@ the same rules; the tests hold them to it.
 
 from __future__ import annotations
 
+import os
 import struct
 from dataclasses import dataclass, field
 
@@ -59,7 +60,7 @@ from txnlog.kafka.binary import be_i16, be_i32, be_i64, is_valid_utf8, read_uvar
 from txnlog.kafka.compression import decompress
 from txnlog.kafka.errors import DecodeError, QuarantineEntry
 from txnlog.kafka.jit import jit
-from txnlog.kafka.record_batch import Buffer, SegmentScan, as_uint8, scan_segment
+from txnlog.kafka.record_batch import Buffer, SegmentScan, as_uint8, mapped_file, scan_segment
 from txnlog.kafka.wire import (
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
@@ -83,6 +84,7 @@ __all__ = [
     "decode_transaction_log_key",
     "decode_transaction_log_value",
     "scan_transaction_log",
+    "scan_transaction_log_file",
 ]
 
 _NUM_STATES = len(TransactionState)
@@ -422,7 +424,7 @@ _FIELDS = (
 _F_FIXED, _F_PARTITIONS, _F_TOPIC, _F_PARTITION_IDS, _F_TOPIC_TAGS, _F_TIMESTAMPS, _F_TAGS = range(len(_FIELDS))
 
 
-@jit()
+@jit(inline=True)
 def _grow(mat: np.ndarray, used: int, need: int) -> np.ndarray:
     if used + need <= mat.shape[0]:
         return mat
@@ -577,7 +579,7 @@ def _decode_value(  # type: ignore[no-untyped-def]
     return 0, 0, 0, 0, topics, nt, parts, npart
 
 
-@jit()
+@jit(inline=True)
 def _add_q(quar: np.ndarray, nq: int, batch: int, offset: int, reason: int, detail: int, a1: int, a2: int):  # type: ignore[no-untyped-def]
     quar = _grow(quar, nq, 1)
     quar[nq, 0] = batch
@@ -927,3 +929,8 @@ def scan_transaction_log(buf: Buffer, *, file: str = "", check_crc: bool = True)
         quarantine=quarantine,
     )
 
+
+def scan_transaction_log_file(path: str | os.PathLike[str], check_crc: bool = True) -> TxnLogScan:
+    """:func:`scan_transaction_log` over a file, memory-mapped."""
+    with mapped_file(path) as arr:
+        return scan_transaction_log(arr, file=os.fspath(path), check_crc=check_crc)

@@ -253,12 +253,14 @@ def coordinator_state(history: DataFrame) -> DataFrame:
         F.count(F.lit(1)).over(Window.partitionBy("transactional_id")).alias("transitions"),
         F.row_number().over(order.orderBy(F.desc("record_timestamp"), F.desc("coordinator_partition"), F.desc("record_offset"))).alias("rn"),
     )
+    # a tombstoned id has no state any more; its other fields say what it last owned
+    latest = latest.withColumn("state_name", F.when(~F.col("is_tombstoned"), F.col("state_name")))
     return latest.filter(F.col("rn") == 1).drop("rn").withColumnRenamed("state_name", "state")
 
 
 def producer_owners(state: DataFrame) -> DataFrame:
     """producer_id → the transactional.id that owns it, best match first (see classify.OWNER_*)."""
-    live = ~F.col("is_tombstoned") & (F.col("state") != "Dead")
+    live = ~F.col("is_tombstoned") & F.coalesce(F.col("state") != "Dead", F.lit(True))
     owner_cols = [
         F.col("transactional_id"),
         F.col("state").alias("owner_state"),
