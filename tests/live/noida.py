@@ -141,6 +141,7 @@ class NoidaServer:
         self.binary: Path | None = None
         self.proc: subprocess.Popen | None = None
         self._attempt_offset = 0
+        self._exited_early = False
 
     # -- facts ------------------------------------------------------------------------------------
     @property
@@ -180,7 +181,7 @@ class NoidaServer:
                 self._start_once()
                 return self
             except NoidaStartError:
-                if attempt == attempts or self._log_says_cannot_run():
+                if attempt == attempts or not self._exited_early:  # a hang is not a port clash: no retry
                     raise
                 # Most likely someone took the port between _free_port() and the bind: try another.
                 with open(self.log_path, "a") as log:
@@ -214,6 +215,7 @@ class NoidaServer:
     def _start_once(self) -> None:
         cmd = self._command()
         self._attempt_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self._exited_early = False
         with open(self.log_path, "ab") as log:
             log.write(f"$ {' '.join(cmd)}\n".encode())
             log.flush()
@@ -228,6 +230,7 @@ class NoidaServer:
             code = self.proc.poll()
             if code is not None:
                 self.proc = None
+                self._exited_early = True
                 _RUNNING.discard(self)
                 reason = f"noida-db exited with code {code} before serving Kafka on {self.bootstrap}"
                 if self._log_says_cannot_run():
@@ -258,11 +261,7 @@ class NoidaServer:
                     log.write(f"\n--- no exit {STOP_TIMEOUT:.0f} s after SIGTERM: SIGKILL ---\n")
                 proc.kill()
                 proc.wait(STOP_TIMEOUT)
-        # Any child the server left in its own session (it was started with start_new_session=True).
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        # noida-db 0.2.3 runs as one process (no children), so there is nothing else to stop.
         return proc.returncode
 
     def cleanup(self) -> None:

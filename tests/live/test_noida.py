@@ -75,3 +75,15 @@ def test_glibc_failure_is_unavailable(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setattr(nd, "find_binary", lambda: fake)
     with pytest.raises(nd.NoidaUnavailable, match="GLIBC_2.99"):
         nd.NoidaServer(tmp_path / "w", start_timeout=5).start()
+
+
+def test_server_that_never_answers_is_stopped_and_not_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "noida-db"
+    fake.write_text("#!/bin/sh\necho 'hanging'\nexec sleep 30\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(nd, "find_binary", lambda: fake)
+    server = nd.NoidaServer(tmp_path / "w", start_timeout=1)
+    with pytest.raises(nd.NoidaStartError, match="(?s)did not answer ApiVersions.*hanging"):
+        server.start()
+    assert not server.running()
+    assert "retrying" not in server.log_text()

@@ -1,0 +1,177 @@
+"""Shared helpers of the benchmarks: sizes, data sets (written once, reused), machine facts, RSS.
+
+Not a product module: benchmarks/*.py import it as ``_common`` (they run as scripts).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT / "benchmarks" / "data"  # gitignored
+GiB = 1 << 30
+MiB = 1 << 20
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """``1GiB``, ``64MiB``, ``0.25GiB``, ``1048576`` -> bytes (K/M/G/T alone are binary)."""
+    m = _SIZE.match(str(text))
+    if not m:
+        raise ValueError(f"not a size: {text!r} (try 1GiB, 64MiB)")
+    number, unit, suffix = float(m.group(1)), m.group(2).lower(), m.group(3).lower()
+    power = "kmgt".index(unit) + 1 if unit else 0
+    base = 1000 if suffix == "b" and unit else 1024
+    return int(number * base**power)
+
+
+def fmt_size(n: float) -> str:
+    if n >= GiB:
+        return f"{n / GiB:g} GiB"
+    return f"{n / MiB:g} MiB"
+
+
+def median(xs: list[float]) -> float:
+    return float(statistics.median(xs)) if xs else float("nan")
+
+
+# --- data sets ------------------------------------------------------------------------------
+
+
+@dataclass
+class DataSet:
+    name: str
+    root: Path
+    params: dict[str, Any]
+    truth_path: Path
+    write_seconds: float | None  # None when reused
+
+    def truth(self) -> dict[str, Any]:
+        return json.loads(self.truth_path.read_text())
+
+    def data_segments(self) -> list[Path]:
+        """Every data-partition ``.log`` segment (not ``__transaction_state``), in log order."""
+        out = []
+        for broker in sorted(p for p in self.root.iterdir() if p.is_dir()):
+            for part in sorted(p for p in broker.iterdir() if p.is_dir() and not p.name.startswith("__")):
+                out.extend(sorted(part.glob("*.log")))
+        return out
+
+    def all_segments(self) -> list[Path]:
+        """Every ``.log`` segment, ``__transaction_state`` included (what the job reads, besides snapshots)."""
+        return sorted(self.root.glob("*/*/*.log"))
+
+
+def dataset(name: str, data_dir: Path, *, log=print, **bulk_kwargs: Any) -> DataSet:
+    """``bulk(**bulk_kwargs)`` written to ``data_dir/name`` once; reused while the parameters match."""
+    root = data_dir / name
+    stamp = root / "bench-params.json"
+    truth = root / "ground-truth.json"
+    params = {"scenario": "bulk", **bulk_kwargs}
+    if stamp.exists() and truth.exists():
+        try:
+            if json.loads(stamp.read_text()) == params:
+                return DataSet(name, root, params, truth, None)
+        except ValueError:
+            pass
+    from txnlog.brokerlog.scenarios import bulk
+
+    if root.exists():
+        shutil.rmtree(root)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    log(f"writing data set {name} ({fmt_size(bulk_kwargs['total_bytes'])}) to {root} ...")
+    t = time.perf_counter()
+    result = bulk(root, **bulk_kwargs)
+    result.write_json(truth)
+    elapsed = time.perf_counter() - t
+    stamp.write_text(json.dumps(params))
+    log(f"  {result.bytes_written / 1e6:.0f} MB in {result.files_written} files, {elapsed:.1f} s "
+        f"({result.bytes_written / elapsed / 1e6:.0f} MB/s)")
+    return DataSet(name, root, params, truth, elapsed)
+
+
+def drop_page_cache_hint() -> str:
+    """The benchmarks read from the page cache (warm); say so instead of dropping caches (needs root, disturbs others)."""
+    return "warm page cache (every measurement reads files the previous pass already read)"
+
+
+# --- machine ------------------------------------------------------------------------------
+
+
+def machine_info() -> dict[str, Any]:
+    import psutil
+
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30).stderr.splitlines()[0]
+    except Exception:  # noqa: BLE001
+        java = "?"
+    versions = {}
+    for mod in ("numpy", "numba", "pyspark", "pyarrow", "deltalake", "kafka", "psutil"):
+        try:
+            versions[mod] = __import__(mod).__version__
+        except Exception:  # noqa: BLE001
+            versions[mod] = "?"
+    try:
+        from txnlog.kafka.crc import BACKEND
+
+        versions["txnlog crc backend"] = BACKEND
+    except Exception:  # noqa: BLE001
+        pass
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "host": platform.node(),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "ram_gib": round(psutil.virtual_memory().total / GiB, 1),
+        "python": platform.python_version(),
+        "java": java,
+        "kernel": platform.release(),
+        "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
+        "versions": versions,
+    }
+
+
+def peak_rss_mib() -> float:
+    """This process's peak RSS so far (ru_maxrss is KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def rss_mib() -> float:
+    import psutil
+
+    return psutil.Process().memory_info().rss / MiB
+
+
+def run_python(code_args: list[str], env: dict[str, str] | None = None, timeout: float = 3600) -> dict[str, Any]:
+    """Run ``python <args>`` (this interpreter) and parse the last stdout line as JSON."""
+    proc = subprocess.run([sys.executable, *code_args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+    if proc.returncode != 0:
+        raise RuntimeError(f"{code_args} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, default=str) + "\n")
