@@ -153,7 +153,17 @@ def machine_info() -> dict[str, Any]:
 
 
 def peak_rss_mib() -> float:
-    """This process's peak RSS so far (ru_maxrss is KiB on Linux)."""
+    """This process's peak RSS so far: VmHWM of /proc/self/status.
+
+    (Not ru_maxrss: it survives fork + exec, so a child started by a big parent reports the parent's peak.)
+    """
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 

@@ -5,8 +5,16 @@
     txnlog describe-producers --topic T --partition P
     txnlog find-hanging [--topic T [--partition P]]
     txnlog timeline --topic T --partition P [--producer-id PID]
+    txnlog abort --bootstrap-servers B --topic T --partition P --start-offset O [--execute]
+    txnlog abort --bootstrap-servers B --topic T --partition P --producer-id PID
+                 --producer-epoch E --coordinator-epoch CE [--execute]
 
-Every command reads the Delta tables under ``--output`` (default ./out) with
+``abort`` is the one command that talks to a live cluster: it re-validates the
+transaction against the brokers (DescribeProducers, ListTransactions,
+DescribeTransactions: still open at that offset, same producer id and epoch,
+verdict still HANGING) and sends the ABORT marker only with ``--execute``.
+
+The other commands read the Delta tables under ``--output`` (default ./out) with
 delta-rs — no Spark start — and shows the newest run of ``--cluster`` unless
 ``--as-of`` picks another. The subcommand names and columns follow
 ``kafka-transactions.sh`` so that operators read them the same way.
@@ -155,6 +163,89 @@ def cmd_timeline(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _abort_request(args: argparse.Namespace) -> "Any":
+    from txnlog.live import AbortRequest
+
+    if args.start_offset is not None:
+        if any(v is not None for v in (args.producer_id, args.producer_epoch, args.coordinator_epoch)):
+            raise UsageError("abort: give either --start-offset or --producer-id/--producer-epoch/--coordinator-epoch, not both")
+        return AbortRequest(args.topic, args.partition, start_offset=args.start_offset)
+    if args.producer_id is None:
+        raise UsageError(
+            "abort: the transaction to abort must be identified either with --start-offset (for brokers on 3.0 "
+            "or later) or with --producer-id, --producer-epoch, and --coordinator-epoch (for older brokers)"
+        )
+    for flag, value in (("--producer-epoch", args.producer_epoch), ("--coordinator-epoch", args.coordinator_epoch)):
+        if value is None:
+            raise UsageError(f"abort: missing required argument {flag}")
+    return AbortRequest(args.topic, args.partition, producer_id=args.producer_id, producer_epoch=args.producer_epoch,
+                        coordinator_epoch=args.coordinator_epoch)
+
+
+def cmd_abort(args: argparse.Namespace, out: TextIO) -> int:
+    """Re-validate one transaction against live state, then abort it only with --execute."""
+    import time
+
+    from txnlog import classify, live
+    from txnlog.config import load_config
+
+    request = _abort_request(args)
+    overrides: dict[str, Any] = {}
+    if args.bootstrap_servers:
+        overrides["bootstrap_servers"] = args.bootstrap_servers
+    if args.max_transaction_timeout_ms is not None:
+        overrides["max_transaction_timeout_ms"] = args.max_transaction_timeout_ms
+    cfg = load_config(args.config, overrides)
+    if not cfg.bootstrap_servers:
+        raise UsageError("abort: no cluster to talk to; pass --bootstrap-servers (or bootstrap_servers in --config)")
+    bootstrap = cfg.bootstrap_servers
+    mode = "EXECUTE" if args.execute else "DRY RUN (pass --execute to send the abort)"
+    print(f"txnlog abort [{mode}] on {bootstrap}", file=out)
+    print(f"  target: {request.describe()}", file=out)
+    print(f"  1. re-validate against live state: DescribeProducers {request.topic}-{request.partition}, "
+          f"ListTransactions and DescribeTransactions for its producer id; the verdict must still be HANGING "
+          f"(idle > transaction.max.timeout.ms={cfg.max_transaction_timeout_ms})", file=out)
+    print(f"  2. then: WriteTxnMarkers ABORT to the leader of {request.topic}-{request.partition}", file=out)
+    out.flush()
+    thresholds = classify.Thresholds(as_of_ms=int(time.time() * 1000),
+                                     max_transaction_timeout_ms=cfg.max_transaction_timeout_ms,
+                                     bootstrap_servers=bootstrap)
+    try:
+        from kafka.errors import KafkaError
+
+        admin = live.admin_client(bootstrap, cfg.kafka)
+    except KafkaError as e:
+        raise UsageError(f"abort: cannot reach {bootstrap}: {e}") from e
+    try:
+        try:
+            plan = live.revalidate_abort(admin, request, thresholds)
+        except live.AbortRefused as e:
+            print(f"txnlog: refused: {e}", file=sys.stderr)
+            return 2
+        except KafkaError as e:
+            print(f"txnlog: refused: cannot re-validate against {bootstrap}: {type(e).__name__}: {e}", file=sys.stderr)
+            return 2
+        print(f"  validated: {plan.verdict} {plan.reason}: {plan.evidence}", file=out)
+        spec = (f"producer_id={plan.producer_id} producer_epoch={plan.producer_epoch} "
+                f"coordinator_epoch={plan.coordinator_epoch} start_offset={plan.start_offset}")
+        if not args.execute:
+            print(f"  would abort {request.topic}-{request.partition}: {spec}", file=out)
+            print(f"  same as: {classify.abort_command(bootstrap, plan.topic, plan.partition, plan.start_offset)}", file=out)
+            return 0
+        try:
+            live.send_abort(admin, plan)
+        except live.AbortUnsupported as e:
+            print(f"txnlog: error: {e}; nothing was aborted", file=sys.stderr)
+            return 2
+        except KafkaError as e:
+            print(f"txnlog: error: abort failed: {type(e).__name__}: {e}", file=sys.stderr)
+            return 2
+        print(f"  aborted {request.topic}-{request.partition}: {spec}", file=out)
+        return 0
+    finally:
+        admin.close()
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--output", default="./out", help="the job's output directory (default ./out)")
@@ -181,6 +272,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--partition", type=int, required=True)
     s.add_argument("--producer-id", type=int)
     s.set_defaults(func=cmd_timeline)
+    s = sub.add_parser("abort", help="abort one hanging transaction on a live cluster (re-validated; needs --execute)")
+    s.add_argument("--bootstrap-servers", help="the cluster (default: bootstrap_servers of --config)")
+    s.add_argument("--config", help="YAML config (its kafka: settings are the client's SASL/SSL settings)")
+    s.add_argument("--topic", required=True)
+    s.add_argument("--partition", type=int, required=True)
+    s.add_argument("--start-offset", type=int, help="first offset of the open transaction (brokers 3.0+)")
+    s.add_argument("--producer-id", type=int, help="legacy form, with --producer-epoch and --coordinator-epoch")
+    s.add_argument("--producer-epoch", type=int)
+    s.add_argument("--coordinator-epoch", type=int)
+    s.add_argument("--max-transaction-timeout-ms", type=int,
+                   help="the brokers' transaction.max.timeout.ms (default: the config's, 900000)")
+    s.add_argument("--execute", action="store_true", help="really send the ABORT marker (default: dry run)")
+    s.set_defaults(func=cmd_abort)
     return p
 
 

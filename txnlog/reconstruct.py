@@ -99,7 +99,12 @@ def segment_fragments(batches: Mapping[str, np.ndarray]) -> dict[str, np.ndarray
         "producer_epoch": epochs[idx[ends]],
         "first_offset": batches["base_offset"][idx[starts]],
         "last_offset": batches["last_offset"][idx[ends]],
-        "first_timestamp": batches["base_timestamp"][idx[starts]],
+        # a cleaned batch stores its delete horizon in base_timestamp (attributes bit 6, spec §1.3)
+        "first_timestamp": np.where(
+            batches["has_delete_horizon"][idx[starts]],
+            batches["max_timestamp"][idx[starts]],
+            batches["base_timestamp"][idx[starts]],
+        ),
         "last_timestamp": batches["max_timestamp"][idx[ends]],
         "batch_count": (ends - starts + 1).astype(np.int64),
         "record_count": reduce_sum(batches["record_count"]),

@@ -10,7 +10,7 @@ from txnlog.reconstruct import MARKER, RUN, merge_fragments, segment_fragments
 COLUMNS = {
     "base_offset": np.int64, "last_offset": np.int64, "batch_length": np.int32, "is_transactional": bool,
     "is_control": bool, "producer_id": np.int64, "producer_epoch": np.int16, "base_timestamp": np.int64,
-    "max_timestamp": np.int64, "record_count": np.int32, "control_type": np.int16, "coordinator_epoch": np.int32,
+    "max_timestamp": np.int64, "has_delete_horizon": bool, "record_count": np.int32, "control_type": np.int16, "coordinator_epoch": np.int32,
     "marker_timestamp": np.int64, "control_status": np.int8,
 }
 
@@ -31,6 +31,7 @@ def batches(*rows: dict) -> dict[str, np.ndarray]:
         out["producer_epoch"].append(r.get("epoch", 0))
         out["base_timestamp"].append(1000 + off)
         out["max_timestamp"].append(1000 + off + n - 1)
+        out["has_delete_horizon"].append(r.get("cleaned", False))
         out["record_count"].append(0 if kind == "empty_control" else n)
         out["control_type"].append({"commit": 1, "abort": 0}.get(kind, -1))
         out["coordinator_epoch"].append(7 if kind in ("commit", "abort") else -1)
@@ -83,6 +84,14 @@ def test_transaction_spanning_segments_merges():
 def test_marker_with_nothing_open_is_ignored():
     f = segment_fragments(batches({"offset": 0, "pid": 5, "kind": "abort"}, {"offset": 1, "pid": 5, "kind": "data"}))
     assert [(t["first_offset"], t["marker_offset"]) for t in merge_fragments(f)] == [(1, None)]
+
+
+def test_delete_horizon_is_not_a_first_timestamp():
+    """A cleaned batch keeps its delete horizon in base_timestamp (spec §1.3): use max_timestamp."""
+    b = batches({"offset": 0, "pid": 5, "kind": "data", "records": 3, "cleaned": True})
+    b["base_timestamp"][0] = 9_999_999  # the delete horizon
+    f = segment_fragments(b)
+    assert f["first_timestamp"].tolist() == [1002]
 
 
 @pytest.mark.parametrize("kind", ["plain", "empty_control"])

@@ -81,6 +81,7 @@ def test_header_fields_of_a_transactional_batch() -> None:
         "timestamp_type": 0,
         "is_transactional": True,
         "is_control": False,
+        "has_delete_horizon": False,
         "last_offset_delta": 2,
         "base_timestamp": TS,
         "max_timestamp": TS + 9,
@@ -126,6 +127,7 @@ def test_attribute_bits(attributes: int, compression: int, timestamp_type: int, 
     assert b["timestamp_type"][0] == timestamp_type
     assert b["is_transactional"][0] == transactional
     assert b["is_control"][0] == control
+    assert b["has_delete_horizon"][0] == bool(attributes & 0x40)
 
 
 def test_input_types_are_equivalent(tmp_path: object) -> None:

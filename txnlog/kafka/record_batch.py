@@ -87,6 +87,7 @@ from txnlog.kafka.wire import (
     CRC_COVERAGE_START,
     CRC_OFFSET,
     CURRENT_MAGIC,
+    DELETE_HORIZON_MASK,
     END_TXN_MARKER_VALUE_SIZE,
     HEADER_SIZE_UP_TO_MAGIC,
     LAST_OFFSET_DELTA_OFFSET,
@@ -136,6 +137,7 @@ BATCH_COLUMNS: dict[str, np.dtype] = {
     "timestamp_type": np.dtype(np.int8),  # wire.TimestampType
     "is_transactional": np.dtype(np.bool_),
     "is_control": np.dtype(np.bool_),
+    "has_delete_horizon": np.dtype(np.bool_),  # attributes bit 6: base_timestamp is the delete horizon
     "last_offset_delta": np.dtype(np.int32),
     # The delete horizon instead when attributes bit 6 is set (cleaned batches, spec §1.3).
     "base_timestamp": np.dtype(np.int64),
@@ -716,6 +718,7 @@ def _header_columns(buf: np.ndarray, positions: np.ndarray) -> dict[str, np.ndar
     cols["timestamp_type"] = ((attributes & TIMESTAMP_TYPE_MASK) != 0).astype(np.int8)
     cols["is_transactional"] = (attributes & TRANSACTIONAL_MASK) != 0
     cols["is_control"] = (attributes & CONTROL_MASK) != 0
+    cols["has_delete_horizon"] = (attributes & DELETE_HORIZON_MASK) != 0
     for name in ("control_key_version", "control_type", "control_value_version", "coordinator_epoch", "marker_timestamp"):
         cols[name] = np.full(n, -1, BATCH_COLUMNS[name])
     cols["control_status"] = np.zeros(n, np.int8)

@@ -86,6 +86,7 @@ BATCH_SCHEMA = pa.schema(
         ("timestamp_type", pa.int8()),
         ("is_transactional", pa.bool_()),
         ("is_control", pa.bool_()),
+        ("has_delete_horizon", pa.bool_()),
         ("last_offset_delta", pa.int32()),
         ("base_timestamp", pa.int64()),
         ("max_timestamp", pa.int64()),

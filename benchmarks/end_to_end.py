@@ -1,0 +1,528 @@
+#!/usr/bin/env python
+"""End-to-end benchmark: ``./spark-submit.sh --logs ... --output ...`` at several input sizes.
+
+For each size a ``bulk()`` data set is written once (reused between runs; benchmarks/data/ by
+default): 4 partitions of ~1 KiB batches in 256 MiB segments (80 % of the bytes) and
+``--partitions`` (default 64) small partitions of 150-byte batches in 64 MiB segments (20 %),
+plus ``__transaction_state`` and producer snapshots, with ground truth.
+
+Each repeat runs, per size, in a rotating order:
+
+* the job, as a user runs it: ``./spark-submit.sh --logs DIR --output OUT`` (a separate process
+  tree; fresh OUT). Wall time, and the peak RSS of the process tree polled with psutil every
+  50 ms: the Python driver (``jobs/find_hanging.py``), the JVM, the PySpark Python workers, and
+  the whole tree. Phases come from the moment the JVM / driver processes appear and from the
+  job's ``[txnlog]`` progress lines on stderr.
+* a kafka-python walk of the same ``.log`` files in one Python process (read each file,
+  ``MemoryRecords`` -> ``DefaultRecordBatch``, read every header field; with ``validate_crc()``
+  like the job's default ``check_crc: true``, and without);
+* a raw read of the same files (``numpy.fromfile``, one at a time).
+
+Then the job's tables are checked against the ground truth: every transaction
+(topic, partition, producer, first/last/marker offset, outcome), every finding, no quarantine.
+
+Marginal cost per GiB of the job = (t(largest) - t(smallest)) / (largest - smallest) GiB --
+JVM start-up and other fixed costs cancel; per-GiB cost of the walkers = slope of the same fit.
+
+    python benchmarks/end_to_end.py                      # 1, 2, 4 GiB
+    python benchmarks/end_to_end.py --quick              # 0.25, 0.5, 1 GiB
+    python benchmarks/end_to_end.py --sizes 1,4 --repeat 3
+    python benchmarks/end_to_end.py --event-log          # + one diagnostic run per size with Spark's event log
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+
+from _common import (  # noqa: E402
+    DEFAULT_DATA,
+    GiB,
+    MiB,
+    ROOT,
+    dataset,
+    fmt_size,
+    machine_info,
+    median,
+    peak_rss_mib,
+    run_python,
+    write_json,
+)
+
+HERE = Path(__file__).resolve()
+SUBMIT = ROOT / "spark-submit.sh"
+
+
+# --- the job, watched ----------------------------------------------------------------------------
+
+
+def classify(proc) -> str:
+    try:
+        name = proc.name()
+        cmd = proc.cmdline()
+    except Exception:  # noqa: BLE001 - gone
+        return "gone"
+    joined = " ".join(cmd)
+    if name == "java" or (cmd and cmd[0].endswith("/java")):
+        return "jvm"
+    if "find_hanging.py" in joined:
+        return "validate" if "--validate-only" in joined else "driver"
+    if "pyspark.daemon" in joined or "pyspark/daemon.py" in joined or "pyspark.worker" in joined:
+        return "workers"
+    if "python" in name:
+        return "workers" if "pyspark" in joined else "other-python"
+    return "other"
+
+
+class TreeSampler(threading.Thread):
+    """Polls the process tree under ``pid``: peak RSS per kind, first time each kind is seen."""
+
+    def __init__(self, pid: int, t0: float, interval: float = 0.05):
+        super().__init__(daemon=True)
+        import psutil
+
+        self.root = psutil.Process(pid)
+        self.t0 = t0
+        self.interval = interval
+        self.stop = threading.Event()
+        self.peak: dict[str, float] = defaultdict(float)  # MiB; per kind = sum over that kind's processes
+        self.peak_single: dict[str, float] = defaultdict(float)  # largest single process of the kind
+        self.first_seen: dict[str, float] = {}
+        self.max_workers = 0
+        self.kinds: dict[int, str] = {}
+        self.samples = 0
+
+    def run(self) -> None:
+        import psutil
+
+        while not self.stop.is_set():
+            try:
+                procs = [self.root, *self.root.children(recursive=True)]
+            except psutil.Error:
+                break
+            now = time.perf_counter() - self.t0
+            sums: dict[str, float] = defaultdict(float)
+            workers = 0
+            for p in procs:
+                kind = self.kinds.get(p.pid)
+                if kind is None or kind in ("other", "other-python"):  # exec may change what a pid is
+                    kind = classify(p)
+                    self.kinds[p.pid] = kind
+                try:
+                    rss = p.memory_info().rss / MiB
+                except psutil.Error:
+                    continue
+                sums[kind] += rss
+                sums["tree"] += rss
+                self.peak_single[kind] = max(self.peak_single[kind], rss)
+                if kind == "workers":
+                    workers += 1
+                self.first_seen.setdefault(kind, now)
+            for k, v in sums.items():
+                self.peak[k] = max(self.peak[k], v)
+            self.max_workers = max(self.max_workers, workers)
+            self.samples += 1
+            self.stop.wait(self.interval)
+
+
+def run_job(logs: Path, out: Path, *, spark_args: list[str], log) -> dict[str, Any]:
+    if out.exists():
+        shutil.rmtree(out)
+    env = dict(os.environ)
+    # the job finds its own venv through spark-submit.sh, as a user's shell would
+    env.pop("PYSPARK_PYTHON", None)
+    env.pop("PYSPARK_DRIVER_PYTHON", None)
+    cmd = [str(SUBMIT), *spark_args, "--logs", str(logs), "--output", str(out)]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=str(ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sampler = TreeSampler(proc.pid, t0)
+    sampler.start()
+    events: list[tuple[float, str]] = []
+    err_lines: list[str] = []
+
+    def read_err() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            err_lines.append(line)
+            if line.startswith("[txnlog]"):
+                events.append((time.perf_counter() - t0, line.strip()))
+
+    reader = threading.Thread(target=read_err, daemon=True)
+    reader.start()
+    stdout = proc.stdout.read() if proc.stdout else ""
+    rc = proc.wait()
+    wall = time.perf_counter() - t0
+    reader.join(10)
+    sampler.stop.set()
+    sampler.join(5)
+    if rc != 0:
+        log("".join(err_lines[-60:]))
+        raise RuntimeError(f"job failed with exit code {rc}: {' '.join(cmd)}")
+
+    def at(prefix: str) -> float | None:
+        return next((t for t, line in events if line.startswith(f"[txnlog] {prefix}")), None)
+
+    jvm = sampler.first_seen.get("jvm")
+    found, decoding, decoded = at("found"), at("decoding"), at("decoded in")
+    phases = {
+        "launch + input check (before the JVM)": jvm,
+        "JVM + Python driver start, file listing": (found - jvm) if found and jvm else None,
+        "SparkSession start": (decoding - found) if decoding and found else None,
+        "decode (Spark job over all segments)": (decoded - decoding) if decoded and decoding else None,
+        "tables, shuffles, Delta writes, exit": (wall - decoded) if decoded else None,
+    }
+    return {
+        "wall_s": wall,
+        "phases_s": phases,
+        "peak_rss_mib": dict(sampler.peak),
+        "peak_rss_single_mib": dict(sampler.peak_single),
+        "max_concurrent_python_workers": sampler.max_workers,
+        "rss_samples": sampler.samples,
+        "stdout": stdout,
+        "progress": events,
+    }
+
+
+# --- ground truth ----------------------------------------------------------------------------------
+
+
+def check_output(out: Path, truth: dict[str, Any]) -> dict[str, Any]:
+    from txnlog.delta import read_table
+
+    def key(t: dict[str, Any]) -> tuple:
+        return (t["topic"], t["partition"], t["producer_id"], t["first_offset"], t["last_offset"],
+                t["marker_offset"], t["outcome"])
+
+    got_t = read_table(str(out), "transactions").select(
+        ["topic", "partition", "producer_id", "first_offset", "last_offset", "marker_offset", "outcome"]).to_pylist()
+    want_t = truth["transactions"]
+    got_keys = {key(t) for t in got_t}
+    want_keys = {key(t) for t in want_t}
+    got_f = read_table(str(out), "findings").to_pylist()
+    want_f = {(f["topic"], f["partition"], f["producer_id"], f["start_offset"], f["verdict"], f["reason"]) for f in truth["findings"]}
+    got_fk = {(f["topic"], f["partition"], f["producer_id"], f["start_offset"], f["verdict"], f["reason"]) for f in got_f}
+    quarantine = read_table(str(out), "quarantine").num_rows
+    health = read_table(str(out), "partition_health").num_rows
+    outcomes: dict[str, int] = defaultdict(int)
+    for t in want_t:
+        outcomes[t["outcome"]] += 1
+    ok = (got_keys == want_keys and len(got_t) == len(want_t) and got_fk == want_f
+          and quarantine == len(truth["quarantine"]) and health == len(truth["partitions"]))
+    return {
+        "ok": ok,
+        "transactions_expected": len(want_t),
+        "transactions_found": len(got_t),
+        "transactions_matching": len(got_keys & want_keys),
+        "expected_outcomes": dict(outcomes),
+        "findings_expected": len(want_f),
+        "findings_found": len(got_fk),
+        "findings_matching": len(got_fk & want_f),
+        "quarantine_rows": quarantine,
+        "quarantine_expected": len(truth["quarantine"]),
+        "partition_health_rows": health,
+        "partitions_expected": len(truth["partitions"]),
+        "missing_sample": sorted(map(str, want_keys - got_keys))[:3],
+        "unexpected_sample": sorted(map(str, got_keys - want_keys))[:3],
+    }
+
+
+# --- baselines (child processes) -------------------------------------------------------------------
+
+
+def child_walk(mode: str, files: list[str]) -> dict[str, Any]:
+    t_import = time.perf_counter()
+    if mode.startswith("kafka_python"):
+        from kafka.record.default_records import DefaultRecordBatch
+        from kafka.record.memory_records import MemoryRecords
+    t0 = time.perf_counter()
+    n = 0
+    total = 0
+    if mode == "raw":
+        for f in files:
+            a = np.fromfile(f, dtype=np.uint8)
+            total += a.size
+            del a
+    else:
+        check_crc = mode == "kafka_python_crc"
+        for f in files:
+            with open(f, "rb") as fh:
+                data = fh.read()
+            total += len(data)
+            cols: list[tuple] = []
+            append = cols.append
+            for batch in MemoryRecords(data):
+                if not isinstance(batch, DefaultRecordBatch):
+                    continue
+                if check_crc and not batch.validate_crc():
+                    raise RuntimeError(f"kafka-python: CRC mismatch in {f}")
+                append((
+                    batch.base_offset, batch.size_in_bytes, batch.leader_epoch, batch.magic, batch.crc,
+                    batch.attributes, batch.last_offset_delta, batch.first_timestamp, batch.max_timestamp,
+                    batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.records_count,
+                    batch.is_transactional, batch.is_control_batch,
+                ))
+            n += len(cols)
+            del data, cols
+    seconds = time.perf_counter() - t0
+    hwm = peak_rss_mib()
+    return {"mode": mode, "seconds": seconds, "import_s": t0 - t_import, "batches": n, "bytes": total, "peak_rss_mib": hwm}
+
+
+def baseline(mode: str, files: list[Path]) -> dict[str, Any]:
+    listing = ROOT / "benchmarks" / "data" / f".files-{os.getpid()}.json"
+    listing.parent.mkdir(parents=True, exist_ok=True)
+    listing.write_text(json.dumps([str(f) for f in files]))
+    try:
+        t = time.perf_counter()
+        r = run_python([str(HERE), "--child-walk", mode, "--files-json", str(listing)])
+        r["process_wall_s"] = time.perf_counter() - t
+        return r
+    finally:
+        listing.unlink(missing_ok=True)
+
+
+# --- Spark event log (diagnostic run) --------------------------------------------------------------
+
+
+def summarize_event_log(path: Path) -> dict[str, Any]:
+    """Stages of one application: tasks, wall time, summed task metrics."""
+    stages: dict[int, dict[str, Any]] = {}
+    jobs = 0
+    app_start = app_end = None
+    task_launch = []
+    with open(path) as fh:
+        for line in fh:
+            e = json.loads(line)
+            ev = e.get("Event")
+            if ev == "SparkListenerApplicationStart":
+                app_start = e["Timestamp"]
+            elif ev == "SparkListenerApplicationEnd":
+                app_end = e["Timestamp"]
+            elif ev == "SparkListenerJobStart":
+                jobs += 1
+            elif ev == "SparkListenerStageCompleted":
+                info = e["Stage Info"]
+                s = stages.setdefault(info["Stage ID"], {"tasks": 0, "run_ms": 0, "cpu_ms": 0.0, "deser_ms": 0,
+                                                         "gc_ms": 0, "shuffle_write_mb": 0.0, "input_rows": 0})
+                s["name"] = info["Stage Name"]
+                s["num_tasks"] = info["Number of Tasks"]
+                s["wall_ms"] = (info.get("Completion Time") or 0) - (info.get("Submission Time") or 0)
+                s["submitted"] = info.get("Submission Time")
+                s["skipped"] = False
+            elif ev == "SparkListenerTaskEnd":
+                m = e.get("Task Metrics") or {}
+                s = stages.setdefault(e["Stage ID"], {"tasks": 0, "run_ms": 0, "cpu_ms": 0.0, "deser_ms": 0,
+                                                      "gc_ms": 0, "shuffle_write_mb": 0.0, "input_rows": 0})
+                s["tasks"] += 1
+                s["run_ms"] += m.get("Executor Run Time", 0)
+                s["cpu_ms"] += m.get("Executor CPU Time", 0) / 1e6
+                s["deser_ms"] += m.get("Executor Deserialize Time", 0)
+                s["gc_ms"] += m.get("JVM GC Time", 0)
+                sw = m.get("Shuffle Write Metrics") or {}
+                s["shuffle_write_mb"] += sw.get("Shuffle Bytes Written", 0) / 1e6
+                task_launch.append(e["Task Info"]["Launch Time"])
+    ordered = [dict(stage_id=k, **v) for k, v in sorted(stages.items())]
+    return {
+        "jobs": jobs,
+        "stages": len(ordered),
+        "tasks": sum(s["tasks"] for s in ordered),
+        "app_ms": (app_end - app_start) if app_start and app_end else None,
+        "stage_list": ordered,
+    }
+
+
+# --- the benchmark -------------------------------------------------------------------------------------
+
+
+def fit_slope(xs: list[float], ys: list[float]) -> float:
+    """Least-squares slope (s per GiB) -- equals (y_last - y_first) / (x_last - x_first) for 2 points."""
+    if len(xs) < 2:
+        return float("nan")
+    return float(np.polyfit(np.array(xs), np.array(ys), 1)[0])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", default="1,2,4", help="input sizes in GiB, comma-separated (default 1,2,4)")
+    p.add_argument("--quick", action="store_true", help="sizes 0.25,0.5,1 GiB, 1 repeat: a smoke check")
+    p.add_argument("--repeat", type=int, default=3, help="repeats of every measurement (default 3)")
+    p.add_argument("--partitions", type=int, default=64, help="small partitions in each data set (default 64)")
+    p.add_argument("--no-baselines", action="store_true", help="only the job")
+    p.add_argument("--no-kp-nocrc", action="store_true", help="skip the kafka-python walk without CRC")
+    p.add_argument("--event-log", action="store_true",
+                   help="after the timed runs, one more run per size with Spark's event log on; print stage times")
+    p.add_argument("--spark-arg", action="append", default=[],
+                   help="extra spark-submit option for the job, repeatable, e.g. --spark-arg=--driver-memory=2g")
+    p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA, help=f"where data sets live (default {DEFAULT_DATA})")
+    p.add_argument("--json", type=Path, default=None, help="results JSON (default <data-dir>/results/end_to_end-<time>.json)")
+    p.add_argument("--child-walk", help=argparse.SUPPRESS)
+    p.add_argument("--files-json", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+
+    if args.child_walk:
+        print(json.dumps(child_walk(args.child_walk, json.loads(Path(args.files_json).read_text()))))
+        return 0
+    if args.quick:
+        args.sizes = "0.25,0.5,1"
+        args.repeat = min(args.repeat, 1)
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    sizes = [float(s) for s in args.sizes.split(",")]
+    info = machine_info()
+    log(f"end-to-end benchmark: sizes {sizes} GiB, {args.repeat} repeats; {info['cpu']}, {info['cores']} cores; "
+        f"load {info['load_avg_at_start']}")
+    sets = {}
+    for s in sizes:
+        name = f"e2e-{s:g}GiB-p{args.partitions}"
+        sets[s] = dataset(name, args.data_dir, log=log, total_bytes=int(s * GiB), batch_bytes=1024,
+                          partitions=args.partitions, segment_bytes=256 * MiB, small_batch_bytes=150, small_fraction=0.2)
+    out_root = args.data_dir / "e2e-out"
+
+    inputs: dict[float, dict[str, Any]] = {}
+    for s, ds in sets.items():
+        segs = ds.all_segments()
+        files = list(ds.root.glob("*/*/*"))
+        inputs[s] = {
+            "segments": len(segs),
+            "segment_bytes": sum(f.stat().st_size for f in segs),
+            "files": len(files),
+            "bytes_all_files": sum(f.stat().st_size for f in files if f.is_file()),
+            "partitions": len(list(ds.root.glob("*/*-[0-9]*"))),
+        }
+        log(f"  {ds.name}: {inputs[s]['segments']} .log segments, {fmt_size(inputs[s]['segment_bytes'])}")
+
+    runs: dict[float, list[dict[str, Any]]] = {s: [] for s in sizes}
+    walks: dict[str, dict[float, list[dict[str, Any]]]] = {m: {s: [] for s in sizes} for m in ("raw", "kafka_python_crc", "kafka_python_nocrc")}
+    checks: dict[float, list[dict[str, Any]]] = {s: [] for s in sizes}
+    baseline_modes = [] if args.no_baselines else ["raw", "kafka_python_crc"] + ([] if args.no_kp_nocrc else ["kafka_python_nocrc"])
+    for r in range(args.repeat):
+        order = sizes[r % len(sizes):] + sizes[: r % len(sizes)]
+        for s in order:
+            ds = sets[s]
+            out = out_root / f"{s:g}GiB"
+            res = run_job(ds.root, out, spark_args=args.spark_arg, log=log)
+            check = check_output(out, ds.truth())
+            checks[s].append(check)
+            runs[s].append(res)
+            ph = ", ".join(f"{k.split(' (')[0].split(',')[0]} {v:.1f}" for k, v in res["phases_s"].items() if v is not None)
+            log(f"  repeat {r + 1}, {s:g} GiB: job {res['wall_s']:.1f} s [{ph}]; driver {res['peak_rss_mib'].get('driver', 0):.0f} MiB, "
+                f"JVM {res['peak_rss_mib'].get('jvm', 0):.0f} MiB, workers {res['peak_rss_mib'].get('workers', 0):.0f} MiB; "
+                f"truth {'OK' if check['ok'] else 'MISMATCH'} ({check['transactions_found']}/{check['transactions_expected']} transactions, "
+                f"{check['findings_found']}/{check['findings_expected']} findings)")
+            for m in baseline_modes:
+                w = baseline(m, ds.all_segments())
+                walks[m][s].append(w)
+                log(f"      {m}: {w['seconds']:.1f} s, {w['batches']:,} batches, peak RSS {w['peak_rss_mib']:.0f} MiB")
+
+    # summary
+    job_t = {s: median([x["wall_s"] for x in runs[s]]) for s in sizes}
+    gib = {s: inputs[s]["segment_bytes"] / GiB for s in sizes}
+    xs = [gib[s] for s in sizes]
+    lo, hi = sizes[0], sizes[-1]
+    marginal = (job_t[hi] - job_t[lo]) / (gib[hi] - gib[lo]) if len(sizes) > 1 else float("nan")
+    walk_t = {m: {s: median([x["seconds"] for x in walks[m][s]]) for s in sizes} for m in baseline_modes}
+    per_gib = {m: {
+        "slope_s_per_gib": fit_slope(xs, [walk_t[m][s] for s in sizes]),
+        "mean_s_per_gib": float(np.mean([walk_t[m][s] / gib[s] for s in sizes])),
+    } for m in baseline_modes}
+    phase_names = list(runs[sizes[0]][0]["phases_s"])
+    phase_t = {s: {k: median([x["phases_s"][k] for x in runs[s] if x["phases_s"][k] is not None]) for k in phase_names} for s in sizes}
+    phase_marginal = {k: (phase_t[hi][k] - phase_t[lo][k]) / (gib[hi] - gib[lo]) for k in phase_names} if len(sizes) > 1 else {}
+    mem = {s: {k: median([x["peak_rss_mib"].get(k, 0.0) for x in runs[s]]) for k in ("driver", "jvm", "workers", "tree")} for s in sizes}
+    kp_ref = per_gib.get("kafka_python_crc", {}).get("mean_s_per_gib")
+    raw_ref = per_gib.get("raw", {}).get("mean_s_per_gib")
+    targets = {}
+    if kp_ref:
+        targets["marginal cost >= 3x lower than kafka-python (CRC, like the job)"] = {
+            "ratio": kp_ref / marginal, "met": kp_ref / marginal >= 3}
+    if "kafka_python_nocrc" in per_gib:
+        kn = per_gib["kafka_python_nocrc"]["mean_s_per_gib"]
+        targets["marginal cost >= 3x lower than kafka-python (no CRC)"] = {"ratio": kn / marginal, "met": kn / marginal >= 3}
+    if raw_ref:
+        targets["marginal cost within 4x of the raw read"] = {"ratio": marginal / raw_ref, "met": marginal / raw_ref <= 4}
+    drv = [mem[s]["driver"] for s in sizes]
+    targets["driver memory flat (max/min of the Python driver's peak RSS <= 1.1)"] = {
+        "ratio": max(drv) / max(min(drv), 1e-9), "met": max(drv) / max(min(drv), 1e-9) <= 1.1}
+    all_ok = all(c["ok"] for cs in checks.values() for c in cs)
+
+    # diagnostic runs with the event log (not timed for the tables above)
+    event_logs = {}
+    if args.event_log:
+        ev_dir = args.data_dir / "spark-events"
+        shutil.rmtree(ev_dir, ignore_errors=True)
+        ev_dir.mkdir(parents=True)
+        for s in sizes:
+            before = set(ev_dir.iterdir())
+            res = run_job(sets[s].root, out_root / f"{s:g}GiB", log=log, spark_args=[
+                *args.spark_arg, "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir=file://{ev_dir}"])
+            new = [f for f in ev_dir.iterdir() if f not in before]
+            if new:
+                summary = summarize_event_log(new[0])
+                summary["wall_s"] = res["wall_s"]
+                event_logs[s] = summary
+                log(f"  event log, {s:g} GiB: {summary['jobs']} jobs, {summary['stages']} stages, {summary['tasks']} tasks, wall {res['wall_s']:.1f} s")
+                for st in summary["stage_list"]:
+                    log(f"     stage {st['stage_id']:3d} {st['tasks']:4d} tasks  wall {st.get('wall_ms', 0) / 1e3:6.2f} s  "
+                        f"task run {st['run_ms'] / 1e3:7.2f} s  cpu {st['cpu_ms'] / 1e3:7.2f} s  deser {st['deser_ms'] / 1e3:5.2f} s  "
+                        f"gc {st['gc_ms'] / 1e3:5.2f} s  shuffle {st['shuffle_write_mb']:7.2f} MB  {st.get('name', '')[:60]}")
+
+    # report
+    lines = [f"# end-to-end benchmark, {info['date']}",
+             f"machine: {info['cpu']}, {info['cores']} cores, {info['ram_gib']} GiB; load at start {info['load_avg_at_start']}",
+             f"repeats: {args.repeat}; medians; page cache warm; spark args: {args.spark_arg or 'none (local[*], driver 1g)'}", "",
+             "| input | segments | job wall s | driver Python peak MiB | JVM peak MiB | Python workers peak MiB | tree peak MiB | "
+             "kafka-python (CRC) s | kafka-python (no CRC) s | raw read s | ground truth |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for s in sizes:
+        kc = walk_t.get("kafka_python_crc", {}).get(s, float("nan"))
+        kn = walk_t.get("kafka_python_nocrc", {}).get(s, float("nan"))
+        rr = walk_t.get("raw", {}).get(s, float("nan"))
+        c = checks[s][-1]
+        lines.append(f"| {fmt_size(inputs[s]['segment_bytes'])} | {inputs[s]['segments']} | {job_t[s]:.1f} | {mem[s]['driver']:.0f} | "
+                     f"{mem[s]['jvm']:.0f} | {mem[s]['workers']:.0f} | {mem[s]['tree']:.0f} | {kc:.1f} | {kn:.1f} | {rr:.2f} | "
+                     f"{'OK' if all(x['ok'] for x in checks[s]) else 'MISMATCH'}: {c['transactions_found']}/{c['transactions_expected']} txns, "
+                     f"{c['findings_found']}/{c['findings_expected']} findings |")
+    lines += ["", "phases (median s):", "", "| phase | " + " | ".join(f"{s:g} GiB" for s in sizes) + " | marginal s/GiB |",
+              "|---|" + "---:|" * (len(sizes) + 1)]
+    for k in phase_names:
+        lines.append(f"| {k} | " + " | ".join(f"{phase_t[s][k]:.1f}" for s in sizes) + f" | {phase_marginal.get(k, float('nan')):.2f} |")
+    lines += ["", f"job marginal cost: {marginal:.2f} s/GiB  (t({hi:g} GiB) - t({lo:g} GiB)) / {gib[hi] - gib[lo]:.2f} GiB)"]
+    for m, v in per_gib.items():
+        lines.append(f"{m}: {v['mean_s_per_gib']:.2f} s/GiB (mean of t/size; slope {v['slope_s_per_gib']:.2f})")
+    for t, v in targets.items():
+        lines.append(f"  target {t}: {'MET' if v['met'] else 'MISSED'} ({v['ratio']:.2f})")
+    lines.append(f"ground truth: {'every run OK' if all_ok else 'MISMATCH (see JSON)'}")
+    text = "\n".join(lines)
+    print(text)
+    path = args.json or args.data_dir / "results" / f"end_to_end-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    write_json(path, {
+        "machine": info, "args": {k: str(v) for k, v in vars(args).items()}, "inputs": inputs,
+        "runs": {str(s): [{k: v for k, v in x.items() if k != "stdout"} | {"stdout_tail": x["stdout"][-1500:]} for x in runs[s]] for s in sizes},
+        "walks": {m: {str(s): v for s, v in d.items()} for m, d in walks.items()},
+        "checks": {str(s): v for s, v in checks.items()},
+        "job_median_s": {str(s): v for s, v in job_t.items()}, "marginal_s_per_gib": marginal,
+        "phases_median_s": {str(s): v for s, v in phase_t.items()}, "phase_marginal_s_per_gib": phase_marginal,
+        "walk_per_gib": per_gib, "memory_median_mib": {str(s): v for s, v in mem.items()},
+        "targets": targets, "ground_truth_ok": all_ok, "event_logs": {str(s): v for s, v in event_logs.items()},
+    })
+    log(f"results: {path}")
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,411 @@
+"""Live cluster reading and checks against noida-db with real transactional producers (issue #4).
+
+What noida-db 0.2.3 can and cannot show (shared/FEASIBILITY.md §1), and what these tests do:
+
+* transactions, read_committed, ListTransactions v0-1, DescribeTransactions v0: real checks
+  (committed, aborted, and a producer SIGKILLed mid-transaction seen Ongoing; its LSO stuck);
+* ``__transaction_state`` records are not exposed: the live Data Source reads writer-made
+  TransactionLogKey/Value records served from a normal topic of the same layout;
+* DescribeProducers answers with no active producers, and WriteTxnMarkers is missing: the parts
+  that need them are skipped with that reason, after the closest real check (the abort
+  re-validation refuses, exit 2, nothing sent; the verdict logic runs on the real
+  ListTransactions/DescribeTransactions answers with DescribeProducers-shaped rows).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.live.capture import _create_topic
+from txnlog import classify, live
+from txnlog.cli import main as txnlog_main
+
+pytestmark = pytest.mark.live
+
+TOPIC = "live-txn"
+COPY_TOPIC = "txnstate-copy"
+COPY_PARTITIONS = 4
+
+# A producer that opens a transaction on partitions 1 and 2, reports what it wrote, and waits to be killed.
+_KILLED_PRODUCER = r"""
+import json, sys, time
+import confluent_kafka
+bootstrap, topic = sys.argv[1], sys.argv[2]
+p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": "tx-killed",
+                              "transaction.timeout.ms": 600000, "linger.ms": 5, "log_level": 3})
+p.init_transactions(30)
+p.begin_transaction()
+delivered = []
+def cb(err, msg):
+    delivered.append([msg.partition(), msg.offset(), None if err is None else str(err)])
+for i in range(4):
+    p.produce(topic, value=b"killed-%d" % i, partition=1, on_delivery=cb)
+for i in range(2):
+    p.produce(topic, value=b"killed-p2-%d" % i, partition=2, on_delivery=cb)
+assert p.flush(30) == 0
+print(json.dumps(delivered), flush=True)
+time.sleep(600)
+"""
+
+
+def _producer(bootstrap: str, tid: str) -> Any:
+    import confluent_kafka
+
+    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "log_level": 3})
+    p.init_transactions(30)
+    return p
+
+
+def _transaction(bootstrap: str, tid: str, partition: int, n: int, commit: bool) -> None:
+    p = _producer(bootstrap, tid)
+    p.begin_transaction()
+    for i in range(n):
+        p.produce(TOPIC, value=f"{tid}-{i}".encode(), partition=partition)
+    assert p.flush(30) == 0
+    p.commit_transaction(30) if commit else p.abort_transaction(30)
+    p.flush(10)
+
+
+def _kill_mid_transaction(bootstrap: str) -> dict[int, list[int]]:
+    """Run the killed producer in a subprocess, SIGKILL it once it flushed; partition → offsets."""
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_PRODUCER, bootstrap, TOPIC], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        line = proc.stdout.readline() if ready else ""
+        if not line:
+            raise AssertionError(f"killed producer did not report: rc={proc.poll()} {proc.stderr.read() if proc.poll() is not None else ''}")
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    assert proc.returncode == -signal.SIGKILL
+    out: dict[int, list[int]] = {}
+    for partition, offset, err in json.loads(line):
+        assert err is None, err
+        out.setdefault(partition, []).append(offset)
+    return out
+
+
+@pytest.fixture(scope="module")
+def cluster(noida) -> dict[str, Any]:
+    """commit + abort on partition 0, a SIGKILLed producer open on 1 and 2, then a commit after it on 1."""
+    b = noida.bootstrap
+    _create_topic(b, TOPIC, 3)
+    _transaction(b, "tx-commit", 0, 3, commit=True)  # offsets 0-2, COMMIT at 3
+    _transaction(b, "tx-abort", 0, 2, commit=False)  # offsets 4-5, ABORT at 6
+    killed = _kill_mid_transaction(b)
+    _transaction(b, "tx-after", 1, 3, commit=True)  # after the killed one's records on partition 1
+    admin = live.admin_client(b)
+    yield {"bootstrap": b, "killed": killed, "admin": admin}
+    admin.close()
+
+
+def _noida_describe_producers_is_empty(cluster: dict[str, Any]) -> bool:
+    return not live.describe_producers(cluster["admin"], TOPIC, [1])
+
+
+# --- ListTransactions / DescribeTransactions / offsets ------------------------------------------------------
+
+
+def test_killed_producer_is_ongoing_with_its_partitions(cluster) -> None:
+    admin = cluster["admin"]
+    listed = live.list_transactions(admin)
+    by_id = {v["transactional_id"]: v for v in listed.values()}
+    assert by_id["tx-killed"]["state"] == "Ongoing"
+    assert by_id["tx-commit"]["state"] == "CompleteCommit"
+    assert by_id["tx-abort"]["state"] == "CompleteAbort"
+    killed_pid = by_id["tx-killed"]["producer_id"]
+    # The producer-id filter (spec §6.2 step 4) returns just that id; an empty filter asks nothing.
+    assert [v["transactional_id"] for v in live.list_transactions(admin, [killed_pid]).values()] == ["tx-killed"]
+    assert live.list_transactions(admin, []) == {}
+
+    d = live.describe_transactions(admin, ["tx-killed", "tx-commit", "tx-abort", "no-such-id"])
+    assert d["tx-killed"]["state"] == "Ongoing"
+    assert d["tx-killed"]["producer_id"] == killed_pid
+    assert d["tx-killed"]["partitions"] == [f"{TOPIC}-1", f"{TOPIC}-2"]
+    assert d["tx-killed"]["timeout_ms"] == 600000 and d["tx-killed"]["txn_start_timestamp"] > 0
+    assert d["tx-commit"]["state"] == "CompleteCommit" and d["tx-commit"]["partitions"] == []
+    assert d["tx-abort"]["state"] == "CompleteAbort"
+    assert d["no-such-id"] is None  # TRANSACTIONAL_ID_NOT_FOUND
+
+
+def test_lso_is_stuck_at_the_killed_transaction(cluster) -> None:
+    killed = cluster["killed"]
+    rows = {r["partition"]: r for r in live.partition_offsets(cluster["bootstrap"], {}, [(TOPIC, p) for p in range(3)])}
+    # partition 0: 3 committed + COMMIT, 2 aborted + ABORT: nothing open, LSO = HW.
+    assert rows[0]["high_watermark"] == 7 and rows[0]["last_stable_offset"] == 7 and rows[0]["lso_lag"] == 0
+    # partition 1: the killed producer's first record pins the LSO; the later commit is beyond it.
+    first = min(killed[1])
+    assert rows[1]["last_stable_offset"] == first
+    assert rows[1]["high_watermark"] == max(killed[1]) + 1 + 3 + 1  # + tx-after's 3 records and its COMMIT
+    assert rows[1]["lso_lag"] == rows[1]["high_watermark"] - first > 0
+    assert rows[2]["last_stable_offset"] == min(killed[2]) and rows[2]["lso_lag"] == len(killed[2])
+    assert all(r["log_start_offset"] == 0 for r in rows.values())
+
+
+def test_verdicts_on_real_coordinator_answers(cluster) -> None:
+    """classify's rules over real ListTransactions/DescribeTransactions, with DescribeProducers-shaped rows
+    for what we know was written (noida-db's DescribeProducers has none)."""
+    admin, killed = cluster["admin"], cluster["killed"]
+    listings = live.list_transactions(admin)
+    descriptions = live.describe_transactions(admin, [v["transactional_id"] for v in listings.values()])
+    pid = next(p for p, v in listings.items() if v["transactional_id"] == "tx-killed")
+    epoch = descriptions["tx-killed"]["producer_epoch"]
+    start_ms = descriptions["tx-killed"]["txn_start_timestamp"]
+
+    def row(partition: int, producer_id: int = pid) -> dict[str, Any]:
+        return {"topic": TOPIC, "partition": partition, "producer_id": producer_id, "producer_epoch": epoch,
+                "last_sequence": 3, "last_timestamp": start_ms, "coordinator_epoch": -1,
+                "current_transaction_start_offset": min(killed.get(partition, [0]))}
+
+    now = classify.Thresholds(as_of_ms=start_ms + 1000, max_transaction_timeout_ms=900_000)
+    later = classify.Thresholds(as_of_ms=start_ms + 86_400_000, max_transaction_timeout_ms=900_000)
+    rows = [row(1), row(2), row(0), row(1, producer_id=987654321)]
+    assert live.live_verdicts(rows, listings, descriptions, now)[:2] == [("", "", ""), ("", "", "")]
+    got = live.live_verdicts(rows, listings, descriptions, later)
+    assert got[0][:2] == (classify.LATE, classify.COORDINATOR_TIMEOUT_OVERDUE)  # Ongoing, listed, past its 600 s
+    assert got[2][:2] == (classify.HANGING, classify.PARTITION_NOT_IN_TRANSACTION)  # live-txn-0 is not in its set
+    assert got[3] == (classify.HANGING, classify.NO_TRANSACTIONAL_ID, classify.SAFE)
+
+
+def test_find_hanging_live(cluster) -> None:
+    admin = cluster["admin"]
+    tps = live.topic_partitions(cluster["bootstrap"], {}, [TOPIC])
+    assert tps == [(TOPIC, 0), (TOPIC, 1), (TOPIC, 2)]
+    # Far in the future every open transaction is a candidate; now none is.
+    future = int(time.time() * 1000) + 86_400_000
+    assert live.find_hanging_live(admin, tps, bootstrap=cluster["bootstrap"]) == []
+    found = live.find_hanging_live(admin, tps, bootstrap=cluster["bootstrap"], now_ms=future)
+    if _noida_describe_producers_is_empty(cluster):
+        assert found == []
+        pytest.skip("noida-db 0.2.3 answers DescribeProducers with no active producers, so find-hanging has no "
+                    "candidates; the verdict rules ran on its real coordinator answers in "
+                    "test_verdicts_on_real_coordinator_answers")
+    killed = [f for f in found if f["start_offset"] == min(cluster["killed"][1]) and f["partition"] == 1]
+    assert killed and killed[0]["verdict"] == classify.LATE and killed[0]["source"] == "live"
+    assert killed[0]["lso_lag"] > 0
+
+
+# --- txnlog abort ------------------------------------------------------------------------------------------
+
+
+def _abort(argv: list[str], capsys) -> tuple[int, str, str]:
+    out = io.StringIO()
+    code = txnlog_main(["abort", *argv], out=out)
+    return code, out.getvalue(), capsys.readouterr().err
+
+
+def test_abort_dry_run_prints_the_plan(cluster, capsys) -> None:
+    start = min(cluster["killed"][1])
+    code, out, err = _abort(["--bootstrap-servers", cluster["bootstrap"], "--topic", TOPIC, "--partition", "1",
+                             "--start-offset", str(start)], capsys)
+    assert f"txnlog abort [DRY RUN (pass --execute to send the abort)] on {cluster['bootstrap']}" in out
+    assert f"target: the open transaction starting at offset {start} on {TOPIC}-1" in out
+    assert "re-validate against live state: DescribeProducers live-txn-1" in out
+    assert "WriteTxnMarkers ABORT to the leader of live-txn-1" in out
+    if _noida_describe_producers_is_empty(cluster):
+        assert code == 2
+        assert err.count("\n") == 1
+        assert err.startswith(f"txnlog: refused: Could not find any open transactions starting at offset {start} "
+                              f"on partition {TOPIC}-1 (DescribeProducers lists 0 active producers")
+        pytest.skip("noida-db 0.2.3 answers DescribeProducers with no active producers: the re-validation "
+                    "refuses (checked, exit 2); a dry run that passes validation (exit 0) needs a real broker")
+    # A real broker: the killed transaction is Ongoing on its coordinator, listing this partition.
+    assert code == 2 and "not hanging" in err
+
+
+def test_abort_execute_refuses_and_sends_nothing(cluster, capsys) -> None:
+    b, start = cluster["bootstrap"], min(cluster["killed"][1])
+    before = live.partition_offsets(b, {}, [(TOPIC, 1)])[0]
+    code, out, err = _abort(["--bootstrap-servers", b, "--topic", TOPIC, "--partition", "1",
+                             "--start-offset", str(start), "--execute", "--max-transaction-timeout-ms", "0"], capsys)
+    assert "txnlog abort [EXECUTE]" in out
+    assert code == 2 and err.startswith("txnlog: refused: ") and err.count("\n") == 1
+    assert "aborted" not in out
+    # Nothing was sent: the LSO is still stuck and the coordinator still has it Ongoing.
+    assert live.partition_offsets(b, {}, [(TOPIC, 1)])[0] == before
+    assert live.describe_transactions(cluster["admin"], ["tx-killed"])["tx-killed"]["state"] == "Ongoing"
+
+
+def test_abort_legacy_form_revalidates_producer(cluster, capsys) -> None:
+    admin = cluster["admin"]
+    d = live.describe_transactions(admin, ["tx-killed"])["tx-killed"]
+    code, out, err = _abort(["--bootstrap-servers", cluster["bootstrap"], "--topic", TOPIC, "--partition", "1",
+                             "--producer-id", str(d["producer_id"]), "--producer-epoch", str(d["producer_epoch"]),
+                             "--coordinator-epoch", "-1"], capsys)
+    assert f"target: the open transaction of producer {d['producer_id']} epoch {d['producer_epoch']}" in out
+    assert code == 2 and err.count("\n") == 1
+    if _noida_describe_producers_is_empty(cluster):
+        assert f"producer {d['producer_id']} has no state on {TOPIC}-1" in err
+
+
+def test_abort_usage_errors(cluster, capsys) -> None:
+    b = cluster["bootstrap"]
+    code, _, err = _abort(["--bootstrap-servers", b, "--topic", TOPIC, "--partition", "1"], capsys)
+    assert code == 2 and "must be identified either with --start-offset" in err
+    code, _, err = _abort(["--bootstrap-servers", b, "--topic", TOPIC, "--partition", "1", "--producer-id", "5",
+                           "--coordinator-epoch", "0"], capsys)
+    assert code == 2 and "missing required argument --producer-epoch" in err
+    code, _, err = _abort(["--topic", TOPIC, "--partition", "1", "--start-offset", "0"], capsys)
+    assert code == 2 and "pass --bootstrap-servers" in err
+
+
+def test_abort_validation_rules(cluster) -> None:
+    """validate_abort over real coordinator answers (ListTransactions finds no owner for an unknown producer
+    id) with the DescribeProducers rows a real broker would return."""
+    admin = cluster["admin"]
+    now = int(time.time() * 1000)
+    th = classify.Thresholds(as_of_ms=now, max_transaction_timeout_ms=900_000)
+    stale = {"topic": TOPIC, "partition": 1, "producer_id": 987654321, "producer_epoch": 3, "last_sequence": 9,
+             "last_timestamp": now - 3_600_000, "coordinator_epoch": -1, "current_transaction_start_offset": 42}
+    listings = live.list_transactions(admin, [stale["producer_id"]])
+    assert listings == {}
+    plan = live.validate_abort(live.AbortRequest(TOPIC, 1, start_offset=42), [stale], listings, {}, th)
+    assert (plan.producer_id, plan.producer_epoch, plan.coordinator_epoch, plan.reason) == (
+        987654321, 3, 0, classify.NO_TRANSACTIONAL_ID)
+    legacy = live.AbortRequest(TOPIC, 1, producer_id=987654321, producer_epoch=3, coordinator_epoch=7)
+    assert live.validate_abort(legacy, [stale], listings, {}, th).coordinator_epoch == 7
+    with pytest.raises(live.AbortRefused, match="is at epoch 3 on live-txn-1, not 2"):
+        live.validate_abort(live.AbortRequest(TOPIC, 1, producer_id=987654321, producer_epoch=2, coordinator_epoch=0),
+                            [stale], listings, {}, th)
+    with pytest.raises(live.AbortRefused, match="Could not find any open transactions starting at offset 41"):
+        live.validate_abort(live.AbortRequest(TOPIC, 1, start_offset=41), [stale], listings, {}, th)
+    fresh = {**stale, "last_timestamp": now - 1000}
+    with pytest.raises(live.AbortRefused, match="not a hanging candidate"):
+        live.validate_abort(live.AbortRequest(TOPIC, 1, start_offset=42), [fresh], listings, {}, th)
+    # The killed producer: its coordinator (real answer) is Ongoing listing the partition -> not hanging.
+    all_listings = live.list_transactions(admin)
+    pid = next(p for p, v in all_listings.items() if v["transactional_id"] == "tx-killed")
+    desc = live.describe_transactions(admin, ["tx-killed"])
+    killed = {**stale, "producer_id": pid, "producer_epoch": desc["tx-killed"]["producer_epoch"],
+              "current_transaction_start_offset": min(cluster["killed"][1])}
+    with pytest.raises(live.AbortRefused, match="not hanging.*tx-killed Ongoing listing live-txn-1"):
+        live.validate_abort(live.AbortRequest(TOPIC, 1, start_offset=killed["current_transaction_start_offset"]),
+                            [killed], {pid: all_listings[pid]}, desc, th)
+
+
+def test_send_abort_without_write_txn_markers(cluster) -> None:
+    """noida-db has no WriteTxnMarkers: the abort is refused client-side (ApiVersions), and says so."""
+    plan = live.AbortPlan(TOPIC, 1, 987654321, 0, 0, 0, classify.HANGING, classify.NO_TRANSACTIONAL_ID, None, "")
+    try:
+        live.send_abort(cluster["admin"], plan)
+    except live.AbortUnsupported as e:
+        assert "does not support WriteTxnMarkers" in str(e)
+        pytest.skip(f"noida-db 0.2.3: {e}; an executed abort needs a broker with WriteTxnMarkers")
+    pytest.fail("the server accepted WriteTxnMarkers for an unknown producer")
+
+
+def test_console_command(cluster) -> None:
+    exe = Path(sys.executable).with_name("txnlog")
+    if not exe.exists():
+        pytest.skip(f"no txnlog console script next to {sys.executable}")
+    r = subprocess.run([str(exe), "abort", "--bootstrap-servers", cluster["bootstrap"], "--topic", TOPIC,
+                        "--partition", "2", "--start-offset", "999"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert "DRY RUN" in r.stdout
+    assert r.stderr.startswith("txnlog: refused: Could not find any open transactions starting at offset 999")
+
+
+# --- the live Data Source -----------------------------------------------------------------------------------
+
+
+def _written_records() -> list[dict[str, Any]]:
+    """TransactionLogKey/Value records as a coordinator would write them (v0 and v1, tombstones)."""
+    from txnlog.kafka.wire import TransactionState as S
+
+    t0 = 1_790_000_000_000
+    recs = []
+    for i in range(40):
+        tid = f"app-{i % 9}"
+        state = [S.EMPTY, S.ONGOING, S.PREPARE_COMMIT, S.COMPLETE_COMMIT, S.ONGOING, S.PREPARE_ABORT,
+                 S.COMPLETE_ABORT][i % 7]
+        parts = None if state == S.EMPTY else ({} if state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+                                               else {"orders": [i % 5, 7], "payments": [i % 3]})
+        recs.append({"transactional_id": tid, "version": i % 2, "producer_id": 5000 + i % 9, "producer_epoch": i // 9,
+                     "transaction_timeout_ms": 60000, "state": int(state), "partitions": parts,
+                     "last_update_timestamp_ms": t0 + 1000 * i, "start_timestamp_ms": -1 if state == S.EMPTY else t0 + 900 * i,
+                     "previous_producer_id": 4000 + i if i % 4 == 1 else -1,
+                     "next_producer_id": 6000 + i if i % 4 == 3 else -1,
+                     "client_transaction_version": 2 if i % 2 else 0})
+    recs.append({"transactional_id": "app-gone", "tombstone": True})
+    return recs
+
+
+def _partition_for(tid: str) -> int:
+    from txnlog.kafka.wire import transaction_state_partition_for
+
+    return transaction_state_partition_for(tid, COPY_PARTITIONS - 1)  # partition 3 stays empty
+
+
+def test_live_source_reads_writer_made_records(cluster, spark) -> None:
+    import confluent_kafka
+
+    from txnlog.brokerlog.encode import encode_transaction_log_key, encode_transaction_log_value
+    from txnlog.spark.live_source import LiveTxnStateSource, live_options
+    from txnlog.spark.txn_state_source import TXN_STATE_SCHEMA
+
+    b = cluster["bootstrap"]
+    _create_topic(b, COPY_TOPIC, COPY_PARTITIONS)
+    records = _written_records()
+    p = confluent_kafka.Producer({"bootstrap.servers": b, "linger.ms": 20, "log_level": 3})
+    delivered: dict[int, tuple[int, int, int]] = {}
+
+    def cb(i: int):
+        def done(err, msg):
+            assert err is None, err
+            delivered[i] = (msg.partition(), msg.offset(), msg.timestamp()[1])
+        return done
+
+    # Record timestamps near now: noida-db, like a broker, deletes records older than its retention.
+    t_now = int(time.time() * 1000) - 60_000
+    for i, r in enumerate(records):
+        value = None if r.get("tombstone") else encode_transaction_log_value(
+            **{k: v for k, v in r.items() if k != "transactional_id"})
+        p.produce(COPY_TOPIC, key=encode_transaction_log_key(r["transactional_id"]), value=value,
+                  partition=_partition_for(r["transactional_id"]), timestamp=t_now + i, on_delivery=cb(i))
+    # One record that is not a TransactionLogKey: a quarantine row, the rest still read.
+    p.produce(COPY_TOPIC, key=b"\x00\x07junk", value=b"x", partition=0, on_delivery=cb(len(records)))
+    assert p.flush(30) == 0
+
+    spark.dataSource.register(LiveTxnStateSource)
+    df = spark.read.format("txnlog_live_txn_state").options(**live_options(b, {}, topic=COPY_TOPIC)).load()
+    assert df.rdd.getNumPartitions() == COPY_PARTITIONS
+    table = df.toArrow()
+    assert table.schema.equals(TXN_STATE_SCHEMA)  # exactly the offline schema
+    rows = table.to_pylist()
+    got = {(r["coordinator_partition"], r["record_offset"]): r for r in rows if r["kind"] == "record"}
+    assert len(got) == len(records)
+    for i, w in enumerate(records):
+        part, offset, ts = delivered[i]
+        r = got[(part, offset)]
+        assert (r["broker"], r["file"], r["record_timestamp"], r["transactional_id"]) == (
+            "live", f"kafka://{COPY_TOPIC}-{part}", ts, w["transactional_id"])
+        if w.get("tombstone"):
+            assert r["is_tombstone"] and r["producer_id"] is None and r["partitions"] is None
+            continue
+        assert not r["is_tombstone"] and r["key_version"] == 0 and r["value_version"] == w["version"]
+        assert (r["producer_id"], r["producer_epoch"], r["timeout_ms"], r["state"]) == (
+            w["producer_id"], w["producer_epoch"], w["transaction_timeout_ms"], w["state"])
+        assert (r["last_update_timestamp"], r["txn_start_timestamp"]) == (
+            w["last_update_timestamp_ms"], w["start_timestamp_ms"])
+        want_parts = None if w["partitions"] is None else [f"{t}-{p}" for t, ps in w["partitions"].items() for p in ps]
+        assert r["partitions"] == want_parts
+        if w["version"] == 1:  # tagged fields exist only in v1
+            assert (r["previous_producer_id"], r["next_producer_id"], r["client_transaction_version"]) == (
+                w["previous_producer_id"], w["next_producer_id"], w["client_transaction_version"])
+    quarantine = [r for r in rows if r["kind"] == "quarantine"]
+    junk_offset = delivered[len(records)][1]
+    assert len(quarantine) == 1
+    assert (quarantine[0]["coordinator_partition"], quarantine[0]["position"]) == (0, junk_offset)
+    assert f"offset {junk_offset}" in quarantine[0]["detail"]

@@ -1,0 +1,451 @@
+"""``kafka-dump-log.sh`` text output: the formats (spec §5) and a renderer.
+
+Two halves, both pure (stdlib + numpy, no pyspark):
+
+* **Format knowledge** used by ``txnlog.spark.dump_log``: Java-compatible
+  regular expressions (Spark's ``regexp_extract``/``rlike`` run them), token
+  positions of the batch line, quarantine reasons and the path rule that turns
+  ``Dumping <path>`` into (broker, topic, partition, file offset).
+* **A renderer**, :func:`render_dump`, that prints a segment / snapshot file the
+  way each Kafka version's ``DumpLogSegments`` does, so tests can check that the
+  text path and the binary path give the same rows. It is a test helper: a
+  plain Python loop per record is fine here (never on the reading path).
+
+Formats (spec §5.1-5.5, checked against ``realdata/dump-log/``)::
+
+    Dumping <path>
+    Starting offset: <base>                      (2.x - 3.2)
+    Log starting offset: <base>                  (3.3+)
+    baseOffset: .. lastOffset: .. count: .. baseSequence: .. lastSequence: .. producerId: ..
+      producerEpoch: .. partitionLeaderEpoch: .. isTransactional: .. isControl: ..
+      [deleteHorizonMs: OptionalLong.empty|OptionalLong[n]]   (3.2+)
+      position: .. CreateTime|LogAppendTime: <maxTimestamp> size: <12+batchLength> magic: 2
+      compresscodec: NONE|none|.. crc: .. isvalid: ..
+    offset: .. position: .. CreateTime|LogAppendTime|NoTimestampType: .. size: .. magic: 0|1 ...
+    | offset: .. CreateTime: .. keySize|keysize: .. valueSize|valuesize: .. sequence: ..
+      headerKeys: [..] [endTxnMarker: ABORT|COMMIT coordinatorEpoch: n] [key: ..] [payload: ..]
+    producerId: .. producerEpoch: .. coordinatorEpoch: .. currentTxnFirstOffset: None|Some(n)|
+      OptionalLong.empty|OptionalLong[n] [lastTimestamp: ..] [firstSequence: .. lastSequence: ..
+      lastOffset: .. offsetDelta: .. timestamp: ..]          (.snapshot)
+
+Kafka 2.8 leaked the batch fields into every record line (``| offset: N isValid: ..
+crc: .. keySize: .. baseOffset: ..``); such lines are recognised and quarantined
+(:data:`REASON_MALFORMED_2_8`), never read as records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+from typing import Literal
+
+import numpy as np
+
+__all__ = [
+    "BATCH_LINE",
+    "LEGACY_LINE",
+    "RECORD_LINE",
+    "SNAPSHOT_LINE",
+    "render_dump",
+    "split_dump_path",
+]
+
+# --- quarantine reasons (rows of kind "quarantine"; position = line number, length = 1) ---------
+REASON_UNPARSED = "dump_log_unparsed_line"
+REASON_MALFORMED_2_8 = "dump_log_malformed_2_8"
+REASON_CRC = "crc_mismatch"  # a batch line with isvalid: false (the binary path quarantines it too)
+REASON_INVALID_BYTES = "dump_log_invalid_bytes"  # "Found N invalid bytes at the end of <file>"
+REASON_NO_PARTITION = "dump_log_unknown_partition"  # "Dumping ./000.log": topic/partition unknown
+REASON_TXN_UNKNOWN_KEY = "dump_log_txn_state_unknown_key"  # key: unknown::version=N / Unknown record type
+REASON_TXN_UNDECODED = "dump_log_txn_state_not_decoded"  # __transaction_state dumped without the decoder
+DETAIL_CHARS = 200  # detail = the start of the offending line
+
+_I = r"(-?\d+)"
+
+# --- line patterns (Java regex syntax; also valid for Python ``re``) ------------------------------
+DUMPING_LINE = r"^Dumping (.+)$"
+START_OFFSET_LINE = r"^(?:Log starting offset|Starting offset): (-?\d+)\s*$"
+#: magic >= 2. Fields are space separated ``name: value`` (spec §5.2); codec case-insensitive
+#: (NONE before 3.1), deleteHorizonMs optional (3.2+).
+BATCH_LINE = (
+    r"^baseOffset: -?\d+ lastOffset: -?\d+ count: -?\d+ baseSequence: -?\d+ lastSequence: -?\d+ "
+    r"producerId: -?\d+ producerEpoch: -?\d+ partitionLeaderEpoch: -?\d+ isTransactional: (?:true|false) "
+    r"isControl: (?:true|false)(?: deleteHorizonMs: OptionalLong(?:\.empty|\[-?\d+\]))? position: \d+ "
+    r"(?:CreateTime|LogAppendTime|NoTimestampType): -?\d+ size: \d+ magic: \d+ compresscodec: [A-Za-z0-9]+ "
+    r"crc: -?\d+ isvalid: (?:true|false)\s*$"
+)
+#: 1-based ``split(line, " ")`` positions of the batch line's values without deleteHorizonMs;
+#: fields after isControl move by 2 when it is present (``BATCH_TOKENS_AFTER_CONTROL``).
+BATCH_TOKENS = {
+    "base_offset": 2, "last_offset": 4, "count": 6, "base_sequence": 8, "last_sequence": 10,
+    "producer_id": 12, "producer_epoch": 14, "partition_leader_epoch": 16, "is_transactional": 18,
+    "is_control": 20,
+    "position": 22, "timestamp_type": 23, "max_timestamp": 24, "size": 26, "magic": 28,
+    "compresscodec": 30, "crc": 32, "isvalid": 34,
+}
+BATCH_TOKENS_AFTER_CONTROL = ("position", "timestamp_type", "max_timestamp", "size", "magic", "compresscodec", "crc", "isvalid")
+DELETE_HORIZON = r" deleteHorizonMs: OptionalLong\[(-?\d+)\]"
+#: magic 0/1 entry ("offset" is the entry's last offset).
+LEGACY_LINE = (
+    r"^offset: -?\d+ position: \d+ (?:CreateTime|LogAppendTime|NoTimestampType): -?\d+ size: \d+ "
+    r"magic: [01] compresscodec: [A-Za-z0-9]+ crc: -?\d+ isvalid: (?:true|false)\s*$"
+)
+#: record line with metadata (2.7 lower-case keysize/valuesize, 3.x+ camelCase); group 1 offset,
+#: group 2 timestamp.
+RECORD_LINE = r"^\| offset: (-?\d+) (?:CreateTime|LogAppendTime|NoTimestampType): (-?\d+) (?:keySize|keysize): -?\d+ (?:valueSize|valuesize): -?\d+(?: |$)"
+#: ``--skip-record-metadata`` record lines
+RECORD_NO_METADATA_LINE = r"^\| (?:key|payload): "
+END_TXN_MARKER = r" endTxnMarker: (ABORT|COMMIT) coordinatorEpoch: (-?\d+)\s*$"
+OTHER_CONTROL = r" (?:controlType: \S+|SnapshotHeader |SnapshotFooter |KRaftVersion |KRaftVoters |LeaderChange: )"
+#: the 2.8 regression: batch fields inside record lines
+MALFORMED_2_8 = r"^\| offset: -?\d+ isValid: (?:true|false) crc: \S+ keySize: .* baseOffset: -?\d+ .*batchSize: "
+#: --transaction-log-decoder, 3.x Scala (TransactionLog.formatRecordKeyAndValue; 2.7 identical).
+#: The key is greedy: a topic name cannot hold " payload: " (legal chars [a-zA-Z0-9._-]).
+TXN_SCALA = r" key: transaction_metadata::transactionalId=(.*) payload: (<DELETE>|producerId:.*)$"
+TXN_SCALA_VALUE = (
+    r"^producerId:(-?\d+),producerEpoch:(-?\d+),state=(\w+),partitions=\[(.*)\],"
+    r"txnLastUpdateTimestamp=(-?\d+),txnTimeoutMs=(-?\d+)\s*$"
+)
+#: trunk Java: JSON key and payload (parsed with a JSON parser, not by position).
+TXN_JSON = r" key: (\{.*\}) payload: (<DELETE>|\{.*\})\s*$"
+TXN_UNKNOWN_KEY = r" key: (?:unknown::version=-?\d+|Unknown record type .*|Error at offset .*)$"
+SNAPSHOT_LINE = (
+    r"^producerId: (-?\d+) producerEpoch: (-?\d+) coordinatorEpoch: (-?\d+) "
+    r"currentTxnFirstOffset: (None|Some\((-?\d+)\)|OptionalLong\.empty|OptionalLong\[(-?\d+)\])"
+    r"(?: lastTimestamp: (-?\d+))? ?"
+    r"(?: ?firstSequence: (-?\d+) lastSequence: (-?\d+) lastOffset: (-?\d+) offsetDelta: (-?\d+) timestamp: (-?\d+))?\s*$"
+)
+#: other lines kafka-dump-log prints that carry nothing we need (index/txnindex entries,
+#: verification messages, KRaft snapshot header, stderr notices).
+IGNORED_LINES = (
+    r"^(?:\s*$"
+    r"|offset: -?\d+ position: -?\d+\s*$"  # .index
+    r"|timestamp: -?\d+ offset: -?\d+\s*$"  # .timeindex
+    r"|version: -?\d+ producerId: -?\d+ firstOffset: -?\d+ lastOffset: -?\d+ lastStableOffset: -?\d+\s*$"  # .txnindex
+    r"|Snapshot end offset: "
+    r"|Ignoring unknown file "
+    r"|Mismatches in :|  Index offset: |Non-consecutive offsets in |Found timestamp mismatch in |"
+    r"Found out of order timestamp in |  Index timestamp: |The following indexed offsets are not found in the log"
+    r")"
+)
+INVALID_BYTES_LINE = r"^Found \d+ invalid bytes at the end of "
+
+#: Dumping path → parts. Group 1: the directory above the partition dir (may be empty),
+#: 2: topic, 3: partition, 4: the file's offset (segment base / snapshot offset), 5: suffix.
+PARTITION_PATH = r"^(?:.*/)?(?:([^/]+)/)?([^/]+)-(\d+)/(\d+)\.(log|snapshot|index|timeindex|txnindex)$"
+FILE_NAME = r"(?:^|/)(\d+)\.(log|snapshot|index|timeindex|txnindex)$"
+#: a directory name that looks like a broker log dir (kafka-logs, broker-1, kafka-0-logs, data, 3)
+BROKER_DIR = r"(?i)(broker|kafka|log|data|node|^\d+$)"
+UNKNOWN_BROKER = "dump"
+
+STATE_IDS = {
+    "Empty": 0, "Ongoing": 1, "PrepareCommit": 2, "PrepareAbort": 3, "CompleteCommit": 4,
+    "CompleteAbort": 5, "Dead": 6, "PrepareEpochFence": 7,
+}
+STATE_NAMES = {v: k for k, v in STATE_IDS.items()}
+CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+CONTROL_TYPE_IDS = {"ABORT": 0, "COMMIT": 1}
+
+
+def split_dump_path(path: str) -> tuple[str, str | None, int | None, int | None, str | None]:
+    """(broker, topic, partition, file offset, suffix) of a ``Dumping <path>`` path.
+
+    Reference implementation of the Spark expressions in ``txnlog.spark.dump_log``.
+
+    >>> split_dump_path("/tmp/kafka-logs/foo-0/00000000000000000000.log")
+    ('kafka-logs', 'foo', 0, 0, 'log')
+    >>> split_dump_path("./00000000000000000000.log")
+    ('dump', None, None, 0, 'log')
+    """
+    m = re.match(PARTITION_PATH, path)
+    if m:
+        parent = m.group(1) or ""
+        broker = parent if parent and re.search(BROKER_DIR, parent) else UNKNOWN_BROKER
+        return broker, m.group(2), int(m.group(3)), int(m.group(4)), m.group(5)
+    f = re.search(FILE_NAME, path)
+    return UNKNOWN_BROKER, None, None, (int(f.group(1)) if f else None), (f.group(2) if f else None)
+
+
+# =====================================================================================
+# Renderer (test helper): print a file as kafka-dump-log.sh of a given version would.
+# =====================================================================================
+
+Version = Literal["2.7", "2.8", "3.0", "3.x", "trunk"]
+_TS_NAMES = {0: "CreateTime", 1: "LogAppendTime"}
+_CODEC_NAMES = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+def _varint(buf: bytes, p: int) -> tuple[int, int]:
+    shift = 0
+    raw = 0
+    while True:
+        b = buf[p]
+        p += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+    return (raw >> 1) ^ -(raw & 1), p
+
+
+def _iter_v2_records(payload: bytes, count: int):  # type: ignore[no-untyped-def]
+    """(attrs, ts_delta, offset_delta, key, value, header_keys) of each record of a v2 batch."""
+    p = 0
+    for _ in range(count):
+        if p >= len(payload):
+            return
+        length, p = _varint(payload, p)
+        end = p + length
+        p += 1  # attributes
+        ts_delta, p = _varint(payload, p)
+        od, p = _varint(payload, p)
+        klen, p = _varint(payload, p)
+        key = None if klen < 0 else payload[p : p + klen]
+        p += max(klen, 0)
+        vlen, p = _varint(payload, p)
+        value = None if vlen < 0 else payload[p : p + vlen]
+        p += max(vlen, 0)
+        nh, p = _varint(payload, p)
+        hkeys = []
+        for _h in range(nh):
+            hk, p = _varint(payload, p)
+            hkeys.append(payload[p : p + hk].decode("utf-8", "replace"))
+            p += hk
+            hv, p = _varint(payload, p)
+            p += max(hv, 0)
+        p = end
+        yield ts_delta, od, key, value, hkeys
+
+
+def _opt_long(value: int | None, version: Version) -> str:
+    if version in ("2.7", "2.8", "3.0"):
+        return "None" if value is None else f"Some({value})"
+    return "OptionalLong.empty" if value is None else f"OptionalLong[{value}]"
+
+
+def _txn_scala(key: bytes | None, value: bytes | None) -> str:
+    from txnlog.kafka.txn_state import decode_transaction_log_key, decode_transaction_log_value
+
+    tid = decode_transaction_log_key(key)
+    v = decode_transaction_log_value(value)
+    if v is None:
+        return f" key: transaction_metadata::transactionalId={tid} payload: <DELETE>"
+    parts = ",".join(v.topic_partitions())
+    return (
+        f" key: transaction_metadata::transactionalId={tid} payload: producerId:{v.producer_id},"
+        f"producerEpoch:{v.producer_epoch},state={STATE_NAMES[int(v.state)]},partitions=[{parts}],"
+        f"txnLastUpdateTimestamp={v.last_update_timestamp_ms},txnTimeoutMs={v.transaction_timeout_ms}"
+    )
+
+
+def _txn_json(key: bytes | None, value: bytes | None) -> str:
+    from txnlog.kafka.txn_state import decode_transaction_log_key, decode_transaction_log_value
+
+    tid = decode_transaction_log_key(key)
+    k = json.dumps({"type": "0", "data": {"transactionalId": tid}}, separators=(",", ":"))
+    v = decode_transaction_log_value(value)
+    if v is None:
+        return f" key: {k} payload: <DELETE>"
+    d: dict[str, object] = {"producerId": v.producer_id}
+    if v.version >= 1 and v.previous_producer_id != -1:
+        d["previousProducerId"] = v.previous_producer_id
+    if v.version >= 1 and v.next_producer_id != -1:
+        d["nextProducerId"] = v.next_producer_id
+    d["producerEpoch"] = v.producer_epoch
+    if v.version >= 1 and v.next_producer_epoch != -1:
+        d["nextProducerEpoch"] = v.next_producer_epoch
+    d["transactionTimeoutMs"] = v.transaction_timeout_ms
+    d["transactionStatus"] = int(v.state)
+    d["transactionPartitions"] = (
+        None if v.partitions is None else [{"topic": t, "partitionIds": list(ps)} for t, ps in v.partitions]
+    )
+    d["transactionLastUpdateTimestampMs"] = v.last_update_timestamp_ms
+    d["transactionStartTimestampMs"] = v.start_timestamp_ms
+    if v.version >= 1 and v.client_transaction_version != 0:
+        d["clientTransactionVersion"] = v.client_transaction_version
+    payload = json.dumps({"version": str(v.version), "data": d}, separators=(",", ":"))
+    return f" key: {k} payload: {payload}"
+
+
+def _batch_line(version: Version, h: dict[str, int], crc_valid: bool) -> str:
+    codec = _CODEC_NAMES[h["codec"]] if h["codec"] < len(_CODEC_NAMES) else str(h["codec"])
+    if version in ("2.7", "2.8"):
+        codec = codec.upper()
+    dh = ""
+    if version in ("3.x", "trunk"):
+        dh = f" deleteHorizonMs: {_opt_long(h['base_timestamp'] if h['attrs'] & 0x40 else None, version)}"
+    last_seq = -1 if h["base_sequence"] < 0 else (h["base_sequence"] + h["last_offset_delta"]) & 0x7FFFFFFF
+    return (
+        f"baseOffset: {h['base_offset']} lastOffset: {h['base_offset'] + h['last_offset_delta']} "
+        f"count: {h['count']} baseSequence: {h['base_sequence']} lastSequence: {last_seq} "
+        f"producerId: {h['producer_id']} producerEpoch: {h['producer_epoch']} "
+        f"partitionLeaderEpoch: {h['ple']} isTransactional: {str(bool(h['attrs'] & 0x10)).lower()} "
+        f"isControl: {str(bool(h['attrs'] & 0x20)).lower()}{dh} position: {h['position']} "
+        f"{_TS_NAMES[(h['attrs'] >> 3) & 1]}: {h['max_timestamp']} size: {h['size']} magic: 2 "
+        f"compresscodec: {codec} crc: {h['crc']} isvalid: {str(crc_valid).lower()}"
+    )
+
+
+_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+
+
+def _render_log(
+    buf: bytes, version: Version, deep: bool, txn_decoder: bool, print_data: bool, is_txn_state: bool, name: str
+) -> list[str]:
+    from txnlog.kafka.compression import decompress
+    from txnlog.kafka.crc import crc32c
+
+    out: list[str] = []
+    pos = 0
+    n = len(buf)
+    while pos + 17 <= n:
+        base_offset, size_field = struct.unpack_from(">qi", buf, pos)
+        if size_field < 14 or pos + 12 + size_field > n:
+            break
+        magic = buf[pos + 16]
+        total = 12 + size_field
+        if magic >= 2:
+            (bo, blen, ple, _m, crc, attrs, lod, base_ts, max_ts, pid, pe, bseq, count) = _V2_HEADER.unpack_from(buf, pos)
+            h = dict(
+                base_offset=bo, ple=ple, crc=crc, attrs=attrs, last_offset_delta=lod, base_timestamp=base_ts,
+                max_timestamp=max_ts, producer_id=pid, producer_epoch=pe, base_sequence=bseq, count=count,
+                position=pos, size=total, codec=attrs & 0x07,
+            )
+            valid = crc32c(buf[pos + 21 : pos + total]) == crc
+            out.append(_batch_line(version, h, valid))
+            if deep:
+                out.extend(_record_lines(buf, h, version, txn_decoder and is_txn_state, print_data, decompress))
+        else:
+            # legacy entry: offset size crc magic attrs [timestamp] key value
+            attrs = buf[pos + 17]
+            ts = struct.unpack_from(">q", buf, pos + 18)[0] if magic == 1 else -1
+            ts_name = "NoTimestampType" if magic == 0 else _TS_NAMES[(attrs >> 3) & 1]
+            crc = struct.unpack_from(">I", buf, pos + 12)[0]
+            codec = _CODEC_NAMES[attrs & 0x07]
+            if version in ("2.7", "2.8"):
+                codec = codec.upper()
+            out.append(
+                f"offset: {base_offset} position: {pos} {ts_name}: {ts} size: {total} magic: {magic} "
+                f"compresscodec: {codec} crc: {crc} isvalid: true"
+            )
+            if deep:
+                out.append(f"| offset: {base_offset} {ts_name}: {ts} keySize: -1 valueSize: -1 isValid: true crc: {crc}}}")
+        pos += total
+    if pos < n and any(buf[pos:]):
+        out.append(f"Found {n - pos} invalid bytes at the end of {name}")
+    return out
+
+
+def _record_lines(buf: bytes, h: dict[str, int], version: Version, txn_decoder: bool, print_data: bool, decompress) -> list[str]:  # type: ignore[no-untyped-def]
+    pos = h["position"]
+    body = buf[pos + 61 : pos + h["size"]]
+    try:
+        payload = decompress(h["codec"], body)
+    except Exception:  # noqa: BLE001 - the real tool prints the exception; we print nothing
+        return []
+    lines = []
+    ts_name = _TS_NAMES[(h["attrs"] >> 3) & 1]
+    is_control = bool(h["attrs"] & 0x20)
+    log_append = bool(h["attrs"] & 0x08)
+    for ts_delta, od, key, value, hkeys in _iter_v2_records(payload, h["count"]):
+        offset = h["base_offset"] + od
+        ts = h["max_timestamp"] if log_append else h["base_timestamp"] + ts_delta
+        seq = -1 if h["base_sequence"] < 0 else (h["base_sequence"] + od) & 0x7FFFFFFF
+        ks = "keysize" if version == "2.7" else "keySize"
+        vs = "valuesize" if version == "2.7" else "valueSize"
+        klen = -1 if key is None else len(key)
+        vlen = -1 if value is None else len(value)
+        if version == "2.8":
+            line = (
+                f"| offset: {offset} isValid: true crc: null keySize: {klen} valueSize: {vlen} {ts_name}: {ts} "
+                f"baseOffset: {h['base_offset']} lastOffset: {h['base_offset'] + h['last_offset_delta']} "
+                f"baseSequence: {h['base_sequence']} lastSequence: -1 producerEpoch: {h['producer_epoch']} "
+                f"partitionLeaderEpoch: {h['ple']} batchSize: {h['size']} magic: 2 "
+                f"compressType: {_CODEC_NAMES[h['codec']].upper()} position: {h['position']} sequence: {seq} "
+                f"headerKeys: [{','.join(hkeys)}]"
+            )
+        else:
+            line = (
+                f"| offset: {offset} {ts_name}: {ts} {ks}: {klen} {vs}: {vlen} sequence: {seq} "
+                f"headerKeys: [{','.join(hkeys)}]"
+            )
+        if is_control:
+            if key is not None and len(key) >= 4:
+                ctype = struct.unpack_from(">h", key, 2)[0]
+                if ctype in (0, 1) and value is not None and len(value) >= 6:
+                    epoch = struct.unpack_from(">i", value, 2)[0]
+                    line += f" endTxnMarker: {'ABORT' if ctype == 0 else 'COMMIT'} coordinatorEpoch: {epoch}"
+                else:
+                    line += f" controlType: UNKNOWN({ctype})"
+        elif txn_decoder:
+            line += _txn_json(key, value) if version == "trunk" else _txn_scala(key, value)
+        elif print_data:
+            if key is not None:
+                line += f" key: {key.decode('utf-8', 'replace')}"
+            if value is not None:
+                line += f" payload: {value.decode('utf-8', 'replace')}"
+        lines.append(line)
+    return lines
+
+
+def _render_snapshot(buf: bytes, version: Version) -> list[str]:
+    from txnlog.kafka.producer_snapshot import decode_producer_snapshot
+
+    snap = decode_producer_snapshot(np.frombuffer(buf, np.uint8))
+    e = snap.entries
+    out = []
+    for i in range(snap.entry_count):
+        pid, epoch, ce = int(e["producer_id"][i]), int(e["producer_epoch"][i]), int(e["coordinator_epoch"][i])
+        ctfo = int(e["current_txn_first_offset"][i])
+        ts = int(e["timestamp"][i])
+        last_offset = int(e["last_offset"][i])
+        last_seq = int(e["last_sequence"][i])
+        delta = int(e["offset_delta"][i])
+        line = f"producerId: {pid} producerEpoch: {epoch} coordinatorEpoch: {ce} currentTxnFirstOffset: {_opt_long(ctfo if ctfo >= 0 else None, version)}"
+        if version in ("2.7", "2.8"):
+            sep = " "
+        elif version == "trunk":
+            line += f" lastTimestamp: {ts}"
+            sep = " "
+        else:
+            line += f" lastTimestamp: {ts} "
+            sep = ""
+        if last_offset >= 0:
+            line += f"{sep}firstSequence: {last_seq - delta if last_seq >= 0 else -1} lastSequence: {last_seq} lastOffset: {last_offset} offsetDelta: {delta} timestamp: {ts}"
+        out.append(line)
+    return out
+
+
+def render_dump(
+    path: str,
+    version: Version = "3.x",
+    deep_iteration: bool = True,
+    transaction_log_decoder: bool = False,
+    print_data_log: bool = False,
+    *,
+    dumping_path: str | None = None,
+) -> str:
+    """``kafka-dump-log.sh --files <path>`` output as ``version`` prints it.
+
+    ``version``: "2.7" (``Starting offset``, upper-case codec, ``keysize``), "2.8" (its
+    malformed record lines), "3.0" (``Starting offset``, lower-case codec, no deleteHorizonMs;
+    snapshots ``None``/``Some``), "3.x" (3.5+: ``Log starting offset``, ``deleteHorizonMs``,
+    ``OptionalLong``) or "trunk" (the Java port; JSON ``--transaction-log-decoder``).
+    ``transaction_log_decoder`` only applies to ``__transaction_state`` segments (as the real
+    flag only makes sense there); ``print_data_log``/the decoder imply deep iteration.
+    """
+    with open(path, "rb") as f:
+        buf = f.read()
+    shown = dumping_path if dumping_path is not None else path
+    lines = [f"Dumping {shown}"]
+    if path.endswith(".snapshot"):
+        lines += _render_snapshot(buf, version)
+    else:
+        base = int(os.path.basename(path).split(".")[0])
+        lines.append(("Log starting offset: " if version in ("3.x", "trunk") else "Starting offset: ") + str(base))
+        is_txn_state = "/__transaction_state-" in path.replace(os.sep, "/")
+        deep = deep_iteration or print_data_log or transaction_log_decoder
+        lines += _render_log(buf, version, deep, transaction_log_decoder, print_data_log, is_txn_state, os.path.basename(path))
+    return "\n".join(lines) + "\n"
