@@ -185,3 +185,63 @@ def run_python(code_args: list[str], env: dict[str, str] | None = None, timeout:
 def write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1, default=str) + "\n")
+
+
+# --- measuring a fixed commit while others edit the working tree ------------------------------------
+
+
+def snapshot_checkout(log=print) -> Path:
+    """``git archive HEAD`` of this repo under /tmp (read-only for the repo), sharing its .venv.
+
+    The venv's editable install points at this working tree; a ``PYTHONPATH`` entry for the
+    snapshot comes first on ``sys.path`` (setuptools' editable finder is appended to
+    ``sys.meta_path``), so the job, its Python workers and this process import the snapshot's txnlog.
+    Its numba cache (txnlog/kafka/__pycache__) is its own: edits to the working tree cannot wipe it.
+    """
+    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                         text=True, check=True).stdout.strip()
+    dest = Path(tempfile_dir()) / f"txnlog-bench-{sha}"
+    if not (dest / "spark-submit.sh").exists():
+        log(f"snapshot of HEAD {sha} -> {dest}")
+        tmp = dest.with_name(dest.name + f".tmp{os.getpid()}")
+        tmp.mkdir(parents=True)
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", "HEAD"], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
+        (tmp / ".venv").symlink_to(ROOT / ".venv")
+        tmp.rename(dest)
+    return dest
+
+
+def tempfile_dir() -> str:
+    import tempfile
+
+    return tempfile.gettempdir()
+
+
+def maybe_reexec_in_snapshot(enabled: bool, log=print) -> Path:
+    """With ``enabled``, re-run this script with PYTHONPATH = a snapshot of HEAD; returns the code root in use."""
+    if not enabled:
+        return Path(os.environ.get("TXNLOG_BENCH_CODE", str(ROOT)))
+    current = os.environ.get("TXNLOG_BENCH_CODE")
+    if current:
+        return Path(current)
+    snap = snapshot_checkout(log=log)
+    env = dict(os.environ)
+    env["TXNLOG_BENCH_CODE"] = str(snap)
+    env["PYTHONPATH"] = str(snap) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    os.execve(sys.executable, [sys.executable, *sys.argv], env)
+    raise AssertionError("unreachable")
+
+
+def code_version(code: Path) -> str:
+    """What is being measured: the commit, and whether the working tree differs from it."""
+    if code != ROOT:
+        return f"snapshot of HEAD at {code}"
+    try:
+        sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "txnlog", "jobs", "conf",
+                                "spark-submit.sh"], capture_output=True, text=True).stdout.strip()
+        return f"working tree at {sha}" + (" with uncommitted changes in txnlog/jobs/conf" if dirty else "")
+    except Exception:  # noqa: BLE001
+        return "working tree"

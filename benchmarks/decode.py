@@ -52,9 +52,11 @@ import numpy as np  # noqa: E402
 from _common import (  # noqa: E402
     DEFAULT_DATA,
     MiB,
+    code_version,
     dataset,
     fmt_size,
     machine_info,
+    maybe_reexec_in_snapshot,
     median,
     parse_size,
     peak_rss_mib,
@@ -384,6 +386,7 @@ def bench_dataset(name: str, ds, args, log) -> dict[str, Any]:
 def report(results: list[dict[str, Any]], info: dict[str, Any], args) -> str:
     out = [f"# decode benchmark, {info['date']}",
            f"machine: {info['cpu']}, {info['cores']} cores, {info['ram_gib']} GiB; load at start {info['load_avg_at_start']}",
+           f"code: {info['code']}",
            f"repeats: {args.repeat} (kafka-python {args.kp_repeat}); medians; page cache warm", ""]
     for r in results:
         out.append(f"## {r['dataset']}: {fmt_size(r['bytes'])}, {r['segments']} segments, {r['batches']:,} batches "
@@ -421,6 +424,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kp-bytes", type=parse_size, default=None,
                    help="walk only about this much with kafka-python and extrapolate (default: everything)")
     p.add_argument("--datasets", default="1k,150b", help="which data sets (default 1k,150b)")
+    p.add_argument("--snapshot", action="store_true",
+                   help="measure a snapshot of HEAD (git archive to /tmp) instead of the working tree")
     p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA, help=f"where data sets live (default {DEFAULT_DATA})")
     p.add_argument("--json", type=Path, default=None, help="write the results as JSON here "
                    "(default <data-dir>/results/decode-<time>.json)")
@@ -443,7 +448,9 @@ def main(argv: list[str] | None = None) -> int:
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
+    code = maybe_reexec_in_snapshot(args.snapshot, log=log)
     info = machine_info()
+    info["code"] = code_version(code)
     log(f"decode benchmark: {fmt_size(args.size)} per data set; {info['cpu']}, {info['cores']} cores; load {info['load_avg_at_start']}")
     results = []
     for name in args.datasets.split(","):

@@ -53,9 +53,11 @@ from _common import (  # noqa: E402
     GiB,
     MiB,
     ROOT,
+    code_version,
     dataset,
     fmt_size,
     machine_info,
+    maybe_reexec_in_snapshot,
     median,
     peak_rss_mib,
     run_python,
@@ -63,7 +65,6 @@ from _common import (  # noqa: E402
 )
 
 HERE = Path(__file__).resolve()
-SUBMIT = ROOT / "spark-submit.sh"
 
 
 # --- the job, watched ----------------------------------------------------------------------------
@@ -78,6 +79,8 @@ def classify(proc) -> str:
     joined = " ".join(cmd)
     if name == "java" or (cmd and cmd[0].endswith("/java")):
         return "jvm"
+    if name in ("bash", "sh", "dash") or (cmd and cmd[0].endswith(("bash", "/sh"))):
+        return "launcher"  # spark-submit.sh, spark-submit, spark-class (until they exec java)
     if "find_hanging.py" in joined:
         return "validate" if "--validate-only" in joined else "driver"
     if "pyspark.daemon" in joined or "pyspark/daemon.py" in joined or "pyspark.worker" in joined:
@@ -102,7 +105,7 @@ class TreeSampler(threading.Thread):
         self.peak_single: dict[str, float] = defaultdict(float)  # largest single process of the kind
         self.first_seen: dict[str, float] = {}
         self.max_workers = 0
-        self.kinds: dict[int, str] = {}
+        self.cpu: dict[int, tuple[str, float]] = {}  # pid -> (kind, user+system seconds at the last sample)
         self.samples = 0
 
     def run(self) -> None:
@@ -117,12 +120,11 @@ class TreeSampler(threading.Thread):
             sums: dict[str, float] = defaultdict(float)
             workers = 0
             for p in procs:
-                kind = self.kinds.get(p.pid)
-                if kind is None or kind in ("other", "other-python"):  # exec may change what a pid is
-                    kind = classify(p)
-                    self.kinds[p.pid] = kind
+                kind = classify(p)  # every time: exec changes what a pid is (spark-submit.sh -> java)
                 try:
                     rss = p.memory_info().rss / MiB
+                    ct = p.cpu_times()
+                    self.cpu[p.pid] = (kind, ct.user + ct.system)
                 except psutil.Error:
                     continue
                 sums[kind] += rss
@@ -137,39 +139,51 @@ class TreeSampler(threading.Thread):
             self.samples += 1
             self.stop.wait(self.interval)
 
+    def cpu_seconds(self) -> dict[str, float]:
+        out: dict[str, float] = defaultdict(float)
+        for kind, seconds in self.cpu.values():
+            out[kind] += seconds
+            out["tree"] += seconds
+        return dict(out)
 
-def run_job(logs: Path, out: Path, *, spark_args: list[str], log) -> dict[str, Any]:
+
+def run_job(logs: Path, out: Path, *, code: Path, spark_args: list[str], log) -> dict[str, Any]:
     if out.exists():
         shutil.rmtree(out)
     env = dict(os.environ)
     # the job finds its own venv through spark-submit.sh, as a user's shell would
     env.pop("PYSPARK_PYTHON", None)
     env.pop("PYSPARK_DRIVER_PYTHON", None)
-    cmd = [str(SUBMIT), *spark_args, "--logs", str(logs), "--output", str(out)]
+    cmd = [str(code / "spark-submit.sh"), *spark_args, "--logs", str(logs), "--output", str(out)]
+    load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=str(ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, cwd=str(code), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sampler = TreeSampler(proc.pid, t0)
     sampler.start()
     events: list[tuple[float, str]] = []
-    err_lines: list[str] = []
+    lines: dict[str, list[str]] = {"stdout": [], "stderr": []}
 
-    def read_err() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            err_lines.append(line)
+    def reader(stream, name: str) -> None:
+        # under spark-submit the Python driver's stderr reaches us on the JVM's stdout (PythonRunner
+        # merges the streams), so the [txnlog] progress lines may come on either
+        for line in stream:
+            lines[name].append(line)
             if line.startswith("[txnlog]"):
                 events.append((time.perf_counter() - t0, line.strip()))
 
-    reader = threading.Thread(target=read_err, daemon=True)
-    reader.start()
-    stdout = proc.stdout.read() if proc.stdout else ""
+    threads = [threading.Thread(target=reader, args=(proc.stdout, "stdout"), daemon=True),
+               threading.Thread(target=reader, args=(proc.stderr, "stderr"), daemon=True)]
+    for t in threads:
+        t.start()
     rc = proc.wait()
     wall = time.perf_counter() - t0
-    reader.join(10)
+    for t in threads:
+        t.join(10)
     sampler.stop.set()
     sampler.join(5)
+    stdout = "".join(lines["stdout"])
     if rc != 0:
-        log("".join(err_lines[-60:]))
+        log(stdout[-3000:] + "".join(lines["stderr"][-60:]))
         raise RuntimeError(f"job failed with exit code {rc}: {' '.join(cmd)}")
 
     def at(prefix: str) -> float | None:
@@ -189,6 +203,8 @@ def run_job(logs: Path, out: Path, *, spark_args: list[str], log) -> dict[str, A
         "phases_s": phases,
         "peak_rss_mib": dict(sampler.peak),
         "peak_rss_single_mib": dict(sampler.peak_single),
+        "cpu_s": sampler.cpu_seconds(),
+        "load_1min_before_after": [load_before, os.getloadavg()[0]],
         "max_concurrent_python_workers": sampler.max_workers,
         "rss_samples": sampler.samples,
         "stdout": stdout,
@@ -303,8 +319,19 @@ def summarize_event_log(path: Path) -> dict[str, Any]:
     jobs = 0
     app_start = app_end = None
     task_launch = []
-    with open(path) as fh:
-        for line in fh:
+    files = sorted(path.glob("events_*")) if path.is_dir() else [path]  # Spark 4: a directory of rolled files
+    text = []
+    for f in files:
+        data = f.read_bytes()
+        if f.suffix == ".zstd":
+            import cramjam
+
+            data = bytes(cramjam.zstd.decompress(data))
+        text.append(data.decode())
+    for chunk in text:
+        for line in chunk.splitlines():
+            if not line.strip():
+                continue
             e = json.loads(line)
             ev = e.get("Event")
             if ev == "SparkListenerApplicationStart":
@@ -361,11 +388,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3, help="repeats of every measurement (default 3)")
     p.add_argument("--partitions", type=int, default=64, help="small partitions in each data set (default 64)")
     p.add_argument("--no-baselines", action="store_true", help="only the job")
+    p.add_argument("--no-warmup", action="store_true", help="no untimed first job run (which fills numba's cache)")
     p.add_argument("--no-kp-nocrc", action="store_true", help="skip the kafka-python walk without CRC")
     p.add_argument("--event-log", action="store_true",
                    help="after the timed runs, one more run per size with Spark's event log on; print stage times")
     p.add_argument("--spark-arg", action="append", default=[],
                    help="extra spark-submit option for the job, repeatable, e.g. --spark-arg=--driver-memory=2g")
+    p.add_argument("--snapshot", action="store_true",
+                   help="measure a snapshot of HEAD (git archive to /tmp, sharing .venv) instead of the working tree, "
+                        "so that edits made while the benchmark runs cannot change or break what is measured")
     p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA, help=f"where data sets live (default {DEFAULT_DATA})")
     p.add_argument("--json", type=Path, default=None, help="results JSON (default <data-dir>/results/end_to_end-<time>.json)")
     p.add_argument("--child-walk", help=argparse.SUPPRESS)
@@ -382,8 +413,10 @@ def main(argv: list[str] | None = None) -> int:
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
+    code = maybe_reexec_in_snapshot(args.snapshot, log=log)
     sizes = [float(s) for s in args.sizes.split(",")]
     info = machine_info()
+    info["code"] = code_version(code)
     log(f"end-to-end benchmark: sizes {sizes} GiB, {args.repeat} repeats; {info['cpu']}, {info['cores']} cores; "
         f"load {info['load_avg_at_start']}")
     sets = {}
@@ -410,17 +443,29 @@ def main(argv: list[str] | None = None) -> int:
     walks: dict[str, dict[float, list[dict[str, Any]]]] = {m: {s: [] for s in sizes} for m in ("raw", "kafka_python_crc", "kafka_python_nocrc")}
     checks: dict[float, list[dict[str, Any]]] = {s: [] for s in sizes}
     baseline_modes = [] if args.no_baselines else ["raw", "kafka_python_crc"] + ([] if args.no_kp_nocrc else ["kafka_python_nocrc"])
+    warmup = None
+    if not args.no_warmup:
+        # Python workers load numba's on-disk cache (txnlog/kafka/__pycache__); after an install or any edit of
+        # txnlog/kafka the first run compiles it instead (in every worker process that starts before it is written).
+        s0 = sizes[0]
+        warmup = run_job(sets[s0].root, out_root / "warmup", code=code, spark_args=args.spark_arg, log=log)
+        shutil.rmtree(out_root / "warmup", ignore_errors=True)
+        log(f"  warm-up run ({s0:g} GiB, numba cache as found): {warmup['wall_s']:.1f} s; decode phase "
+            f"{warmup['phases_s']['decode (Spark job over all segments)'] or 0:.1f} s; worker CPU {warmup['cpu_s'].get('workers', 0):.1f} s")
     for r in range(args.repeat):
         order = sizes[r % len(sizes):] + sizes[: r % len(sizes)]
         for s in order:
             ds = sets[s]
             out = out_root / f"{s:g}GiB"
-            res = run_job(ds.root, out, spark_args=args.spark_arg, log=log)
+            res = run_job(ds.root, out, code=code, spark_args=args.spark_arg, log=log)
             check = check_output(out, ds.truth())
             checks[s].append(check)
             runs[s].append(res)
             ph = ", ".join(f"{k.split(' (')[0].split(',')[0]} {v:.1f}" for k, v in res["phases_s"].items() if v is not None)
-            log(f"  repeat {r + 1}, {s:g} GiB: job {res['wall_s']:.1f} s [{ph}]; driver {res['peak_rss_mib'].get('driver', 0):.0f} MiB, "
+            cpu = res["cpu_s"]
+            log(f"  repeat {r + 1}, {s:g} GiB: job {res['wall_s']:.1f} s [{ph}]; CPU s: JVM {cpu.get('jvm', 0):.1f}, workers {cpu.get('workers', 0):.1f}, "
+                f"driver {cpu.get('driver', 0):.1f}; load {res['load_1min_before_after'][0]:.1f}")
+            log(f"      peak RSS: driver {res['peak_rss_mib'].get('driver', 0):.0f} MiB, "
                 f"JVM {res['peak_rss_mib'].get('jvm', 0):.0f} MiB, workers {res['peak_rss_mib'].get('workers', 0):.0f} MiB; "
                 f"truth {'OK' if check['ok'] else 'MISMATCH'} ({check['transactions_found']}/{check['transactions_expected']} transactions, "
                 f"{check['findings_found']}/{check['findings_expected']} findings)")
@@ -468,9 +513,9 @@ def main(argv: list[str] | None = None) -> int:
         ev_dir.mkdir(parents=True)
         for s in sizes:
             before = set(ev_dir.iterdir())
-            res = run_job(sets[s].root, out_root / f"{s:g}GiB", log=log, spark_args=[
+            res = run_job(sets[s].root, out_root / f"{s:g}GiB", code=code, log=log, spark_args=[
                 *args.spark_arg, "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir=file://{ev_dir}"])
-            new = [f for f in ev_dir.iterdir() if f not in before]
+            new = [f for f in ev_dir.iterdir() if f not in before and not f.name.startswith(".")]
             if new:
                 summary = summarize_event_log(new[0])
                 summary["wall_s"] = res["wall_s"]
@@ -484,6 +529,7 @@ def main(argv: list[str] | None = None) -> int:
     # report
     lines = [f"# end-to-end benchmark, {info['date']}",
              f"machine: {info['cpu']}, {info['cores']} cores, {info['ram_gib']} GiB; load at start {info['load_avg_at_start']}",
+             f"code: {info['code']}",
              f"repeats: {args.repeat}; medians; page cache warm; spark args: {args.spark_arg or 'none (local[*], driver 1g)'}", "",
              "| input | segments | job wall s | driver Python peak MiB | JVM peak MiB | Python workers peak MiB | tree peak MiB | "
              "kafka-python (CRC) s | kafka-python (no CRC) s | raw read s | ground truth |",
@@ -497,6 +543,19 @@ def main(argv: list[str] | None = None) -> int:
                      f"{mem[s]['jvm']:.0f} | {mem[s]['workers']:.0f} | {mem[s]['tree']:.0f} | {kc:.1f} | {kn:.1f} | {rr:.2f} | "
                      f"{'OK' if all(x['ok'] for x in checks[s]) else 'MISMATCH'}: {c['transactions_found']}/{c['transactions_expected']} txns, "
                      f"{c['findings_found']}/{c['findings_expected']} findings |")
+    cpu_t = {s: {k: median([x["cpu_s"].get(k, 0.0) for x in runs[s]]) for k in ("jvm", "workers", "driver", "launcher", "validate", "tree")} for s in sizes}
+    lines += ["", "CPU seconds of the job's process tree (median; user + system):", "",
+              "| input | JVM | Python workers | Python driver | launcher + input check | total | wall | max concurrent workers |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for s in sizes:
+        c = cpu_t[s]
+        lines.append(f"| {fmt_size(inputs[s]['segment_bytes'])} | {c['jvm']:.1f} | {c['workers']:.1f} | {c['driver']:.1f} | "
+                     f"{c['launcher'] + c['validate']:.1f} | {c['tree']:.1f} | {job_t[s]:.1f} | "
+                     f"{max(x['max_concurrent_python_workers'] for x in runs[s])} |")
+    if warmup is not None:
+        lines += ["", f"warm-up run ({sizes[0]:g} GiB, numba cache as found, not in the medians): {warmup['wall_s']:.1f} s, "
+                  f"decode phase {warmup['phases_s']['decode (Spark job over all segments)'] or 0:.1f} s, "
+                  f"Python worker CPU {warmup['cpu_s'].get('workers', 0):.1f} s"]
     lines += ["", "phases (median s):", "", "| phase | " + " | ".join(f"{s:g} GiB" for s in sizes) + " | marginal s/GiB |",
               "|---|" + "---:|" * (len(sizes) + 1)]
     for k in phase_names:
@@ -518,7 +577,8 @@ def main(argv: list[str] | None = None) -> int:
         "job_median_s": {str(s): v for s, v in job_t.items()}, "marginal_s_per_gib": marginal,
         "phases_median_s": {str(s): v for s, v in phase_t.items()}, "phase_marginal_s_per_gib": phase_marginal,
         "walk_per_gib": per_gib, "memory_median_mib": {str(s): v for s, v in mem.items()},
-        "targets": targets, "ground_truth_ok": all_ok, "event_logs": {str(s): v for s, v in event_logs.items()},
+        "targets": targets, "ground_truth_ok": all_ok, "cpu_median_s": {str(s): v for s, v in cpu_t.items()},
+        "warmup": None if warmup is None else {k: v for k, v in warmup.items() if k != "stdout"}, "event_logs": {str(s): v for s, v in event_logs.items()},
     })
     log(f"results: {path}")
     return 0 if all_ok else 1

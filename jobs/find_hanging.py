@@ -36,8 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", metavar="YAML", help="environment config layered over conf/default.yaml")
     p.add_argument("--logs", metavar="DIR", action="append",
                    help="a broker log dir (holding <topic>-<n>/ dirs) or a dir of broker log dirs; repeatable")
-    p.add_argument("--dump-log", metavar="FILE|DIR", action="append", help="kafka-dump-log.sh output (not yet supported)")
-    p.add_argument("--bootstrap-servers", metavar="LIST", help="used in the abort commands (and for live reads)")
+    p.add_argument("--dump-log", metavar="FILE|DIR", action="append",
+                   help="kafka-dump-log.sh output (data segments, __transaction_state with --transaction-log-decoder, "
+                        ".snapshot files; Kafka 2.x-4.x); repeatable")
+    p.add_argument("--bootstrap-servers", metavar="LIST",
+                   help="used in the abort commands; with no --logs/--dump-log, __transaction_state is read live "
+                        "from this cluster (client settings: 'kafka' in the config)")
     p.add_argument("--output", metavar="DIR", help="where the Delta tables go (default ./out)")
     p.add_argument("--as-of", metavar="TIME",
                    help="'now' for every age: ISO-8601 (2026-11-21T03:00:00Z) or epoch ms; default: newest timestamp in the input")
@@ -72,13 +76,16 @@ def main(argv: list[str] | None = None) -> int:
     }
     try:
         config = load_config(args.config, overrides)
-        if config.dump_log:
-            raise UsageError("--dump-log: reading kafka-dump-log.sh output is not supported yet; use --logs with copied log dirs")
         if args.validate_only:
+            import os
+
             if config.logs:
                 from txnlog.pipeline import check_inputs
 
                 check_inputs(list(config.logs))
+            for path in config.dump_log:
+                if not os.path.exists(path):
+                    raise UsageError(f"--dump-log {path}: no such file or directory; give kafka-dump-log.sh output files or a directory of them")
             return 0
         from txnlog.pipeline import run
 

@@ -84,6 +84,10 @@ def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
             if r["transactional_id"] == args.transactional_id]
     if not rows:
         raise UsageError(f"--transactional-id {args.transactional_id}: not in coordinator_state; try 'txnlog list'")
+    for r in rows:  # as kafka-transactions.sh: time since the transaction started, for one in flight
+        start = r.get("txn_start_timestamp")
+        busy = r.get("state") in ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
+        r["duration"] = int((r["as_of"] - start).total_seconds() * 1000) if start and busy else None
     print_table(
         rows,
         [("CoordinatorId", "coordinator_partition"), ("TransactionalId", "transactional_id"),

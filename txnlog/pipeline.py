@@ -116,7 +116,18 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
 
         logs = [sample_logs(progress=progress)]
         progress(f"no input given: using the embedded sample cluster at {logs[0]}")
-    inventory = check_inputs(logs)
+    inventory = check_inputs(logs) if logs else Inventory()
+    dump_files: list[str] = []
+    if config.dump_log:
+        from txnlog.spark.dump_log import list_dump_files
+
+        missing = [p for p in config.dump_log if not os.path.exists(p)]
+        if missing:
+            raise UsageError(f"--dump-log {missing[0]}: no such file or directory; give kafka-dump-log.sh output files or a directory of them")
+        dump_files = list_dump_files(list(config.dump_log))
+        if not dump_files:
+            raise UsageError(f"--dump-log {', '.join(config.dump_log)}: no files found; give kafka-dump-log.sh output files or a directory of them")
+    live = bool(config.bootstrap_servers) and not logs and not config.dump_log
     gib = inventory.total_bytes / 2**30
     note = (
         f"{len(inventory.segments)} segments and {len(inventory.snapshots)} snapshots of "
@@ -124,6 +135,10 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
         f"segments of {len(inventory.txn_state_partitions)}/{config.transaction_state_partitions} partitions "
         f"on {len(inventory.brokers)} broker(s), {gib:.2f} GiB"
     )
+    if dump_files:
+        note += f"; {len(dump_files)} kafka-dump-log.sh output file(s)"
+    if live:
+        note += f"; __transaction_state read live from {config.bootstrap_servers}"
     progress(f"found {note}")
 
     spark = spark or get_session("txnlog", conf=dict(config.spark))
@@ -136,7 +151,6 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
         .option("check_crc", check_crc)
         .option("min_partitions", str(parallelism))
         .load()
-        .persist(StorageLevel.MEMORY_AND_DISK)
     )
     records = (
         spark.read.format(TXN_STATE_SOURCE)
@@ -144,9 +158,22 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
         .option("check_crc", check_crc)
         .option("min_partitions", str(parallelism))
         .load()
-        .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    progress(f"decoding {len(inventory.segments) + len(inventory.snapshots) + len(inventory.txn_state_segments)} files in Spark")
+    if dump_files:
+        from txnlog.spark.dump_log import read_dump_logs
+
+        frames = read_dump_logs(spark, list(config.dump_log))
+        summary = summary.unionByName(frames.summary)
+        records = records.unionByName(frames.records)
+    if live:
+        from txnlog.spark.live_source import LiveTxnStateSource, live_options, register_live_source
+
+        register_live_source(spark)
+        live_df = spark.read.format(LiveTxnStateSource.name()).options(**live_options(config.bootstrap_servers, dict(config.kafka))).load()
+        records = records.unionByName(live_df)
+    summary = summary.persist(StorageLevel.MEMORY_AND_DISK)
+    records = records.persist(StorageLevel.MEMORY_AND_DISK)
+    progress(f"decoding {len(inventory.segments) + len(inventory.snapshots) + len(inventory.txn_state_segments) + len(dump_files)} files in Spark")
     seen = summary.agg(F.max("last_timestamp").alias("m")).first()["m"]
     seen_coord = records.agg(F.max("record_timestamp").alias("m")).first()["m"]
     as_of = _parse_as_of(config.as_of)
@@ -156,7 +183,10 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
     as_of_ms = (as_of - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1)
     progress(f"decoded in {time.monotonic() - t0:.1f} s; as_of = {as_of.isoformat()}")
 
-    all_partitions_read = len(inventory.txn_state_partitions) >= config.transaction_state_partitions
+    txn_state_read = set(inventory.txn_state_partitions)
+    if dump_files or live:  # a handful of ids: which __transaction_state partitions the other inputs held
+        txn_state_read |= {r[0] for r in records.select("coordinator_partition").distinct().collect()}
+    all_partitions_read = live or len(txn_state_read) >= config.transaction_state_partitions
     thresholds = classify.Thresholds(
         as_of_ms=as_of_ms,
         max_transaction_timeout_ms=config.max_transaction_timeout_ms,
@@ -188,7 +218,7 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
         counts=dict(counts),
         verdicts=[(r["verdict"], r["reason"], r["count"]) for r in verdict_rows],
         worst_partitions=[r.asDict() for r in worst],
-        inputs=logs,
+        inputs=logs + list(config.dump_log) + ([f"kafka://{config.bootstrap_servers}"] if live else []),
         inventory_note=note,
     )
     result.seconds = time.monotonic() - t0
@@ -276,7 +306,9 @@ def build_tables(
     outcome = (
         F.when(F.col("marker_offset").isNull(), F.lit("OPEN"))
         .when(F.col("control_type") == 0, F.lit("ABORT"))
-        .otherwise(F.lit("COMMIT"))
+        .when(F.col("control_type") == 1, F.lit("COMMIT"))
+        # a marker whose type the input does not show (kafka-dump-log.sh without --deep-iteration)
+        .otherwise(F.lit("UNKNOWN"))
     )
     first_ms = F.coalesce("first_timestamp_ms", "last_timestamp_ms")
     transactions = txns.select(

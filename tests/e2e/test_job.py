@@ -309,14 +309,28 @@ def _snapshot_as_of(out: str, as_of_ms: int) -> dict[str, list]:
     return {t: sorted(repr(sorted(r.items())) for r in T.rows(out, t, as_of=as_of_ms)) for t in tables}
 
 
-def test_partial_txn_state_needs_verification(tmp_path):
-    truth = write_scenario("partial_txn_state", tmp_path / "logs", seed=3)
-    proc = run_job("--logs", str(tmp_path / "logs"), "--output", str(tmp_path / "out"), "--cluster", "partial", cwd=tmp_path)
+@pytest.mark.parametrize("scenario", ["partial_txn_state", "corrupt_and_truncated"])
+def test_dedicated_scenario(tmp_path, scenario):
+    """partial __transaction_state → VERIFY_FIRST; damaged segments → quarantine rows and the
+    hanging transaction written after the damage is still found."""
+    truth = write_scenario(scenario, tmp_path / "logs", seed=3)
+    out = str(tmp_path / "out")
+    proc = run_job("--logs", str(tmp_path / "logs"), "--output", out, "--cluster", scenario, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    recs = T.recommendations_by_key(str(tmp_path / "out"))
-    assert T.actual_findings(str(tmp_path / "out"), recs) == T.expected_findings(truth)
-    no_id = [r for r in recs.values() if r["reason"] == "NO_TRANSACTIONAL_ID"]
-    assert no_id and all(r["safety"] == "VERIFY_FIRST" for r in no_id)
+    recs = T.recommendations_by_key(out)
+    assert T.actual_findings(out, recs) == T.expected_findings(truth)
+    got_q = sorted((Path(q["file"]).name, q["position"], q["length"], q["reason"]) for q in T.rows(out, "quarantine"))
+    want_q = sorted((Path(q.file).name, q.position, q.length, q.reason) for q in truth.quarantine)
+    assert got_q == want_q
+    if scenario == "partial_txn_state":
+        no_id = [r for r in recs.values() if r["reason"] == "NO_TRANSACTIONAL_ID"]
+        assert no_id and all(r["safety"] == "VERIFY_FIRST" for r in no_id)
+    else:
+        assert {q[3] for q in want_q} >= {"crc_mismatch", "bad_magic", "bad_length", "truncated_tail"}
+        damaged = {(Path(q.file).parent.name, Path(q.file).name) for q in truth.quarantine}
+        after = [f for f in truth.findings if f.verdict == "HANGING"]
+        assert after, "the scenario should hold a hanging transaction after the damage"
+        assert any(f"{f.topic}-{f.partition}" in {d[0] for d in damaged} for f in after)
 
 
 @pytest.mark.parametrize(
@@ -338,3 +352,34 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, needle):
     assert proc.returncode == 2
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("txnlog: error: ") and needle in last
+
+
+def test_offline_kafka_transactions_cli(readme_run):
+    """`txnlog find-hanging/list/describe/describe-producers/timeline` over the job's tables."""
+    import io
+
+    from txnlog.cli import main
+
+    def cli(*args: str) -> str:
+        buf = io.StringIO()
+        assert main([*args, "--output", readme_run.out], out=buf) == 0
+        return buf.getvalue()
+
+    hanging = cli("find-hanging")
+    lines = hanging.splitlines()
+    assert lines[0].split()[:6] == ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset"]
+    assert len(lines) == 1 + len(readme_run.truth.findings)
+    for f in readme_run.truth.findings:
+        if f.topic:
+            assert any(l.split()[:3] == [f.topic, str(f.partition), str(f.producer_id)] for l in lines[1:])
+    tid = next(f.transactional_id for f in readme_run.truth.findings if f.reason == "COORDINATOR_COMPLETED")
+    listing = cli("list")
+    assert any(l.split()[0] == tid for l in listing.splitlines()[1:])
+    described = cli("describe", "--transactional-id", tid)
+    assert tid in described and "CompleteCommit" in described
+    f = next(f for f in readme_run.truth.findings if f.reason == "COORDINATOR_COMPLETED")
+    producers = cli("describe-producers", "--topic", f.topic, "--partition", str(f.partition))
+    row = next(l.split() for l in producers.splitlines()[1:] if l.split()[0] == str(f.producer_id))
+    assert row[-1] == str(f.start_offset)  # CurrentTransactionStartOffset
+    timeline = cli("timeline", "--topic", f.topic, "--partition", str(f.partition), "--producer-id", str(f.producer_id))
+    assert "OPEN" in timeline

@@ -134,7 +134,7 @@ INVALID_BYTES_LINE = r"^Found \d+ invalid bytes at the end of "
 
 #: Dumping path → parts. Group 1: the directory above the partition dir (may be empty),
 #: 2: topic, 3: partition, 4: the file's offset (segment base / snapshot offset), 5: suffix.
-PARTITION_PATH = r"^(?:.*/)?(?:([^/]+)/)?([^/]+)-(\d+)/(\d+)\.(log|snapshot|index|timeindex|txnindex)$"
+PARTITION_PATH = r"^(?:(?:.*/)?([^/]+)/)?([^/]+)-(\d+)/(\d+)\.(log|snapshot|index|timeindex|txnindex)$"
 FILE_NAME = r"(?:^|/)(\d+)\.(log|snapshot|index|timeindex|txnindex)$"
 #: a directory name that looks like a broker log dir (kafka-logs, broker-1, kafka-0-logs, data, 3)
 BROKER_DIR = r"(?i)(broker|kafka|log|data|node|^\d+$)"

@@ -180,20 +180,37 @@ def iter_line_batches(path: str, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> Iter
 
 
 class _DumpFilePartition(InputPartition):
-    def __init__(self, path: str):
-        super().__init__(path)
+    """Some dump files read by one task (small files packed together; a file is never split)."""
+
+    def __init__(self, paths: list[str]):
+        super().__init__(paths)
 
 
 class _DumpLinesReader(DataSourceReader):
     def __init__(self, options: dict[str, str]):
         self.paths = json.loads(options.get("paths", "[]"))
         self.chunk_bytes = int(options.get("chunk_bytes", DEFAULT_CHUNK_BYTES))
+        self.options = options
 
     def partitions(self) -> list[InputPartition]:
-        return [_DumpFilePartition(p) for p in self.paths]
+        target = int(self.options.get("target_partition_bytes", 64 * 2**20))
+        groups: list[list[str]] = []
+        size = 0
+        for p in self.paths:
+            try:
+                n = os.path.getsize(p) if "://" not in p else target
+            except OSError:
+                n = 0
+            if not groups or size + n > target:
+                groups.append([])
+                size = 0
+            groups[-1].append(p)
+            size += n
+        return [_DumpFilePartition(g) for g in groups]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        yield from iter_line_batches(partition.value, self.chunk_bytes)
+        for path in partition.value:
+            yield from iter_line_batches(path, self.chunk_bytes)
 
 
 class DumpLinesSource(DataSource):

@@ -144,6 +144,11 @@ class _FilesPartition(InputPartition):
         return [LogFile(**d) for d in self.value]
 
 
+def partition_files(partition: InputPartition) -> list[LogFile]:
+    """The files of an input partition; none for the placeholder Spark reads when there are no files."""
+    return partition.files() if isinstance(partition, _FilesPartition) else []
+
+
 DEFAULT_TARGET_PARTITION_BYTES = 64 * 2**20
 
 
@@ -327,7 +332,7 @@ class _SegmentsReader(DataSourceReader):
         return _partitions(self.options, self.files)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        for file in partition.files():
+        for file in partition_files(partition):
             try:
                 if file.kind == "snapshot":
                     yield from summarize_snapshot(file)
@@ -359,7 +364,7 @@ class _BatchesReader(_SegmentsReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from txnlog.kafka.record_batch import scan_segment
 
-        for file in partition.files():
+        for file in partition_files(partition):
             if file.kind != "log":
                 continue
             scan = scan_segment(read_file_bytes(file.path), file=file.path, check_crc=self.check_crc)

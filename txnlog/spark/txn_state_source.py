@@ -21,6 +21,7 @@ from txnlog.logdirs import LogFile
 from txnlog.spark.sources import (
     KIND_QUARANTINE,
     _partitions,
+    partition_files,
     _flag,
     _parse_files,
     _table,
@@ -152,7 +153,7 @@ class _TxnStateReader(DataSourceReader):
         from txnlog.kafka.errors import QuarantineEntry
         from txnlog.kafka.txn_state import scan_transaction_log
 
-        for file in partition.files():
+        for file in partition_files(partition):
             try:
                 scan = scan_transaction_log(read_file_bytes(file.path), file=file.path, check_crc=self.check_crc)
             except OSError as e:
