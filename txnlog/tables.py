@@ -37,7 +37,7 @@ TRANSACTIONS = _schema(
     ("first_offset", I64),
     ("last_offset", I64),
     ("marker_offset", I64),
-    ("outcome", STR),  # COMMIT / ABORT / OPEN
+    ("outcome", STR),  # COMMIT / ABORT / OPEN (UNKNOWN: a marker whose type the input does not show)
     ("marker_epoch", I32),
     ("coordinator_epoch", I32),
     ("first_timestamp", TS),
