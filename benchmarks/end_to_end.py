@@ -106,6 +106,8 @@ class TreeSampler(threading.Thread):
         self.first_seen: dict[str, float] = {}
         self.max_workers = 0
         self.cpu: dict[int, tuple[str, float]] = {}  # pid -> (kind, user+system seconds at the last sample)
+        self.kind_of: dict[int, str] = {}
+        self.cmdlines: dict[str, set[str]] = defaultdict(set)  # kind -> command lines seen (diagnostics)
         self.samples = 0
 
     def run(self) -> None:
@@ -121,8 +123,21 @@ class TreeSampler(threading.Thread):
             workers = 0
             for p in procs:
                 kind = classify(p)  # every time: exec changes what a pid is (spark-submit.sh -> java)
+                if kind == "gone":
+                    continue
+                if self.kind_of.get(p.pid) != kind:
+                    self.kind_of[p.pid] = kind
+                    try:
+                        self.cmdlines[kind].add(" ".join(p.cmdline())[:300])
+                    except psutil.Error:
+                        pass
                 try:
-                    rss = p.memory_info().rss / MiB
+                    if kind == "workers":
+                        # forked from pyspark.daemon: RSS would count the pages they share many times
+                        mem = p.memory_full_info()
+                        rss = mem.pss / MiB
+                    else:
+                        rss = p.memory_info().rss / MiB
                     ct = p.cpu_times()
                     self.cpu[p.pid] = (kind, ct.user + ct.system)
                 except psutil.Error:
@@ -201,8 +216,12 @@ def run_job(logs: Path, out: Path, *, code: Path, spark_args: list[str], log) ->
     return {
         "wall_s": wall,
         "phases_s": phases,
-        "peak_rss_mib": dict(sampler.peak),
+        # JVM and driver: the largest single process (a JVM forking a worker briefly shows a second "java");
+        # workers: the sum of their PSS; tree: the sum of RSS and worker PSS
+        "peak_rss_mib": {**dict(sampler.peak), "jvm": sampler.peak_single.get("jvm", 0.0),
+                         "driver": sampler.peak_single.get("driver", 0.0)},
         "peak_rss_single_mib": dict(sampler.peak_single),
+        "cmdlines": {k: sorted(v) for k, v in sampler.cmdlines.items()},
         "cpu_s": sampler.cpu_seconds(),
         "load_1min_before_after": [load_before, os.getloadavg()[0]],
         "max_concurrent_python_workers": sampler.max_workers,
@@ -531,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
              f"machine: {info['cpu']}, {info['cores']} cores, {info['ram_gib']} GiB; load at start {info['load_avg_at_start']}",
              f"code: {info['code']}",
              f"repeats: {args.repeat}; medians; page cache warm; spark args: {args.spark_arg or 'none (local[*], driver 1g)'}", "",
-             "| input | segments | job wall s | driver Python peak MiB | JVM peak MiB | Python workers peak MiB | tree peak MiB | "
+             "| input | segments | job wall s | driver Python peak RSS MiB | JVM peak RSS MiB | Python workers peak PSS MiB | tree peak MiB | "
              "kafka-python (CRC) s | kafka-python (no CRC) s | raw read s | ground truth |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for s in sizes:

@@ -42,6 +42,8 @@ import cramjam
 import google_crc32c
 import numpy as np
 
+from txnlog.kafka.consumed import BATCH_HEADER_DTYPE
+
 from txnlog.kafka import wire
 from txnlog.kafka.wire import Compression, ControlType, TimestampType, TransactionState
 
@@ -403,24 +405,7 @@ def encode_data_batch(
 
 def batch_dtype(payload_size: int) -> np.dtype:
     """numpy structured dtype of one v2 batch with a ``payload_size``-byte records section."""
-    return np.dtype(
-        [
-            ("base_offset", ">i8"),
-            ("batch_length", ">i4"),
-            ("partition_leader_epoch", ">i4"),
-            ("magic", "i1"),
-            ("crc", ">u4"),
-            ("attributes", ">i2"),
-            ("last_offset_delta", ">i4"),
-            ("base_timestamp", ">i8"),
-            ("max_timestamp", ">i8"),
-            ("producer_id", ">i8"),
-            ("producer_epoch", ">i2"),
-            ("base_sequence", ">i4"),
-            ("records_count", ">i4"),
-            ("records", "u1", (payload_size,)),
-        ]
-    )
+    return np.dtype(BATCH_HEADER_DTYPE.descr + [("records", "u1", (payload_size,))])
 
 
 _CRC_VARIABLE_BYTES = wire.RECORDS_OFFSET - wire.CRC_COVERAGE_START  # 40 header bytes inside the CRC

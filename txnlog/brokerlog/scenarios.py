@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -456,6 +457,25 @@ def _small_cluster(out: Path, seed: int, *, brokers: tuple[int, ...] = (1,), **k
 # ---------------------------------------------------------------------------
 
 
+def _situation(
+    out: str | Path,
+    seed: int,
+    overwrite: bool,
+    *,
+    name: str,
+    description: str,
+    act: Callable[[Cluster], list[Intent]],
+    run_ms: int = 30 * MINUTE,
+    **finish: Any,
+) -> ScenarioResult:
+    """A small cluster with background traffic, one situation, then ``run_ms`` more traffic."""
+    started = time.perf_counter()
+    c, w = _small_cluster(_prepare_out(out, overwrite), seed)
+    intents = act(c)
+    w.run_until(c.now + run_ms)
+    return _finish(c, w, name=name, started=started, intents=intents, description=description, **finish)
+
+
 def healthy(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
     """Plain, idempotent and transactional traffic (TV0, then TV1/TV2 after a feature
     upgrade), commits and aborts, every codec, LogAppendTime, legacy entries, an
@@ -510,13 +530,9 @@ def tv2_rollover(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> 
 
 def no_transactional_id(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
     """A hanging transaction whose producer id no transactional.id owns (records compacted away)."""
-    started = time.perf_counter()
-    out = _prepare_out(out, overwrite)
-    c, w = _small_cluster(out, seed)
-    intents = situation_no_transactional_id(c, ("payments", 1))
-    w.run_until(c.now + 30 * MINUTE)
-    return _finish(c, w, name="no_transactional_id", started=started, intents=intents,
-                   description="an open transaction whose producer id no transactional.id owns")
+    return _situation(out, seed, overwrite, name="no_transactional_id",
+                      act=lambda c: situation_no_transactional_id(c, ("payments", 1)),
+                      description="an open transaction whose producer id no transactional.id owns")
 
 
 def transactional_id_expired(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
@@ -533,13 +549,9 @@ def transactional_id_expired(out: str | Path, seed: int = 0, *, overwrite: bool 
 
 def coordinator_completed(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
     """KAFKA-14053: a batch appended after its own ABORT marker; the coordinator shows the id completed."""
-    started = time.perf_counter()
-    out = _prepare_out(out, overwrite)
-    c, w = _small_cluster(out, seed)
-    intents = situation_coordinator_completed(c, ("payments", 0), ("payments", 2))
-    w.run_until(c.now + 30 * MINUTE)
-    return _finish(c, w, name="coordinator_completed", started=started, intents=intents,
-                   description="KAFKA-14053: data appended after the producer's ABORT marker; coordinator completed")
+    return _situation(out, seed, overwrite, name="coordinator_completed",
+                      act=lambda c: situation_coordinator_completed(c, ("payments", 0), ("payments", 2)),
+                      description="KAFKA-14053: data appended after the producer's ABORT marker; coordinator completed")
 
 
 def partition_not_in_transaction(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
@@ -556,49 +568,41 @@ def partition_not_in_transaction(out: str | Path, seed: int = 0, *, overwrite: b
 
 def markers_pending(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
     """PrepareCommit whose COMMIT marker never reached one of its partitions (LATE, never abort)."""
-    started = time.perf_counter()
-    out = _prepare_out(out, overwrite)
-    c, w = _small_cluster(out, seed)
-    intents = situation_markers_pending(c, ("orders", 1), ("orders", 5))
-    w.run_until(c.now + 30 * MINUTE)
-    return _finish(c, w, name="markers_pending", started=started, intents=intents,
-                   description="PrepareCommit whose COMMIT marker never reached one partition")
+    return _situation(out, seed, overwrite, name="markers_pending",
+                      act=lambda c: situation_markers_pending(c, ("orders", 1), ("orders", 5)),
+                      description="PrepareCommit whose COMMIT marker never reached one partition")
 
 
 def coordinator_timeout_overdue(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
     """Ongoing far past its 60 s timeout: the coordinator never ran the timeout abort."""
-    started = time.perf_counter()
-    out = _prepare_out(out, overwrite)
-    c, w = _small_cluster(out, seed)
-    intents = situation_timeout_overdue(c, ("inventory", 1))
-    w.run_until(c.now + 30 * MINUTE)
-    return _finish(c, w, name="coordinator_timeout_overdue", started=started, intents=intents,
-                   description="Ongoing far past its 60 s timeout: the coordinator never aborted it")
+    return _situation(out, seed, overwrite, name="coordinator_timeout_overdue",
+                      act=lambda c: situation_timeout_overdue(c, ("inventory", 1)),
+                      description="Ongoing far past its 60 s timeout: the coordinator never aborted it")
 
 
 def two_phase_in_doubt(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
     """KIP-939 2PC transaction prepared and kept (keepPreparedTxn): the external manager decides."""
-    started = time.perf_counter()
-    out = _prepare_out(out, overwrite)
-    c, w = _small_cluster(out, seed)
-    c.create_topic("settlements", 2)
-    intents = situation_two_phase_in_doubt(c, [("settlements", 0), ("settlements", 1)])
-    w.run_until(c.now + 40 * MINUTE)
-    return _finish(c, w, name="two_phase_in_doubt", started=started, intents=intents,
-                   description="KIP-939 prepared transaction awaiting the external transaction manager")
+
+    def act(c: Cluster) -> list[Intent]:
+        c.create_topic("settlements", 2)
+        return situation_two_phase_in_doubt(c, [("settlements", 0), ("settlements", 1)])
+
+    return _situation(out, seed, overwrite, name="two_phase_in_doubt", act=act, run_ms=40 * MINUTE,
+                      description="KIP-939 prepared transaction awaiting the external transaction manager")
 
 
 def coordinator_stuck(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
     """A coordinator record stuck in PrepareAbort for 2 h; its partitions were not copied."""
-    started = time.perf_counter()
-    out = _prepare_out(out, overwrite)
-    c, w = _small_cluster(out, seed)
-    c.create_topic("ledger-archive", 2)
-    intents = situation_coordinator_stuck(c, [("ledger-archive", 0), ("ledger-archive", 1)])
-    w.run_until(c.now + 2 * HOUR)
-    return _finish(c, w, name="coordinator_stuck", started=started, intents=intents,
-                   remove=lambda: c.remove_partition_dirs("ledger-archive"),
-                   description="a coordinator record stuck in PrepareAbort; its partitions were not copied")
+    cluster: list[Cluster] = []
+
+    def act(c: Cluster) -> list[Intent]:
+        cluster.append(c)
+        c.create_topic("ledger-archive", 2)
+        return situation_coordinator_stuck(c, [("ledger-archive", 0), ("ledger-archive", 1)])
+
+    return _situation(out, seed, overwrite, name="coordinator_stuck", act=act, run_ms=2 * HOUR,
+                      remove=lambda: cluster[0].remove_partition_dirs("ledger-archive"),
+                      description="a coordinator record stuck in PrepareAbort; its partitions were not copied")
 
 
 def partial_txn_state(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:

@@ -27,7 +27,8 @@ from txnlog.kafka import wire
 
 __all__ = ["segment_from_records"]
 
-_HEADER = np.dtype(
+#: The 61-byte v2 batch header as a packed big-endian numpy record (spec §1.3).
+BATCH_HEADER_DTYPE = np.dtype(
     [
         ("base_offset", ">i8"),
         ("batch_length", ">i4"),
@@ -44,7 +45,7 @@ _HEADER = np.dtype(
         ("records_count", ">i4"),
     ]
 )
-assert _HEADER.itemsize == wire.RECORD_BATCH_OVERHEAD == 61
+assert BATCH_HEADER_DTYPE.itemsize == wire.RECORD_BATCH_OVERHEAD == 61
 
 _MAX_VARINT = 5  # int32 zig-zag varints take at most 5 bytes
 
@@ -119,7 +120,7 @@ def segment_from_records(
         return buf
 
     ts = np.asarray(timestamps, np.int64)
-    head = np.zeros(n, _HEADER)
+    head = np.zeros(n, BATCH_HEADER_DTYPE)
     head["base_offset"] = off
     head["batch_length"] = total - wire.LOG_OVERHEAD
     head["partition_leader_epoch"] = -1 if leader_epochs is None else np.asarray(leader_epochs, np.int64)

@@ -321,16 +321,19 @@ def summarize_snapshot(file: LogFile) -> Iterator[pa.RecordBatch]:
     )
 
 
-class _SegmentsReader(DataSourceReader):
+class FilesReader(DataSourceReader):
+    """A reader over the ``files`` option, packed into input partitions (see pack_files)."""
+
     def __init__(self, options: dict[str, str]):
         self.files = _parse_files(options)
         self.check_crc = _flag(options, "check_crc", True)
-
         self.options = options
 
     def partitions(self) -> list[InputPartition]:
         return _partitions(self.options, self.files)
 
+
+class _SegmentsReader(FilesReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         for file in partition_files(partition):
             try:

@@ -20,10 +20,8 @@ from pyspark.sql.types import StructType
 from txnlog.logdirs import LogFile
 from txnlog.spark.sources import (
     KIND_QUARANTINE,
-    _partitions,
+    FilesReader,
     partition_files,
-    _flag,
-    _parse_files,
     _table,
     arrow_to_spark_schema,
     read_file_bytes,
@@ -140,15 +138,7 @@ def _quarantine(file: LogFile, entries: list[Any]) -> pa.RecordBatch:
     )
 
 
-class _TxnStateReader(DataSourceReader):
-    def __init__(self, options: dict[str, str]):
-        self.files = _parse_files(options)
-        self.check_crc = _flag(options, "check_crc", True)
-        self.options = options
-
-    def partitions(self) -> list[InputPartition]:
-        return _partitions(self.options, self.files)
-
+class _TxnStateReader(FilesReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from txnlog.kafka.errors import QuarantineEntry
         from txnlog.kafka.txn_state import scan_transaction_log
