@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--transaction-state-partitions", type=int, metavar="N",
                    help="transaction.state.log.num.partitions (default 50)")
     p.add_argument("--no-crc", action="store_true", help="skip CRC-32C checks (faster; damage found by structure only)")
+    p.add_argument("--verify-live", action="store_true",
+                   help="also ask the live cluster (--bootstrap-servers) about the findings' partitions and the config's "
+                        "topics: LSO and its lag, find-hanging, coordinator state; added as rows with source=live")
     p.add_argument("--delta-writer", choices=["auto", "deltalake", "spark"], help="Delta writer (default auto)")
     # spark-submit.sh checks the input before it starts a JVM, so that a typo fails in a second
     p.add_argument("--validate-only", action="store_true", help=argparse.SUPPRESS)
@@ -73,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         "transaction_state_partitions": args.transaction_state_partitions,
         "check_crc": False if args.no_crc else None,
         "delta_writer": args.delta_writer,
+        "verify_live": True if args.verify_live else None,
     }
     try:
         config = load_config(args.config, overrides)
@@ -83,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
                 from txnlog.pipeline import check_inputs
 
                 check_inputs(list(config.logs))
+            if config.verify_live and not config.bootstrap_servers:
+                raise UsageError("--verify-live: needs --bootstrap-servers (the live cluster to check); give it or drop --verify-live")
             for path in config.dump_log:
                 if not os.path.exists(path):
                     raise UsageError(f"--dump-log {path}: no such file or directory; give kafka-dump-log.sh output files or a directory of them")

@@ -36,6 +36,7 @@ def test_defaults():
         check_crc=True,
         delta_writer="auto",
         topics=[],
+        verify_live=False,
         spark={},
         kafka={},
         progress=True,

@@ -62,6 +62,7 @@ class Config:
     check_crc: bool = True
     delta_writer: DeltaWriter = "auto"
     topics: list[str] = field(default_factory=list)
+    verify_live: bool = False
     spark: dict[str, str] = field(default_factory=dict)
     kafka: dict[str, Any] = field(default_factory=dict)
     progress: bool = True
@@ -334,6 +335,7 @@ _KEYS: dict[str, Callable[[Any, str], Any]] = {
     "check_crc": _as_bool,
     "delta_writer": _as_delta_writer,
     "topics": _as_str_list,
+    "verify_live": _as_bool,
     "spark": _as_spark_conf,
     "kafka": _as_kafka_conf,
     "progress": _as_bool,

@@ -195,6 +195,8 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
     )
     cached: list[Any] = [summary, records]
     tables = build_tables(spark, summary, records, thresholds, cluster=config.cluster, as_of=as_of, cache=cached)
+    if getattr(config, "verify_live", False):
+        tables = add_live_rows(spark, tables, config, as_of=as_of, progress=progress)
     for name in ("findings", "partition_health"):  # read again for the printed summary
         tables[name] = tables[name].persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(tables[name])
@@ -228,6 +230,36 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
     for df in cached:
         df.unpersist()
     return result
+
+
+# --- verify_live (issue #4): live rows, source = "live", unioned into the offline tables ---------------
+
+
+def add_live_rows(spark: Any, tables: dict[str, Any], config: Any, *, as_of: datetime,
+                  progress: Progress = stderr_progress) -> dict[str, Any]:
+    """``tables`` plus :func:`txnlog.live_tables.live_rows` for the offline findings' partitions and
+    ``config.topics``. Live state is the present, so live ages use the wall clock; the rows carry
+    the run's key (cluster, as_of) like every other row."""
+    from pyspark.sql import functions as F
+
+    from txnlog.live_tables import live_rows
+    from txnlog.spark.schemas import spark_schema
+
+    if not config.bootstrap_servers:
+        raise UsageError("--verify-live: needs --bootstrap-servers (the live cluster to check); give it or drop --verify-live")
+    findings = tables["findings"].filter(F.col("topic").isNotNull()).select("topic", "partition").distinct().collect()
+    partitions = sorted((r["topic"], int(r["partition"])) for r in findings)
+    progress(f"verify-live: asking {config.bootstrap_servers} about {len(partitions)} finding partition(s)"
+             + (f" and topics {', '.join(config.topics)}" if config.topics else ""))
+    rows = live_rows(config, partitions, as_of_ms=int(time.time() * 1000), cluster=config.cluster, progress=progress)
+    out = dict(tables)
+    for name, table in rows.items():
+        if table.num_rows == 0:
+            continue
+        df = spark.createDataFrame(table.to_pylist(), schema=spark_schema(name))
+        df = df.withColumn("cluster", F.lit(config.cluster)).withColumn("as_of", F.lit(as_of).cast("timestamp"))
+        out[name] = out[name].unionByName(df.select(*out[name].columns))
+    return out
 
 
 def _runs_table(result: RunResult, started_at: datetime, late_partitions: int, config: Any):  # -> pa.Table
@@ -469,6 +501,7 @@ def build_tables(
         "replicas",
         "batch_count",
         T.ts("max_timestamp_ms").alias("max_timestamp"),
+        F.lit("segments").alias("source"),
     )
 
     coordinator_state = state.select(
@@ -490,6 +523,7 @@ def build_tables(
         "next_producer_epoch",
         "record_offset",
         "transitions",
+        F.lit("segments").alias("source"),
     )
     coordinator_history = history.select(
         *keys,

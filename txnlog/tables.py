@@ -110,6 +110,7 @@ PARTITION_HEALTH = _schema(
     ("replicas", STR_LIST),
     ("batch_count", I64),
     ("max_timestamp", TS),
+    ("source", STR),  # segments (the offline inputs) / live (ListOffsets, --verify-live)
 )
 
 COORDINATOR_STATE = _schema(
@@ -131,6 +132,7 @@ COORDINATOR_STATE = _schema(
     ("next_producer_epoch", I32),
     ("record_offset", I64),
     ("transitions", I64),  # records seen for this id (history length)
+    ("source", STR),  # segments (the __transaction_state inputs) / live (DescribeTransactions, --verify-live)
 )
 
 #: Every __transaction_state record, in log order (the history behind coordinator_state).

@@ -1,0 +1,225 @@
+"""txnlog.live_tables and ``verify_live`` against noida-db with a SIGKILLed transactional producer (issue #4).
+
+Real clients, a real server on 127.0.0.1, no mocks. noida-db 0.2.3 answers DescribeProducers with no
+active producers (tests/live/test_live_cluster.py), so live *findings* cannot appear there: that part
+is skipped with that reason after the closest real check (the ListTransactions/DescribeTransactions
+answers land in coordinator_state; the LSO is stuck in partition_health).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from tests.live.capture import _create_topic
+from tests.live.test_live_cluster import _KILLED_PRODUCER
+from txnlog import live, tables
+from txnlog.config import load_config
+from txnlog.errors import UsageError
+from txnlog.live_tables import live_rows
+
+pytestmark = pytest.mark.live
+
+TOPIC = "verify-live-txn"
+TID_KILLED = "vl-killed"
+FUTURE_MS = 86_400_000  # a day ahead: every open transaction is a find-hanging candidate
+
+
+def _kill_mid_transaction(bootstrap: str) -> dict[int, list[int]]:
+    """test_live_cluster's killed producer (own transactional.id, own topic): partition → offsets it wrote."""
+    script = _KILLED_PRODUCER.replace('"tx-killed"', json.dumps(TID_KILLED))
+    proc = subprocess.Popen([sys.executable, "-c", script, bootstrap, TOPIC], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        line = proc.stdout.readline() if ready else ""
+        if not line:
+            raise AssertionError(f"killed producer did not report: rc={proc.poll()}")
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    assert proc.returncode == -signal.SIGKILL
+    out: dict[int, list[int]] = {}
+    for partition, offset, err in json.loads(line):
+        assert err is None, err
+        out.setdefault(partition, []).append(offset)
+    return out
+
+
+def _commit(bootstrap: str, tid: str, partition: int, n: int) -> None:
+    import confluent_kafka
+
+    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "log_level": 3})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(n):
+        p.produce(TOPIC, value=f"{tid}-{i}".encode(), partition=partition)
+    assert p.flush(30) == 0
+    p.commit_transaction(30)
+
+
+@pytest.fixture(scope="module")
+def stuck(noida) -> dict[str, Any]:
+    """partition 0: 3 committed records + COMMIT; a SIGKILLed producer's open transaction on 1 and 2."""
+    b = noida.bootstrap
+    _create_topic(b, TOPIC, 3)
+    _commit(b, "vl-commit", 0, 3)
+    return {"bootstrap": b, "killed": _kill_mid_transaction(b)}
+
+
+def _config(bootstrap: str, **over: Any):
+    return load_config(None, {"bootstrap_servers": bootstrap, "cluster": "noida", **over})
+
+
+def _describe_producers_is_empty(bootstrap: str) -> bool:
+    admin = live.admin_client(bootstrap)
+    try:
+        return not live.describe_producers(admin, TOPIC, [1, 2])
+    finally:
+        admin.close()
+
+
+def test_partition_health_has_the_real_lso(stuck) -> None:
+    b, killed = stuck["bootstrap"], stuck["killed"]
+    got = live_rows(_config(b), [(TOPIC, 0), (TOPIC, 1), (TOPIC, 2)], as_of_ms=int(time.time() * 1000))
+    assert set(got) == {"findings", "partition_health", "coordinator_state"}
+    for name, table in got.items():
+        assert table.schema.equals(tables.TABLES[name]), name  # exactly the contract
+    rows = {r["partition"]: r for r in got["partition_health"].to_pylist()}
+    assert sorted(rows) == [0, 1, 2]
+    assert all(r["source"] == "live" and r["topic"] == TOPIC and r["cluster"] == "noida" for r in rows.values())
+    # healthy: everything committed, LSO = high watermark (3 records + COMMIT marker)
+    assert (rows[0]["last_stable_offset"], rows[0]["log_end_offset"], rows[0]["lso_lag"]) == (4, 4, 0)
+    assert rows[0]["open_transactions"] == 0 and rows[0]["has_late_transaction"] is False
+    # stuck: the killed producer's first record pins the LSO; the high watermark is past its last record
+    for p in (1, 2):
+        assert rows[p]["last_stable_offset"] == min(killed[p])
+        assert rows[p]["log_end_offset"] == max(killed[p]) + 1
+        assert rows[p]["lso_lag"] == len(killed[p]) > 0
+        assert rows[p]["log_start_offset"] == 0
+    if _describe_producers_is_empty(b):
+        # ListOffsets says something is open, DescribeProducers says nothing is: unknown, not 0
+        assert rows[1]["open_transactions"] is None and rows[1]["has_late_transaction"] is None
+    else:
+        assert rows[1]["open_transactions"] == 1 and rows[1]["has_late_transaction"] is False
+
+
+def test_coordinator_state_from_list_and_describe_transactions(stuck) -> None:
+    """ListTransactions + DescribeTransactions (real answers): the killed id is Ongoing listing both partitions."""
+    got = live_rows(_config(stuck["bootstrap"]), [(TOPIC, 1)], as_of_ms=int(time.time() * 1000))
+    rows = {r["transactional_id"]: r for r in got["coordinator_state"].to_pylist()}
+    assert TID_KILLED in rows and "vl-commit" not in rows  # only ids in flight on the partitions asked about
+    k = rows[TID_KILLED]
+    assert k["state"] == "Ongoing" and k["source"] == "live" and k["is_tombstoned"] is False
+    assert k["partitions"] == [f"{TOPIC}-1", f"{TOPIC}-2"] and k["timeout_ms"] == 600000
+    assert k["producer_id"] >= 0 and k["txn_start_timestamp"] is not None
+    from txnlog.kafka.wire import transaction_state_partition_for
+
+    assert k["coordinator_partition"] == transaction_state_partition_for(TID_KILLED, 50)
+
+
+def test_live_findings(stuck) -> None:
+    b, killed = stuck["bootstrap"], stuck["killed"]
+    now = live_rows(_config(b), [(TOPIC, 1), (TOPIC, 2)], as_of_ms=int(time.time() * 1000))
+    assert now["findings"].num_rows == 0  # idle for seconds: not a candidate
+    later = live_rows(_config(b), [(TOPIC, 1), (TOPIC, 2)], as_of_ms=int(time.time() * 1000) + FUTURE_MS)
+    findings = later["findings"].to_pylist()
+    if _describe_producers_is_empty(b):
+        assert findings == []
+        # the closest real check: the coordinator answers the verdict would use are in the same result
+        assert {r["transactional_id"] for r in later["coordinator_state"].to_pylist()} >= {TID_KILLED}
+        pytest.skip("noida-db 0.2.3 answers DescribeProducers with no active producers, so find-hanging has no "
+                    "candidates and no live findings rows; checked instead: LSO/lso_lag in partition_health and "
+                    "the ListTransactions/DescribeTransactions rows in coordinator_state")
+    by_p = {f["partition"]: f for f in findings}
+    assert set(by_p) == {1, 2}
+    for p in (1, 2):  # Ongoing, listing the partition, far past its 600 s timeout
+        assert (by_p[p]["verdict"], by_p[p]["reason"], by_p[p]["source"]) == ("LATE", "COORDINATOR_TIMEOUT_OVERDUE", "live")
+        assert by_p[p]["start_offset"] == min(killed[p]) and by_p[p]["lso_lag"] == len(killed[p])
+
+
+def test_topics_and_missing_partitions(stuck) -> None:
+    b = stuck["bootstrap"]
+    notes: list[str] = []
+    got = live_rows(_config(b, topics=[TOPIC]), [("no-such-topic", 0), (TOPIC, 9)], as_of_ms=int(time.time() * 1000),
+                    progress=notes.append)
+    assert sorted(r["partition"] for r in got["partition_health"].to_pylist()) == [0, 1, 2]
+    assert any("2 partition(s) not on" in n and "no-such-topic-0" in n for n in notes)
+    with pytest.raises(UsageError, match=r"--topic nope-topic: no such topic on 127\.0\.0\.1:"):
+        live_rows(_config(b, topics=["nope-topic"]), [], as_of_ms=0)
+
+
+def test_unreachable_cluster_is_one_line_usage_error() -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    bootstrap = f"127.0.0.1:{port}"
+    t0 = time.monotonic()
+    with pytest.raises(UsageError) as err:
+        live_rows(_config(bootstrap, topics=["x"]), [], as_of_ms=0, timeout_s=3)
+    assert time.monotonic() - t0 < 20
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith(f"--bootstrap-servers {bootstrap}: cannot verify live")
+    assert "drop --verify-live" in msg
+    with pytest.raises(UsageError, match="needs bootstrap_servers"):
+        live_rows(load_config(None, {}), [], as_of_ms=0)
+
+
+def test_pipeline_verify_live(stuck, spark, tmp_path) -> None:
+    """pipeline.run with verify_live: the live rows are in the Delta tables; the offline rows are exactly
+    the scenario's ground truth (one Spark run: the test stays under a minute)."""
+    from collections import Counter
+
+    from txnlog.brokerlog.scenarios import write_scenario
+    from txnlog.delta import read_table
+    from txnlog.pipeline import run
+
+    b, killed = stuck["bootstrap"], stuck["killed"]
+    truth = write_scenario("healthy", tmp_path / "logs", seed=1)
+    notes: list[str] = []
+    config = load_config(None, {"logs": [str(tmp_path / "logs")], "output": str(tmp_path / "out"), "cluster": "noida",
+                                "bootstrap_servers": b, "topics": [TOPIC], "verify_live": True})
+    result = run(config, spark=spark, progress=notes.append)
+    assert result.as_of == truth.as_of
+    assert any(n.startswith(f"verify-live: 3 partition(s) on {b}") for n in notes), notes
+
+    def rows(name: str) -> list[dict[str, Any]]:
+        got = read_table(str(tmp_path / "out"), name).to_pylist()
+        assert all(r["cluster"] == "noida" and r["as_of"] == result.as_of for r in got), name
+        return got
+
+    # live rows, source = live
+    health = rows("partition_health")
+    live_health = {r["partition"]: r for r in health if r["source"] == "live"}
+    assert sorted(live_health) == [0, 1, 2] and all(r["topic"] == TOPIC for r in live_health.values())
+    assert live_health[0]["lso_lag"] == 0
+    for p in (1, 2):
+        assert (live_health[p]["last_stable_offset"], live_health[p]["lso_lag"]) == (min(killed[p]), len(killed[p]))
+    coord = rows("coordinator_state")
+    assert [r["transactional_id"] for r in coord if r["source"] == "live"] == [TID_KILLED]
+    findings = rows("findings")
+    assert findings == []  # healthy offline; no live ones either (noida-db: DescribeProducers is empty)
+
+    # offline rows, source = segments, exactly the ground truth
+    offline = {(r["topic"], r["partition"]): r for r in health if r["source"] == "segments"}
+    assert len(offline) + 3 == len(health) == result.counts["partition_health"]
+    assert set(offline) == set(truth.partitions)
+    for (topic, partition), w in truth.partitions.items():
+        got = offline[(topic, partition)]
+        assert (got["log_end_offset"], got["last_stable_offset"], got["open_transactions"]) == (
+            w.log_end_offset, w.last_stable_offset, w.open_transactions), (topic, partition)
+    txns = rows("transactions")
+    assert {r["source"] for r in txns} == {"segments"}
+    assert Counter((t["topic"], t["partition"], t["outcome"]) for t in txns) == Counter(
+        (t.topic, t.partition, t.outcome) for t in truth.transactions)
+    assert {r["transactional_id"] for r in coord if r["source"] == "segments"} == set(truth.coordinator)
+    assert rows("runs")[0]["partition_health_count"] == len(health)
