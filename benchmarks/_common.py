@@ -218,14 +218,22 @@ def tempfile_dir() -> str:
     return tempfile.gettempdir()
 
 
-def maybe_reexec_in_snapshot(enabled: bool, log=print) -> Path:
-    """With ``enabled``, re-run this script with PYTHONPATH = a snapshot of HEAD; returns the code root in use."""
-    if not enabled:
-        return Path(os.environ.get("TXNLOG_BENCH_CODE", str(ROOT)))
+def maybe_reexec_in_snapshot(enabled: bool, log=print, code: Path | None = None) -> Path:
+    """With ``enabled`` (or a ``code`` checkout), re-run this script with PYTHONPATH = a snapshot of HEAD
+    (or ``code``); returns the code root in use."""
     current = os.environ.get("TXNLOG_BENCH_CODE")
     if current:
         return Path(current)
-    snap = snapshot_checkout(log=log)
+    if code is not None and code.resolve() != ROOT:
+        snap = code.resolve()
+        if not (snap / "spark-submit.sh").exists() or not (snap / "txnlog").is_dir():
+            raise SystemExit(f"--code {code}: not a txnlog checkout")
+        if not (snap / ".venv").exists():
+            (snap / ".venv").symlink_to(ROOT / ".venv")
+    elif not enabled:
+        return ROOT
+    else:
+        snap = snapshot_checkout(log=log)
     env = dict(os.environ)
     env["TXNLOG_BENCH_CODE"] = str(snap)
     env["PYTHONPATH"] = str(snap) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

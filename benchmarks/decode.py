@@ -424,6 +424,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kp-bytes", type=parse_size, default=None,
                    help="walk only about this much with kafka-python and extrapolate (default: everything)")
     p.add_argument("--datasets", default="1k,150b", help="which data sets (default 1k,150b)")
+    p.add_argument("--code", type=Path, default=None,
+                   help="measure this checkout of txnlog instead (e.g. a snapshot made by an earlier --snapshot run)")
     p.add_argument("--snapshot", action="store_true",
                    help="measure a snapshot of HEAD (git archive to /tmp) instead of the working tree")
     p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA, help=f"where data sets live (default {DEFAULT_DATA})")
@@ -448,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    code = maybe_reexec_in_snapshot(args.snapshot, log=log)
+    code = maybe_reexec_in_snapshot(args.snapshot, log=log, code=args.code)
     info = machine_info()
     info["code"] = code_version(code)
     log(f"decode benchmark: {fmt_size(args.size)} per data set; {info['cpu']}, {info['cores']} cores; load {info['load_avg_at_start']}")
