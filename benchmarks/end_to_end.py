@@ -187,10 +187,11 @@ def wait_for_quiet(log, *, max_wait: float, threshold: float = 0.25, window: flo
             return waited
 
 
-def run_job(logs: Path, out: Path, *, code: Path, spark_args: list[str], log) -> dict[str, Any]:
+def run_job(logs: Path, out: Path, *, code: Path, spark_args: list[str], log,
+            env_extra: dict[str, str] | None = None) -> dict[str, Any]:
     if out.exists():
         shutil.rmtree(out)
-    env = dict(os.environ)
+    env = {**os.environ, **(env_extra or {})}
     # the job finds its own venv through spark-submit.sh, as a user's shell would
     env.pop("PYSPARK_PYTHON", None)
     env.pop("PYSPARK_DRIVER_PYTHON", None)
@@ -480,6 +481,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-kp-nocrc", action="store_true", help="skip the kafka-python walk without CRC")
     p.add_argument("--kp-repeat", type=int, default=2,
                    help="repeats of the kafka-python walks and of the no-Spark txnlog readers (default 2; they are steady)")
+    p.add_argument("--jit-check", action="store_true",
+                   help="after the timed runs, two runs at the smallest size with an empty NUMBA_CACHE_DIR "
+                        "(compile in every Python worker, as after an install or an edit of txnlog/kafka), then reusing it")
     p.add_argument("--event-log", action="store_true",
                    help="after the timed runs, one more run per size with Spark's event log on; print stage times")
     p.add_argument("--spark-arg", action="append", default=[],
@@ -626,6 +630,26 @@ def main(argv: list[str] | None = None) -> int:
         "ratio": max(drv) / max(min(drv), 1e-9), "met": max(drv) / max(min(drv), 1e-9) <= 1.1}
     all_ok = all(c["ok"] for cs in checks.values() for c in cs)
 
+    jit_runs = {}
+    if args.jit_check:
+        import tempfile
+
+        cache = tempfile.mkdtemp(prefix="txnlog-bench-numba-")
+        try:
+            for label in ("empty numba cache", "numba cache from the previous run"):
+                warm_page_cache(sets[lo].root)
+                if args.quiet_wait > 0:
+                    wait_for_quiet(log, max_wait=args.quiet_wait)
+                res = run_job(sets[lo].root, out_root / "jit", code=code, spark_args=args.spark_arg, log=log,
+                              env_extra={"NUMBA_CACHE_DIR": cache})
+                jit_runs[label] = {k: v for k, v in res.items() if k != "stdout"}
+                log(f"  {label} ({lo:g} GiB): {res['wall_s']:.1f} s, decode phase "
+                    f"{res['phases_s']['decode (Spark job over all segments)'] or 0:.1f} s, Python worker CPU "
+                    f"{res['cpu_s'].get('workers', 0):.1f} s, others {100 * res['others_cpu_share']:.0f}%")
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
+            shutil.rmtree(out_root / "jit", ignore_errors=True)
+
     # diagnostic runs with the event log (not timed for the tables above)
     event_logs = {}
     if args.event_log:
@@ -678,6 +702,10 @@ def main(argv: list[str] | None = None) -> int:
         lines += ["", f"warm-up run ({sizes[0]:g} GiB, numba cache as found, not in the medians): {warmup['wall_s']:.1f} s, "
                   f"decode phase {warmup['phases_s']['decode (Spark job over all segments)'] or 0:.1f} s, "
                   f"Python worker CPU {warmup['cpu_s'].get('workers', 0):.1f} s"]
+    for label, res in jit_runs.items():
+        lines.append(f"JIT check, {label} ({lo:g} GiB): {res['wall_s']:.1f} s, decode phase "
+                     f"{res['phases_s']['decode (Spark job over all segments)'] or 0:.1f} s, Python worker CPU "
+                     f"{res['cpu_s'].get('workers', 0):.1f} s (others used {100 * res['others_cpu_share']:.0f}% of the CPUs)")
     lines += ["", "phases (median s):", "", "| phase | " + " | ".join(f"{s:g} GiB" for s in sizes) + " | marginal s/GiB |",
               "|---|" + "---:|" * (len(sizes) + 1)]
     for k in phase_names:
@@ -709,6 +737,7 @@ def main(argv: list[str] | None = None) -> int:
         "phases_median_s": {str(s): v for s, v in phase_t.items()}, "phase_marginal_s_per_gib": phase_marginal,
         "walk_per_gib": per_gib, "memory_median_mib": {str(s): v for s, v in mem.items()},
         "targets": targets, "ground_truth_ok": all_ok, "cpu_median_s": {str(s): v for s, v in cpu_t.items()},
+        "jit_check": jit_runs,
         "warmup": None if warmup is None else {k: v for k, v in warmup.items() if k != "stdout"}, "event_logs": {str(s): v for s, v in event_logs.items()},
     })
     log(f"results: {path}")
