@@ -13,10 +13,13 @@ Per data set, in the same process and interleaved (every repeat runs every mode,
 raw read           ``numpy.fromfile`` of each segment, one at a time (page cache: warm)
 walk (no CRC)      ``scan_segment(buf, check_crc=False)`` over segments already in memory
 walk (CRC)         the same with CRC-32C checked
+walk, fresh mem    walk (no CRC) with the reusable output blocks dropped before each segment
+                   (every scan faults in fresh, kernel-zeroed memory for its columns)
 walk file (CRC)    ``scan_segment_file(path)``: mmap + walk, as a user of the library calls it
-walk file, 2 thr   the same over 2 threads (the walk releases the GIL; the box has 2 cores)
-executor path      what a Spark task does per segment: ``read_file_bytes`` + ``scan_segment``
-                   (CRC) + ``segment_fragments`` (txnlog.spark.sources.summarize_segment minus Arrow)
+walk file, 2 thr   the same over 2 threads, one segment per thread at a time (the walk releases
+                   the GIL; the box has 2 cores)
+executor path      what a Spark task does per segment: ``scan_log_file`` (mmap + ``scan_segment``,
+                   CRC) + ``segment_fragments`` (txnlog.spark.sources.summarize_segment minus Arrow)
 kafka-python       ``MemoryRecords`` -> ``DefaultRecordBatch`` over the same in-memory segments,
                    reading every header field (and ``validate_crc()`` in the CRC variant)
 =================  =========================================================================
@@ -111,15 +114,29 @@ def txnlog_walk_files(files: list[Path], check_crc: bool = True, threads: int = 
         return sum(pool.map(one, order))
 
 
+def txnlog_walk_fresh_memory(buffers: list[np.ndarray], check_crc: bool) -> int:
+    """``txnlog_walk`` with the reusable output blocks dropped before every segment.
+
+    Every scan then writes its columns into memory the kernel has just handed out (and zeroed), as
+    the first scan in a process does; the other modes reuse the blocks of earlier scans.
+    """
+    from txnlog.kafka import record_batch
+
+    n = 0
+    for b in buffers:
+        record_batch._OUTPUT_BLOCKS.clear()
+        n += record_batch.scan_segment(b, check_crc=check_crc).batch_count
+    return n
+
+
 def executor_path(files: list[Path], check_crc: bool = True) -> int:
     """Per segment, what summarize_segment does before building Arrow rows."""
-    from txnlog.kafka.record_batch import scan_segment
     from txnlog.reconstruct import segment_fragments
-    from txnlog.spark.sources import read_file_bytes
+    from txnlog.spark.sources import scan_log_file
 
     n = 0
     for f in files:
-        scan = scan_segment(read_file_bytes(str(f)), file=str(f), check_crc=check_crc)
+        scan = scan_log_file(str(f), check_crc)
         segment_fragments(scan.batches)
         n += scan.batch_count
     return n
@@ -291,6 +308,7 @@ def bench_dataset(name: str, ds, args, log) -> dict[str, Any]:
         "raw read (numpy.fromfile)": lambda: raw_read(files),
         "txnlog walk, no CRC (in memory)": lambda: txnlog_walk(buffers, False),
         "txnlog walk, CRC (in memory)": lambda: txnlog_walk(buffers, True),
+        "txnlog walk, no CRC, fresh output memory": lambda: txnlog_walk_fresh_memory(buffers, False),
         "txnlog walk file, CRC (mmap)": lambda: txnlog_walk_files(files, True),
         "txnlog walk file, CRC, 2 threads": lambda: txnlog_walk_files(files, True, threads=2),
         "executor path (read + walk CRC + fragments)": lambda: executor_path(files),

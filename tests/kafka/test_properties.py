@@ -16,7 +16,7 @@ from txnlog.kafka.control import ControlStatus, decode_control_key, decode_end_t
 from txnlog.kafka.errors import DecodeError
 from txnlog.kafka.indexes import decode_offset_index, decode_time_index, decode_txn_index
 from txnlog.kafka.producer_snapshot import decode_producer_snapshot
-from txnlog.kafka.record_batch import SegmentScan, scan_segment
+from txnlog.kafka.record_batch import BATCH_COLUMNS, SegmentScan, _scan, as_uint8, scan_segment
 from txnlog.kafka.txn_state import decode_transaction_log_key, decode_transaction_log_value, scan_transaction_log
 
 SEGMENT_REASONS = {"crc_mismatch", "bad_length", "bad_magic", "truncated_tail"}
@@ -279,3 +279,26 @@ def test_any_batch_cut_short_is_a_truncated_tail(spec, cut: int) -> None:  # typ
     if any(part):
         assert [q.reason for q in scan.quarantine] == ["truncated_tail"]
     assert_every_byte_accounted_for(scan)
+
+
+@PROPERTIES
+@given(segments(max_batches=12), st.data(), st.booleans())
+def test_tight_loop_and_careful_walk_agree(specs: list, data: st.DataObject, check_crc: bool) -> None:  # type: ignore[type-arg]
+    """The walk's fast path for runs of valid batches changes nothing: same rows, quarantine and counters."""
+    raw = b""
+    spans = []
+    for spec in specs:
+        encoded = spec.encode()
+        spans.append((len(raw), len(raw) + len(encoded)))
+        raw += encoded
+    mutated, _, _ = apply_mutations(raw, spans, data.draw(mutations(len(raw))))
+    arr = as_uint8(mutated)
+    fast = _scan(arr, "seg.log", check_crc, tight_loop=True)
+    careful = _scan(arr, "seg.log", check_crc, tight_loop=False)
+    assert fast.quarantine == careful.quarantine
+    assert (fast.legacy_entries, fast.legacy_bytes, fast.zero_padding_bytes, fast.overlap_bytes) == (
+        careful.legacy_entries, careful.legacy_bytes, careful.zero_padding_bytes, careful.overlap_bytes
+    )
+    for name, dtype in BATCH_COLUMNS.items():
+        assert fast.batches[name].dtype == dtype
+        np.testing.assert_array_equal(fast.batches[name], careful.batches[name], err_msg=name)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import struct
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
 from tests.kafka import encoders as E
 from txnlog.kafka.control import ControlStatus
-from txnlog.kafka.record_batch import BATCH_COLUMNS, SegmentScan, scan_segment, scan_segment_file
+from txnlog.kafka import record_batch
+from txnlog.kafka.record_batch import BATCH_COLUMNS, SegmentScan, as_uint8, scan_segment, scan_segment_file
 from txnlog.kafka.wire import ControlType
 
 TS = 1_700_000_000_000
@@ -519,3 +521,116 @@ def test_a_deleted_trailing_zero_byte_loses_no_batch() -> None:
     assert scan.batches["base_offset"].tolist() == [0, 3, 6]
     assert scan.batches["position"].tolist() == [pos[0], pos[1], pos[2] - 1]
     assert scan.quarantine == [] and scan.overlap_bytes == 1
+
+
+# --------------------------------------------------------------------------- fast path and output memory
+
+
+def _fast_and_careful(raw: bytes, check_crc: bool = True) -> tuple[SegmentScan, SegmentScan]:
+    arr = as_uint8(raw)
+    return (
+        record_batch._scan(arr, "seg.log", check_crc, tight_loop=True),
+        record_batch._scan(arr, "seg.log", check_crc, tight_loop=False),
+    )
+
+
+def _same_scan(a: SegmentScan, b: SegmentScan) -> None:
+    assert a.quarantine == b.quarantine
+    assert (a.size, a.legacy_entries, a.legacy_bytes, a.zero_padding_bytes, a.overlap_bytes, a.crc_checked) == (
+        b.size, b.legacy_entries, b.legacy_bytes, b.zero_padding_bytes, b.overlap_bytes, b.crc_checked
+    )
+    assert list(a.batches) == list(b.batches) == list(BATCH_COLUMNS)
+    for name, dtype in BATCH_COLUMNS.items():
+        assert a.batches[name].dtype == b.batches[name].dtype == dtype, name
+        np.testing.assert_array_equal(a.batches[name], b.batches[name], err_msg=name)
+
+
+def _entry_mix() -> dict[str, bytes]:
+    raw, pos = chain(0, 3, 6, 9)
+    crc = bytearray(raw)
+    crc[pos[1] + 40] ^= 0xFF
+    length = bytearray(raw)
+    struct.pack_into(">i", length, pos[2] + 8, 7)
+    v0 = E.legacy_entry(12, b"a", magic=0)
+    v1 = E.legacy_entry(13, b"bb", key=b"k", magic=1, timestamp=TS)
+    return {
+        "clean": raw,
+        "bad-crc": bytes(crc),
+        "bad-length": bytes(length),
+        "bad-magic": raw[: pos[1] + 16] + b"\x07" + raw[pos[1] + 17 :],
+        "legacy-between": raw[: pos[2]] + v0 + v1 + raw[pos[2] :],
+        "legacy-first": v0 + raw,
+        "cut-tail": raw + data_batch(12)[:40],
+        "cut-tail-short": raw + data_batch(12)[:11],
+        "zero-padding": raw + bytes(5000),
+        "overlap": raw[: pos[2] - 1] + raw[pos[2] :],
+        "garbage-between": raw[: pos[2]] + b"\xee" * 77 + raw[pos[2] :],
+        "only-zeros": bytes(100),
+        "empty": b"",
+        "control": raw + E.marker_batch(1, base_offset=12, producer_id=4711, producer_epoch=4, coordinator_epoch=17, timestamp=TS),
+    }
+
+
+@pytest.mark.parametrize("check_crc", [True, False], ids=["crc", "no-crc"])
+@pytest.mark.parametrize("name", list(_entry_mix()))
+def test_fast_path_equals_careful_walk(name: str, check_crc: bool) -> None:
+    fast, careful = _fast_and_careful(_entry_mix()[name], check_crc)
+    _same_scan(fast, careful)
+
+
+def _big_segment(first_offset: int, min_bytes: int) -> tuple[bytes, int]:
+    """A clean segment of at least ``min_bytes`` (large enough for reused output blocks)."""
+    unit = b"".join(txn_batch(first_offset + 2 * i, pid=first_offset + i) for i in range(64))
+    copies = -(-min_bytes // len(unit))
+    return unit * copies, 64 * copies
+
+
+def test_large_segments_use_blocks_and_agree_with_small_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    raw, n = _big_segment(0, record_batch._BLOCK_MIN_INPUT)
+    raw = raw + b"\xee" * 100 + raw[:5000] + data_batch(1)[:30]
+    in_block = scan_segment(raw)
+    assert in_block.batches["position"].base is not None  # a view into a block
+    monkeypatch.setattr(record_batch, "_BLOCK_MIN_INPUT", 1 << 62)
+    separate = scan_segment(raw)
+    assert separate.batches["position"].base is None
+    assert in_block.batch_count > n
+    _same_scan(in_block, separate)
+
+
+def test_a_kept_result_is_never_overwritten_and_a_dropped_one_is_reused() -> None:
+    record_batch._OUTPUT_BLOCKS.clear()
+    a_raw, _ = _big_segment(0, record_batch._BLOCK_MIN_INPUT)
+    b_raw, _ = _big_segment(1000, record_batch._BLOCK_MIN_INPUT)
+    a = scan_segment(a_raw)
+    a_copy = {k: v.copy() for k, v in a.batches.items()}
+    b = scan_segment(b_raw)
+    c = scan_segment(b_raw)
+    assert not np.shares_memory(a.batches["producer_id"], b.batches["producer_id"])
+    assert not np.shares_memory(b.batches["producer_id"], c.batches["producer_id"])
+    for name, col in a_copy.items():
+        np.testing.assert_array_equal(a.batches[name], col, err_msg=name)
+    address = b.batches["producer_id"].ctypes.data
+    del b, c
+    d = scan_segment(a_raw)
+    assert d.batches["producer_id"].ctypes.data == address  # b's block, free again
+    for name, col in a_copy.items():
+        np.testing.assert_array_equal(d.batches[name], col, err_msg=name)
+
+
+def test_scans_in_threads_get_their_own_columns() -> None:
+    raws = [_big_segment(1000 * i, record_batch._BLOCK_MIN_INPUT)[0] for i in range(4)]
+    expected = [{k: v.copy() for k, v in scan_segment(r).batches.items()} for r in raws]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda r: scan_segment(r), raws * 3))
+    for i, scan in enumerate(results):
+        for name, col in expected[i % 4].items():
+            np.testing.assert_array_equal(scan.batches[name], col, err_msg=name)
+
+
+def test_at_most_two_free_blocks_are_kept() -> None:
+    record_batch._OUTPUT_BLOCKS.clear()
+    raw, _ = _big_segment(0, record_batch._BLOCK_MIN_INPUT)
+    kept = [scan_segment(raw) for _ in range(4)]
+    assert len(record_batch._OUTPUT_BLOCKS._free) == 0
+    del kept
+    assert len(record_batch._OUTPUT_BLOCKS._free) == 2

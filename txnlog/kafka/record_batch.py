@@ -49,17 +49,23 @@ Data batches are never decompressed. Control batches (markers) are parsed: the
 first record's key (version, type) and, for ABORT/COMMIT, the EndTxnMarker value
 (version, coordinator epoch) — spec §2 and :mod:`txnlog.kafka.control`.
 
-All per-batch work is compiled with numba: one pass follows the chain and checks
-CRCs, a second reads the header fields of the valid batches straight into native
-columns. (Gathering the headers into an (n, 61) matrix and viewing it as a packed
-big-endian structured dtype, then converting each strided field, measured 2-4x
-slower on 100-byte batches.)
+All per-batch work is compiled with numba, in one pass: the walk follows the chain,
+checks CRCs and, while each valid header is in cache, writes all its fields and
+the flags derived from them straight into native columns (:func:`_walk`). A run of
+valid v2 batches goes through a tight loop; anything else takes the careful path
+above. (Walking first and reading the headers in a second pass missed the cache
+twice per 1 KiB batch; gathering the headers into an (n, 61) matrix viewed as a
+packed big-endian structured dtype measured 2-4x slower on 100-byte batches.
+RESULTS.md §1.) The columns of large segments live in reused, huge-page-aligned
+memory (:class:`_OutputBlocks`).
 """
 
 from __future__ import annotations
 
 import mmap
 import os
+import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -168,6 +174,8 @@ _R_TRUNCATED = errors.REASON_CODES[errors.TRUNCATED_TAIL]
 _RESYNC_PREFERENCE_WINDOW = 16 << 20
 #: How far a batch may start inside the previous one after bytes were deleted (see _overlapping_next).
 _MAX_OVERLAP = 8
+#: The least distance between the starts of two batches the walk emits (see _max_batches).
+_MIN_BATCH_STRIDE = RECORD_BATCH_OVERHEAD - _MAX_OVERLAP
 
 _CS_END_TXN = int(ControlStatus.END_TXN_MARKER)
 _CS_ZERO = int(ControlStatus.ZERO_RECORDS)
@@ -402,13 +410,59 @@ def _overlapping_next(buf: np.ndarray, pos: int, n: int, check_crc: bool, min_ba
     return -1
 
 
+@jit(cacheable=NUMBA_CACHEABLE, inline=True)
+def _emit(cols, i: int, buf: np.ndarray, p: int, size: int) -> None:  # type: ignore[no-untyped-def]
+    """Row ``i`` of every batch column from the header at ``p`` (in cache: the walk just read its length)."""
+    (
+        position, base_offset, last_offset, batch_length, leader_epoch, magic, crc, crc_valid,
+        compression, timestamp_type, is_transactional, is_control, has_delete_horizon, last_offset_delta,
+        base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, record_count,
+        control_key_version, control_type, control_value_version, coordinator_epoch, marker_timestamp,
+        control_status,
+    ) = cols
+    base = be_i64(buf, p + BASE_OFFSET_OFFSET)
+    delta = be_i32(buf, p + LAST_OFFSET_DELTA_OFFSET)
+    attributes = be_i16(buf, p + ATTRIBUTES_OFFSET)
+    position[i] = p
+    base_offset[i] = base
+    last_offset[i] = base + delta
+    batch_length[i] = size
+    leader_epoch[i] = be_i32(buf, p + PARTITION_LEADER_EPOCH_OFFSET)
+    magic[i] = CURRENT_MAGIC
+    crc[i] = be_u32(buf, p + CRC_OFFSET)
+    crc_valid[i] = True  # batches whose CRC fails are never emitted
+    compression[i] = attributes & COMPRESSION_CODEC_MASK
+    timestamp_type[i] = 1 if attributes & TIMESTAMP_TYPE_MASK else 0
+    is_transactional[i] = (attributes & TRANSACTIONAL_MASK) != 0
+    is_control[i] = (attributes & CONTROL_MASK) != 0
+    has_delete_horizon[i] = (attributes & DELETE_HORIZON_MASK) != 0
+    last_offset_delta[i] = delta
+    base_timestamp[i] = be_i64(buf, p + BASE_TIMESTAMP_OFFSET)
+    max_timestamp[i] = be_i64(buf, p + MAX_TIMESTAMP_OFFSET)
+    producer_id[i] = be_i64(buf, p + PRODUCER_ID_OFFSET)
+    producer_epoch[i] = be_i16(buf, p + PRODUCER_EPOCH_OFFSET)
+    base_sequence[i] = be_i32(buf, p + BASE_SEQUENCE_OFFSET)
+    record_count[i] = be_i32(buf, p + RECORDS_COUNT_OFFSET)
+    # Filled for control batches afterwards (_fill_control_columns): few, and their records are elsewhere.
+    control_key_version[i] = -1
+    control_type[i] = -1
+    control_value_version[i] = -1
+    coordinator_epoch[i] = -1
+    marker_timestamp[i] = -1
+    control_status[i] = 0
+
+
 @jit(cacheable=NUMBA_CACHEABLE)
-def _walk(buf: np.ndarray, check_crc: bool):  # type: ignore[no-untyped-def]
-    """Follow the chain of entries; returns (batch positions, quarantine arrays, counters)."""
+def _walk(buf: np.ndarray, check_crc: bool, cols, tight_loop: bool):  # type: ignore[no-untyped-def]
+    """Follow the chain of entries, writing each valid batch's header into ``cols`` as it passes.
+
+    One pass: the header is read while it is in cache (the walk has just read its length and
+    magic), and the flags are derived here, not in numpy passes over the columns. ``cols`` are
+    the arrays of BATCH_COLUMNS, with room for :func:`_max_batches` rows. Returns (batch count,
+    quarantine arrays, counters). ``tight_loop=False`` sends every entry the careful way (the
+    tests' reference: both must give the same result).
+    """
     n = buf.size
-    # Room for the smallest possible batches: 1/8 of the segment in address space, but np.empty
-    # does not touch it, so only the pages actually written become resident.
-    positions = np.empty(n // RECORD_BATCH_OVERHEAD + 1, np.int64)
     nb = 0
     q_pos = np.empty(16, np.int64)
     q_len = np.empty(16, np.int64)
@@ -430,13 +484,35 @@ def _walk(buf: np.ndarray, check_crc: bool):  # type: ignore[no-untyped-def]
     last_is_legacy = False
     pos = 0
     while pos < n:
+        # The common case, a run of valid v2 batches, in a tight loop: the same checks as
+        # _entry_status makes of a v2 entry (a batch of at least 61 bytes inside the buffer, CRC).
+        # Anything else -- legacy entries, damage, a cut tail, padding -- goes the careful way below.
+        if tight_loop:
+            run_start = nb
+            while pos + RECORD_BATCH_OVERHEAD <= n:
+                size = be_i32(buf, pos + BATCH_LENGTH_OFFSET)
+                if buf[pos + MAGIC_OFFSET] != CURRENT_MAGIC or size < _MIN_BATCH_LENGTH or size > n - pos - LOG_OVERHEAD:
+                    break
+                if check_crc and not _batch_crc_ok(buf, pos, size):
+                    break
+                _emit(cols, nb, buf, pos, size)
+                nb += 1
+                last_entry = pos
+                pos += LOG_OVERHEAD + size
+            if nb > run_start:
+                last_is_legacy = False
+                prev_start = last_entry
+                prev_end = pos
+            if pos >= n:
+                break
         status = _entry_status(buf, pos, n, check_crc)
         if status == _ENTRY_V2:
-            positions[nb] = pos
+            size = be_i32(buf, pos + BATCH_LENGTH_OFFSET)
+            _emit(cols, nb, buf, pos, size)
             nb += 1
             last_entry = pos
             last_is_legacy = False
-            pos += LOG_OVERHEAD + be_i32(buf, pos + BATCH_LENGTH_OFFSET)
+            pos += LOG_OVERHEAD + size
             prev_start = last_entry
             prev_end = pos
             continue
@@ -486,7 +562,7 @@ def _walk(buf: np.ndarray, check_crc: bool):  # type: ignore[no-untyped-def]
         zero_padding = n - zero_start
         break
     return (
-        positions[:nb].copy(),
+        nb,
         q_pos[:nq].copy(),
         q_len[:nq].copy(),
         q_code[:nq].copy(),
@@ -494,55 +570,6 @@ def _walk(buf: np.ndarray, check_crc: bool):  # type: ignore[no-untyped-def]
         legacy_bytes,
         zero_padding,
         overlap,
-    )
-
-
-@jit()
-def _extract_headers(buf: np.ndarray, positions: np.ndarray):  # type: ignore[no-untyped-def]
-    """The header fields of the batches at ``positions``, one native-endian column each (spec §1.3)."""
-    m = positions.size
-    base_offset = np.empty(m, np.int64)
-    batch_length = np.empty(m, np.int32)
-    leader_epoch = np.empty(m, np.int32)
-    magic = np.empty(m, np.int8)
-    crc = np.empty(m, np.uint32)
-    attributes = np.empty(m, np.int16)
-    last_offset_delta = np.empty(m, np.int32)
-    base_timestamp = np.empty(m, np.int64)
-    max_timestamp = np.empty(m, np.int64)
-    producer_id = np.empty(m, np.int64)
-    producer_epoch = np.empty(m, np.int16)
-    base_sequence = np.empty(m, np.int32)
-    record_count = np.empty(m, np.int32)
-    for i in range(m):
-        p = positions[i]
-        base_offset[i] = be_i64(buf, p + BASE_OFFSET_OFFSET)
-        batch_length[i] = be_i32(buf, p + BATCH_LENGTH_OFFSET)
-        leader_epoch[i] = be_i32(buf, p + PARTITION_LEADER_EPOCH_OFFSET)
-        magic[i] = buf[p + MAGIC_OFFSET]
-        crc[i] = be_u32(buf, p + CRC_OFFSET)
-        attributes[i] = be_i16(buf, p + ATTRIBUTES_OFFSET)
-        last_offset_delta[i] = be_i32(buf, p + LAST_OFFSET_DELTA_OFFSET)
-        base_timestamp[i] = be_i64(buf, p + BASE_TIMESTAMP_OFFSET)
-        max_timestamp[i] = be_i64(buf, p + MAX_TIMESTAMP_OFFSET)
-        producer_id[i] = be_i64(buf, p + PRODUCER_ID_OFFSET)
-        producer_epoch[i] = be_i16(buf, p + PRODUCER_EPOCH_OFFSET)
-        base_sequence[i] = be_i32(buf, p + BASE_SEQUENCE_OFFSET)
-        record_count[i] = be_i32(buf, p + RECORDS_COUNT_OFFSET)
-    return (
-        base_offset,
-        batch_length,
-        leader_epoch,
-        magic,
-        crc,
-        attributes,
-        last_offset_delta,
-        base_timestamp,
-        max_timestamp,
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        record_count,
     )
 
 
@@ -707,39 +734,108 @@ def empty_batches(n: int = 0) -> dict[str, np.ndarray]:
     return {name: np.empty(n, dtype) for name, dtype in BATCH_COLUMNS.items()}
 
 
-def _header_columns(buf: np.ndarray, positions: np.ndarray) -> dict[str, np.ndarray]:
-    n = positions.size
-    cols: dict[str, np.ndarray] = dict(zip(_EXTRACTED, _extract_headers(buf, positions)))
-    attributes = cols.pop("attributes")
-    cols["position"] = positions
-    cols["last_offset"] = cols["base_offset"] + cols["last_offset_delta"]
-    cols["crc_valid"] = np.ones(n, np.bool_)
-    cols["compression"] = (attributes & COMPRESSION_CODEC_MASK).astype(np.int8)
-    cols["timestamp_type"] = ((attributes & TIMESTAMP_TYPE_MASK) != 0).astype(np.int8)
-    cols["is_transactional"] = (attributes & TRANSACTIONAL_MASK) != 0
-    cols["is_control"] = (attributes & CONTROL_MASK) != 0
-    cols["has_delete_horizon"] = (attributes & DELETE_HORIZON_MASK) != 0
-    for name in ("control_key_version", "control_type", "control_value_version", "coordinator_epoch", "marker_timestamp"):
-        cols[name] = np.full(n, -1, BATCH_COLUMNS[name])
-    cols["control_status"] = np.zeros(n, np.int8)
-    return {name: cols[name] for name in BATCH_COLUMNS}
+def _max_batches(n: int) -> int:
+    """How many batches ``n`` bytes can hold at most: the row capacity the walk is given.
+
+    Batch starts strictly increase, and each is at least 61 bytes long, overlapping the previous
+    one by at most _MAX_OVERLAP bytes (_overlapping_next), so starts are >= 53 bytes apart.
+    """
+    return n // _MIN_BATCH_STRIDE + 1
 
 
-_EXTRACTED = (
-    "base_offset",
-    "batch_length",
-    "partition_leader_epoch",
-    "magic",
-    "crc",
-    "attributes",
-    "last_offset_delta",
-    "base_timestamp",
-    "max_timestamp",
-    "producer_id",
-    "producer_epoch",
-    "base_sequence",
-    "record_count",
-)
+#: From this many bytes of input on, a scan's columns are carved from one block (_OutputBlocks).
+_BLOCK_MIN_INPUT = 8 << 20
+#: Transparent huge page size (x86-64, arm64 with 4 KiB pages). Columns in the block start on one.
+_HUGE_PAGE = 2 << 20
+
+
+def _column_spans(rows: int) -> list[int]:
+    """Bytes each column takes in a block: ``rows`` rows, rounded up to whole huge pages."""
+    return [-(-rows * dtype.itemsize // _HUGE_PAGE) * _HUGE_PAGE for dtype in BATCH_COLUMNS.values()]
+
+
+class _OutputBlocks:
+    """Output memory for the columns of large segments, reused once the previous result is gone.
+
+    Fresh memory costs as much as the walk itself on 150-byte batches: the columns take 108 bytes
+    per batch, ~770 MB per GiB of input, and the kernel zeroes every page it hands out (RESULTS.md
+    §1). So the columns of a scan are views into one block that a later scan reuses as soon as
+    nothing refers to any of them -- in a Spark task or a loop over segments, right after the
+    previous segment was summarised. The columns are carved from one *lease* array over the block;
+    every column, and every view of a column, keeps the lease alive, and when the last one goes
+    the lease's finalizer gives the block back. A result that is kept simply keeps its block, and
+    the next scan takes another. Up to ``keep`` free blocks are kept (one per thread that scans at
+    the same time), so a process holds on to at most ``keep`` times the output of the largest
+    segment it has scanned.
+
+    Each column starts on a huge page and numpy asks for transparent huge pages on large arrays,
+    so even fresh memory is faulted in 2 MiB at a time. Only the pages the walk writes become
+    resident: a block is sized for the most batches the segment could hold (_max_batches).
+    """
+
+    def __init__(self, keep: int = 2) -> None:
+        # Reentrant: a lease's finalizer can run inside columns() when the garbage collector does.
+        self._lock = threading.RLock()
+        self._free: list[np.ndarray] = []
+        self._keep = keep
+
+    def columns(self, rows: int) -> dict[str, np.ndarray]:
+        spans = _column_spans(rows)
+        need = sum(spans) + _HUGE_PAGE  # + alignment
+        block = None
+        with self._lock:
+            for i in range(len(self._free)):
+                if self._free[i].size >= need:
+                    block = self._free.pop(i)
+                    break
+        if block is None:
+            block = np.empty(need, np.uint8)
+        # Not a view of ``block`` (numpy would make every view's base the block itself), so that the
+        # lease is what the columns refer to.
+        lease = np.frombuffer(memoryview(block), np.uint8)
+        weakref.finalize(lease, self._give_back, block)
+        offset = -block.ctypes.data % _HUGE_PAGE
+        cols = {}
+        for (name, dtype), span in zip(BATCH_COLUMNS.items(), spans):
+            cols[name] = lease[offset : offset + rows * dtype.itemsize].view(dtype)
+            offset += span
+        return cols
+
+    def _give_back(self, block: np.ndarray) -> None:
+        with self._lock:
+            self._free.append(block)
+            if len(self._free) > self._keep:
+                # Let the smallest go (by index: == on arrays compares elements).
+                del self._free[min(range(len(self._free)), key=lambda i: self._free[i].size)]
+
+    def clear(self) -> None:
+        """Forget the free blocks (the memory goes back to the system)."""
+        with self._lock:
+            self._free.clear()
+
+
+_OUTPUT_BLOCKS = _OutputBlocks()
+
+
+def _allocate_batches(n: int) -> dict[str, np.ndarray]:
+    """Uninitialised columns with room for every batch ``n`` bytes can hold."""
+    rows = _max_batches(n)
+    if n >= _BLOCK_MIN_INPUT:
+        return _OUTPUT_BLOCKS.columns(rows)
+    # np.empty does not touch the memory: only the pages the walk writes become resident.
+    return {name: np.empty(rows, dtype) for name, dtype in BATCH_COLUMNS.items()}
+
+
+def _trim(cols: dict[str, np.ndarray], nb: int) -> dict[str, np.ndarray]:
+    """The first ``nb`` rows of each column."""
+    first = next(iter(cols.values()))
+    if first.base is not None:
+        return {name: col[:nb] for name, col in cols.items()}  # views into a block
+    for col in cols.values():
+        # Shrinks the allocation in place (realloc): no copy, and no capacity kept alive. The
+        # array was just allocated and the walk has returned: nothing else refers to it.
+        col.resize(nb, refcheck=False)
+    return cols
 
 
 def _fill_control_columns(buf: np.ndarray, cols: dict[str, np.ndarray], file: str) -> list[QuarantineEntry]:
@@ -816,9 +912,15 @@ def scan_segment(buf: Buffer, *, file: str = "", check_crc: bool = True) -> Segm
     >>> scan = scan_segment(open("00000000000000000000.log", "rb").read(), file="00000000000000000000.log")
     >>> scan.batches["base_offset"][:3], scan.quarantine  # doctest: +SKIP
     """
-    arr = as_uint8(buf)
-    positions, q_pos, q_len, q_code, legacy_entries, legacy_bytes, zero_padding, overlap = _walk(arr, bool(check_crc))
-    batches = _header_columns(arr, positions)
+    return _scan(as_uint8(buf), file, bool(check_crc), tight_loop=True)
+
+
+def _scan(arr: np.ndarray, file: str, check_crc: bool, *, tight_loop: bool) -> SegmentScan:
+    batches = _allocate_batches(arr.size)
+    nb, q_pos, q_len, q_code, legacy_entries, legacy_bytes, zero_padding, overlap = _walk(
+        arr, check_crc, tuple(batches.values()), tight_loop
+    )
+    batches = _trim(batches, int(nb))
     quarantine = [
         QuarantineEntry(file, int(p), int(length), errors.REASONS[int(c)]) for p, length, c in zip(q_pos, q_len, q_code)
     ]
