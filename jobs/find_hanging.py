@@ -16,6 +16,9 @@ examples:
   ./spark-submit.sh --logs /backup/kafka-logs --cluster prod-eu --as-of 2026-11-21T03:00:00Z
   ./spark-submit.sh --master spark://host:7077 --executor-memory 4g --logs /mnt/brokers --output /data/txnlog
   ./spark-submit.sh --config conf/prod.example.yaml --bootstrap-servers kafka-1:9092
+  ./spark-submit.sh --dump-log orders-7.txt --dump-log txn-state.txt --cluster ticket-4711
+  ./spark-submit.sh --logs /backup/kafka-logs --bootstrap-servers kafka-1:9092 --verify-live
+  ./spark-submit.sh --bootstrap-servers kafka-1:9092 --topic orders --topic payments
 
 Every table gets one run per (cluster, as_of): re-running replaces that run's rows.
 Exit codes: 0 done (findings or not), 2 bad input or configuration (one line says what to fix).
@@ -54,10 +57,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verify-live", action="store_true",
                    help="also ask the live cluster (--bootstrap-servers) about the findings' partitions and the config's "
                         "topics: LSO and its lag, find-hanging, coordinator state; added as rows with source=live")
+    p.add_argument("--topic", metavar="TOPIC", action="append",
+                   help="also check every partition of TOPIC on the live cluster (--bootstrap-servers; implies "
+                        "--verify-live): LSO and its lag, find-hanging, coordinator state; repeatable "
+                        "(config key 'topics')")
     p.add_argument("--delta-writer", choices=["auto", "deltalake", "spark"], help="Delta writer (default auto)")
     # spark-submit.sh checks the input before it starts a JVM, so that a typo fails in a second
     p.add_argument("--validate-only", action="store_true", help=argparse.SUPPRESS)
     return p
+
+
+def _check_live_cluster(config) -> None:  # type: ignore[no-untyped-def]
+    """Live mode: the cluster answers and has __transaction_state, or one line says what to fix."""
+    from txnlog import live
+    from txnlog.errors import UsageError
+
+    try:
+        live.topic_partitions(config.bootstrap_servers, {"log_level": 0, **dict(config.kafka)},
+                              ["__transaction_state"], timeout_s=30)
+    except UsageError as e:
+        raise UsageError(f"--bootstrap-servers {config.bootstrap_servers}: cannot read __transaction_state ({e}); "
+                         "the job needs Describe and Read on that topic") from e
+    except Exception as e:  # noqa: BLE001 - the client's own errors: unreachable, refused, timed out
+        raise UsageError(f"--bootstrap-servers {config.bootstrap_servers}: cannot reach the cluster "
+                         f"({type(e).__name__}: {e}); check the address and the 'kafka' client settings in the config") from e
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,10 +99,14 @@ def main(argv: list[str] | None = None) -> int:
         "transaction_state_partitions": args.transaction_state_partitions,
         "check_crc": False if args.no_crc else None,
         "delta_writer": args.delta_writer,
-        "verify_live": True if args.verify_live else None,
+        "verify_live": True if (args.verify_live or args.topic) else None,
+        "topics": args.topic,
     }
     try:
         config = load_config(args.config, overrides)
+        if args.topic and not config.bootstrap_servers:
+            raise UsageError(f"--topic {args.topic[0]}: needs --bootstrap-servers (the live cluster to ask about it); "
+                             "give it or drop --topic")
         if args.validate_only:
             import os
 
@@ -92,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
             for path in config.dump_log:
                 if not os.path.exists(path):
                     raise UsageError(f"--dump-log {path}: no such file or directory; give kafka-dump-log.sh output files or a directory of them")
+            if config.bootstrap_servers and not config.logs and not config.dump_log:
+                _check_live_cluster(config)
             return 0
         from txnlog.pipeline import run
 

@@ -310,19 +310,37 @@ def find_hanging_live(
 ) -> list[dict[str, Any]]:
     """``find-hanging`` against live brokers (spec §6.2) with txnlog's verdicts.
 
-    Candidates: DescribeProducers rows with an open transaction idle longer than
-    ``max_transaction_timeout_ms`` (no 5-minute padding, as the tool). Their producer ids go
-    to ListTransactions, the ids found to DescribeTransactions, and
-    :func:`txnlog.classify.verdicts` decides HANGING / LATE. Rows are shaped like the
-    ``findings`` table (plus safety/command/legacy_command) with ``source="live"``; lso_lag
-    comes from ListOffsets when ``bootstrap`` is given. ``now_ms`` defaults to the wall clock:
-    this is a live check of the present, unlike the offline job.
+    DescribeProducers of ``tps``, then :func:`findings_from_producers`. Rows are shaped like
+    the ``findings`` table (plus safety/command/legacy_command) with ``source="live"``.
+    ``now_ms`` defaults to the wall clock: this is a live check of the present, unlike the
+    offline job.
     """
-    now_ms = int(time.time() * 1000) if now_ms is None else int(now_ms)
     by_topic: dict[str, list[int]] = {}
     for t, p in tps:
         by_topic.setdefault(t, []).append(int(p))
     producers = [r for t, ps in sorted(by_topic.items()) for r in describe_producers(admin, t, ps)]
+    return findings_from_producers(admin, producers, bootstrap=bootstrap, kafka_conf=kafka_conf,
+                                   max_transaction_timeout_ms=max_transaction_timeout_ms, now_ms=now_ms)
+
+
+def findings_from_producers(
+    admin: Any,
+    producers: Sequence[Mapping[str, Any]],
+    *,
+    bootstrap: str | None = None,
+    kafka_conf: Mapping[str, Any] | None = None,
+    max_transaction_timeout_ms: int = DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
+    now_ms: int | None = None,
+) -> list[dict[str, Any]]:
+    """find-hanging's steps after DescribeProducers (spec §6.2), on :func:`describe_producers` rows.
+
+    Candidates: rows with an open transaction idle longer than ``max_transaction_timeout_ms``
+    (no 5-minute padding, as the tool). Their producer ids go to ListTransactions, the ids
+    found to DescribeTransactions, and :func:`txnlog.classify.verdicts` decides HANGING / LATE;
+    ``lso_lag`` comes from ListOffsets when ``bootstrap`` is given. A HANGING row carries
+    ``safety``, ``command`` and ``legacy_command`` (:func:`abort_recommendations`).
+    """
+    now_ms = int(time.time() * 1000) if now_ms is None else int(now_ms)
     candidates = [r for r in producers if r["current_transaction_start_offset"] is not None
                   and now_ms - r["last_timestamp"] > max_transaction_timeout_ms]
     if not candidates:
@@ -349,6 +367,7 @@ def find_hanging_live(
                       "owner_state": desc["state"] if desc else None, "owner_partitions": desc["partitions"] if desc else None}
         _, advice = classify.evidence_and_advice(advice_row, reason, thresholds)
         ce = r["coordinator_epoch"]
+        hanging = verdict == classify.HANGING
         out.append({
             "topic": r["topic"], "partition": r["partition"], "producer_id": r["producer_id"],
             "producer_epoch": r["producer_epoch"], "start_offset": r["current_transaction_start_offset"],
@@ -357,13 +376,27 @@ def find_hanging_live(
             "transactional_id": listing["transactional_id"] if listing else None,
             "coordinator_state": desc["state"] if desc else None, "coordinator_partition": None,
             "coordinator_epoch": ce, "evidence": _evidence(r, listing, desc, idle, lag), "advice": advice,
-            "source": SOURCE_LIVE, "safety": safety or None,
+            "source": SOURCE_LIVE, "safety": (safety or None) if hanging else None,
             "command": classify.abort_command(bootstrap, r["topic"], r["partition"],
-                                              r["current_transaction_start_offset"]) if verdict == classify.HANGING else None,
+                                              r["current_transaction_start_offset"]) if hanging else None,
             "legacy_command": classify.legacy_abort_command(bootstrap, r["topic"], r["partition"], r["producer_id"],
-                                                            r["producer_epoch"], ce) if verdict == classify.HANGING else None,
+                                                            r["producer_epoch"], ce) if hanging else None,
         })
     return out
+
+
+def abort_recommendations(findings: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``abort_recommendations`` rows (both command forms) for the HANGING rows of
+    :func:`findings_from_producers`, as the offline job writes them: the coordinator epoch
+    is DescribeProducers' (−1, unknown, becomes 0 as ``kafka-transactions.sh`` sends it)."""
+    return [
+        {"topic": f["topic"], "partition": f["partition"], "start_offset": f["start_offset"],
+         "producer_id": f["producer_id"], "producer_epoch": f["producer_epoch"],
+         "coordinator_epoch": max(int(f["coordinator_epoch"] if f["coordinator_epoch"] is not None else -1), 0),
+         "transactional_id": f["transactional_id"], "reason": f["reason"], "safety": f["safety"],
+         "command": f["command"], "legacy_command": f["legacy_command"], "source": SOURCE_LIVE}
+        for f in findings if f["verdict"] == classify.HANGING
+    ]
 
 
 # --------------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ asks the live cluster, through :mod:`txnlog.live`:
   watermark as ``log_end_offset``, ``lso_lag``), with DescribeProducers for
   ``open_transactions`` / ``has_late_transaction`` when the broker answers it;
 * DescribeProducers → ListTransactions → DescribeTransactions, i.e. ``find-hanging``
-  (:func:`txnlog.live.find_hanging_live`) → ``findings`` rows;
+  (:func:`txnlog.live.findings_from_producers`) → ``findings`` rows, and for each HANGING one an
+  ``abort_recommendations`` row with both command forms (:func:`txnlog.live.abort_recommendations`);
 * ListTransactions + DescribeTransactions of the transactional.ids in flight (Ongoing /
   Prepare*) that list one of those partitions, or own a live finding's producer id →
   ``coordinator_state`` rows.
@@ -36,8 +37,8 @@ from txnlog.errors import UsageError
 
 __all__ = ["LIVE_TABLES", "TIMEOUT_S", "live_rows"]
 
-#: Tables :func:`live_rows` returns (always all three, possibly empty).
-LIVE_TABLES = ("findings", "partition_health", "coordinator_state")
+#: Tables :func:`live_rows` returns (always all four, possibly empty).
+LIVE_TABLES = ("findings", "abort_recommendations", "partition_health", "coordinator_state")
 #: Seconds for each metadata / ListOffsets call (the default of ``timeout_s``).
 TIMEOUT_S = 15.0
 #: Coordinator states that hold partitions (DescribeTransactions lists them only then).
@@ -53,8 +54,9 @@ def live_rows(
     progress: Any = None,
     timeout_s: float = TIMEOUT_S,
 ) -> dict[str, pa.Table]:
-    """Live ``findings``, ``partition_health`` and ``coordinator_state`` rows (``source="live"``)
-    for ``partitions`` plus every partition of ``config.topics``.
+    """Live ``findings``, ``abort_recommendations``, ``partition_health`` and ``coordinator_state``
+    rows (``source="live"`` where the table has the column) for ``partitions`` plus every
+    partition of ``config.topics``.
 
     ``config`` needs ``bootstrap_servers``, ``kafka``, ``topics``, ``max_transaction_timeout_ms``,
     ``transaction_state_partitions`` and ``cluster``. Partitions the cluster does not have (an
@@ -88,9 +90,9 @@ def live_rows(
         admin = live.admin_client(bootstrap, kafka_conf)
         try:
             producers = _describe_producers(admin, tps)
-            findings = live.find_hanging_live(
-                admin, tps, bootstrap=bootstrap, kafka_conf=kafka_conf,
-                max_transaction_timeout_ms=config.max_transaction_timeout_ms, now_ms=as_of_ms)
+            findings = live.findings_from_producers(
+                admin, [r for rows in (producers or {}).values() for r in rows], bootstrap=bootstrap,
+                kafka_conf=kafka_conf, max_transaction_timeout_ms=config.max_transaction_timeout_ms, now_ms=as_of_ms)
             coordinator = _coordinator_rows(admin, tps, {f["producer_id"] for f in findings},
                                             config.transaction_state_partitions)
         finally:
@@ -102,6 +104,8 @@ def live_rows(
         f"{len(coordinator)} transactional.id(s) in flight")
     return {
         "findings": _table("findings", findings, config, cluster, as_of_ms),
+        "abort_recommendations": _table("abort_recommendations", live.abort_recommendations(findings), config,
+                                        cluster, as_of_ms),
         "partition_health": _table("partition_health", health, config, cluster, as_of_ms),
         "coordinator_state": _table("coordinator_state", coordinator, config, cluster, as_of_ms),
     }

@@ -173,7 +173,10 @@ def test_snapshots(frames, name) -> None:  # type: ignore[no-untyped-def]
 
 def test_transaction_log_decoder(frames) -> None:  # type: ignore[no-untyped-def]
     _, _, r = frames
-    r = r[r["file"] == "/tmp/kafka-0-logs/__transaction_state-4/00000000000000000000.log"].sort_values("record_offset")
+    r = r[r["file"] == "/tmp/kafka-0-logs/__transaction_state-4/00000000000000000000.log"]
+    # one row says the segment was dumped (the coordinator partitions read), then its records
+    assert r[r["kind"] == "segment"][["broker", "coordinator_partition"]].values.tolist() == [["kafka-0-logs", 4]]
+    r = r[r["kind"] == "record"].sort_values("record_offset")
     assert r["record_offset"].tolist() == [0, 1, 2, 3, 4, 5, 6]
     assert r["state"].tolist() == [0, 1, 2, 4, 1, 2, 4]  # Empty Ongoing PrepareCommit CompleteCommit ...
     assert set(r["transactional_id"]) == {"my-txnal-id"}
@@ -203,7 +206,7 @@ def test_synthetic_lines(frames) -> None:  # type: ignore[no-untyped-def]
     assert marker[["first_offset", "control_type", "coordinator_epoch", "last_timestamp"]].values.tolist() == [[102, -1, -1, 1700000000900]]
     seg = o[o["kind"] == "segment"].iloc[0]
     assert (seg["batch_count"], seg["last_offset"], seg["size_bytes"]) == (2, 102, 258)
-    t = r[r["coordinator_partition"] == 7].sort_values("record_offset")
+    t = r[(r["coordinator_partition"] == 7) & (r["kind"] == "record")].sort_values("record_offset")
     assert t["transactional_id"].tolist() == ["tx-a", "tx-b"]
     assert t["coordinator_epoch"].tolist() == [9, 10]
     a, b = t.iloc[0], t.iloc[1]

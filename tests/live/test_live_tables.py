@@ -25,7 +25,7 @@ from tests.live.test_live_cluster import _KILLED_PRODUCER
 from txnlog import live, tables
 from txnlog.config import load_config
 from txnlog.errors import UsageError
-from txnlog.live_tables import live_rows
+from txnlog.live_tables import LIVE_TABLES, live_rows
 
 pytestmark = pytest.mark.live
 
@@ -91,7 +91,7 @@ def _describe_producers_is_empty(bootstrap: str) -> bool:
 def test_partition_health_has_the_real_lso(stuck) -> None:
     b, killed = stuck["bootstrap"], stuck["killed"]
     got = live_rows(_config(b), [(TOPIC, 0), (TOPIC, 1), (TOPIC, 2)], as_of_ms=int(time.time() * 1000))
-    assert set(got) == {"findings", "partition_health", "coordinator_state"}
+    assert set(got) == {"findings", "abort_recommendations", "partition_health", "coordinator_state"} == set(LIVE_TABLES)
     for name, table in got.items():
         assert table.schema.equals(tables.TABLES[name]), name  # exactly the contract
     rows = {r["partition"]: r for r in got["partition_health"].to_pylist()}
@@ -145,6 +145,70 @@ def test_live_findings(stuck) -> None:
     for p in (1, 2):  # Ongoing, listing the partition, far past its 600 s timeout
         assert (by_p[p]["verdict"], by_p[p]["reason"], by_p[p]["source"]) == ("LATE", "COORDINATOR_TIMEOUT_OVERDUE", "live")
         assert by_p[p]["start_offset"] == min(killed[p]) and by_p[p]["lso_lag"] == len(killed[p])
+
+
+def test_live_abort_recommendations(stuck) -> None:
+    """A HANGING live finding gets an abort_recommendations row with both command forms.
+
+    noida-db answers DescribeProducers with no active producers, so no live finding (hence no
+    recommendation) can come from it. The closest real check: find-hanging's later steps run on
+    DescribeProducers-shaped rows for real producers - ListTransactions, DescribeTransactions and
+    ListOffsets are asked of the server - and their recommendations are checked; then skip.
+    """
+    b, killed = stuck["bootstrap"], stuck["killed"]
+    now = int(time.time() * 1000)
+    later = live_rows(_config(b), [(TOPIC, 0), (TOPIC, 1), (TOPIC, 2)], as_of_ms=now + FUTURE_MS)
+    recs = later["abort_recommendations"]
+    assert recs.schema.equals(tables.TABLES["abort_recommendations"])
+    if not _describe_producers_is_empty(b):
+        # a real broker: the killed producer's coordinator is Ongoing listing its partitions: LATE, no abort
+        assert {f["reason"] for f in later["findings"].to_pylist()} <= {"COORDINATOR_TIMEOUT_OVERDUE"}
+        assert recs.num_rows == 0
+        return
+    assert later["findings"].num_rows == 0 and recs.num_rows == 0
+
+    admin = live.admin_client(b)
+    try:
+        d = live.describe_transactions(admin, ["vl-commit", TID_KILLED])
+        hour_ago = now - 3_600_000
+
+        def producer(partition: int, pid: int, epoch: int, ce: int, start: int) -> dict[str, Any]:
+            return {"topic": TOPIC, "partition": partition, "producer_id": pid, "producer_epoch": epoch,
+                    "last_sequence": 0, "last_timestamp": hour_ago, "coordinator_epoch": ce,
+                    "current_transaction_start_offset": start}
+
+        rows = [
+            # the committed id's producer, open at offset 1: its coordinator says CompleteCommit
+            producer(0, d["vl-commit"]["producer_id"], d["vl-commit"]["producer_epoch"], 3, 1),
+            # a producer id no transactional.id owns (ListTransactions answers nothing for it)
+            producer(1, 987654321, 4, -1, min(killed[1])),
+            # the killed producer: Ongoing, listing this partition, inside its 600 s timeout: no finding
+            producer(2, d[TID_KILLED]["producer_id"], d[TID_KILLED]["producer_epoch"], 0, min(killed[2])),
+        ]
+        findings = live.findings_from_producers(admin, rows, bootstrap=b, max_transaction_timeout_ms=900_000,
+                                                now_ms=now)
+    finally:
+        admin.close()
+    by_p = {f["partition"]: f for f in findings}
+    assert sorted(by_p) == [0, 1]
+    assert (by_p[0]["verdict"], by_p[0]["reason"], by_p[0]["coordinator_state"]) == (
+        "HANGING", "COORDINATOR_COMPLETED", "CompleteCommit")
+    assert (by_p[1]["verdict"], by_p[1]["reason"]) == ("HANGING", "NO_TRANSACTIONAL_ID")
+    assert by_p[0]["lso_lag"] == 0 and by_p[1]["lso_lag"] == len(killed[1])  # real ListOffsets
+    recs = {r["partition"]: r for r in live.abort_recommendations(findings)}
+    head = f"kafka-transactions.sh --bootstrap-server {b} abort --topic {TOPIC}"
+    assert recs[0]["command"] == f"{head} --partition 0 --start-offset 1"
+    assert recs[0]["legacy_command"] == (f"{head} --partition 0 --producer-id {d['vl-commit']['producer_id']} "
+                                         f"--producer-epoch {d['vl-commit']['producer_epoch']} --coordinator-epoch 3")
+    assert recs[1]["command"] == f"{head} --partition 1 --start-offset {min(killed[1])}"
+    assert recs[1]["legacy_command"] == f"{head} --partition 1 --producer-id 987654321 --producer-epoch 4 --coordinator-epoch 0"
+    assert (recs[0]["safety"], recs[1]["safety"]) == ("SAFE", "SAFE")
+    assert (recs[0]["transactional_id"], recs[1]["transactional_id"]) == ("vl-commit", None)
+    assert recs[0]["coordinator_epoch"] == 3 and recs[1]["coordinator_epoch"] == 0
+    pytest.skip("noida-db 0.2.3 answers DescribeProducers with no active producers, so live_rows has no live "
+                "finding to recommend aborting; checked instead: find-hanging's ListTransactions/"
+                "DescribeTransactions/ListOffsets steps on the real server give HANGING findings whose "
+                "abort_recommendations carry both command forms")
 
 
 def test_topics_and_missing_partitions(stuck) -> None:

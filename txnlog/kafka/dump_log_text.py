@@ -349,7 +349,13 @@ def _record_lines(buf: bytes, h: dict[str, int], version: Version, txn_decoder: 
     ts_name = _TS_NAMES[(h["attrs"] >> 3) & 1]
     is_control = bool(h["attrs"] & 0x20)
     log_append = bool(h["attrs"] & 0x08)
-    for ts_delta, od, key, value, hkeys in _iter_v2_records(payload, h["count"]):
+    records = []
+    try:
+        for rec in _iter_v2_records(payload, h["count"]):
+            records.append(rec)
+    except (IndexError, UnicodeDecodeError):
+        pass  # a corrupt batch (isvalid: false): the real tool stops at the exception; the lines so far stand
+    for ts_delta, od, key, value, hkeys in records:
         offset = h["base_offset"] + od
         ts = h["max_timestamp"] if log_append else h["base_timestamp"] + ts_delta
         seq = -1 if h["base_sequence"] < 0 else (h["base_sequence"] + od) & 0x7FFFFFFF

@@ -43,6 +43,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from txnlog.kafka import dump_log_text as D
+from txnlog.logdirs import _IGNORED_TOPICS as IGNORED_TOPICS
 from txnlog.spark.sources import (
     KIND_MARKER,
     KIND_QUARANTINE,
@@ -620,7 +621,8 @@ def read_dump_logs(spark: Any, paths: list[str]) -> DumpLogFrames:
 
     ``summary`` has SEGMENT_SUMMARY_SCHEMA (run/marker/segment/snapshot/quarantine; quarantine
     rows name the dump file and its line number in ``position``, ``length`` 1), ``records`` has
-    TXN_STATE_SCHEMA. ``file`` of a fragment is the dumped segment's path as printed.
+    TXN_STATE_SCHEMA (record/quarantine, plus one ``segment`` row per dumped
+    ``__transaction_state`` segment: the coordinator partitions the dumps hold). ``file`` of a fragment is the dumped segment's path as printed.
     """
     from pyspark.sql import functions as F
 
@@ -631,9 +633,11 @@ def read_dump_logs(spark: Any, paths: list[str]) -> DumpLogFrames:
     k = F.col("kind_code")
 
     # --- segments: groups of the lines needed to rebuild each dumped data segment
+    # the KRaft metadata log is no data partition: skipped as the log-dir reader skips it
+    ignored = F.col("topic").isin(*sorted(IGNORED_TOPICS))
     seg_lines = batches.filter(
         (F.col("section") > 0)
-        & (F.col("topic").isNull() | (F.col("topic") != "__transaction_state"))
+        & (F.col("topic").isNull() | ((F.col("topic") != "__transaction_state") & ~ignored))
         & (F.col("dpath").rlike(r"\.log$") | ~F.col("dpath").rlike(D.FILE_NAME))
         & (k.isin(K_DUMPING, K_START, K_BATCH, K_LEGACY)
            | ((k == K_RECORD) & (F.col("after_batch") | F.col("marker_type").isNotNull())))
@@ -648,7 +652,8 @@ def read_dump_logs(spark: Any, paths: list[str]) -> DumpLogFrames:
     def sn(i: int, typ: str) -> Any:
         return F.nullif(F.regexp_extract(line, D.SNAPSHOT_LINE, i), F.lit("")).try_cast(typ)
 
-    snapshots = lines.filter((k == K_SNAPSHOT) & (F.col("section") > 0) & ~F.col("is_txn_state")).select(
+    snapshots = lines.filter((k == K_SNAPSHOT) & (F.col("section") > 0) & ~F.col("is_txn_state")
+                             & ~F.coalesce(ignored, F.lit(False))).select(
         F.lit(KIND_SNAPSHOT).alias("kind"), "broker", "topic", "partition", F.col("dpath").alias("file"), "file_offset",
         sn(1, "long").alias("producer_id"),
         sn(2, "int").alias("producer_epoch"),
@@ -691,4 +696,15 @@ def read_dump_logs(spark: Any, paths: list[str]) -> DumpLogFrames:
 
     txn_lines = batches.filter(F.col("is_txn_state") & (k == K_BATCH))
     records = _records(lines.filter(F.col("is_txn_state")), txn_lines)
+    # one row per dumped __transaction_state segment, records or not: which coordinator partitions
+    # the dumps hold (an empty one too, as a copied empty __transaction_state-<n>/ directory counts)
+    txn_schema = arrow_to_spark_schema(TXN_STATE_SCHEMA)
+    dumped = lines.filter(F.col("is_txn_state") & (k == K_DUMPING)).select(
+        F.lit(KIND_SEGMENT).alias("kind"), "broker", F.col("partition").alias("coordinator_partition"),
+        F.col("dpath").alias("file"),
+    )
+    records = records.unionByName(dumped.select(*[
+        (F.col(f.name) if f.name in dumped.columns else F.lit(None)).cast(f.dataType).alias(f.name)
+        for f in txn_schema.fields
+    ]))
     return DumpLogFrames(summary=summary, records=records, files=files)
