@@ -19,6 +19,7 @@ txn_start_timestamp + timeout_ms → COORDINATOR_TIMEOUT_OVERDUE.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 from datetime import datetime, timezone
 
 import numpy as np
@@ -111,6 +112,10 @@ def verdicts(candidates: pa.Table, thresholds: Thresholds) -> tuple[np.ndarray, 
     state = np.array([s or "" for s in candidates.column("owner_state").to_pylist()], dtype=object)
     timeout = _ms_of(candidates, "owner_timeout_ms")
     start = _ms_of(candidates, "owner_txn_start_ms")
+    if "owner_last_update_ms" in candidates.column_names:
+        # kafka-dump-log.sh 2.x/3.x print no TxnStartTimestamp; the last update is never earlier than
+        # the start, so falling back to it can only find an overdue transaction later, never wrongly.
+        start = np.where(np.isnan(start), _ms_of(candidates, "owner_last_update_ms"), start)
     topics = candidates.column("topic").to_pylist()
     parts = candidates.column("partition").to_pylist()
     owner_parts = candidates.column("owner_partitions").to_pylist()
@@ -253,7 +258,8 @@ def evidence_and_advice(row: dict, reason: str, thresholds: Thresholds) -> tuple
     elif reason == COORDINATOR_TIMEOUT_OVERDUE:
         timeout = row.get("owner_timeout_ms")
         coord = (
-            f"{tid} is {state} since {_utc(row.get('owner_txn_start_ms'))} with timeout {timeout} ms: "
+            f"{tid} is {state} since {_utc(_first_known(row, 'owner_txn_start_ms', 'owner_last_update_ms'))} "
+            f"with timeout {timeout} ms: "
             "the coordinator should already have aborted it"
         )
         advice = "Check the transaction coordinator: it should time this transaction out on its own."
@@ -261,6 +267,10 @@ def evidence_and_advice(row: dict, reason: str, thresholds: Thresholds) -> tuple
         coord = f"{tid} is {state}"
         advice = "Investigate."
     return f"{what} on {tp} ({idle}); {coord}{replica_note}.", advice
+
+
+def _first_known(row: dict, *names: str) -> Any:
+    return next((row[n] for n in names if row.get(n) is not None), None)
 
 
 def coordinator_stuck(coordinator: pa.Table, thresholds: Thresholds) -> np.ndarray:

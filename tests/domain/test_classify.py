@@ -28,6 +28,9 @@ CASES = [
     ("two-phase", {"owner_timeout_ms": 2147483647, "owner_txn_start_ms": 0}, "LATE", "TWO_PHASE_IN_DOUBT", None),
     ("overdue", {"owner_txn_start_ms": AS_OF - 120_000}, "LATE", "COORDINATOR_TIMEOUT_OVERDUE", None),
     ("within-own-timeout", {}, None, None, None),
+    # a 2.x/3.x dump prints no TxnStartTimestamp: the last update (never earlier) stands in for it
+    ("overdue-start-unknown", {"owner_txn_start_ms": None, "owner_last_update_ms": AS_OF - 120_000}, "LATE", "COORDINATOR_TIMEOUT_OVERDUE", None),
+    ("start-unknown-recent-update", {"owner_txn_start_ms": None, "owner_last_update_ms": AS_OF - 1_000}, None, None, None),
 ]
 
 

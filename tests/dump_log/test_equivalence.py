@@ -351,15 +351,9 @@ _SHALLOW_LOSSES = {
 }
 
 
-#: the 2.x/3.x decoder prints no start time: classify.verdicts then cannot tell an Ongoing owner is
-#: past its timeout (it needs owner_txn_start_ms), so COORDINATOR_TIMEOUT_OVERDUE is missed
-_NO_START = pytest.mark.xfail(reason="3.x --transaction-log-decoder prints no transaction start time; classify needs "
-                                     "owner_txn_start_ms for COORDINATOR_TIMEOUT_OVERDUE (fallback to the last update "
-                                     "time requested)", strict=False)
 TABLE_CASES = [
     pytest.param(s, v, id=f"{s}-{v.id}", marks=[
         *(() if (s, v.id) in FAST_TABLES else (pytest.mark.slow,)),
-        *((_NO_START,) if s == "coordinator_timeout_overdue" and v.scala_decoder else ()),
     ])
     for s in SCENARIOS for v in TABLE_VARIANTS
 ]
