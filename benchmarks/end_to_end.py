@@ -28,6 +28,11 @@ JVM start-up and other fixed costs cancel; per-GiB cost of the walkers = slope o
     python benchmarks/end_to_end.py --quick              # 0.25, 0.5, 1 GiB
     python benchmarks/end_to_end.py --sizes 1,4 --repeat 3
     python benchmarks/end_to_end.py --event-log          # + one diagnostic run per size with Spark's event log
+    python benchmarks/end_to_end.py --worktree-copy      # the working tree (uncommitted changes too), copied to /tmp first
+
+What is measured: by default the working tree itself (edits made while it runs are picked up, and an edit
+of a module that compiled code depends on makes the next job compile again); ``--worktree-copy`` a copy
+of it; ``--snapshot`` a copy of HEAD; ``--code DIR`` any checkout. The report names which.
 """
 
 from __future__ import annotations
@@ -458,6 +463,46 @@ def summarize_event_log(path: Path) -> dict[str, Any]:
     }
 
 
+# --- what is measured -------------------------------------------------------------------------------------
+
+CODE_NOTE = ".txnlog-bench-code"  # in a copy made by worktree_copy: what it is a copy of
+
+
+def worktree_copy(log) -> Path:
+    """Copy the working tree (tracked and untracked, not ignored files) to /tmp, sharing .venv; return the copy.
+
+    The name holds HEAD and a hash of the copied content, so an unchanged tree reuses its copy (and the
+    copy's numba cache). Only ``git ls-files`` / ``git status`` are run: the repository is not touched.
+    """
+    import hashlib
+    import tempfile
+
+    def git(*a: str) -> str:
+        return subprocess.run(["git", "-C", str(ROOT), *a], capture_output=True, text=True, check=True).stdout
+
+    sha = git("rev-parse", "--short=12", "HEAD").strip()
+    names = sorted(n for n in git("ls-files", "-co", "--exclude-standard", "-z").split("\0")
+                   if n and not n.startswith("benchmarks/data/") and (ROOT / n).is_file())
+    digest = hashlib.sha256()
+    for n in names:
+        digest.update(n.encode() + b"\0" + (ROOT / n).read_bytes() + b"\0")
+    dest = Path(tempfile.gettempdir()) / f"txnlog-bench-wt-{sha}-{digest.hexdigest()[:10]}"
+    if not (dest / CODE_NOTE).exists():
+        changed = [line[3:] for line in git("status", "--porcelain").splitlines() if line[3:]]
+        tmp = dest.with_name(dest.name + f".tmp{os.getpid()}")
+        for n in names:
+            target = tmp / n
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / n, target)  # keeps mtimes and modes (spark-submit.sh stays executable)
+        (tmp / ".venv").symlink_to(ROOT / ".venv")
+        (tmp / CODE_NOTE).write_text(
+            f"copy of the working tree at {sha} made {time.strftime('%Y-%m-%d %H:%M:%S %Z')} ({dest}); "
+            f"uncommitted changes: {', '.join(changed) if changed else 'none'}\n")
+        tmp.rename(dest)
+        log(f"working tree copied to {dest}")
+    return dest
+
+
 # --- the benchmark -------------------------------------------------------------------------------------
 
 
@@ -490,6 +535,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="extra spark-submit option for the job, repeatable, e.g. --spark-arg=--driver-memory=2g")
     p.add_argument("--code", type=Path, default=None,
                    help="measure this checkout of txnlog instead (e.g. a snapshot made by an earlier --snapshot run)")
+    p.add_argument("--worktree-copy", action="store_true",
+                   help="measure a copy of the working tree as it is now, uncommitted changes included (copied to "
+                        "/tmp/txnlog-bench-wt-<sha>-<hash>, sharing .venv; reused while the content matches): what the "
+                        "working tree holds, without the risk that edits made while the benchmark runs mix versions")
     p.add_argument("--snapshot", action="store_true",
                    help="measure a snapshot of HEAD (git archive to /tmp, sharing .venv) instead of the working tree, "
                         "so that edits made while the benchmark runs cannot change or break what is measured")
@@ -513,10 +562,13 @@ def main(argv: list[str] | None = None) -> int:
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
+    if args.worktree_copy and not os.environ.get("TXNLOG_BENCH_CODE"):
+        args.code = worktree_copy(log=log)
     code = maybe_reexec_in_snapshot(args.snapshot, log=log, code=args.code)
     sizes = [float(s) for s in args.sizes.split(",")]
     info = machine_info()
-    info["code"] = code_version(code)
+    described = code / CODE_NOTE
+    info["code"] = described.read_text().strip() if described.exists() else code_version(code)
     log(f"end-to-end benchmark: sizes {sizes} GiB, {args.repeat} repeats; {info['cpu']}, {info['cores']} cores; "
         f"load {info['load_avg_at_start']}")
     sets = {}
@@ -718,6 +770,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{s:g} GiB " + ", ".join(f"{x['wall_s']:.1f} (others {100 * x['others_cpu_share']:.0f}%)" for x in runs[s]) for s in sizes)]
     for m, v in per_gib.items():
         lines.append(f"{m}: {v['mean_s_per_gib']:.2f} s/GiB (mean of t/size; slope {v['slope_s_per_gib']:.2f})")
+    for s, ev in event_logs.items():
+        lines.append(f"Spark event log, {s:g} GiB: {ev['jobs']} jobs, {ev['stages']} stages, {ev['tasks']} tasks (wall {ev['wall_s']:.1f} s)")
     for t, v in targets.items():
         extra = f"; {v['ratio_from_min']:.2f} from the fastest runs" if "ratio_from_min" in v else ""
         lines.append(f"  target {t}: {'MET' if v['met'] else 'MISSED'} ({v['ratio']:.2f}{extra})")

@@ -9,7 +9,8 @@ snapshots, quarantine, ...) therefore runs one task per *input* partition -- 8 a
 two lines added after the decode (``summary``/``records`` ``.coalesce(max(2, defaultParallelism))``),
 interleaved, through ``spark-submit.sh``, and checks both against the ground truth.
 
-The product code is not changed: the variant is a copy of the measured checkout under /tmp
+Since issue 3 ``pipeline.run`` coalesces (this experiment is what justified it); the script measures
+checkouts from before that, e.g. ``git archive af9fd39``. The product code is not changed: the variant is a copy of the measured checkout under /tmp
 (``<code>-coalesce``) with the patch applied there, sharing its numba cache (copied with mtimes).
 
     python benchmarks/experiment_coalesce.py --code /tmp/txnlog-bench-<sha> --sizes 1,4 --repeat 3
@@ -46,6 +47,9 @@ def patched_copy(code: Path) -> Path:
     subprocess.run(["cp", "-a", str(code), str(dest)], check=True)
     pipeline = dest / "txnlog" / "pipeline.py"
     text = pipeline.read_text()
+    if ANCHOR not in text and "summary.coalesce(" in text:
+        raise SystemExit(f"{pipeline}: this version already coalesces the decoded summary (the fix measured here, "
+                         "in pipeline.run since issue 3); give --code a checkout from before it, e.g. commit af9fd39")
     if ANCHOR not in text:
         raise SystemExit(f"{pipeline}: anchor line not found; adapt ANCHOR to this version of pipeline.py")
     stat = pipeline.stat()

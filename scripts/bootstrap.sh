@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create .venv and install txnlog (with the dev extra) when missing or when
-# pyproject.toml changed since the last install. Idempotent; sourced by the
-# top-level commands so that each one does its own set-up on a fresh machine.
+# pyproject.toml changed since the last install; then make sure numba's cache
+# holds the compiled decoders. Idempotent; sourced by the top-level commands so
+# that each one does its own set-up on a fresh machine.
 set -euo pipefail
 TXNLOG_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$TXNLOG_ROOT/.venv"
@@ -16,6 +17,17 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
   "$VENV/bin/python" -m pip install -q --upgrade pip >&2
   "$VENV/bin/python" -m pip install -q -e "$TXNLOG_ROOT[dev]" >&2
   echo "$want" > "$STAMP"
+fi
+# Compile the decoders once, here, rather than in every Spark worker that starts before numba's
+# cache is written (~10 s each; benchmarks/RESULTS.md E3). The check is stdlib-only (~30 ms): it
+# compares a hash of the sources compiled code depends on, the interpreter and numba's version with
+# what the last warm-up recorded. It fails after an install, an upgrade or an edit of those sources.
+# TXNLOG_NO_WARMUP=1 skips it; a failed warm-up is only a warning (the workers then compile).
+if [ "${TXNLOG_NO_WARMUP:-0}" != 1 ] && ! "$VENV/bin/python" "$TXNLOG_ROOT/txnlog/kafka/jit.py" --is-warm; then
+  echo "txnlog: compiling the decoders into numba's cache (after an install or an edit of txnlog/kafka; ~30 s)" >&2
+  PYTHONPATH="$TXNLOG_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$VENV/bin/python" -c \
+    "from txnlog.pipeline import warm_decoders; warm_decoders()" >&2 \
+    || echo "txnlog: warning: could not pre-compile the decoders; Spark workers will compile them" >&2
 fi
 export PATH="$VENV/bin:$PATH"
 export PYSPARK_PYTHON="$VENV/bin/python"

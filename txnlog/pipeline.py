@@ -19,6 +19,8 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
@@ -97,6 +99,13 @@ def check_inputs(paths: list[str]) -> Inventory:
     return inventory
 
 
+# Spark caches a DataFrame's plan with adaptive execution switched off unless this is true, so every
+# shuffle inside the cached intermediates of build_tables would run spark.sql.shuffle.partitions
+# tasks and plan its joins without statistics (sort-merge joins) for a few thousand rows. With it,
+# adaptive execution coalesces those shuffles and broadcasts the small sides (benchmarks/RESULTS.md E1).
+RUN_CONF: dict[str, str] = {"spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true"}
+
+
 def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress) -> RunResult:
     """Run the whole job for ``config`` (a ``txnlog.config.Config``) and write the Delta tables."""
     from pyspark import StorageLevel
@@ -142,94 +151,152 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
     progress(f"found {note}")
 
     spark = spark or get_session("txnlog", conf=dict(config.spark))
-    register_sources(spark)
-    check_crc = "true" if config.check_crc else "false"
-    parallelism = max(2, spark.sparkContext.defaultParallelism * 2)
-    summary = (
-        spark.read.format(SEGMENTS_SOURCE)
-        .option("files", files_option(list(inventory.segments) + list(inventory.snapshots)))
-        .option("check_crc", check_crc)
-        .option("min_partitions", str(parallelism))
-        .load()
-    )
-    records = (
-        spark.read.format(TXN_STATE_SOURCE)
-        .option("files", files_option(list(inventory.txn_state_segments)))
-        .option("check_crc", check_crc)
-        .option("min_partitions", str(parallelism))
-        .load()
-    )
-    if dump_files:
-        from txnlog.spark.dump_log import read_dump_logs
+    # Settings for this run only (a notebook's session gets its own back afterwards); one the user
+    # set explicitly wins.
+    with _session_conf(spark, {k: v for k, v in RUN_CONF.items() if spark.conf.get(k, None) is None}):
+        register_sources(spark)
+        check_crc = "true" if config.check_crc else "false"
+        parallelism = max(2, spark.sparkContext.defaultParallelism * 2)
+        summary = (
+            spark.read.format(SEGMENTS_SOURCE)
+            .option("files", files_option(list(inventory.segments) + list(inventory.snapshots)))
+            .option("check_crc", check_crc)
+            .option("min_partitions", str(parallelism))
+            .load()
+        )
+        records = (
+            spark.read.format(TXN_STATE_SOURCE)
+            .option("files", files_option(list(inventory.txn_state_segments)))
+            .option("check_crc", check_crc)
+            .option("min_partitions", str(parallelism))
+            .load()
+        )
+        if dump_files:
+            from txnlog.spark.dump_log import read_dump_logs
 
-        frames = read_dump_logs(spark, list(config.dump_log))
-        summary = summary.unionByName(frames.summary)
-        records = records.unionByName(frames.records)
-    if live:
-        from txnlog.spark.live_source import LiveTxnStateSource, live_options, register_live_source
+            frames = read_dump_logs(spark, list(config.dump_log))
+            summary = summary.unionByName(frames.summary)
+            records = records.unionByName(frames.records)
+        if live:
+            from txnlog.spark.live_source import LiveTxnStateSource, live_options, register_live_source
 
-        register_live_source(spark)
-        live_df = spark.read.format(LiveTxnStateSource.name()).options(**live_options(config.bootstrap_servers, dict(config.kafka))).load()
-        records = records.unionByName(live_df)
-    summary = summary.persist(StorageLevel.MEMORY_AND_DISK)
-    records = records.persist(StorageLevel.MEMORY_AND_DISK)
-    progress(f"decoding {len(inventory.segments) + len(inventory.snapshots) + len(inventory.txn_state_segments) + len(dump_files)} files in Spark")
-    seen = summary.agg(F.max("last_timestamp").alias("m")).first()["m"]
-    seen_coord = records.agg(F.max("record_timestamp").alias("m")).first()["m"]
-    as_of = _parse_as_of(config.as_of)
-    if as_of is None:
-        newest = max([x for x in (seen, seen_coord) if x is not None], default=0)
-        as_of = datetime.fromtimestamp(newest / 1000, tz=timezone.utc)
-    as_of_ms = (as_of - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1)
-    progress(f"decoded in {time.monotonic() - t0:.1f} s; as_of = {as_of.isoformat()}")
+            register_live_source(spark)
+            live_df = spark.read.format(LiveTxnStateSource.name()).options(**live_options(config.bootstrap_servers, dict(config.kafka))).load()
+            records = records.unionByName(live_df)
+        summary = summary.persist(StorageLevel.MEMORY_AND_DISK)
+        records = records.persist(StorageLevel.MEMORY_AND_DISK)
+        cached: list[Any] = [summary, records]
+        progress(f"decoding {len(inventory.segments) + len(inventory.snapshots) + len(inventory.txn_state_segments) + len(dump_files)} files in Spark")
+        with job_description(spark, "txnlog: decode"):
+            # One action decodes (and caches) both inputs: the __transaction_state tasks fill the cores
+            # while the last big segments are still being walked.
+            newest_rows = (
+                summary.select(F.lit("segments").alias("input"), F.max("last_timestamp").alias("m"))
+                .unionByName(records.select(F.lit("txn_state").alias("input"), F.max("record_timestamp").alias("m")))
+                .collect()
+            )
+        # The decode is done and cached, but it keeps one Spark partition per input partition (a 256 MiB
+        # segment alone, small files packed): 30 at 4 GiB. What follows reads a few rows per segment and
+        # producer, and every stage that scanned those partitions would cost a task each, a cost that
+        # grew with the input (benchmarks/RESULTS.md E2). The cached blocks stay as they are; only the
+        # scans after the decode are coalesced, to one partition per core.
+        downstream = max(2, spark.sparkContext.defaultParallelism)
+        summary, records = summary.coalesce(downstream), records.coalesce(downstream)
+        as_of = _parse_as_of(config.as_of)
+        if as_of is None:
+            newest = max([r["m"] for r in newest_rows if r["m"] is not None], default=0)
+            as_of = datetime.fromtimestamp(newest / 1000, tz=timezone.utc)
+        as_of_ms = (as_of - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1)
+        progress(f"decoded in {time.monotonic() - t0:.1f} s; as_of = {as_of.isoformat()}")
 
-    txn_state_read = set(inventory.txn_state_partitions)
-    if dump_files or live:  # a handful of ids: which __transaction_state partitions the other inputs held
-        txn_state_read |= {r[0] for r in records.select("coordinator_partition").distinct().collect()}
-    all_partitions_read = live or len(txn_state_read) >= config.transaction_state_partitions
-    thresholds = classify.Thresholds(
-        as_of_ms=as_of_ms,
-        max_transaction_timeout_ms=config.max_transaction_timeout_ms,
-        all_txn_state_partitions_read=all_partitions_read,
-        bootstrap_servers=config.bootstrap_servers,
-    )
-    cached: list[Any] = [summary, records]
-    tables = build_tables(spark, summary, records, thresholds, cluster=config.cluster, as_of=as_of, cache=cached)
-    if getattr(config, "verify_live", False):
-        tables = add_live_rows(spark, tables, config, as_of=as_of, progress=progress)
-    for name in ("findings", "partition_health"):  # read again for the printed summary
-        tables[name] = tables[name].persist(StorageLevel.MEMORY_AND_DISK)
-        cached.append(tables[name])
+        txn_state_read = set(inventory.txn_state_partitions)
+        if dump_files or live:  # a handful of ids: which __transaction_state partitions the other inputs held
+            txn_state_read |= {r[0] for r in records.select("coordinator_partition").distinct().collect()}
+        all_partitions_read = live or len(txn_state_read) >= config.transaction_state_partitions
+        thresholds = classify.Thresholds(
+            as_of_ms=as_of_ms,
+            max_transaction_timeout_ms=config.max_transaction_timeout_ms,
+            all_txn_state_partitions_read=all_partitions_read,
+            bootstrap_servers=config.bootstrap_servers,
+        )
+        tables = build_tables(spark, summary, records, thresholds, cluster=config.cluster, as_of=as_of, cache=cached)
+        if getattr(config, "verify_live", False):
+            tables = add_live_rows(spark, tables, config, as_of=as_of, progress=progress)
+        for name in ("findings", "partition_health"):  # read again for the printed summary
+            tables[name] = tables[name].persist(StorageLevel.MEMORY_AND_DISK)
+            cached.append(tables[name])
 
-    counts = delta.write_tables(spark, config.output, tables, cluster=config.cluster, as_of=as_of, writer=config.delta_writer)
-    verdict_rows = tables["findings"].groupBy("verdict", "reason").count().orderBy("verdict", F.desc("count")).collect()
-    worst = (
-        tables["partition_health"]
-        .filter(F.col("open_transactions") > 0)
-        .orderBy(F.desc("lso_lag"))
-        .limit(5)
-        .select("topic", "partition", "lso_lag", "open_transactions", "max_open_ms")
-        .collect()
-    )
-    late_partitions = tables["partition_health"].filter(F.col("has_late_transaction")).count()
-    result = RunResult(
-        run_id=run_id,
-        cluster=config.cluster,
-        as_of=as_of,
-        output=config.output,
-        counts=dict(counts),
-        verdicts=[(r["verdict"], r["reason"], r["count"]) for r in verdict_rows],
-        worst_partitions=[r.asDict() for r in worst],
-        inputs=logs + list(config.dump_log) + ([f"kafka://{config.bootstrap_servers}"] if live else []),
-        inventory_note=note,
-    )
-    result.seconds = time.monotonic() - t0
-    runs_row = _runs_table(result, started_at, late_partitions, config)
-    counts.update(delta.write_tables(spark, config.output, {"runs": runs_row}, cluster=config.cluster, as_of=as_of, writer=config.delta_writer))
-    result.counts = dict(counts)
-    for df in cached:
-        df.unpersist()
-    return result
+        counts: dict[str, int] = {}
+        for name, table in tables.items():
+            with job_description(spark, f"txnlog: write {name}"):
+                counts.update(delta.write_tables(spark, config.output, {name: table}, cluster=config.cluster, as_of=as_of,
+                                                 writer=config.delta_writer))
+        with job_description(spark, "txnlog: summary"):
+            verdict_rows = tables["findings"].groupBy("verdict", "reason").count().orderBy("verdict", F.desc("count")).collect()
+            worst = (
+                tables["partition_health"]
+                .filter(F.col("open_transactions") > 0)
+                .orderBy(F.desc("lso_lag"))
+                .limit(5)
+                .select("topic", "partition", "lso_lag", "open_transactions", "max_open_ms")
+                .collect()
+            )
+            late_partitions = tables["partition_health"].filter(F.col("has_late_transaction")).count()
+        result = RunResult(
+            run_id=run_id,
+            cluster=config.cluster,
+            as_of=as_of,
+            output=config.output,
+            counts=dict(counts),
+            verdicts=[(r["verdict"], r["reason"], r["count"]) for r in verdict_rows],
+            worst_partitions=[r.asDict() for r in worst],
+            inputs=logs + list(config.dump_log) + ([f"kafka://{config.bootstrap_servers}"] if live else []),
+            inventory_note=note,
+        )
+        result.seconds = time.monotonic() - t0
+        runs_row = _runs_table(result, started_at, late_partitions, config)
+        counts.update(delta.write_tables(spark, config.output, {"runs": runs_row}, cluster=config.cluster, as_of=as_of, writer=config.delta_writer))
+        result.counts = dict(counts)
+        for df in cached:
+            df.unpersist()
+        return result
+
+
+def warm_decoders(progress: Progress | None = None) -> None:
+    """Compile every decoder kernel the Spark readers call, once, into numba's on-disk cache.
+
+    Runs the readers themselves (no Spark) over a small generated cluster (markers,
+    ``__transaction_state``, producer snapshots), so exactly the functions and argument types the
+    executors use get compiled; afterwards no Spark worker compiles (benchmarks/RESULTS.md E3).
+    Idempotent: with a warm cache it only loads it (~3 s). ``scripts/bootstrap.sh`` calls it when
+    ``python txnlog/kafka/jit.py --is-warm`` says the cache does not match the sources.
+    """
+    import shutil
+    import tempfile
+
+    from txnlog.brokerlog.scenarios import write_scenario
+    from txnlog.kafka import jit
+    from txnlog.kafka.crc import crc32c
+    from txnlog.spark.sources import SegmentsSource, files_option
+    from txnlog.spark.txn_state_source import TxnStateSource
+
+    fingerprint = jit.sources_fingerprint()
+    work = tempfile.mkdtemp(prefix="txnlog-warm-")
+    try:
+        write_scenario("coordinator_completed", os.path.join(work, "logs"), seed=1)
+        inventory = discover([os.path.join(work, "logs")])
+        for source, files in ((SegmentsSource, list(inventory.segments) + list(inventory.snapshots)),
+                              (TxnStateSource, list(inventory.txn_state_segments))):
+            reader = source({"files": files_option(files), "check_crc": "true"}).reader(None)  # type: ignore[arg-type]
+            for part in reader.partitions():
+                for _ in reader.read(part):
+                    pass
+        crc32c(bytearray(b"txnlog"))  # the kafka-dump-log.sh reader's CRC on buffers that are not bytes
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    jit.mark_warm(fingerprint)
+    if progress:
+        progress(f"decoders compiled and cached in {jit.cache_dir()}")
 
 
 # --- verify_live (issue #4): live rows, source = "live", unioned into the offline tables ---------------
@@ -291,6 +358,36 @@ def _runs_table(result: RunResult, started_at: datetime, late_partitions: int, c
     return pa.Table.from_pylist([row], schema=RUNS)
 
 
+@contextmanager
+def _session_conf(spark: Any, settings: dict[str, str]) -> Iterator[None]:
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+@contextmanager
+def job_description(spark: Any, text: str) -> Iterator[None]:
+    """Label the Spark jobs started inside the block (Spark UI, event log) with ``text``."""
+    sc = getattr(spark, "sparkContext", None)
+    if sc is None:  # Spark Connect: no SparkContext to label
+        yield
+        return
+    previous = sc.getLocalProperty("spark.job.description")
+    sc.setJobDescription(text)
+    try:
+        yield
+    finally:
+        sc.setLocalProperty("spark.job.description", previous)  # type: ignore[arg-type]
+
+
 def _cached(df: Any, cache: list[Any]) -> Any:
     from pyspark import StorageLevel
 
@@ -315,13 +412,16 @@ def build_tables(
     as_of_ms = thresholds.as_of_ms
     keys = [F.lit(cluster).alias("cluster"), F.lit(as_of).cast("timestamp").alias("as_of")]
 
-    stats = T.replica_stats(summary)
+    # Small intermediates that several output tables read are cached, so that each table's write
+    # plans and runs only its own last steps (every shuffle costs a Spark job of its own).
+    stats = _cached(T.replica_stats(summary), cache)
     per_replica = T.replica_transactions(summary, stats)
-    txns = T.merge_replicas(per_replica)
-    pstats = T.partition_stats(stats)
+    txns = _cached(T.merge_replicas(per_replica), cache)  # read twice by with_lso: the open ones, and all of them
+    pstats = _cached(T.partition_stats(stats), cache)
     txns, health = T.with_lso(txns, pstats, as_of_ms)
+    health = _cached(health, cache)
 
-    history = T.coordinator_history(records)
+    history = _cached(T.coordinator_history(records), cache)
     state = T.coordinator_state(history)
     owners = T.producer_owners(state)
     seen_under = T.history_owners(history)
