@@ -59,6 +59,7 @@ from _common import (  # noqa: E402
     dataset,
     fmt_size,
     machine_info,
+    require_fast_kafka_python_crc,
     maybe_reexec_in_snapshot,
     median,
     parse_size,
@@ -469,6 +470,7 @@ def main(argv: list[str] | None = None) -> int:
         print(msg, file=sys.stderr, flush=True)
 
     code = maybe_reexec_in_snapshot(args.snapshot, log=log, code=args.code)
+    require_fast_kafka_python_crc()
     info = machine_info()
     info["code"] = code_version(code)
     log(f"decode benchmark: {fmt_size(args.size)} per data set; {info['cpu']}, {info['cores']} cores; load {info['load_avg_at_start']}")

@@ -62,6 +62,7 @@ from _common import (  # noqa: E402
     dataset,
     fmt_size,
     machine_info,
+    require_fast_kafka_python_crc,
     maybe_reexec_in_snapshot,
     median,
     peak_rss_mib,
@@ -566,6 +567,8 @@ def main(argv: list[str] | None = None) -> int:
         args.code = worktree_copy(log=log)
     code = maybe_reexec_in_snapshot(args.snapshot, log=log, code=args.code)
     sizes = [float(s) for s in args.sizes.split(",")]
+    if not args.no_baselines:
+        require_fast_kafka_python_crc()
     info = machine_info()
     described = code / CODE_NOTE
     info["code"] = described.read_text().strip() if described.exists() else code_version(code)

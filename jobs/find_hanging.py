@@ -67,22 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _check_live_cluster(config) -> None:  # type: ignore[no-untyped-def]
-    """Live mode: the cluster answers and has __transaction_state, or one line says what to fix."""
-    from txnlog import live
-    from txnlog.errors import UsageError
-
-    try:
-        live.topic_partitions(config.bootstrap_servers, {"log_level": 0, **dict(config.kafka)},
-                              ["__transaction_state"], timeout_s=30)
-    except UsageError as e:
-        raise UsageError(f"--bootstrap-servers {config.bootstrap_servers}: cannot read __transaction_state ({e}); "
-                         "the job needs Describe and Read on that topic") from e
-    except Exception as e:  # noqa: BLE001 - the client's own errors: unreachable, refused, timed out
-        raise UsageError(f"--bootstrap-servers {config.bootstrap_servers}: cannot reach the cluster "
-                         f"({type(e).__name__}: {e}); check the address and the 'kafka' client settings in the config") from e
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from txnlog.config import load_config
@@ -120,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
                 if not os.path.exists(path):
                     raise UsageError(f"--dump-log {path}: no such file or directory; give kafka-dump-log.sh output files or a directory of them")
             if config.bootstrap_servers and not config.logs and not config.dump_log:
-                _check_live_cluster(config)
+                from txnlog.live import check_cluster
+
+                check_cluster(config.bootstrap_servers, dict(config.kafka))
             return 0
         from txnlog.pipeline import run
 

@@ -34,3 +34,24 @@ def test_real_dump_log_outputs_flow_into_the_tables(spark, tmp_path):
     state = {r["transactional_id"]: r for r in read_table(out, "coordinator_state").to_pylist()}
     assert state, "the --transaction-log-decoder dump holds __transaction_state records"
     assert result.counts["findings"] == 0
+    assert {t["source"] for t in read_table(out, "transactions").to_pylist()} == {"dump_log"}
+    assert {r["source"] for r in state.values()} == {"dump_log"}
+
+
+def test_library_run_in_live_mode_fails_in_one_line_before_spark(tmp_path):
+    """A notebook calling run() on an unreachable cluster gets a UsageError naming it, not a Spark task traceback."""
+    import socket
+
+    from txnlog.errors import UsageError
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = load_config(None, {"bootstrap_servers": f"127.0.0.1:{port}", "output": str(tmp_path / "out")})
+
+    class NoSpark:  # run() must fail before it touches the session
+        def __getattr__(self, name):
+            raise AssertionError(f"Spark was used ({name}) before the cluster was checked")
+
+    with pytest.raises(UsageError, match=rf"^--bootstrap-servers 127\.0\.0\.1:{port}: cannot reach the cluster"):
+        run(config, spark=NoSpark(), progress=lambda _m: None)

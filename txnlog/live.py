@@ -185,6 +185,22 @@ def describe_transactions(admin: Any, ids: Iterable[str]) -> dict[str, dict[str,
     return out
 
 
+def check_cluster(bootstrap: str, kafka_conf: Mapping[str, Any] | None = None, timeout_s: float = 30.0) -> None:
+    """The cluster answers and has ``__transaction_state``, or a :class:`UsageError` says in one line what to fix.
+
+    Live mode calls this before Spark starts, so an unreachable cluster fails in seconds with the
+    address in the message rather than in a Spark task's traceback.
+    """
+    try:
+        topic_partitions(bootstrap, {"log_level": 0, **dict(kafka_conf or {})}, ["__transaction_state"], timeout_s=timeout_s)
+    except UsageError as e:
+        raise UsageError(f"--bootstrap-servers {bootstrap}: cannot read __transaction_state ({e}); "
+                         "the job needs Describe and Read on that topic") from e
+    except Exception as e:  # noqa: BLE001 - the client's own errors: unreachable, refused, timed out
+        raise UsageError(f"--bootstrap-servers {bootstrap}: cannot reach the cluster "
+                         f"({type(e).__name__}: {e}); check the address and the 'kafka' client settings in the config") from e
+
+
 def topic_partitions(bootstrap: str, kafka_conf: Mapping[str, Any] | None = None,
                      topics: Sequence[str] | None = None, timeout_s: float = 30.0) -> list[tuple[str, int]]:
     """(topic, partition) of the given topics, or of every topic including internal ones."""

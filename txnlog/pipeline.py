@@ -99,6 +99,10 @@ def check_inputs(paths: list[str]) -> Inventory:
     return inventory
 
 
+#: ``source`` of rows that come from copied log dirs, kafka-dump-log.sh output, or the records of the live
+#: cluster's ``__transaction_state`` (rows from the admin APIs, --verify-live, say ``live``)
+SOURCE_SEGMENTS, SOURCE_DUMP_LOG, SOURCE_LIVE_LOG = "segments", "dump_log", "live_log"
+
 # Spark caches a DataFrame's plan with adaptive execution switched off unless this is true, so every
 # shuffle inside the cached intermediates of build_tables would run spark.sql.shuffle.partitions
 # tasks and plan its joins without statistics (sort-merge joins) for a few thousand rows. With it,
@@ -147,6 +151,9 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
     if dump_files:
         note += f"; {len(dump_files)} kafka-dump-log.sh output file(s)"
     if live:
+        from txnlog.live import check_cluster
+
+        check_cluster(config.bootstrap_servers, dict(config.kafka))  # before Spark: one line if it cannot be read
         note += f"; __transaction_state read live from {config.bootstrap_servers}"
     progress(f"found {note}")
 
@@ -163,6 +170,7 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
             .option("check_crc", check_crc)
             .option("min_partitions", str(parallelism))
             .load()
+            .withColumn("input", F.lit(SOURCE_SEGMENTS))
         )
         records = (
             spark.read.format(TXN_STATE_SOURCE)
@@ -170,19 +178,20 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
             .option("check_crc", check_crc)
             .option("min_partitions", str(parallelism))
             .load()
+            .withColumn("input", F.lit(SOURCE_SEGMENTS))
         )
         if dump_files:
             from txnlog.spark.dump_log import read_dump_logs
 
             frames = read_dump_logs(spark, list(config.dump_log))
-            summary = summary.unionByName(frames.summary)
-            records = records.unionByName(frames.records)
+            summary = summary.unionByName(frames.summary.withColumn("input", F.lit(SOURCE_DUMP_LOG)))
+            records = records.unionByName(frames.records.withColumn("input", F.lit(SOURCE_DUMP_LOG)))
         if live:
             from txnlog.spark.live_source import LiveTxnStateSource, live_options, register_live_source
 
             register_live_source(spark)
             live_df = spark.read.format(LiveTxnStateSource.name()).options(**live_options(config.bootstrap_servers, dict(config.kafka))).load()
-            records = records.unionByName(live_df)
+            records = records.unionByName(live_df.withColumn("input", F.lit(SOURCE_LIVE_LOG)))
         summary = summary.persist(StorageLevel.MEMORY_AND_DISK)
         records = records.persist(StorageLevel.MEMORY_AND_DISK)
         cached: list[Any] = [summary, records]
@@ -411,6 +420,12 @@ def build_tables(
 
     as_of_ms = thresholds.as_of_ms
     keys = [F.lit(cluster).alias("cluster"), F.lit(as_of).cast("timestamp").alias("as_of")]
+    # which input each row came from ("source" in the tables); callers that pass a source's output directly
+    # get "segments"
+    if "input" not in summary.columns:
+        summary = summary.withColumn("input", F.lit(SOURCE_SEGMENTS))
+    if "input" not in records.columns:
+        records = records.withColumn("input", F.lit(SOURCE_SEGMENTS))
 
     # Small intermediates that several output tables read are cached, so that each table's write
     # plans and runs only its own last steps (every shuffle costs a Spark job of its own).
@@ -466,7 +481,7 @@ def build_tables(
         "replicas",
         "open_replicas",
         "started_before_log_start",
-        F.lit("segments").alias("source"),
+        "source",
     )
 
     idle = F.lit(as_of_ms) - F.col("last_timestamp_ms")
@@ -501,6 +516,7 @@ def build_tables(
         "owner_coordinator_partition",
         "owner_coordinator_epoch",
         "owner_producer_id",
+        "source",
     )
     classified = _cached(T.classify_candidates(candidates, thresholds).filter(F.col("verdict").isNotNull()), cache)
 
@@ -527,7 +543,7 @@ def build_tables(
         "replicas",
         "open_replicas",
         "started_before_log_start",
-        F.lit("segments").alias("source"),
+        "source",
     )
     # stuck coordinator records whose partitions are not in the input
     input_tps = pstats.select(F.concat_ws("-", "topic", F.col("partition").cast("string")).alias("tp_name"))
@@ -556,7 +572,7 @@ def build_tables(
         F.lit(None).cast("array<string>").alias("replicas"),
         F.lit(None).cast("array<string>").alias("open_replicas"),
         F.lit(False).alias("started_before_log_start"),
-        F.lit("segments").alias("source"),
+        "source",
     )
     findings = findings.unionByName(stuck_findings)
 
@@ -582,6 +598,7 @@ def build_tables(
             "--producer-epoch %d --coordinator-epoch %d",
             F.lit(bootstrap), "topic", "partition", "producer_id", "producer_epoch", ce,
         ).alias("legacy_command"),
+        "source",
     )
 
     late_ms = thresholds.max_transaction_timeout_ms + classify.LATE_TRANSACTION_BUFFER_MS
@@ -601,7 +618,7 @@ def build_tables(
         "replicas",
         "batch_count",
         T.ts("max_timestamp_ms").alias("max_timestamp"),
-        F.lit("segments").alias("source"),
+        "source",
     )
 
     coordinator_state = state.select(
@@ -623,7 +640,7 @@ def build_tables(
         "next_producer_epoch",
         "record_offset",
         "transitions",
-        F.lit("segments").alias("source"),
+        "source",
     )
     coordinator_history = history.select(
         *keys,

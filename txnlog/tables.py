@@ -52,7 +52,7 @@ TRANSACTIONS = _schema(
     ("replicas", STR_LIST),  # brokers (log dirs) holding this transaction
     ("open_replicas", STR_LIST),  # brokers where it has no marker
     ("started_before_log_start", BOOL),  # first offset known only from a producer snapshot
-    ("source", STR),  # segments / dump_log / live
+    ("source", STR),  # the partition's input: segments / dump_log / live ("+"-joined when several inputs held it)
 )
 
 FINDINGS = _schema(
@@ -93,6 +93,8 @@ ABORT_RECOMMENDATIONS = _schema(
     ("safety", STR),  # SAFE / VERIFY_FIRST
     ("command", STR),
     ("legacy_command", STR),
+    # beyond the contract
+    ("source", STR),  # the input the finding came from (see TRANSACTIONS.source)
 )
 
 PARTITION_HEALTH = _schema(
@@ -110,7 +112,7 @@ PARTITION_HEALTH = _schema(
     ("replicas", STR_LIST),
     ("batch_count", I64),
     ("max_timestamp", TS),
-    ("source", STR),  # segments (the offline inputs) / live (ListOffsets, --verify-live)
+    ("source", STR),  # segments / dump_log (the offline inputs) / live (ListOffsets, --verify-live)
 )
 
 COORDINATOR_STATE = _schema(
@@ -132,7 +134,7 @@ COORDINATOR_STATE = _schema(
     ("next_producer_epoch", I32),
     ("record_offset", I64),
     ("transitions", I64),  # records seen for this id (history length)
-    ("source", STR),  # segments (the __transaction_state inputs) / live (DescribeTransactions, --verify-live)
+    ("source", STR),  # the input of the latest record: segments / dump_log / live_log (the live cluster's __transaction_state) / live (DescribeTransactions, --verify-live)
 )
 
 #: Every __transaction_state record, in log order (the history behind coordinator_state).

@@ -376,7 +376,10 @@ def test_job_tables_equal(runs, scenario, variant) -> None:  # type: ignore[no-u
                 assert g["outcome"] == "UNKNOWN"  # a marker closed it; the dump does not say which
             if lost and table == "findings" and w["first_timestamp"] is not None:
                 assert w["first_timestamp"] <= g["first_timestamp"]
-    assert {r["source"] for t in ("findings", "transactions") for r in dump[t]} <= {"segments"}
+    # rows say which input they came from
+    assert {r["source"] for t in ("findings", "transactions", "partition_health") for r in dump[t]} <= {"dump_log"}
+    assert {r["source"] for t in ("findings", "transactions", "partition_health") for r in seg[t]} <= {"segments"}
+    assert {r["source"] for r in dump["abort_recommendations"]} <= {"dump_log"}
     # the dump names its own lines; nothing in a sound segment is quarantined by either path
     assert seg["quarantine"] == []
     q = {r["reason"] for r in dump["quarantine"]}

@@ -265,7 +265,7 @@ def test_live_mode_with_topic(noida_server, tmp_path) -> None:
     out = str(tmp_path / "out")
 
     # offline rows from the live __transaction_state: the scenario's coordinator, its stuck record
-    state = {r["transactional_id"]: r for r in T.rows(out, "coordinator_state") if r["source"] == "segments"}
+    state = {r["transactional_id"]: r for r in T.rows(out, "coordinator_state") if r["source"] == "live_log"}
     assert set(state) == set(truth.coordinator)
     for tid, want in truth.coordinator.items():
         r = state[tid]
@@ -277,7 +277,7 @@ def test_live_mode_with_topic(noida_server, tmp_path) -> None:
                 r["client_transaction_version"]) == (
             want.producer_id, want.producer_epoch, want.state, sorted(want.partitions), want.last_update_timestamp,
             want.coordinator_partition, want.previous_producer_id, want.client_transaction_version), tid
-    offline = [f for f in T.rows(out, "findings") if f["source"] == "segments"]
+    offline = [f for f in T.rows(out, "findings") if f["source"] == "live_log"]
     want = [f for f in truth.findings if f.reason == "COORDINATOR_STUCK"]
     assert [(f["verdict"], f["reason"], f["transactional_id"]) for f in offline] == [
         (f.verdict, f.reason, f.transactional_id) for f in want]

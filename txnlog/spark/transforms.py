@@ -47,6 +47,7 @@ def replica_stats(summary: DataFrame) -> DataFrame:
         F.sum("batch_count").alias("batch_count"),
         F.max("last_timestamp").alias("max_timestamp_ms"),
         F.sum("legacy_entries").alias("legacy_entries"),
+        F.max("input").alias("input"),
     )
 
 
@@ -186,6 +187,7 @@ def partition_stats(stats: DataFrame) -> DataFrame:
         F.max("batch_count").alias("batch_count"),
         F.max("max_timestamp_ms").alias("max_timestamp_ms"),
         F.sort_array(F.collect_set("broker")).alias("replicas"),
+        F.array_join(F.sort_array(F.collect_set("input")), "+").alias("source"),
     )
 
 
@@ -206,7 +208,7 @@ def with_lso(txns: DataFrame, pstats: DataFrame, as_of_ms: int) -> tuple[DataFra
     health = health.withColumn("lso_lag", F.col("log_end_offset") - F.col("last_stable_offset")).withColumn(
         "open_transactions", F.coalesce("open_transactions", F.lit(0)).cast("long")
     )
-    txns = txns.join(health.select("topic", "partition", "lso_lag", "log_start_offset", "log_end_offset"), ["topic", "partition"], "left")
+    txns = txns.join(health.select("topic", "partition", "lso_lag", "log_start_offset", "log_end_offset", "source"), ["topic", "partition"], "left")
     return txns, health
 
 
@@ -250,6 +252,7 @@ def coordinator_state(history: DataFrame) -> DataFrame:
         F.last("is_tombstone").over(full).alias("is_tombstoned"),
         F.last("coordinator_partition").over(full).alias("coordinator_partition"),
         F.last("record_offset").over(full).alias("record_offset"),
+        F.last("input").over(full).alias("source"),
         F.count(F.lit(1)).over(Window.partitionBy("transactional_id")).alias("transitions"),
         F.row_number().over(order.orderBy(F.desc("record_timestamp"), F.desc("coordinator_partition"), F.desc("record_offset"))).alias("rn"),
     )
@@ -379,6 +382,7 @@ def stuck_coordinator_records(state: DataFrame, input_partitions: DataFrame, thr
         "coordinator_partition",
         "coordinator_epoch",
         "is_tombstoned",
+        "source",
         F.coalesce("any_partition_in_input", F.lit(False)).alias("any_partition_in_input"),
     )
     in_schema = to_arrow_schema(cand.schema, timezone="UTC")
