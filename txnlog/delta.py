@@ -38,8 +38,7 @@ import logging
 import posixpath
 import time
 import uuid
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -54,6 +53,7 @@ import pyarrow.parquet as pq
 from txnlog import __version__
 from txnlog import tables as contract
 from txnlog.config import parse_as_of
+from txnlog.spark.session import temporary_conf
 from txnlog.errors import UsageError
 
 if TYPE_CHECKING:
@@ -352,7 +352,7 @@ def _require_columns(name: str, schema: pa.Schema, present: list[str]) -> None:
 def _stage_dataframe(spark: SparkSession, df: DataFrame, table: _Location, stage: str) -> None:
     # Whatever session we were given (spark-submit builds its own), Parquet
     # timestamps must be INT64 micros: INT96 would not match the Delta schema.
-    with _spark_conf(spark, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}):
+    with temporary_conf(spark, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}):
         df.write.mode("errorifexists").parquet(posixpath.join(table.spark_path, stage))
 
 
@@ -602,7 +602,7 @@ def _write_with_delta_spark(
     quoted = cluster.replace("\\", "\\\\").replace("'", "\\'")
     predicate = f"cluster = '{quoted}' AND as_of = TIMESTAMP '{_iso_ms(as_of)}'"
     metadata = json.dumps({"txnlog.cluster": cluster, "txnlog.as_of": _iso_ms(as_of), "txnlog.writer": "spark"})
-    with _spark_conf(spark, {"spark.sql.session.timeZone": "UTC"}):
+    with temporary_conf(spark, {"spark.sql.session.timeZone": "UTC"}):
         (
             conformed.write.format("delta")
             .mode("overwrite")
@@ -615,21 +615,6 @@ def _write_with_delta_spark(
 
 
 # --- small helpers ---------------------------------------------------------------------------
-
-
-@contextmanager
-def _spark_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
-    previous = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in previous.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 def _run_as_of(as_of: datetime) -> datetime:

@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
@@ -117,7 +117,7 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
 
     from txnlog import delta
     from txnlog.spark import transforms as T
-    from txnlog.spark.session import get_session
+    from txnlog.spark.session import get_session, temporary_conf
     from txnlog.spark.sources import SEGMENTS_SOURCE, TXN_STATE_SOURCE, files_option, register_sources
 
     t0 = time.monotonic()
@@ -160,7 +160,7 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
     spark = spark or get_session("txnlog", conf=dict(config.spark))
     # Settings for this run only (a notebook's session gets its own back afterwards); one the user
     # set explicitly wins.
-    with _session_conf(spark, {k: v for k, v in RUN_CONF.items() if spark.conf.get(k, None) is None}):
+    with temporary_conf(spark, {k: v for k, v in RUN_CONF.items() if spark.conf.get(k, None) is None}):
         register_sources(spark)
         check_crc = "true" if config.check_crc else "false"
         parallelism = max(2, spark.sparkContext.defaultParallelism * 2)
@@ -365,21 +365,6 @@ def _runs_table(result: RunResult, started_at: datetime, late_partitions: int, c
         "config": json.dumps(config.to_dict(), default=str, sort_keys=True),
     }
     return pa.Table.from_pylist([row], schema=RUNS)
-
-
-@contextmanager
-def _session_conf(spark: Any, settings: dict[str, str]) -> Iterator[None]:
-    previous = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in previous.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 @contextmanager

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -160,3 +161,19 @@ def _apply_runtime_conf(spark: SparkSession, settings: Mapping[str, str]) -> Non
             spark.conf.set(key, value)
         # Static settings (spark.master, spark.ui.enabled, ...) of a session
         # someone else built are theirs; changing them needs a new session.
+
+
+@contextmanager
+def temporary_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """Set runtime SQL settings for the block; the session's own values (or their absence) come back afterwards."""
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
