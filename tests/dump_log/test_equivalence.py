@@ -339,6 +339,10 @@ def _expected_from_segments(table: str, row: dict[str, Any], variant: Variant) -
             row[c] = None
         if table == "coordinator_history" and row["state"] == "Empty" and row["partitions"] is None:
             row["partitions"] = []
+    if table == "findings" and variant.scala_decoder and row["reason"] == "COORDINATOR_STUCK":
+        # a coordinator-only finding starts at the record's txnStartTimestamp, which the Scala decoder does
+        # not print: when the transaction began, and so how long it has been open, is not in the dump
+        row["first_timestamp"] = row["open_ms"] = None
     return row
 
 
