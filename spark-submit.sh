@@ -16,18 +16,29 @@ with_value=" --master --deploy-mode --class --name --jars --packages --exclude-p
  --py-files --files --archives --conf -c --properties-file --driver-memory --driver-java-options
  --driver-library-path --driver-class-path --driver-cores --executor-memory --executor-cores
  --total-executor-cores --num-executors --queue --principal --keytab --proxy-user "
+with_value=" $(echo $with_value) "  # one space between names, also where the lines break
 flags=" --verbose -v --supervise "
 spark_args=()
 job_args=()
 master_given=0
+# The driver JVM's JIT and collector: C1 only and the serial GC leave the CPU to the Python workers that
+# decode (txnlog/spark/session.py DRIVER_JAVA_OPTIONS says why; benchmarks/RESULTS.md §2 measured it).
+# Your own --driver-java-options or --conf spark.driver.extraJavaOptions=... replaces these.
+driver_java_options="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 while [ $# -gt 0 ]; do
   arg="$1"; name="${arg%%=*}"
   if [[ "$with_value" == *" $name "* ]]; then
     [ "$name" = "--master" ] && master_given=1
-    if [[ "$arg" == *=* ]]; then spark_args+=("$arg"); shift
+    if [[ "$arg" == *=* ]]; then value="${arg#*=}"; shift
     else
       if [ $# -lt 2 ]; then echo "spark-submit.sh: $arg needs a value" >&2; exit 2; fi
-      spark_args+=("$arg" "$2"); shift 2
+      value="$2"; shift 2
+    fi
+    # the driver's JVM options are merged with the log4j setting below instead of replacing it
+    if [ "$name" = "--driver-java-options" ]; then driver_java_options="$value"
+    elif [[ ( "$name" = "--conf" || "$name" = "-c" ) && "$value" == spark.driver.extraJavaOptions=* ]]; then
+      driver_java_options="${value#spark.driver.extraJavaOptions=}"
+    else spark_args+=("$name" "$value")
     fi
   elif [[ "$flags" == *" $arg "* ]]; then
     spark_args+=("$arg"); shift
@@ -50,6 +61,6 @@ exec spark-submit \
   --conf spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS \
   --conf "spark.pyspark.python=$PYSPARK_PYTHON" \
   --conf "spark.pyspark.driver.python=$PYSPARK_DRIVER_PYTHON" \
-  --conf "spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:$ROOT/conf/log4j2.properties" \
+  --conf "spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:$ROOT/conf/log4j2.properties $driver_java_options" \
   ${spark_args[@]+"${spark_args[@]}"} \
   "$ROOT/jobs/find_hanging.py" ${job_args[@]+"${job_args[@]}"}

@@ -30,3 +30,14 @@ def test_get_session_reuses_the_active_session(spark):
 
 def test_no_delta_jars_here(spark):
     assert delta_spark_available(spark) is False
+
+
+def test_spark_submit_sh_passes_the_same_driver_jvm_options() -> None:
+    """./spark-submit.sh (bash) and sessions built by get_session (Python) tune the driver JVM alike."""
+    from pathlib import Path
+
+    from txnlog.spark.session import DEFAULT_CONF, DRIVER_JAVA_OPTIONS
+
+    script = (Path(__file__).parents[2] / "spark-submit.sh").read_text()
+    assert f'driver_java_options="{DRIVER_JAVA_OPTIONS}"' in script
+    assert DEFAULT_CONF["spark.driver.extraJavaOptions"] == DRIVER_JAVA_OPTIONS

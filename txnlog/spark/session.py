@@ -29,9 +29,19 @@ REQUIRED_CONF: dict[str, str] = {
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
 }
 
+# The driver JVM's JIT and garbage collector. txnlog's driver plans ~50 short Spark jobs over a few
+# thousand summary rows (the bytes are decoded in Python workers), and in local mode it runs them too.
+# The JVM's default tiered JIT spends most of its CPU compiling with C2, and G1 runs concurrent GC
+# threads: on a 2-core machine, 45 CPU-s of a 30 s job, taken from the Python workers that decode.
+# C1 alone and the serial collector cut the job's CPU to 26 s and its time per extra GiB of input from
+# 1.7 to 0.6 s (benchmarks/RESULTS.md §2, "Driver JVM"). ./spark-submit.sh passes the same options;
+# a user's own spark.driver.extraJavaOptions replaces them.
+DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
 # Defaults for a session txnlog builds. Under spark-submit, its --conf and
 # spark-defaults.conf win over these; an explicit ``conf`` wins over all.
 DEFAULT_CONF: dict[str, str] = {
+    "spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS,
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "8",
     "spark.sql.execution.arrow.pyspark.enabled": "true",

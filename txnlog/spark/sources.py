@@ -1,8 +1,8 @@
 """Spark Python Data Sources over Kafka log files (Spark 4 Data Source API).
 
 The driver only lists files (``txnlog.logdirs``) and hands the list to a
-source as an option; every file becomes one input partition, and the bytes are
-read and decoded inside the executor with the vectorized walk of
+source as an option; the files are dealt into a few balanced input partitions
+(``pack_files``), and the bytes are read and decoded inside the executor with the vectorized walk of
 ``txnlog.kafka``. What leaves the executor is small:
 
 * ``txnlog_segments`` — per data segment: transaction *fragments* (see
@@ -11,12 +11,14 @@ read and decoded inside the executor with the vectorized walk of
 * ``txnlog_batches`` — every batch header, for forensics (notebooks, timeline).
 * ``txnlog_txn_state`` — every ``__transaction_state`` record, decoded.
 
-Options: ``files`` (JSON list of ``txnlog.logdirs.LogFile`` dicts) and
-``check_crc`` ("true"/"false").
+Options: ``files`` (JSON list of ``txnlog.logdirs.LogFile`` dicts),
+``check_crc`` ("true"/"false"), ``min_partitions`` and ``max_partition_bytes``
+(see ``pack_files``).
 """
 
 from __future__ import annotations
 
+import heapq
 import json
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -154,7 +156,7 @@ def scan_log_file(path: str, check_crc: bool) -> Any:
 
 
 class _FilesPartition(InputPartition):
-    """Some files read by one task: big segments alone, small files packed together."""
+    """The files one task reads (see pack_files)."""
 
     def __init__(self, files: list[LogFile]):
         super().__init__([asdict(f) for f in files])
@@ -168,38 +170,47 @@ def partition_files(partition: InputPartition) -> list[LogFile]:
     return partition.files() if isinstance(partition, _FilesPartition) else []
 
 
-DEFAULT_TARGET_PARTITION_BYTES = 64 * 2**20
+#: Upper bound of one input partition's bytes. Each Spark task of a Python data source costs tens of
+#: milliseconds besides its work (task set-up in the JVM and the Python worker, the Arrow hand-over):
+#: 30 tasks over 4 GiB of segments cost 0.6 s per GiB of decode wall time, 5 tasks 0.2 s
+#: (benchmarks/RESULTS.md §2, "Fewer, balanced decode tasks"). A bound still keeps a retried task cheap.
+DEFAULT_MAX_PARTITION_BYTES = 1 << 30
 
 
-def pack_files(files: list[LogFile], *, target_bytes: int, min_partitions: int) -> list[list[LogFile]]:
-    """Group files into input partitions of about ``target_bytes`` (never splitting a file).
+def pack_files(files: list[LogFile], *, max_bytes: int, min_partitions: int) -> list[list[LogFile]]:
+    """Group files into as few, equally sized input partitions as keep every core busy.
 
-    Thousands of small segments and snapshots would otherwise cost a Spark
-    task each; at least ``min_partitions`` groups keep every core busy. Files of
-    one partition directory stay in log order, largest groups first.
+    The number of groups is the larger of ``min_partitions`` (twice the cores, so a slow
+    task can be evened out) and what keeps each group under ``max_bytes``, rounded up to a multiple
+    of ``min_partitions``, and never more than the files. Files are never split. They are dealt largest
+    first to the lightest group (longest-processing-time first), so groups differ by at most one
+    file; inside a group they keep the listing's (broker, topic, partition, offset) order.
+
+    >>> from txnlog.logdirs import LogFile
+    >>> fs = [LogFile(f"/l/t-0/{i:020d}.log", "b", "t", 0, i, size, "log") for i, size in enumerate([8, 1, 1, 6, 2])]
+    >>> [[f.size for f in g] for g in pack_files(fs, max_bytes=100, min_partitions=2)]
+    [[8, 1], [1, 6, 2]]
     """
     if not files:
         return []
-    total = sum(max(f.size, 1) for f in files)
-    target = max(1, min(target_bytes, total // max(min_partitions, 1) + 1))
-    groups: list[list[LogFile]] = []
-    current: list[LogFile] = []
-    size = 0
-    for f in files:
-        if current and size + f.size > target:
-            groups.append(current)
-            current, size = [], 0
-        current.append(f)
-        size += max(f.size, 1)
-    if current:
-        groups.append(current)
-    return groups
+    slots = max(min_partitions, 1)
+    sizes = [max(f.size, 1) for f in files]
+    needed = -(-sum(sizes) // max(max_bytes, 1))
+    groups_n = min(len(files), max(slots, -(-needed // slots) * slots))
+    lightest = [(0, g) for g in range(groups_n)]  # a heap of (bytes so far, group)
+    members: list[list[int]] = [[] for _ in range(groups_n)]
+    for i in sorted(range(len(files)), key=lambda i: -sizes[i]):
+        load, g = heapq.heappop(lightest)
+        members[g].append(i)
+        heapq.heappush(lightest, (load + sizes[i], g))
+    ordered = sorted((sorted(m) for m in members if m), key=lambda m: -sum(sizes[i] for i in m))
+    return [[files[i] for i in m] for m in ordered]
 
 
 def _partitions(options: dict[str, str], files: list[LogFile]) -> list[InputPartition]:
-    target = int(options.get("target_partition_bytes", DEFAULT_TARGET_PARTITION_BYTES))
+    limit = int(options.get("max_partition_bytes", DEFAULT_MAX_PARTITION_BYTES))
     minimum = int(options.get("min_partitions", 4))
-    return [_FilesPartition(g) for g in pack_files(files, target_bytes=target, min_partitions=minimum)]
+    return [_FilesPartition(g) for g in pack_files(files, max_bytes=limit, min_partitions=minimum)]
 
 
 def _table(schema: pa.Schema, n: int, columns: dict[str, Any]) -> pa.RecordBatch:

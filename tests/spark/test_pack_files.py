@@ -1,0 +1,62 @@
+"""How the Data Sources deal files into input partitions (txnlog.spark.sources.pack_files)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from txnlog.logdirs import LogFile
+from txnlog.spark.sources import pack_files
+
+MiB = 2**20
+
+
+def _files(sizes: list[int]) -> list[LogFile]:
+    return [LogFile(f"/logs/t-{i % 3}/{i:020d}.log", "b1", "t", i % 3, i, size, "log") for i, size in enumerate(sizes)]
+
+
+@pytest.mark.parametrize(
+    ("sizes", "max_bytes", "min_partitions", "groups"),
+    [
+        pytest.param([], 64 * MiB, 4, 0, id="no-files"),
+        pytest.param([10 * MiB], 64 * MiB, 4, 1, id="one-file-one-group"),
+        pytest.param([10 * MiB] * 3, 64 * MiB, 4, 3, id="fewer-files-than-slots"),
+        pytest.param([10 * MiB] * 40, 1024 * MiB, 4, 4, id="small-input-one-group-per-slot"),
+        # 16 x 256 MiB + 64 x 12 MiB = 4.75 GiB: 5 groups under 1 GiB are needed, rounded up to 8 (2 per slot)
+        pytest.param([256 * MiB] * 16 + [12 * MiB] * 64, 1024 * MiB, 4, 8, id="rounded-up-to-a-multiple-of-slots"),
+        pytest.param([0, 0, 0, 0, 0], 64 * MiB, 2, 2, id="empty-files-still-read"),
+    ],
+)
+def test_group_count(sizes: list[int], max_bytes: int, min_partitions: int, groups: int) -> None:
+    assert len(pack_files(_files(sizes), max_bytes=max_bytes, min_partitions=min_partitions)) == groups
+
+
+def test_big_segments_spread_over_groups() -> None:
+    # the end-to-end benchmark's 4 GiB shape: 4 big partitions of 256 MiB segments and many small files
+    sizes = [256 * MiB] * 3 + [51 * MiB] + [256 * MiB] * 3 + [51 * MiB] + [13 * MiB] * 64
+    groups = pack_files(_files(sizes), max_bytes=1024 * MiB, min_partitions=4)
+    loads = sorted(sum(f.size for f in g) for g in groups)
+    assert len(groups) == 4
+    assert loads[-1] - loads[0] <= 13 * MiB  # within one small file of each other
+
+
+@given(
+    sizes=st.lists(st.integers(min_value=0, max_value=300 * MiB), max_size=60),
+    max_bytes=st.integers(min_value=1, max_value=2048 * MiB),
+    min_partitions=st.integers(min_value=1, max_value=9),
+)
+def test_every_file_once_balanced_and_in_order(sizes: list[int], max_bytes: int, min_partitions: int) -> None:
+    files = _files(sizes)
+    groups = pack_files(files, max_bytes=max_bytes, min_partitions=min_partitions)
+    flat = [f for g in groups for f in g]
+    assert sorted(flat, key=files.index) == files  # every file exactly once
+    assert all(g for g in groups)
+    for g in groups:  # inside a group, the listing's order
+        assert [files.index(f) for f in g] == sorted(files.index(f) for f in g)
+    if files:
+        loads = [sum(max(f.size, 1) for f in g) for g in groups]
+        # longest-processing-time first: the heaviest group exceeds the lightest by at most one file
+        assert max(loads) - min(loads) <= max(max(f.size, 1) for f in files)
+        assert len(groups) <= len(files)
+        assert len(groups) >= min(len(files), min_partitions)
