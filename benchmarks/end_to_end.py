@@ -654,6 +654,15 @@ def main(argv: list[str] | None = None) -> int:
     marginal = (job_t[hi] - job_t[lo]) / span
     marginal_min = (job_min[hi] - job_min[lo]) / span
     marginal_cpu = (job_cpu[hi] - job_cpu[lo]) / span
+    # every run at every size, one least-squares line: less at the mercy of one slow run than two medians
+    marginal_fit = fit_slope([gib[s] for s in sizes for _ in runs[s]], [x["wall_s"] for s in sizes for x in runs[s]])
+    # The job's fixed cost (JVM, Spark session, ~50 small table jobs: ~25 s) varies by a few seconds from run to
+    # run, as much as 3 GiB more input adds. A target counts as met only if it holds for every estimate of the
+    # marginal cost, so the verdict uses the most pessimistic one (a negative estimate is noise, never a gain).
+    estimates = {"medians": marginal, "fastest runs": marginal_min, "fit over all runs": marginal_fit}
+    worst = max(estimates.values())
+    est = {k: v if v > 0 else 1e-9 for k, v in estimates.items()}  # ratios of a non-positive estimate: no cost seen
+    worst_pos = max(worst, 1e-9)
     # runs during which other processes used < 10 % of the machine
     quiet = {s: [x["wall_s"] for x in runs[s] if x["others_cpu_share"] < 0.10] for s in sizes}
     job_quiet = {s: median(v) if v else float("nan") for s, v in quiet.items()}
@@ -672,14 +681,14 @@ def main(argv: list[str] | None = None) -> int:
     targets = {}
     if kp_ref:
         targets["marginal cost >= 3x lower than kafka-python (CRC, like the job)"] = {
-            "ratio": kp_ref / marginal, "met": kp_ref / marginal >= 3, "ratio_from_min": kp_ref / marginal_min}
+            "ratio": kp_ref / worst_pos, "met": worst <= kp_ref / 3, "estimates": {k: kp_ref / v for k, v in est.items()}}
     if "kafka_python_nocrc" in per_gib:
         kn = per_gib["kafka_python_nocrc"]["mean_s_per_gib"]
         targets["marginal cost >= 3x lower than kafka-python (no CRC)"] = {
-            "ratio": kn / marginal, "met": kn / marginal >= 3, "ratio_from_min": kn / marginal_min}
+            "ratio": kn / worst_pos, "met": worst <= kn / 3, "estimates": {k: kn / v for k, v in est.items()}}
     if raw_ref:
         targets["marginal cost within 4x of the raw read"] = {
-            "ratio": marginal / raw_ref, "met": marginal / raw_ref <= 4, "ratio_from_min": marginal_min / raw_ref}
+            "ratio": worst / raw_ref, "met": worst <= 4 * raw_ref, "estimates": {k: v / raw_ref for k, v in est.items()}}
     drv = [mem[s]["driver"] for s in sizes]
     targets["driver memory flat (max/min of the Python driver's peak RSS <= 1.1)"] = {
         "ratio": max(drv) / max(min(drv), 1e-9), "met": max(drv) / max(min(drv), 1e-9) <= 1.1}
@@ -766,7 +775,8 @@ def main(argv: list[str] | None = None) -> int:
     for k in phase_names:
         lines.append(f"| {k} | " + " | ".join(f"{phase_t[s][k]:.1f}" for s in sizes) + f" | {phase_marginal.get(k, float('nan')):.2f} |")
     lines += ["", f"job marginal cost: {marginal:.2f} s/GiB  ((median t({hi:g} GiB) - median t({lo:g} GiB)) / {span:.2f} GiB)",
-              f"  cross-checks: from the fastest run of each size {marginal_min:.2f} s/GiB; "
+              f"  cross-checks: from the fastest run of each size {marginal_min:.2f} s/GiB; least-squares fit over all "
+              f"{sum(len(runs[s]) for s in sizes)} runs {marginal_fit:.2f} s/GiB; "
               f"CPU seconds of the whole tree {marginal_cpu:.2f} CPU-s/GiB; median of the quiet runs (others < 10 % CPU: "
               + ", ".join(f"{len(quiet[s])} at {s:g} GiB" for s in sizes) + f") {marginal_quiet:.2f} s/GiB",
               "  job wall per size, all runs: " + "; ".join(
@@ -775,9 +785,11 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"{m}: {v['mean_s_per_gib']:.2f} s/GiB (mean of t/size; slope {v['slope_s_per_gib']:.2f})")
     for s, ev in event_logs.items():
         lines.append(f"Spark event log, {s:g} GiB: {ev['jobs']} jobs, {ev['stages']} stages, {ev['tasks']} tasks (wall {ev['wall_s']:.1f} s)")
+    lines.append(f"  targets are judged on the most pessimistic estimate of the marginal cost: {worst:.2f} s/GiB")
     for t, v in targets.items():
-        extra = f"; {v['ratio_from_min']:.2f} from the fastest runs" if "ratio_from_min" in v else ""
-        lines.append(f"  target {t}: {'MET' if v['met'] else 'MISSED'} ({v['ratio']:.2f}{extra})")
+        extra = "; ".join(f"{k} {r:.2f}" if v2 > 0 else f"{k}: not above the noise" for (k, r), v2 in
+                          zip(v.get("estimates", {}).items(), estimates.values()))
+        lines.append(f"  target {t}: {'MET' if v['met'] else 'MISSED'} ({v['ratio']:.2f}{'; ' + extra if extra else ''})")
     lines.append(f"ground truth: {'every run OK' if all_ok else 'MISMATCH (see JSON)'}")
     text = "\n".join(lines)
     print(text)
@@ -787,7 +799,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": {str(s): [{k: v for k, v in x.items() if k != "stdout"} | {"stdout_tail": x["stdout"][-1500:]} for x in runs[s]] for s in sizes},
         "walks": {m: {str(s): v for s, v in d.items()} for m, d in walks.items()},
         "checks": {str(s): v for s, v in checks.items()},
-        "job_median_s": {str(s): v for s, v in job_t.items()}, "marginal_s_per_gib": marginal,
+        "job_median_s": {str(s): v for s, v in job_t.items()}, "marginal_s_per_gib": marginal, "marginal_fit_s_per_gib": marginal_fit,
         "job_min_s": {str(s): v for s, v in job_min.items()}, "marginal_from_min_s_per_gib": marginal_min,
         "job_cpu_median_s": {str(s): v for s, v in job_cpu.items()}, "marginal_cpu_s_per_gib": marginal_cpu,
         "job_quiet_median_s": {str(s): v for s, v in job_quiet.items()}, "marginal_quiet_s_per_gib": marginal_quiet,
