@@ -34,7 +34,8 @@ REQUIRED_CONF: dict[str, str] = {
 # The JVM's default tiered JIT spends most of its CPU compiling with C2, and G1 runs concurrent GC
 # threads: on a 2-core machine, 45 CPU-s of a 30 s job, taken from the Python workers that decode.
 # C1 alone and the serial collector cut the job's CPU to 26 s and its time per extra GiB of input from
-# 1.7 to 0.6 s (benchmarks/RESULTS.md §2, "Driver JVM"). ./spark-submit.sh passes the same options;
+# 1.7 to 0.6 s (benchmarks/RESULTS.md §2, "Driver JVM and balanced
+# decode tasks"). ./spark-submit.sh passes the same options;
 # a user's own spark.driver.extraJavaOptions replaces them.
 DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 

@@ -172,8 +172,8 @@ def partition_files(partition: InputPartition) -> list[LogFile]:
 
 #: Upper bound of one input partition's bytes. Each Spark task of a Python data source costs tens of
 #: milliseconds besides its work (task set-up in the JVM and the Python worker, the Arrow hand-over):
-#: 30 tasks over 4 GiB of segments cost 0.6 s per GiB of decode wall time, 5 tasks 0.2 s
-#: (benchmarks/RESULTS.md §2, "Fewer, balanced decode tasks"). A bound still keeps a retried task cheap.
+#: the decode of 4 GiB of segments took 2.0–2.8 s in 30 tasks and 1.2 s in 5 (benchmarks/RESULTS.md §2,
+#: "Driver JVM and balanced decode tasks"). A bound still keeps a retried task cheap.
 DEFAULT_MAX_PARTITION_BYTES = 1 << 30
 
 
