@@ -33,7 +33,7 @@ def test_group_count(sizes: list[int], max_bytes: int, min_partitions: int, grou
 
 
 def test_big_segments_spread_over_groups() -> None:
-    # the end-to-end benchmark's 4 GiB shape: 4 big partitions of 256 MiB segments and many small files
+    # the shape of the end-to-end benchmark's data, scaled down: partitions of 256 MiB segments plus many small files
     sizes = [256 * MiB] * 3 + [51 * MiB] + [256 * MiB] * 3 + [51 * MiB] + [13 * MiB] * 64
     groups = pack_files(_files(sizes), max_bytes=1024 * MiB, min_partitions=4)
     loads = sorted(sum(f.size for f in g) for g in groups)
