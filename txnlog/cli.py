@@ -45,7 +45,25 @@ def _read(output: str, table: str, cluster: str | None, as_of: str | None) -> li
         if len(clusters) > 1:
             raise UsageError(f"--cluster: the tables hold several clusters ({', '.join(clusters)}); pick one with --cluster")
         data = data.filter(pc.equal(data["as_of"], pc.max(data["as_of"])))
-    return data.to_pylist()
+    return _datetime_safe(data).to_pylist()
+
+
+def _datetime_safe(data: Any) -> Any:
+    """``data`` with timestamps a Python datetime cannot hold (past the year 9999, e.g. a client clock
+    in µs, written by another tool) as null, so that reading the rows never fails."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    low, high = (datetime(1, 1, 1, tzinfo=timezone.utc), datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc))
+    for i, f in enumerate(data.schema):
+        if pa.types.is_timestamp(f.type):
+            ticks = data.column(i).cast(pa.int64())  # in the column's unit
+            per_s = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[f.type.unit]
+            lo, hi = (max(-(2**63), min(2**63 - 1, int((t - datetime(1970, 1, 1, tzinfo=timezone.utc)).total_seconds()) * per_s))
+                      for t in (low, high))
+            ok = pc.and_(pc.greater_equal(ticks, lo), pc.less_equal(ticks, hi))
+            data = data.set_column(i, f, pc.if_else(ok, data.column(i), pa.scalar(None, f.type)))
+    return data
 
 
 def _fmt(value: Any) -> str:

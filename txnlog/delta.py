@@ -447,8 +447,11 @@ def _stats_json(metadata: pq.FileMetaData) -> str:
             # outwards so the bounds still hold for every reader.
             per_unit = {"s": 1_000_000, "ms": 1000, "us": 1, "ns": 0.001}[field.type.unit]
             low_us, high_us = int(low * per_unit), int(high * per_unit)
-            mins[field.name] = _iso_ms(_from_us(low_us - low_us % 1000))
-            maxs[field.name] = _iso_ms(_from_us(high_us + (-high_us) % 1000))
+            try:
+                low_at, high_at = _from_us(low_us - low_us % 1000), _from_us(high_us + (-high_us) % 1000)
+            except OverflowError:
+                continue  # outside years 1-9999 (a client clock in µs): no bounds, which readers take as "unknown"
+            mins[field.name], maxs[field.name] = _iso_ms(low_at), _iso_ms(high_at)
         elif kind == "string":
             if not isinstance(low, str) or not isinstance(high, str):
                 continue

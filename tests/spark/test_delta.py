@@ -336,7 +336,7 @@ def test_spark_writer_without_jars_is_a_one_line_usage_error(spark, tmp_path):
 def test_new_contract_columns_are_added_to_an_older_table(tmp_path):
     from deltalake import write_deltalake
 
-    older = pa.schema([f for f in tables.RUNS if f.name not in ("config", "status")])
+    older = pa.schema([f for f in tables.RUNS if f.name not in ("config", "status", "as_of_source")])
     old_row = {k: v for k, v in run_row(as_of=A2).items() if k in older.names}
     write_deltalake(str(tmp_path / "runs"), pa.Table.from_pylist([old_row], schema=older))
 
@@ -345,7 +345,7 @@ def test_new_contract_columns_are_added_to_an_older_table(tmp_path):
 
     assert pa.schema(DeltaTable(str(tmp_path / "runs")).schema().to_arrow()).names == tables.RUNS.names
     got = rows_of(read_table(str(tmp_path), "runs"), ("as_of",))
-    assert got == [run_row(), {**old_row, "status": None, "config": None}]
+    assert got == [run_row(), {**old_row, **{n: None for n in tables.RUNS.names if n not in older.names}}]
 
 
 def test_table_with_a_contradicting_column_type_is_refused(tmp_path):
@@ -361,3 +361,26 @@ def test_table_with_a_contradicting_column_type_is_refused(tmp_path):
 def test_read_table_without_a_table_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="no Delta table there"):
         read_table(str(tmp_path), "findings")
+
+
+def test_timestamps_past_the_year_9999_are_written_and_read_back(tmp_path):
+    """Issue 11 rule 8: a client clock in µs (CreateTime ≈ year 56 000) written by any tool must not crash
+    the writer's file statistics (no bounds for such a column) nor the txnlog CLI's reader (null there)."""
+    from txnlog.cli import _read
+
+    year_56k = pa.scalar(1_717_402_810_030_000 * 1000, pa.timestamp("us", tz="UTC"))  # a µs CreateTime read as ms
+    row = {f.name: None for f in tables.QUARANTINE}
+    rows = [dict(row, file="a.log", position=0, reason="x"), dict(row, file="b.log", position=1, reason="y")]
+    data = pa.Table.from_pylist(rows, schema=tables.QUARANTINE)
+    data = data.set_column(data.schema.get_field_index("as_of"), "as_of", pa.array([A1, A1], pa.timestamp("us", tz="UTC")))
+    table = pa.Table.from_pylist([dict(run_row(), started_at=None)], schema=tables.RUNS)
+    table = table.set_column(table.schema.get_field_index("started_at"), tables.RUNS.field("started_at"),
+                             pa.array([year_56k.value], pa.timestamp("us", tz="UTC")))
+    assert write_tables(None, str(tmp_path), {"runs": table, "quarantine": data}, cluster="c1", as_of=A1) == {"runs": 1, "quarantine": 2}
+    stats = DeltaTable(str(tmp_path / "runs")).get_add_actions(flatten=True)
+    assert "min.started_at" not in pa.table(stats).column_names or pa.table(stats).column("min.started_at")[0].as_py() is None
+    assert read_table(str(tmp_path), "runs").column("started_at")[0].value == year_56k.value  # kept as written
+    (run,) = _read(str(tmp_path), "runs", None, None)
+    assert run["started_at"] is None and run["as_of"] == A1
+    con = _duckdb_with_delta()
+    assert con.execute(f"SELECT epoch_ms(started_at) FROM delta_scan('{tmp_path / 'runs'}')").fetchone()[0] == year_56k.value // 1000
