@@ -67,6 +67,9 @@ SEGMENT_SUMMARY_SCHEMA = pa.schema(
         ("length", pa.int64()),
         ("reason", pa.string()),
         ("detail", pa.string()),
+        # segment rows: the newest time a broker's clock wrote (see broker_timestamps), ms; null: none
+        ("marker_timestamp", pa.int64()),  # max over the marker (control) batches
+        ("log_append_timestamp", pa.int64()),  # max over the LogAppendTime batches
     ]
 )
 
@@ -250,6 +253,29 @@ def quarantine_batch(schema: pa.Schema, file: LogFile, entries: list[Any]) -> pa
     )
 
 
+def broker_timestamps(batches: dict[str, np.ndarray]) -> dict[str, pa.Array]:
+    """The newest broker-written timestamps of a segment's batch columns, for its ``segment`` row.
+
+    A client stamps CreateTime with its own clock (it may run in microseconds, or wrong), so the
+    job's "now" comes only from what a broker's clock wrote (issue 11 rule 6):
+
+    * ``marker_timestamp``: the max timestamp of the control batches. The partition leader stamps a
+      transaction marker itself (``MemoryRecords.withEndTransactionMarker(…, System.currentTimeMillis(), …)``
+      in ``KafkaApis.handleWriteTxnMarkersRequest``);
+    * ``log_append_timestamp``: the max timestamp of the LogAppendTime batches (``LogValidator``
+      sets it to the leader's clock for ``message.timestamp.type=LogAppendTime``).
+
+    Null when the segment has no such batch.
+    """
+    max_ts = batches["max_timestamp"]
+    out = {}
+    for name, mask in (("marker_timestamp", batches["is_control"]),
+                       ("log_append_timestamp", batches["timestamp_type"] == 1)):
+        chosen = max_ts[np.asarray(mask, bool)]
+        out[name] = pa.array([int(chosen.max()) if chosen.size else None], pa.int64())
+    return out
+
+
 def summarize_segment(file: LogFile, check_crc: bool) -> Iterator[pa.RecordBatch]:
     """Decode one segment in this process and yield its summary rows."""
     from txnlog.reconstruct import segment_fragments
@@ -297,6 +323,7 @@ def summarize_segment(file: LogFile, check_crc: bool) -> Iterator[pa.RecordBatch
             "record_count": np.full(1, int(b["record_count"].astype(np.int64).sum()), np.int64),
             "size_bytes": np.full(1, file.size, np.int64),
             "legacy_entries": np.full(1, scan.legacy_entries, np.int64),
+            **broker_timestamps(b),
         },
     )
     if scan.quarantine:

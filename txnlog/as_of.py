@@ -1,0 +1,134 @@
+"""The run's "now" (``as_of``): ``--as-of``, else the newest time a *broker's* clock wrote.
+
+Every age (``open_ms``, ``idle_ms``, ``max_open_ms``, late/hanging) is measured against ``as_of``.
+Producers stamp CreateTime with their own clock — some in microseconds (a known client bug), some
+simply wrong — and the broker keeps it (``LogValidator`` bounds it only when
+``log.message.timestamp.after.max.ms`` says so). So without ``--as-of`` "now" is the newest of
+(issue 11 rule 6):
+
+``markers``
+    transaction markers: the partition leader stamps them with its clock
+    (``MemoryRecords.withEndTransactionMarker(…, System.currentTimeMillis(), …)``, written by
+    ``KafkaApis.handleWriteTxnMarkersRequest``);
+``transaction_state``
+    ``__transaction_state`` records: the coordinator stamps them
+    (``TransactionStateManager.appendTransactionToLog``: ``time.milliseconds()``);
+``log_append_time``
+    batches of LogAppendTime topics: the leader overwrites the max timestamp with its clock
+    (``LogValidator``, ``TimestampType.LOG_APPEND_TIME``).
+
+``runs.as_of_source`` says which one (``--as-of`` when given). File modification times are never a
+source: a copy resets them, which would inflate every age. An input with no broker-written time
+at all stops the run with one line asking for ``--as-of`` (rather than measuring ages from 1970).
+
+A segment whose client timestamps run more than :data:`FUTURE_BOUND_MS` past ``as_of`` is reported
+as a ``quarantine`` row with reason ``timestamp_in_future`` (a warning: its batches are analysed as
+read, their timestamps are kept, they are only never taken as "now").
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from txnlog.errors import UsageError
+
+AS_OF_FLAG = "--as-of"
+MARKERS = "markers"
+TRANSACTION_STATE = "transaction_state"
+LOG_APPEND_TIME = "log_append_time"
+#: ties go to the first: a marker is the most direct evidence of the partitions' own clock
+SOURCES = (MARKERS, TRANSACTION_STATE, LOG_APPEND_TIME)
+
+#: How far past ``as_of`` a client timestamp may lie before it is reported: one hour, the default of
+#: the broker's ``log.message.timestamp.after.max.ms`` since Kafka 4.0 (KIP-937), beyond which a
+#: 4.x broker refuses the produce request (``LogValidator.validateTimestamp``).
+FUTURE_BOUND_MS = 3_600_000
+REASON_FUTURE = "timestamp_in_future"
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+#: the newest instant a Python datetime (and so every reader of the tables) can hold
+MAX_MS = (datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=timezone.utc) - _EPOCH) // timedelta(milliseconds=1)
+
+
+def broker_times(summary: Any, records: Any) -> dict[str, int | None]:
+    """Newest broker-written timestamp (ms) per source, in one Spark action over both inputs.
+
+    ``summary``: SEGMENT_SUMMARY_SCHEMA rows (``segment`` rows carry ``marker_timestamp`` and
+    ``log_append_timestamp``); ``records``: TXN_STATE_SCHEMA rows (``record`` rows carry
+    ``record_timestamp``). The action also decodes and caches both inputs when they are persisted.
+    """
+    from pyspark.sql import functions as F
+
+    none = F.lit(None).cast("long")
+    segment = F.col("kind") == "segment"
+    rows = (
+        summary.select(
+            F.max(F.when(segment, F.col("marker_timestamp"))).alias(MARKERS),
+            F.max(F.when(segment, F.col("log_append_timestamp"))).alias(LOG_APPEND_TIME),
+            none.alias(TRANSACTION_STATE),
+        )
+        .unionByName(records.select(
+            none.alias(MARKERS), none.alias(LOG_APPEND_TIME),
+            F.max(F.when(F.col("kind") == "record", F.col("record_timestamp"))).alias(TRANSACTION_STATE),
+        ))
+        .collect()
+    )
+    return {s: max((r[s] for r in rows if r[s] is not None), default=None) for s in SOURCES}
+
+
+def choose(as_of_option: Any, times: dict[str, int | None]) -> tuple[datetime, str]:
+    """(as_of, as_of_source): ``--as-of`` when given, else the newest broker-written time.
+
+    >>> choose(None, {"markers": 1_700_000_000_000, "transaction_state": 1_700_000_000_500, "log_append_time": None})
+    (datetime.datetime(2023, 11, 14, 22, 13, 20, 500000, tzinfo=datetime.timezone.utc), 'transaction_state')
+    >>> choose(None, {"markers": None, "transaction_state": None, "log_append_time": None})
+    Traceback (most recent call last):
+    ...
+    txnlog.errors.UsageError: the input holds no broker-written time (no transaction markers, __transaction_state records or LogAppendTime batches) to measure ages against, and client timestamps are not trusted for that; give --as-of (ISO-8601 or epoch ms), e.g. when the logs were copied
+    """
+    if as_of_option is not None:
+        from txnlog.config import parse_as_of
+
+        return parse_as_of(as_of_option), AS_OF_FLAG
+    known = {s: t for s in SOURCES if (t := times.get(s)) is not None and t > 0}
+    if not known:
+        raise UsageError(
+            "the input holds no broker-written time (no transaction markers, __transaction_state records or "
+            "LogAppendTime batches) to measure ages against, and client timestamps are not trusted for that; "
+            "give --as-of (ISO-8601 or epoch ms), e.g. when the logs were copied"
+        )
+    newest = max(known.values())
+    source = next(s for s in SOURCES if known.get(s) == newest)
+    if newest > MAX_MS:
+        raise UsageError(
+            f"the newest broker-written time in the input ({source}: {newest} ms since 1970) is past the year 9999, "
+            "so a broker clock or a record is wrong; give --as-of (ISO-8601 or epoch ms), e.g. when the logs were copied"
+        )
+    return _EPOCH + timedelta(milliseconds=newest), source
+
+
+def future_timestamps(summary: Any, as_of: datetime, as_of_source: str, *, cluster: str) -> Any:
+    """``quarantine`` rows (the table's columns) for segments whose client timestamps run more than
+    :data:`FUTURE_BOUND_MS` past ``as_of``: file, topic, partition, replica, the newest timestamp."""
+    from pyspark.sql import functions as F
+
+    as_of_ms = (as_of - _EPOCH) // timedelta(milliseconds=1)
+    newest = F.col("last_timestamp")
+    late = summary.filter((F.col("kind") == "segment") & (newest > F.lit(as_of_ms + FUTURE_BOUND_MS)))
+    return late.select(
+        F.lit(cluster).alias("cluster"),
+        F.lit(as_of).cast("timestamp").alias("as_of"),
+        "file",
+        F.lit(None).cast("long").alias("position"),
+        F.lit(None).cast("long").alias("length"),
+        F.lit(REASON_FUTURE).alias("reason"),
+        F.format_string(
+            "newest batch timestamp %d ms since 1970 is %d ms after as_of %s (%s): a client clock in "
+            "microseconds or nanoseconds, or wrong; its batches are analysed as read, never taken as now",
+            newest, newest - F.lit(as_of_ms), F.lit(as_of.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"), F.lit(as_of_source),
+        ).alias("detail"),
+        "topic",
+        "partition",
+        F.col("broker").alias("replica"),
+    )
