@@ -17,6 +17,7 @@ examples:
   ./spark-submit.sh --master spark://host:7077 --executor-memory 4g --logs /mnt/brokers --output /data/txnlog
   ./spark-submit.sh --config conf/prod.example.yaml --bootstrap-servers kafka-1:9092
   ./spark-submit.sh --dump-log orders-7.txt --dump-log txn-state.txt --cluster ticket-4711
+  ./spark-submit.sh --dump-log broker-1=b1/orders-7.txt --dump-log broker-2=b2/orders-7.txt
   ./spark-submit.sh --logs /backup/kafka-logs --bootstrap-servers kafka-1:9092 --verify-live
   ./spark-submit.sh --bootstrap-servers kafka-1:9092 --topic orders --topic payments
 
@@ -39,9 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", metavar="YAML", help="environment config layered over conf/default.yaml")
     p.add_argument("--logs", metavar="DIR", action="append",
                    help="a broker log dir (holding <topic>-<n>/ dirs) or a dir of broker log dirs; repeatable")
-    p.add_argument("--dump-log", metavar="FILE|DIR", action="append",
+    p.add_argument("--dump-log", metavar="[BROKER=]FILE|DIR", action="append",
                    help="kafka-dump-log.sh output (data segments, __transaction_state with --transaction-log-decoder, "
-                        ".snapshot files; Kafka 2.x-4.x); repeatable")
+                        ".snapshot files; Kafka 2.x-4.x); repeatable. One dir per broker (dumps/broker-1/) or "
+                        "BROKER=PATH names the replica a dump holds when brokers print the same paths")
     p.add_argument("--bootstrap-servers", metavar="LIST",
                    help="used in the abort commands; with no --logs/--dump-log, __transaction_state is read live "
                         "from this cluster (client settings: 'kafka' in the config)")
@@ -100,8 +102,10 @@ def main(argv: list[str] | None = None) -> int:
                 check_inputs(list(config.logs))
             if config.verify_live and not config.bootstrap_servers:
                 raise UsageError("--verify-live: needs --bootstrap-servers (the live cluster to check); give it or drop --verify-live")
+            from txnlog.spark.dump_log import dump_arg_path
+
             for path in config.dump_log:
-                if not os.path.exists(path):
+                if not os.path.exists(dump_arg_path(path)):
                     raise UsageError(f"--dump-log {path}: no such file or directory; give kafka-dump-log.sh output files or a directory of them")
             if config.bootstrap_servers and not config.logs and not config.dump_log:
                 from txnlog.live import check_cluster

@@ -132,9 +132,9 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
     inventory = check_inputs(logs) if logs else Inventory()
     dump_files: list[str] = []
     if config.dump_log:
-        from txnlog.spark.dump_log import list_dump_files
+        from txnlog.spark.dump_log import dump_arg_path, list_dump_files
 
-        missing = [p for p in config.dump_log if not os.path.exists(p)]
+        missing = [p for p in config.dump_log if not os.path.exists(dump_arg_path(p))]
         if missing:
             raise UsageError(f"--dump-log {missing[0]}: no such file or directory; give kafka-dump-log.sh output files or a directory of them")
         dump_files = list_dump_files(list(config.dump_log))

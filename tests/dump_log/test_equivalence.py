@@ -67,7 +67,10 @@ class Variant:
 
     @property
     def scala_decoder(self) -> bool:
-        return self.version != "trunk"
+        """The 2.x/3.x text decoder (4.0's Scala tool already prints JSON: KAFKA-18207)."""
+        from txnlog.kafka.dump_log_text import JSON_DECODER_VERSIONS
+
+        return self.version not in JSON_DECODER_VERSIONS
 
 
 VARIANTS = [
@@ -77,6 +80,8 @@ VARIANTS = [
     Variant("3.x", deep=True, decoder=True, print_data=True),  # 3.5+: deleteHorizonMs, OptionalLong, payloads
     Variant("3.x", deep=False, decoder=True),  # shallow data segments, decoded state: a typical ticket
     Variant("trunk", deep=True, decoder=True),  # 4.x Java port: JSON --transaction-log-decoder
+    Variant("4.0", deep=False, decoder=True),  # 4.0's Scala tool: JSON decoder (status ids), shallow data
+    Variant("4.x", deep=True, decoder=True),  # Java port with KAFKA-20712: "transactionStatus":"CompleteCommit"
 ]
 #: variants whose __transaction_state is readable: the whole job can run on them
 TABLE_VARIANTS = [v for v in VARIANTS if v.decoder]

@@ -95,7 +95,9 @@ def test_format_versions(frames, name, first, last, records, first_ts) -> None: 
     seg = s[(s["kind"] == "segment") & (s["first_offset"] == first) & (s["last_offset"] == last) & (s["record_count"] == records)]
     assert len(seg) >= 1
     row = seg.iloc[0]
-    assert (row["topic"], row["partition"], row["broker"], row["file_offset"]) == ("foo", 0, "kafka-logs", 0)
+    # every klog file dumps /tmp/kafka-logs/foo-0/00000000000000000000.log: the same path printed by
+    # several dump files lying side by side is several replicas, told apart by the dump file (README)
+    assert (row["topic"], row["partition"], row["broker"], row["file_offset"]) == ("foo", 0, f"dump-log/{name[:-4]}", 0)
     assert (row["last_offset"], row["batch_count"], row["size_bytes"]) == (last, 1, 165)
     assert row["first_timestamp"] == first_ts and row["last_timestamp"] == 1655761268674
     assert row["legacy_entries"] == 0
@@ -127,7 +129,8 @@ def test_without_deep_iteration(frames) -> None:  # type: ignore[no-untyped-def]
     seg = s[(s["kind"] == "segment") & (s["file"] == "./00000000000000000000.log")]
     assert len(seg) == 2
     for _, row in seg.iterrows():
-        assert row["topic"] is None and row["broker"] == "dump" and row["file_offset"] == 0
+        # no broker dir in the printed path: the dump's place names the replica (several klog files dump ./000.log)
+        assert row["topic"] is None and row["broker"].startswith("dump-log/") and row["file_offset"] == 0
         assert (row["first_offset"], row["last_offset"], row["batch_count"], row["record_count"]) == (0, 3, 3, 4)
         assert row["first_timestamp"] == 1632815304456  # no record lines: the batch max timestamp
     for name in ("klog-testWithoutDeepIteration.txt", "klog-testWithoutDeepIterationLineNumbers.txt"):
@@ -193,7 +196,12 @@ def test_transaction_log_decoder(frames) -> None:  # type: ignore[no-untyped-def
 
 def test_synthetic_lines(frames) -> None:  # type: ignore[no-untyped-def]
     _, s, r = frames
-    assert _q(s, "synthetic.txt") == [(4, D.REASON_UNPARSED), (6, D.REASON_CRC)]
+    assert _q(s, "synthetic.txt") == [(4, D.REASON_UNPARSED)]
+    # isvalid: false: quarantined as the segment reader would - the segment file, the batch's byte range
+    crc = s[(s["kind"] == "quarantine") & (s["reason"] == D.REASON_CRC) & (s["topic"] == "orders")]
+    assert crc[["file", "position", "length", "partition", "file_offset", "broker"]].values.tolist() == [
+        ["/data/kafka-logs/orders-3/00000000000000000100.log", 178, 80, 3, 100, "kafka-logs"]]
+    assert crc["detail"].iloc[0].split("synthetic.txt:6: ")[1].startswith("baseOffset: 103 ")
     detail = s[(s["kind"] == "quarantine") & (s["position"] == 4) & s["file"].str.endswith("synthetic.txt")]["detail"].iloc[0]
     assert detail == "this line is garbage"
     o = s[s["topic"] == "orders"]

@@ -56,7 +56,11 @@ __all__ = [
 REASON_UNPARSED = "dump_log_unparsed_line"
 REASON_MALFORMED_2_8 = "dump_log_malformed_2_8"
 REASON_CRC = "crc_mismatch"  # a batch line with isvalid: false (the binary path quarantines it too)
-REASON_INVALID_BYTES = "dump_log_invalid_bytes"  # "Found N invalid bytes at the end of <file>"
+REASON_INVALID_BYTES = "truncated_tail"  # "Found N invalid bytes at the end of <file>": what the segment reader says
+REASON_ELIDED = "dump_log_elided"  # "..." pasted where lines were cut: whatever was there is unknown
+REASON_TOOL_ERROR = "dump_log_tool_error"  # the tool stopped on an exception: the rest of that file is not dumped
+REASON_SNAPSHOT_CRC = "snapshot_crc_mismatch"  # "Snapshot is corrupt (CRC is no longer valid)..."
+REASON_BAD_SNAPSHOT = "bad_snapshot"  # the other CorruptSnapshotException messages
 REASON_NO_PARTITION = "dump_log_unknown_partition"  # "Dumping ./000.log": topic/partition unknown
 REASON_TXN_UNKNOWN_KEY = "dump_log_txn_state_unknown_key"  # key: unknown::version=N / Unknown record type
 REASON_TXN_UNDECODED = "dump_log_txn_state_not_decoded"  # __transaction_state dumped without the decoder
@@ -117,21 +121,53 @@ SNAPSHOT_LINE = (
     r"(?: lastTimestamp: (-?\d+))? ?"
     r"(?: ?firstSequence: (-?\d+) lastSequence: (-?\d+) lastOffset: (-?\d+) offsetDelta: (-?\d+) timestamp: (-?\d+))?\s*$"
 )
-#: other lines kafka-dump-log prints that carry nothing we need (index/txnindex entries,
-#: verification messages, KRaft snapshot header, stderr notices).
+#: Lines kafka-dump-log prints that carry nothing we need. Texts from DumpLogSegments.scala (2.x-4.x)
+#: and tools/.../DumpLogSegments.java (the 4.x port), and the storage exceptions it lets through:
+#: index / time-index / txn-index entries (dumpIndex, dumpTimeIndex, dumpTxnIndex), "<file> is empty."
+#: and "<file> passed sanity check." (dumpIndex/dumpTimeIndex), the verification reports printed to
+#: stderr at the end (misMatchesForIndexFilesMap, TimeIndexDumpErrors.printErrors, the
+#: non-consecutive-offsets report), the KRaft snapshot headers, "Ignoring unknown file", index
+#: sanity failures (OffsetIndex/TimeIndex/TransactionIndex.sanityCheck: CorruptIndexException - the
+#: broker rebuilds an index, so it never matters here) and stack-trace lines.
 IGNORED_LINES = (
     r"^(?:\s*$"
     r"|offset: -?\d+ position: -?\d+\s*$"  # .index
     r"|timestamp: -?\d+ offset: -?\d+\s*$"  # .timeindex
     r"|version: -?\d+ producerId: -?\d+ firstOffset: -?\d+ lastOffset: -?\d+ lastStableOffset: -?\d+\s*$"  # .txnindex
-    r"|Snapshot end offset: "
+    r"|.+ is empty\.\s*$"  # dumpIndex: an index with no entries
+    r"|.+ passed sanity check\.\s*$"  # --index-sanity-check
+    r"|Snapshot end offset: -?\d+, epoch: -?\d+\s*$"  # KRaft .checkpoint
+    r"|KRaft bootstrap snapshot\s*$"  # bootstrap.checkpoint
     r"|Ignoring unknown file "
-    r"|Mismatches in :|  Index offset: |Non-consecutive offsets in |Found timestamp mismatch in |"
-    r"Found out of order timestamp in |  Index timestamp: |The following indexed offsets are not found in the log"
+    r"|Mismatches in :|  Index offset: -?\d+, log offset: -?\d+\s*$"
+    r"|Non-consecutive offsets in |\s+-?\d+ is followed by -?\d+\s*$"
+    r"|Found timestamp mismatch in :|Found out of order timestamp in :"
+    r"|  Index timestamp: -?\d+, (?:log timestamp|Previously indexed timestamp): -?\d+\s*$"
+    r"|The following indexed offsets are not found in the log\.?\s*$"
+    r"|Indexed offset: -?\d+, found log offset: -?\d+\s*$"
+    r"|(?:" + r"(?:Exception in thread \"[^\"]*\" )?(?:[\w.$]+CorruptIndexException: )?"
+    r"(?:Corrupt (?:time )?index found, |(?:Time index|Index) file .* is corrupt, found "
+    r"|Last offset of aborted transaction .* is less than start offset ))"
+    r"|\s+at [\w.$<>]+\(.*\)\s*$|\s+\.\.\. \d+ (?:more|common frames omitted)\s*$|Caused by: "
     r")"
 )
-INVALID_BYTES_LINE = r"^Found \d+ invalid bytes at the end of "
-
+INVALID_BYTES_LINE = r"^Found (\d+) invalid bytes at the end of (.*?)\s*$"
+#: ProducerStateManager.readSnapshot's CorruptSnapshotException messages (printed to stderr by
+#: dumpProducerIdSnapshot): group 1 is the CRC form (the segment reader's snapshot_crc_mismatch)
+SNAPSHOT_CORRUPT_LINE = (
+    r"^(?:[\w.$]+CorruptSnapshotException: )?(?:(Snapshot is corrupt \(CRC is no longer valid\))"
+    r"|Snapshot contained an unknown file version |Snapshot failed schema validation: )"
+)
+#: the tool stopped on an exception (a batch it could not frame, a decoder failure): the rest of
+#: the dumped file is not in the text. Scala: 'Exception in thread "main" <class>: <msg>'; the
+#: 4.x Java port prints the message, then the stack trace starting with '<class>: <msg>'.
+TOOL_ERROR_LINE = (
+    r"^(?:(?:Exception in thread \"[^\"]*\" )?(?:[a-z][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error)(?:: .*)?\s*$"
+    # FileLogInputStream.nextBatch / FileChannelRecordBatch.loadBatch messages (the Java port prints the bare message)
+    r"|Found record size -?\d+ smaller than minimum record overhead |Failed to (?:read|load) record batch at position )"
+)
+#: "..." / "…" a user put where lines were cut out of a paste (never Kafka output); a record line too
+ELISION_LINE = r"^\s*(?:\|\s*)?(?:\.{3,}|\u2026|\[\.{3,}\]|\[\u2026\])"
 #: Dumping path → parts. Group 1: the directory above the partition dir (may be empty),
 #: 2: topic, 3: partition, 4: the file's offset (segment base / snapshot offset), 5: suffix.
 PARTITION_PATH = r"^(?:(?:.*/)?([^/]+)/)?([^/]+)-(\d+)/(\d+)\.(log|snapshot|index|timeindex|txnindex)$"
@@ -172,7 +208,13 @@ def split_dump_path(path: str) -> tuple[str, str | None, int | None, int | None,
 # Renderer (test helper): print a file as kafka-dump-log.sh of a given version would.
 # =====================================================================================
 
-Version = Literal["2.7", "2.8", "3.0", "3.x", "trunk"]
+Version = Literal["2.7", "2.8", "3.0", "3.x", "4.0", "4.x", "trunk"]
+#: versions whose --transaction-log-decoder prints JSON (TransactionCoordinatorRecordSerde and the
+#: generated converters: KAFKA-18207 in the Scala tool of 4.0, kept by the Java port)
+JSON_DECODER_VERSIONS = ("4.0", "4.x", "trunk")
+#: versions printed by the Java port (tools/src/main/java/org/apache/kafka/tools/DumpLogSegments.java,
+#: KAFKA-14579): snapshot lines without the Scala trailing space, legacy "crc: N" without the stray "}"
+JAVA_VERSIONS = ("4.x", "trunk")
 _TS_NAMES = {0: "CreateTime", 1: "LogAppendTime"}
 _CODEC_NAMES = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -240,7 +282,13 @@ def _txn_scala(key: bytes | None, value: bytes | None) -> str:
     )
 
 
-def _txn_json(key: bytes | None, value: bytes | None) -> str:
+def _txn_json(key: bytes | None, value: bytes | None, status_names: bool = False) -> str:
+    """The JSON form: ``{"type":"<key type>","data":{..}}`` / ``{"version":"<v>","data":{..}}``.
+
+    Fields in TransactionLogValue.json's order, tagged fields only when not at their default
+    (the generated JsonConverter). ``status_names``: KAFKA-20712 prints ``transactionStatus`` as the
+    state's name (``"CompleteCommit"``) instead of its id.
+    """
     from txnlog.kafka.txn_state import decode_transaction_log_key, decode_transaction_log_value
 
     tid = decode_transaction_log_key(key)
@@ -257,7 +305,7 @@ def _txn_json(key: bytes | None, value: bytes | None) -> str:
     if v.version >= 1 and v.next_producer_epoch != -1:
         d["nextProducerEpoch"] = v.next_producer_epoch
     d["transactionTimeoutMs"] = v.transaction_timeout_ms
-    d["transactionStatus"] = int(v.state)
+    d["transactionStatus"] = STATE_NAMES[int(v.state)] if status_names else int(v.state)
     d["transactionPartitions"] = (
         None if v.partitions is None else [{"topic": t, "partitionIds": list(ps)} for t, ps in v.partitions]
     )
@@ -274,7 +322,7 @@ def _batch_line(version: Version, h: dict[str, int], crc_valid: bool) -> str:
     if version in ("2.7", "2.8"):
         codec = codec.upper()
     dh = ""
-    if version in ("3.x", "trunk"):
+    if version in ("3.x", "4.0", "4.x", "trunk"):
         dh = f" deleteHorizonMs: {_opt_long(h['base_timestamp'] if h['attrs'] & 0x40 else None, version)}"
     last_seq = -1 if h["base_sequence"] < 0 else (h["base_sequence"] + h["last_offset_delta"]) & 0x7FFFFFFF
     return (
@@ -331,7 +379,8 @@ def _render_log(
                 f"compresscodec: {codec} crc: {crc} isvalid: true"
             )
             if deep:
-                out.append(f"| offset: {base_offset} {ts_name}: {ts} keySize: -1 valueSize: -1 isValid: true crc: {crc}}}")
+                brace = "" if version in JAVA_VERSIONS else "}"  # the Scala tool's stray "}" (spec §5.3)
+                out.append(f"| offset: {base_offset} {ts_name}: {ts} keySize: -1 valueSize: -1 isValid: true crc: {crc}{brace}")
         pos += total
     if pos < n and any(buf[pos:]):
         out.append(f"Found {n - pos} invalid bytes at the end of {name}")
@@ -386,7 +435,8 @@ def _record_lines(buf: bytes, h: dict[str, int], version: Version, txn_decoder: 
                 else:
                     line += f" controlType: UNKNOWN({ctype})"
         elif txn_decoder:
-            line += _txn_json(key, value) if version == "trunk" else _txn_scala(key, value)
+            line += (_txn_json(key, value, status_names=version == "4.x") if version in JSON_DECODER_VERSIONS
+                     else _txn_scala(key, value))
         elif print_data:
             if key is not None:
                 line += f" key: {key.decode('utf-8', 'replace')}"
@@ -412,7 +462,7 @@ def _render_snapshot(buf: bytes, version: Version) -> list[str]:
         line = f"producerId: {pid} producerEpoch: {epoch} coordinatorEpoch: {ce} currentTxnFirstOffset: {_opt_long(ctfo if ctfo >= 0 else None, version)}"
         if version in ("2.7", "2.8"):
             sep = " "
-        elif version == "trunk":
+        elif version in JAVA_VERSIONS:
             line += f" lastTimestamp: {ts}"
             sep = " "
         else:
@@ -438,7 +488,10 @@ def render_dump(
     ``version``: "2.7" (``Starting offset``, upper-case codec, ``keysize``), "2.8" (its
     malformed record lines), "3.0" (``Starting offset``, lower-case codec, no deleteHorizonMs;
     snapshots ``None``/``Some``), "3.x" (3.5+: ``Log starting offset``, ``deleteHorizonMs``,
-    ``OptionalLong``) or "trunk" (the Java port; JSON ``--transaction-log-decoder``).
+    ``OptionalLong``), "4.0" (the Scala tool of 4.0-4.2: JSON ``--transaction-log-decoder`` with the
+    status id, KAFKA-18207), "4.x" (the Java port, KAFKA-14579, with KAFKA-20712's status names:
+    ``"transactionStatus":"CompleteCommit"``; snapshot lines without the trailing space) or "trunk"
+    (the Java port before KAFKA-20712: status ids).
     ``transaction_log_decoder`` only applies to ``__transaction_state`` segments (as the real
     flag only makes sense there); ``print_data_log``/the decoder imply deep iteration.
     """
@@ -450,7 +503,7 @@ def render_dump(
         lines += _render_snapshot(buf, version)
     else:
         base = int(os.path.basename(path).split(".")[0])
-        lines.append(("Log starting offset: " if version in ("3.x", "trunk") else "Starting offset: ") + str(base))
+        lines.append(("Log starting offset: " if version in ("3.x", "4.0", "4.x", "trunk") else "Starting offset: ") + str(base))
         is_txn_state = "/__transaction_state-" in path.replace(os.sep, "/")
         deep = deep_iteration or print_data_log or transaction_log_decoder
         lines += _render_log(buf, version, deep, transaction_log_decoder, print_data_log, is_txn_state, os.path.basename(path))

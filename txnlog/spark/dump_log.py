@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +54,7 @@ from txnlog.spark.sources import (
     SEGMENT_SUMMARY_SCHEMA,
     _table,
     arrow_to_spark_schema,
+    broker_timestamps,
 )
 from txnlog.spark.txn_state_source import TXN_STATE_SCHEMA
 
@@ -67,6 +69,8 @@ DUMP_LINES_SCHEMA = pa.schema(
         ("section", pa.int64()),  # line number of the governing "Dumping" line, 0 before any
         ("section_header", pa.string()),  # that line's text, null before any
         ("after_batch", pa.bool_()),  # the previous line is a batch line ("baseOffset: ...")
+        ("loc", pa.string()),  # the replica name the dump file's location gives (list_dump_inputs), null if none
+        ("loc_named", pa.bool_()),  # that name was given explicitly (--dump-log NAME=PATH)
     ]
 )
 
@@ -83,17 +87,69 @@ class DumpLogFrames:
 # ============================================================================ 1. lines
 
 
-def list_dump_files(paths: list[str]) -> list[str]:
-    """Every regular, non-hidden file under ``paths`` (files as given), sorted per directory."""
-    found: list[str] = []
-    for p in paths:
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def split_dump_arg(arg: str) -> tuple[str | None, str]:
+    """``--dump-log`` value → (replica name or None, path).
+
+    ``NAME=PATH`` names the replica every dump under PATH belongs to. An existing path is
+    always a path (a file name may hold ``=``), and NAME must be a plain name (letters, digits,
+    ``._-``; no ``/``), so ``a/b=c.txt`` is a path.
+
+    >>> split_dump_arg("broker-1=dumps/b1.txt")
+    ('broker-1', 'dumps/b1.txt')
+    >>> split_dump_arg("dumps/b1.txt")
+    (None, 'dumps/b1.txt')
+    """
+    if "=" in arg and not os.path.exists(arg):
+        name, path = arg.split("=", 1)
+        if _NAME.fullmatch(name) and path:
+            return name, path
+    return None, arg
+
+
+def list_dump_inputs(paths: list[str]) -> list[tuple[str, str | None, bool]]:
+    """(file, location name, named) of every dump file under ``paths``, in a fixed order.
+
+    The location name is the replica the file's place says it holds (README, kafka-dump-log.sh):
+    ``NAME=PATH`` → NAME (``named``); a file under a directory given → the first directory below
+    it (``dumps/`` holding ``broker-1/*.txt``), or, lying directly in it, the directory's own name
+    (``--dump-log dumps/broker-1/``); a file given directly → None (the printed path decides).
+    Hidden files and directories are skipped; a file listed twice is read once.
+    """
+    found: list[tuple[str, str | None, bool]] = []
+    seen: set[str] = set()
+    for arg in paths:
+        name, p = split_dump_arg(arg)
         if os.path.isdir(p):
-            for root, dirs, names in os.walk(p):
+            root = os.path.abspath(p)
+            own = os.path.basename(root.rstrip(os.sep)) or None
+            for dirpath, dirs, names in os.walk(p):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                found += [os.path.join(root, n) for n in sorted(names) if not n.startswith(".")]
-        else:
-            found.append(p)
+                for n in sorted(names):
+                    if n.startswith("."):
+                        continue
+                    f = os.path.join(dirpath, n)
+                    rel = os.path.relpath(os.path.abspath(f), root).split(os.sep)
+                    loc = name or (rel[0] if len(rel) > 1 else own)
+                    if f not in seen:
+                        seen.add(f)
+                        found.append((f, loc, name is not None))
+        elif p not in seen:
+            seen.add(p)
+            found.append((p, name, name is not None))
     return found
+
+
+def list_dump_files(paths: list[str]) -> list[str]:
+    """Every regular, non-hidden file under ``paths`` (``NAME=PATH`` accepted; files as given)."""
+    return [f for f, _loc, _named in list_dump_inputs(paths)]
+
+
+def dump_arg_path(arg: str) -> str:
+    """The path part of a ``--dump-log`` value (``NAME=PATH`` → PATH)."""
+    return split_dump_arg(arg)[1]
 
 
 def _open(path: str):  # type: ignore[no-untyped-def]
@@ -115,7 +171,9 @@ def _prefix_mask(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray, prefix: 
     return ok & (arr[idx] == np.frombuffer(prefix, np.uint8)).all(axis=1)
 
 
-def iter_line_batches(path: str, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> Iterator[pa.RecordBatch]:
+def iter_line_batches(
+    path: str, chunk_bytes: int = DEFAULT_CHUNK_BYTES, loc: str | None = None, loc_named: bool = False
+) -> Iterator[pa.RecordBatch]:
     """``DUMP_LINES_SCHEMA`` batches of one dump file, read ``chunk_bytes`` at a time."""
     line_no = 0
     section = 0
@@ -173,7 +231,8 @@ def iter_line_batches(path: str, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> Iter
                 section = int(sec[-1])
                 line_no += n
                 yield pa.RecordBatch.from_arrays(
-                    [pa.array([path] * n, pa.string()), pa.array(numbers), lines, pa.array(sec), headers, pa.array(after)],
+                    [pa.array([path] * n, pa.string()), pa.array(numbers), lines, pa.array(sec), headers, pa.array(after),
+                     pa.array([loc] * n, pa.string()), pa.array([loc_named] * n, pa.bool_())],
                     schema=DUMP_LINES_SCHEMA,
                 )
             if eof:
@@ -190,6 +249,7 @@ class _DumpFilePartition(InputPartition):
 class _DumpLinesReader(DataSourceReader):
     def __init__(self, options: dict[str, str]):
         self.paths = json.loads(options.get("paths", "[]"))
+        self.locations = json.loads(options.get("locations", "{}"))  # file → [loc, named]
         self.chunk_bytes = int(options.get("chunk_bytes", DEFAULT_CHUNK_BYTES))
         self.options = options
 
@@ -211,7 +271,8 @@ class _DumpLinesReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         for path in partition.value:
-            yield from iter_line_batches(path, self.chunk_bytes)
+            loc, named = self.locations.get(path, (None, False))
+            yield from iter_line_batches(path, self.chunk_bytes, loc, bool(named))
 
 
 class DumpLinesSource(DataSource):
@@ -233,19 +294,23 @@ class DumpLinesSource(DataSource):
 # line kinds
 K_DUMPING, K_START, K_BATCH, K_LEGACY, K_RECORD, K_SNAPSHOT = 0, 1, 2, 3, 4, 5
 K_IGNORED, K_UNPARSED, K_MALFORMED_28, K_INVALID_BYTES, K_RECORD_NO_META = 6, 7, 8, 9, 10
+K_ELIDED, K_TOOL_ERROR, K_SNAPSHOT_CORRUPT = 11, 12, 13
+#: kinds that say a dumped segment is damaged or incomplete: quarantined by byte range of the
+#: segment (assemble_segment / assemble_txn_state), as the segment reader would
+DAMAGE_KINDS = (K_INVALID_BYTES, K_ELIDED, K_TOOL_ERROR)
 
 
-def _parsed_lines(spark: Any, files: list[str]) -> Any:
+def line_kind(line: Any) -> Any:
+    """The kind of each dump line (a Spark column expression over the line text)."""
     from pyspark.sql import functions as F
 
-    df = spark.read.format(DUMP_LINES_SOURCE).option("paths", json.dumps(files)).load()
-    line = F.col("line")
-    kind = (
+    return (
         F.when(line.startswith("Dumping "), K_DUMPING)
         .when(line.startswith("| "),
               F.when(line.rlike(D.RECORD_LINE), K_RECORD)
               .when(line.rlike(D.MALFORMED_2_8), K_MALFORMED_28)
               .when(line.rlike(D.RECORD_NO_METADATA_LINE), K_RECORD_NO_META)
+              .when(line.rlike(D.ELISION_LINE), K_ELIDED)
               .otherwise(K_UNPARSED))
         .when(line.rlike(D.BATCH_LINE), K_BATCH)
         .when(line.rlike(D.START_OFFSET_LINE), K_START)
@@ -253,8 +318,24 @@ def _parsed_lines(spark: Any, files: list[str]) -> Any:
         .when(line.rlike(D.LEGACY_LINE), K_LEGACY)
         .when(line.rlike(D.INVALID_BYTES_LINE), K_INVALID_BYTES)
         .when(line.rlike(D.IGNORED_LINES), K_IGNORED)
+        .when(line.rlike(D.SNAPSHOT_CORRUPT_LINE), K_SNAPSHOT_CORRUPT)
+        .when(line.rlike(D.TOOL_ERROR_LINE), K_TOOL_ERROR)
+        .when(line.rlike(D.ELISION_LINE), K_ELIDED)
         .otherwise(K_UNPARSED)
     )
+
+
+def _parsed_lines(spark: Any, inputs: list[tuple[str, str | None, bool]]) -> Any:
+    from pyspark.sql import functions as F
+
+    df = (
+        spark.read.format(DUMP_LINES_SOURCE)
+        .option("paths", json.dumps([f for f, _, _ in inputs]))
+        .option("locations", json.dumps({f: [loc, named] for f, loc, named in inputs}))
+        .load()
+    )
+    line = F.col("line")
+    kind = line_kind(line)
     dpath = F.regexp_extract("section_header", D.DUMPING_LINE, 1)
     df = df.withColumn("kind_code", kind).withColumn("dpath", F.when(F.col("section") > 0, dpath))
 
@@ -302,9 +383,12 @@ def _batch_columns(df: Any) -> Any:
     codec = F.lower(F.when(is_batch, _tok(tokens, D.BATCH_TOKENS["compresscodec"], shift)).when(is_legacy, _tok(tokens, 12)))
     codec_id = F.create_map(*[x for kv in D.CODEC_IDS.items() for x in (F.lit(kv[0]), F.lit(kv[1]))])[codec]
     marker = F.col("line").contains(" endTxnMarker: ")
+    damage = k.isin(*DAMAGE_KINDS) | (is_batch & F.col("line").rlike(r" isvalid: false\s*$"))
     return df.select(
         "file", "line_no", "section", "kind_code", "after_batch", "dpath", "broker", "topic", "partition",
-        "file_offset", "is_txn_state",
+        "file_offset", "is_txn_state", "loc", "loc_named",
+        F.when(damage, F.substring("line", 1, D.DETAIL_CHARS)).alias("damage_text"),
+        F.when(k == K_INVALID_BYTES, F.regexp_extract("line", D.INVALID_BYTES_LINE, 1).try_cast("long")).alias("invalid_bytes"),
         b("base_offset", "long").alias("base_offset"),
         b("last_offset", "long").alias("last_offset"),
         b("count", "int").alias("record_count"),
@@ -341,6 +425,55 @@ def _np(table: pa.Table, name: str, dtype: Any, fill: Any) -> np.ndarray:
 def _first(table: pa.Table, name: str) -> Any:
     col = table.column(name).drop_null()
     return col[0].as_py() if len(col) else None
+
+
+def damage_rows(table: pa.Table, pos_col: str = "position", size_col: str = "size", dump_col: str = "file") -> dict[str, Any] | None:
+    """What the dump says is damaged in one dumped segment, as the segment reader would say it.
+
+    ``table`` is the segment's lines in line order. Each row names the dumped segment (``file``)
+    and a byte range in it, from the positions the dump printed (the dump file and its line go
+    into ``detail``):
+
+    * a batch line with ``isvalid: false`` → ``crc_mismatch`` at the batch's position, its size;
+    * ``Found N invalid bytes at the end of <file>`` → ``truncated_tail`` after the last batch, N bytes
+      (``DumpLogSegments.dumpLog``: the bytes after the last batch ``FileRecords.batches`` framed);
+    * a ``...`` elision → ``dump_log_elided`` from the end of the batch above it to the next batch
+      shown (length null when none follows: the rest of the segment is unknown);
+    * an exception that stopped the tool → ``dump_log_tool_error`` after the last batch shown.
+    """
+    kind = _np(table, "kind_code", np.int32, -1)
+    line_no = _np(table, "line_no", np.int64, 0)
+    is_frame = np.isin(kind, (K_BATCH, K_LEGACY))
+    text = table.column("damage_text")
+    has = np.asarray(text.is_valid().to_numpy(zero_copy_only=False), bool) if len(text) else np.zeros(0, bool)
+    idx = np.flatnonzero(has)
+    if idx.size == 0:
+        return None
+    pos = _np(table, pos_col, np.int64, -1)
+    size = _np(table, size_col, np.int64, 0)
+    frame_idx = np.flatnonzero(is_frame)
+    end = pos + size
+    # the end of the last frame above each line (0 at the segment start), the position of the next one
+    above = np.searchsorted(frame_idx, idx, side="left") - 1
+    prev_end = np.where(above >= 0, end[frame_idx[np.maximum(above, 0)]] if frame_idx.size else 0, 0)
+    below = np.searchsorted(frame_idx, idx, side="right")
+    next_pos = np.where(below < frame_idx.size, pos[frame_idx[np.minimum(below, max(frame_idx.size - 1, 0))]] if frame_idx.size else -1, -1)
+    k = kind[idx]
+    inv = _np(table, "invalid_bytes", np.int64, -1)[idx]
+    is_bad_batch = k == K_BATCH
+    position = np.where(is_bad_batch, pos[idx], prev_end)
+    length = np.where(is_bad_batch, size[idx], np.where(k == K_INVALID_BYTES, inv, np.where((k == K_ELIDED) & (next_pos >= 0), next_pos - prev_end, -1)))
+    reason = np.where(is_bad_batch, D.REASON_CRC, np.where(k == K_INVALID_BYTES, D.REASON_INVALID_BYTES,
+                      np.where(k == K_ELIDED, D.REASON_ELIDED, D.REASON_TOOL_ERROR)))
+    dump_file = _first(table, dump_col)
+    texts = text.take(pa.array(idx)).to_pylist()
+    return {
+        "position": pa.array(position, pa.int64()),
+        "length": pa.array(np.where(length >= 0, length, 0), pa.int64(), mask=length < 0),
+        "reason": pa.array(reason.tolist(), pa.string()),
+        "detail": pa.array([f"{dump_file}:{int(n)}: {t}" for n, t in zip(line_no[idx], texts)], pa.string()),
+        "n": int(idx.size),
+    }
 
 
 def assemble_segment(table: pa.Table) -> pa.Table:
@@ -473,8 +606,19 @@ def assemble_segment(table: pa.Table) -> pa.Table:
         "record_count": np.full(1, int(batches["record_count"].astype(np.int64).sum()), np.int64),
         "size_bytes": np.full(1, int(ends.max()) if ends.size else 0, np.int64),
         "legacy_entries": np.full(1, int(is_l.sum()), np.int64),
+        **broker_timestamps(batches),
     }))
-    return pa.Table.from_batches(out, schema=SEGMENT_SUMMARY_SCHEMA)
+    damage = damage_rows(table)
+    if damage is not None:
+        n = damage.pop("n")
+        out.append(_table(SEGMENT_SUMMARY_SCHEMA, n, {
+            **base, "kind": KIND_QUARANTINE,
+            "partition": pa.array([partition] * n, pa.int32()),
+            "file_offset": pa.array([file_offset] * n, pa.int64()),
+            **damage,
+        }))
+    result = pa.Table.from_batches(out, schema=SEGMENT_SUMMARY_SCHEMA)
+    return result.append_column("dump_file", pa.array([_first(table, "file")] * result.num_rows, pa.string()))
 
 
 def assemble_txn_state(table: pa.Table) -> pa.Table:
@@ -491,14 +635,31 @@ def assemble_txn_state(table: pa.Table) -> pa.Table:
     is_b = kind == K_BATCH
     bl = line_no[is_b]
     ple = _np(table, "partition_leader_epoch", np.int32, -1)[is_b]
-    recs = table.filter(pa.array(~is_b))
-    r_batch = np.searchsorted(bl, line_no[~is_b], side="right") - 1
+    valid = _np(table, "crc_valid", bool, True)[is_b]
+    is_rec = kind == K_RECORD
+    r_batch_all = np.searchsorted(bl, line_no, side="right") - 1
+    # records of a batch marked isvalid: false are not used (the segment reader quarantines the batch)
+    use = is_rec & ~((r_batch_all >= 0) & ~valid[np.maximum(r_batch_all, 0)] if bl.size else np.zeros(len(kind), bool))
+    recs = table.filter(pa.array(use))
+    r_batch = r_batch_all[use]
     epochs = np.where(r_batch >= 0, ple[np.maximum(r_batch, 0)] if ple.size else -1, -1).astype(np.int32)
+    dump_file = _first(table, "dump_file")
     out = [recs.set_column(recs.schema.get_field_index("coordinator_epoch"), "coordinator_epoch", pa.array(epochs, pa.int32()))
            .select(TXN_STATE_SCHEMA.names).cast(TXN_STATE_SCHEMA)]
+    damage = damage_rows(table, "batch_position", "batch_size", "dump_file")
+    if damage is not None:
+        n = damage.pop("n")
+        out.append(pa.Table.from_batches([_table(TXN_STATE_SCHEMA, n, {
+            "kind": KIND_QUARANTINE,
+            "broker": _first(table, "broker"),
+            "coordinator_partition": pa.array([_first(table, "partition")] * n, pa.int32()),
+            "file": _first(table, "dpath"),
+            **damage,
+        })]))
     counts = _np(table, "record_count", np.int64, 0)[is_b]
     decoded = np.zeros(bl.size, bool)
-    decoded[r_batch[r_batch >= 0]] = True
+    all_recs = r_batch_all[is_rec]
+    decoded[all_recs[all_recs >= 0]] = True
     missing = np.flatnonzero(~decoded & (counts > 0))
     if missing.size:
         n = 1
@@ -513,7 +674,8 @@ def assemble_txn_state(table: pa.Table) -> pa.Table:
             "detail": f"{missing.size} of {bl.size} batches of {_first(table, 'dpath')} show no decoded record; "
                       "dump __transaction_state with --transaction-log-decoder",
         })]))
-    return pa.concat_tables(out)
+    result = pa.concat_tables(out)
+    return result.append_column("dump_file", pa.array([dump_file] * result.num_rows, pa.string()))
 
 
 # ============================================================================ public API
@@ -531,8 +693,8 @@ def _state_id(name: Any) -> Any:
 
 _KEY_JSON = "struct<type:string,data:struct<transactionalId:string>>"
 _VALUE_JSON = (
-    "struct<version:string,data:struct<producerId:bigint,previousProducerId:bigint,nextProducerId:bigint,"
-    "producerEpoch:int,nextProducerEpoch:int,transactionTimeoutMs:bigint,transactionStatus:int,"
+    "struct<version:string,type:string,data:struct<producerId:bigint,previousProducerId:bigint,nextProducerId:bigint,"
+    "producerEpoch:int,nextProducerEpoch:int,transactionTimeoutMs:bigint,transactionStatus:string,"
     "transactionPartitions:array<struct<topic:string,partitionIds:array<int>>>,"
     "transactionLastUpdateTimestampMs:bigint,transactionStartTimestampMs:bigint,clientTransactionVersion:int>>"
 )
@@ -578,12 +740,14 @@ def _records(lines: Any, batches: Any) -> Any:
         F.when(is_scala, scala_key).otherwise(jkey["data"]["transactionalId"]).alias("transactional_id"),
         tomb.alias("is_tombstone"),
         F.when(is_scala, F.lit(0)).otherwise(jkey["type"].try_cast("int")).alias("key_version"),
-        F.when(is_json & ~tomb, jval["version"].try_cast("int")).alias("value_version"),
+        # "version" (a Dec 2024 trunk build printed it as "type": MINOR #18505)
+        F.when(is_json & ~tomb, F.coalesce(jval["version"], jval["type"]).try_cast("int")).alias("value_version"),
         F.coalesce(sv(1, "long"), jv("producerId")).alias("producer_id"),
         F.coalesce(sv(2, "int"), jv("producerEpoch")).alias("producer_epoch"),
         F.coalesce(sv(6, "long"), jv("transactionTimeoutMs")).alias("timeout_ms"),
+        # the 4.x JSON prints the status id (4.0-); KAFKA-20712 prints its name ("CompleteCommit")
         F.coalesce(F.when(is_scala & ~tomb, _state_id(F.regexp_extract(scala_val, D.TXN_SCALA_VALUE, 3))),
-                   jv("transactionStatus")).alias("state"),
+                   jv("transactionStatus").try_cast("int"), _state_id(jv("transactionStatus"))).alias("state"),
         F.when(is_scala & ~tomb,
                F.when(scala_parts == "", F.array().cast("array<string>")).otherwise(F.split(scala_parts, ",")))
         .when(is_json & ~tomb, json_parts).alias("partitions"),
@@ -601,50 +765,118 @@ def _records(lines: Any, batches: Any) -> Any:
         F.lit(None).cast("int").alias("partition_leader_epoch"),
         F.lit(None).cast("long").alias("record_count"),
         F.col("partition"),
+        F.lit(None).cast("boolean").alias("crc_valid"),
+        F.lit(None).cast("long").alias("batch_position"),
+        F.lit(None).cast("long").alias("batch_size"),
+        F.lit(None).cast("string").alias("damage_text"),
+        F.lit(None).cast("long").alias("invalid_bytes"),
     )
-    txn_batches = batches.filter(F.col("kind_code") == K_BATCH).select(
+    txn_batches = batches.filter(F.col("kind_code").isin(K_BATCH, K_LEGACY, *DAMAGE_KINDS)).select(
         *[F.lit(None).cast(f.dataType).alias(f.name) for f in arrow_to_spark_schema(TXN_STATE_SCHEMA).fields
           if f.name not in ("broker", "file")],
         "broker", F.col("dpath").alias("file"),
         "line_no", "section", F.col("file").alias("dump_file"), "kind_code", "dpath",
         "partition_leader_epoch", F.col("record_count").cast("long").alias("record_count"), "partition",
+        "crc_valid", F.col("position").alias("batch_position"), F.col("size").alias("batch_size"),
+        "damage_text", "invalid_bytes",
     )
     both = decoded.unionByName(txn_batches)
-    return both.groupBy("dump_file", "section").applyInArrow(
-        assemble_txn_state,
-        arrow_to_spark_schema(TXN_STATE_SCHEMA),
+    out_schema = arrow_to_spark_schema(TXN_STATE_SCHEMA.append(pa.field("dump_file", pa.string())))
+    return both.groupBy("dump_file", "section").applyInArrow(assemble_txn_state, out_schema)
+
+
+def _replica_names(lines: Any) -> Any:
+    """(dump_file, path broker) → replica name, for every dumped file (README, kafka-dump-log.sh).
+
+    Deterministic, from the whole input:
+
+    1. ``NAME=PATH`` names every dump under PATH: NAME, always.
+    2. Otherwise the broker directory in the printed path (``.../<broker dir>/<topic>-<n>/``) names
+       the replica, as before - unless the printed paths cannot tell replicas apart: the same
+       segment path printed by several dump files (every broker's log dir is /var/lib/kafka/data),
+       or no broker directory at all. Then every dump of that *location* (the directory below the
+       ``--dump-log`` directory, or the directory given) that prints that broker directory takes
+       the location's name, so a replica's segments, snapshots and __transaction_state dumps stay
+       together.
+    3. Dump files that still print the same segment path under the same name (files given one by
+       one, or lying side by side in one directory) are told apart by the dump file's name
+       (``b1.txt`` → ``b1``; under a location ``dumps/b1``).
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    d = lines.filter(F.col("kind_code") == K_DUMPING).select(
+        F.col("file").alias("dump_file"), "loc", F.coalesce("loc_named", F.lit(False)).alias("named"),
+        F.col("broker").alias("pbroker"), "dpath",
+    ).distinct()
+    clash = F.size(F.collect_set("dump_file").over(Window.partitionBy("pbroker", "dpath"))) > 1
+    d = d.withColumn("clash", clash.cast("int"))
+    loc_clash = F.max("clash").over(Window.partitionBy("loc", "pbroker")) > 0
+    use_loc = F.col("loc").isNotNull() & (F.col("named") | loc_clash | (F.col("pbroker") == D.UNKNOWN_BROKER))
+    d = d.withColumn("base", F.when(use_loc, F.col("loc")).otherwise(F.col("pbroker")))
+    clash2 = F.size(F.collect_set("dump_file").over(Window.partitionBy("base", "dpath"))) > 1
+    d = d.withColumn("clash2", (clash2 & ~F.col("named")).cast("int"))
+    file_clash = F.max("clash2").over(Window.partitionBy("dump_file", "base")) > 0
+    stem = F.regexp_extract("dump_file", r"([^/\\]+?)(?:\.[^./\\]*)?$", 1)
+    name = F.when(file_clash, F.when(use_loc, F.concat_ws("/", "base", stem)).otherwise(stem)).otherwise(F.col("base"))
+    return d.select("dump_file", "pbroker", name.alias("replica")).distinct()
+
+
+def _named(df: Any, names: Any, dump_col: str = "dump_file") -> Any:
+    """``df`` with ``broker`` replaced by the replica name of its (dump file, path broker)."""
+    from pyspark.sql import functions as F
+
+    j = df.alias("r").join(
+        F.broadcast(names).alias("n"),
+        (F.col(f"r.{dump_col}") == F.col("n.dump_file")) & (F.col("r.broker") == F.col("n.pbroker")),
+        "left",
     )
+    return j.select(*[
+        (F.coalesce(F.col("n.replica"), F.col("r.broker")).alias("broker") if c == "broker" else F.col(f"r.{c}").alias(c))
+        for c in df.columns
+    ])
 
 
 def read_dump_logs(spark: Any, paths: list[str]) -> DumpLogFrames:
     """``kafka-dump-log.sh`` outputs under ``paths`` → the rows of the segment and txn-state sources.
 
-    ``summary`` has SEGMENT_SUMMARY_SCHEMA (run/marker/segment/snapshot/quarantine; quarantine
-    rows name the dump file and its line number in ``position``, ``length`` 1), ``records`` has
+    ``paths`` are ``--dump-log`` values (``PATH`` or ``NAME=PATH``). ``summary`` has
+    SEGMENT_SUMMARY_SCHEMA (run/marker/segment/snapshot/quarantine), ``records`` has
     TXN_STATE_SCHEMA (record/quarantine, plus one ``segment`` row per dumped
-    ``__transaction_state`` segment: the coordinator partitions the dumps hold). ``file`` of a fragment is the dumped segment's path as printed.
+    ``__transaction_state`` segment: the coordinator partitions the dumps hold). ``file`` of a
+    fragment is the dumped segment's path as printed. Damage the dump shows in a segment
+    (``isvalid: false``, invalid bytes at the end, ``...`` elisions, the tool's exceptions) is
+    quarantined by that segment's path and byte position, the dump file and line in ``detail``;
+    a line no format knows is quarantined by the dump file and its line number (``length`` 1).
+    ``broker`` is the replica name (:func:`_replica_names`).
     """
     from pyspark.sql import functions as F
 
     register_dump_log_source(spark)
-    files = list_dump_files(paths)
-    lines = _parsed_lines(spark, files)
+    inputs = list_dump_inputs(paths)
+    files = [f for f, _, _ in inputs]
+    lines = _parsed_lines(spark, inputs)
     batches = _batch_columns(lines)
+    names = _replica_names(lines)
     k = F.col("kind_code")
 
     # --- segments: groups of the lines needed to rebuild each dumped data segment
-    # the KRaft metadata log is no data partition: skipped as the log-dir reader skips it
-    ignored = F.col("topic").isin(*sorted(IGNORED_TOPICS))
-    seg_lines = batches.filter(
+    # the KRaft metadata log is no data partition: skipped as the log-dir reader skips it, and so
+    # are KRaft snapshots (.checkpoint: "Snapshot end offset: ..")
+    ignored = F.col("topic").isin(*sorted(IGNORED_TOPICS)) | F.coalesce(F.col("dpath").rlike(r"\.checkpoint$"), F.lit(False))
+    data_section = (
         (F.col("section") > 0)
         & (F.col("topic").isNull() | ((F.col("topic") != "__transaction_state") & ~ignored))
         & (F.col("dpath").rlike(r"\.log$") | ~F.col("dpath").rlike(D.FILE_NAME))
-        & (k.isin(K_DUMPING, K_START, K_BATCH, K_LEGACY)
+        & ~F.coalesce(F.col("dpath").rlike(r"\.checkpoint$"), F.lit(False))
+    )
+    seg_lines = batches.filter(
+        data_section
+        & (k.isin(K_DUMPING, K_START, K_BATCH, K_LEGACY, *DAMAGE_KINDS)
            | ((k == K_RECORD) & (F.col("after_batch") | F.col("marker_type").isNotNull())))
     )
-    segments = seg_lines.groupBy("file", "section").applyInArrow(
-        assemble_segment, arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA)
-    )
+    seg_schema = arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA.append(pa.field("dump_file", pa.string())))
+    segments = seg_lines.groupBy("file", "section").applyInArrow(assemble_segment, seg_schema)
 
     # --- producer snapshots
     line = F.col("line")
@@ -661,19 +893,36 @@ def read_dump_logs(spark: Any, paths: list[str]) -> DumpLogFrames:
         F.coalesce(sn(10, "long"), F.lit(-1).cast("long")).alias("last_offset"),
         F.coalesce(sn(7, "long"), sn(12, "long")).alias("last_timestamp"),
         sn(3, "int").alias("coordinator_epoch"),
+        F.col("file").alias("dump_file"),
+    )
+    # a corrupt producer snapshot: its entries are not printed (dumpProducerIdSnapshot prints the
+    # CorruptSnapshotException message instead); quarantined as the segment reader does, whole file
+    bad_snapshot = lines.filter((k == K_SNAPSHOT_CORRUPT) & (F.col("section") > 0)).select(
+        F.lit(KIND_QUARANTINE).alias("kind"), "broker", "topic", "partition", F.col("dpath").alias("file"), "file_offset",
+        F.lit(0).cast("long").alias("position"), F.lit(None).cast("long").alias("length"),
+        F.when(F.regexp_extract(line, D.SNAPSHOT_CORRUPT_LINE, 1) != "", F.lit(D.REASON_SNAPSHOT_CRC))
+        .otherwise(F.lit(D.REASON_BAD_SNAPSHOT)).alias("reason"),
+        F.concat(F.col("file"), F.lit(":"), F.col("line_no").cast("string"), F.lit(": entries ignored: "),
+                 F.substring(line, 1, D.DETAIL_CHARS)).alias("detail"),
+        F.col("file").alias("dump_file"),
     )
 
-    # --- quarantine: lines we cannot or must not read, with file and line number
+    # --- quarantine: lines we cannot or must not read, with the dump file and line number
+    # (damage inside a dumped segment is quarantined above, by the segment's own byte positions)
+    in_segment = data_section | (F.col("is_txn_state") & (F.col("section") > 0))
     bad_batch = (k == K_BATCH) & line.rlike(r" isvalid: false\s*$")
     unknown_key = (k == K_RECORD) & F.col("is_txn_state") & line.rlike(D.TXN_UNKNOWN_KEY)
-    no_partition = (k == K_DUMPING) & F.col("topic").isNull()
+    no_partition = (k == K_DUMPING) & F.col("topic").isNull() & ~F.coalesce(ignored, F.lit(False))
     orphan = (F.col("section") == 0) & k.isin(K_BATCH, K_LEGACY, K_RECORD, K_SNAPSHOT, K_START)
+    outside = ~F.coalesce(in_segment, F.lit(False)) & ~F.coalesce(ignored, F.lit(False))
     reason = (
         F.when(k == K_UNPARSED, D.REASON_UNPARSED)
         .when(k == K_MALFORMED_28, D.REASON_MALFORMED_2_8)
-        .when(k == K_INVALID_BYTES, D.REASON_INVALID_BYTES)
         .when(orphan, F.lit("dump_log_no_dumping_line"))
-        .when(bad_batch, D.REASON_CRC)
+        .when(outside & (k == K_INVALID_BYTES), D.REASON_INVALID_BYTES)
+        .when(outside & (k == K_ELIDED), D.REASON_ELIDED)
+        .when(outside & (k == K_TOOL_ERROR), D.REASON_TOOL_ERROR)
+        .when(outside & bad_batch, D.REASON_CRC)
         .when(unknown_key, D.REASON_TXN_UNKNOWN_KEY)
         .when(no_partition, D.REASON_NO_PARTITION)
     )
@@ -681,30 +930,33 @@ def read_dump_logs(spark: Any, paths: list[str]) -> DumpLogFrames:
         F.lit(KIND_QUARANTINE).alias("kind"), "broker", "topic", "partition", "file", "file_offset",
         F.col("line_no").alias("position"), F.lit(1).cast("long").alias("length"), "reason",
         F.substring(line, 1, D.DETAIL_CHARS).alias("detail"),
+        F.col("file").alias("dump_file"),
     )
 
     cols = [f.name for f in SEGMENT_SUMMARY_SCHEMA]
+    spark_schema = arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA)
 
     def shaped(df: Any) -> Any:
         have = set(df.columns)
-        spark_schema = arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA)
         return df.select(*[
             (F.col(f.name) if f.name in have else F.lit(None)).cast(f.dataType).alias(f.name) for f in spark_schema.fields
-        ])
+        ], "dump_file")
 
-    summary = shaped(segments).unionByName(shaped(snapshots)).unionByName(shaped(quarantine)).select(*cols)
+    summary = shaped(segments).unionByName(shaped(snapshots)).unionByName(shaped(bad_snapshot)).unionByName(shaped(quarantine))
+    summary = _named(summary, names).select(*cols)
 
-    txn_lines = batches.filter(F.col("is_txn_state") & (k == K_BATCH))
+    txn_lines = batches.filter(F.col("is_txn_state") & k.isin(K_BATCH, K_LEGACY, *DAMAGE_KINDS))
     records = _records(lines.filter(F.col("is_txn_state")), txn_lines)
     # one row per dumped __transaction_state segment, records or not: which coordinator partitions
     # the dumps hold (an empty one too, as a copied empty __transaction_state-<n>/ directory counts)
     txn_schema = arrow_to_spark_schema(TXN_STATE_SCHEMA)
     dumped = lines.filter(F.col("is_txn_state") & (k == K_DUMPING)).select(
         F.lit(KIND_SEGMENT).alias("kind"), "broker", F.col("partition").alias("coordinator_partition"),
-        F.col("dpath").alias("file"),
+        F.col("dpath").alias("file"), F.col("file").alias("dump_file"),
     )
     records = records.unionByName(dumped.select(*[
         (F.col(f.name) if f.name in dumped.columns else F.lit(None)).cast(f.dataType).alias(f.name)
         for f in txn_schema.fields
-    ]))
+    ], "dump_file"))
+    records = _named(records, names).select(*txn_schema.fieldNames())
     return DumpLogFrames(summary=summary, records=records, files=files)
