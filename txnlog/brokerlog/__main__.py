@@ -46,7 +46,8 @@ def _parser() -> argparse.ArgumentParser:
         ),
         epilog=(
             "Output layout: <out>/broker-<id>/<topic>-<partition>/... (pass <out> to the job's --logs).\n"
-            "as_of: the job's default 'now' is the largest timestamp in the input; the ground truth uses\n"
+            "as_of: the job's default 'now' is the newest broker-written timestamp in the input (markers,\n"
+            "__transaction_state, LogAppendTime); the ground truth uses\n"
             "the same value, printed below.\n\nscenarios:\n" + described
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
