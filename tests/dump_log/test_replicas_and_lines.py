@@ -140,7 +140,8 @@ def test_damage_is_quarantined_by_segment_position(spark, tmp_path: Path) -> Non
     assert not (q["reason"] == D.REASON_UNPARSED).any()
     assert set(q["topic"]) == {"orders"} and set(q["partition"]) == {7}
     runs = s[(s["kind"] == "run")]
-    assert sorted(runs["producer_id"]) == [7, 7]  # producer 8's invalid batch is not used
+    # producer 7's batches form one run up to its marker; producer 8's invalid batch is not used
+    assert runs["producer_id"].tolist() == [7] and int(runs["batch_count"].iloc[0]) == 2
 
 
 def _segment(tmp_path_factory) -> tuple[str, int, int]:  # type: ignore[no-untyped-def]
