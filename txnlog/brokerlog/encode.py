@@ -450,12 +450,15 @@ def encode_data_batches(
     partition_leader_epoch: int = 0,
     is_transactional: bool = False,
     timestamp_type: TimestampType | int = TimestampType.CREATE_TIME,
+    is_control: bool = False,
 ) -> np.ndarray:
     """Many data batches sharing one payload, vectorized: returns a (n, 61 + payload) uint8 array.
 
     Row ``i`` is a complete batch; ``array.tobytes()`` is a valid run of
     batches. Header fields may be scalars or per-batch arrays. GB/s: no Python
     work per batch (the CRCs come from :func:`_crc_contribution_table`).
+    ``is_control`` makes them control batches (e.g. end-transaction markers
+    around one pre-encoded control record).
     """
     base_offsets = np.asarray(base_offsets, dtype=np.int64)
     n = int(base_offsets.shape[0])
@@ -469,7 +472,7 @@ def encode_data_batches(
     out["partition_leader_epoch"] = partition_leader_epoch
     out["magic"] = wire.CURRENT_MAGIC
     out["crc"] = 0
-    out["attributes"] = _attributes(payload.compression, timestamp_type, is_transactional, False, False)
+    out["attributes"] = _attributes(payload.compression, timestamp_type, is_transactional, is_control, False)
     out["last_offset_delta"] = payload.last_offset_delta
     out["base_timestamp"] = base_ts
     out["max_timestamp"] = (
