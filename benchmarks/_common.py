@@ -66,7 +66,11 @@ class DataSet:
         """Every data-partition ``.log`` segment (not ``__transaction_state``), in log order."""
         out = []
         for broker in sorted(p for p in self.root.iterdir() if p.is_dir()):
-            for part in sorted(p for p in broker.iterdir() if p.is_dir() and not p.name.startswith("__")):
+            for part in sorted(
+                p
+                for p in broker.iterdir()
+                if p.is_dir() and not p.name.startswith("__")
+            ):
                 out.extend(sorted(part.glob("*.log")))
         return out
 
@@ -75,37 +79,56 @@ class DataSet:
         return sorted(self.root.glob("*/*/*.log"))
 
 
-def dataset(name: str, data_dir: Path, *, log=print, **bulk_kwargs: Any) -> DataSet:
-    """``bulk(**bulk_kwargs)`` written to ``data_dir/name`` once; reused while the parameters match."""
+def dataset(
+    name: str, data_dir: Path, *, log=print, mix: str = "bulk", **kwargs: Any
+) -> DataSet:
+    """A data set written to ``data_dir/name`` once and reused while the parameters match.
+
+    ``mix="bulk"``: ``txnlog.brokerlog.scenarios.bulk(**kwargs)`` (few, large transactions);
+    ``mix="dense"``: ``txnlog.brokerlog.dense.dense(**kwargs)`` (Kafka Streams exactly-once: ~400,000
+    transactions per GiB over 685 partitions; its ground truth keeps every transaction in
+    ``transactions.npz`` next to ``ground-truth.json``).
+    """
     root = data_dir / name
     stamp = root / "bench-params.json"
     truth = root / "ground-truth.json"
-    params = {"scenario": "bulk", **bulk_kwargs}
+    params = {"scenario": mix, **kwargs}
     if stamp.exists() and truth.exists():
         try:
             if json.loads(stamp.read_text()) == params:
                 return DataSet(name, root, params, truth, None)
         except ValueError:
             pass
-    from txnlog.brokerlog.scenarios import bulk
+    if mix == "bulk":
+        from txnlog.brokerlog.scenarios import bulk as writer
+    elif mix == "dense":
+        from txnlog.brokerlog.dense import dense as writer
+    else:
+        raise ValueError(f"unknown mix {mix!r} (bulk or dense)")
 
     if root.exists():
         shutil.rmtree(root)
     root.parent.mkdir(parents=True, exist_ok=True)
-    log(f"writing data set {name} ({fmt_size(bulk_kwargs['total_bytes'])}) to {root} ...")
+    log(
+        f"writing data set {name} ({mix}, {fmt_size(kwargs['total_bytes'])}) to {root} ..."
+    )
     t = time.perf_counter()
-    result = bulk(root, **bulk_kwargs)
+    result = writer(root, **kwargs)
     result.write_json(truth)
     elapsed = time.perf_counter() - t
     stamp.write_text(json.dumps(params))
-    log(f"  {result.bytes_written / 1e6:.0f} MB in {result.files_written} files, {elapsed:.1f} s "
-        f"({result.bytes_written / elapsed / 1e6:.0f} MB/s)")
+    log(
+        f"  {result.bytes_written / 1e6:.0f} MB in {result.files_written} files, {elapsed:.1f} s "
+        f"({result.bytes_written / elapsed / 1e6:.0f} MB/s)"
+    )
     return DataSet(name, root, params, truth, elapsed)
 
 
 def drop_page_cache_hint() -> str:
     """The benchmarks read from the page cache (warm); say so instead of dropping caches (needs root, disturbs others)."""
-    return "warm page cache (every measurement reads files the previous pass already read)"
+    return (
+        "warm page cache (every measurement reads files the previous pass already read)"
+    )
 
 
 # --- machine ------------------------------------------------------------------------------
@@ -120,15 +143,21 @@ def kafka_python_crc_backend() -> str:
     try:
         from kafka.record import util
 
-        return "C (crc32c package)" if getattr(util, "crc32c_c", None) is not None else "pure Python"
+        return (
+            "C (crc32c package)"
+            if getattr(util, "crc32c_c", None) is not None
+            else "pure Python"
+        )
     except Exception:  # noqa: BLE001
         return "?"
 
 
 def require_fast_kafka_python_crc() -> None:
     if kafka_python_crc_backend() == "pure Python":
-        raise SystemExit("kafka-python would check CRCs in pure Python (the 'crc32c' package is missing): "
-                         "an unfair baseline. Install the dev extra (pip install -e '.[dev]') and rerun.")
+        raise SystemExit(
+            "kafka-python would check CRCs in pure Python (the 'crc32c' package is missing): "
+            "an unfair baseline. Install the dev extra (pip install -e '.[dev]') and rerun."
+        )
 
 
 def machine_info() -> dict[str, Any]:
@@ -143,7 +172,13 @@ def machine_info() -> dict[str, Any]:
     except OSError:
         pass
     try:
-        java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30).stderr.splitlines()[0]
+        java = subprocess.run(
+            ["java", "-version"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        ).stderr.splitlines()[0]
     except Exception:  # noqa: BLE001
         java = "?"
     versions = {}
@@ -156,7 +191,7 @@ def machine_info() -> dict[str, Any]:
         from txnlog.kafka.crc import BACKEND
 
         versions["txnlog crc backend"] = BACKEND
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001, S110 - an optional fact about the machine
         pass
     versions["kafka-python crc32c"] = kafka_python_crc_backend()
     return {
@@ -194,12 +229,22 @@ def rss_mib() -> float:
     return psutil.Process().memory_info().rss / MiB
 
 
-def run_python(code_args: list[str], env: dict[str, str] | None = None, timeout: float = 3600) -> dict[str, Any]:
+def run_python(
+    code_args: list[str], env: dict[str, str] | None = None, timeout: float = 3600
+) -> dict[str, Any]:
     """Run ``python <args>`` (this interpreter) and parse the last stdout line as JSON."""
-    proc = subprocess.run([sys.executable, *code_args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        [sys.executable, *code_args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
     if proc.returncode != 0:
-        raise RuntimeError(f"{code_args} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+        raise RuntimeError(
+            f"{code_args} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+        )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -219,14 +264,20 @@ def snapshot_checkout(log=print) -> Path:
     ``sys.meta_path``), so the job, its Python workers and this process import the snapshot's txnlog.
     Its numba cache (txnlog/kafka/__pycache__) is its own: edits to the working tree cannot wipe it.
     """
-    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                         text=True, check=True).stdout.strip()
+    sha = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     dest = Path(tempfile_dir()) / f"txnlog-bench-{sha}"
     if not (dest / "spark-submit.sh").exists():
         log(f"snapshot of HEAD {sha} -> {dest}")
         tmp = dest.with_name(dest.name + f".tmp{os.getpid()}")
         tmp.mkdir(parents=True)
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", "HEAD"], capture_output=True, check=True).stdout
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", "HEAD"], capture_output=True, check=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
         (tmp / ".venv").symlink_to(ROOT / ".venv")
         tmp.rename(dest)
@@ -239,7 +290,9 @@ def tempfile_dir() -> str:
     return tempfile.gettempdir()
 
 
-def maybe_reexec_in_snapshot(enabled: bool, log=print, code: Path | None = None) -> Path:
+def maybe_reexec_in_snapshot(
+    enabled: bool, log=print, code: Path | None = None
+) -> Path:
     """With ``enabled`` (or a ``code`` checkout), re-run this script with PYTHONPATH = a snapshot of HEAD
     (or ``code``); returns the code root in use."""
     current = os.environ.get("TXNLOG_BENCH_CODE")
@@ -257,7 +310,9 @@ def maybe_reexec_in_snapshot(enabled: bool, log=print, code: Path | None = None)
         snap = snapshot_checkout(log=log)
     env = dict(os.environ)
     env["TXNLOG_BENCH_CODE"] = str(snap)
-    env["PYTHONPATH"] = str(snap) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = str(snap) + (
+        os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
+    )
     os.execve(sys.executable, [sys.executable, *sys.argv], env)
     raise AssertionError("unreachable")
 
@@ -267,10 +322,31 @@ def code_version(code: Path) -> str:
     if code != ROOT:
         return f"snapshot of HEAD at {code}"
     try:
-        sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                             text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "txnlog", "jobs", "conf",
-                                "spark-submit.sh"], capture_output=True, text=True).stdout.strip()
-        return f"working tree at {sha}" + (" with uncommitted changes in txnlog/jobs/conf" if dirty else "")
+        sha = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            [
+                "git",
+                "-C",
+                str(ROOT),
+                "status",
+                "--porcelain",
+                "--",
+                "txnlog",
+                "jobs",
+                "conf",
+                "spark-submit.sh",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        return f"working tree at {sha}" + (
+            " with uncommitted changes in txnlog/jobs/conf" if dirty else ""
+        )
     except Exception:  # noqa: BLE001
         return "working tree"
