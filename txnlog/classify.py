@@ -18,7 +18,8 @@ txn_start_timestamp + timeout_ms → COORDINATOR_TIMEOUT_OVERDUE.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 from datetime import datetime, timezone
 
@@ -101,6 +102,72 @@ def _ms_of(table: pa.Table, name: str) -> np.ndarray:
     return col.cast(pa.float64()).fill_null(np.nan).to_numpy()
 
 
+@dataclass(frozen=True)
+class Damage:
+    """Where the input could not be read: per data partition the offset ranges quarantined regions
+    may cover (from, to exclusive or None = to the log end, file), and the ``__transaction_state``
+    partitions with a quarantined region. Small: one entry per damaged region."""
+
+    ranges: Mapping[tuple[str, int], tuple[tuple[int, int | None, str], ...]] = field(default_factory=dict)
+    txn_state_partitions: frozenset[int] = frozenset()
+
+
+def damage_flags(candidates: pa.Table, damage: Damage) -> dict[str, pa.Array]:
+    """Per candidate (DESIGN §4, issue 5 rule 5): ``damage_after`` — a quarantined region of its
+    partition may lie after its last batch, where its marker may be; ``damage_before`` — one may hold
+    an earlier first batch (after the producer's previous marker); ``txn_state_damaged`` — the owner's
+    ``__transaction_state`` partition has a quarantined region, where a newer record may be."""
+    n = candidates.num_rows
+    topics = candidates.column("topic").to_pylist()
+    parts = candidates.column("partition").to_pylist()
+    start = candidates.column("start_offset").to_pylist()
+    last = candidates.column("last_offset").to_pylist()
+    prev = (
+        candidates.column("prev_marker_offset").to_pylist()
+        if "prev_marker_offset" in candidates.column_names
+        else [None] * n
+    )
+    after = np.zeros(n, dtype=bool)
+    before = np.zeros(n, dtype=bool)
+    files: list[list[str]] = [[] for _ in range(n)]
+    for i in range(n):  # candidates are the few open, idle transactions; damaged regions are few
+        for lo, hi, file in damage.ranges.get((topics[i], parts[i]), ()):
+            end = hi if hi is not None else 2**62
+            a = end > (last[i] if last[i] is not None else start[i])
+            b = lo < start[i] and end > (prev[i] if prev[i] is not None else -1)
+            after[i] |= a
+            before[i] |= b
+            if a or b:
+                files[i].append(file)
+    owner_cp = (
+        candidates.column("owner_coordinator_partition").to_pylist()
+        if "owner_coordinator_partition" in candidates.column_names
+        else [None] * n
+    )
+    txn_state = np.array([cp is not None and cp in damage.txn_state_partitions for cp in owner_cp], dtype=bool)
+    return {
+        "damage_after": pa.array(after),
+        "damage_before": pa.array(before),
+        "txn_state_damaged": pa.array(txn_state),
+        "damaged_files": pa.array([sorted(set(f)) for f in files], pa.list_(pa.string())),
+    }
+
+
+#: Candidate columns that, when true, mean the verdict rests on something the input could not show
+#: for sure: damage lowers confidence, never raises it (DESIGN.md §4, issue 5 rules 1 and 5).
+DOUBT_COLUMNS = ("diverged", "damage_after", "damage_before", "txn_state_damaged")
+
+
+def doubtful(candidates: pa.Table) -> np.ndarray:
+    """Rows whose abort must be verified first: replicas diverged, or damage where a marker, an
+    earlier first batch or a newer coordinator record could hide."""
+    out = np.zeros(candidates.num_rows, dtype=bool)
+    for name in DOUBT_COLUMNS:
+        if name in candidates.column_names:
+            out |= np.asarray(candidates.column(name).fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+    return out
+
+
 def verdicts(candidates: pa.Table, thresholds: Thresholds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(verdict, reason, safety) for every candidate row; '' where no finding is due.
 
@@ -154,7 +221,7 @@ def verdicts(candidates: pa.Table, thresholds: Thresholds) -> tuple[np.ndarray, 
     hanging_reasons = (NO_TRANSACTIONAL_ID, TRANSACTIONAL_ID_EXPIRED, COORDINATOR_COMPLETED, PARTITION_NOT_IN_TRANSACTION)
     is_hanging = np.isin(reason, hanging_reasons)
     verdict = np.where(is_hanging, HANGING, np.where(reason == "", "", LATE)).astype(object)
-    verify = (reason == NO_TRANSACTIONAL_ID) & (not thresholds.all_txn_state_partitions_read)
+    verify = ((reason == NO_TRANSACTIONAL_ID) & (not thresholds.all_txn_state_partitions_read)) | doubtful(candidates)
     safety = np.where(is_hanging, np.where(verify, VERIFY_FIRST, SAFE), "").astype(object)
     assert verdict.shape == (n,)
     return verdict, reason, safety
@@ -194,20 +261,24 @@ def evidence_and_advice(row: dict, reason: str, thresholds: Thresholds) -> tuple
         f"{batches} batch{'es' if batches != 1 else ''} of producer {pid} epoch {epoch} at "
         f"{_offsets(row['start_offset'], row.get('last_offset') or row['start_offset'])}"
     )
+    verb = "follows" if batches == 1 else "follow"
+    snap = row.get("snapshot_offset")
+    snap_name = f"the producer snapshot at offset {snap}" if snap is not None else "the producer snapshot"
     if row.get("started_before_log_start"):
         what = (
             f"producer {pid} epoch {epoch} has had a transaction open since offset {row['start_offset']}, "
-            f"before the oldest retained segment (known from the producer snapshot)"
-            + (f", with {batches} more batches up to offset {row['last_offset']}" if batches else "")
+            f"before the log start offset {row.get('log_start_offset')} (known from {snap_name}, as the broker "
+            "rebuilds its producer state from it)"
+            + (f", with {batches} retained batch{'es' if batches != 1 else ''} up to offset {row['last_offset']}" if batches else "")
         )
     prev_type = row.get("prev_marker_type")
     if prev_type is not None and prev_type in (0, 1) and not row.get("started_before_log_start"):
         marker = "ABORT" if prev_type == 0 else "COMMIT"
-        what += f" follow that producer's {marker} marker at offset {row['prev_marker_offset']}"
+        what += f" {verb} that producer's {marker} marker at offset {row['prev_marker_offset']}"
         if row.get("prev_marker_epoch") is not None:
             what += f" (marker epoch {row['prev_marker_epoch']})"
-    else:
-        what += " are in a transaction that has no marker"
+    elif not row.get("started_before_log_start"):
+        what += f" {'is' if batches == 1 else 'are'} in a transaction that has no marker"
     idle = f"last written {_utc(row.get('last_timestamp_ms'))}, idle {_duration(row.get('idle_ms'))}"
     tid = row.get("transactional_id")
     state = row.get("owner_state")
@@ -215,12 +286,32 @@ def evidence_and_advice(row: dict, reason: str, thresholds: Thresholds) -> tuple
     tp = f"{row['topic']}-{row['partition']}"
     open_on = row.get("open_replicas") or []
     replicas = row.get("replicas") or []
+    behind = set(row.get("behind_replicas") or [])
     replica_note = ""
-    if len(replicas) > 1 and len(open_on) < len(replicas):
-        closed = [r for r in replicas if r not in open_on]
+    if row.get("diverged"):
+        closed = [r for r in replicas if r not in open_on and r not in behind]
         replica_note = (
-            f"; open only on replica{'s' if len(open_on) != 1 else ''} {', '.join(open_on)}"
-            f" (closed on {', '.join(closed)}: a marker is missing on the others)"
+            f"; the replicas diverged: open only on {', '.join(open_on)}, which holds data past the marker that "
+            f"{', '.join(closed)} {'has' if len(closed) == 1 else 'have'} for it — verify on the leader before aborting"
+        )
+    notes = []
+    if row.get("damage_after"):
+        notes.append(
+            "a quarantined region of this partition lies after its last batch, where its marker may be "
+            f"({', '.join(row.get('damaged_files') or [])})"
+        )
+    if row.get("damage_before"):
+        notes.append("a quarantined region before its first batch may hold an earlier batch of this transaction")
+    if row.get("txn_state_damaged"):
+        notes.append(
+            f"__transaction_state-{row.get('owner_coordinator_partition')} has a quarantined region, "
+            "where a newer coordinator record may be"
+        )
+    if row.get("checkpoint_note"):
+        notes.append(str(row["checkpoint_note"]))
+    if notes:
+        replica_note += "; " + "; ".join(notes) + (
+            " — verify with kafka-transactions.sh describe-producers first" if _doubt_row(row) else ""
         )
 
     if reason == NO_TRANSACTIONAL_ID:
@@ -267,6 +358,10 @@ def evidence_and_advice(row: dict, reason: str, thresholds: Thresholds) -> tuple
         coord = f"{tid} is {state}"
         advice = "Investigate."
     return f"{what} on {tp} ({idle}); {coord}{replica_note}.", advice
+
+
+def _doubt_row(row: dict) -> bool:
+    return any(bool(row.get(name)) for name in DOUBT_COLUMNS)
 
 
 def _first_known(row: dict, *names: str) -> Any:

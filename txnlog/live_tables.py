@@ -158,7 +158,7 @@ def _health_rows(offsets: Sequence[Mapping[str, Any]], producers: Mapping[tuple[
             late = now_ms - oldest["last_timestamp"] > late_ms
         rows.append({
             "topic": o["topic"], "partition": o["partition"], "log_start_offset": o["log_start_offset"],
-            "log_end_offset": o["high_watermark"], "last_stable_offset": o["last_stable_offset"], "lso_lag": lag,
+            "log_end_offset": o["high_watermark"], "high_watermark": o["high_watermark"], "last_stable_offset": o["last_stable_offset"], "lso_lag": lag,
             "open_transactions": n_open, "max_open_ms": None, "has_late_transaction": late, "stuck_since": None,
             "replicas": None, "batch_count": None, "max_timestamp": None, "source": live.SOURCE_LIVE,
         })

@@ -38,6 +38,66 @@ class LogFile:
     kind: str  # "log" or "snapshot"
 
 
+#: Files a broker keeps at the root of each log dir (``LogManager``, ``ReplicaManager``): one line per
+#: partition, ``<topic> <partition> <offset>``, after a version line (0) and a count line
+#: (``OffsetCheckpointFile``). Written every few seconds, so they can lag the segments a little.
+CHECKPOINT_FILES = {
+    "replication-offset-checkpoint": "high_watermark",
+    "log-start-offset-checkpoint": "log_start_offset",
+    "recovery-point-offset-checkpoint": "recovery_point",
+}
+#: Written by a broker that shut down cleanly, deleted when it starts loading (``CleanShutdownFileHandler``).
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """One broker's checkpointed offsets of one partition (None where its file lacks the partition)."""
+
+    broker: str
+    topic: str
+    partition: int
+    high_watermark: int | None = None
+    log_start_offset: int | None = None
+    recovery_point: int | None = None
+    clean_shutdown: bool = False
+
+
+def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
+    """``(topic, partition) -> offset`` of an ``OffsetCheckpointFile``; {} when missing or unreadable.
+
+    Format (``CheckpointFile``): ``0`` (version), the entry count, then ``topic partition offset``
+    lines. A file in another version or with a short/garbled body is ignored as a whole, as the
+    broker would fail to read it: no partial answer.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return {}
+    if len(lines) < 2 or lines[0].strip() != "0" or not lines[1].strip().isdigit():
+        return {}
+    n = int(lines[1])
+    out: dict[tuple[str, int], int] = {}
+    for line in lines[2 : 2 + n]:
+        parts = line.split()
+        if len(parts) != 3 or not parts[1].isdigit() or not re.fullmatch(r"-?\d+", parts[2]):
+            return {}
+        out[(parts[0], int(parts[1]))] = int(parts[2])
+    return out if len(out) == n else {}
+
+
+def read_checkpoints(broker: str, log_dir: str) -> list[Checkpoint]:
+    """Every partition named in ``log_dir``'s checkpoint files, merged per partition."""
+    files = {col: read_offset_checkpoint(os.path.join(log_dir, name)) for name, col in CHECKPOINT_FILES.items()}
+    clean = os.path.exists(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE))
+    keys = sorted(set().union(*files.values()))
+    return [
+        Checkpoint(broker, topic, partition, clean_shutdown=clean, **{col: files[col].get((topic, partition)) for col in files})
+        for topic, partition in keys
+    ]
+
+
 @dataclass(frozen=True, slots=True)
 class Inventory:
     """Everything found under the input paths, ordered by (broker, topic, partition, offset)."""
@@ -47,6 +107,8 @@ class Inventory:
     txn_state_segments: tuple[LogFile, ...] = ()
     brokers: tuple[str, ...] = ()
     skipped: tuple[str, ...] = field(default=())  # paths ignored on purpose, for the summary
+    checkpoints: tuple[Checkpoint, ...] = ()
+    clean_shutdown_brokers: tuple[str, ...] = ()
 
     @property
     def data_partitions(self) -> set[tuple[str, int]]:
@@ -113,11 +175,16 @@ def discover(paths: list[str] | tuple[str, ...]) -> Inventory:
     txn_state: list[LogFile] = []
     brokers: list[str] = []
     skipped: list[str] = []
+    checkpoints: list[Checkpoint] = []
+    clean: list[str] = []
     for root in paths:
         for broker, log_dir in broker_dirs(root):
             if broker in brokers:  # two roots with the same basename: keep them apart
                 broker = f"{broker}@{log_dir}"
             brokers.append(broker)
+            checkpoints.extend(read_checkpoints(broker, log_dir))
+            if os.path.exists(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)):
+                clean.append(broker)
             with os.scandir(log_dir) as it:
                 entries = sorted(it, key=lambda e: e.name)
             for entry in entries:
@@ -162,4 +229,6 @@ def discover(paths: list[str] | tuple[str, ...]) -> Inventory:
         txn_state_segments=tuple(txn_state),
         brokers=tuple(brokers),
         skipped=tuple(skipped),
+        checkpoints=tuple(checkpoints),
+        clean_shutdown_brokers=tuple(clean),
     )

@@ -48,11 +48,12 @@ class RunResult:
     inputs: list[str] = field(default_factory=list)
     seconds: float = 0.0
     inventory_note: str = ""
+    as_of_source: str = ""  # --as-of / markers / transaction_state / log_append_time (txnlog.as_of)
 
     def summary_text(self) -> str:
         lines = [
             f"txnlog {__version__}: run {self.run_id} of cluster '{self.cluster}' as of "
-            f"{self.as_of.strftime('%Y-%m-%dT%H:%M:%SZ')} ({self.seconds:.1f} s)",
+            f"{self.as_of.strftime('%Y-%m-%dT%H:%M:%SZ')}{f' (from {self.as_of_source})' if self.as_of_source else ''} ({self.seconds:.1f} s)",
         ]
         if self.inventory_note:
             lines.append(f"  input: {self.inventory_note}")
@@ -107,7 +108,14 @@ SOURCE_SEGMENTS, SOURCE_DUMP_LOG, SOURCE_LIVE_LOG = "segments", "dump_log", "liv
 # shuffle inside the cached intermediates of build_tables would run spark.sql.shuffle.partitions
 # tasks and plan its joins without statistics (sort-merge joins) for a few thousand rows. With it,
 # adaptive execution coalesces those shuffles and broadcasts the small sides (benchmarks/RESULTS.md E1).
-RUN_CONF: dict[str, str] = {"spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true"}
+# spark.sql.maxPlanStringLength: adaptive execution renders every re-planned query as a string (for the
+# UI/event log); the table queries read several cached intermediates, whose plans are rendered inside
+# theirs, and the unbounded string filled a 1 GiB driver heap on kafka-dump-log.sh input. 1 MB keeps
+# the event log useful.
+RUN_CONF: dict[str, str] = {
+    "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
+    "spark.sql.maxPlanStringLength": "1000000",
+}
 
 
 def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress) -> RunResult:
@@ -115,6 +123,7 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
+    from txnlog import as_of as as_of_rule
     from txnlog import delta
     from txnlog.spark import transforms as T
     from txnlog.spark.session import get_session, temporary_conf
@@ -198,12 +207,8 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
         progress(f"decoding {len(inventory.segments) + len(inventory.snapshots) + len(inventory.txn_state_segments) + len(dump_files)} files in Spark")
         with job_description(spark, "txnlog: decode"):
             # One action decodes (and caches) both inputs: the __transaction_state tasks fill the cores
-            # while the last big segments are still being walked.
-            newest_rows = (
-                summary.select(F.lit("segments").alias("input"), F.max("last_timestamp").alias("m"))
-                .unionByName(records.select(F.lit("txn_state").alias("input"), F.max("record_timestamp").alias("m")))
-                .collect()
-            )
+            # while the last big segments are still being walked. It returns the broker-written times.
+            times = as_of_rule.broker_times(summary, records)
         # The decode is done and cached, but it keeps one Spark partition per input partition (a 256 MiB
         # segment alone, small files packed): 30 at 4 GiB. What follows reads a few rows per segment and
         # producer, and every stage that scanned those partitions would cost a task each, a cost that
@@ -211,12 +216,9 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
         # scans after the decode are coalesced, to one partition per core.
         downstream = max(2, spark.sparkContext.defaultParallelism)
         summary, records = summary.coalesce(downstream), records.coalesce(downstream)
-        as_of = _parse_as_of(config.as_of)
-        if as_of is None:
-            newest = max([r["m"] for r in newest_rows if r["m"] is not None], default=0)
-            as_of = datetime.fromtimestamp(newest / 1000, tz=timezone.utc)
+        as_of, as_of_source = as_of_rule.choose(config.as_of, times)  # never a client's clock (txnlog.as_of)
         as_of_ms = (as_of - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1)
-        progress(f"decoded in {time.monotonic() - t0:.1f} s; as_of = {as_of.isoformat()}")
+        progress(f"decoded in {time.monotonic() - t0:.1f} s; as_of = {as_of.isoformat()} ({as_of_source})")
 
         txn_state_read = set(inventory.txn_state_partitions)
         if dump_files or live:  # a handful of ids: which __transaction_state partitions the other inputs held
@@ -228,7 +230,18 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
             all_txn_state_partitions_read=all_partitions_read,
             bootstrap_servers=config.bootstrap_servers,
         )
-        tables = build_tables(spark, summary, records, thresholds, cluster=config.cluster, as_of=as_of, cache=cached)
+        checkpoints = None
+        if inventory.checkpoints:  # a few rows per partition, read on the driver by discover()
+            checkpoints = spark.createDataFrame(
+                [(c.broker, c.topic, c.partition, c.high_watermark, c.log_start_offset, c.recovery_point, c.clean_shutdown)
+                 for c in inventory.checkpoints],
+                schema=T.CHECKPOINT_SCHEMA,
+            )
+        tables = build_tables(spark, summary, records, thresholds, cluster=config.cluster, as_of=as_of, cache=cached,
+                              checkpoints=checkpoints)
+        # client timestamps far past as_of: warning rows (kept as read, never "now")
+        tables["quarantine"] = tables["quarantine"].unionByName(
+            as_of_rule.future_timestamps(summary, as_of, as_of_source, cluster=config.cluster))
         if getattr(config, "verify_live", False):
             tables = add_live_rows(spark, tables, config, as_of=as_of, progress=progress)
         for name in ("findings", "partition_health"):  # read again for the printed summary
@@ -261,6 +274,7 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
             worst_partitions=[r.asDict() for r in worst],
             inputs=logs + list(config.dump_log) + ([f"kafka://{config.bootstrap_servers}"] if live else []),
             inventory_note=note,
+            as_of_source=as_of_source,
         )
         result.seconds = time.monotonic() - t0
         runs_row = _runs_table(result, started_at, late_partitions, config)
@@ -362,6 +376,7 @@ def _runs_table(result: RunResult, started_at: datetime, late_partitions: int, c
         "partitions_with_late_transactions": int(late_partitions),
         "txnlog_version": __version__,
         "status": "SUCCEEDED",
+        "as_of_source": result.as_of_source,
         "config": json.dumps(config.to_dict(), default=str, sort_keys=True),
     }
     return pa.Table.from_pylist([row], schema=RUNS)
@@ -392,7 +407,7 @@ def _cached(df: Any, cache: list[Any]) -> Any:
 
 def build_tables(
     spark: Any, summary: Any, records: Any, thresholds: classify.Thresholds, *, cluster: str, as_of: datetime,
-    cache: list[Any] | None = None,
+    cache: list[Any] | None = None, checkpoints: Any = None,
 ) -> dict[str, Any]:
     """All output tables as DataFrames (contract columns), from the sources' outputs.
 
@@ -414,9 +429,9 @@ def build_tables(
 
     # Small intermediates that several output tables read are cached, so that each table's write
     # plans and runs only its own last steps (every shuffle costs a Spark job of its own).
-    stats = _cached(T.replica_stats(summary), cache)
+    stats = _cached(T.with_checkpoints(T.replica_stats(summary), checkpoints), cache)
     per_replica = T.replica_transactions(summary, stats)
-    txns = _cached(T.merge_replicas(per_replica), cache)  # read twice by with_lso: the open ones, and all of them
+    txns = _cached(T.merge_replicas(per_replica, stats), cache)  # read twice by with_lso: the open ones, and all of them
     pstats = _cached(T.partition_stats(stats), cache)
     txns, health = T.with_lso(txns, pstats, as_of_ms)
     health = _cached(health, cache)
@@ -489,7 +504,14 @@ def build_tables(
         "prev_marker_offset",
         "prev_marker_type",
         "prev_marker_epoch",
+        # the coordinator epoch of this producer's last marker on the partition, else the snapshot's: what
+        # the broker's producer state holds and fences WriteTxnMarkers with (ProducerAppendInfo.appendEndTxnMarker)
         F.coalesce("prev_coordinator_epoch", "snapshot_coordinator_epoch", F.lit(-1)).alias("last_coordinator_epoch"),
+        "diverged",
+        "behind_replicas",
+        "snapshot_offset",
+        "log_start_offset",
+        "checkpoint_note",
         F.coalesce("owner_match", F.lit(classify.OWNER_NONE)).alias("owner_match"),
         "transactional_id",
         "history_transactional_id",
@@ -503,7 +525,9 @@ def build_tables(
         "owner_producer_id",
         "source",
     )
-    classified = _cached(T.classify_candidates(candidates, thresholds).filter(F.col("verdict").isNotNull()), cache)
+    damage = T.damage_map(summary, records)
+    classified = _cached(T.classify_candidates(candidates, thresholds, damage).filter(F.col("verdict").isNotNull()), cache)
+    ce = F.greatest(F.col("last_coordinator_epoch"), F.lit(0))
 
     findings = classified.select(
         *keys,
@@ -522,7 +546,8 @@ def build_tables(
         "transactional_id",
         F.col("owner_state").alias("coordinator_state"),
         F.col("owner_coordinator_partition").alias("coordinator_partition"),
-        F.col("owner_coordinator_epoch").alias("coordinator_epoch"),
+        # the same epoch the abort recommendation's legacy command carries (issue 5 rule 9)
+        ce.alias("coordinator_epoch"),
         "evidence",
         "advice",
         "replicas",
@@ -562,7 +587,6 @@ def build_tables(
     findings = findings.unionByName(stuck_findings)
 
     bootstrap = thresholds.bootstrap_servers or classify.BOOTSTRAP_PLACEHOLDER
-    ce = F.greatest(F.col("last_coordinator_epoch"), F.lit(0))
     recommendations = classified.filter(F.col("verdict") == classify.HANGING).select(
         *keys,
         "topic",
@@ -594,6 +618,7 @@ def build_tables(
         "partition",
         "log_start_offset",
         "log_end_offset",
+        "high_watermark",
         "last_stable_offset",
         "lso_lag",
         "open_transactions",

@@ -102,6 +102,7 @@ PARTITION_HEALTH = _schema(
     ("partition", I32),
     ("log_start_offset", I64),
     ("log_end_offset", I64),
+    ("high_watermark", I64),  # null when unknown (no replication-offset-checkpoint in the input)
     ("last_stable_offset", I64),
     ("lso_lag", I64),
     ("open_transactions", I64),
@@ -189,6 +190,8 @@ RUNS = _schema(
     ("txnlog_version", STR),
     ("status", STR),  # SUCCEEDED / FAILED
     ("config", STR),  # the effective configuration, as JSON
+    # beyond the contract
+    ("as_of_source", STR),  # where as_of came from: --as-of / markers / transaction_state / log_append_time (txnlog.as_of)
 )
 
 #: table name -> schema, in the order they are written.

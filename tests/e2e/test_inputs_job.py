@@ -104,7 +104,7 @@ def test_dump_log_findings_and_commands_are_the_ground_truth(dump_run) -> None:
             assert f["open_ms"] == o.open_ms and T.ms(f["first_timestamp"]) == o.first_timestamp
         else:
             assert f["started_before_log_start"] is True
-            assert "before the oldest retained segment" in f["evidence"]
+            assert "before the log start offset" in f["evidence"] and "producer snapshot at offset" in f["evidence"]
         if o.brokers and len(o.brokers) < len(truth.partitions[(o.topic, o.partition)].brokers):
             assert f["open_replicas"] == [T.broker_name(b) for b in sorted(o.brokers)]
 
@@ -121,9 +121,9 @@ def test_dump_log_transactions_health_and_coordinator(dump_run) -> None:
     assert actual == expected
     health = {(p["topic"], p["partition"]): p for p in T.rows(out, "partition_health")}
     assert set(health) == set(truth.partitions)
-    for (_broker, topic, partition), r in truth.replica_partitions.items():
+    for (topic, partition), r in truth.partitions.items():  # what the leader reports (DESIGN §4)
         p = health[(topic, partition)]
-        assert p["log_end_offset"] >= r.log_end_offset and p["last_stable_offset"] <= r.last_stable_offset
+        assert (p["log_end_offset"], p["last_stable_offset"]) == (r.log_end_offset, r.last_stable_offset), (topic, partition)
     state = {r["transactional_id"]: r for r in T.rows(out, "coordinator_state")}
     assert set(state) == set(truth.coordinator)
     for tid, want in truth.coordinator.items():
@@ -140,15 +140,16 @@ def test_dump_log_transactions_health_and_coordinator(dump_run) -> None:
 
 
 def test_dump_log_quarantine_names_dump_lines(dump_run) -> None:
-    """The truncated tail and the CRC mismatch of the sample, as the dump shows them: file and line."""
+    """The truncated tail and the CRC mismatch of the sample, as the segment reader reports them (issue 5
+    rule 7): the segment file and byte position the dump printed, the dump file and line in detail."""
     q = T.rows(dump_run["out"], "quarantine")
-    got = sorted((Path(r["file"]).name, r["reason"]) for r in q)
-    want = sorted((f"broker-{Path(x.file).parts[-3].split('-')[-1]}-{Path(x.file).parts[-2]}.txt",
-                   {"truncated_tail": "dump_log_invalid_bytes"}.get(x.reason, x.reason)) for x in dump_run["truth"].quarantine)
+    got = sorted((Path(r["file"]).parts[-2:], r["position"], r["reason"]) for r in q)
+    want = sorted((Path(x.file).parts[-2:], x.position, x.reason) for x in dump_run["truth"].quarantine)
     assert got == want
     for r in q:
-        line = (dump_run["work"] / r["file"]).read_text().splitlines()[r["position"] - 1]
-        assert r["length"] == 1 and line.startswith(r["detail"][:40])
+        dump_file, line_no, _ = r["detail"].split(":", 2)
+        line = (dump_run["work"] / dump_file).read_text().splitlines()[int(line_no) - 1]
+        assert f"position: {r['position']}" in line or "invalid bytes" in line, line
 
 
 def test_dump_log_readers_duckdb_and_polars(dump_run) -> None:
@@ -170,8 +171,8 @@ def test_readme_dump_log_command(tmp_path) -> None:
     hang = next(f for f in truth.findings if f.reason == "COORDINATOR_COMPLETED" and f.topic == "orders")
     part = f"{hang.topic}-{hang.partition}"
     readme = (ROOT / "README.md").read_text()
-    block = readme[readme.index("**`kafka-dump-log.sh` output**"):]
-    block = block[block.index("```bash") + 8: block.index("```", block.index("```bash") + 8)]
+    block = readme[readme.index("kafka-dump-log.sh --deep-iteration --files /var/lib/kafka/data/orders-7"):]
+    block = block[: block.index("```")]
     commands = block.strip().splitlines()
     assert commands[0].startswith("kafka-dump-log.sh --deep-iteration --files /var/lib/kafka/data/orders-7/*.log > orders-7.txt")
     assert commands[1].startswith("kafka-dump-log.sh --transaction-log-decoder --files /var/lib/kafka/data/__transaction_state-*/*.log > txn-state.txt")

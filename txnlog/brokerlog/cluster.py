@@ -303,6 +303,19 @@ class TransactionCoordinator:
         self.cluster = cluster
         self.metadata: dict[str, TxnMetadata] = {}
         self.records: list[CoordinatorRecordTruth] = []
+        #: Skew of the clock of the broker that leads the ``__transaction_state`` partitions: after a
+        #: failover another broker's clock stamps the records, so timestamps can go backwards in
+        #: offset order (``failover``).
+        self.record_clock_skew_ms = 0
+
+    def failover(self, *, clock_skew_ms: int, txn_state_partitions: Iterable[int] | None = None) -> None:
+        """The coordinator moves to another broker: each ``__transaction_state`` partition gets a new
+        leader epoch (the coordinator epoch markers carry) and the new broker's clock, ``clock_skew_ms``
+        off the old one, stamps the records from now on."""
+        parts = range(self.cluster.txn_state_partitions) if txn_state_partitions is None else txn_state_partitions
+        for p in parts:
+            self.cluster.partition(wire.TRANSACTION_STATE_TOPIC, p).bump_leader_epoch()
+        self.record_clock_skew_ms += clock_skew_ms
 
     # -- placement --------------------------------------------------------
 
@@ -319,7 +332,7 @@ class TransactionCoordinator:
         if meta.unlogged:
             return
         cluster = self.cluster
-        now = cluster.clock()
+        now = cluster.clock() + self.record_clock_skew_ms
         p = self.partition_for(meta.transactional_id)
         version = wire.TXN_LOG_VALUE_V1 if cluster.transaction_version_feature >= 1 else wire.TXN_LOG_VALUE_V0
         value: bytes | None = None

@@ -174,7 +174,7 @@ class Intent:
 
 @dataclass
 class ScenarioResult:
-    """Ground truth of one written scenario. ``as_of_ms`` is the largest timestamp in the input."""
+    """Ground truth of one written scenario. ``as_of_ms`` is the newest broker-written timestamp in the input."""
 
     name: str
     seed: int
@@ -199,6 +199,9 @@ class ScenarioResult:
     files_written: int
     elapsed_s: float = 0.0
     notes: dict[str, object] = field(default_factory=dict)
+    #: (broker, topic, partition, producer_id, first_offset) of transactions open in a copy that is only
+    #: behind another replica's marker for them: not open (DESIGN §4), but open if that copy is read alone
+    behind: tuple[tuple[int, str, int, int, int], ...] = ()
 
     @property
     def as_of(self) -> datetime:
@@ -368,8 +371,9 @@ def _partition_truth(
         brokers=brokers,
         log_start_offset=log.log_start_offset,
         log_end_offset=log.log_end_offset,
-        last_stable_offset=log.last_stable_offset,
-        lso_lag=log.log_end_offset - log.last_stable_offset,
+        # UnifiedLog.updateFirstUnstableOffset: never below the log start offset
+        last_stable_offset=max(log.last_stable_offset, log.log_start_offset),
+        lso_lag=log.log_end_offset - max(log.last_stable_offset, log.log_start_offset),
         open_transactions=len(log.open_txns),
         max_open_ms=as_of - oldest.first_timestamp if oldest else 0,
         has_late_transaction=bool(oldest) and as_of - oldest.last_timestamp > threshold + wire.LATE_TRANSACTION_BUFFER_MS,
@@ -378,6 +382,34 @@ def _partition_truth(
         batches=log.retained_batch_count,
         legacy_entries=log.legacy_entry_count,
     )
+
+
+def _damaged_ranges(copies: list[tuple[int, PartitionLog]]) -> list[tuple[int, int | None]]:
+    """(from, to) offset ranges a damaged region may cover: its segment's base to the next segment's."""
+    out: list[tuple[int, int | None]] = []
+    for _b, log in copies:
+        bases = sorted(s.base_offset for s in log.segments)
+        for q in log.damage:
+            base = int(Path(q.file).name.split(".")[0])
+            later = [x for x in bases if x > base]
+            out.append((base, later[0] if later else None))
+    return out
+
+
+def _damage_in_doubt(damage: list[tuple[int, int | None]], txn: TxnRecord) -> bool:
+    """DESIGN §4: damage after the transaction's last batch (its marker may be there) or before its
+    first batch after the producer's previous marker (an earlier batch of it may be there)."""
+    prev = txn.previous_marker_offset if txn.previous_marker_offset is not None else -1
+    for lo, hi in damage:
+        end = hi if hi is not None else 2**62
+        if end > txn.last_offset or (lo < txn.first_offset and end > prev):
+            return True
+    return False
+
+
+def _txn_state_damaged(cluster: Cluster, partition: int) -> bool:
+    rp = cluster.partitions.get((wire.TRANSACTION_STATE_TOPIC, partition))
+    return rp is not None and any(log.damage for log in rp.logs.values() if log.dir.exists())
 
 
 def _files_and_bytes(root: Path) -> tuple[int, int]:
@@ -407,8 +439,10 @@ def assemble(
     data_tps = sorted(tp for tp in present if tp[0] != wire.TRANSACTION_STATE_TOPIC)
     txn_present = cluster.present_txn_state_partitions()
     all_txn_state = len(txn_present) == cluster.txn_state_partitions
-    if as_of_ms is None:
-        as_of_ms = cluster.max_timestamp()
+    if as_of_ms is None:  # the job's rule: the newest broker-written time (txnlog.brokerlog.broker_time)
+        from txnlog.brokerlog.broker_time import broker_time_ms
+
+        as_of_ms = broker_time_ms(cluster)
     latest, history = _latest_records(cluster.coordinator.records, txn_present)
 
     open_txns: list[ExpectedOpenTransaction] = []
@@ -418,6 +452,7 @@ def assemble(
     replica_partitions: dict[tuple[int, str, int], ExpectedPartition] = {}
     marker_counts: dict[TopicPartition, dict[str, int]] = {}
     legacy = 0
+    behind: list[tuple[int, str, int, int, int]] = []
 
     for tp in data_tps:
         rp = cluster.partitions[tp]
@@ -440,22 +475,42 @@ def assemble(
         for t in ref_log.transactions:
             if t.first_offset >= ref_log.log_start_offset or t.outcome == "OPEN":
                 transactions.append(_transaction_row(tp, t))
-        # Open transactions across replicas, reported once with the replicas where open.
+        # Open transactions across replicas, reported once with the replicas where open. Replicas are
+        # copies of the leader in offset order (DESIGN §4): a copy that ends at or before another
+        # copy's marker for the transaction is behind and does not make it open; one that holds data
+        # past that marker and still lacks it has diverged (the abort is VERIFY_FIRST).
+        closing: dict[tuple[int, int], int] = {}
+        for _b, log in copies:
+            for t in log.transactions:
+                if t.marker_offset is not None:
+                    k = (t.producer_id, t.first_offset)
+                    closing[k] = max(closing.get(k, -1), t.marker_offset)
         seen: dict[tuple[int, int], tuple[TxnRecord, PartitionLog, list[int]]] = {}
         for b, log in copies:
             for txn in log.open_txns.values():
                 key = (txn.producer_id, txn.first_offset)
+                if key in closing and log.log_end_offset <= closing[key]:
+                    behind.append((b, tp[0], tp[1], *key))  # the marker has not reached this copy yet
+                    continue
                 if key not in seen:
                     seen[key] = (txn, log, [])
                 seen[key][2].append(b)
+        damage = _damaged_ranges(copies)
         for (pid, _first), (txn, log, where) in sorted(seen.items(), key=lambda kv: kv[0][1]):
             idle = as_of_ms - txn.last_timestamp
             verdict, reason, safety, txn_id, state, cpart = _classify(
                 tp=tp, pid=pid, idle_ms=idle, as_of=as_of_ms, threshold=max_transaction_timeout_ms,
                 latest=latest, history=history, all_txn_state=all_txn_state,
             )
+            if safety == SAFE and (
+                (pid, txn.first_offset) in closing
+                or _damage_in_doubt(damage, txn)
+                or (cpart is not None and _txn_state_damaged(cluster, cpart))
+            ):
+                safety = VERIFY_FIRST
             true_owner = _true_owner(cluster, pid)
-            ce = log.producers[pid].coordinator_epoch if pid in log.producers else -1
+            # the producer's last marker on the partition: the most advanced copy's (coordinator epochs only grow)
+            ce = max((lg.producers[pid].coordinator_epoch for _b, lg in copies if pid in lg.producers), default=-1)
             open_txns.append(
                 ExpectedOpenTransaction(
                     topic=tp[0], partition=tp[1], producer_id=pid, producer_epoch=txn.producer_epoch,
@@ -465,7 +520,9 @@ def assemble(
                     batch_count=txn.batch_count, record_count=txn.record_count,
                     transactional_id=txn_id, true_transactional_id=true_owner,
                     coordinator_state=state, coordinator_epoch=ce, verdict=verdict, reason=reason, safety=safety,
-                    brokers=tuple(where), source="log" if txn.first_offset >= log.log_start_offset else "snapshot",
+                    brokers=tuple(where),
+                    # "snapshot": its first batch is in no retained segment (DeleteRecords leaves it on disk)
+                    source="log" if txn.first_offset >= log.segments[0].base_offset else "snapshot",
                     previous_marker_offset=txn.previous_marker_offset,
                 )
             )
@@ -554,6 +611,7 @@ def assemble(
         files_written=files,
         elapsed_s=elapsed_s,
         notes=dict(notes or {}),
+        behind=tuple(behind),
     )
     _check_intents(result, list(intents), strict=strict_intents)
     return result

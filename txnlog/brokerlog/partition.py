@@ -233,6 +233,7 @@ class PartitionLog:
         self.legacy_entry_count = 0
         self.damage: list[QuarantineTruth] = []
         self._last_marker_offset: dict[int, int] = {}
+        self.last_append: AppendInfo | None = None  # of the latest append(), e.g. a marker just written
         # ProducerStateManager only snapshots past its last snapshot offset, which
         # starts at the log start offset: an empty log gets no snapshot.
         self._last_snapshot_offset = log_start_offset
@@ -397,7 +398,8 @@ class PartitionLog:
                     size=len(data),
                     batches=1,
                 )
-        return AppendInfo(base_offset, last_offset, position, seg.base_offset, len(data), max_ts, bytes(data))
+        self.last_append = AppendInfo(base_offset, last_offset, position, seg.base_offset, len(data), max_ts, bytes(data))
+        return self.last_append
 
     def append_end_txn_marker(
         self,
@@ -707,7 +709,63 @@ class PartitionLog:
         self.log_start_offset = self.segments[0].base_offset
         return deleted
 
+    def delete_records(self, offset: int) -> list[int]:
+        """DeleteRecords: the log start offset moves to ``offset``, inside a segment.
+
+        ``UnifiedLog.maybeIncrementLogStartOffset``: segments wholly below it are deleted, the rest
+        of the bytes stay on disk (logically deleted), snapshots below it go
+        (``ProducerStateManager.onLogStartOffsetIncremented``), ongoing transactions are kept. Only
+        ``log-start-offset-checkpoint`` tells the new log start.
+        """
+        deleted = self.delete_segments_before(offset)
+        self.log_start_offset = max(self.log_start_offset, offset)
+        for snap in [o for o in self.snapshot_offsets if o < self.log_start_offset]:
+            (self.dir / segment_file_name(snap, ".snapshot")).unlink(missing_ok=True)
+            self.snapshot_offsets.remove(snap)
+        return deleted
+
+    def restart(self) -> list[int]:
+        """What a broker's log load does to the producer snapshots (``ProducerStateManager.truncateAndReload``).
+
+        Every snapshot at or below the log start offset or past the log end is deleted; producer
+        state is rebuilt from the newest remaining snapshot plus the batches after it, and a new
+        snapshot is written at the log end (``UnifiedLog.rebuildProducerState``). With a snapshot
+        above the log start the rebuilt state equals the live one (a producer with a transaction in
+        flight never expires), so only the files change. Returns the deleted snapshot offsets.
+        """
+        doomed = [o for o in self.snapshot_offsets if o <= self.log_start_offset or o > self.log_end_offset]
+        for o in doomed:
+            (self.dir / segment_file_name(o, ".snapshot")).unlink(missing_ok=True)
+            self.snapshot_offsets.remove(o)
+        if not any(o > self.log_start_offset for o in self.snapshot_offsets) and any(
+            t.first_offset < self.log_start_offset for t in self.open_txns.values()
+        ):
+            raise NotImplementedError("restart without a snapshot above the log start: rebuild from the log start")
+        self._last_snapshot_offset = min(self._last_snapshot_offset, self.log_end_offset - 1)
+        self.take_snapshot(self.log_end_offset)
+        return doomed
+
     # ---------------------------------------------------------------- damage
+
+    def corrupt_marker(self, info: AppendInfo, kind: str = "crc_mismatch") -> QuarantineTruth:
+        """Damage an ABORT/COMMIT marker batch: a reader cannot see it, so the transaction it closed
+        looks open in the copy. The ground truth follows the copy (the transaction is open, and its
+        abort may only be VERIFY_FIRST: the marker may be in the damaged bytes)."""
+        truth = self.corrupt_batch(info, kind)
+        marker = next(m for m in self.markers if m.offset == info.base_offset)
+        txn = next(t for t in self.transactions if t.marker_offset == marker.offset)
+        txn.marker_offset = None
+        txn.outcome = "OPEN"
+        txn.marker_epoch = txn.coordinator_epoch = txn.marker_timestamp = None
+        self.open_txns[txn.producer_id] = txn
+        self.markers.remove(marker)
+        # the producer state a reader can rebuild: the marker never happened (its coordinator epoch too)
+        state = self.producers[txn.producer_id]
+        earlier = [m for m in self.markers if m.producer_id == txn.producer_id and m.offset < marker.offset]
+        state.coordinator_epoch = earlier[-1].coordinator_epoch if earlier else -1
+        state.current_txn_first_offset = txn.first_offset
+        return truth
+
 
     def _patch(self, segment_base: int, position: int, data: bytes) -> None:
         seg = next(s for s in self.segments if s.base_offset == segment_base)

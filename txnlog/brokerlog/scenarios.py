@@ -4,8 +4,9 @@ Each scenario writes ``<out>/broker-<id>/...`` (one Kafka log dir per broker)
 and returns a :class:`~txnlog.brokerlog.ground_truth.ScenarioResult` with the
 ground truth: open transactions, expected findings (verdict, reason, safety per
 DESIGN.md §4), COMMIT/ABORT counts per partition, coordinator state, expected
-quarantine rows, and ``as_of_ms`` — the largest timestamp in the written
-input, which is what the job uses when ``--as-of`` is not given. Healthy
+quarantine rows, and ``as_of_ms`` — the newest broker-written timestamp in the
+written input (markers, ``__transaction_state``, LogAppendTime; the last batch goes to a
+LogAppendTime topic), which is what the job uses when ``--as-of`` is not given. Healthy
 traffic keeps running on other partitions up to ``as_of`` so that the
 hanging transactions are old by the input's own clock.
 
@@ -38,8 +39,10 @@ from txnlog.brokerlog.cluster import (
     TransactionalProducer,
 )
 from txnlog.brokerlog.ground_truth import HANGING, LATE, Intent, ScenarioResult, assemble
+from txnlog.brokerlog.partition import PartitionLog
 from txnlog.kafka import wire
 from txnlog.kafka.wire import Compression, TimestampType
+from txnlog.brokerlog.extreme import extreme_values  # values at the limits of their types (issue 11 rule 8)
 
 __all__ = ["SCENARIOS", "Workload", "bulk", "scenario_names", "write_scenario"]
 
@@ -162,8 +165,10 @@ class Workload:
                 app.producer = None
 
     def final_batch(self, tp: TopicPartition | None = None) -> None:
-        """One last plain batch at exactly the current time: it defines ``as_of``."""
-        producer, tps = self.plain[0]
+        """One last plain batch at exactly the current time: it defines ``as_of``. It goes to a
+        LogAppendTime topic when there is one, so that the broker's clock writes it (the job's rule)."""
+        lat = [(p, t) for p, t in self.plain if self.cluster.partition(*t[0]).leader_log.timestamp_type == TimestampType.LOG_APPEND_TIME]
+        producer, tps = (lat or self.plain)[0]
         target = tp or tps[0]
         c = self.cluster
         records, _ = c.records.batch(end_ts=c.now, n_records=1, value_bytes=120, key_prefix=target[0], linger_ms=0)
@@ -712,6 +717,124 @@ def deleted_segment_snapshot(out: str | Path, seed: int = 0, *, overwrite: bool 
     return result
 
 
+def _roll_to(c: Cluster, producer: IdempotentProducer, tp: TopicPartition, segments: int) -> None:
+    """Keep ``producer`` writing to ``tp`` until its leader's log has ``segments`` segments."""
+    log = c.partition(*tp).leader_log
+    while len(log.segments) < segments:
+        producer.send(*tp)
+        c.advance(150)
+
+
+def _retention_past_open_transaction(c: Cluster, producer: IdempotentProducer, tp: TopicPartition) -> PartitionLog:
+    """Retention deletes the segment holding the first batch of ``tp``'s oldest open transaction."""
+    log = c.partition(*tp).leader_log
+    first_open = min(t.first_offset for t in log.open_txns.values())
+    _roll_to(c, producer, tp, 4)
+    log.delete_segments_before(next(s.base_offset for s in log.segments if s.base_offset > first_open))
+    return log
+
+
+def situation_lagging_follower(c: Cluster, tp: TopicPartition, follower: int, other: TopicPartition, txn_id: str = "order-audit") -> list[Intent]:
+    """``follower`` drops out before the COMMIT marker and never catches up: its copy ends before
+    the marker. Behind, not diverged: the transaction is committed, nothing is open (no intent)."""
+    p = c.transactional_producer(txn_id, transaction_version=2, compression=Compression.NONE).init_transactions()
+    p.begin_transaction()
+    p.send(*tp)
+    p.send(*other)
+    c.partition(*tp).offline_followers.add(follower)  # for good: the copy was taken while it lagged
+    p.commit_transaction()
+    _commit_elsewhere(c, p, other, n=1)
+    return []
+
+
+def situation_damaged_marker(c: Cluster, tp: TopicPartition, other: TopicPartition, txn_id: str = "fee-calculator") -> list[Intent]:
+    """The COMMIT marker of a transaction on ``tp`` is damaged on disk (bad CRC): the copy shows the
+    transaction open, the coordinator shows it complete. HANGING by what can be read, but the marker
+    may be in the quarantined bytes: VERIFY_FIRST, never SAFE (DESIGN §4)."""
+    p = c.transactional_producer(txn_id, transaction_version=1, compression=Compression.NONE).init_transactions()
+    p.begin_transaction()
+    p.send(*tp)
+    p.send(*other)
+    p.commit_transaction()
+    log = c.partition(*tp).leader_log
+    info = log.last_append  # the COMMIT marker just written
+    assert info is not None and log.markers[-1].offset == info.base_offset
+    log.corrupt_marker(info)
+    _commit_elsewhere(c, p, other, n=1)
+    return [Intent(HANGING, "COORDINATOR_COMPLETED", *tp, transactional_id=txn_id, label="damaged COMMIT marker")]
+
+
+def messy_incident(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
+    """Logs copied during an incident, each broker rule in one run (issue 5):
+
+    * a follower copy of ``orders-1`` that lags behind a COMMIT marker (nothing open);
+    * a follower of ``orders-2`` that missed a COMMIT marker and holds later data (diverged:
+      HANGING, VERIFY_FIRST);
+    * broker 1 restarted after retention on ``metrics-0``: the snapshots at or below the log start
+      are gone, later ones hold the hanging transaction's older ``currentTxnFirstOffset``;
+    * DeleteRecords on ``audit-trail-0`` moved the log start inside a segment past an open transaction's
+      first batch (LSO clamped to the log start);
+    * the coordinator failed over to a broker whose clock is an hour behind: later records carry
+      earlier timestamps (the latest state is the last record by offset, CompleteAbort);
+    * a damaged COMMIT marker on ``fees-0`` (VERIFY_FIRST).
+    """
+    started = time.perf_counter()
+    out = _prepare_out(out, overwrite)
+    c, w = _small_cluster(out, seed, brokers=(1, 2, 3))
+    c.create_topic("metrics", 1, replication_factor=1, segment_bytes=64 * 1024)
+    c.create_topic("audit-trail", 1, replication_factor=1, segment_bytes=64 * 1024)
+    c.create_topic("fees", 3, replication_factor=1)
+    intents: list[Intent] = []
+    # lagging and diverged followers
+    rp1 = c.partition("orders", 1)
+    lagging = next(b for b in rp1.replicas if b != rp1.leader)
+    intents += situation_lagging_follower(c, ("orders", 1), lagging, ("orders", 3))
+    rp2 = c.partition("orders", 2)
+    diverged = next(b for b in rp2.replicas if b != rp2.leader)
+    intents += situation_replica_lost_marker(c, ("orders", 2), diverged, ("orders", 3), txn_id="order-router")
+    w.run_until(c.now + 2 * MINUTE)
+    # retention, then a restart of metrics-0's broker
+    metrics = c.idempotent_producer(compression=Compression.NONE, value_bytes=200, records_per_batch=(5, 10))
+    for _ in range(30):
+        metrics.send("metrics", 0)
+        c.advance(300)
+    intents += situation_coordinator_completed(c, ("metrics", 0), ("fees", 1), txn_id="metrics-rollup")
+    mlog = _retention_past_open_transaction(c, metrics, ("metrics", 0))
+    _roll_to(c, metrics, ("metrics", 0), 6)  # rolls write snapshots above the new log start
+    deleted_snapshots = mlog.restart()
+    # DeleteRecords past an open transaction's first batch
+    audit = c.idempotent_producer(compression=Compression.NONE, value_bytes=200, records_per_batch=(5, 10))
+    for _ in range(10):
+        audit.send("audit-trail", 0)
+        c.advance(200)
+    intents += situation_no_transactional_id(c, ("audit-trail", 0), txn_id="audit-loader")
+    alog = c.partition("audit-trail", 0).leader_log
+    open_at = min(t.first_offset for t in alog.open_txns.values())
+    for _ in range(10):
+        audit.send("audit-trail", 0)
+        c.advance(200)
+    alog.delete_records(open_at + 3)
+    # coordinator failover with a clock an hour behind, in the middle of a KAFKA-14053 late batch
+    p = c.transactional_producer("refund-writer", transaction_version=1, compression=Compression.NONE).init_transactions()
+    p.begin_transaction()
+    p.send("fees", 1)
+    stuck = p.send_deferred("fees", 0)
+    c.advance(5_000)
+    c.coordinator.failover(clock_skew_ms=-HOUR)
+    p.abort_transaction()
+    c.advance(200)
+    stuck.deliver()
+    intents.append(Intent(HANGING, "COORDINATOR_COMPLETED", "fees", 0, transactional_id="refund-writer", label="after a failover"))
+    intents += situation_damaged_marker(c, ("fees", 2), ("fees", 1))
+    w.run_until(c.now + 30 * MINUTE)
+    return _finish(
+        c, w, name="messy_incident", started=started, intents=intents,
+        description="lagging and diverged replicas, a restarted broker, DeleteRecords, a coordinator failover, a damaged marker",
+        notes={"lagging_follower": lagging, "diverged_follower": diverged, "deleted_snapshots": deleted_snapshots,
+               "audit_log_start": alog.log_start_offset, "metrics_log_start": mlog.log_start_offset},
+    )
+
+
 def sample(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
     """The embedded default: a 3-broker cluster over 8 days with healthy traffic and every verdict."""
     started = time.perf_counter()
@@ -754,12 +877,7 @@ def sample(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> Scenar
     intents += situation_replica_lost_marker(c, ("orders", 2), follower, ("orders", 3))
     stock = situation_partition_not_in_transaction_start(c, ("inventory", 0), ("settlements", 1))
     # Retention on metrics: the segment holding metrics-rollup's late batch goes away.
-    mlog = c.partition("metrics", 0).leader_log
-    first_open = min(t.first_offset for t in mlog.open_txns.values())
-    while len(mlog.segments) < 4:
-        metrics.send("metrics", 0)
-        c.advance(150)
-    mlog.delete_segments_before(next(s.base_offset for s in mlog.segments if s.base_offset > first_open))
+    _retention_past_open_transaction(c, metrics, ("metrics", 0))
     situation_tv2_rollover(c, [("payments", 0), ("orders", 0)], transactions=6)
     w.run_until(end - 20 * MINUTE)
     clog = c.partition("clicks", 3).leader_log
@@ -950,7 +1068,9 @@ SCENARIOS: dict[str, Callable[..., ScenarioResult]] = {
     "corrupt_and_truncated": corrupt_and_truncated,
     "replicas_disagree": replicas_disagree,
     "deleted_segment_snapshot": deleted_segment_snapshot,
+    "messy_incident": messy_incident,
     "sample": sample,
+    "extreme_values": extreme_values,
     "bulk": bulk,
 }
 

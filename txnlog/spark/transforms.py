@@ -28,9 +28,13 @@ def state_name(col: str) -> Column:
 
 
 def ts(col: str | Column) -> Column:
-    """Epoch ms → Spark timestamp (UTC); null stays null, negative (unknown) becomes null."""
+    """Epoch ms → Spark timestamp (UTC); null stays null, negative (unknown) becomes null, and so does
+    a time past the year 9999 (a client clock in µs or ns: no reader's datetime holds it, and ns
+    overflow a µs timestamp; txnlog.as_of reports such segments as ``timestamp_in_future``)."""
+    from txnlog.as_of import MAX_MS
+
     c = F.col(col) if isinstance(col, str) else col
-    return F.when(c >= 0, F.timestamp_millis(c))
+    return F.when((c >= 0) & (c <= MAX_MS), F.timestamp_millis(c))
 
 
 # ---------------------------------------------------------------------------
@@ -52,22 +56,34 @@ def replica_stats(summary: DataFrame) -> DataFrame:
 
 
 def snapshot_fragments(summary: DataFrame, stats: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """Open transactions that began before the oldest retained segment, and snapshot coordinator epochs.
+    """Open transactions a replica's producer snapshot holds, and the snapshot's coordinator epochs.
 
-    The newest ``.snapshot`` at or below the log start offset is the producer
-    state the retained log continues from (spec §4.2): an entry with
-    ``currentTxnFirstOffset`` below the log start is a transaction whose first
-    batch is gone. Returns (pseudo-fragments of kind ``snapshot_open``,
-    (replica, producer_id) → snapshot coordinator_epoch).
+    The broker's producer state is its newest snapshot plus the batches after it
+    (``ProducerStateManager.truncateAndReload`` / ``loadFromSnapshot``, ``UnifiedLog.rebuildProducerState``):
+    snapshots past the log end are deleted on load, and so is every snapshot at or below the log start
+    offset. A copy of a *running* broker still holds its snapshot at the log start (it is only deleted on
+    the next load); a copy of a cleanly shut-down broker (``.kafka_cleanshutdown``, column
+    ``clean_shutdown`` of ``stats``) gets the state its next load rebuilds, so those snapshots are
+    skipped. An entry keeps ``currentTxnFirstOffset`` even below the log start (``loadProducerEntry``):
+    that offset is the open transaction's start, what DescribeProducers shows and what
+    ``abort --start-offset`` needs, even when no batch of it is retained.
+
+    Returns (pseudo-fragments of kind ``snapshot_open`` carrying ``snapshot_offset``,
+    (replica, producer_id) → snapshot coordinator_epoch and snapshot_offset).
     """
-    snaps = summary.filter(F.col("kind") == "snapshot").join(
-        stats.select(*REPLICA, "log_start_offset"), REPLICA, "inner"
+    bounds = stats.select(*REPLICA, "log_start_offset", "log_end_offset", F.coalesce("clean_shutdown", F.lit(False)).alias("clean"))
+    snaps = summary.filter(F.col("kind") == "snapshot").join(bounds, REPLICA, "inner")
+    snaps = snaps.filter(
+        (F.col("file_offset") <= F.col("log_end_offset")) & (~F.col("clean") | (F.col("file_offset") > F.col("log_start_offset")))
     )
-    snaps = snaps.filter(F.col("file_offset") <= F.col("log_start_offset"))
     newest = Window.partitionBy(*REPLICA)
     snaps = snaps.withColumn("newest", F.max("file_offset").over(newest)).filter(F.col("file_offset") == F.col("newest"))
-    epochs = snaps.select(*PRODUCER, F.col("coordinator_epoch").alias("snapshot_coordinator_epoch"))
-    opened = snaps.filter((F.col("first_offset") >= 0) & (F.col("first_offset") < F.col("log_start_offset"))).select(
+    epochs = snaps.select(
+        *PRODUCER,
+        F.col("coordinator_epoch").alias("snapshot_coordinator_epoch"),
+        F.col("file_offset").alias("snapshot_offset"),
+    )
+    opened = snaps.filter(F.col("first_offset") >= 0).select(
         F.lit("snapshot_open").alias("kind"),
         *PRODUCER,
         "producer_epoch",
@@ -122,7 +138,11 @@ def replica_transactions(summary: DataFrame, stats: DataFrame) -> DataFrame:
         F.max(data.cast("int")).alias("has_data"),
         F.min(data_first).alias("first_offset"),
         F.max(data_last).alias("last_offset"),
-        F.min_by("first_timestamp", data_first).alias("first_timestamp_ms"),
+        # a snapshot entry at the same offset as the first retained batch only confirms it: the batch's
+        # timestamp wins (the snapshot knows none); one below every batch leaves it unknown
+        F.min_by(
+            "first_timestamp", F.when(data, F.struct(F.col("first_offset"), (F.col("kind") == "snapshot_open").cast("int")))
+        ).alias("first_timestamp_ms"),
         F.max_by("last_timestamp", data_last).alias("last_timestamp_ms"),
         F.max_by("producer_epoch", data_last).alias("producer_epoch"),
         F.min(F.when(data, F.col("min_epoch"))).alias("min_epoch"),
@@ -135,6 +155,7 @@ def replica_transactions(summary: DataFrame, stats: DataFrame) -> DataFrame:
         F.max(F.when(is_marker, F.col("coordinator_epoch"))).alias("coordinator_epoch"),
         F.max(F.when(is_marker, F.col("last_timestamp"))).alias("marker_timestamp_ms"),
         F.max((F.col("kind") == "snapshot_open").cast("int")).alias("from_snapshot"),
+        F.min(F.when(F.col("kind") == "snapshot_open", F.col("first_offset"))).alias("snapshot_first_offset"),
     )
     prev = Window.partitionBy(*PRODUCER).orderBy("txn_key")
     groups = (
@@ -145,18 +166,44 @@ def replica_transactions(summary: DataFrame, stats: DataFrame) -> DataFrame:
         .filter(F.col("has_data") == 1)
         .drop("has_data")
     )
-    return groups.join(snap_epochs, PRODUCER, "left").withColumn(
-        "started_before_log_start", F.col("from_snapshot") == 1
+    logstart = stats.select(*REPLICA, F.col("log_start_offset").alias("_replica_log_start"))
+    return (
+        groups.join(snap_epochs, PRODUCER, "left")
+        .join(logstart, REPLICA, "left")
+        .withColumn(
+            "started_before_log_start",
+            (F.col("from_snapshot") == 1) & (F.col("snapshot_first_offset") < F.col("_replica_log_start")),
+        )
+        # the snapshot is what tells the start of this transaction only when it is the first thing of it
+        .withColumn("snapshot_offset", F.when(F.col("from_snapshot") == 1, F.col("snapshot_offset")))
+        .drop("_replica_log_start", "snapshot_first_offset")
     )
 
 
-def merge_replicas(per_replica: DataFrame) -> DataFrame:
-    """One row per transaction on a partition, with the replicas holding it and those where it is open."""
+def merge_replicas(per_replica: DataFrame, stats: DataFrame) -> DataFrame:
+    """One row per transaction on a partition, with the replicas holding it and those where it is open.
+
+    Replicas are copies of the leader in offset order (``ReplicaFetcherThread`` appends what the
+    leader wrote, truncating on divergence). A replica whose copy ends at or before another
+    replica's marker for the transaction is *behind*: the marker simply has not reached it yet, so
+    it never counts as open there. Only a replica that holds data *past* that marker and still lacks
+    it has diverged (``diverged`` = true: the abort is VERIFY_FIRST). ``open_on_lead``: the
+    transaction is open on the most advanced replica (what the leader reports, the LSO it pins).
+    """
     key = ["topic", "partition", "producer_id", "first_offset"]
+    leo = stats.select(*REPLICA, F.col("log_end_offset").alias("_leo"), F.col("is_lead").alias("_lead"))
+    rows = per_replica.join(leo, REPLICA, "left")
+    closing = Window.partitionBy(*key)
+    rows = rows.withColumn("_closing_marker", F.max("marker_offset").over(closing))
     closed = F.col("marker_offset").isNotNull()
-    return per_replica.groupBy(*key).agg(
+    counts_open = ~closed & (F.col("_closing_marker").isNull() | (F.col("_leo") > F.col("_closing_marker")))
+    behind = ~closed & ~counts_open
+    return rows.groupBy(*key).agg(
         F.sort_array(F.collect_set("broker")).alias("replicas"),
-        F.sort_array(F.collect_set(F.when(~closed, F.col("broker")))).alias("open_replicas"),
+        F.sort_array(F.collect_set(F.when(counts_open, F.col("broker")))).alias("open_replicas"),
+        F.sort_array(F.collect_set(F.when(behind, F.col("broker")))).alias("behind_replicas"),
+        F.coalesce(F.max((counts_open & F.col("_lead")).cast("int")), F.lit(0)).cast("boolean").alias("open_on_lead"),
+        (F.max(counts_open.cast("int")) + F.max(closed.cast("int")) == 2).alias("diverged"),
         F.max("last_offset").alias("last_offset"),
         F.max_by("producer_epoch", "last_offset").alias("producer_epoch"),
         F.min("min_epoch").alias("min_epoch"),
@@ -175,41 +222,171 @@ def merge_replicas(per_replica: DataFrame) -> DataFrame:
         F.max_by("prev_marker_epoch", "prev_marker_offset").alias("prev_marker_epoch"),
         F.max_by("prev_coordinator_epoch", "prev_marker_offset").alias("prev_coordinator_epoch"),
         F.max("snapshot_coordinator_epoch").alias("snapshot_coordinator_epoch"),
+        F.max("snapshot_offset").alias("snapshot_offset"),
         F.max(F.col("started_before_log_start").cast("int")).cast("boolean").alias("started_before_log_start"),
     )
 
 
+CHECKPOINT_SCHEMA = "broker string, topic string, partition int, high_watermark long, checkpoint_log_start long, recovery_point long, clean_shutdown boolean"
+
+
+def _at_least(col: str, bound: Column) -> Column:
+    """``col`` raised to ``bound`` where ``bound`` is known; checkpoint columns are null when absent."""
+    return F.when(F.col("checkpoint_log_start").isNotNull(), F.greatest(F.col(col), bound)).otherwise(F.col(col))
+
+
+def with_checkpoints(stats: DataFrame, checkpoints: DataFrame | None) -> DataFrame:
+    """Replica stats plus the broker's checkpointed offsets and which replica is the most advanced.
+
+    The checkpointed log start (``log-start-offset-checkpoint``) is the real log start once
+    DeleteRecords moved it inside a segment (``UnifiedLog.maybeIncrementLogStartOffset``); the
+    segments alone only say where the oldest retained segment begins. ``is_lead``: the replica
+    with the largest log end offset (ties: the first broker name), whose offsets the leader reports.
+    """
+    if checkpoints is not None:
+        stats = stats.join(checkpoints, REPLICA, "left")
+    else:
+        for name, kind in (("high_watermark", "long"), ("checkpoint_log_start", "long"), ("recovery_point", "long"), ("clean_shutdown", "boolean")):
+            stats = stats.withColumn(name, F.lit(None).cast(kind))
+    stats = stats.withColumn("segment_log_start", F.col("log_start_offset")).withColumn(
+        "log_start_offset", _at_least("log_start_offset", F.least("checkpoint_log_start", "log_end_offset"))
+    )
+    lead = Window.partitionBy("topic", "partition").orderBy(F.desc("log_end_offset"), "broker")
+    return stats.withColumn("is_lead", F.row_number().over(lead) == 1)
+
+
 def partition_stats(stats: DataFrame) -> DataFrame:
-    """Replica stats merged per topic-partition."""
-    return stats.groupBy("topic", "partition").agg(
-        F.min("log_start_offset").alias("log_start_offset"),
-        F.max("log_end_offset").alias("log_end_offset"),
+    """Replica stats merged per topic-partition: offsets of the most advanced replica.
+
+    ``high_watermark``/log start: the most advanced of the brokers' checkpoints (each is written
+    every few seconds, so they may disagree; ``checkpoint_note`` says so for the evidence).
+    """
+    lead = F.col("is_lead")
+    hw_pairs = F.sort_array(F.collect_set(F.when(F.col("high_watermark").isNotNull(), F.concat_ws(": ", "broker", F.col("high_watermark").cast("string")))))
+    ls_pairs = F.sort_array(F.collect_set(F.when(F.col("checkpoint_log_start").isNotNull(), F.concat_ws(": ", "broker", F.col("checkpoint_log_start").cast("string")))))
+    merged = stats.groupBy("topic", "partition").agg(
+        F.max(F.when(lead, F.col("log_end_offset"))).alias("log_end_offset"),
+        F.max(F.when(lead, F.col("segment_log_start"))).alias("segment_log_start"),
+        F.max("checkpoint_log_start").alias("checkpoint_log_start"),
+        F.max("high_watermark").alias("high_watermark"),
+        F.countDistinct("high_watermark").alias("_hw_values"),
+        F.countDistinct("checkpoint_log_start").alias("_ls_values"),
+        hw_pairs.alias("_hw_pairs"),
+        ls_pairs.alias("_ls_pairs"),
+        F.max(F.when(lead, F.col("broker"))).alias("lead_replica"),
         F.max("batch_count").alias("batch_count"),
         F.max("max_timestamp_ms").alias("max_timestamp_ms"),
         F.sort_array(F.collect_set("broker")).alias("replicas"),
         F.array_join(F.sort_array(F.collect_set("input")), "+").alias("source"),
     )
+    # (least/greatest skip nulls: an unknown checkpoint must stay unknown, not become the log end)
+    merged = merged.withColumn(
+        "log_start_offset", _at_least("segment_log_start", F.least("checkpoint_log_start", "log_end_offset"))
+    ).withColumn("high_watermark", F.when(F.col("high_watermark").isNotNull(), F.least("high_watermark", "log_end_offset")))
+    note_hw = F.when(
+        F.col("_hw_values") > 1,
+        F.format_string("the brokers' high-watermark checkpoints disagree (%s; the most advanced is used)", F.array_join("_hw_pairs", ", ")),
+    )
+    note_ls = F.when(
+        F.col("_ls_values") > 1,
+        F.format_string("the brokers' log-start checkpoints disagree (%s; the most advanced is used)", F.array_join("_ls_pairs", ", ")),
+    )
+    merged = merged.withColumn("checkpoint_note", F.concat_ws("; ", note_hw, note_ls))
+    merged = merged.withColumn("checkpoint_note", F.when(F.col("checkpoint_note") != "", F.col("checkpoint_note")))
+    return merged.drop("_hw_values", "_ls_values", "_hw_pairs", "_ls_pairs", "segment_log_start", "checkpoint_log_start")
 
 
 def with_lso(txns: DataFrame, pstats: DataFrame, as_of_ms: int) -> tuple[DataFrame, DataFrame]:
-    """(transactions with lso_lag, partition_health rows in ms) — LSO = first offset of the oldest open txn."""
-    is_open = F.size("open_replicas") > 0
+    """(transactions with lso_lag, partition_health rows in ms), as the leader computes them.
+
+    ``UnifiedLog.lastStableOffset``: the first unstable offset if it is below the high watermark,
+    else the high watermark; the first unstable offset is the smallest first offset of the ongoing
+    transactions and of the completed ones whose marker is not yet below the high watermark
+    (``ProducerStateManager.firstUnstableOffset``, ``unreplicatedTxns``), never below the log start
+    (``UnifiedLog.updateFirstUnstableOffset``). Ongoing = open on the most advanced replica (so are
+    ``open_transactions``, ``max_open_ms`` and the late-transaction flag: what the leader reports; a
+    transaction open only on a diverged follower is a finding, not part of the leader's numbers);
+    with no checkpoint the high watermark is taken to be the log end.
+    """
     oldest = Window.partitionBy("topic", "partition").orderBy("first_offset")
-    open_txns = txns.filter(is_open).withColumn("rank", F.row_number().over(oldest))
+    open_txns = txns.filter(F.col("open_on_lead")).withColumn("rank", F.row_number().over(oldest))
     agg = open_txns.groupBy("topic", "partition").agg(
         F.count(F.lit(1)).alias("open_transactions"),
-        F.min("first_offset").alias("lso"),
         F.max(F.lit(as_of_ms) - F.coalesce("first_timestamp_ms", "last_timestamp_ms")).alias("max_open_ms"),
         F.max(F.when(F.col("rank") == 1, F.lit(as_of_ms) - F.col("last_timestamp_ms"))).alias("oldest_idle_ms"),
         F.max(F.when(F.col("rank") == 1, F.coalesce("first_timestamp_ms", "last_timestamp_ms"))).alias("oldest_first_ms"),
     )
-    health = pstats.join(agg, ["topic", "partition"], "left")
-    health = health.withColumn("last_stable_offset", F.coalesce("lso", "log_end_offset"))
+    hw = pstats.select("topic", "partition", "high_watermark")
+    unstable = (
+        txns.join(hw, ["topic", "partition"], "left")
+        .filter(F.col("open_on_lead") | (F.col("marker_offset").isNotNull() & (F.col("marker_offset") >= F.col("high_watermark"))))
+        .groupBy("topic", "partition")
+        .agg(F.min("first_offset").alias("first_unstable_offset"))
+    )
+    health = pstats.join(agg, ["topic", "partition"], "left").join(unstable, ["topic", "partition"], "left")
+    stable_bound = F.coalesce("high_watermark", "log_end_offset")
+    lso = F.greatest(F.least("first_unstable_offset", stable_bound), F.col("log_start_offset"))
+    health = health.withColumn("last_stable_offset", F.coalesce(lso, stable_bound))
     health = health.withColumn("lso_lag", F.col("log_end_offset") - F.col("last_stable_offset")).withColumn(
         "open_transactions", F.coalesce("open_transactions", F.lit(0)).cast("long")
     )
-    txns = txns.join(health.select("topic", "partition", "lso_lag", "log_start_offset", "log_end_offset", "source"), ["topic", "partition"], "left")
+    txns = txns.join(
+        health.select("topic", "partition", "lso_lag", "log_start_offset", "log_end_offset", "high_watermark", "checkpoint_note", "source"),
+        ["topic", "partition"],
+        "left",
+    )
     return txns, health
+
+
+def damaged_ranges(summary: DataFrame) -> DataFrame:
+    """Per data partition: the offset range each quarantined region may cover (all replicas).
+
+    A region inside a segment lies between that segment's base offset and the next segment's base
+    offset of the same replica (open-ended for the last segment): a marker or a first batch may be
+    hidden anywhere in it.
+    """
+    segs = summary.filter(F.col("kind") == "segment").select(*REPLICA, "file_offset")
+    nxt = Window.partitionBy(*REPLICA).orderBy("file_offset")
+    segs = segs.withColumn("next_base", F.lead("file_offset").over(nxt))
+    q = summary.filter(F.col("kind") == "quarantine").select(*REPLICA, "file_offset", "file", "reason").dropDuplicates()
+    return q.join(segs, REPLICA + ["file_offset"], "left").select(
+        "topic",
+        "partition",
+        "broker",
+        F.col("file_offset").alias("damage_from"),
+        F.col("next_base").alias("damage_to"),  # exclusive; null: up to the log end
+        "file",
+        "reason",
+    )
+
+
+def damage_map(summary: DataFrame, records: DataFrame) -> classify.Damage:
+    """The quarantined regions of the input, on the driver: one row per region, so bounded by the
+    damage and not by the data (one Spark job). Applied to the few candidates inside
+    :func:`classify_candidates`, which keeps the plans free of self-joins."""
+    ranges = damaged_ranges(summary).select(
+        F.lit("partition").alias("what"), "topic", "partition", "damage_from", "damage_to", "file"
+    )
+    parts = (
+        records.filter((F.col("kind") == "quarantine") & F.col("coordinator_partition").isNotNull())
+        .select(
+            F.lit("txn_state").alias("what"),
+            F.lit(None).cast("string").alias("topic"),
+            F.col("coordinator_partition").cast("int").alias("partition"),
+            F.lit(None).cast("long").alias("damage_from"),
+            F.lit(None).cast("long").alias("damage_to"),
+            F.lit(None).cast("string").alias("file"),
+        )
+        .distinct()
+    )
+    by_tp: dict[tuple[str, int], list[tuple[int, int | None, str]]] = {}
+    bad: set[int] = set()
+    for r in ranges.unionByName(parts).collect():
+        if r["what"] == "txn_state":
+            bad.add(int(r["partition"]))
+        elif r["topic"] is not None and r["damage_from"] is not None:
+            by_tp.setdefault((r["topic"], int(r["partition"])), []).append((int(r["damage_from"]), r["damage_to"], r["file"]))
+    return classify.Damage(ranges={k: tuple(v) for k, v in by_tp.items()}, txn_state_partitions=frozenset(bad))
 
 
 # ---------------------------------------------------------------------------
@@ -224,13 +401,16 @@ def coordinator_history(records: DataFrame) -> DataFrame:
 
 
 def coordinator_state(history: DataFrame) -> DataFrame:
-    """Latest record per transactional.id with compaction semantics (a tombstone deletes the id).
+    """Latest record per transactional.id, replayed in offset order, as the coordinator loads it.
 
-    A tombstoned id keeps the fields of its last value (which producer id it
-    owned) with ``is_tombstoned`` = true: that is what TRANSACTIONAL_ID_EXPIRED needs.
+    ``TransactionStateManager.loadTransactionMetadata`` reads a ``__transaction_state`` partition
+    in offset order and *replaces* the id's metadata with each value record, or removes the id on
+    a tombstone. So the newest record by offset is the state, whole: a field it lacks (a v0 value
+    has no tagged fields) is absent, never inherited from an older record. Record timestamps are
+    not an order (after a failover another broker's clock writes them). A tombstoned id keeps the
+    fields of its last value (which producer id it owned) with ``is_tombstoned`` = true: that is
+    what TRANSACTIONAL_ID_EXPIRED needs.
     """
-    order = Window.partitionBy("transactional_id").orderBy("record_timestamp", "coordinator_partition", "record_offset")
-    full = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     cols = [
         "producer_id",
         "producer_epoch",
@@ -245,20 +425,20 @@ def coordinator_state(history: DataFrame) -> DataFrame:
         "client_transaction_version",
         "coordinator_epoch",
     ]
+    order = F.struct("coordinator_partition", "record_offset")
     value = ~F.col("is_tombstone")
-    latest = history.select(
-        "transactional_id",
-        *[F.last(F.when(value, F.col(c)), ignorenulls=True).over(full).alias(c) for c in cols],
-        F.last("is_tombstone").over(full).alias("is_tombstoned"),
-        F.last("coordinator_partition").over(full).alias("coordinator_partition"),
-        F.last("record_offset").over(full).alias("record_offset"),
-        F.last("input").over(full).alias("source"),
-        F.count(F.lit(1)).over(Window.partitionBy("transactional_id")).alias("transitions"),
-        F.row_number().over(order.orderBy(F.desc("record_timestamp"), F.desc("coordinator_partition"), F.desc("record_offset"))).alias("rn"),
+    latest = history.groupBy("transactional_id").agg(
+        F.max_by(F.struct(*cols), F.when(value, order)).alias("v"),
+        F.max_by("is_tombstone", order).alias("is_tombstoned"),
+        F.max_by("coordinator_partition", order).alias("coordinator_partition"),
+        F.max_by("record_offset", order).alias("record_offset"),
+        F.max_by("input", order).alias("source"),
+        F.count(F.lit(1)).alias("transitions"),
     )
+    latest = latest.select("transactional_id", *[F.col(f"v.{c}").alias(c) for c in cols], "is_tombstoned", "coordinator_partition", "record_offset", "source", "transitions")
     # a tombstoned id has no state any more; its other fields say what it last owned
     latest = latest.withColumn("state_name", F.when(~F.col("is_tombstoned"), F.col("state_name")))
-    return latest.filter(F.col("rn") == 1).drop("rn").withColumnRenamed("state_name", "state")
+    return latest.withColumnRenamed("state_name", "state")
 
 
 def producer_owners(state: DataFrame) -> DataFrame:
@@ -274,6 +454,7 @@ def producer_owners(state: DataFrame) -> DataFrame:
         F.col("coordinator_partition").alias("owner_coordinator_partition"),
         F.col("coordinator_epoch").alias("owner_coordinator_epoch"),
         F.col("producer_id").alias("owner_producer_id"),
+        F.col("record_offset").alias("owner_record_offset"),
     ]
     current = state.filter(live).select(F.col("producer_id").alias("pid"), F.lit(0).alias("rank"), F.lit(classify.OWNER_CURRENT).alias("owner_match"), *owner_cols)
     rolled = state.filter(live).select(
@@ -284,13 +465,15 @@ def producer_owners(state: DataFrame) -> DataFrame:
     ).filter(F.col("pid") >= 0)
     expired = state.filter(~live).select(F.col("producer_id").alias("pid"), F.lit(2).alias("rank"), F.lit(classify.OWNER_EXPIRED).alias("owner_match"), *owner_cols)
     allm = current.unionByName(rolled).unionByName(expired)
-    best = Window.partitionBy("pid").orderBy("rank", F.desc("owner_last_update_ms"))
-    return allm.withColumn("n", F.row_number().over(best)).filter(F.col("n") == 1).drop("n", "rank")
+    # a producer id has one owner; should two records claim it, the later record of a partition wins
+    # (offset order, never timestamps)
+    best = Window.partitionBy("pid").orderBy("rank", F.desc("owner_record_offset"), "owner_coordinator_partition")
+    return allm.withColumn("n", F.row_number().over(best)).filter(F.col("n") == 1).drop("n", "rank", "owner_record_offset")
 
 
 def history_owners(history: DataFrame) -> DataFrame:
     """producer_id → the last transactional.id it was seen under in the history (for evidence)."""
-    w = Window.partitionBy("producer_id").orderBy(F.desc("record_timestamp"), F.desc("record_offset"))
+    w = Window.partitionBy("producer_id").orderBy(F.desc("record_offset"), F.desc("coordinator_partition"))
     return (
         history.filter(F.col("producer_id").isNotNull())
         .withColumn("n", F.row_number().over(w))
@@ -312,9 +495,13 @@ CANDIDATE_SCHEMA_EXTRA = [
 ]
 
 
-def _classify_batches(batches: Iterator[pa.RecordBatch], thresholds: classify.Thresholds, out_schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+def _classify_batches(
+    batches: Iterator[pa.RecordBatch], thresholds: classify.Thresholds, damage: classify.Damage, out_schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
     for batch in batches:
         table = pa.Table.from_batches([batch])
+        for name, values in classify.damage_flags(table, damage).items():
+            table = table.append_column(name, values)
         verdict, reason, safety = classify.verdicts(table, thresholds)
         rows = table.to_pylist()
         evidence, advice = [], []
@@ -336,14 +523,17 @@ def _classify_batches(batches: Iterator[pa.RecordBatch], thresholds: classify.Th
         yield pa.RecordBatch.from_arrays([cols[f.name] for f in out_schema], schema=out_schema)
 
 
-def classify_candidates(candidates: DataFrame, thresholds: classify.Thresholds) -> DataFrame:
+def classify_candidates(
+    candidates: DataFrame, thresholds: classify.Thresholds, damage: classify.Damage | None = None
+) -> DataFrame:
     """Apply classify.verdicts + evidence to the candidate rows (vectorized per Arrow batch)."""
+    damage = damage or classify.Damage()
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
     in_schema = to_arrow_schema(candidates.schema, timezone="UTC")
     out_schema = pa.schema(list(in_schema) + [pa.field(n, t) for n, t in CANDIDATE_SCHEMA_EXTRA])
     return candidates.mapInArrow(
-        partial(_classify_batches, thresholds=thresholds, out_schema=out_schema), from_arrow_schema(out_schema)
+        partial(_classify_batches, thresholds=thresholds, damage=damage, out_schema=out_schema), from_arrow_schema(out_schema)
     )
 
 
