@@ -38,31 +38,60 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--config", metavar="YAML", help="environment config layered over conf/default.yaml")
-    p.add_argument("--logs", metavar="DIR", action="append",
-                   help="a broker log dir (holding <topic>-<n>/ dirs) or a dir of broker log dirs; repeatable")
-    p.add_argument("--dump-log", metavar="[BROKER=]FILE|DIR", action="append",
-                   help="kafka-dump-log.sh output (data segments, __transaction_state with --transaction-log-decoder, "
-                        ".snapshot files; Kafka 2.x-4.x); repeatable. One dir per broker (dumps/broker-1/) or "
-                        "BROKER=PATH names the replica a dump holds when brokers print the same paths")
-    p.add_argument("--bootstrap-servers", metavar="LIST",
-                   help="used in the abort commands; with no --logs/--dump-log, __transaction_state is read live "
-                        "from this cluster (client settings: 'kafka' in the config)")
+    p.add_argument(
+        "--logs",
+        metavar="DIR",
+        action="append",
+        help="a broker log dir (holding <topic>-<n>/ dirs) or a dir of broker log dirs; repeatable",
+    )
+    p.add_argument(
+        "--dump-log",
+        metavar="[BROKER=]FILE|DIR",
+        action="append",
+        help="kafka-dump-log.sh output (data segments, __transaction_state with --transaction-log-decoder, "
+        ".snapshot files; Kafka 2.x-4.x); repeatable. One dir per broker (dumps/broker-1/) or "
+        "BROKER=PATH names the replica a dump holds when brokers print the same paths",
+    )
+    p.add_argument(
+        "--bootstrap-servers",
+        metavar="LIST",
+        help="used in the abort commands; with no --logs/--dump-log, __transaction_state is read live "
+        "from this cluster (client settings: 'kafka' in the config)",
+    )
     p.add_argument("--output", metavar="DIR", help="where the Delta tables go (default ./out)")
-    p.add_argument("--as-of", metavar="TIME",
-                   help="'now' for every age: ISO-8601 (2026-11-21T03:00:00Z) or epoch ms; default: newest timestamp in the input")
-    p.add_argument("--max-transaction-timeout-ms", type=int, metavar="MS",
-                   help="the cluster's transaction.max.timeout.ms (default 900000)")
+    p.add_argument(
+        "--as-of",
+        metavar="TIME",
+        help="'now' for every age: ISO-8601 (2026-11-21T03:00:00Z) or epoch ms; default: newest timestamp in the input",
+    )
+    p.add_argument(
+        "--max-transaction-timeout-ms",
+        type=int,
+        metavar="MS",
+        help="the cluster's transaction.max.timeout.ms (default 900000)",
+    )
     p.add_argument("--cluster", metavar="NAME", help="cluster name written in every row")
-    p.add_argument("--transaction-state-partitions", type=int, metavar="N",
-                   help="transaction.state.log.num.partitions (default 50)")
+    p.add_argument(
+        "--transaction-state-partitions",
+        type=int,
+        metavar="N",
+        help="transaction.state.log.num.partitions (default 50)",
+    )
     p.add_argument("--no-crc", action="store_true", help="skip CRC-32C checks (faster; damage found by structure only)")
-    p.add_argument("--verify-live", action="store_true",
-                   help="also ask the live cluster (--bootstrap-servers) about the findings' partitions and the config's "
-                        "topics: LSO and its lag, find-hanging, coordinator state; added as rows with source=live")
-    p.add_argument("--topic", metavar="TOPIC", action="append",
-                   help="also check every partition of TOPIC on the live cluster (--bootstrap-servers; implies "
-                        "--verify-live): LSO and its lag, find-hanging, coordinator state; repeatable "
-                        "(config key 'topics')")
+    p.add_argument(
+        "--verify-live",
+        action="store_true",
+        help="also ask the live cluster (--bootstrap-servers) about the findings' partitions and the config's "
+        "topics: LSO and its lag, find-hanging, coordinator state; added as rows with source=live",
+    )
+    p.add_argument(
+        "--topic",
+        metavar="TOPIC",
+        action="append",
+        help="also check every partition of TOPIC on the live cluster (--bootstrap-servers; implies "
+        "--verify-live): LSO and its lag, find-hanging, coordinator state; repeatable "
+        "(config key 'topics')",
+    )
     p.add_argument("--delta-writer", choices=["auto", "deltalake", "spark"], help="Delta writer (default auto)")
     # spark-submit.sh checks the input before it starts a JVM, so that a typo fails in a second
     p.add_argument("--validate-only", action="store_true", help=argparse.SUPPRESS)
@@ -91,8 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.config, overrides)
         if args.topic and not config.bootstrap_servers:
-            raise UsageError(f"--topic {args.topic[0]}: needs --bootstrap-servers (the live cluster to ask about it); "
-                             "give it or drop --topic")
+            raise UsageError(
+                f"--topic {args.topic[0]}: needs --bootstrap-servers (the live cluster to ask about it); "
+                "give it or drop --topic"
+            )
         if args.validate_only:
             import os
 
@@ -101,12 +132,18 @@ def main(argv: list[str] | None = None) -> int:
 
                 check_inputs(list(config.logs))
             if config.verify_live and not config.bootstrap_servers:
-                raise UsageError("--verify-live: needs --bootstrap-servers (the live cluster to check); give it or drop --verify-live")
+                raise UsageError(
+                    "--verify-live: needs --bootstrap-servers (the live cluster to check); "
+                    "give it or drop --verify-live"
+                )
             from txnlog.spark.dump_log import dump_arg_path
 
             for path in config.dump_log:
                 if not os.path.exists(dump_arg_path(path)):
-                    raise UsageError(f"--dump-log {path}: no such file or directory; give kafka-dump-log.sh output files or a directory of them")
+                    raise UsageError(
+                        f"--dump-log {path}: no such file or directory; "
+                        "give kafka-dump-log.sh output files or a directory of them"
+                    )
             if config.bootstrap_servers and not config.logs and not config.dump_log:
                 from txnlog.live import check_cluster
 

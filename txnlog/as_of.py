@@ -28,7 +28,7 @@ read, their timestamps are kept, they are only never taken as "now").
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from txnlog.errors import UsageError
@@ -46,9 +46,9 @@ SOURCES = (MARKERS, TRANSACTION_STATE, LOG_APPEND_TIME)
 FUTURE_BOUND_MS = 3_600_000
 REASON_FUTURE = "timestamp_in_future"
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: the newest instant a Python datetime (and so every reader of the tables) can hold
-MAX_MS = (datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=timezone.utc) - _EPOCH) // timedelta(milliseconds=1)
+MAX_MS = (datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC) - _EPOCH) // timedelta(milliseconds=1)
 
 
 def broker_times(summary: Any, records: Any) -> dict[str, int | None]:
@@ -68,10 +68,13 @@ def broker_times(summary: Any, records: Any) -> dict[str, int | None]:
             F.max(F.when(segment, F.col("log_append_timestamp"))).alias(LOG_APPEND_TIME),
             none.alias(TRANSACTION_STATE),
         )
-        .unionByName(records.select(
-            none.alias(MARKERS), none.alias(LOG_APPEND_TIME),
-            F.max(F.when(F.col("kind") == "record", F.col("record_timestamp"))).alias(TRANSACTION_STATE),
-        ))
+        .unionByName(
+            records.select(
+                none.alias(MARKERS),
+                none.alias(LOG_APPEND_TIME),
+                F.max(F.when(F.col("kind") == "record", F.col("record_timestamp"))).alias(TRANSACTION_STATE),
+            )
+        )
         .collect()
     )
     return {s: max((r[s] for r in rows if r[s] is not None), default=None) for s in SOURCES}
@@ -86,7 +89,7 @@ def choose(as_of_option: Any, times: dict[str, int | None]) -> tuple[datetime, s
     Traceback (most recent call last):
     ...
     txnlog.errors.UsageError: the input holds no broker-written time (no transaction markers, __transaction_state records or LogAppendTime batches) to measure ages against, and client timestamps are not trusted for that; give --as-of (ISO-8601 or epoch ms), e.g. when the logs were copied
-    """
+    """  # noqa: E501 -- a doctest's expected exception message is one line
     if as_of_option is not None:
         from txnlog.config import parse_as_of
 
@@ -103,7 +106,8 @@ def choose(as_of_option: Any, times: dict[str, int | None]) -> tuple[datetime, s
     if newest > MAX_MS:
         raise UsageError(
             f"the newest broker-written time in the input ({source}: {newest} ms since 1970) is past the year 9999, "
-            "so a broker clock or a record is wrong; give --as-of (ISO-8601 or epoch ms), e.g. when the logs were copied"
+            "so a broker clock or a record is wrong; "
+            "give --as-of (ISO-8601 or epoch ms), e.g. when the logs were copied"
         )
     return _EPOCH + timedelta(milliseconds=newest), source
 
@@ -126,7 +130,10 @@ def future_timestamps(summary: Any, as_of: datetime, as_of_source: str, *, clust
         F.format_string(
             "newest batch timestamp %d ms since 1970 is %d ms after as_of %s (%s): a client clock in "
             "microseconds or nanoseconds, or wrong; its batches are analysed as read, never taken as now",
-            newest, newest - F.lit(as_of_ms), F.lit(as_of.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"), F.lit(as_of_source),
+            newest,
+            newest - F.lit(as_of_ms),
+            F.lit(as_of.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"),
+            F.lit(as_of_source),
         ).alias("detail"),
         "topic",
         "partition",

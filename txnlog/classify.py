@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
-from datetime import datetime, timezone
 
 import numpy as np
 import pyarrow as pa
@@ -131,10 +131,11 @@ def damage_flags(candidates: pa.Table, damage: Damage) -> dict[str, pa.Array]:
     before = np.zeros(n, dtype=bool)
     files: list[list[str]] = [[] for _ in range(n)]
     for i in range(n):  # candidates are the few open, idle transactions; damaged regions are few
+        prev_i = prev[i]
         for lo, hi, file in damage.ranges.get((topics[i], parts[i]), ()):
             end = hi if hi is not None else 2**62
             a = end > (last[i] if last[i] is not None else start[i])
-            b = lo < start[i] and end > (prev[i] if prev[i] is not None else -1)
+            b = lo < start[i] and end > (prev_i if prev_i is not None else -1)
             after[i] |= a
             before[i] |= b
             if a or b:
@@ -218,7 +219,12 @@ def verdicts(candidates: pa.Table, thresholds: Thresholds) -> tuple[np.ndarray, 
         COORDINATOR_TIMEOUT_OVERDUE,
     ]
     reason = np.select(conditions, reasons, default="").astype(object)
-    hanging_reasons = (NO_TRANSACTIONAL_ID, TRANSACTIONAL_ID_EXPIRED, COORDINATOR_COMPLETED, PARTITION_NOT_IN_TRANSACTION)
+    hanging_reasons = (
+        NO_TRANSACTIONAL_ID,
+        TRANSACTIONAL_ID_EXPIRED,
+        COORDINATOR_COMPLETED,
+        PARTITION_NOT_IN_TRANSACTION,
+    )
     is_hanging = np.isin(reason, hanging_reasons)
     verdict = np.where(is_hanging, HANGING, np.where(reason == "", "", LATE)).astype(object)
     verify = ((reason == NO_TRANSACTIONAL_ID) & (not thresholds.all_txn_state_partitions_read)) | doubtful(candidates)
@@ -230,7 +236,7 @@ def verdicts(candidates: pa.Table, thresholds: Thresholds) -> tuple[np.ndarray, 
 def _utc(ms: float | int | None) -> str:
     if ms is None or (isinstance(ms, float) and np.isnan(ms)):
         return "an unknown time"
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def _duration(ms: float | int | None) -> str:
@@ -269,7 +275,11 @@ def evidence_and_advice(row: dict, reason: str, thresholds: Thresholds) -> tuple
             f"producer {pid} epoch {epoch} has had a transaction open since offset {row['start_offset']}, "
             f"before the log start offset {row.get('log_start_offset')} (known from {snap_name}, as the broker "
             "rebuilds its producer state from it)"
-            + (f", with {batches} retained batch{'es' if batches != 1 else ''} up to offset {row['last_offset']}" if batches else "")
+            + (
+                f", with {batches} retained batch{'es' if batches != 1 else ''} up to offset {row['last_offset']}"
+                if batches
+                else ""
+            )
         )
     prev_type = row.get("prev_marker_type")
     if prev_type is not None and prev_type in (0, 1) and not row.get("started_before_log_start"):
@@ -310,8 +320,10 @@ def evidence_and_advice(row: dict, reason: str, thresholds: Thresholds) -> tuple
     if row.get("checkpoint_note"):
         notes.append(str(row["checkpoint_note"]))
     if notes:
-        replica_note += "; " + "; ".join(notes) + (
-            " — verify with kafka-transactions.sh describe-producers first" if _doubt_row(row) else ""
+        replica_note += (
+            "; "
+            + "; ".join(notes)
+            + (" — verify with kafka-transactions.sh describe-producers first" if _doubt_row(row) else "")
         )
 
     if reason == NO_TRANSACTIONAL_ID:
@@ -320,7 +332,10 @@ def evidence_and_advice(row: dict, reason: str, thresholds: Thresholds) -> tuple
         if seen:
             coord += f" (it was last seen under {seen}, which has moved on to another producer id)"
         if not thresholds.all_txn_state_partitions_read:
-            coord += "; not every __transaction_state partition was read, so verify with kafka-transactions.sh describe-producers first"
+            coord += (
+                "; not every __transaction_state partition was read, "
+                "so verify with kafka-transactions.sh describe-producers first"
+            )
         advice = "Abort it: nothing will ever end this transaction."
     elif reason == TRANSACTIONAL_ID_EXPIRED:
         coord = f"its transactional.id {tid} has expired (tombstoned or Dead since {since})"
@@ -335,7 +350,10 @@ def evidence_and_advice(row: dict, reason: str, thresholds: Thresholds) -> tuple
         coord = f"{tid} is {state} but its transaction lists {listed}, not {tp}"
         advice = "Abort it: the coordinator will not send a marker to this partition."
     elif reason == MARKERS_PENDING:
-        coord = f"{tid} is {state} since {since}, listing {tp}: the coordinator decided but the markers were never delivered"
+        coord = (
+            f"{tid} is {state} since {since}, listing {tp}: "
+            "the coordinator decided but the markers were never delivered"
+        )
         advice = (
             "Do not abort (aborting a PrepareCommit breaks atomicity). Check the transaction coordinator "
             f"(__transaction_state-{row.get('owner_coordinator_partition')}) and the leader of {tp}."

@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from txnlog.errors import UsageError
@@ -43,7 +43,9 @@ def _read(output: str, table: str, cluster: str | None, as_of: str | None) -> li
     if as_of is None:
         clusters = sorted(set(data["cluster"].to_pylist()))
         if len(clusters) > 1:
-            raise UsageError(f"--cluster: the tables hold several clusters ({', '.join(clusters)}); pick one with --cluster")
+            raise UsageError(
+                f"--cluster: the tables hold several clusters ({', '.join(clusters)}); pick one with --cluster"
+            )
         data = data.filter(pc.equal(data["as_of"], pc.max(data["as_of"])))
     return _datetime_safe(data).to_pylist()
 
@@ -54,13 +56,21 @@ def _datetime_safe(data: Any) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    low, high = (datetime(1, 1, 1, tzinfo=timezone.utc), datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc))
+    low, high = (
+        datetime(1, 1, 1, tzinfo=UTC),
+        datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+    )
     for i, f in enumerate(data.schema):
         if pa.types.is_timestamp(f.type):
             ticks = data.column(i).cast(pa.int64())  # in the column's unit
             per_s = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[f.type.unit]
-            lo, hi = (max(-(2**63), min(2**63 - 1, int((t - datetime(1970, 1, 1, tzinfo=timezone.utc)).total_seconds()) * per_s))
-                      for t in (low, high))
+            lo, hi = (
+                max(
+                    -(2**63),
+                    min(2**63 - 1, int((t - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds()) * per_s),
+                )
+                for t in (low, high)
+            )
             ok = pc.and_(pc.greater_equal(ticks, lo), pc.less_equal(ticks, hi))
             data = data.set_column(i, f, pc.if_else(ok, data.column(i), pa.scalar(None, f.type)))
     return data
@@ -70,7 +80,7 @@ def _fmt(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, datetime):
-        return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     if isinstance(value, list):
         return ",".join(map(str, value)) or "-"
     return str(value)
@@ -90,16 +100,23 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
     rows = sorted((r for r in rows if not r["is_tombstoned"]), key=lambda r: r["transactional_id"])
     print_table(
         rows,
-        [("TransactionalId", "transactional_id"), ("Coordinator", "coordinator_partition"),
-         ("ProducerId", "producer_id"), ("TransactionState", "state")],
+        [
+            ("TransactionalId", "transactional_id"),
+            ("Coordinator", "coordinator_partition"),
+            ("ProducerId", "producer_id"),
+            ("TransactionState", "state"),
+        ],
         out,
     )
     return 0
 
 
 def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
-    rows = [r for r in _read(args.output, "coordinator_state", args.cluster, args.as_of)
-            if r["transactional_id"] == args.transactional_id]
+    rows = [
+        r
+        for r in _read(args.output, "coordinator_state", args.cluster, args.as_of)
+        if r["transactional_id"] == args.transactional_id
+    ]
     if not rows:
         raise UsageError(f"--transactional-id {args.transactional_id}: not in coordinator_state; try 'txnlog list'")
     for r in rows:  # as kafka-transactions.sh: time since the transaction started, for one in flight
@@ -108,39 +125,65 @@ def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
         r["duration"] = int((r["as_of"] - start).total_seconds() * 1000) if start and busy else None
     print_table(
         rows,
-        [("CoordinatorId", "coordinator_partition"), ("TransactionalId", "transactional_id"),
-         ("ProducerId", "producer_id"), ("ProducerEpoch", "producer_epoch"), ("TransactionState", "state"),
-         ("TransactionTimeoutMs", "timeout_ms"), ("CurrentTransactionStartTimeMs", "txn_start_timestamp"),
-         ("TransactionDurationMs", "duration"), ("TopicPartitions", "partitions")],
+        [
+            ("CoordinatorId", "coordinator_partition"),
+            ("TransactionalId", "transactional_id"),
+            ("ProducerId", "producer_id"),
+            ("ProducerEpoch", "producer_epoch"),
+            ("TransactionState", "state"),
+            ("TransactionTimeoutMs", "timeout_ms"),
+            ("CurrentTransactionStartTimeMs", "txn_start_timestamp"),
+            ("TransactionDurationMs", "duration"),
+            ("TopicPartitions", "partitions"),
+        ],
         out,
     )
-    history = [r for r in _read(args.output, "coordinator_history", args.cluster, args.as_of)
-               if r["transactional_id"] == args.transactional_id]
+    history = [
+        r
+        for r in _read(args.output, "coordinator_history", args.cluster, args.as_of)
+        if r["transactional_id"] == args.transactional_id
+    ]
     if history:
         print(file=out)
         print_table(
             sorted(history, key=lambda r: (r["coordinator_partition"], r["record_offset"])),
-            [("Offset", "record_offset"), ("Time", "record_timestamp"), ("ProducerId", "producer_id"),
-             ("Epoch", "producer_epoch"), ("State", "state"), ("Partitions", "partitions")],
+            [
+                ("Offset", "record_offset"),
+                ("Time", "record_timestamp"),
+                ("ProducerId", "producer_id"),
+                ("Epoch", "producer_epoch"),
+                ("State", "state"),
+                ("Partitions", "partitions"),
+            ],
             out,
         )
     return 0
 
 
 def cmd_describe_producers(args: argparse.Namespace, out: TextIO) -> int:
-    rows = [r for r in _read(args.output, "transactions", args.cluster, args.as_of)
-            if r["topic"] == args.topic and r["partition"] == args.partition]
+    rows = [
+        r
+        for r in _read(args.output, "transactions", args.cluster, args.as_of)
+        if r["topic"] == args.topic and r["partition"] == args.partition
+    ]
     latest: dict[int, dict[str, Any]] = {}
     for r in sorted(rows, key=lambda r: r["first_offset"]):
         cur = latest.setdefault(r["producer_id"], {"producer_id": r["producer_id"], "current_start": None})
         cur["producer_epoch"] = r["producer_epoch"]
         cur["last_timestamp"] = r["marker_timestamp"] or r["last_timestamp"]
-        cur["coordinator_epoch"] = r["coordinator_epoch"] if r["coordinator_epoch"] is not None else cur.get("coordinator_epoch", -1)
+        cur["coordinator_epoch"] = (
+            r["coordinator_epoch"] if r["coordinator_epoch"] is not None else cur.get("coordinator_epoch", -1)
+        )
         cur["current_start"] = r["first_offset"] if r["outcome"] == "OPEN" else None
     print_table(
         list(latest.values()),
-        [("ProducerId", "producer_id"), ("ProducerEpoch", "producer_epoch"), ("LastTimestamp", "last_timestamp"),
-         ("CoordinatorEpoch", "coordinator_epoch"), ("CurrentTransactionStartOffset", "current_start")],
+        [
+            ("ProducerId", "producer_id"),
+            ("ProducerEpoch", "producer_epoch"),
+            ("LastTimestamp", "last_timestamp"),
+            ("CoordinatorEpoch", "coordinator_epoch"),
+            ("CurrentTransactionStartOffset", "current_start"),
+        ],
         out,
     )
     return 0
@@ -157,40 +200,67 @@ def cmd_find_hanging(args: argparse.Namespace, out: TextIO) -> int:
     rows.sort(key=lambda r: (r["verdict"], r["topic"] or "", r["partition"] or -1))
     print_table(
         rows,
-        [("Topic", "topic"), ("Partition", "partition"), ("ProducerId", "producer_id"),
-         ("ProducerEpoch", "producer_epoch"), ("CoordinatorEpoch", "coordinator_epoch"),
-         ("StartOffset", "start_offset"), ("LastTimestamp", "last_timestamp"), ("Duration(min)", "duration_min"),
-         ("Verdict", "verdict"), ("Reason", "reason"), ("TransactionalId", "transactional_id")],
+        [
+            ("Topic", "topic"),
+            ("Partition", "partition"),
+            ("ProducerId", "producer_id"),
+            ("ProducerEpoch", "producer_epoch"),
+            ("CoordinatorEpoch", "coordinator_epoch"),
+            ("StartOffset", "start_offset"),
+            ("LastTimestamp", "last_timestamp"),
+            ("Duration(min)", "duration_min"),
+            ("Verdict", "verdict"),
+            ("Reason", "reason"),
+            ("TransactionalId", "transactional_id"),
+        ],
         out,
     )
     if args.verbose:
         for r in rows:
-            print(f"\n{r['topic']}-{r['partition']} @ {r['start_offset']}: {r['evidence']}\n  advice: {r['advice']}", file=out)
+            print(
+                f"\n{r['topic']}-{r['partition']} @ {r['start_offset']}: {r['evidence']}\n  advice: {r['advice']}",
+                file=out,
+            )
     return 0
 
 
 def cmd_timeline(args: argparse.Namespace, out: TextIO) -> int:
-    rows = [r for r in _read(args.output, "transactions", args.cluster, args.as_of)
-            if r["topic"] == args.topic and r["partition"] == args.partition
-            and (args.producer_id is None or r["producer_id"] == args.producer_id)]
+    rows = [
+        r
+        for r in _read(args.output, "transactions", args.cluster, args.as_of)
+        if r["topic"] == args.topic
+        and r["partition"] == args.partition
+        and (args.producer_id is None or r["producer_id"] == args.producer_id)
+    ]
     rows.sort(key=lambda r: r["first_offset"])
     print_table(
         rows,
-        [("FirstOffset", "first_offset"), ("LastOffset", "last_offset"), ("Marker", "marker_offset"),
-         ("Outcome", "outcome"), ("ProducerId", "producer_id"), ("Epoch", "producer_epoch"),
-         ("MarkerEpoch", "marker_epoch"), ("Start", "first_timestamp"), ("End", "marker_timestamp"),
-         ("Batches", "batch_count"), ("TransactionalId", "transactional_id")],
+        [
+            ("FirstOffset", "first_offset"),
+            ("LastOffset", "last_offset"),
+            ("Marker", "marker_offset"),
+            ("Outcome", "outcome"),
+            ("ProducerId", "producer_id"),
+            ("Epoch", "producer_epoch"),
+            ("MarkerEpoch", "marker_epoch"),
+            ("Start", "first_timestamp"),
+            ("End", "marker_timestamp"),
+            ("Batches", "batch_count"),
+            ("TransactionalId", "transactional_id"),
+        ],
         out,
     )
     return 0
 
 
-def _abort_request(args: argparse.Namespace) -> "Any":
+def _abort_request(args: argparse.Namespace) -> Any:
     from txnlog.live import AbortRequest
 
     if args.start_offset is not None:
         if any(v is not None for v in (args.producer_id, args.producer_epoch, args.coordinator_epoch)):
-            raise UsageError("abort: give either --start-offset or --producer-id/--producer-epoch/--coordinator-epoch, not both")
+            raise UsageError(
+                "abort: give either --start-offset or --producer-id/--producer-epoch/--coordinator-epoch, not both"
+            )
         return AbortRequest(args.topic, args.partition, start_offset=args.start_offset)
     if args.producer_id is None:
         raise UsageError(
@@ -200,8 +270,13 @@ def _abort_request(args: argparse.Namespace) -> "Any":
     for flag, value in (("--producer-epoch", args.producer_epoch), ("--coordinator-epoch", args.coordinator_epoch)):
         if value is None:
             raise UsageError(f"abort: missing required argument {flag}")
-    return AbortRequest(args.topic, args.partition, producer_id=args.producer_id, producer_epoch=args.producer_epoch,
-                        coordinator_epoch=args.coordinator_epoch)
+    return AbortRequest(
+        args.topic,
+        args.partition,
+        producer_id=args.producer_id,
+        producer_epoch=args.producer_epoch,
+        coordinator_epoch=args.coordinator_epoch,
+    )
 
 
 def cmd_abort(args: argparse.Namespace, out: TextIO) -> int:
@@ -224,14 +299,19 @@ def cmd_abort(args: argparse.Namespace, out: TextIO) -> int:
     mode = "EXECUTE" if args.execute else "DRY RUN (pass --execute to send the abort)"
     print(f"txnlog abort [{mode}] on {bootstrap}", file=out)
     print(f"  target: {request.describe()}", file=out)
-    print(f"  1. re-validate against live state: DescribeProducers {request.topic}-{request.partition}, "
-          f"ListTransactions and DescribeTransactions for its producer id; the verdict must still be HANGING "
-          f"(idle > transaction.max.timeout.ms={cfg.max_transaction_timeout_ms})", file=out)
+    print(
+        f"  1. re-validate against live state: DescribeProducers {request.topic}-{request.partition}, "
+        f"ListTransactions and DescribeTransactions for its producer id; the verdict must still be HANGING "
+        f"(idle > transaction.max.timeout.ms={cfg.max_transaction_timeout_ms})",
+        file=out,
+    )
     print(f"  2. then: WriteTxnMarkers ABORT to the leader of {request.topic}-{request.partition}", file=out)
     out.flush()
-    thresholds = classify.Thresholds(as_of_ms=int(time.time() * 1000),
-                                     max_transaction_timeout_ms=cfg.max_transaction_timeout_ms,
-                                     bootstrap_servers=bootstrap)
+    thresholds = classify.Thresholds(
+        as_of_ms=int(time.time() * 1000),
+        max_transaction_timeout_ms=cfg.max_transaction_timeout_ms,
+        bootstrap_servers=bootstrap,
+    )
     try:
         from kafka.errors import KafkaError
 
@@ -248,11 +328,16 @@ def cmd_abort(args: argparse.Namespace, out: TextIO) -> int:
             print(f"txnlog: refused: cannot re-validate against {bootstrap}: {type(e).__name__}: {e}", file=sys.stderr)
             return 2
         print(f"  validated: {plan.verdict} {plan.reason}: {plan.evidence}", file=out)
-        spec = (f"producer_id={plan.producer_id} producer_epoch={plan.producer_epoch} "
-                f"coordinator_epoch={plan.coordinator_epoch} start_offset={plan.start_offset}")
+        spec = (
+            f"producer_id={plan.producer_id} producer_epoch={plan.producer_epoch} "
+            f"coordinator_epoch={plan.coordinator_epoch} start_offset={plan.start_offset}"
+        )
         if not args.execute:
             print(f"  would abort {request.topic}-{request.partition}: {spec}", file=out)
-            print(f"  same as: {classify.abort_command(bootstrap, plan.topic, plan.partition, plan.start_offset)}", file=out)
+            print(
+                f"  same as: {classify.abort_command(bootstrap, plan.topic, plan.partition, plan.start_offset)}",
+                file=out,
+            )
             return 0
         try:
             live.send_abort(admin, plan)
@@ -273,7 +358,9 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--output", default="./out", help="the job's output directory (default ./out)")
     common.add_argument("--cluster", help="cluster name (needed when the tables hold several)")
     common.add_argument("--as-of", help="which run to show (default: the newest)")
-    p = argparse.ArgumentParser(prog="txnlog", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="txnlog", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("list", parents=[common], help="transactional.ids and their state")
     s.set_defaults(func=cmd_list)
@@ -303,8 +390,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--producer-id", type=int, help="legacy form, with --producer-epoch and --coordinator-epoch")
     s.add_argument("--producer-epoch", type=int)
     s.add_argument("--coordinator-epoch", type=int)
-    s.add_argument("--max-transaction-timeout-ms", type=int,
-                   help="the brokers' transaction.max.timeout.ms (default: the config's, 900000)")
+    s.add_argument(
+        "--max-transaction-timeout-ms",
+        type=int,
+        help="the brokers' transaction.max.timeout.ms (default: the config's, 900000)",
+    )
     s.add_argument("--execute", action="store_true", help="really send the ABORT marker (default: dry run)")
     s.set_defaults(func=cmd_abort)
     return p

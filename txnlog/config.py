@@ -21,7 +21,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -145,7 +145,8 @@ def _load_file(path: Path) -> dict[str, Any]:
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark is not None else source
         problem = getattr(e, "problem", None) or str(e)
         raise ConfigError(
-            f"{where}: not valid YAML ({problem}); fix the syntax (indent with spaces, quote values that contain ': ' or '#')"
+            f"{where}: not valid YAML ({problem}); "
+            "fix the syntax (indent with spaces, quote values that contain ': ' or '#')"
         ) from e
     if data is None:  # an empty file (or only comments) changes nothing
         return {}
@@ -262,7 +263,8 @@ def _as_as_of(value: Any, where: str) -> str | None:
         value = str(value)
     if not isinstance(value, str) or _parse_as_of(value) is None:
         raise ConfigError(
-            f"{where}: cannot parse {value!r}; give ISO-8601 (2026-11-02T00:00:00Z) or epoch milliseconds (1793577600000)"
+            f"{where}: cannot parse {value!r}; "
+            "give ISO-8601 (2026-11-02T00:00:00Z) or epoch milliseconds (1793577600000)"
         )
     return value.strip()
 
@@ -306,14 +308,14 @@ def _parse_as_of(value: Any) -> datetime | None:
     else:
         return None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    parsed = parsed.astimezone(timezone.utc)
+        parsed = parsed.replace(tzinfo=UTC)
+    parsed = parsed.astimezone(UTC)
     return parsed.replace(microsecond=parsed.microsecond // 1000 * 1000)
 
 
 def _epoch_ms(ms: int) -> datetime | None:
     try:
-        return datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=ms)
+        return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
     except OverflowError:
         return None
 

@@ -40,7 +40,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote, urlparse
@@ -53,8 +53,8 @@ import pyarrow.parquet as pq
 from txnlog import __version__
 from txnlog import tables as contract
 from txnlog.config import parse_as_of
-from txnlog.spark.session import temporary_conf
 from txnlog.errors import UsageError
+from txnlog.spark.session import temporary_conf
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -72,7 +72,7 @@ STAGE_PREFIX = "stage-"
 # longer values get no min/max, which every reader reads as "unknown".
 STRING_STATS_MAX_CHARS = 32
 _MS = timedelta(milliseconds=1)
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 # --- public API --------------------------------------------------------------------------------
@@ -102,8 +102,10 @@ def resolve_writer(spark: SparkSession | None, writer: Writer = "auto") -> Liter
     available = spark is not None and delta_spark_available(spark)
     if writer == "spark" and not available:
         raise UsageError(
-            "delta_writer: spark needs the Delta Lake Spark jars on the classpath (io.delta.tables.DeltaTable not found); "
-            "add them with spark-submit --jars delta-spark_2.13-<v>.jar,delta-storage-<v>.jar, or set delta_writer to auto or deltalake"
+            "delta_writer: spark needs the Delta Lake Spark jars on the classpath "
+            "(io.delta.tables.DeltaTable not found); "
+            "add them with spark-submit --jars delta-spark_2.13-<v>.jar,delta-storage-<v>.jar, "
+            "or set delta_writer to auto or deltalake"
         )
     return "spark" if available else "deltalake"
 
@@ -153,8 +155,15 @@ def write_tables(
             written[name] = _write_with_delta_spark(spark, location, name, data, cluster, run_as_of)
         else:
             written[name] = _write_with_deltalake(spark, location, name, data, cluster, run_as_of)
-        log.info("%s: %d rows for (%s, %s) in %.2fs via %s", location.uri, written[name], cluster,
-                 _iso_ms(run_as_of), time.monotonic() - started, chosen)
+        log.info(
+            "%s: %d rows for (%s, %s) in %.2fs via %s",
+            location.uri,
+            written[name],
+            cluster,
+            _iso_ms(run_as_of),
+            time.monotonic() - started,
+            chosen,
+        )
     return written
 
 
@@ -210,7 +219,7 @@ class _Location:
             local = Path(unquote(parsed.path) if parsed.scheme == "file" else str(path)).expanduser().resolve()
             return _Location(str(local), local.as_uri(), pafs.LocalFileSystem(), str(local))
         # Hadoop's s3a:// is s3:// to pyarrow.
-        arrow_uri = "s3://" + str(path)[len("s3a://"):] if parsed.scheme == "s3a" else str(path)
+        arrow_uri = "s3://" + str(path)[len("s3a://") :] if parsed.scheme == "s3a" else str(path)
         fs, fs_path = pafs.FileSystem.from_uri(arrow_uri)
         return _Location(str(path).rstrip("/"), str(path).rstrip("/"), fs, fs_path.rstrip("/"))
 
@@ -339,14 +348,18 @@ def _conform_arrow(data: pa.Table, schema: pa.Schema, name: str, cluster: str, a
             try:
                 columns.append(data.column(field.name).cast(field.type))
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                raise ValueError(f"{name}.{field.name}: cannot cast {data.schema.field(field.name).type} to {field.type}: {e}") from e
+                raise ValueError(
+                    f"{name}.{field.name}: cannot cast {data.schema.field(field.name).type} to {field.type}: {e}"
+                ) from e
     return pa.Table.from_arrays(columns, schema=schema)
 
 
 def _require_columns(name: str, schema: pa.Schema, present: list[str]) -> None:
     missing = [f.name for f in schema if f.name not in RUN_KEY and f.name not in present]
     if missing:
-        raise ValueError(f"{name}: missing contract columns {missing} (txnlog.tables.{name.upper()}); input has {present}")
+        raise ValueError(
+            f"{name}: missing contract columns {missing} (txnlog.tables.{name.upper()}); input has {present}"
+        )
 
 
 def _stage_dataframe(spark: SparkSession, df: DataFrame, table: _Location, stage: str) -> None:
@@ -394,7 +407,9 @@ def _check_file_schema(metadata: pq.FileMetaData, schema: pa.Schema, path: str) 
         index = found.get_field_index(field.name)
         if index < 0 or not _same_type(found.field(index).type, field.type):
             got = found.field(index).type if index >= 0 else "missing"
-            raise RuntimeError(f"{path}: column {field.name} is {got}, expected {field.type} (was TIMESTAMP_MICROS set?)")
+            raise RuntimeError(
+                f"{path}: column {field.name} is {got}, expected {field.type} (was TIMESTAMP_MICROS set?)"
+            )
 
 
 def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
@@ -429,8 +444,9 @@ def _stats_json(metadata: pq.FileMetaData) -> str:
                 break
             null_count = null_count + st.null_count if null_count is not None and st.has_null_count else None
             if st.has_min_max:
-                lo, hi = _stat_value(st.min_raw if kind == "timestamp" else st.min), _stat_value(
-                    st.max_raw if kind == "timestamp" else st.max
+                lo, hi = (
+                    _stat_value(st.min_raw if kind == "timestamp" else st.min),
+                    _stat_value(st.max_raw if kind == "timestamp" else st.max),
                 )
                 low = lo if low is None else min(low, lo)
                 high = hi if high is None else max(high, hi)
@@ -534,7 +550,9 @@ def _rewrite_without_run(location: _Location, path: str, stage: str, cluster: st
             if remainder.num_rows:
                 if writer is None:
                     location.fs.create_dir(posixpath.dirname(target_fs_path), recursive=True)
-                    writer = pq.ParquetWriter(target_fs_path, arrow_schema, filesystem=location.fs, compression="snappy")
+                    writer = pq.ParquetWriter(
+                        target_fs_path, arrow_schema, filesystem=location.fs, compression="snappy"
+                    )
                 writer.write_batch(remainder)
                 kept += remainder.num_rows
     finally:
@@ -565,7 +583,10 @@ def _evolve_schema(table: DeltaTable, schema: pa.Schema, uri: str) -> None:
     from deltalake import Schema as DeltaSchema
 
     if table.metadata().partition_columns:
-        raise UsageError(f"{uri}: table is partitioned by {table.metadata().partition_columns}; txnlog writes unpartitioned tables, use another --output")
+        raise UsageError(
+            f"{uri}: table is partitioned by {table.metadata().partition_columns}; "
+            "txnlog writes unpartitioned tables, use another --output"
+        )
     current = {f.name: f for f in table.schema().fields}
     wanted = DeltaSchema.from_arrow(schema).fields
     missing: list[Any] = []
@@ -576,11 +597,14 @@ def _evolve_schema(table: DeltaTable, schema: pa.Schema, uri: str) -> None:
         elif json.loads(have.to_json())["type"] != json.loads(field.to_json())["type"]:
             raise UsageError(
                 f"{uri}: column {field.name} is {json.loads(have.to_json())['type']} in the table but "
-                f"{json.loads(field.to_json())['type']} in txnlog's contract; write to another --output or migrate the table"
+                f"{json.loads(field.to_json())['type']} in txnlog's contract; "
+                "write to another --output or migrate the table"
             )
     required_extra = [name for name, f in current.items() if not f.nullable]
     if required_extra:
-        raise UsageError(f"{uri}: table has non-nullable columns txnlog does not write: {required_extra}; use another --output")
+        raise UsageError(
+            f"{uri}: table has non-nullable columns txnlog does not write: {required_extra}; use another --output"
+        )
     if missing:
         log.warning("%s: adding columns %s", uri, [f.name for f in missing])
         table.alter.add_columns(missing)
@@ -625,7 +649,7 @@ def _run_as_of(as_of: datetime) -> datetime:
         raise TypeError(f"as_of must be a datetime, got {type(as_of).__name__}")
     if as_of.tzinfo is None:
         raise ValueError(f"as_of must be time-zone aware (UTC), got naive {as_of.isoformat()}")
-    utc = as_of.astimezone(timezone.utc)
+    utc = as_of.astimezone(UTC)
     return utc.replace(microsecond=utc.microsecond // 1000 * 1000)
 
 
@@ -638,7 +662,7 @@ def _from_us(us: int) -> datetime:
 
 
 def _iso_ms(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def _delete_dir(fs: pafs.FileSystem, path: str) -> None:

@@ -24,7 +24,7 @@ import time
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -53,8 +53,18 @@ _KAFKA_PYTHON_KEYS = {
     "request.timeout.ms": "request_timeout_ms",
 }
 # librdkafka-only settings that do not change what kafka-python connects to.
-_LIBRDKAFKA_ONLY = ("log_level", "debug", "socket.", "reconnect.", "statistics.interval.ms", "api.version.",
-                    "broker.version.fallback", "metadata.", "topic.metadata.", "enable.ssl.certificate.verification")
+_LIBRDKAFKA_ONLY = (
+    "log_level",
+    "debug",
+    "socket.",
+    "reconnect.",
+    "statistics.interval.ms",
+    "api.version.",
+    "broker.version.fallback",
+    "metadata.",
+    "topic.metadata.",
+    "enable.ssl.certificate.verification",
+)
 
 
 def kafka_python_settings(kafka_conf: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -96,7 +106,7 @@ def _confluent_conf(bootstrap: str, kafka_conf: Mapping[str, Any] | None) -> dic
 
 
 def _ms_to_dt(ms: int | None) -> datetime | None:
-    return None if ms is None or ms < 0 else datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    return None if ms is None or ms < 0 else datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
 # --------------------------------------------------------------------------------------------
@@ -116,18 +126,20 @@ def describe_producers(admin: Any, topic: str, partitions: Iterable[int]) -> lis
     rows = []
     for tp, state in sorted(admin.describe_producers(tps).items()):
         for p in state.active_producers:
-            rows.append({
-                "topic": tp.topic,
-                "partition": tp.partition,
-                "producer_id": p.producer_id,
-                "producer_epoch": p.producer_epoch,
-                "last_sequence": p.last_sequence,
-                "last_timestamp": p.last_timestamp,
-                "coordinator_epoch": p.coordinator_epoch,
-                "current_transaction_start_offset": (
-                    p.current_transaction_start_offset if p.current_transaction_start_offset >= 0 else None
-                ),
-            })
+            rows.append(
+                {
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "producer_id": p.producer_id,
+                    "producer_epoch": p.producer_epoch,
+                    "last_sequence": p.last_sequence,
+                    "last_timestamp": p.last_timestamp,
+                    "coordinator_epoch": p.coordinator_epoch,
+                    "current_transaction_start_offset": (
+                        p.current_transaction_start_offset if p.current_transaction_start_offset >= 0 else None
+                    ),
+                }
+            )
     return rows
 
 
@@ -145,8 +157,12 @@ def list_transactions(admin: Any, producer_ids: Iterable[int] | None = None) -> 
     out: dict[int, dict[str, Any]] = {}
     for broker in sorted(listings):
         for t in listings[broker]:
-            out[t.producer_id] = {"transactional_id": t.transactional_id, "producer_id": t.producer_id,
-                                  "state": getattr(t.state, "value", str(t.state)), "coordinator_id": broker}
+            out[t.producer_id] = {
+                "transactional_id": t.transactional_id,
+                "producer_id": t.producer_id,
+                "state": getattr(t.state, "value", str(t.state)),
+                "coordinator_id": broker,
+            }
     return out
 
 
@@ -192,22 +208,32 @@ def check_cluster(bootstrap: str, kafka_conf: Mapping[str, Any] | None = None, t
     address in the message rather than in a Spark task's traceback.
     """
     try:
-        topic_partitions(bootstrap, {"log_level": 0, **dict(kafka_conf or {})}, ["__transaction_state"], timeout_s=timeout_s)
+        topic_partitions(
+            bootstrap, {"log_level": 0, **dict(kafka_conf or {})}, ["__transaction_state"], timeout_s=timeout_s
+        )
     except UsageError as e:
-        raise UsageError(f"--bootstrap-servers {bootstrap}: cannot read __transaction_state ({e}); "
-                         "the job needs Describe and Read on that topic") from e
+        raise UsageError(
+            f"--bootstrap-servers {bootstrap}: cannot read __transaction_state ({e}); "
+            "the job needs Describe and Read on that topic"
+        ) from e
     except Exception as e:  # noqa: BLE001 - the client's own errors: unreachable, refused, timed out
-        raise UsageError(f"--bootstrap-servers {bootstrap}: cannot reach the cluster "
-                         f"({type(e).__name__}: {e}); check the address and the 'kafka' client settings in the config") from e
+        raise UsageError(
+            f"--bootstrap-servers {bootstrap}: cannot reach the cluster "
+            f"({type(e).__name__}: {e}); check the address and the 'kafka' client settings in the config"
+        ) from e
 
 
-def topic_partitions(bootstrap: str, kafka_conf: Mapping[str, Any] | None = None,
-                     topics: Sequence[str] | None = None, timeout_s: float = 30.0) -> list[tuple[str, int]]:
+def topic_partitions(
+    bootstrap: str,
+    kafka_conf: Mapping[str, Any] | None = None,
+    topics: Sequence[str] | None = None,
+    timeout_s: float = 30.0,
+) -> list[tuple[str, int]]:
     """(topic, partition) of the given topics, or of every topic including internal ones."""
     from confluent_kafka.admin import AdminClient
 
     md = AdminClient(_confluent_conf(bootstrap, kafka_conf)).list_topics(timeout=timeout_s)
-    out = []
+    out: list[tuple[str, int]] = []
     for name, t in md.topics.items():
         if topics is not None and name not in topics:
             continue
@@ -220,8 +246,9 @@ def topic_partitions(bootstrap: str, kafka_conf: Mapping[str, Any] | None = None
     return sorted(out)
 
 
-def partition_offsets(bootstrap: str, kafka_conf: Mapping[str, Any] | None,
-                      tps: Iterable[tuple[str, int]], timeout_s: float = 30.0) -> list[dict[str, Any]]:
+def partition_offsets(
+    bootstrap: str, kafka_conf: Mapping[str, Any] | None, tps: Iterable[tuple[str, int]], timeout_s: float = 30.0
+) -> list[dict[str, Any]]:
     """ListOffsets for each (topic, partition): log start, LSO (read_committed end offset),
     high watermark (read_uncommitted end offset) and ``lso_lag`` = high watermark − LSO."""
     from confluent_kafka import IsolationLevel, TopicPartition
@@ -233,16 +260,23 @@ def partition_offsets(bootstrap: str, kafka_conf: Mapping[str, Any] | None,
     admin = AdminClient(_confluent_conf(bootstrap, kafka_conf))
 
     def ask(spec: Any, level: Any) -> dict[tuple[str, int], int]:
-        futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in tps}, isolation_level=level,
-                                     request_timeout=timeout_s)
+        futures = admin.list_offsets(
+            {TopicPartition(t, p): spec for t, p in tps}, isolation_level=level, request_timeout=timeout_s
+        )
         return {(tp.topic, tp.partition): int(f.result(timeout_s).offset) for tp, f in futures.items()}
 
     start = ask(OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED)
     stable = ask(OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)
     high = ask(OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)
     return [
-        {"topic": t, "partition": p, "log_start_offset": start[(t, p)], "last_stable_offset": stable[(t, p)],
-         "high_watermark": high[(t, p)], "lso_lag": high[(t, p)] - stable[(t, p)]}
+        {
+            "topic": t,
+            "partition": p,
+            "log_start_offset": start[(t, p)],
+            "last_stable_offset": stable[(t, p)],
+            "high_watermark": high[(t, p)],
+            "lso_lag": high[(t, p)] - stable[(t, p)],
+        }
         for t, p in tps
     ]
 
@@ -252,8 +286,9 @@ def partition_offsets(bootstrap: str, kafka_conf: Mapping[str, Any] | None,
 # --------------------------------------------------------------------------------------------
 
 
-def _owner_columns(row: Mapping[str, Any], listing: Mapping[str, Any] | None,
-                   description: Mapping[str, Any] | None) -> dict[str, Any]:
+def _owner_columns(
+    row: Mapping[str, Any], listing: Mapping[str, Any] | None, description: Mapping[str, Any] | None
+) -> dict[str, Any]:
     """classify's owner_* columns for one open transaction, from ListTransactions/DescribeTransactions."""
     if listing is None:
         match = classify.OWNER_NONE  # spec §6.2 (a): no transactional.id has this producer id
@@ -273,9 +308,12 @@ def _owner_columns(row: Mapping[str, Any], listing: Mapping[str, Any] | None,
     }
 
 
-def live_verdicts(rows: Sequence[Mapping[str, Any]], listings: Mapping[int, Mapping[str, Any]],
-                  descriptions: Mapping[str, Mapping[str, Any] | None], thresholds: classify.Thresholds
-                  ) -> list[tuple[str, str, str]]:
+def live_verdicts(
+    rows: Sequence[Mapping[str, Any]],
+    listings: Mapping[int, Mapping[str, Any]],
+    descriptions: Mapping[str, Mapping[str, Any] | None],
+    thresholds: classify.Thresholds,
+) -> list[tuple[str, str, str]]:
     """(verdict, reason, safety) per DescribeProducers row with an open transaction ('' = no finding)."""
     if not rows:
         return []
@@ -284,25 +322,34 @@ def live_verdicts(rows: Sequence[Mapping[str, Any]], listings: Mapping[int, Mapp
         listing = listings.get(r["producer_id"])
         desc = descriptions.get(listing["transactional_id"]) if listing else None
         cols.append(_owner_columns(r, listing, desc))
-    table = pa.table({
-        "topic": pa.array([c["topic"] for c in cols], pa.string()),
-        "partition": pa.array([c["partition"] for c in cols], pa.int32()),
-        "owner_match": pa.array([c["owner_match"] for c in cols], pa.string()),
-        "owner_state": pa.array([c["owner_state"] for c in cols], pa.string()),
-        "owner_partitions": pa.array([c["owner_partitions"] for c in cols], pa.list_(pa.string())),
-        "owner_timeout_ms": pa.array([c["owner_timeout_ms"] for c in cols], pa.int64()),
-        "owner_txn_start_ms": pa.array([c["owner_txn_start_ms"] for c in cols], pa.int64()),
-    })
+    table = pa.table(
+        {
+            "topic": pa.array([c["topic"] for c in cols], pa.string()),
+            "partition": pa.array([c["partition"] for c in cols], pa.int32()),
+            "owner_match": pa.array([c["owner_match"] for c in cols], pa.string()),
+            "owner_state": pa.array([c["owner_state"] for c in cols], pa.string()),
+            "owner_partitions": pa.array([c["owner_partitions"] for c in cols], pa.list_(pa.string())),
+            "owner_timeout_ms": pa.array([c["owner_timeout_ms"] for c in cols], pa.int64()),
+            "owner_txn_start_ms": pa.array([c["owner_txn_start_ms"] for c in cols], pa.int64()),
+        }
+    )
     verdict, reason, safety = classify.verdicts(table, thresholds)
     return list(zip(verdict.tolist(), reason.tolist(), safety.tolist(), strict=True))
 
 
-def _evidence(row: Mapping[str, Any], listing: Mapping[str, Any] | None, desc: Mapping[str, Any] | None,
-              idle_ms: int, lso_lag: int | None) -> str:
+def _evidence(
+    row: Mapping[str, Any],
+    listing: Mapping[str, Any] | None,
+    desc: Mapping[str, Any] | None,
+    idle_ms: int,
+    lso_lag: int | None,
+) -> str:
     tp = f"{row['topic']}-{row['partition']}"
-    what = (f"DescribeProducers on {tp}: producer {row['producer_id']} epoch {row['producer_epoch']} has a "
-            f"transaction open since offset {row['current_transaction_start_offset']}, last written "
-            f"{classify._utc(row['last_timestamp'])} (idle {classify._duration(idle_ms)})")
+    what = (
+        f"DescribeProducers on {tp}: producer {row['producer_id']} epoch {row['producer_epoch']} has a "
+        f"transaction open since offset {row['current_transaction_start_offset']}, last written "
+        f"{classify._utc(row['last_timestamp'])} (idle {classify._duration(idle_ms)})"
+    )
     if lso_lag is not None:
         what += f", holding the LSO {lso_lag} offsets behind the high watermark"
     if listing is None:
@@ -335,8 +382,14 @@ def find_hanging_live(
     for t, p in tps:
         by_topic.setdefault(t, []).append(int(p))
     producers = [r for t, ps in sorted(by_topic.items()) for r in describe_producers(admin, t, ps)]
-    return findings_from_producers(admin, producers, bootstrap=bootstrap, kafka_conf=kafka_conf,
-                                   max_transaction_timeout_ms=max_transaction_timeout_ms, now_ms=now_ms)
+    return findings_from_producers(
+        admin,
+        producers,
+        bootstrap=bootstrap,
+        kafka_conf=kafka_conf,
+        max_transaction_timeout_ms=max_transaction_timeout_ms,
+        now_ms=now_ms,
+    )
 
 
 def findings_from_producers(
@@ -357,47 +410,80 @@ def findings_from_producers(
     ``safety``, ``command`` and ``legacy_command`` (:func:`abort_recommendations`).
     """
     now_ms = int(time.time() * 1000) if now_ms is None else int(now_ms)
-    candidates = [r for r in producers if r["current_transaction_start_offset"] is not None
-                  and now_ms - r["last_timestamp"] > max_transaction_timeout_ms]
+    candidates = [
+        r
+        for r in producers
+        if r["current_transaction_start_offset"] is not None
+        and now_ms - r["last_timestamp"] > max_transaction_timeout_ms
+    ]
     if not candidates:
         return []
     listings = list_transactions(admin, {r["producer_id"] for r in candidates})
     descriptions = describe_transactions(admin, {x["transactional_id"] for x in listings.values()})
-    thresholds = classify.Thresholds(as_of_ms=now_ms, max_transaction_timeout_ms=max_transaction_timeout_ms,
-                                     all_txn_state_partitions_read=True, bootstrap_servers=bootstrap)
+    thresholds = classify.Thresholds(
+        as_of_ms=now_ms,
+        max_transaction_timeout_ms=max_transaction_timeout_ms,
+        all_txn_state_partitions_read=True,
+        bootstrap_servers=bootstrap,
+    )
     lags: dict[tuple[str, int], int] = {}
     if bootstrap:
         for o in partition_offsets(bootstrap, kafka_conf, {(r["topic"], r["partition"]) for r in candidates}):
             lags[(o["topic"], o["partition"])] = o["lso_lag"]
     out = []
-    for r, (verdict, reason, safety) in zip(candidates, live_verdicts(candidates, listings, descriptions, thresholds),
-                                            strict=True):
+    for r, (verdict, reason, safety) in zip(
+        candidates, live_verdicts(candidates, listings, descriptions, thresholds), strict=True
+    ):
         if not verdict:
             continue
         listing = listings.get(r["producer_id"])
         desc = descriptions.get(listing["transactional_id"]) if listing else None
         idle = now_ms - r["last_timestamp"]
         lag = lags.get((r["topic"], r["partition"]))
-        advice_row = {**r, "start_offset": r["current_transaction_start_offset"],
-                      "transactional_id": listing["transactional_id"] if listing else None,
-                      "owner_state": desc["state"] if desc else None, "owner_partitions": desc["partitions"] if desc else None}
+        advice_row = {
+            **r,
+            "start_offset": r["current_transaction_start_offset"],
+            "transactional_id": listing["transactional_id"] if listing else None,
+            "owner_state": desc["state"] if desc else None,
+            "owner_partitions": desc["partitions"] if desc else None,
+        }
         _, advice = classify.evidence_and_advice(advice_row, reason, thresholds)
         ce = r["coordinator_epoch"]
         hanging = verdict == classify.HANGING
-        out.append({
-            "topic": r["topic"], "partition": r["partition"], "producer_id": r["producer_id"],
-            "producer_epoch": r["producer_epoch"], "start_offset": r["current_transaction_start_offset"],
-            "first_timestamp": None, "last_timestamp": _ms_to_dt(r["last_timestamp"]),
-            "open_ms": None, "idle_ms": idle, "lso_lag": lag, "verdict": verdict, "reason": reason,
-            "transactional_id": listing["transactional_id"] if listing else None,
-            "coordinator_state": desc["state"] if desc else None, "coordinator_partition": None,
-            "coordinator_epoch": ce, "evidence": _evidence(r, listing, desc, idle, lag), "advice": advice,
-            "source": SOURCE_LIVE, "safety": (safety or None) if hanging else None,
-            "command": classify.abort_command(bootstrap, r["topic"], r["partition"],
-                                              r["current_transaction_start_offset"]) if hanging else None,
-            "legacy_command": classify.legacy_abort_command(bootstrap, r["topic"], r["partition"], r["producer_id"],
-                                                            r["producer_epoch"], ce) if hanging else None,
-        })
+        out.append(
+            {
+                "topic": r["topic"],
+                "partition": r["partition"],
+                "producer_id": r["producer_id"],
+                "producer_epoch": r["producer_epoch"],
+                "start_offset": r["current_transaction_start_offset"],
+                "first_timestamp": None,
+                "last_timestamp": _ms_to_dt(r["last_timestamp"]),
+                "open_ms": None,
+                "idle_ms": idle,
+                "lso_lag": lag,
+                "verdict": verdict,
+                "reason": reason,
+                "transactional_id": listing["transactional_id"] if listing else None,
+                "coordinator_state": desc["state"] if desc else None,
+                "coordinator_partition": None,
+                "coordinator_epoch": ce,
+                "evidence": _evidence(r, listing, desc, idle, lag),
+                "advice": advice,
+                "source": SOURCE_LIVE,
+                "safety": (safety or None) if hanging else None,
+                "command": classify.abort_command(
+                    bootstrap, r["topic"], r["partition"], r["current_transaction_start_offset"]
+                )
+                if hanging
+                else None,
+                "legacy_command": classify.legacy_abort_command(
+                    bootstrap, r["topic"], r["partition"], r["producer_id"], r["producer_epoch"], ce
+                )
+                if hanging
+                else None,
+            }
+        )
     return out
 
 
@@ -406,12 +492,22 @@ def abort_recommendations(findings: Iterable[Mapping[str, Any]]) -> list[dict[st
     :func:`findings_from_producers`, as the offline job writes them: the coordinator epoch
     is DescribeProducers' (−1, unknown, becomes 0 as ``kafka-transactions.sh`` sends it)."""
     return [
-        {"topic": f["topic"], "partition": f["partition"], "start_offset": f["start_offset"],
-         "producer_id": f["producer_id"], "producer_epoch": f["producer_epoch"],
-         "coordinator_epoch": max(int(f["coordinator_epoch"] if f["coordinator_epoch"] is not None else -1), 0),
-         "transactional_id": f["transactional_id"], "reason": f["reason"], "safety": f["safety"],
-         "command": f["command"], "legacy_command": f["legacy_command"], "source": SOURCE_LIVE}
-        for f in findings if f["verdict"] == classify.HANGING
+        {
+            "topic": f["topic"],
+            "partition": f["partition"],
+            "start_offset": f["start_offset"],
+            "producer_id": f["producer_id"],
+            "producer_epoch": f["producer_epoch"],
+            "coordinator_epoch": max(int(f["coordinator_epoch"] if f["coordinator_epoch"] is not None else -1), 0),
+            "transactional_id": f["transactional_id"],
+            "reason": f["reason"],
+            "safety": f["safety"],
+            "command": f["command"],
+            "legacy_command": f["legacy_command"],
+            "source": SOURCE_LIVE,
+        }
+        for f in findings
+        if f["verdict"] == classify.HANGING
     ]
 
 
@@ -436,8 +532,10 @@ class AbortRequest:
     def describe(self) -> str:
         if self.start_offset is not None:
             return f"the open transaction starting at offset {self.start_offset} on {self.topic}-{self.partition}"
-        return (f"the open transaction of producer {self.producer_id} epoch {self.producer_epoch} "
-                f"on {self.topic}-{self.partition}")
+        return (
+            f"the open transaction of producer {self.producer_id} epoch {self.producer_epoch} "
+            f"on {self.topic}-{self.partition}"
+        )
 
 
 @dataclass(frozen=True)
@@ -465,15 +563,19 @@ def validate_abort(
     of the producer id) still shows a HANGING transaction; raise :class:`AbortRefused` if not."""
     tp = f"{request.topic}-{request.partition}"
     mine = [p for p in producers if p["topic"] == request.topic and p["partition"] == request.partition]
-    open_at = sorted(p["current_transaction_start_offset"] for p in mine
-                     if p["current_transaction_start_offset"] is not None)
-    seen = (f"DescribeProducers lists {len(mine)} active producer{'s' if len(mine) != 1 else ''}"
-            + (f", open transactions at offsets {', '.join(map(str, open_at))}" if open_at else ", none in a transaction"))
+    open_at = sorted(
+        p["current_transaction_start_offset"] for p in mine if p["current_transaction_start_offset"] is not None
+    )
+    seen = f"DescribeProducers lists {len(mine)} active producer{'s' if len(mine) != 1 else ''}" + (
+        f", open transactions at offsets {', '.join(map(str, open_at))}" if open_at else ", none in a transaction"
+    )
     if request.start_offset is not None:
         match = [p for p in mine if p["current_transaction_start_offset"] == request.start_offset]
         if not match:
-            raise AbortRefused(f"Could not find any open transactions starting at offset {request.start_offset} "
-                               f"on partition {tp} ({seen}); nothing to abort")
+            raise AbortRefused(
+                f"Could not find any open transactions starting at offset {request.start_offset} "
+                f"on partition {tp} ({seen}); nothing to abort"
+            )
         row = match[0]
     else:
         match = [p for p in mine if p["producer_id"] == request.producer_id]
@@ -481,15 +583,20 @@ def validate_abort(
             raise AbortRefused(f"producer {request.producer_id} has no state on {tp} ({seen}); nothing to abort")
         row = match[0]
         if row["current_transaction_start_offset"] is None:
-            raise AbortRefused(f"producer {request.producer_id} has no open transaction on {tp} ({seen}); nothing to abort")
+            raise AbortRefused(
+                f"producer {request.producer_id} has no open transaction on {tp} ({seen}); nothing to abort"
+            )
         if row["producer_epoch"] != request.producer_epoch:
-            raise AbortRefused(f"producer {request.producer_id} is at epoch {row['producer_epoch']} on {tp}, "
-                               f"not {request.producer_epoch}: the transaction changed; look again")
+            raise AbortRefused(
+                f"producer {request.producer_id} is at epoch {row['producer_epoch']} on {tp}, "
+                f"not {request.producer_epoch}: the transaction changed; look again"
+            )
     idle = thresholds.as_of_ms - row["last_timestamp"]
     if idle <= thresholds.max_transaction_timeout_ms:
         raise AbortRefused(
             f"producer {row['producer_id']}'s transaction on {tp} was last written {idle} ms ago, not more than "
-            f"transaction.max.timeout.ms={thresholds.max_transaction_timeout_ms}: not a hanging candidate")
+            f"transaction.max.timeout.ms={thresholds.max_transaction_timeout_ms}: not a hanging candidate"
+        )
     ((verdict, reason, _),) = live_verdicts([row], listings, descriptions, thresholds)
     listing = listings.get(row["producer_id"])
     desc = descriptions.get(listing["transactional_id"]) if listing else None
@@ -499,10 +606,16 @@ def validate_abort(
         raise AbortRefused(f"{tp} @ {row['current_transaction_start_offset']}: verdict is {why}: {evidence}")
     ce = request.coordinator_epoch if request.coordinator_epoch is not None else row["coordinator_epoch"]
     return AbortPlan(
-        topic=request.topic, partition=request.partition, producer_id=row["producer_id"],
-        producer_epoch=row["producer_epoch"], coordinator_epoch=max(int(ce), 0),
-        start_offset=row["current_transaction_start_offset"], verdict=verdict, reason=reason,
-        transactional_id=listing["transactional_id"] if listing else None, evidence=evidence,
+        topic=request.topic,
+        partition=request.partition,
+        producer_id=row["producer_id"],
+        producer_epoch=row["producer_epoch"],
+        coordinator_epoch=max(int(ce), 0),
+        start_offset=row["current_transaction_start_offset"],
+        verdict=verdict,
+        reason=reason,
+        transactional_id=listing["transactional_id"] if listing else None,
+        evidence=evidence,
     )
 
 
@@ -525,8 +638,9 @@ def send_abort(admin: Any, plan: AbortPlan) -> None:
     from kafka.admin import AbortTransactionSpec
     from kafka.errors import IncompatibleBrokerVersion
 
-    spec = AbortTransactionSpec(TopicPartition(plan.topic, plan.partition), plan.producer_id,
-                                plan.producer_epoch, plan.coordinator_epoch)
+    spec = AbortTransactionSpec(
+        TopicPartition(plan.topic, plan.partition), plan.producer_id, plan.producer_epoch, plan.coordinator_epoch
+    )
     try:
         admin.abort_transaction(spec)
     except IncompatibleBrokerVersion as e:

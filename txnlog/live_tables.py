@@ -26,8 +26,8 @@ bounded timeout.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timezone
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 import pyarrow as pa
 
@@ -64,7 +64,9 @@ def live_rows(
     """
     bootstrap = config.bootstrap_servers
     if not bootstrap:
-        raise UsageError("verify_live: needs bootstrap_servers (--bootstrap-servers host:9092); give it or drop --verify-live")
+        raise UsageError(
+            "verify_live: needs bootstrap_servers (--bootstrap-servers host:9092); give it or drop --verify-live"
+        )
     kafka_conf = {"log_level": 0, **dict(config.kafka or {})}  # errors come back as one UsageError, not log lines
     say = progress or (lambda _msg: None)
     wanted = {(str(t), int(p)) for t, p in partitions}
@@ -75,13 +77,18 @@ def live_rows(
         topics = list(config.topics or ())
         missing_topics = sorted(set(topics) - {t for t, _ in existing})
         if missing_topics:
-            raise UsageError(f"--topic {', '.join(missing_topics)}: no such topic on {bootstrap}; "
-                             "check the name or drop it from topics")
+            raise UsageError(
+                f"--topic {', '.join(missing_topics)}: no such topic on {bootstrap}; "
+                "check the name or drop it from topics"
+            )
         wanted |= {tp for tp in existing if tp[0] in topics}
         gone = sorted(wanted - existing)
         if gone:
-            say(f"verify-live: {len(gone)} partition(s) not on {bootstrap}, not checked: "
-                + ", ".join(f"{t}-{p}" for t, p in gone[:5]) + (" ..." if len(gone) > 5 else ""))
+            say(
+                f"verify-live: {len(gone)} partition(s) not on {bootstrap}, not checked: "
+                + ", ".join(f"{t}-{p}" for t, p in gone[:5])
+                + (" ..." if len(gone) > 5 else "")
+            )
         tps = sorted(wanted & existing)
         if not tps:
             return {name: _table(name, [], config, cluster, as_of_ms) for name in LIVE_TABLES}
@@ -91,21 +98,30 @@ def live_rows(
         try:
             producers = _describe_producers(admin, tps)
             findings = live.findings_from_producers(
-                admin, [r for rows in (producers or {}).values() for r in rows], bootstrap=bootstrap,
-                kafka_conf=kafka_conf, max_transaction_timeout_ms=config.max_transaction_timeout_ms, now_ms=as_of_ms)
-            coordinator = _coordinator_rows(admin, tps, {f["producer_id"] for f in findings},
-                                            config.transaction_state_partitions)
+                admin,
+                [r for rows in (producers or {}).values() for r in rows],
+                bootstrap=bootstrap,
+                kafka_conf=kafka_conf,
+                max_transaction_timeout_ms=config.max_transaction_timeout_ms,
+                now_ms=as_of_ms,
+            )
+            coordinator = _coordinator_rows(
+                admin, tps, {f["producer_id"] for f in findings}, config.transaction_state_partitions
+            )
         finally:
             admin.close()
 
     health = _health_rows(offsets, producers, as_of_ms, config.max_transaction_timeout_ms)
-    say(f"verify-live: {len(tps)} partition(s) on {bootstrap}: {len(findings)} live finding(s), "
+    say(
+        f"verify-live: {len(tps)} partition(s) on {bootstrap}: {len(findings)} live finding(s), "
         f"{sum(1 for h in health if (h['lso_lag'] or 0) > 0)} with the LSO behind the high watermark, "
-        f"{len(coordinator)} transactional.id(s) in flight")
+        f"{len(coordinator)} transactional.id(s) in flight"
+    )
     return {
         "findings": _table("findings", findings, config, cluster, as_of_ms),
-        "abort_recommendations": _table("abort_recommendations", live.abort_recommendations(findings), config,
-                                        cluster, as_of_ms),
+        "abort_recommendations": _table(
+            "abort_recommendations", live.abort_recommendations(findings), config, cluster, as_of_ms
+        ),
         "partition_health": _table("partition_health", health, config, cluster, as_of_ms),
         "coordinator_state": _table("coordinator_state", coordinator, config, cluster, as_of_ms),
     }
@@ -114,7 +130,9 @@ def live_rows(
 # --- rows ----------------------------------------------------------------------------------------
 
 
-def _describe_producers(admin: Any, tps: Sequence[tuple[str, int]]) -> dict[tuple[str, int], list[dict[str, Any]]] | None:
+def _describe_producers(
+    admin: Any, tps: Sequence[tuple[str, int]]
+) -> dict[tuple[str, int], list[dict[str, Any]]] | None:
     """DescribeProducers rows by partition; None when the brokers do not support it."""
     from kafka.errors import UnsupportedVersionError
 
@@ -131,8 +149,12 @@ def _describe_producers(admin: Any, tps: Sequence[tuple[str, int]]) -> dict[tupl
     return out
 
 
-def _health_rows(offsets: Sequence[Mapping[str, Any]], producers: Mapping[tuple[str, int], list[dict[str, Any]]] | None,
-                 now_ms: int, max_timeout_ms: int) -> list[dict[str, Any]]:
+def _health_rows(
+    offsets: Sequence[Mapping[str, Any]],
+    producers: Mapping[tuple[str, int], list[dict[str, Any]]] | None,
+    now_ms: int,
+    max_timeout_ms: int,
+) -> list[dict[str, Any]]:
     """partition_health rows: offsets from ListOffsets; open transactions from DescribeProducers.
 
     ``open_transactions`` / ``has_late_transaction`` are left null when they cannot be known:
@@ -156,17 +178,31 @@ def _health_rows(offsets: Sequence[Mapping[str, Any]], producers: Mapping[tuple[
             n_open = len(open_rows)
             oldest = min(open_rows, key=lambda r: r["current_transaction_start_offset"])
             late = now_ms - oldest["last_timestamp"] > late_ms
-        rows.append({
-            "topic": o["topic"], "partition": o["partition"], "log_start_offset": o["log_start_offset"],
-            "log_end_offset": o["high_watermark"], "high_watermark": o["high_watermark"], "last_stable_offset": o["last_stable_offset"], "lso_lag": lag,
-            "open_transactions": n_open, "max_open_ms": None, "has_late_transaction": late, "stuck_since": None,
-            "replicas": None, "batch_count": None, "max_timestamp": None, "source": live.SOURCE_LIVE,
-        })
+        rows.append(
+            {
+                "topic": o["topic"],
+                "partition": o["partition"],
+                "log_start_offset": o["log_start_offset"],
+                "log_end_offset": o["high_watermark"],
+                "high_watermark": o["high_watermark"],
+                "last_stable_offset": o["last_stable_offset"],
+                "lso_lag": lag,
+                "open_transactions": n_open,
+                "max_open_ms": None,
+                "has_late_transaction": late,
+                "stuck_since": None,
+                "replicas": None,
+                "batch_count": None,
+                "max_timestamp": None,
+                "source": live.SOURCE_LIVE,
+            }
+        )
     return rows
 
 
-def _coordinator_rows(admin: Any, tps: Sequence[tuple[str, int]], finding_pids: set[int],
-                      txn_state_partitions: int) -> list[dict[str, Any]]:
+def _coordinator_rows(
+    admin: Any, tps: Sequence[tuple[str, int]], finding_pids: set[int], txn_state_partitions: int
+) -> list[dict[str, Any]]:
     """coordinator_state rows for the ids in flight on ``tps`` or owning a live finding's producer id."""
     from txnlog.kafka.wire import transaction_state_partition_for
 
@@ -178,15 +214,28 @@ def _coordinator_rows(admin: Any, tps: Sequence[tuple[str, int]], finding_pids: 
         if d is None or not (names & set(d["partitions"]) or d["producer_id"] in finding_pids):
             continue
         start = d["txn_start_timestamp"]
-        rows.append({
-            "transactional_id": tid, "producer_id": d["producer_id"], "producer_epoch": d["producer_epoch"],
-            "state": d["state"], "timeout_ms": d["timeout_ms"], "partitions": d["partitions"],
-            "txn_start_timestamp": _ts(start), "last_update_timestamp": None,
-            "coordinator_partition": transaction_state_partition_for(tid, txn_state_partitions),
-            "coordinator_epoch": None, "previous_producer_id": None, "next_producer_id": None,
-            "client_transaction_version": None, "is_tombstoned": False, "next_producer_epoch": None,
-            "record_offset": None, "transitions": None, "source": live.SOURCE_LIVE,
-        })
+        rows.append(
+            {
+                "transactional_id": tid,
+                "producer_id": d["producer_id"],
+                "producer_epoch": d["producer_epoch"],
+                "state": d["state"],
+                "timeout_ms": d["timeout_ms"],
+                "partitions": d["partitions"],
+                "txn_start_timestamp": _ts(start),
+                "last_update_timestamp": None,
+                "coordinator_partition": transaction_state_partition_for(tid, txn_state_partitions),
+                "coordinator_epoch": None,
+                "previous_producer_id": None,
+                "next_producer_id": None,
+                "client_transaction_version": None,
+                "is_tombstoned": False,
+                "next_producer_epoch": None,
+                "record_offset": None,
+                "transitions": None,
+                "source": live.SOURCE_LIVE,
+            }
+        )
     return rows
 
 
@@ -194,7 +243,7 @@ def _coordinator_rows(admin: Any, tps: Sequence[tuple[str, int]], finding_pids: 
 
 
 def _ts(ms: int | None) -> datetime | None:
-    return None if ms is None or ms < 0 else datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    return None if ms is None or ms < 0 else datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
 def _table(name: str, rows: Sequence[Mapping[str, Any]], config: Any, cluster: str | None, as_of_ms: int) -> pa.Table:
@@ -213,7 +262,7 @@ class _translated_errors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         if exc is None or isinstance(exc, UsageError) or not isinstance(exc, Exception):
             return False
         if not _is_client_error(exc):

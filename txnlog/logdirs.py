@@ -93,7 +93,9 @@ def read_checkpoints(broker: str, log_dir: str) -> list[Checkpoint]:
     clean = os.path.exists(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE))
     keys = sorted(set().union(*files.values()))
     return [
-        Checkpoint(broker, topic, partition, clean_shutdown=clean, **{col: files[col].get((topic, partition)) for col in files})
+        Checkpoint(
+            broker, topic, partition, clean_shutdown=clean, **{col: files[col].get((topic, partition)) for col in files}
+        )
         for topic, partition in keys
     ]
 

@@ -19,15 +19,20 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from txnlog import __version__, classify
 from txnlog.errors import UsageError
 from txnlog.logdirs import Inventory, discover
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from txnlog.config import Config
 
 Progress = Callable[[str], None]
 
@@ -53,13 +58,19 @@ class RunResult:
     def summary_text(self) -> str:
         lines = [
             f"txnlog {__version__}: run {self.run_id} of cluster '{self.cluster}' as of "
-            f"{self.as_of.strftime('%Y-%m-%dT%H:%M:%SZ')}{f' (from {self.as_of_source})' if self.as_of_source else ''} ({self.seconds:.1f} s)",
+            f"{self.as_of.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+            f"{f' (from {self.as_of_source})' if self.as_of_source else ''} ({self.seconds:.1f} s)",
         ]
         if self.inventory_note:
             lines.append(f"  input: {self.inventory_note}")
         lines.append(
             "  transactions: {transactions}   findings: {findings}   abort recommendations: "
-            "{abort_recommendations}   quarantined regions: {quarantine}".format(**{**{k: 0 for k in ("transactions", "findings", "abort_recommendations", "quarantine")}, **self.counts})
+            "{abort_recommendations}   quarantined regions: {quarantine}".format(
+                **{
+                    **dict.fromkeys(("transactions", "findings", "abort_recommendations", "quarantine"), 0),
+                    **self.counts,
+                }
+            )
         )
         if self.verdicts:
             lines.append("  findings by verdict:")
@@ -88,7 +99,9 @@ def check_inputs(paths: list[str]) -> Inventory:
     """Discover logs under ``paths`` or raise a one-line UsageError saying what to do."""
     for p in paths:
         if not os.path.exists(p):
-            raise UsageError(f"--logs {p}: no such file or directory; give a broker log dir (log.dirs) or a dir of them")
+            raise UsageError(
+                f"--logs {p}: no such file or directory; give a broker log dir (log.dirs) or a dir of them"
+            )
         if not os.path.isdir(p):
             raise UsageError(f"--logs {p}: not a directory; give a broker log dir (log.dirs) or a dir of them")
     inventory = discover(paths)
@@ -118,7 +131,7 @@ RUN_CONF: dict[str, str] = {
 }
 
 
-def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress) -> RunResult:
+def run(config: Config, *, spark: SparkSession | None = None, progress: Progress = stderr_progress) -> RunResult:
     """Run the whole job for ``config`` (a ``txnlog.config.Config``) and write the Delta tables."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
@@ -130,7 +143,7 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
     from txnlog.spark.sources import SEGMENTS_SOURCE, TXN_STATE_SOURCE, files_option, register_sources
 
     t0 = time.monotonic()
-    started_at = datetime.now(timezone.utc)
+    started_at = datetime.now(UTC)
     run_id = uuid.uuid4().hex[:12]
     logs = list(config.logs)
     if not logs and not config.dump_log and not config.bootstrap_servers:
@@ -145,11 +158,18 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
 
         missing = [p for p in config.dump_log if not os.path.exists(dump_arg_path(p))]
         if missing:
-            raise UsageError(f"--dump-log {missing[0]}: no such file or directory; give kafka-dump-log.sh output files or a directory of them")
+            raise UsageError(
+                f"--dump-log {missing[0]}: no such file or directory; "
+                "give kafka-dump-log.sh output files or a directory of them"
+            )
         dump_files = list_dump_files(list(config.dump_log))
         if not dump_files:
-            raise UsageError(f"--dump-log {', '.join(config.dump_log)}: no files found; give kafka-dump-log.sh output files or a directory of them")
+            raise UsageError(
+                f"--dump-log {', '.join(config.dump_log)}: no files found; "
+                "give kafka-dump-log.sh output files or a directory of them"
+            )
     live = bool(config.bootstrap_servers) and not logs and not config.dump_log
+    bootstrap = config.bootstrap_servers or ""  # the live cluster whenever live is set
     gib = inventory.total_bytes / 2**30
     note = (
         f"{len(inventory.segments)} segments and {len(inventory.snapshots)} snapshots of "
@@ -162,7 +182,7 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
     if live:
         from txnlog.live import check_cluster
 
-        check_cluster(config.bootstrap_servers, dict(config.kafka))  # before Spark: one line if it cannot be read
+        check_cluster(bootstrap, dict(config.kafka))  # before Spark: one line if it cannot be read
         note += f"; __transaction_state read live from {config.bootstrap_servers}"
     progress(f"found {note}")
 
@@ -199,12 +219,19 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
             from txnlog.spark.live_source import LiveTxnStateSource, live_options, register_live_source
 
             register_live_source(spark)
-            live_df = spark.read.format(LiveTxnStateSource.name()).options(**live_options(config.bootstrap_servers, dict(config.kafka))).load()
+            live_df = (
+                spark.read.format(LiveTxnStateSource.name())
+                .options(**live_options(bootstrap, dict(config.kafka)))
+                .load()
+            )
             records = records.unionByName(live_df.withColumn("input", F.lit(SOURCE_LIVE_LOG)))
         summary = summary.persist(StorageLevel.MEMORY_AND_DISK)
         records = records.persist(StorageLevel.MEMORY_AND_DISK)
         cached: list[Any] = [summary, records]
-        progress(f"decoding {len(inventory.segments) + len(inventory.snapshots) + len(inventory.txn_state_segments) + len(dump_files)} files in Spark")
+        n_files = (
+            len(inventory.segments) + len(inventory.snapshots) + len(inventory.txn_state_segments) + len(dump_files)
+        )
+        progress(f"decoding {n_files} files in Spark")
         with job_description(spark, "txnlog: decode"):
             # One action decodes (and caches) both inputs: the __transaction_state tasks fill the cores
             # while the last big segments are still being walked. It returns the broker-written times.
@@ -217,7 +244,7 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
         downstream = max(2, spark.sparkContext.defaultParallelism)
         summary, records = summary.coalesce(downstream), records.coalesce(downstream)
         as_of, as_of_source = as_of_rule.choose(config.as_of, times)  # never a client's clock (txnlog.as_of)
-        as_of_ms = (as_of - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1)
+        as_of_ms = (as_of - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
         progress(f"decoded in {time.monotonic() - t0:.1f} s; as_of = {as_of.isoformat()} ({as_of_source})")
 
         txn_state_read = set(inventory.txn_state_partitions)
@@ -233,15 +260,34 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
         checkpoints = None
         if inventory.checkpoints:  # a few rows per partition, read on the driver by discover()
             checkpoints = spark.createDataFrame(
-                [(c.broker, c.topic, c.partition, c.high_watermark, c.log_start_offset, c.recovery_point, c.clean_shutdown)
-                 for c in inventory.checkpoints],
+                [
+                    (
+                        c.broker,
+                        c.topic,
+                        c.partition,
+                        c.high_watermark,
+                        c.log_start_offset,
+                        c.recovery_point,
+                        c.clean_shutdown,
+                    )
+                    for c in inventory.checkpoints
+                ],
                 schema=T.CHECKPOINT_SCHEMA,
             )
-        tables = build_tables(spark, summary, records, thresholds, cluster=config.cluster, as_of=as_of, cache=cached,
-                              checkpoints=checkpoints)
+        tables = build_tables(
+            spark,
+            summary,
+            records,
+            thresholds,
+            cluster=config.cluster,
+            as_of=as_of,
+            cache=cached,
+            checkpoints=checkpoints,
+        )
         # client timestamps far past as_of: warning rows (kept as read, never "now")
         tables["quarantine"] = tables["quarantine"].unionByName(
-            as_of_rule.future_timestamps(summary, as_of, as_of_source, cluster=config.cluster))
+            as_of_rule.future_timestamps(summary, as_of, as_of_source, cluster=config.cluster)
+        )
         if getattr(config, "verify_live", False):
             tables = add_live_rows(spark, tables, config, as_of=as_of, progress=progress)
         for name in ("findings", "partition_health"):  # read again for the printed summary
@@ -251,10 +297,20 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
         counts: dict[str, int] = {}
         for name, table in tables.items():
             with job_description(spark, f"txnlog: write {name}"):
-                counts.update(delta.write_tables(spark, config.output, {name: table}, cluster=config.cluster, as_of=as_of,
-                                                 writer=config.delta_writer))
+                counts.update(
+                    delta.write_tables(
+                        spark,
+                        config.output,
+                        {name: table},
+                        cluster=config.cluster,
+                        as_of=as_of,
+                        writer=config.delta_writer,
+                    )
+                )
         with job_description(spark, "txnlog: summary"):
-            verdict_rows = tables["findings"].groupBy("verdict", "reason").count().orderBy("verdict", F.desc("count")).collect()
+            verdict_rows = (
+                tables["findings"].groupBy("verdict", "reason").count().orderBy("verdict", F.desc("count")).collect()
+            )
             worst = (
                 tables["partition_health"]
                 .filter(F.col("open_transactions") > 0)
@@ -278,7 +334,16 @@ def run(config: Any, *, spark: Any = None, progress: Progress = stderr_progress)
         )
         result.seconds = time.monotonic() - t0
         runs_row = _runs_table(result, started_at, late_partitions, config)
-        counts.update(delta.write_tables(spark, config.output, {"runs": runs_row}, cluster=config.cluster, as_of=as_of, writer=config.delta_writer))
+        counts.update(
+            delta.write_tables(
+                spark,
+                config.output,
+                {"runs": runs_row},
+                cluster=config.cluster,
+                as_of=as_of,
+                writer=config.delta_writer,
+            )
+        )
         result.counts = dict(counts)
         for df in cached:
             df.unpersist()
@@ -308,9 +373,11 @@ def warm_decoders(progress: Progress | None = None) -> None:
     try:
         write_scenario("coordinator_completed", os.path.join(work, "logs"), seed=1)
         inventory = discover([os.path.join(work, "logs")])
-        for source, files in ((SegmentsSource, list(inventory.segments) + list(inventory.snapshots)),
-                              (TxnStateSource, list(inventory.txn_state_segments))):
-            reader = source({"files": files_option(files), "check_crc": "true"}).reader(None)  # type: ignore[arg-type]
+        for source, files in (
+            (SegmentsSource, list(inventory.segments) + list(inventory.snapshots)),
+            (TxnStateSource, list(inventory.txn_state_segments)),
+        ):
+            reader = source({"files": files_option(files), "check_crc": "true"}).reader(None)  # type: ignore[arg-type]  # these sources have a fixed schema; reader() ignores it
             for part in reader.partitions():
                 for _ in reader.read(part):
                     pass
@@ -325,8 +392,14 @@ def warm_decoders(progress: Progress | None = None) -> None:
 # --- verify_live (issue #4): live rows, source = "live", unioned into the offline tables ---------------
 
 
-def add_live_rows(spark: Any, tables: dict[str, Any], config: Any, *, as_of: datetime,
-                  progress: Progress = stderr_progress) -> dict[str, Any]:
+def add_live_rows(
+    spark: SparkSession,
+    tables: dict[str, DataFrame],
+    config: Config,
+    *,
+    as_of: datetime,
+    progress: Progress = stderr_progress,
+) -> dict[str, DataFrame]:
     """``tables`` plus :func:`txnlog.live_tables.live_rows` for the offline findings' partitions and
     ``config.topics``. Live state is the present, so live ages use the wall clock; the rows carry
     the run's key (cluster, as_of) like every other row."""
@@ -336,11 +409,15 @@ def add_live_rows(spark: Any, tables: dict[str, Any], config: Any, *, as_of: dat
     from txnlog.spark.schemas import spark_schema
 
     if not config.bootstrap_servers:
-        raise UsageError("--verify-live: needs --bootstrap-servers (the live cluster to check); give it or drop --verify-live")
+        raise UsageError(
+            "--verify-live: needs --bootstrap-servers (the live cluster to check); give it or drop --verify-live"
+        )
     findings = tables["findings"].filter(F.col("topic").isNotNull()).select("topic", "partition").distinct().collect()
     partitions = sorted((r["topic"], int(r["partition"])) for r in findings)
-    progress(f"verify-live: asking {config.bootstrap_servers} about {len(partitions)} finding partition(s)"
-             + (f" and topics {', '.join(config.topics)}" if config.topics else ""))
+    progress(
+        f"verify-live: asking {config.bootstrap_servers} about {len(partitions)} finding partition(s)"
+        + (f" and topics {', '.join(config.topics)}" if config.topics else "")
+    )
     rows = live_rows(config, partitions, as_of_ms=int(time.time() * 1000), cluster=config.cluster, progress=progress)
     out = dict(tables)
     for name, table in rows.items():
@@ -365,12 +442,20 @@ def _runs_table(result: RunResult, started_at: datetime, late_partitions: int, c
         "as_of": result.as_of,
         "run_id": result.run_id,
         "started_at": started_at,
-        "finished_at": datetime.now(timezone.utc),
+        "finished_at": datetime.now(UTC),
         "inputs": [os.path.abspath(p) for p in result.inputs],
-        **{f"{t}_count": int(c.get(t, 0)) for t in (
-            "transactions", "findings", "abort_recommendations", "partition_health",
-            "coordinator_state", "coordinator_history", "quarantine",
-        )},
+        **{
+            f"{t}_count": int(c.get(t, 0))
+            for t in (
+                "transactions",
+                "findings",
+                "abort_recommendations",
+                "partition_health",
+                "coordinator_state",
+                "coordinator_history",
+                "quarantine",
+            )
+        },
         "hanging_count": hanging,
         "late_count": late,
         "partitions_with_late_transactions": int(late_partitions),
@@ -383,7 +468,7 @@ def _runs_table(result: RunResult, started_at: datetime, late_partitions: int, c
 
 
 @contextmanager
-def job_description(spark: Any, text: str) -> Iterator[None]:
+def job_description(spark: SparkSession, text: str) -> Iterator[None]:
     """Label the Spark jobs started inside the block (Spark UI, event log) with ``text``."""
     sc = getattr(spark, "sparkContext", None)
     if sc is None:  # Spark Connect: no SparkContext to label
@@ -394,10 +479,10 @@ def job_description(spark: Any, text: str) -> Iterator[None]:
     try:
         yield
     finally:
-        sc.setLocalProperty("spark.job.description", previous)  # type: ignore[arg-type]
+        sc.setLocalProperty("spark.job.description", previous)
 
 
-def _cached(df: Any, cache: list[Any]) -> Any:
+def _cached(df: DataFrame, cache: list[DataFrame]) -> DataFrame:
     from pyspark import StorageLevel
 
     df = df.persist(StorageLevel.MEMORY_AND_DISK)
@@ -406,9 +491,16 @@ def _cached(df: Any, cache: list[Any]) -> Any:
 
 
 def build_tables(
-    spark: Any, summary: Any, records: Any, thresholds: classify.Thresholds, *, cluster: str, as_of: datetime,
-    cache: list[Any] | None = None, checkpoints: Any = None,
-) -> dict[str, Any]:
+    spark: SparkSession,
+    summary: DataFrame,
+    records: DataFrame,
+    thresholds: classify.Thresholds,
+    *,
+    cluster: str,
+    as_of: datetime,
+    cache: list[DataFrame] | None = None,
+    checkpoints: DataFrame | None = None,
+) -> dict[str, DataFrame]:
     """All output tables as DataFrames (contract columns), from the sources' outputs.
 
     DataFrames persisted on the way are appended to ``cache`` (unpersist them when done).
@@ -431,7 +523,9 @@ def build_tables(
     # plans and runs only its own last steps (every shuffle costs a Spark job of its own).
     stats = _cached(T.with_checkpoints(T.replica_stats(summary), checkpoints), cache)
     per_replica = T.replica_transactions(summary, stats)
-    txns = _cached(T.merge_replicas(per_replica, stats), cache)  # read twice by with_lso: the open ones, and all of them
+    txns = _cached(
+        T.merge_replicas(per_replica, stats), cache
+    )  # read twice by with_lso: the open ones, and all of them
     pstats = _cached(T.partition_stats(stats), cache)
     txns, health = T.with_lso(txns, pstats, as_of_ms)
     health = _cached(health, cache)
@@ -526,7 +620,9 @@ def build_tables(
         "source",
     )
     damage = T.damage_map(summary, records)
-    classified = _cached(T.classify_candidates(candidates, thresholds, damage).filter(F.col("verdict").isNotNull()), cache)
+    classified = _cached(
+        T.classify_candidates(candidates, thresholds, damage).filter(F.col("verdict").isNotNull()), cache
+    )
     ce = F.greatest(F.col("last_coordinator_epoch"), F.lit(0))
 
     findings = classified.select(
@@ -600,12 +696,20 @@ def build_tables(
         "safety",
         F.format_string(
             "kafka-transactions.sh --bootstrap-server %s abort --topic %s --partition %d --start-offset %d",
-            F.lit(bootstrap), "topic", "partition", "start_offset",
+            F.lit(bootstrap),
+            "topic",
+            "partition",
+            "start_offset",
         ).alias("command"),
         F.format_string(
             "kafka-transactions.sh --bootstrap-server %s abort --topic %s --partition %d --producer-id %d "
             "--producer-epoch %d --coordinator-epoch %d",
-            F.lit(bootstrap), "topic", "partition", "producer_id", "producer_epoch", ce,
+            F.lit(bootstrap),
+            "topic",
+            "partition",
+            "producer_id",
+            "producer_epoch",
+            ce,
         ).alias("legacy_command"),
         "source",
     )
@@ -679,7 +783,12 @@ def build_tables(
         .select(*keys, *q_cols, F.col("broker").alias("replica"))
         .unionByName(
             records.filter(F.col("kind") == "quarantine").select(
-                *keys, "file", "position", "length", "reason", "detail",
+                *keys,
+                "file",
+                "position",
+                "length",
+                "reason",
+                "detail",
                 F.lit("__transaction_state").alias("topic"),
                 F.col("coordinator_partition").alias("partition"),
                 F.col("broker").alias("replica"),

@@ -111,9 +111,7 @@ def segment_fragments(batches: Mapping[str, np.ndarray]) -> dict[str, np.ndarray
         "size_bytes": reduce_sum(batches["batch_length"]) + 12 * (ends - starts + 1),
         "control_type": np.full(starts.size, -1, np.int16),
         "coordinator_epoch": np.full(starts.size, -1, np.int32),
-        "min_epoch": (
-            np.minimum.reduceat(epochs[data_idx], start_in_data) if starts.size else np.empty(0, np.int32)
-        ),
+        "min_epoch": (np.minimum.reduceat(epochs[data_idx], start_in_data) if starts.size else np.empty(0, np.int32)),
     }
     m_idx = idx[marker]
     marker_cols = {

@@ -36,11 +36,16 @@ def plot_timeline(transactions: Any, topic: str, partition: int, *, as_of: datet
     rows = rows.sort_values("first_offset")
     ax = ax or plt.subplots(figsize=(10, 4))[1]
     as_of_ts = pd.Timestamp(as_of)
-    for i, (_, t) in enumerate(rows.iterrows()):
+    for _, t in rows.iterrows():
         start = t["first_timestamp"] if pd.notna(t["first_timestamp"]) else t["last_timestamp"]
         end = t["marker_timestamp"] if pd.notna(t["marker_timestamp"]) else as_of_ts
-        ax.plot([start, end], [t["producer_id"], t["producer_id"]], color=OUTCOME_COLORS[t["outcome"]],
-                linewidth=6 if t["outcome"] == "OPEN" else 3, solid_capstyle="butt")
+        ax.plot(
+            [start, end],
+            [t["producer_id"], t["producer_id"]],
+            color=OUTCOME_COLORS[t["outcome"]],
+            linewidth=6 if t["outcome"] == "OPEN" else 3,
+            solid_capstyle="butt",
+        )
     ax.axvline(as_of_ts, color="grey", linestyle="--", linewidth=1)
     ax.set_ylabel("producer id")
     ax.set_title(f"{topic}-{partition}: transactions over time (green commit, red abort, orange open)")

@@ -135,7 +135,9 @@ COORDINATOR_STATE = _schema(
     ("next_producer_epoch", I32),
     ("record_offset", I64),
     ("transitions", I64),  # records seen for this id (history length)
-    ("source", STR),  # the input of the latest record: segments / dump_log / live_log (the live cluster's __transaction_state) / live (DescribeTransactions, --verify-live)
+    # the input of the latest record: segments / dump_log / live_log (the live cluster's __transaction_state) /
+    # live (DescribeTransactions, --verify-live)
+    ("source", STR),
 )
 
 #: Every __transaction_state record, in log order (the history behind coordinator_state).
@@ -191,7 +193,8 @@ RUNS = _schema(
     ("status", STR),  # SUCCEEDED / FAILED
     ("config", STR),  # the effective configuration, as JSON
     # beyond the contract
-    ("as_of_source", STR),  # where as_of came from: --as-of / markers / transaction_state / log_append_time (txnlog.as_of)
+    # where as_of came from: --as-of / markers / transaction_state / log_append_time (txnlog.as_of)
+    ("as_of_source", STR),
 )
 
 #: table name -> schema, in the order they are written.

@@ -56,11 +56,22 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--scenario", default="sample", help="scenario name (default: sample); see --list")
     p.add_argument("--seed", type=int, default=0, help="random seed; same seed → identical bytes (default 0)")
     p.add_argument("--size", type=parse_size, default=parse_size("1GiB"), help="bulk: total bytes (default 1GiB)")
-    p.add_argument("--batch-bytes", type=parse_size, default=1024, help="bulk: size of the big partitions' batches (default 1024)")
-    p.add_argument("--partitions", type=int, default=64, help="bulk: number of small partitions (~150-byte batches; default 64)")
-    p.add_argument("--segment-bytes", type=parse_size, default=parse_size("256MiB"), help="bulk: segment size of the big partitions (default 256MiB)")
+    p.add_argument(
+        "--batch-bytes", type=parse_size, default=1024, help="bulk: size of the big partitions' batches (default 1024)"
+    )
+    p.add_argument(
+        "--partitions", type=int, default=64, help="bulk: number of small partitions (~150-byte batches; default 64)"
+    )
+    p.add_argument(
+        "--segment-bytes",
+        type=parse_size,
+        default=parse_size("256MiB"),
+        help="bulk: segment size of the big partitions (default 256MiB)",
+    )
     p.add_argument("--force", action="store_true", help="delete --out first if it is not empty")
-    p.add_argument("--ground-truth", metavar="FILE", help="where to write the ground truth JSON (default <out>/ground-truth.json)")
+    p.add_argument(
+        "--ground-truth", metavar="FILE", help="where to write the ground truth JSON (default <out>/ground-truth.json)"
+    )
     p.add_argument("--no-ground-truth", action="store_true", help="do not write the ground truth JSON")
     p.add_argument("--json", action="store_true", help="print the ground truth JSON instead of the summary")
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")
@@ -85,7 +96,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     kwargs: dict[str, object] = {"overwrite": args.force}
     if args.scenario == "bulk":
         kwargs.update(
-            total_bytes=args.size, batch_bytes=args.batch_bytes, partitions=args.partitions, segment_bytes=args.segment_bytes
+            total_bytes=args.size,
+            batch_bytes=args.batch_bytes,
+            partitions=args.partitions,
+            segment_bytes=args.segment_bytes,
         )
     try:
         result = write_scenario(args.scenario, args.out, args.seed, **kwargs)

@@ -38,8 +38,9 @@ import shutil
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypedDict
 
 from txnlog.brokerlog import encode
 from txnlog.brokerlog.encode import RecordSpec
@@ -69,6 +70,26 @@ DEFAULT_START_MS = 1_717_401_600_000
 
 TopicPartition = tuple[str, int]
 
+
+class _ProducerKwargs(TypedDict):
+    """The keyword arguments every producer kind takes (Cluster._producer_kwargs)."""
+
+    client_id: str
+    compression: Compression
+    value_bytes: int
+    records_per_batch: tuple[int, int]
+    linger_ms: int
+
+
+class _TxnLogTags(TypedDict, total=False):
+    """The tagged fields of a TransactionLogValue v1 (encode.encode_transaction_log_value)."""
+
+    client_transaction_version: int
+    previous_producer_id: int
+    next_producer_id: int
+    next_producer_epoch: int
+
+
 _COMPLETED = (TransactionState.EMPTY, TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT)
 
 
@@ -86,7 +107,7 @@ class SimClock:
         return self.now_ms
 
     def iso(self) -> str:
-        return datetime.fromtimestamp(self.now_ms / 1000, tz=timezone.utc).isoformat()
+        return datetime.fromtimestamp(self.now_ms / 1000, tz=UTC).isoformat()
 
 
 # ---------------------------------------------------------------------------
@@ -109,9 +130,12 @@ class RecordFactory:
     def value(self, size: int, ts: int) -> bytes:
         rng = self.rng
         self.seq += 1
-        head = (
-            b'{"id":%d,"ts":%d,"customer":"c-%05d","amount":%d.%02d,"currency":"EUR","note":"'
-            % (self.seq, ts, rng.randrange(100000), rng.randrange(1, 5000), rng.randrange(100))
+        head = b'{"id":%d,"ts":%d,"customer":"c-%05d","amount":%d.%02d,"currency":"EUR","note":"' % (
+            self.seq,
+            ts,
+            rng.randrange(100000),
+            rng.randrange(1, 5000),
+            rng.randrange(100),
         )
         if size < len(head) + 8:
             head = b'{"id":%d,"v":"' % self.seq
@@ -176,7 +200,9 @@ class TopicConfig:
 class ReplicatedPartition:
     """One partition and its replicas; appends go to the leader and are copied to followers."""
 
-    def __init__(self, topic: str, partition: int, replicas: Sequence[int], logs: dict[int, PartitionLog], leader_epoch: int):
+    def __init__(
+        self, topic: str, partition: int, replicas: Sequence[int], logs: dict[int, PartitionLog], leader_epoch: int
+    ):
         self.topic = topic
         self.partition = partition
         self.replicas = tuple(replicas)
@@ -340,7 +366,7 @@ class TransactionCoordinator:
             grouped: dict[str, list[int]] = {}
             for topic, part in meta.partitions:
                 grouped.setdefault(topic, []).append(part)
-            tags: dict[str, int] = {}
+            tags: _TxnLogTags = {}
             if version >= wire.TXN_LOG_VALUE_V1:
                 tags["client_transaction_version"] = meta.client_transaction_version
                 if cluster.txn_log_tagged_fields == "trunk":
@@ -415,8 +441,13 @@ class TransactionCoordinator:
             meta = TxnMetadata(transactional_id, producer_id=self.cluster.allocate_producer_id(), unlogged=unlogged)
             self.metadata[transactional_id] = meta
             self._transition(
-                meta, TransactionState.EMPTY, producer_epoch=0, last_producer_epoch=wire.NO_PRODUCER_EPOCH,
-                timeout_ms=timeout_ms, partitions={}, txn_start_timestamp=-1,
+                meta,
+                TransactionState.EMPTY,
+                producer_epoch=0,
+                last_producer_epoch=wire.NO_PRODUCER_EPOCH,
+                timeout_ms=timeout_ms,
+                partitions={},
+                txn_start_timestamp=-1,
             )
             return meta.producer_id, meta.producer_epoch
         if meta.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
@@ -425,8 +456,10 @@ class TransactionCoordinator:
             if keep_prepared_txn and meta.is_two_phase_commit:
                 # KIP-939: keep the prepared transaction; the new identity waits in Next*.
                 self._transition(
-                    meta, TransactionState.ONGOING,
-                    next_producer_id=self.cluster.allocate_producer_id(), next_producer_epoch=0,
+                    meta,
+                    TransactionState.ONGOING,
+                    next_producer_id=self.cluster.allocate_producer_id(),
+                    next_producer_epoch=0,
                 )
                 return meta.producer_id, meta.producer_epoch
             # Fence the current producer: abort its transaction with a bumped epoch.
@@ -434,15 +467,28 @@ class TransactionCoordinator:
         if _is_epoch_exhausted(meta.producer_epoch):
             # prepareProducerIdRotation (TV0/1 exhaustion at InitProducerId).
             self._transition(
-                meta, TransactionState.EMPTY, producer_id=self.cluster.allocate_producer_id(), producer_epoch=0,
-                last_producer_epoch=wire.NO_PRODUCER_EPOCH, timeout_ms=timeout_ms, partitions={},
-                txn_start_timestamp=-1, next_producer_id=wire.NO_PRODUCER_ID, next_producer_epoch=wire.NO_PRODUCER_EPOCH,
+                meta,
+                TransactionState.EMPTY,
+                producer_id=self.cluster.allocate_producer_id(),
+                producer_epoch=0,
+                last_producer_epoch=wire.NO_PRODUCER_EPOCH,
+                timeout_ms=timeout_ms,
+                partitions={},
+                txn_start_timestamp=-1,
+                next_producer_id=wire.NO_PRODUCER_ID,
+                next_producer_epoch=wire.NO_PRODUCER_EPOCH,
             )
         else:
             self._transition(
-                meta, TransactionState.EMPTY, producer_epoch=meta.producer_epoch + 1,
-                last_producer_epoch=wire.NO_PRODUCER_EPOCH, timeout_ms=timeout_ms, partitions={},
-                txn_start_timestamp=-1, next_producer_id=wire.NO_PRODUCER_ID, next_producer_epoch=wire.NO_PRODUCER_EPOCH,
+                meta,
+                TransactionState.EMPTY,
+                producer_epoch=meta.producer_epoch + 1,
+                last_producer_epoch=wire.NO_PRODUCER_EPOCH,
+                timeout_ms=timeout_ms,
+                partitions={},
+                txn_start_timestamp=-1,
+                next_producer_id=wire.NO_PRODUCER_ID,
+                next_producer_epoch=wire.NO_PRODUCER_EPOCH,
             )
         return meta.producer_id, meta.producer_epoch
 
@@ -460,12 +506,19 @@ class TransactionCoordinator:
         meta = TxnMetadata(transactional_id, producer_id=self.cluster.allocate_producer_id())
         self.metadata[transactional_id] = meta
         self._transition(
-            meta, TransactionState.EMPTY, producer_epoch=producer_epoch, timeout_ms=timeout_ms, partitions={},
-            txn_start_timestamp=-1, client_transaction_version=client_transaction_version,
+            meta,
+            TransactionState.EMPTY,
+            producer_epoch=producer_epoch,
+            timeout_ms=timeout_ms,
+            partitions={},
+            txn_start_timestamp=-1,
+            client_transaction_version=client_transaction_version,
         )
         return meta.producer_id, meta.producer_epoch
 
-    def add_partitions(self, transactional_id: str, tps: Iterable[TopicPartition], client_transaction_version: int) -> None:
+    def add_partitions(
+        self, transactional_id: str, tps: Iterable[TopicPartition], client_transaction_version: int
+    ) -> None:
         """AddPartitionsToTxn (TV0/1 client; TV2 brokers do it implicitly on produce)."""
         meta = self.metadata[transactional_id]
         if meta.state not in (TransactionState.ONGOING, *_COMPLETED):
@@ -477,7 +530,10 @@ class TransactionCoordinator:
         partitions = dict(meta.partitions)
         partitions.update(dict.fromkeys(new))
         self._transition(
-            meta, TransactionState.ONGOING, partitions=partitions, txn_start_timestamp=start,
+            meta,
+            TransactionState.ONGOING,
+            partitions=partitions,
+            txn_start_timestamp=start,
             client_transaction_version=client_transaction_version,
         )
 
@@ -548,7 +604,9 @@ class TransactionCoordinator:
         rollover = meta.client_transaction_version >= 2 and meta.next_producer_id != wire.NO_PRODUCER_ID
         self._transition(
             meta,
-            TransactionState.COMPLETE_COMMIT if meta.state == TransactionState.PREPARE_COMMIT else TransactionState.COMPLETE_ABORT,
+            TransactionState.COMPLETE_COMMIT
+            if meta.state == TransactionState.PREPARE_COMMIT
+            else TransactionState.COMPLETE_ABORT,
             producer_id=meta.next_producer_id if rollover else meta.producer_id,
             producer_epoch=0 if rollover else meta.producer_epoch,
             next_producer_id=wire.NO_PRODUCER_ID,
@@ -601,7 +659,9 @@ class TransactionCoordinator:
                 action = "abort"
             elif meta.state in _COMPLETED:
                 interval = wire.DEFAULT_REMOVE_EXPIRED_TRANSACTIONAL_IDS_INTERVAL_MS
-                due = ((meta.txn_last_update_timestamp + cluster.transactional_id_expiration_ms) // interval + 1) * interval
+                due = (
+                    (meta.txn_last_update_timestamp + cluster.transactional_id_expiration_ms) // interval + 1
+                ) * interval
                 action = "expire"
             else:
                 continue
@@ -699,15 +759,17 @@ class PlainProducer(_Producer):
         n_records: int | None = None,
         value_bytes: int | None = None,
     ) -> AppendInfo:
-        batch = self._build(topic, partition, records=records, n_records=n_records, value_bytes=value_bytes, transactional=False)
+        batch = self._build(
+            topic, partition, records=records, n_records=n_records, value_bytes=value_bytes, transactional=False
+        )
         return self.cluster.partition(topic, partition).append(batch)
 
 
 class IdempotentProducer(PlainProducer):
     """The default Java producer since 3.0: a producer id (no transactional.id) and sequences."""
 
-    def __init__(self, cluster: Cluster, **kwargs: object) -> None:
-        super().__init__(cluster, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, cluster: Cluster, **kwargs: Any) -> None:
+        super().__init__(cluster, **kwargs)
         self.producer_id = cluster.allocate_producer_id()
         self.producer_epoch = 0
 
@@ -736,9 +798,9 @@ class TransactionalProducer(_Producer):
         transaction_timeout_ms: int = 60_000,
         two_phase_commit: bool = False,
         coordinator_records: bool = True,
-        **kwargs: object,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(cluster, **kwargs)  # type: ignore[arg-type]
+        super().__init__(cluster, **kwargs)
         self.transactional_id = transactional_id
         self.requested_transaction_version = transaction_version
         self.transaction_timeout_ms = wire.TWO_PHASE_COMMIT_TIMEOUT_MS if two_phase_commit else transaction_timeout_ms
@@ -756,8 +818,14 @@ class TransactionalProducer(_Producer):
         if self.crashed:
             raise ProducerFencedError(f"{self.transactional_id}: producer crashed")
         meta = self.coordinator.metadata.get(self.transactional_id)
-        if meta is None or meta.tombstoned or (meta.producer_id, meta.producer_epoch) != (self.producer_id, self.producer_epoch):
-            raise ProducerFencedError(f"{self.transactional_id}: producer {self.producer_id}/{self.producer_epoch} fenced")
+        if (
+            meta is None
+            or meta.tombstoned
+            or (meta.producer_id, meta.producer_epoch) != (self.producer_id, self.producer_epoch)
+        ):
+            raise ProducerFencedError(
+                f"{self.transactional_id}: producer {self.producer_id}/{self.producer_epoch} fenced"
+            )
         return meta
 
     def init_transactions(self, *, keep_prepared_txn: bool = False) -> TransactionalProducer:
@@ -816,7 +884,9 @@ class TransactionalProducer(_Producer):
             raise RuntimeError(f"{self.transactional_id}: send outside a transaction")
         tp = (topic, partition)
         self._ensure_partition(tp)
-        batch = self._build(topic, partition, records=records, n_records=n_records, value_bytes=value_bytes, transactional=True)
+        batch = self._build(
+            topic, partition, records=records, n_records=n_records, value_bytes=value_bytes, transactional=True
+        )
         return DeferredBatch(self.cluster, tp, batch)
 
     def send_offsets_to_transaction(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> AppendInfo:
@@ -870,10 +940,14 @@ class TransactionalProducer(_Producer):
         else:
             self.crashed = True  # the application waits forever on EndTxn; treat it as gone
 
-    def commit_transaction(self, *, deliver_markers_to: Iterable[TopicPartition] | None = None, complete: bool = True) -> None:
+    def commit_transaction(
+        self, *, deliver_markers_to: Iterable[TopicPartition] | None = None, complete: bool = True
+    ) -> None:
         self._end(True, deliver_markers_to, complete)
 
-    def abort_transaction(self, *, deliver_markers_to: Iterable[TopicPartition] | None = None, complete: bool = True) -> None:
+    def abort_transaction(
+        self, *, deliver_markers_to: Iterable[TopicPartition] | None = None, complete: bool = True
+    ) -> None:
         self._end(False, deliver_markers_to, complete)
 
     def crash(self) -> None:
@@ -1007,8 +1081,14 @@ class Cluster:
         if replication_factor > len(broker_ids):
             raise ValueError(f"replication factor {replication_factor} > {len(broker_ids)} brokers")
         config = TopicConfig(
-            name, partitions, replication_factor, segment_bytes, index_interval_bytes, TimestampType(timestamp_type),
-            compacted, self.rng.getrandbits(128).to_bytes(16, "big"),
+            name,
+            partitions,
+            replication_factor,
+            segment_bytes,
+            index_interval_bytes,
+            TimestampType(timestamp_type),
+            compacted,
+            self.rng.getrandbits(128).to_bytes(16, "big"),
         )
         self.topics[name] = config
         for p in range(partitions):
@@ -1057,8 +1137,14 @@ class Cluster:
 
     # -- producers ----------------------------------------------------------
 
-    def _producer_kwargs(self, client_id: str | None, compression: Compression, value_bytes: int,
-                         records_per_batch: tuple[int, int], linger_ms: int) -> dict[str, object]:
+    def _producer_kwargs(
+        self,
+        client_id: str | None,
+        compression: Compression,
+        value_bytes: int,
+        records_per_batch: tuple[int, int],
+        linger_ms: int,
+    ) -> _ProducerKwargs:
         return {
             "client_id": client_id or f"producer-{self.rng.randrange(1 << 16)}",
             "compression": compression,
@@ -1067,13 +1153,31 @@ class Cluster:
             "linger_ms": linger_ms,
         }
 
-    def plain_producer(self, *, client_id: str | None = None, compression: Compression = Compression.NONE,
-                       value_bytes: int = 200, records_per_batch: tuple[int, int] = (1, 10), linger_ms: int = 5) -> PlainProducer:
-        return PlainProducer(self, **self._producer_kwargs(client_id, compression, value_bytes, records_per_batch, linger_ms))  # type: ignore[arg-type]
+    def plain_producer(
+        self,
+        *,
+        client_id: str | None = None,
+        compression: Compression = Compression.NONE,
+        value_bytes: int = 200,
+        records_per_batch: tuple[int, int] = (1, 10),
+        linger_ms: int = 5,
+    ) -> PlainProducer:
+        return PlainProducer(
+            self, **self._producer_kwargs(client_id, compression, value_bytes, records_per_batch, linger_ms)
+        )
 
-    def idempotent_producer(self, *, client_id: str | None = None, compression: Compression = Compression.NONE,
-                            value_bytes: int = 200, records_per_batch: tuple[int, int] = (1, 10), linger_ms: int = 5) -> IdempotentProducer:
-        return IdempotentProducer(self, **self._producer_kwargs(client_id, compression, value_bytes, records_per_batch, linger_ms))
+    def idempotent_producer(
+        self,
+        *,
+        client_id: str | None = None,
+        compression: Compression = Compression.NONE,
+        value_bytes: int = 200,
+        records_per_batch: tuple[int, int] = (1, 10),
+        linger_ms: int = 5,
+    ) -> IdempotentProducer:
+        return IdempotentProducer(
+            self, **self._producer_kwargs(client_id, compression, value_bytes, records_per_batch, linger_ms)
+        )
 
     def transactional_producer(
         self,
@@ -1096,7 +1200,9 @@ class Cluster:
             transaction_timeout_ms=transaction_timeout_ms,
             two_phase_commit=two_phase_commit,
             coordinator_records=coordinator_records,
-            **self._producer_kwargs(client_id or transactional_id, compression, value_bytes, records_per_batch, linger_ms),
+            **self._producer_kwargs(
+                client_id or transactional_id, compression, value_bytes, records_per_batch, linger_ms
+            ),
         )
 
     # -- closing ------------------------------------------------------------
@@ -1132,14 +1238,21 @@ class Cluster:
         leader_change = struct.pack(">hiii", 0, min(self.brokers), 1, min(self.brokers))
         log.append(
             encode.encode_control_batch(
-                offset=0, producer_id=-1, producer_epoch=-1, timestamp=ts, is_transactional=False,
+                offset=0,
+                producer_id=-1,
+                producer_epoch=-1,
+                timestamp=ts,
+                is_transactional=False,
                 records=[(encode.encode_control_record_key(ControlType.LEADER_CHANGE), leader_change)],
             )
         )
         log.append(
             encode.encode_record_batch(
                 base_offset=0,
-                records=[RecordSpec(i, 0, None, b"\x01\x0c\x00" + bytes(self.rng.getrandbits(8) for _ in range(24))) for i in range(3)],
+                records=[
+                    RecordSpec(i, 0, None, b"\x01\x0c\x00" + bytes(self.rng.getrandbits(8) for _ in range(24)))
+                    for i in range(3)
+                ],
                 base_timestamp=ts + 5,
             )
         )
@@ -1160,12 +1273,15 @@ class Cluster:
 
         checkpoint("recovery-point-offset-checkpoint", [(tp, log.log_end_offset) for tp, log in present])
         checkpoint("replication-offset-checkpoint", [(tp, log.log_end_offset) for tp, log in present])
-        checkpoint("log-start-offset-checkpoint", [(tp, log.log_start_offset) for tp, log in present if log.log_start_offset > 0])
+        checkpoint(
+            "log-start-offset-checkpoint",
+            [(tp, log.log_start_offset) for tp, log in present if log.log_start_offset > 0],
+        )
         checkpoint(
             "cleaner-offset-checkpoint",
             [(tp, log.log_start_offset) for tp, log in present if self.topics[tp[0]].compacted],
         )
-        stamp = datetime.fromtimestamp(self.clock.now_ms / 1000, tz=timezone.utc).strftime("%a %b %d %H:%M:%S UTC %Y")
+        stamp = datetime.fromtimestamp(self.clock.now_ms / 1000, tz=UTC).strftime("%a %b %d %H:%M:%S UTC %Y")
         (d / "meta.properties").write_text(
             f"#\n#{stamp}\ncluster.id={self.cluster_id}\ndirectory.id={self._uuid_b64()}\n"
             f"node.id={broker.broker_id}\nversion=1\n"
@@ -1174,7 +1290,9 @@ class Cluster:
 
     # -- output selection (what an operator copied) ------------------------
 
-    def remove_partition_dirs(self, topic: str, partitions: Iterable[int] | None = None, *, brokers: Iterable[int] | None = None) -> list[Path]:
+    def remove_partition_dirs(
+        self, topic: str, partitions: Iterable[int] | None = None, *, brokers: Iterable[int] | None = None
+    ) -> list[Path]:
         """Delete partition directories from the output, as if they had not been copied."""
         removed = []
         ids = set(self.brokers if brokers is None else brokers)

@@ -67,9 +67,7 @@ class DenseTopic:
     name: str
     partitions: int
     segment_bytes: int
-    batch_bytes: (
-        int  # a data batch, header included (compressed size for compressed topics)
-    )
+    batch_bytes: int  # a data batch, header included (compressed size for compressed topics)
     compression: Compression
     writers: int  # producers writing each partition (output/repartition topics: several; changelogs: one)
     period: int  # a partition takes part in every ``period``-th commit of its writers
@@ -137,7 +135,7 @@ class DenseResult:
     def write_json(self, path: str | Path) -> Path:
         """The counts as JSON at ``path``, every transaction in ``transactions.npz`` next to it."""
         path = Path(path)
-        np.savez(path.with_name("transactions.npz"), **self.arrays)
+        np.savez(path.with_name("transactions.npz"), allow_pickle=True, **self.arrays)  # numpy's default
         path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
         return path
 
@@ -149,9 +147,7 @@ class DenseResult:
         )
 
 
-def _payload(
-    c: Cluster, batch_bytes: int, compression: Compression, key_prefix: str
-) -> EncodedRecords:
+def _payload(c: Cluster, batch_bytes: int, compression: Compression, key_prefix: str) -> EncodedRecords:
     """Records whose encoded payload makes a batch of about ``batch_bytes`` (exact for NONE)."""
     target = max(8, batch_bytes - wire.RECORD_BATCH_OVERHEAD)
 
@@ -170,9 +166,7 @@ def _payload(
     if compression is Compression.NONE:
         value_bytes = max(24, target - 20)
         payload = build(1, value_bytes)
-        for _ in range(
-            8
-        ):  # the record framing is a few varints: converge on the exact size
+        for _ in range(8):  # the record framing is a few varints: converge on the exact size
             if len(payload.data) == target:
                 break
             value_bytes = max(24, value_bytes + target - len(payload.data))
@@ -200,9 +194,7 @@ class _Layout:
     tps: list[tuple[DenseTopic, int]]
     writers: list[np.ndarray]  # per partition: producer indexes, ascending
     phase: list[int]
-    by_producer: list[
-        list[list[tuple[str, int]]]
-    ]  # [producer][round % cycle] -> partitions
+    by_producer: list[list[list[tuple[str, int]]]]  # [producer][round % cycle] -> partitions
     cycle: int
 
 
@@ -211,15 +203,11 @@ def _layout(topics: tuple[DenseTopic, ...], producers: int) -> _Layout:
     tps: list[tuple[DenseTopic, int]] = []
     writers: list[np.ndarray] = []
     phase: list[int] = []
-    by_producer: list[list[list[tuple[str, int]]]] = [
-        [[] for _ in range(cycle)] for _ in range(producers)
-    ]
+    by_producer: list[list[list[tuple[str, int]]]] = [[[] for _ in range(cycle)] for _ in range(producers)]
     g = 0
     for t in topics:
         if t.writers > producers:
-            raise ValueError(
-                f"{t.name}: {t.writers} writers per partition but {producers} producers"
-            )
+            raise ValueError(f"{t.name}: {t.writers} writers per partition but {producers} producers")
         stride = producers // t.writers
         for p in range(t.partitions):
             ws = np.array(
@@ -274,34 +262,21 @@ def dense(
     for t in topics:
         c.create_topic(t.name, t.partitions, segment_bytes=t.segment_bytes)
     layout = _layout(topics, producers)
-    payloads = {
-        t.name: _payload(c, t.batch_bytes, t.compression, t.name) for t in topics
-    }
-    marker_size = wire.RECORD_BATCH_OVERHEAD + len(
-        _marker_payload(ControlType.COMMIT, 0).data
-    )
+    payloads = {t.name: _payload(c, t.batch_bytes, t.compression, t.name) for t in topics}
+    marker_size = wire.RECORD_BATCH_OVERHEAD + len(_marker_payload(ControlType.COMMIT, 0).data)
     round_bytes = 0.0
     for (t, _p), ws in zip(layout.tps, layout.writers):
-        round_bytes += (
-            ws.size
-            * (wire.RECORD_BATCH_OVERHEAD + len(payloads[t.name].data) + marker_size)
-            / t.period
-        )
+        round_bytes += ws.size * (wire.RECORD_BATCH_OVERHEAD + len(payloads[t.name].data) + marker_size) / t.period
     rounds = max(layout.cycle, int(np.ceil(total_bytes / round_bytes)))
     aborted = _aborted(producers, rounds, seed, abort_rate)
 
     # -- the coordinator: three __transaction_state records per producer and round, in time order
     app = f"dense-app-{c.rng.getrandbits(64):016x}"
     txn_ids = [f"{app}-StreamThread-{j + 1}-producer" for j in range(producers)]
-    clients = [
-        c.transactional_producer(tid, transaction_version=2).init_transactions()
-        for tid in txn_ids
-    ]
+    clients = [c.transactional_producer(tid, transaction_version=2).init_transactions() for tid in txn_ids]
     coordinator = c.coordinator
     pids = np.array([p.producer_id for p in clients], dtype=np.int64)
-    coordinator_epochs = np.array(
-        [coordinator.coordinator_epoch(tid) for tid in txn_ids], dtype=np.int64
-    )
+    coordinator_epochs = np.array([coordinator.coordinator_epoch(tid) for tid in txn_ids], dtype=np.int64)
     data_epoch = np.empty((producers, rounds), dtype=np.int64)
     marker_epoch = np.empty((producers, rounds), dtype=np.int64)
     start = c.now + 1000
@@ -317,20 +292,14 @@ def dense(
         for j, tid in enumerate(txn_ids):
             c.clock.now_ms = base + _PREPARE_MS + j
             # Prepare* now; the markers are appended below, a partition at a time (numpy)
-            coordinator.end_transaction(
-                tid, commit=not aborted[j, r], deliver_markers_to=()
-            )
+            coordinator.end_transaction(tid, commit=not aborted[j, r], deliver_markers_to=())
             meta = coordinator.metadata[tid]
             if meta.producer_id != pids[j]:
-                raise AssertionError(
-                    f"{tid}: producer id rolled over (epoch exhausted): use fewer rounds"
-                )
+                raise AssertionError(f"{tid}: producer id rolled over (epoch exhausted): use fewer rounds")
             marker_epoch[j, r] = meta.producer_epoch
         for j, tid in enumerate(txn_ids):
             c.clock.now_ms = base + _COMPLETE_MS + j // 4
-            coordinator.metadata[
-                tid
-            ].pending_markers = set()  # written by _write_partition
+            coordinator.metadata[tid].pending_markers = set()  # written by _write_partition
             coordinator.deliver_pending_markers(tid)  # Complete*
     coordinator_records = len(coordinator.records) - records_before
     c.clock.now_ms = int(round_start[-1]) + COMMIT_INTERVAL_MS
@@ -380,9 +349,7 @@ def dense(
         per = payloads[t.name].last_offset_delta + 1
         columns["topic"].append(np.full(n, topic_index[t.name], dtype=np.int64))
         columns["partition"].append(np.full(n, p, dtype=np.int64))
-        columns["producer_id"].append(
-            np.broadcast_to(pids[ws], (ts_rounds.size, ws.size)).ravel()
-        )
+        columns["producer_id"].append(np.broadcast_to(pids[ws], (ts_rounds.size, ws.size)).ravel())
         columns["first_offset"].append(first)
         columns["last_offset"].append(first + per - 1)
         columns["marker_offset"].append(marker)
@@ -394,13 +361,9 @@ def dense(
             "log_end_offset": log.log_end_offset,
             "writers": int(ws.size),
         }
-    as_of = max(
-        int(round_start[-1]) + _COMPLETE_MS + (producers - 1) // 4, c.max_timestamp()
-    )
+    as_of = max(int(round_start[-1]) + _COMPLETE_MS + (producers - 1) // 4, c.max_timestamp())
     c.close()
-    arrays = {
-        k: np.concatenate(v) if v else np.empty(0, np.int64) for k, v in columns.items()
-    }
+    arrays = {k: np.concatenate(v) if v else np.empty(0, np.int64) for k, v in columns.items()}
     files = [f for f in out.rglob("*") if f.is_file()]
     commits = int(arrays["outcome"].sum())
     total = int(arrays["outcome"].size)
@@ -420,13 +383,8 @@ def dense(
         files_written=len(files),
         elapsed_s=time.perf_counter() - started,
         notes={
-            "topics": [
-                t.__dict__ | {"compression": t.compression.name} for t in topics
-            ],
-            "batch_bytes": {
-                n: wire.RECORD_BATCH_OVERHEAD + len(pl.data)
-                for n, pl in payloads.items()
-            },
+            "topics": [t.__dict__ | {"compression": t.compression.name} for t in topics],
+            "batch_bytes": {n: wire.RECORD_BATCH_OVERHEAD + len(pl.data) for n, pl in payloads.items()},
             "records_per_batch": {n: pl.record_count for n, pl in payloads.items()},
             "marker_bytes": marker_size,
             "commit_interval_ms": COMMIT_INTERVAL_MS,
@@ -481,9 +439,7 @@ def _write_partition(
     for control, epoch in sorted(set(zip(kind.tolist(), ce.tolist()))):
         pl = marker_payloads.get((control, epoch))
         if pl is None:
-            pl = marker_payloads[(control, epoch)] = _marker_payload(
-                ControlType(control), epoch
-            )
+            pl = marker_payloads[(control, epoch)] = _marker_payload(ControlType(control), epoch)
         sel = np.flatnonzero((kind == control) & (ce == epoch))
         rows = encode.encode_data_batches(
             base_offsets=marker.ravel()[sel],
@@ -513,16 +469,12 @@ def _write_partition(
         seg = log.active_segment
         room = (log.segment_bytes - seg.size) // unit_size
         if seg.size > 0 and room <= 0:
-            log.roll(
-                log.log_end_offset
-            )  # snapshots the producer state of everything before it
+            log.roll(log.log_end_offset)  # snapshots the producer state of everything before it
             continue
         n = min(k - done, max(room, 1))
         end = done + n
         log._note_leader_epoch(log.leader_epoch, int(base[done]))
-        log._bulk_index(
-            seg, units[done:end], unit_last[done:end], unit_max_ts[done:end], unit_size
-        )
+        log._bulk_index(seg, units[done:end], unit_last[done:end], unit_max_ts[done:end], unit_size)
         log.log_end_offset = int(unit_last[end - 1]) + 1
         log.max_timestamp = max(log.max_timestamp, int(unit_max_ts[end - 1]))
         log.batch_count += 2 * m * n

@@ -42,9 +42,8 @@ import cramjam
 import google_crc32c
 import numpy as np
 
-from txnlog.kafka.consumed import BATCH_HEADER_DTYPE
-
 from txnlog.kafka import wire
+from txnlog.kafka.consumed import BATCH_HEADER_DTYPE
 from txnlog.kafka.wire import Compression, ControlType, TimestampType, TransactionState
 
 __all__ = [
@@ -504,14 +503,14 @@ def encode_data_batches(
 # --------------------------------------------------------------------------
 
 
-def encode_control_record_key(control_type: ControlType | int, version: int = wire.CURRENT_CONTROL_KEY_VERSION) -> bytes:
+def encode_control_record_key(
+    control_type: ControlType | int, version: int = wire.CURRENT_CONTROL_KEY_VERSION
+) -> bytes:
     """ControlRecordKey: ``version:int16 type:int16``."""
     return struct.pack(">hh", version, int(control_type))
 
 
-def encode_end_txn_marker_value(
-    coordinator_epoch: int, version: int = wire.CURRENT_END_TXN_MARKER_VERSION
-) -> bytes:
+def encode_end_txn_marker_value(coordinator_epoch: int, version: int = wire.CURRENT_END_TXN_MARKER_VERSION) -> bytes:
     """EndTxnMarker value: ``version:int16 coordinatorEpoch:int32``."""
     return struct.pack(">hi", version, coordinator_epoch)
 
@@ -674,9 +673,7 @@ def encode_offset_commit_key(group: str, topic: str, partition: int, version: in
 
 def encode_offset_commit_value(offset: int, leader_epoch: int, metadata: str, commit_timestamp: int) -> bytes:
     """OffsetCommitValue v3: ``offset:int64 leaderEpoch:int32 metadata:string commitTimestamp:int64``."""
-    return (
-        struct.pack(">hqi", 3, offset, leader_epoch) + _int16_string(metadata) + struct.pack(">q", commit_timestamp)
-    )
+    return struct.pack(">hqi", 3, offset, leader_epoch) + _int16_string(metadata) + struct.pack(">q", commit_timestamp)
 
 
 # --------------------------------------------------------------------------
@@ -721,7 +718,12 @@ def encode_producer_snapshot(entries: Sequence[ProducerSnapshotEntry]) -> bytes:
 
 
 def encode_aborted_txn(
-    *, producer_id: int, first_offset: int, last_offset: int, last_stable_offset: int, version: int = wire.ABORTED_TXN_VERSION
+    *,
+    producer_id: int,
+    first_offset: int,
+    last_offset: int,
+    last_stable_offset: int,
+    version: int = wire.ABORTED_TXN_VERSION,
 ) -> bytes:
     """One 34-byte ``.txnindex`` entry: ``version:int16 producerId firstOffset lastOffset lastStableOffset``."""
     return struct.pack(">hqqqq", version, producer_id, first_offset, last_offset, last_stable_offset)
@@ -803,4 +805,3 @@ def encode_legacy_wrapper(
         timestamp=max_ts,
         compression=codec,
     )
-

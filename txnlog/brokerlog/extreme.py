@@ -57,12 +57,18 @@ class ClockScaledProducer(IdempotentProducer):
         return records, base_ts * self.scale
 
 
-def _fixed_timestamp_batch(c: Any, topic: str, timestamp: int, *, producer_id: int = -1, producer_epoch: int = -1,
-                           base_sequence: int = -1) -> bytes:
+def _fixed_timestamp_batch(
+    c: Any, topic: str, timestamp: int, *, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1
+) -> bytes:
     records, _ = c.records.batch(end_ts=c.now, n_records=3, value_bytes=80, key_prefix=topic, linger_ms=0)
     return encode.encode_record_batch(
-        base_offset=0, records=records, base_timestamp=timestamp, max_timestamp=timestamp,
-        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+        base_offset=0,
+        records=records,
+        base_timestamp=timestamp,
+        max_timestamp=timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
     )
 
 
@@ -74,8 +80,12 @@ def extreme_values(out: str | Path, seed: int = 0, *, overwrite: bool = False) -
     c, w = S._small_cluster(S._prepare_out(out, overwrite), seed)
     for topic, partitions in (("micros", 1), ("nanos", 1), ("epoch", 2), ("limits", 2)):
         c.create_topic(topic, partitions, replication_factor=1)
-    micros = ClockScaledProducer(c, scale=1000, **c._producer_kwargs("micros-client", encode.Compression.NONE, 150, (1, 5), 5))
-    nanos = ClockScaledProducer(c, scale=1_000_000, **c._producer_kwargs("nanos-client", encode.Compression.NONE, 150, (1, 5), 5))
+    micros = ClockScaledProducer(
+        c, scale=1000, **c._producer_kwargs("micros-client", encode.Compression.NONE, 150, (1, 5), 5)
+    )
+    nanos = ClockScaledProducer(
+        c, scale=1_000_000, **c._producer_kwargs("nanos-client", encode.Compression.NONE, 150, (1, 5), 5)
+    )
     for _ in range(6):
         micros.send(*PARTITIONS["micros"])
         nanos.send(*PARTITIONS["nanos"])
@@ -84,18 +94,42 @@ def extreme_values(out: str | Path, seed: int = 0, *, overwrite: bool = False) -
     epoch.append(_fixed_timestamp_batch(c, "epoch", -1))
     c.partition(*PARTITIONS["timestamp_0"]).append(_fixed_timestamp_batch(c, "epoch", 0))
     limits = c.partition(*PARTITIONS["producer_id_max"])
-    limits.append(_fixed_timestamp_batch(c, "limits", c.now, producer_id=LONG_MAX, producer_epoch=SHORT_MAX, base_sequence=0))
+    limits.append(
+        _fixed_timestamp_batch(c, "limits", c.now, producer_id=LONG_MAX, producer_epoch=SHORT_MAX, base_sequence=0)
+    )
     top = c.partition(*PARTITIONS["offset_max"]).leader_log
     top.append(_fixed_timestamp_batch(c, "limits", c.now))
     # one record at offset Long.MAX − 1 (the log end offset is then Long.MAX, the last one a log can
     # have), in a transaction of producer id Long.MAX that nothing ends: HANGING, no transactional.id
     records, _ = c.records.batch(end_ts=c.now, n_records=1, value_bytes=80, key_prefix="limits", linger_ms=0)
-    top.append(encode.encode_record_batch(base_offset=0, records=records, base_timestamp=c.now, producer_id=LONG_MAX,
-                                          producer_epoch=SHORT_MAX - 1, base_sequence=0, is_transactional=True),
-               base_offset=LONG_MAX - 1)
-    intents = [Intent(HANGING, "NO_TRANSACTIONAL_ID", *PARTITIONS["offset_max"], producer_id=LONG_MAX,
-                      label="producer id and offset at Long.MAX")]
+    top.append(
+        encode.encode_record_batch(
+            base_offset=0,
+            records=records,
+            base_timestamp=c.now,
+            producer_id=LONG_MAX,
+            producer_epoch=SHORT_MAX - 1,
+            base_sequence=0,
+            is_transactional=True,
+        ),
+        base_offset=LONG_MAX - 1,
+    )
+    intents = [
+        Intent(
+            HANGING,
+            "NO_TRANSACTIONAL_ID",
+            *PARTITIONS["offset_max"],
+            producer_id=LONG_MAX,
+            label="producer id and offset at Long.MAX",
+        )
+    ]
     w.run_until(c.now + 20 * MINUTE)
-    return S._finish(c, w, name="extreme_values", started=started, intents=intents,
-                     description="client clocks in µs and ns, CreateTime −1 and 0, ids and offsets at Long.MAX",
-                     notes={"partitions": {k: f"{t}-{p}" for k, (t, p) in PARTITIONS.items()}})
+    return S._finish(
+        c,
+        w,
+        name="extreme_values",
+        started=started,
+        intents=intents,
+        description="client clocks in µs and ns, CreateTime −1 and 0, ids and offsets at Long.MAX",
+        notes={"partitions": {k: f"{t}-{p}" for k, (t, p) in PARTITIONS.items()}},
+    )

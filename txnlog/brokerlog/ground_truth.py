@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from txnlog.brokerlog.cluster import Cluster, CoordinatorRecordTruth, TopicPartition
@@ -205,7 +205,7 @@ class ScenarioResult:
 
     @property
     def as_of(self) -> datetime:
-        return datetime.fromtimestamp(self.as_of_ms / 1000, tz=timezone.utc)
+        return datetime.fromtimestamp(self.as_of_ms / 1000, tz=UTC)
 
     def findings_by_reason(self) -> dict[str, list[ExpectedFinding]]:
         out: dict[str, list[ExpectedFinding]] = {}
@@ -313,21 +313,26 @@ def _classify(
     history: Mapping[str, list[CoordinatorRecordTruth]],
     all_txn_state: bool,
 ) -> tuple[str | None, str | None, str | None, str | None, str | None, int | None]:
-    """DESIGN §4 on the writer's view: (verdict, reason, safety, transactional_id, state name, coordinator partition)."""
+    """DESIGN §4 on the writer's view.
+
+    Returns (verdict, reason, safety, transactional_id, state name, coordinator partition).
+    """
     owner = None
-    for txn_id, r in latest.items():
+    for r in latest.values():
         if r.state is not None and r.producer_id == pid:
             owner = r
     expired_id = None
     if owner is None:
-        for txn_id, recs in history.items():
+        for tid, recs in history.items():
             last = recs[-1]
             values = [r for r in recs if r.state is not None]
             if values and values[-1].producer_id == pid and (last.state is None or last.state == TransactionState.DEAD):
-                expired_id = txn_id
+                expired_id = tid
     txn_id = owner.transactional_id if owner else expired_id
     state = owner.state.kafka_name if owner and owner.state is not None else None
-    cpart = owner.txn_state_partition if owner else (history[expired_id][-1].txn_state_partition if expired_id else None)
+    cpart = (
+        owner.txn_state_partition if owner else (history[expired_id][-1].txn_state_partition if expired_id else None)
+    )
     if idle_ms <= threshold:
         return None, None, None, txn_id, state, cpart
     if owner is None:
@@ -376,7 +381,8 @@ def _partition_truth(
         lso_lag=log.log_end_offset - max(log.last_stable_offset, log.log_start_offset),
         open_transactions=len(log.open_txns),
         max_open_ms=as_of - oldest.first_timestamp if oldest else 0,
-        has_late_transaction=bool(oldest) and as_of - oldest.last_timestamp > threshold + wire.LATE_TRANSACTION_BUFFER_MS,
+        has_late_transaction=oldest is not None
+        and as_of - oldest.last_timestamp > threshold + wire.LATE_TRANSACTION_BUFFER_MS,
         commit_markers=sum(1 for m in markers if m.control_type == ControlType.COMMIT),
         abort_markers=sum(1 for m in markers if m.control_type == ControlType.ABORT),
         batches=log.retained_batch_count,
@@ -499,8 +505,14 @@ def assemble(
         for (pid, _first), (txn, log, where) in sorted(seen.items(), key=lambda kv: kv[0][1]):
             idle = as_of_ms - txn.last_timestamp
             verdict, reason, safety, txn_id, state, cpart = _classify(
-                tp=tp, pid=pid, idle_ms=idle, as_of=as_of_ms, threshold=max_transaction_timeout_ms,
-                latest=latest, history=history, all_txn_state=all_txn_state,
+                tp=tp,
+                pid=pid,
+                idle_ms=idle,
+                as_of=as_of_ms,
+                threshold=max_transaction_timeout_ms,
+                latest=latest,
+                history=history,
+                all_txn_state=all_txn_state,
             )
             if safety == SAFE and (
                 (pid, txn.first_offset) in closing
@@ -513,13 +525,25 @@ def assemble(
             ce = max((lg.producers[pid].coordinator_epoch for _b, lg in copies if pid in lg.producers), default=-1)
             open_txns.append(
                 ExpectedOpenTransaction(
-                    topic=tp[0], partition=tp[1], producer_id=pid, producer_epoch=txn.producer_epoch,
-                    start_offset=txn.first_offset, last_offset=txn.last_offset,
-                    first_timestamp=txn.first_timestamp, last_timestamp=txn.last_timestamp,
-                    open_ms=as_of_ms - txn.first_timestamp, idle_ms=idle,
-                    batch_count=txn.batch_count, record_count=txn.record_count,
-                    transactional_id=txn_id, true_transactional_id=true_owner,
-                    coordinator_state=state, coordinator_epoch=ce, verdict=verdict, reason=reason, safety=safety,
+                    topic=tp[0],
+                    partition=tp[1],
+                    producer_id=pid,
+                    producer_epoch=txn.producer_epoch,
+                    start_offset=txn.first_offset,
+                    last_offset=txn.last_offset,
+                    first_timestamp=txn.first_timestamp,
+                    last_timestamp=txn.last_timestamp,
+                    open_ms=as_of_ms - txn.first_timestamp,
+                    idle_ms=idle,
+                    batch_count=txn.batch_count,
+                    record_count=txn.record_count,
+                    transactional_id=txn_id,
+                    true_transactional_id=true_owner,
+                    coordinator_state=state,
+                    coordinator_epoch=ce,
+                    verdict=verdict,
+                    reason=reason,
+                    safety=safety,
                     brokers=tuple(where),
                     # "snapshot": its first batch is in no retained segment (DeleteRecords leaves it on disk)
                     source="log" if txn.first_offset >= log.segments[0].base_offset else "snapshot",
@@ -529,10 +553,18 @@ def assemble(
             if verdict is not None:
                 findings.append(
                     ExpectedFinding(
-                        topic=tp[0], partition=tp[1], producer_id=pid, producer_epoch=txn.producer_epoch,
-                        start_offset=txn.first_offset, verdict=verdict, reason=reason or "",
-                        transactional_id=txn_id, safety=safety, coordinator_state=state,
-                        coordinator_partition=cpart, brokers=tuple(where),
+                        topic=tp[0],
+                        partition=tp[1],
+                        producer_id=pid,
+                        producer_epoch=txn.producer_epoch,
+                        start_offset=txn.first_offset,
+                        verdict=verdict,
+                        reason=reason or "",
+                        transactional_id=txn_id,
+                        safety=safety,
+                        coordinator_state=state,
+                        coordinator_partition=cpart,
+                        brokers=tuple(where),
                     )
                 )
 
@@ -541,15 +573,25 @@ def assemble(
     for txn_id, r in sorted(latest.items()):
         if r.state not in _STUCK or r.timeout_ms == wire.TWO_PHASE_COMMIT_TIMEOUT_MS:
             continue
-        if as_of_ms - max(r.txn_start_timestamp, r.txn_last_update_timestamp) <= r.timeout_ms + max_transaction_timeout_ms:
+        if (
+            as_of_ms - max(r.txn_start_timestamp, r.txn_last_update_timestamp)
+            <= r.timeout_ms + max_transaction_timeout_ms
+        ):
             continue
         if any(tp in present for tp in r.partitions):
             continue
         findings.append(
             ExpectedFinding(
-                topic=None, partition=None, producer_id=r.producer_id, producer_epoch=r.producer_epoch,
-                start_offset=None, verdict=LATE, reason="COORDINATOR_STUCK", transactional_id=txn_id,
-                safety=None, coordinator_state=r.state.kafka_name if r.state is not None else None,
+                topic=None,
+                partition=None,
+                producer_id=r.producer_id,
+                producer_epoch=r.producer_epoch,
+                start_offset=None,
+                verdict=LATE,
+                reason="COORDINATOR_STUCK",
+                transactional_id=txn_id,
+                safety=None,
+                coordinator_state=r.state.kafka_name if r.state is not None else None,
                 coordinator_partition=r.txn_state_partition,
             )
         )
@@ -619,11 +661,21 @@ def assemble(
 
 def _transaction_row(tp: TopicPartition, t: TxnRecord) -> ExpectedTransaction:
     return ExpectedTransaction(
-        topic=tp[0], partition=tp[1], producer_id=t.producer_id, producer_epoch=t.producer_epoch,
-        first_offset=t.first_offset, last_offset=t.last_offset, marker_offset=t.marker_offset,
-        outcome=t.outcome, marker_epoch=t.marker_epoch, coordinator_epoch=t.coordinator_epoch,
-        first_timestamp=t.first_timestamp, last_timestamp=t.last_timestamp,
-        marker_timestamp=t.marker_timestamp, batch_count=t.batch_count, record_count=t.record_count,
+        topic=tp[0],
+        partition=tp[1],
+        producer_id=t.producer_id,
+        producer_epoch=t.producer_epoch,
+        first_offset=t.first_offset,
+        last_offset=t.last_offset,
+        marker_offset=t.marker_offset,
+        outcome=t.outcome,
+        marker_epoch=t.marker_epoch,
+        coordinator_epoch=t.coordinator_epoch,
+        first_timestamp=t.first_timestamp,
+        last_timestamp=t.last_timestamp,
+        marker_timestamp=t.marker_timestamp,
+        batch_count=t.batch_count,
+        record_count=t.record_count,
         size_bytes=t.size_bytes,
     )
 
@@ -652,12 +704,17 @@ def _check_intents(result: ScenarioResult, intents: list[Intent], *, strict: boo
                 continue
             if intent.producer_id is not None and f.producer_id != intent.producer_id:
                 continue
-            if intent.transactional_id is not None and intent.reason != "NO_TRANSACTIONAL_ID" and f.transactional_id != intent.transactional_id:
+            if (
+                intent.transactional_id is not None
+                and intent.reason != "NO_TRANSACTIONAL_ID"
+                and f.transactional_id != intent.transactional_id
+            ):
                 continue
             hits.append(i)
         if intent.verdict is None:
             opens = [
-                t for t in result.open_transactions
+                t
+                for t in result.open_transactions
                 if (intent.topic is None or (t.topic, t.partition) == (intent.topic, intent.partition))
                 and (intent.producer_id is None or t.producer_id == intent.producer_id)
             ]

@@ -63,6 +63,7 @@ _PARTITION_LEADER_EPOCH = struct.Struct(">i")
 class InvalidProducerEpoch(ValueError):
     """A data batch from a fenced (older) producer epoch, refused as a leader refuses it."""
 
+
 _BASE_OFFSET = struct.Struct(">q")
 
 
@@ -360,7 +361,7 @@ class PartitionLog:
         elif base_offset < self.log_end_offset:
             raise ValueError(f"offset {base_offset} is below the log end offset {self.log_end_offset}")
         as_leader = base_offset is None
-        if as_leader:
+        if base_offset is None:
             base_offset = self.log_end_offset
         _BASE_OFFSET.pack_into(data, 0, base_offset)
         if as_leader:
@@ -398,7 +399,9 @@ class PartitionLog:
                     size=len(data),
                     batches=1,
                 )
-        self.last_append = AppendInfo(base_offset, last_offset, position, seg.base_offset, len(data), max_ts, bytes(data))
+        self.last_append = AppendInfo(
+            base_offset, last_offset, position, seg.base_offset, len(data), max_ts, bytes(data)
+        )
         return self.last_append
 
     def append_end_txn_marker(
@@ -602,9 +605,7 @@ class PartitionLog:
         state = self._producer(pid)
         if epoch != state.producer_epoch:
             state.producer_epoch = epoch
-        state.last_sequence = (
-            wire.NO_SEQUENCE if base_sequence < 0 else (base_sequence + last_offset_delta) % (1 << 31)
-        )
+        state.last_sequence = wire.NO_SEQUENCE if base_sequence < 0 else (base_sequence + last_offset_delta) % (1 << 31)
         state.last_offset = last_offset
         state.offset_delta = last_offset_delta
         state.last_timestamp = max_timestamp
@@ -660,7 +661,9 @@ class PartitionLog:
                 self.active_segment.txn_index += encode.encode_aborted_txn(
                     producer_id=pid, first_offset=txn.first_offset, last_offset=offset, last_stable_offset=lso
                 )
-        self.markers.append(MarkerRecord(offset, pid, epoch, control_type, coordinator_epoch, timestamp, txn is not None))
+        self.markers.append(
+            MarkerRecord(offset, pid, epoch, control_type, coordinator_epoch, timestamp, txn is not None)
+        )
         self._last_marker_offset[pid] = offset
 
     # ------------------------------------------------------------ snapshots
@@ -765,7 +768,6 @@ class PartitionLog:
         state.coordinator_epoch = earlier[-1].coordinator_epoch if earlier else -1
         state.current_txn_first_offset = txn.first_offset
         return truth
-
 
     def _patch(self, segment_base: int, position: int, data: bytes) -> None:
         seg = next(s for s in self.segments if s.base_offset == segment_base)

@@ -20,6 +20,8 @@ Scenario names: see :data:`SCENARIOS`; ``bulk`` takes size parameters.
 
 from __future__ import annotations
 
+import functools
+import random
 import shutil
 import time
 from collections.abc import Callable
@@ -38,11 +40,11 @@ from txnlog.brokerlog.cluster import (
     TopicPartition,
     TransactionalProducer,
 )
+from txnlog.brokerlog.extreme import extreme_values  # values at the limits of their types (issue 11 rule 8)
 from txnlog.brokerlog.ground_truth import HANGING, LATE, Intent, ScenarioResult, assemble
 from txnlog.brokerlog.partition import PartitionLog
 from txnlog.kafka import wire
 from txnlog.kafka.wire import Compression, TimestampType
-from txnlog.brokerlog.extreme import extreme_values  # values at the limits of their types (issue 11 rule 8)
 
 __all__ = ["SCENARIOS", "Workload", "bulk", "scenario_names", "write_scenario"]
 
@@ -72,6 +74,10 @@ class _TxnApp:
     down_until: int = -1
 
 
+def _send_to_one_of(rng: random.Random, producer: PlainProducer, tps: list[TopicPartition]) -> None:
+    producer.send(*rng.choice(tps))
+
+
 @dataclass
 class Workload:
     """Background traffic: plain, idempotent and transactional producers on their own partitions.
@@ -86,11 +92,15 @@ class Workload:
     apps: list[_TxnApp] = field(default_factory=list)
     mean_gap_ms: int = 1500
 
-    def add_plain(self, partitions: list[TopicPartition], compression: Compression = Compression.NONE, **kw: object) -> None:
-        self.plain.append((self.cluster.plain_producer(compression=compression, **kw), partitions))  # type: ignore[arg-type]
+    def add_plain(
+        self, partitions: list[TopicPartition], compression: Compression = Compression.NONE, **kw: Any
+    ) -> None:
+        self.plain.append((self.cluster.plain_producer(compression=compression, **kw), partitions))
 
-    def add_idempotent(self, partitions: list[TopicPartition], compression: Compression = Compression.NONE, **kw: object) -> None:
-        self.idempotent.append((self.cluster.idempotent_producer(compression=compression, **kw), partitions))  # type: ignore[arg-type]
+    def add_idempotent(
+        self, partitions: list[TopicPartition], compression: Compression = Compression.NONE, **kw: Any
+    ) -> None:
+        self.idempotent.append((self.cluster.idempotent_producer(compression=compression, **kw), partitions))
 
     def add_app(self, app: _TxnApp) -> None:
         self.apps.append(app)
@@ -122,7 +132,9 @@ class Workload:
                 for _ in range(rng.randint(1, 2)):
                     p.send(*tp)
             if app.group_id is not None:
-                p.send_offsets_to_transaction(app.group_id, {("upstream-" + tp[0], tp[1]): rng.randrange(1 << 20) for tp in targets})
+                p.send_offsets_to_transaction(
+                    app.group_id, {("upstream-" + tp[0], tp[1]): rng.randrange(1 << 20) for tp in targets}
+                )
             if rng.random() < app.crash_rate:
                 p.crash()
                 app.down_until = c.now + rng.choice((20_000, 90_000, 240_000))
@@ -138,12 +150,10 @@ class Workload:
         c = self.cluster
         rng = c.rng
         choices: list[Callable[[], None]] = []
-        for producer, tps in self.plain:
-            choices.append(lambda producer=producer, tps=tps: producer.send(*rng.choice(tps)) and None)
-        for producer, tps in self.idempotent:
-            choices.append(lambda producer=producer, tps=tps: producer.send(*rng.choice(tps)) and None)
+        for producer, tps in [*self.plain, *self.idempotent]:
+            choices.append(functools.partial(_send_to_one_of, rng, producer, tps))
         for app in self.apps:
-            choices.append(lambda app=app: self._run_app(app))
+            choices.append(functools.partial(self._run_app, app))
         if choices:
             rng.choice(choices)()
 
@@ -167,7 +177,11 @@ class Workload:
     def final_batch(self, tp: TopicPartition | None = None) -> None:
         """One last plain batch at exactly the current time: it defines ``as_of``. It goes to a
         LogAppendTime topic when there is one, so that the broker's clock writes it (the job's rule)."""
-        lat = [(p, t) for p, t in self.plain if self.cluster.partition(*t[0]).leader_log.timestamp_type == TimestampType.LOG_APPEND_TIME]
+        lat = [
+            (p, t)
+            for p, t in self.plain
+            if self.cluster.partition(*t[0]).leader_log.timestamp_type == TimestampType.LOG_APPEND_TIME
+        ]
         producer, tps = (lat or self.plain)[0]
         target = tp or tps[0]
         c = self.cluster
@@ -175,7 +189,9 @@ class Workload:
         producer.send(*target, records=records)
 
 
-def _standard_workload(c: Cluster, *, prefix: str = "", rf: int = 1, with_legacy: bool = True, tv_apps: tuple[int, ...] = (0, 1, 2, 2)) -> Workload:
+def _standard_workload(
+    c: Cluster, *, prefix: str = "", rf: int = 1, with_legacy: bool = True, tv_apps: tuple[int, ...] = (0, 1, 2, 2)
+) -> Workload:
     """Topics and producers of an ordinary busy cluster (no faults)."""
     brokers = len(c.brokers)
     rf = min(rf, brokers)
@@ -186,7 +202,9 @@ def _standard_workload(c: Cluster, *, prefix: str = "", rf: int = 1, with_legacy
     c.create_topic(f"{prefix}audit", 1, replication_factor=rf, timestamp_type=TimestampType.LOG_APPEND_TIME)
     c.create_topic(f"{prefix}customers", 1, replication_factor=rf, compacted=True)
     w = Workload(c)
-    w.add_plain([(f"{prefix}clicks", p) for p in range(4)], Compression.SNAPPY, value_bytes=160, records_per_batch=(5, 40))
+    w.add_plain(
+        [(f"{prefix}clicks", p) for p in range(4)], Compression.SNAPPY, value_bytes=160, records_per_batch=(5, 40)
+    )
     w.add_plain([(f"{prefix}audit", 0)], Compression.NONE, value_bytes=90)
     w.add_idempotent([(f"{prefix}inventory", p) for p in range(2)], Compression.GZIP, value_bytes=220)
     w.add_idempotent([(f"{prefix}customers", 0)], Compression.NONE, value_bytes=300, records_per_batch=(1, 3))
@@ -234,8 +252,14 @@ def _empty_control_batch(c: Cluster, tp: TopicPartition, producer_id: int, produ
 
 
 def _late_batch_after_abort(
-    c: Cluster, txn_id: str, hang: TopicPartition, other: TopicPartition, *, tv: int = 1,
-    compression: Compression = Compression.LZ4, timeout_ms: int = 60_000,
+    c: Cluster,
+    txn_id: str,
+    hang: TopicPartition,
+    other: TopicPartition,
+    *,
+    tv: int = 1,
+    compression: Compression = Compression.LZ4,
+    timeout_ms: int = 60_000,
 ) -> TransactionalProducer:
     """KAFKA-14053: a produce request to ``hang`` is stuck in flight; the client aborts
     (delivery timeout), markers go out, then the stale request lands after the ABORT
@@ -263,13 +287,17 @@ def _commit_elsewhere(c: Cluster, p: TransactionalProducer, tp: TopicPartition, 
         c.advance(c.rng.randint(500, 3_000))
 
 
-def situation_coordinator_completed(c: Cluster, hang: TopicPartition, other: TopicPartition, txn_id: str = "payment-processor") -> list[Intent]:
+def situation_coordinator_completed(
+    c: Cluster, hang: TopicPartition, other: TopicPartition, txn_id: str = "payment-processor"
+) -> list[Intent]:
     p = _late_batch_after_abort(c, txn_id, hang, other)
     _commit_elsewhere(c, p, other)  # the app carries on, never touching `hang` again
     return [Intent(HANGING, "COORDINATOR_COMPLETED", *hang, transactional_id=txn_id, label="KAFKA-14053 late batch")]
 
 
-def situation_no_transactional_id(c: Cluster, hang: TopicPartition, txn_id: str = "legacy-batch-loader") -> list[Intent]:
+def situation_no_transactional_id(
+    c: Cluster, hang: TopicPartition, txn_id: str = "legacy-batch-loader"
+) -> list[Intent]:
     """A producer whose __transaction_state records are gone (the id expired long ago and
     the cleaner removed its records and tombstone): its pid is owned by nobody."""
     p = c.transactional_producer(txn_id, transaction_version=1, coordinator_records=False, compression=Compression.ZSTD)
@@ -280,24 +308,32 @@ def situation_no_transactional_id(c: Cluster, hang: TopicPartition, txn_id: str 
     p.send(*hang)
     p.crash()
     c.coordinator.stall(txn_id)
-    return [Intent(HANGING, "NO_TRANSACTIONAL_ID", *hang, producer_id=p.producer_id, label="pid unknown to the coordinator")]
+    return [
+        Intent(HANGING, "NO_TRANSACTIONAL_ID", *hang, producer_id=p.producer_id, label="pid unknown to the coordinator")
+    ]
 
 
-def situation_transactional_id_expired(c: Cluster, hang: TopicPartition, other: TopicPartition, txn_id: str = "invoice-writer") -> list[Intent]:
+def situation_transactional_id_expired(
+    c: Cluster, hang: TopicPartition, other: TopicPartition, txn_id: str = "invoice-writer"
+) -> list[Intent]:
     """A late batch (as KAFKA-14053), then the application is retired; 7 days later the
     coordinator expires the id and writes a tombstone. Advance the clock past expiry."""
     _late_batch_after_abort(c, txn_id, hang, other, compression=Compression.GZIP)
     return [Intent(HANGING, "TRANSACTIONAL_ID_EXPIRED", *hang, transactional_id=txn_id, label="owner tombstoned")]
 
 
-def situation_partition_not_in_transaction_start(c: Cluster, hang: TopicPartition, other: TopicPartition, txn_id: str = "stock-sync") -> TransactionalProducer:
+def situation_partition_not_in_transaction_start(
+    c: Cluster, hang: TopicPartition, other: TopicPartition, txn_id: str = "stock-sync"
+) -> TransactionalProducer:
     # A 15-minute transaction timeout: its last transaction is still Ongoing at as_of.
     p = _late_batch_after_abort(c, txn_id, hang, other, tv=1, compression=Compression.SNAPPY, timeout_ms=MAX_TIMEOUT)
     _commit_elsewhere(c, p, other, n=1)
     return p
 
 
-def situation_partition_not_in_transaction_finish(c: Cluster, p: TransactionalProducer, other: TopicPartition) -> list[Intent]:
+def situation_partition_not_in_transaction_finish(
+    c: Cluster, p: TransactionalProducer, other: TopicPartition
+) -> list[Intent]:
     """Minutes before as_of the owner opens a new transaction on another partition only."""
     p.begin_transaction()
     p.send(*other)
@@ -307,7 +343,9 @@ def situation_partition_not_in_transaction_finish(c: Cluster, p: TransactionalPr
     ]
 
 
-def situation_markers_pending(c: Cluster, delivered: TopicPartition, pending: TopicPartition, txn_id: str = "ledger-sync") -> list[Intent]:
+def situation_markers_pending(
+    c: Cluster, delivered: TopicPartition, pending: TopicPartition, txn_id: str = "ledger-sync"
+) -> list[Intent]:
     """PrepareCommit written; the marker reached ``delivered`` but ``pending``'s leader never took it."""
     p = c.transactional_producer(txn_id, transaction_version=2, compression=Compression.ZSTD).init_transactions()
     p.begin_transaction()
@@ -320,7 +358,9 @@ def situation_markers_pending(c: Cluster, delivered: TopicPartition, pending: To
 
 def situation_timeout_overdue(c: Cluster, hang: TopicPartition, txn_id: str = "cart-writer") -> list[Intent]:
     """The producer dies mid-transaction and its coordinator never runs the timeout abort."""
-    p = c.transactional_producer(txn_id, transaction_version=2, transaction_timeout_ms=60_000, compression=Compression.LZ4)
+    p = c.transactional_producer(
+        txn_id, transaction_version=2, transaction_timeout_ms=60_000, compression=Compression.LZ4
+    )
     p.init_transactions()
     p.begin_transaction()
     p.send(*hang)
@@ -328,7 +368,9 @@ def situation_timeout_overdue(c: Cluster, hang: TopicPartition, txn_id: str = "c
     p.send(*hang)
     p.crash()
     c.coordinator.stall(txn_id)
-    return [Intent(LATE, "COORDINATOR_TIMEOUT_OVERDUE", *hang, transactional_id=txn_id, label="Ongoing past its timeout")]
+    return [
+        Intent(LATE, "COORDINATOR_TIMEOUT_OVERDUE", *hang, transactional_id=txn_id, label="Ongoing past its timeout")
+    ]
 
 
 def situation_two_phase_in_doubt(c: Cluster, tps: list[TopicPartition], txn_id: str = "xa-bridge") -> list[Intent]:
@@ -340,7 +382,9 @@ def situation_two_phase_in_doubt(c: Cluster, tps: list[TopicPartition], txn_id: 
         p.send(*tp)
     p.crash()
     c.advance(c.rng.randint(5_000, 30_000))
-    c.transactional_producer(txn_id, transaction_version=2, two_phase_commit=True).init_transactions(keep_prepared_txn=True)
+    c.transactional_producer(txn_id, transaction_version=2, two_phase_commit=True).init_transactions(
+        keep_prepared_txn=True
+    )
     return [Intent(LATE, "TWO_PHASE_IN_DOUBT", *tp, transactional_id=txn_id, label="2PC in doubt") for tp in tps]
 
 
@@ -354,7 +398,9 @@ def situation_coordinator_stuck(c: Cluster, tps: list[TopicPartition], txn_id: s
     return [Intent(LATE, "COORDINATOR_STUCK", transactional_id=txn_id, label="coordinator-only")]
 
 
-def situation_ongoing_within_timeout(c: Cluster, tps: list[TopicPartition], txn_id: str = "report-builder") -> list[Intent]:
+def situation_ongoing_within_timeout(
+    c: Cluster, tps: list[TopicPartition], txn_id: str = "report-builder"
+) -> list[Intent]:
     p = c.transactional_producer(txn_id, transaction_version=2, transaction_timeout_ms=MAX_TIMEOUT).init_transactions()
     p.begin_transaction()
     for tp in tps:
@@ -362,7 +408,9 @@ def situation_ongoing_within_timeout(c: Cluster, tps: list[TopicPartition], txn_
     return [Intent(None, None, *tp, producer_id=p.producer_id, label="ongoing") for tp in tps]
 
 
-def situation_tv2_rollover(c: Cluster, tps: list[TopicPartition], txn_id: str = "fx-rates", transactions: int = 8) -> TransactionalProducer:
+def situation_tv2_rollover(
+    c: Cluster, tps: list[TopicPartition], txn_id: str = "fx-rates", transactions: int = 8
+) -> TransactionalProducer:
     """A TV2 id near epoch exhaustion: each end bumps the epoch; at 32766 the coordinator
     rolls over to NextProducerId (markers keep the old id at epoch 32767)."""
     c.coordinator.seed_transactional_id(txn_id, producer_epoch=32760, timeout_ms=60_000, client_transaction_version=2)
@@ -391,7 +439,9 @@ def situation_tv1_rotation(c: Cluster, tp: TopicPartition, txn_id: str = "fx-rat
         c.advance(c.rng.randint(1_000, 5_000))
 
 
-def situation_replica_lost_marker(c: Cluster, tp: TopicPartition, follower: int, other: TopicPartition, txn_id: str = "order-router") -> list[Intent]:
+def situation_replica_lost_marker(
+    c: Cluster, tp: TopicPartition, follower: int, other: TopicPartition, txn_id: str = "order-router"
+) -> list[Intent]:
     """The COMMIT marker reached the leader; ``follower`` was cut off and never got it."""
     p = c.transactional_producer(txn_id, transaction_version=1, compression=Compression.LZ4).init_transactions()
     p.begin_transaction()
@@ -402,7 +452,11 @@ def situation_replica_lost_marker(c: Cluster, tp: TopicPartition, follower: int,
     p.commit_transaction()
     rp.offline_followers.discard(follower)
     _commit_elsewhere(c, p, other, n=1)
-    return [Intent(HANGING, "COORDINATOR_COMPLETED", *tp, transactional_id=txn_id, label=f"marker lost on broker {follower}")]
+    return [
+        Intent(
+            HANGING, "COORDINATOR_COMPLETED", *tp, transactional_id=txn_id, label=f"marker lost on broker {follower}"
+        )
+    ]
 
 
 # ---------------------------------------------------------------------------
@@ -444,14 +498,16 @@ def _finish(
     c.close(preallocate_active_indexes=preallocate)
     if remove is not None:
         remove()
-    result = assemble(c, name=name, description=description, intents=intents, elapsed_s=time.perf_counter() - started, notes=notes)
+    result = assemble(
+        c, name=name, description=description, intents=intents, elapsed_s=time.perf_counter() - started, notes=notes
+    )
     if result.as_of_ms != as_of:
         raise AssertionError(f"{name}: as_of {result.as_of_ms} is not the final traffic time {as_of}")
     return result
 
 
-def _small_cluster(out: Path, seed: int, *, brokers: tuple[int, ...] = (1,), **kw: object) -> tuple[Cluster, Workload]:
-    c = Cluster(out, seed=seed, name=f"sim-{out.name}", broker_ids=brokers, **kw)  # type: ignore[arg-type]
+def _small_cluster(out: Path, seed: int, *, brokers: tuple[int, ...] = (1,), **kw: Any) -> tuple[Cluster, Workload]:
+    c = Cluster(out, seed=seed, name=f"sim-{out.name}", broker_ids=brokers, **kw)
     w = _standard_workload(c, rf=len(brokers), with_legacy=False, tv_apps=(1, 2))
     w.run_until(c.now + 20 * MINUTE)
     return c, w
@@ -505,7 +561,11 @@ def healthy(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> Scena
     sync = c.coordinator.metadata["customer-sync"]
     _empty_control_batch(c, ("customers", 0), sync.producer_id, sync.producer_epoch)
     return _finish(
-        c, w, name="healthy", started=started, intents=[],
+        c,
+        w,
+        name="healthy",
+        started=started,
+        intents=[],
         description="busy 3-broker cluster, every producer kind and codec, no late or hanging transaction",
     )
 
@@ -516,8 +576,15 @@ def ongoing_within_timeout(out: str | Path, seed: int = 0, *, overwrite: bool = 
     out = _prepare_out(out, overwrite)
     c, w = _small_cluster(out, seed)
     intents = situation_ongoing_within_timeout(c, [("orders", 1), ("payments", 1)])
-    return _finish(c, w, name="ongoing_within_timeout", started=started, intents=intents, tail_ms=4 * MINUTE,
-                   description="an ongoing transaction younger than the max timeout")
+    return _finish(
+        c,
+        w,
+        name="ongoing_within_timeout",
+        started=started,
+        intents=intents,
+        tail_ms=4 * MINUTE,
+        description="an ongoing transaction younger than the max timeout",
+    )
 
 
 def tv2_rollover(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
@@ -528,16 +595,27 @@ def tv2_rollover(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> 
     p = situation_tv2_rollover(c, [("orders", 2), ("payments", 0)], transactions=10)
     seeded = next(r.producer_id for r in c.coordinator.records if r.transactional_id == "fx-rates")
     situation_tv1_rotation(c, ("payments", 2))
-    return _finish(c, w, name="tv2_rollover", started=started, intents=[],
-                   description="KIP-890 epoch bumps and producer-id rollover",
-                   notes={"rolled_over_from": seeded, "rolled_over_to": p.producer_id})
+    return _finish(
+        c,
+        w,
+        name="tv2_rollover",
+        started=started,
+        intents=[],
+        description="KIP-890 epoch bumps and producer-id rollover",
+        notes={"rolled_over_from": seeded, "rolled_over_to": p.producer_id},
+    )
 
 
 def no_transactional_id(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
     """A hanging transaction whose producer id no transactional.id owns (records compacted away)."""
-    return _situation(out, seed, overwrite, name="no_transactional_id",
-                      act=lambda c: situation_no_transactional_id(c, ("payments", 1)),
-                      description="an open transaction whose producer id no transactional.id owns")
+    return _situation(
+        out,
+        seed,
+        overwrite,
+        name="no_transactional_id",
+        act=lambda c: situation_no_transactional_id(c, ("payments", 1)),
+        description="an open transaction whose producer id no transactional.id owns",
+    )
 
 
 def transactional_id_expired(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
@@ -548,15 +626,26 @@ def transactional_id_expired(out: str | Path, seed: int = 0, *, overwrite: bool 
     intents = situation_transactional_id_expired(c, ("orders", 3), ("orders", 4))
     c.advance(7 * DAY + 2 * HOUR)  # the coordinator expires the idle ids (tombstones)
     w.run_until(c.now + 30 * MINUTE)
-    return _finish(c, w, name="transactional_id_expired", started=started, intents=intents,
-                   description="a hanging transaction whose transactional.id has since expired (tombstone)")
+    return _finish(
+        c,
+        w,
+        name="transactional_id_expired",
+        started=started,
+        intents=intents,
+        description="a hanging transaction whose transactional.id has since expired (tombstone)",
+    )
 
 
 def coordinator_completed(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
     """KAFKA-14053: a batch appended after its own ABORT marker; the coordinator shows the id completed."""
-    return _situation(out, seed, overwrite, name="coordinator_completed",
-                      act=lambda c: situation_coordinator_completed(c, ("payments", 0), ("payments", 2)),
-                      description="KAFKA-14053: data appended after the producer's ABORT marker; coordinator completed")
+    return _situation(
+        out,
+        seed,
+        overwrite,
+        name="coordinator_completed",
+        act=lambda c: situation_coordinator_completed(c, ("payments", 0), ("payments", 2)),
+        description="KAFKA-14053: data appended after the producer's ABORT marker; coordinator completed",
+    )
 
 
 def partition_not_in_transaction(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
@@ -567,22 +656,39 @@ def partition_not_in_transaction(out: str | Path, seed: int = 0, *, overwrite: b
     p = situation_partition_not_in_transaction_start(c, ("inventory", 0), ("inventory", 1))
     w.run_until(c.now + 30 * MINUTE)
     intents = situation_partition_not_in_transaction_finish(c, p, ("inventory", 1))
-    return _finish(c, w, name="partition_not_in_transaction", started=started, intents=intents, tail_ms=4 * MINUTE,
-                   description="a stale open transaction on a partition the owner's current transaction does not list")
+    return _finish(
+        c,
+        w,
+        name="partition_not_in_transaction",
+        started=started,
+        intents=intents,
+        tail_ms=4 * MINUTE,
+        description="a stale open transaction on a partition the owner's current transaction does not list",
+    )
 
 
 def markers_pending(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
     """PrepareCommit whose COMMIT marker never reached one of its partitions (LATE, never abort)."""
-    return _situation(out, seed, overwrite, name="markers_pending",
-                      act=lambda c: situation_markers_pending(c, ("orders", 1), ("orders", 5)),
-                      description="PrepareCommit whose COMMIT marker never reached one partition")
+    return _situation(
+        out,
+        seed,
+        overwrite,
+        name="markers_pending",
+        act=lambda c: situation_markers_pending(c, ("orders", 1), ("orders", 5)),
+        description="PrepareCommit whose COMMIT marker never reached one partition",
+    )
 
 
 def coordinator_timeout_overdue(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
     """Ongoing far past its 60 s timeout: the coordinator never ran the timeout abort."""
-    return _situation(out, seed, overwrite, name="coordinator_timeout_overdue",
-                      act=lambda c: situation_timeout_overdue(c, ("inventory", 1)),
-                      description="Ongoing far past its 60 s timeout: the coordinator never aborted it")
+    return _situation(
+        out,
+        seed,
+        overwrite,
+        name="coordinator_timeout_overdue",
+        act=lambda c: situation_timeout_overdue(c, ("inventory", 1)),
+        description="Ongoing far past its 60 s timeout: the coordinator never aborted it",
+    )
 
 
 def two_phase_in_doubt(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
@@ -592,8 +698,15 @@ def two_phase_in_doubt(out: str | Path, seed: int = 0, *, overwrite: bool = Fals
         c.create_topic("settlements", 2)
         return situation_two_phase_in_doubt(c, [("settlements", 0), ("settlements", 1)])
 
-    return _situation(out, seed, overwrite, name="two_phase_in_doubt", act=act, run_ms=40 * MINUTE,
-                      description="KIP-939 prepared transaction awaiting the external transaction manager")
+    return _situation(
+        out,
+        seed,
+        overwrite,
+        name="two_phase_in_doubt",
+        act=act,
+        run_ms=40 * MINUTE,
+        description="KIP-939 prepared transaction awaiting the external transaction manager",
+    )
 
 
 def coordinator_stuck(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
@@ -605,9 +718,16 @@ def coordinator_stuck(out: str | Path, seed: int = 0, *, overwrite: bool = False
         c.create_topic("ledger-archive", 2)
         return situation_coordinator_stuck(c, [("ledger-archive", 0), ("ledger-archive", 1)])
 
-    return _situation(out, seed, overwrite, name="coordinator_stuck", act=act, run_ms=2 * HOUR,
-                      remove=lambda: cluster[0].remove_partition_dirs("ledger-archive"),
-                      description="a coordinator record stuck in PrepareAbort; its partitions were not copied")
+    return _situation(
+        out,
+        seed,
+        overwrite,
+        name="coordinator_stuck",
+        act=act,
+        run_ms=2 * HOUR,
+        remove=lambda: cluster[0].remove_partition_dirs("ledger-archive"),
+        description="a coordinator record stuck in PrepareAbort; its partitions were not copied",
+    )
 
 
 def partial_txn_state(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
@@ -623,7 +743,11 @@ def partial_txn_state(out: str | Path, seed: int = 0, *, overwrite: bool = False
     missing = [owner_partition] + sorted(c.rng.sample(others, 19))
     intents = [Intent(HANGING, "NO_TRANSACTIONAL_ID", "payments", 0, label="owner's partition not copied")]
     result = _finish(
-        c, w, name="partial_txn_state", started=started, intents=intents,
+        c,
+        w,
+        name="partial_txn_state",
+        started=started,
+        intents=intents,
         remove=lambda: c.remove_partition_dirs(wire.TRANSACTION_STATE_TOPIC, missing),
         description="20 __transaction_state partitions missing (the owner's too): NO_TRANSACTIONAL_ID is VERIFY_FIRST",
         notes={"missing_txn_state_partitions": missing, "owner_partition": owner_partition},
@@ -667,9 +791,16 @@ def corrupt_and_truncated(out: str | Path, seed: int = 0, *, overwrite: bool = F
         log0.append_truncated_tail(batch, len(batch) // 2)
 
     return _finish(
-        c, w, name="corrupt_and_truncated", started=started, intents=intents, before_close=tail,
+        c,
+        w,
+        name="corrupt_and_truncated",
+        started=started,
+        intents=intents,
+        before_close=tail,
         preallocate=(("events", 0),),
-        description="segment damage: crc_mismatch, bad_magic, bad_length, truncated_tail; a hanging txn after the damage",
+        description=(
+            "segment damage: crc_mismatch, bad_magic, bad_length, truncated_tail; a hanging txn after the damage"
+        ),
     )
 
 
@@ -682,8 +813,14 @@ def replicas_disagree(out: str | Path, seed: int = 0, *, overwrite: bool = False
     follower = next(b for b in c.partition("orders", 0).replicas if b != leader)
     intents = situation_replica_lost_marker(c, ("orders", 0), follower, ("orders", 3))
     w.run_until(c.now + 30 * MINUTE)
-    return _finish(c, w, name="replicas_disagree", started=started, intents=intents,
-                   description=f"two replicas of orders-0; the COMMIT marker is missing on broker {follower}")
+    return _finish(
+        c,
+        w,
+        name="replicas_disagree",
+        started=started,
+        intents=intents,
+        description=f"two replicas of orders-0; the COMMIT marker is missing on broker {follower}",
+    )
 
 
 def deleted_segment_snapshot(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
@@ -710,9 +847,15 @@ def deleted_segment_snapshot(out: str | Path, seed: int = 0, *, overwrite: bool 
     for _ in range(20):
         metrics.send("metrics", 0)
         c.advance(100)
-    result = _finish(c, w, name="deleted_segment_snapshot", started=started, intents=intents,
-                     description="retention deleted the segment holding a hanging transaction's first batch",
-                     notes={"deleted_segments": deleted, "log_start_offset": log.log_start_offset})
+    result = _finish(
+        c,
+        w,
+        name="deleted_segment_snapshot",
+        started=started,
+        intents=intents,
+        description="retention deleted the segment holding a hanging transaction's first batch",
+        notes={"deleted_segments": deleted, "log_start_offset": log.log_start_offset},
+    )
     assert [t.source for t in result.open_transactions if t.topic == "metrics"] == ["snapshot"]
     return result
 
@@ -734,7 +877,9 @@ def _retention_past_open_transaction(c: Cluster, producer: IdempotentProducer, t
     return log
 
 
-def situation_lagging_follower(c: Cluster, tp: TopicPartition, follower: int, other: TopicPartition, txn_id: str = "order-audit") -> list[Intent]:
+def situation_lagging_follower(
+    c: Cluster, tp: TopicPartition, follower: int, other: TopicPartition, txn_id: str = "order-audit"
+) -> list[Intent]:
     """``follower`` drops out before the COMMIT marker and never catches up: its copy ends before
     the marker. Behind, not diverged: the transaction is committed, nothing is open (no intent)."""
     p = c.transactional_producer(txn_id, transaction_version=2, compression=Compression.NONE).init_transactions()
@@ -747,7 +892,9 @@ def situation_lagging_follower(c: Cluster, tp: TopicPartition, follower: int, ot
     return []
 
 
-def situation_damaged_marker(c: Cluster, tp: TopicPartition, other: TopicPartition, txn_id: str = "fee-calculator") -> list[Intent]:
+def situation_damaged_marker(
+    c: Cluster, tp: TopicPartition, other: TopicPartition, txn_id: str = "fee-calculator"
+) -> list[Intent]:
     """The COMMIT marker of a transaction on ``tp`` is damaged on disk (bad CRC): the copy shows the
     transaction open, the coordinator shows it complete. HANGING by what can be read, but the marker
     may be in the quarantined bytes: VERIFY_FIRST, never SAFE (DESIGN §4)."""
@@ -815,7 +962,9 @@ def messy_incident(out: str | Path, seed: int = 0, *, overwrite: bool = False) -
         c.advance(200)
     alog.delete_records(open_at + 3)
     # coordinator failover with a clock an hour behind, in the middle of a KAFKA-14053 late batch
-    p = c.transactional_producer("refund-writer", transaction_version=1, compression=Compression.NONE).init_transactions()
+    p = c.transactional_producer(
+        "refund-writer", transaction_version=1, compression=Compression.NONE
+    ).init_transactions()
     p.begin_transaction()
     p.send("fees", 1)
     stuck = p.send_deferred("fees", 0)
@@ -824,14 +973,27 @@ def messy_incident(out: str | Path, seed: int = 0, *, overwrite: bool = False) -
     p.abort_transaction()
     c.advance(200)
     stuck.deliver()
-    intents.append(Intent(HANGING, "COORDINATOR_COMPLETED", "fees", 0, transactional_id="refund-writer", label="after a failover"))
+    intents.append(
+        Intent(HANGING, "COORDINATOR_COMPLETED", "fees", 0, transactional_id="refund-writer", label="after a failover")
+    )
     intents += situation_damaged_marker(c, ("fees", 2), ("fees", 1))
     w.run_until(c.now + 30 * MINUTE)
     return _finish(
-        c, w, name="messy_incident", started=started, intents=intents,
-        description="lagging and diverged replicas, a restarted broker, DeleteRecords, a coordinator failover, a damaged marker",
-        notes={"lagging_follower": lagging, "diverged_follower": diverged, "deleted_snapshots": deleted_snapshots,
-               "audit_log_start": alog.log_start_offset, "metrics_log_start": mlog.log_start_offset},
+        c,
+        w,
+        name="messy_incident",
+        started=started,
+        intents=intents,
+        description=(
+            "lagging and diverged replicas, a restarted broker, DeleteRecords, a coordinator failover, a damaged marker"
+        ),
+        notes={
+            "lagging_follower": lagging,
+            "diverged_follower": diverged,
+            "deleted_snapshots": deleted_snapshots,
+            "audit_log_start": alog.log_start_offset,
+            "metrics_log_start": mlog.log_start_offset,
+        },
     )
 
 
@@ -891,11 +1053,18 @@ def sample(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> Scenar
 
     def tail() -> None:
         records, ts = c.records.batch(end_ts=c.now - 3, n_records=3, value_bytes=150, key_prefix="clicks")
-        batch = encode.encode_record_batch(base_offset=0, records=records, base_timestamp=ts, compression=Compression.SNAPPY)
+        batch = encode.encode_record_batch(
+            base_offset=0, records=records, base_timestamp=ts, compression=Compression.SNAPPY
+        )
         c.partition("clicks", 1).leader_log.append_truncated_tail(batch, len(batch) - 7)
 
     return _finish(
-        c, w, name="sample", started=started, intents=intents, before_close=tail,
+        c,
+        w,
+        name="sample",
+        started=started,
+        intents=intents,
+        before_close=tail,
         remove=lambda: c.remove_partition_dirs("ledger-archive"),
         description="embedded sample: 3 brokers, 8 days, healthy traffic and every verdict class",
     )
@@ -912,8 +1081,12 @@ def _payload_of_size(c: Cluster, target: int, compression: Compression, key_pref
 
     def build(n: int, value_bytes: int) -> encode.EncodedRecords:
         records = [
-            encode.RecordSpec(i, min(i, 3), f"{key_prefix}-{rng.randrange(100000):05d}".encode(),
-                              c.records.value(value_bytes, c.now + i))
+            encode.RecordSpec(
+                i,
+                min(i, 3),
+                f"{key_prefix}-{rng.randrange(100000):05d}".encode(),
+                c.records.value(value_bytes, c.now + i),
+            )
             for i in range(n)
         ]
         return encode.encode_records_payload(records, compression)
@@ -964,7 +1137,9 @@ def bulk(
         _payload_of_size(c, batch_bytes - wire.RECORD_BATCH_OVERHEAD, codecs[i % len(codecs)], "bulk-large")
         for i in range(large_parts)
     ]
-    small_payload = _payload_of_size(c, max(8, small_batch_bytes - wire.RECORD_BATCH_OVERHEAD), Compression.NONE, "bulk-small")
+    small_payload = _payload_of_size(
+        c, max(8, small_batch_bytes - wire.RECORD_BATCH_OVERHEAD), Compression.NONE, "bulk-small"
+    )
     large_sizes = [wire.RECORD_BATCH_OVERHEAD + len(p.data) for p in large_payloads]
     small_size = wire.RECORD_BATCH_OVERHEAD + len(small_payload.data)
     small_total = int(total_bytes * small_fraction) if partitions else 0
@@ -982,7 +1157,9 @@ def bulk(
     duration = 2 * HOUR
     round_ms = max(1, duration // rounds)
     txn_producers = [
-        c.transactional_producer(f"bulk-writer-{i}", transaction_version=2, compression=codecs[i % len(codecs)]).init_transactions()
+        c.transactional_producer(
+            f"bulk-writer-{i}", transaction_version=2, compression=codecs[i % len(codecs)]
+        ).init_transactions()
         for i in range(large_parts)
     ]
     idem_large = [c.idempotent_producer() for _ in range(large_parts)]
@@ -1018,10 +1195,19 @@ def bulk(
     records, _ = c.records.batch(end_ts=c.now, n_records=1, value_bytes=100, key_prefix="bulk-large", linger_ms=0)
     plain.send("bulk-large", 1, records=records)
     c.close()
-    result = assemble(c, name="bulk", description=f"benchmark data, ~{total_bytes / 2**20:.0f} MiB",
-                      intents=intents, elapsed_s=time.perf_counter() - started,
-                      notes={"large_batch_bytes": large_sizes, "small_batch_bytes": small_size,
-                             "large_batches_per_partition": large_counts, "small_batches_per_partition": small_batches})
+    result = assemble(
+        c,
+        name="bulk",
+        description=f"benchmark data, ~{total_bytes / 2**20:.0f} MiB",
+        intents=intents,
+        elapsed_s=time.perf_counter() - started,
+        notes={
+            "large_batch_bytes": large_sizes,
+            "small_batch_bytes": small_size,
+            "large_batches_per_partition": large_counts,
+            "small_batches_per_partition": small_batches,
+        },
+    )
     return result
 
 
@@ -1043,8 +1229,13 @@ def _bulk_send(
     producer._sequences[tp] = (seq + n * per) % (1 << 31)
     for log in c.partition(*tp).logs.values():
         log.append_data_batches(
-            payload, count=n, base_timestamps=base_timestamps, producer_id=producer.producer_id,
-            producer_epoch=producer.producer_epoch, first_sequence=seq, is_transactional=transactional,
+            payload,
+            count=n,
+            base_timestamps=base_timestamps,
+            producer_id=producer.producer_id,
+            producer_epoch=producer.producer_epoch,
+            first_sequence=seq,
+            is_transactional=transactional,
         )
 
 

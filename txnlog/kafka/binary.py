@@ -23,26 +23,28 @@ from txnlog.kafka.wire import MAX_VARINT_BYTES, MAX_VARLONG_BYTES
 @jit(inline=True)
 def be_i16(buf: np.ndarray, p: int) -> int:
     v = (np.int64(buf[p]) << 8) | np.int64(buf[p + 1])
-    return v - 0x10000 if v >= 0x8000 else v
+    return v - 0x10000 if v >= 0x8000 else v  # type: ignore[return-value]  # numba returns np.int64 inside compiled code and boxes it to int for Python
 
 
 @jit(inline=True)
 def be_i32(buf: np.ndarray, p: int) -> int:
     v = (np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
-    return v - 0x100000000 if v >= 0x80000000 else v
+    return v - 0x100000000 if v >= 0x80000000 else v  # type: ignore[return-value]  # numba returns np.int64 inside compiled code and boxes it to int for Python
 
 
 @jit(inline=True)
 def be_u32(buf: np.ndarray, p: int) -> int:
-    return (np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
+    return (np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])  # type: ignore[return-value]  # numba returns np.int64 inside compiled code and boxes it to int for Python
 
 
 @jit(inline=True)
 def be_i64(buf: np.ndarray, p: int) -> int:
     # int64 shifts wrap like Java's, so the top byte lands in the sign bit.
     hi = (np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
-    lo = (np.int64(buf[p + 4]) << 24) | (np.int64(buf[p + 5]) << 16) | (np.int64(buf[p + 6]) << 8) | np.int64(buf[p + 7])
-    return (hi << np.int64(32)) | lo
+    lo = (
+        (np.int64(buf[p + 4]) << 24) | (np.int64(buf[p + 5]) << 16) | (np.int64(buf[p + 6]) << 8) | np.int64(buf[p + 7])
+    )
+    return (hi << np.int64(32)) | lo  # type: ignore[return-value]  # numba returns np.int64 inside compiled code and boxes it to int for Python
 
 
 @jit()
@@ -58,7 +60,7 @@ def read_varint(buf: np.ndarray, p: int, end: int) -> tuple[int, int]:
         if b < np.uint64(0x80):
             u = raw & np.uint64(0xFFFFFFFF)
             v = np.int64(u >> np.uint64(1)) ^ -np.int64(u & np.uint64(1))
-            return v, p + i + 1
+            return v, p + i + 1  # type: ignore[return-value]  # numba returns np.int64 inside compiled code and boxes it to int for Python
         shift += np.uint64(7)
     return 0, -1  # "Varint is too long"
 
@@ -76,7 +78,7 @@ def read_varlong(buf: np.ndarray, p: int, end: int) -> tuple[int, int]:
             raw |= (b & np.uint64(0x7F)) << shift
         if b < np.uint64(0x80):
             v = np.int64(raw >> np.uint64(1)) ^ -np.int64(raw & np.uint64(1))
-            return v, p + i + 1
+            return v, p + i + 1  # type: ignore[return-value]  # numba returns np.int64 inside compiled code and boxes it to int for Python
         shift += np.uint64(7)
     return 0, -1
 
@@ -92,7 +94,7 @@ def read_uvarint(buf: np.ndarray, p: int, end: int) -> tuple[int, int]:
         b = np.uint64(buf[p + i])
         raw |= (b & np.uint64(0x7F)) << shift
         if b < np.uint64(0x80):
-            return np.int64(raw & np.uint64(0xFFFFFFFF)), p + i + 1
+            return np.int64(raw & np.uint64(0xFFFFFFFF)), p + i + 1  # type: ignore[return-value]  # numba returns np.int64 inside compiled code and boxes it to int for Python
         shift += np.uint64(7)
     return 0, -1
 

@@ -22,11 +22,15 @@ Framings, as Kafka's Java client writes them (CompressionType / the
 from __future__ import annotations
 
 import struct
+from typing import TYPE_CHECKING
 
 import cramjam
 
 from txnlog.kafka.errors import DECOMPRESSION_FAILED, DecodeError
 from txnlog.kafka.wire import XERIAL_SNAPPY_HEADER_SIZE, XERIAL_SNAPPY_MAGIC, Compression
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["decompress"]
 
@@ -50,7 +54,9 @@ def _snappy(payload: bytes) -> bytes:
     return bytes(out)
 
 
-def decompress(codec: int, payload: bytes | bytearray | memoryview, *, file: str = "", position: int = 0) -> bytes:
+def decompress(
+    codec: int, payload: bytes | bytearray | memoryview | np.ndarray, *, file: str = "", position: int = 0
+) -> bytes:
     """Decompress ``payload`` written with CompressionType ``codec``; DecodeError if it cannot be.
 
     >>> decompress(0, b"abc")

@@ -140,6 +140,10 @@ def decode_end_txn_marker(
         raise DecodeError(file, position, "EndTxnMarker.version", BAD_CONTROL_RECORD, f"negative version {version}")
     if version > MAX_PLAUSIBLE_MESSAGE_VERSION:
         raise DecodeError(
-            file, position, "EndTxnMarker.version", BAD_CONTROL_RECORD, f"implausible version {version}: not an EndTxnMarker"
+            file,
+            position,
+            "EndTxnMarker.version",
+            BAD_CONTROL_RECORD,
+            f"implausible version {version}: not an EndTxnMarker",
         )
     return EndTxnMarker(version, coordinator_epoch)

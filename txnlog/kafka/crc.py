@@ -30,6 +30,7 @@ import ctypes
 import glob
 import os
 import warnings
+from typing import Any
 
 import numpy as np
 from numba import types
@@ -104,10 +105,10 @@ def crc32c_software(crc: int, buf: np.ndarray, start: int, stop: int) -> int:
     while i < stop:
         c = t[0, (c ^ np.uint32(buf[i])) & np.uint32(0xFF)] ^ (c >> np.uint32(8))
         i += 1
-    return c ^ np.uint32(0xFFFFFFFF)
+    return c ^ np.uint32(0xFFFFFFFF)  # type: ignore[return-value]  # numba boxes the compiled np.uint32 to int for Python
 
 
-def _choose_backend() -> tuple[str, object]:
+def _choose_backend() -> tuple[str, Any]:
     path = library_path()
     if path is not None:
         try:
@@ -129,8 +130,7 @@ def _choose_backend() -> tuple[str, object]:
         except Exception:  # noqa: BLE001
             pass
     warnings.warn(
-        "txnlog: libcrc32c from google-crc32c not found or not loadable; "
-        "using a slower compiled software CRC-32C",
+        "txnlog: libcrc32c from google-crc32c not found or not loadable; using a slower compiled software CRC-32C",
         RuntimeWarning,
         stacklevel=2,
     )
@@ -148,7 +148,7 @@ if BACKEND in ("external", "ctypes"):
     def crc32c_update(crc: int, buf: np.ndarray, start: int, stop: int) -> int:
         """CRC-32C of ``buf[start:stop]`` continuing from ``crc`` (native library)."""
         if stop <= start:
-            return np.uint32(crc)
+            return np.uint32(crc)  # type: ignore[return-value]  # numba boxes the compiled np.uint32 to int for Python
         return _native(np.uint32(crc), buf.ctypes.data + start, stop - start)
 
 else:
@@ -195,4 +195,4 @@ def crc32_ieee(buf: np.ndarray, start: int, stop: int) -> int:
     c = np.uint32(0xFFFFFFFF)
     for i in range(start, stop):
         c = t[(c ^ np.uint32(buf[i])) & np.uint32(0xFF)] ^ (c >> np.uint32(8))
-    return c ^ np.uint32(0xFFFFFFFF)
+    return c ^ np.uint32(0xFFFFFFFF)  # type: ignore[return-value]  # numba boxes the compiled np.uint32 to int for Python

@@ -83,13 +83,35 @@ BATCH_LINE = (
 #: 1-based ``split(line, " ")`` positions of the batch line's values without deleteHorizonMs;
 #: fields after isControl move by 2 when it is present (``BATCH_TOKENS_AFTER_CONTROL``).
 BATCH_TOKENS = {
-    "base_offset": 2, "last_offset": 4, "count": 6, "base_sequence": 8, "last_sequence": 10,
-    "producer_id": 12, "producer_epoch": 14, "partition_leader_epoch": 16, "is_transactional": 18,
+    "base_offset": 2,
+    "last_offset": 4,
+    "count": 6,
+    "base_sequence": 8,
+    "last_sequence": 10,
+    "producer_id": 12,
+    "producer_epoch": 14,
+    "partition_leader_epoch": 16,
+    "is_transactional": 18,
     "is_control": 20,
-    "position": 22, "timestamp_type": 23, "max_timestamp": 24, "size": 26, "magic": 28,
-    "compresscodec": 30, "crc": 32, "isvalid": 34,
+    "position": 22,
+    "timestamp_type": 23,
+    "max_timestamp": 24,
+    "size": 26,
+    "magic": 28,
+    "compresscodec": 30,
+    "crc": 32,
+    "isvalid": 34,
 }
-BATCH_TOKENS_AFTER_CONTROL = ("position", "timestamp_type", "max_timestamp", "size", "magic", "compresscodec", "crc", "isvalid")
+BATCH_TOKENS_AFTER_CONTROL = (
+    "position",
+    "timestamp_type",
+    "max_timestamp",
+    "size",
+    "magic",
+    "compresscodec",
+    "crc",
+    "isvalid",
+)
 DELETE_HORIZON = r" deleteHorizonMs: OptionalLong\[(-?\d+)\]"
 #: magic 0/1 entry ("offset" is the entry's last offset).
 LEGACY_LINE = (
@@ -98,7 +120,10 @@ LEGACY_LINE = (
 )
 #: record line with metadata (2.7 lower-case keysize/valuesize, 3.x+ camelCase); group 1 offset,
 #: group 2 timestamp.
-RECORD_LINE = r"^\| offset: (-?\d+) (?:CreateTime|LogAppendTime|NoTimestampType): (-?\d+) (?:keySize|keysize): -?\d+ (?:valueSize|valuesize): -?\d+(?: |$)"
+RECORD_LINE = (
+    r"^\| offset: (-?\d+) (?:CreateTime|LogAppendTime|NoTimestampType): (-?\d+) "
+    r"(?:keySize|keysize): -?\d+ (?:valueSize|valuesize): -?\d+(?: |$)"
+)
 #: ``--skip-record-metadata`` record lines
 RECORD_NO_METADATA_LINE = r"^\| (?:key|payload): "
 END_TXN_MARKER = r" endTxnMarker: (ABORT|COMMIT) coordinatorEpoch: (-?\d+)\s*$"
@@ -119,7 +144,8 @@ SNAPSHOT_LINE = (
     r"^producerId: (-?\d+) producerEpoch: (-?\d+) coordinatorEpoch: (-?\d+) "
     r"currentTxnFirstOffset: (None|Some\((-?\d+)\)|OptionalLong\.empty|OptionalLong\[(-?\d+)\])"
     r"(?: lastTimestamp: (-?\d+))? ?"
-    r"(?: ?firstSequence: (-?\d+) lastSequence: (-?\d+) lastOffset: (-?\d+) offsetDelta: (-?\d+) timestamp: (-?\d+))?\s*$"
+    r"(?: ?firstSequence: (-?\d+) lastSequence: (-?\d+) lastOffset: (-?\d+) offsetDelta: (-?\d+) "
+    r"timestamp: (-?\d+))?\s*$"
 )
 #: Lines kafka-dump-log prints that carry nothing we need. Texts from DumpLogSegments.scala (2.x-4.x)
 #: and tools/.../DumpLogSegments.java (the 4.x port), and the storage exceptions it lets through:
@@ -177,8 +203,14 @@ BROKER_DIR = r"(?i)(broker|kafka|log|data|node|^\d+$)"
 UNKNOWN_BROKER = "dump"
 
 STATE_IDS = {
-    "Empty": 0, "Ongoing": 1, "PrepareCommit": 2, "PrepareAbort": 3, "CompleteCommit": 4,
-    "CompleteAbort": 5, "Dead": 6, "PrepareEpochFence": 7,
+    "Empty": 0,
+    "Ongoing": 1,
+    "PrepareCommit": 2,
+    "PrepareAbort": 3,
+    "CompleteCommit": 4,
+    "CompleteAbort": 5,
+    "Dead": 6,
+    "PrepareEpochFence": 7,
 }
 STATE_NAMES = {v: k for k, v in STATE_IDS.items()}
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -232,7 +264,7 @@ def _varint(buf: bytes, p: int) -> tuple[int, int]:
     return (raw >> 1) ^ -(raw & 1), p
 
 
-def _iter_v2_records(payload: bytes, count: int):  # type: ignore[no-untyped-def]
+def _iter_v2_records(payload: bytes, count: int):
     """(attrs, ts_delta, offset_delta, key, value, header_keys) of each record of a v2 batch."""
     p = 0
     for _ in range(count):
@@ -355,12 +387,25 @@ def _render_log(
         magic = buf[pos + 16]
         total = 12 + size_field
         if magic >= 2:
-            (bo, blen, ple, _m, crc, attrs, lod, base_ts, max_ts, pid, pe, bseq, count) = _V2_HEADER.unpack_from(buf, pos)
-            h = dict(
-                base_offset=bo, ple=ple, crc=crc, attrs=attrs, last_offset_delta=lod, base_timestamp=base_ts,
-                max_timestamp=max_ts, producer_id=pid, producer_epoch=pe, base_sequence=bseq, count=count,
-                position=pos, size=total, codec=attrs & 0x07,
+            (bo, blen, ple, _m, crc, attrs, lod, base_ts, max_ts, pid, pe, bseq, count) = _V2_HEADER.unpack_from(
+                buf, pos
             )
+            h = {
+                "base_offset": bo,
+                "ple": ple,
+                "crc": crc,
+                "attrs": attrs,
+                "last_offset_delta": lod,
+                "base_timestamp": base_ts,
+                "max_timestamp": max_ts,
+                "producer_id": pid,
+                "producer_epoch": pe,
+                "base_sequence": bseq,
+                "count": count,
+                "position": pos,
+                "size": total,
+                "codec": attrs & 0x07,
+            }
             valid = crc32c(buf[pos + 21 : pos + total]) == crc
             out.append(_batch_line(version, h, valid))
             if deep:
@@ -380,14 +425,18 @@ def _render_log(
             )
             if deep:
                 brace = "" if version in JAVA_VERSIONS else "}"  # the Scala tool's stray "}" (spec §5.3)
-                out.append(f"| offset: {base_offset} {ts_name}: {ts} keySize: -1 valueSize: -1 isValid: true crc: {crc}{brace}")
+                out.append(
+                    f"| offset: {base_offset} {ts_name}: {ts} keySize: -1 valueSize: -1 isValid: true crc: {crc}{brace}"
+                )
         pos += total
     if pos < n and any(buf[pos:]):
         out.append(f"Found {n - pos} invalid bytes at the end of {name}")
     return out
 
 
-def _record_lines(buf: bytes, h: dict[str, int], version: Version, txn_decoder: bool, print_data: bool, decompress) -> list[str]:  # type: ignore[no-untyped-def]
+def _record_lines(
+    buf: bytes, h: dict[str, int], version: Version, txn_decoder: bool, print_data: bool, decompress
+) -> list[str]:
     pos = h["position"]
     body = buf[pos + 61 : pos + h["size"]]
     try:
@@ -435,8 +484,11 @@ def _record_lines(buf: bytes, h: dict[str, int], version: Version, txn_decoder: 
                 else:
                     line += f" controlType: UNKNOWN({ctype})"
         elif txn_decoder:
-            line += (_txn_json(key, value, status_names=version == "4.x") if version in JSON_DECODER_VERSIONS
-                     else _txn_scala(key, value))
+            line += (
+                _txn_json(key, value, status_names=version == "4.x")
+                if version in JSON_DECODER_VERSIONS
+                else _txn_scala(key, value)
+            )
         elif print_data:
             if key is not None:
                 line += f" key: {key.decode('utf-8', 'replace')}"
@@ -459,7 +511,10 @@ def _render_snapshot(buf: bytes, version: Version) -> list[str]:
         last_offset = int(e["last_offset"][i])
         last_seq = int(e["last_sequence"][i])
         delta = int(e["offset_delta"][i])
-        line = f"producerId: {pid} producerEpoch: {epoch} coordinatorEpoch: {ce} currentTxnFirstOffset: {_opt_long(ctfo if ctfo >= 0 else None, version)}"
+        line = (
+            f"producerId: {pid} producerEpoch: {epoch} coordinatorEpoch: {ce} "
+            f"currentTxnFirstOffset: {_opt_long(ctfo if ctfo >= 0 else None, version)}"
+        )
         if version in ("2.7", "2.8"):
             sep = " "
         elif version in JAVA_VERSIONS:
@@ -469,7 +524,10 @@ def _render_snapshot(buf: bytes, version: Version) -> list[str]:
             line += f" lastTimestamp: {ts} "
             sep = ""
         if last_offset >= 0:
-            line += f"{sep}firstSequence: {last_seq - delta if last_seq >= 0 else -1} lastSequence: {last_seq} lastOffset: {last_offset} offsetDelta: {delta} timestamp: {ts}"
+            line += (
+                f"{sep}firstSequence: {last_seq - delta if last_seq >= 0 else -1} lastSequence: {last_seq} "
+                f"lastOffset: {last_offset} offsetDelta: {delta} timestamp: {ts}"
+            )
         out.append(line)
     return out
 
@@ -503,8 +561,12 @@ def render_dump(
         lines += _render_snapshot(buf, version)
     else:
         base = int(os.path.basename(path).split(".")[0])
-        lines.append(("Log starting offset: " if version in ("3.x", "4.0", "4.x", "trunk") else "Starting offset: ") + str(base))
+        lines.append(
+            ("Log starting offset: " if version in ("3.x", "4.0", "4.x", "trunk") else "Starting offset: ") + str(base)
+        )
         is_txn_state = "/__transaction_state-" in path.replace(os.sep, "/")
         deep = deep_iteration or print_data_log or transaction_log_decoder
-        lines += _render_log(buf, version, deep, transaction_log_decoder, print_data_log, is_txn_state, os.path.basename(path))
+        lines += _render_log(
+            buf, version, deep, transaction_log_decoder, print_data_log, is_txn_state, os.path.basename(path)
+        )
     return "\n".join(lines) + "\n"

@@ -74,13 +74,15 @@ def _entries(arr: np.ndarray, dtype: np.dtype, file: str) -> tuple[np.ndarray, l
     quarantine = []
     if whole != arr.size:
         quarantine.append(
-            QuarantineEntry(file, whole, arr.size - whole, errors.TRUNCATED_TAIL, f"partial {dtype.itemsize}-byte entry")
+            QuarantineEntry(
+                file, whole, arr.size - whole, errors.TRUNCATED_TAIL, f"partial {dtype.itemsize}-byte entry"
+            )
         )
     return arr[:whole].view(dtype), quarantine
 
 
 def _native(raw: np.ndarray) -> dict[str, np.ndarray]:
-    return {name: raw[name].astype(raw.dtype.fields[name][0].newbyteorder("=")) for name in raw.dtype.names}  # type: ignore[index,union-attr]
+    return {name: raw[name].astype(raw.dtype.fields[name][0].newbyteorder("=")) for name in raw.dtype.names}  # type: ignore[index,union-attr]  # a structured dtype: fields and names are set
 
 
 def decode_offset_index(buf: Buffer, *, base_offset: int = 0, file: str = "") -> IndexFile:

@@ -121,7 +121,9 @@ def cache_dir() -> str:
     """Where numba caches this package's compiled functions (``NUMBA_CACHE_DIR`` or ``__pycache__``)."""
     user_dir = os.environ.get("NUMBA_CACHE_DIR")
     if user_dir:  # numba's UserProvidedCacheLocator: <dir>/<parent dir name>_<sha1 of the source dir>
-        return os.path.join(user_dir, "_".join([os.path.basename(_PACKAGE_DIR), hashlib.sha1(_PACKAGE_DIR.encode()).hexdigest()]))
+        return os.path.join(
+            user_dir, "_".join([os.path.basename(_PACKAGE_DIR), hashlib.sha1(_PACKAGE_DIR.encode()).hexdigest()])
+        )
     return os.path.join(_PACKAGE_DIR, "__pycache__")
 
 
@@ -194,7 +196,7 @@ def jit(*, cacheable: bool = True, inline: bool = False) -> Callable[[F], F]:
     import numba
 
     def wrap(fn: F) -> F:
-        return numba.njit(  # type: ignore[no-any-return]
+        return numba.njit(  # type: ignore[return-value]  # a numba Dispatcher is called like the function it compiles
             cache=cacheable and SOURCE_IS_FILE, nogil=True, inline="always" if inline else "never"
         )(fn)
 

@@ -66,7 +66,7 @@ assert _ENTRY_DTYPE.itemsize == PRODUCER_SNAPSHOT_ENTRY_SIZE
 
 #: Columns of :attr:`ProducerSnapshot.entries` (native byte order).
 SNAPSHOT_ENTRY_COLUMNS: dict[str, np.dtype] = {
-    name: _ENTRY_DTYPE.fields[name][0].newbyteorder("=")  # type: ignore[index]
+    name: _ENTRY_DTYPE.fields[name][0].newbyteorder("=")  # type: ignore[index]  # a structured dtype: fields is set
     for name in _ENTRY_DTYPE.names or ()
 }
 
@@ -106,7 +106,11 @@ def decode_producer_snapshot(buf: Buffer, *, file: str = "") -> ProducerSnapshot
     arr = as_uint8(buf)
     if arr.size < PRODUCER_SNAPSHOT_HEADER_SIZE:
         raise DecodeError(
-            file, 0, "ProducerSnapshot", BAD_SNAPSHOT, f"{arr.size} bytes, shorter than the {PRODUCER_SNAPSHOT_HEADER_SIZE}-byte header"
+            file,
+            0,
+            "ProducerSnapshot",
+            BAD_SNAPSHOT,
+            f"{arr.size} bytes, shorter than the {PRODUCER_SNAPSHOT_HEADER_SIZE}-byte header",
         )
     header = arr[:PRODUCER_SNAPSHOT_HEADER_SIZE].tobytes()
     (version,) = _VERSION.unpack_from(header, 0)

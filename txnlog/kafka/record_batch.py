@@ -69,7 +69,6 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Union
 
 import numpy as np
 
@@ -127,7 +126,7 @@ __all__ = [
     "scan_segment_file",
 ]
 
-Buffer = Union[bytes, bytearray, memoryview, np.ndarray]
+Buffer = bytes | bytearray | memoryview | np.ndarray
 
 #: The columns of :attr:`SegmentScan.batches`, in order, with their dtypes. The single source of truth.
 BATCH_COLUMNS: dict[str, np.dtype] = {
@@ -411,13 +410,34 @@ def _overlapping_next(buf: np.ndarray, pos: int, n: int, check_crc: bool, min_ba
 
 
 @jit(cacheable=NUMBA_CACHEABLE, inline=True)
-def _emit(cols, i: int, buf: np.ndarray, p: int, size: int) -> None:  # type: ignore[no-untyped-def]
+def _emit(cols, i: int, buf: np.ndarray, p: int, size: int) -> None:
     """Row ``i`` of every batch column from the header at ``p`` (in cache: the walk just read its length)."""
     (
-        position, base_offset, last_offset, batch_length, leader_epoch, magic, crc, crc_valid,
-        compression, timestamp_type, is_transactional, is_control, has_delete_horizon, last_offset_delta,
-        base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, record_count,
-        control_key_version, control_type, control_value_version, coordinator_epoch, marker_timestamp,
+        position,
+        base_offset,
+        last_offset,
+        batch_length,
+        leader_epoch,
+        magic,
+        crc,
+        crc_valid,
+        compression,
+        timestamp_type,
+        is_transactional,
+        is_control,
+        has_delete_horizon,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        record_count,
+        control_key_version,
+        control_type,
+        control_value_version,
+        coordinator_epoch,
+        marker_timestamp,
         control_status,
     ) = cols
     base = be_i64(buf, p + BASE_OFFSET_OFFSET)
@@ -453,7 +473,7 @@ def _emit(cols, i: int, buf: np.ndarray, p: int, size: int) -> None:  # type: ig
 
 
 @jit(cacheable=NUMBA_CACHEABLE)
-def _walk(buf: np.ndarray, check_crc: bool, cols, tight_loop: bool):  # type: ignore[no-untyped-def]
+def _walk(buf: np.ndarray, check_crc: bool, cols, tight_loop: bool):
     """Follow the chain of entries, writing each valid batch's header into ``cols`` as it passes.
 
     One pass: the header is read while it is in cache (the walk has just read its length and
@@ -491,7 +511,11 @@ def _walk(buf: np.ndarray, check_crc: bool, cols, tight_loop: bool):  # type: ig
             run_start = nb
             while pos + RECORD_BATCH_OVERHEAD <= n:
                 size = be_i32(buf, pos + BATCH_LENGTH_OFFSET)
-                if buf[pos + MAGIC_OFFSET] != CURRENT_MAGIC or size < _MIN_BATCH_LENGTH or size > n - pos - LOG_OVERHEAD:
+                if (
+                    buf[pos + MAGIC_OFFSET] != CURRENT_MAGIC
+                    or size < _MIN_BATCH_LENGTH
+                    or size > n - pos - LOG_OVERHEAD
+                ):
                     break
                 if check_crc and not _batch_crc_ok(buf, pos, size):
                     break
@@ -574,7 +598,7 @@ def _walk(buf: np.ndarray, check_crc: bool, cols, tight_loop: bool):  # type: ig
 
 
 @jit()
-def _parse_control_records(  # type: ignore[no-untyped-def]
+def _parse_control_records(
     buf: np.ndarray,
     starts: np.ndarray,
     ends: np.ndarray,
@@ -792,7 +816,7 @@ class _OutputBlocks:
             block = np.empty(need, np.uint8)
         # Not a view of ``block`` (numpy would make every view's base the block itself), so that the
         # lease is what the columns refer to.
-        lease = np.frombuffer(memoryview(block), np.uint8)
+        lease = np.frombuffer(block.data, np.uint8)
         weakref.finalize(lease, self._give_back, block)
         offset = -block.ctypes.data % _HUGE_PAGE
         cols = {}

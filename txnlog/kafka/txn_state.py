@@ -183,7 +183,9 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
 
-def decode_transaction_log_key(data: bytes | bytearray | memoryview | None, *, file: str = "", position: int = 0) -> str:
+def decode_transaction_log_key(
+    data: bytes | bytearray | memoryview | None, *, file: str = "", position: int = 0
+) -> str:
     """The transactional.id of a ``__transaction_state`` record key.
 
     >>> decode_transaction_log_key(b"\\x00\\x00\\x00\\x05txn-1")
@@ -248,7 +250,11 @@ def decode_transaction_log_value(
     else:
         topics = []
         for _ in range(count):
-            n = (r.uvarint("TransactionPartitions.Topic") - 1) if flexible else r.fixed(_I16, "TransactionPartitions.Topic")
+            n = (
+                (r.uvarint("TransactionPartitions.Topic") - 1)
+                if flexible
+                else r.fixed(_I16, "TransactionPartitions.Topic")
+            )
             if n < 0:
                 raise r.fail("TransactionPartitions.Topic", "null string")
             topic = r.utf8(n, "TransactionPartitions.Topic")
@@ -264,12 +270,19 @@ def decode_transaction_log_value(
                 # Per-topic tagged fields: none are defined; skip them by size.
                 for _ in range(r.uvarint("TransactionPartitions._tagged_fields")):
                     r.uvarint("TransactionPartitions._tagged_fields.tag")
-                    r.raw(r.uvarint("TransactionPartitions._tagged_fields.size"), "TransactionPartitions._tagged_fields")
+                    r.raw(
+                        r.uvarint("TransactionPartitions._tagged_fields.size"), "TransactionPartitions._tagged_fields"
+                    )
             topics.append((topic, tuple(ids)))
         partitions = tuple(topics)
     last_update = r.fixed(_I64, "TransactionLastUpdateTimestampMs")
     start = r.fixed(_I64, "TransactionStartTimestampMs")
-    tagged = {"previous_producer_id": -1, "next_producer_id": -1, "next_producer_epoch": -1, "client_transaction_version": 0}
+    tagged = {
+        "previous_producer_id": -1,
+        "next_producer_id": -1,
+        "next_producer_epoch": -1,
+        "client_transaction_version": 0,
+    }
     unknown: list[tuple[int, bytes]] = []
     if flexible:
         for _ in range(r.uvarint("_tagged_fields")):
@@ -435,7 +448,7 @@ def _grow(mat: np.ndarray, used: int, need: int) -> np.ndarray:
 
 
 @jit()
-def _decode_value(  # type: ignore[no-untyped-def]
+def _decode_value(
     data: np.ndarray,
     p: int,
     end: int,
@@ -524,7 +537,7 @@ def _decode_value(  # type: ignore[no-untyped-def]
         if k > (end - p) // 4:
             return _Q_BAD_VALUE, _D_VALUE_SHORT, _F_PARTITION_IDS, 0, topics, nt, parts, npart
         parts = _grow(parts, npart, k)
-        for j in range(k):
+        for _ in range(k):
             parts[npart, 0] = record
             parts[npart, 1] = topic_index
             parts[npart, 2] = be_i32(data, p)
@@ -580,7 +593,7 @@ def _decode_value(  # type: ignore[no-untyped-def]
 
 
 @jit(inline=True)
-def _add_q(quar: np.ndarray, nq: int, batch: int, offset: int, reason: int, detail: int, a1: int, a2: int):  # type: ignore[no-untyped-def]
+def _add_q(quar: np.ndarray, nq: int, batch: int, offset: int, reason: int, detail: int, a1: int, a2: int):
     quar = _grow(quar, nq, 1)
     quar[nq, 0] = batch
     quar[nq, 1] = offset
@@ -592,7 +605,7 @@ def _add_q(quar: np.ndarray, nq: int, batch: int, offset: int, reason: int, deta
 
 
 @jit()
-def _walk_records(  # type: ignore[no-untyped-def]
+def _walk_records(
     buf: np.ndarray,
     extra: np.ndarray,
     src: np.ndarray,
@@ -737,7 +750,7 @@ def _walk_records(  # type: ignore[no-untyped-def]
 
 
 @jit()
-def _gather_strings(buf: np.ndarray, extra: np.ndarray, src: np.ndarray, start: np.ndarray, length: np.ndarray):  # type: ignore[no-untyped-def]
+def _gather_strings(buf: np.ndarray, extra: np.ndarray, src: np.ndarray, start: np.ndarray, length: np.ndarray):
     """Concatenate byte ranges into (data, int64 offsets): the layout of an Arrow (large_)string array."""
     n = start.size
     offsets = np.empty(n + 1, np.int64)
@@ -830,16 +843,16 @@ class TxnLogScan:
         return np.array([f"{t}-{p}" for t, p in zip(topics, self.partitions["partition"].tolist())], dtype=object)
 
 
-def _record_quarantine(
-    file: str, quar: np.ndarray, positions: np.ndarray, ends: np.ndarray
-) -> list[QuarantineEntry]:
+def _record_quarantine(file: str, quar: np.ndarray, positions: np.ndarray, ends: np.ndarray) -> list[QuarantineEntry]:
     out = []
     for batch, offset, reason, detail, a1, a2 in quar.tolist():
         template = _DETAILS[detail]
         if "{field}" in template:
             text = template.replace("{field}", _FIELDS[a1])
         elif detail == _D_TAG_SIZE:
-            text = template.format(a1, a2, _INT64_SIZE if a1 in (TAG_PREVIOUS_PRODUCER_ID, TAG_NEXT_PRODUCER_ID) else _INT16_SIZE)
+            text = template.format(
+                a1, a2, _INT64_SIZE if a1 in (TAG_PREVIOUS_PRODUCER_ID, TAG_NEXT_PRODUCER_ID) else _INT16_SIZE
+            )
         else:
             text = template.format(a1, a2)
         if offset >= 0:
@@ -876,7 +889,7 @@ def scan_transaction_log(buf: Buffer, *, file: str = "", check_crc: bool = True)
     for k in np.flatnonzero(codecs != Compression.NONE):
         position = int(positions[k])
         try:
-            records = decompress(int(codecs[k]), arr[int(starts[k]) : int(ends[k])], file=file, position=position)
+            plain = decompress(int(codecs[k]), arr[int(starts[k]) : int(ends[k])], file=file, position=position)
         except DecodeError as e:
             quarantine.append(
                 QuarantineEntry(file, position, int(ends[k]) - position, errors.DECOMPRESSION_FAILED, e.detail)
@@ -886,9 +899,9 @@ def scan_transaction_log(buf: Buffer, *, file: str = "", check_crc: bool = True)
             continue
         src[k] = 1
         starts[k] = extra_size
-        ends[k] = extra_size + len(records)
-        pieces.append(records)
-        extra_size += len(records)
+        ends[k] = extra_size + len(plain)
+        pieces.append(plain)
+        extra_size += len(plain)
     extra = as_uint8(b"".join(pieces))
     recs, topics, parts, quar = _walk_records(
         arr,
@@ -915,7 +928,9 @@ def scan_transaction_log(buf: Buffer, *, file: str = "", check_crc: bool = True)
         "partition": parts[:, 2].astype(np.int32),
     }
     if quar.shape[0]:
-        quarantine.extend(_record_quarantine(file, quar, positions, positions + LOG_OVERHEAD + b["batch_length"][data_idx]))
+        quarantine.extend(
+            _record_quarantine(file, quar, positions, positions + LOG_OVERHEAD + b["batch_length"][data_idx])
+        )
         quarantine.sort(key=lambda e: e.position)
     return TxnLogScan(
         file=file,

@@ -36,7 +36,7 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -57,6 +57,9 @@ from txnlog.spark.sources import (
     broker_timestamps,
 )
 from txnlog.spark.txn_state_source import TXN_STATE_SCHEMA
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 DUMP_LINES_SOURCE = "txnlog_dump_lines"
 DEFAULT_CHUNK_BYTES = 16 * 2**20
@@ -79,8 +82,8 @@ DUMP_LINES_SCHEMA = pa.schema(
 class DumpLogFrames:
     """What :func:`read_dump_logs` returns: the segment-source and txn-state-source shaped rows."""
 
-    summary: Any  # DataFrame, SEGMENT_SUMMARY_SCHEMA
-    records: Any  # DataFrame, TXN_STATE_SCHEMA
+    summary: DataFrame  # SEGMENT_SUMMARY_SCHEMA
+    records: DataFrame  # TXN_STATE_SCHEMA
     files: list[str]
 
 
@@ -152,7 +155,7 @@ def dump_arg_path(arg: str) -> str:
     return split_dump_arg(arg)[1]
 
 
-def _open(path: str):  # type: ignore[no-untyped-def]
+def _open(path: str):
     if "://" in path and not path.startswith("file://"):
         from pyarrow import fs
 
@@ -212,7 +215,9 @@ def iter_line_batches(
                 data_buf = arr[mask]
                 offsets = np.zeros(n + 1, np.int64)
                 np.cumsum(lens, out=offsets[1:])
-                lines = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data_buf)).cast(pa.string())
+                lines = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data_buf)).cast(
+                    pa.string()
+                )
                 numbers = np.arange(line_no + 1, line_no + n + 1, dtype=np.int64)
                 dumping = _prefix_mask(arr, starts, lens, b"Dumping ")
                 is_batch = _prefix_mask(arr, starts, lens, b"baseOffset: ")
@@ -231,8 +236,16 @@ def iter_line_batches(
                 section = int(sec[-1])
                 line_no += n
                 yield pa.RecordBatch.from_arrays(
-                    [pa.array([path] * n, pa.string()), pa.array(numbers), lines, pa.array(sec), headers, pa.array(after),
-                     pa.array([loc] * n, pa.string()), pa.array([loc_named] * n, pa.bool_())],
+                    [
+                        pa.array([path] * n, pa.string()),
+                        pa.array(numbers),
+                        lines,
+                        pa.array(sec),
+                        headers,
+                        pa.array(after),
+                        pa.array([loc] * n, pa.string()),
+                        pa.array([loc_named] * n, pa.bool_()),
+                    ],
                     schema=DUMP_LINES_SCHEMA,
                 )
             if eof:
@@ -306,12 +319,14 @@ def line_kind(line: Any) -> Any:
 
     return (
         F.when(line.startswith("Dumping "), K_DUMPING)
-        .when(line.startswith("| "),
-              F.when(line.rlike(D.RECORD_LINE), K_RECORD)
-              .when(line.rlike(D.MALFORMED_2_8), K_MALFORMED_28)
-              .when(line.rlike(D.RECORD_NO_METADATA_LINE), K_RECORD_NO_META)
-              .when(line.rlike(D.ELISION_LINE), K_ELIDED)
-              .otherwise(K_UNPARSED))
+        .when(
+            line.startswith("| "),
+            F.when(line.rlike(D.RECORD_LINE), K_RECORD)
+            .when(line.rlike(D.MALFORMED_2_8), K_MALFORMED_28)
+            .when(line.rlike(D.RECORD_NO_METADATA_LINE), K_RECORD_NO_META)
+            .when(line.rlike(D.ELISION_LINE), K_ELIDED)
+            .otherwise(K_UNPARSED),
+        )
         .when(line.rlike(D.BATCH_LINE), K_BATCH)
         .when(line.rlike(D.START_OFFSET_LINE), K_START)
         .when(line.rlike(D.SNAPSHOT_LINE), K_SNAPSHOT)
@@ -380,15 +395,30 @@ def _batch_columns(df: Any) -> Any:
         t = _tok(tokens, i, shift) if name in D.BATCH_TOKENS_AFTER_CONTROL else _tok(tokens, i)
         return F.when(is_batch, t.try_cast(typ) if typ != "string" else t)
 
-    codec = F.lower(F.when(is_batch, _tok(tokens, D.BATCH_TOKENS["compresscodec"], shift)).when(is_legacy, _tok(tokens, 12)))
+    codec = F.lower(
+        F.when(is_batch, _tok(tokens, D.BATCH_TOKENS["compresscodec"], shift)).when(is_legacy, _tok(tokens, 12))
+    )
     codec_id = F.create_map(*[x for kv in D.CODEC_IDS.items() for x in (F.lit(kv[0]), F.lit(kv[1]))])[codec]
     marker = F.col("line").contains(" endTxnMarker: ")
     damage = k.isin(*DAMAGE_KINDS) | (is_batch & F.col("line").rlike(r" isvalid: false\s*$"))
     return df.select(
-        "file", "line_no", "section", "kind_code", "after_batch", "dpath", "broker", "topic", "partition",
-        "file_offset", "is_txn_state", "loc", "loc_named",
+        "file",
+        "line_no",
+        "section",
+        "kind_code",
+        "after_batch",
+        "dpath",
+        "broker",
+        "topic",
+        "partition",
+        "file_offset",
+        "is_txn_state",
+        "loc",
+        "loc_named",
         F.when(damage, F.substring("line", 1, D.DETAIL_CHARS)).alias("damage_text"),
-        F.when(k == K_INVALID_BYTES, F.regexp_extract("line", D.INVALID_BYTES_LINE, 1).try_cast("long")).alias("invalid_bytes"),
+        F.when(k == K_INVALID_BYTES, F.regexp_extract("line", D.INVALID_BYTES_LINE, 1).try_cast("long")).alias(
+            "invalid_bytes"
+        ),
         b("base_offset", "long").alias("base_offset"),
         b("last_offset", "long").alias("last_offset"),
         b("count", "int").alias("record_count"),
@@ -398,11 +428,19 @@ def _batch_columns(df: Any) -> Any:
         b("partition_leader_epoch", "int").alias("partition_leader_epoch"),
         (b("is_transactional", "string") == "true").alias("is_transactional"),
         (b("is_control", "string") == "true").alias("is_control"),
-        F.when(is_batch, F.nullif(F.regexp_extract("line", D.DELETE_HORIZON, 1), F.lit("")).try_cast("long")).alias("delete_horizon"),
-        F.when(is_batch, _tok(tokens, D.BATCH_TOKENS["position"], shift)).when(is_legacy, _tok(tokens, 4)).try_cast("long").alias("position"),
+        F.when(is_batch, F.nullif(F.regexp_extract("line", D.DELETE_HORIZON, 1), F.lit("")).try_cast("long")).alias(
+            "delete_horizon"
+        ),
+        F.when(is_batch, _tok(tokens, D.BATCH_TOKENS["position"], shift))
+        .when(is_legacy, _tok(tokens, 4))
+        .try_cast("long")
+        .alias("position"),
         F.when(is_batch, (b("timestamp_type", "string") == "LogAppendTime:").cast("int")).alias("timestamp_type"),
         b("max_timestamp", "long").alias("max_timestamp"),
-        F.when(is_batch, _tok(tokens, D.BATCH_TOKENS["size"], shift)).when(is_legacy, _tok(tokens, 8)).try_cast("long").alias("size"),
+        F.when(is_batch, _tok(tokens, D.BATCH_TOKENS["size"], shift))
+        .when(is_legacy, _tok(tokens, 8))
+        .try_cast("long")
+        .alias("size"),
         b("magic", "int").alias("magic"),
         codec_id.alias("compression"),
         b("crc", "long").alias("crc"),
@@ -419,7 +457,9 @@ def _batch_columns(df: Any) -> Any:
 
 def _np(table: pa.Table, name: str, dtype: Any, fill: Any) -> np.ndarray:
     col = table.column(name)
-    return np.asarray(col.fill_null(fill).to_numpy(zero_copy_only=False), dtype=dtype) if len(col) else np.empty(0, dtype)
+    return (
+        np.asarray(col.fill_null(fill).to_numpy(zero_copy_only=False), dtype=dtype) if len(col) else np.empty(0, dtype)
+    )
 
 
 def _first(table: pa.Table, name: str) -> Any:
@@ -427,7 +467,9 @@ def _first(table: pa.Table, name: str) -> Any:
     return col[0].as_py() if len(col) else None
 
 
-def damage_rows(table: pa.Table, pos_col: str = "position", size_col: str = "size", dump_col: str = "file") -> dict[str, Any] | None:
+def damage_rows(
+    table: pa.Table, pos_col: str = "position", size_col: str = "size", dump_col: str = "file"
+) -> dict[str, Any] | None:
     """What the dump says is damaged in one dumped segment, as the segment reader would say it.
 
     ``table`` is the segment's lines in line order. Each row names the dumped segment (``file``)
@@ -457,14 +499,27 @@ def damage_rows(table: pa.Table, pos_col: str = "position", size_col: str = "siz
     above = np.searchsorted(frame_idx, idx, side="left") - 1
     prev_end = np.where(above >= 0, end[frame_idx[np.maximum(above, 0)]] if frame_idx.size else 0, 0)
     below = np.searchsorted(frame_idx, idx, side="right")
-    next_pos = np.where(below < frame_idx.size, pos[frame_idx[np.minimum(below, max(frame_idx.size - 1, 0))]] if frame_idx.size else -1, -1)
+    next_pos = np.where(
+        below < frame_idx.size,
+        pos[frame_idx[np.minimum(below, max(frame_idx.size - 1, 0))]] if frame_idx.size else -1,
+        -1,
+    )
     k = kind[idx]
     inv = _np(table, "invalid_bytes", np.int64, -1)[idx]
     is_bad_batch = k == K_BATCH
     position = np.where(is_bad_batch, pos[idx], prev_end)
-    length = np.where(is_bad_batch, size[idx], np.where(k == K_INVALID_BYTES, inv, np.where((k == K_ELIDED) & (next_pos >= 0), next_pos - prev_end, -1)))
-    reason = np.where(is_bad_batch, D.REASON_CRC, np.where(k == K_INVALID_BYTES, D.REASON_INVALID_BYTES,
-                      np.where(k == K_ELIDED, D.REASON_ELIDED, D.REASON_TOOL_ERROR)))
+    length = np.where(
+        is_bad_batch,
+        size[idx],
+        np.where(k == K_INVALID_BYTES, inv, np.where((k == K_ELIDED) & (next_pos >= 0), next_pos - prev_end, -1)),
+    )
+    reason = np.where(
+        is_bad_batch,
+        D.REASON_CRC,
+        np.where(
+            k == K_INVALID_BYTES, D.REASON_INVALID_BYTES, np.where(k == K_ELIDED, D.REASON_ELIDED, D.REASON_TOOL_ERROR)
+        ),
+    )
     dump_file = _first(table, dump_col)
     texts = text.take(pa.array(idx)).to_pylist()
     return {
@@ -511,7 +566,11 @@ def assemble_segment(table: pa.Table) -> pa.Table:
     r_ts = _np(table, "rec_timestamp", np.int64, -1)[is_r]
     r_after = _np(table, "after_batch", bool, False)[is_r]
     r_mtype = table.column("marker_type").filter(pa.array(is_r)).to_pylist() if is_r.any() else []
-    r_mtype_id = np.array([D.CONTROL_TYPE_IDS.get(t, -1) if t else -1 for t in r_mtype], np.int16) if r_mtype else np.empty(0, np.int16)
+    r_mtype_id = (
+        np.array([D.CONTROL_TYPE_IDS.get(t, -1) if t else -1 for t in r_mtype], np.int16)
+        if r_mtype
+        else np.empty(0, np.int16)
+    )
     r_mepoch = _np(table, "marker_epoch", np.int32, -1)[is_r]
 
     max_ts = col("max_timestamp", np.int64, -1)
@@ -524,7 +583,11 @@ def assemble_segment(table: pa.Table) -> pa.Table:
 
     is_control = col("is_control", bool, False)
     count = col("record_count", np.int32, 0)
-    status = np.where(is_control, np.where(count == 0, ControlStatus.ZERO_RECORDS, ControlStatus.END_TXN_MARKER), ControlStatus.NOT_CONTROL).astype(np.int8)
+    status = np.where(
+        is_control,
+        np.where(count == 0, ControlStatus.ZERO_RECORDS, ControlStatus.END_TXN_MARKER),
+        ControlStatus.NOT_CONTROL,
+    ).astype(np.int8)
     ctype = np.full(nb, -1, np.int16)
     cepoch = np.full(nb, -1, np.int32)
     marker_ts = np.where(is_control, max_ts, -1)
@@ -578,45 +641,75 @@ def assemble_segment(table: pa.Table) -> pa.Table:
     n = len(frags["kind"])
     base = {"broker": broker, "topic": topic, "file": dpath}
     if n:
-        out.append(_table(SEGMENT_SUMMARY_SCHEMA, n, {
-            **base,
-            "kind": pa.array(np.where(frags["kind"] == 1, KIND_MARKER, KIND_RUN).tolist(), pa.string()),
-            "partition": pa.array([partition] * n, pa.int32()),
-            "file_offset": pa.array([file_offset] * n, pa.int64()),
-            **{k: frags[k] for k in (
-                "producer_id", "producer_epoch", "min_epoch", "first_offset", "last_offset",
-                "first_timestamp", "last_timestamp", "batch_count", "record_count", "size_bytes",
-                "coordinator_epoch",
-            )},
-            "control_type": frags["control_type"].astype(np.int32),
-        }))
+        out.append(
+            _table(
+                SEGMENT_SUMMARY_SCHEMA,
+                n,
+                {
+                    **base,
+                    "kind": pa.array(np.where(frags["kind"] == 1, KIND_MARKER, KIND_RUN).tolist(), pa.string()),
+                    "partition": pa.array([partition] * n, pa.int32()),
+                    "file_offset": pa.array([file_offset] * n, pa.int64()),
+                    **{
+                        k: frags[k]
+                        for k in (
+                            "producer_id",
+                            "producer_epoch",
+                            "min_epoch",
+                            "first_offset",
+                            "last_offset",
+                            "first_timestamp",
+                            "last_timestamp",
+                            "batch_count",
+                            "record_count",
+                            "size_bytes",
+                            "coordinator_epoch",
+                        )
+                    },
+                    "control_type": frags["control_type"].astype(np.int32),
+                },
+            )
+        )
     is_l = kind == K_LEGACY
     ends = (_np(table, "position", np.int64, 0) + _np(table, "size", np.int64, 0))[is_b | is_l]
     has = batches["base_offset"].size > 0
-    out.append(_table(SEGMENT_SUMMARY_SCHEMA, 1, {
-        **base,
-        "kind": KIND_SEGMENT,
-        "partition": pa.array([partition], pa.int32()),
-        "file_offset": pa.array([file_offset], pa.int64()),
-        "first_offset": pa.array([int(batches["base_offset"].min()) if has else None], pa.int64()),
-        "last_offset": pa.array([int(batches["last_offset"].max()) if has else None], pa.int64()),
-        "first_timestamp": pa.array([int(batches["base_timestamp"].min()) if has else None], pa.int64()),
-        "last_timestamp": pa.array([int(batches["max_timestamp"].max()) if has else None], pa.int64()),
-        "batch_count": np.full(1, batches["base_offset"].size, np.int64),
-        "record_count": np.full(1, int(batches["record_count"].astype(np.int64).sum()), np.int64),
-        "size_bytes": np.full(1, int(ends.max()) if ends.size else 0, np.int64),
-        "legacy_entries": np.full(1, int(is_l.sum()), np.int64),
-        **broker_timestamps(batches),
-    }))
+    out.append(
+        _table(
+            SEGMENT_SUMMARY_SCHEMA,
+            1,
+            {
+                **base,
+                "kind": KIND_SEGMENT,
+                "partition": pa.array([partition], pa.int32()),
+                "file_offset": pa.array([file_offset], pa.int64()),
+                "first_offset": pa.array([int(batches["base_offset"].min()) if has else None], pa.int64()),
+                "last_offset": pa.array([int(batches["last_offset"].max()) if has else None], pa.int64()),
+                "first_timestamp": pa.array([int(batches["base_timestamp"].min()) if has else None], pa.int64()),
+                "last_timestamp": pa.array([int(batches["max_timestamp"].max()) if has else None], pa.int64()),
+                "batch_count": np.full(1, batches["base_offset"].size, np.int64),
+                "record_count": np.full(1, int(batches["record_count"].astype(np.int64).sum()), np.int64),
+                "size_bytes": np.full(1, int(ends.max()) if ends.size else 0, np.int64),
+                "legacy_entries": np.full(1, int(is_l.sum()), np.int64),
+                **broker_timestamps(batches),
+            },
+        )
+    )
     damage = damage_rows(table)
     if damage is not None:
         n = damage.pop("n")
-        out.append(_table(SEGMENT_SUMMARY_SCHEMA, n, {
-            **base, "kind": KIND_QUARANTINE,
-            "partition": pa.array([partition] * n, pa.int32()),
-            "file_offset": pa.array([file_offset] * n, pa.int64()),
-            **damage,
-        }))
+        out.append(
+            _table(
+                SEGMENT_SUMMARY_SCHEMA,
+                n,
+                {
+                    **base,
+                    "kind": KIND_QUARANTINE,
+                    "partition": pa.array([partition] * n, pa.int32()),
+                    "file_offset": pa.array([file_offset] * n, pa.int64()),
+                    **damage,
+                },
+            )
+        )
     result = pa.Table.from_batches(out, schema=SEGMENT_SUMMARY_SCHEMA)
     return result.append_column("dump_file", pa.array([_first(table, "file")] * result.num_rows, pa.string()))
 
@@ -644,18 +737,33 @@ def assemble_txn_state(table: pa.Table) -> pa.Table:
     r_batch = r_batch_all[use]
     epochs = np.where(r_batch >= 0, ple[np.maximum(r_batch, 0)] if ple.size else -1, -1).astype(np.int32)
     dump_file = _first(table, "dump_file")
-    out = [recs.set_column(recs.schema.get_field_index("coordinator_epoch"), "coordinator_epoch", pa.array(epochs, pa.int32()))
-           .select(TXN_STATE_SCHEMA.names).cast(TXN_STATE_SCHEMA)]
+    out = [
+        recs.set_column(
+            recs.schema.get_field_index("coordinator_epoch"), "coordinator_epoch", pa.array(epochs, pa.int32())
+        )
+        .select(TXN_STATE_SCHEMA.names)
+        .cast(TXN_STATE_SCHEMA)
+    ]
     damage = damage_rows(table, "batch_position", "batch_size", "dump_file")
     if damage is not None:
         n = damage.pop("n")
-        out.append(pa.Table.from_batches([_table(TXN_STATE_SCHEMA, n, {
-            "kind": KIND_QUARANTINE,
-            "broker": _first(table, "broker"),
-            "coordinator_partition": pa.array([_first(table, "partition")] * n, pa.int32()),
-            "file": _first(table, "dpath"),
-            **damage,
-        })]))
+        out.append(
+            pa.Table.from_batches(
+                [
+                    _table(
+                        TXN_STATE_SCHEMA,
+                        n,
+                        {
+                            "kind": KIND_QUARANTINE,
+                            "broker": _first(table, "broker"),
+                            "coordinator_partition": pa.array([_first(table, "partition")] * n, pa.int32()),
+                            "file": _first(table, "dpath"),
+                            **damage,
+                        },
+                    )
+                ]
+            )
+        )
     counts = _np(table, "record_count", np.int64, 0)[is_b]
     decoded = np.zeros(bl.size, bool)
     all_recs = r_batch_all[is_rec]
@@ -663,17 +771,28 @@ def assemble_txn_state(table: pa.Table) -> pa.Table:
     missing = np.flatnonzero(~decoded & (counts > 0))
     if missing.size:
         n = 1
-        out.append(pa.Table.from_batches([_table(TXN_STATE_SCHEMA, n, {
-            "kind": KIND_QUARANTINE,
-            "broker": _first(table, "broker"),
-            "coordinator_partition": pa.array([_first(table, "partition")], pa.int32()),
-            "file": _first(table, "dump_file"),
-            "position": np.full(1, int(bl[missing[0]]), np.int64),
-            "length": np.full(1, 1, np.int64),
-            "reason": D.REASON_TXN_UNDECODED,
-            "detail": f"{missing.size} of {bl.size} batches of {_first(table, 'dpath')} show no decoded record; "
-                      "dump __transaction_state with --transaction-log-decoder",
-        })]))
+        out.append(
+            pa.Table.from_batches(
+                [
+                    _table(
+                        TXN_STATE_SCHEMA,
+                        n,
+                        {
+                            "kind": KIND_QUARANTINE,
+                            "broker": _first(table, "broker"),
+                            "coordinator_partition": pa.array([_first(table, "partition")], pa.int32()),
+                            "file": _first(table, "dump_file"),
+                            "position": np.full(1, int(bl[missing[0]]), np.int64),
+                            "length": np.full(1, 1, np.int64),
+                            "reason": D.REASON_TXN_UNDECODED,
+                            "detail": f"{missing.size} of {bl.size} batches of {_first(table, 'dpath')} "
+                            "show no decoded record; "
+                            "dump __transaction_state with --transaction-log-decoder",
+                        },
+                    )
+                ]
+            )
+        )
     result = pa.concat_tables(out)
     return result.append_column("dump_file", pa.array([dump_file] * result.num_rows, pa.string()))
 
@@ -681,7 +800,7 @@ def assemble_txn_state(table: pa.Table) -> pa.Table:
 # ============================================================================ public API
 
 
-def register_dump_log_source(spark: Any) -> None:
+def register_dump_log_source(spark: SparkSession) -> None:
     spark.dataSource.register(DumpLinesSource)
 
 
@@ -725,10 +844,12 @@ def _records(lines: Any, batches: Any) -> Any:
         return F.when(is_json & ~tomb, F.coalesce(jval["data"][field], F.lit(default)))
 
     scala_parts = F.regexp_extract(scala_val, D.TXN_SCALA_VALUE, 4)
-    json_parts = F.flatten(F.transform(
-        jval["data"]["transactionPartitions"],
-        lambda x: F.transform(x["partitionIds"], lambda p: F.concat(x["topic"], F.lit("-"), p.cast("string"))),
-    ))
+    json_parts = F.flatten(
+        F.transform(
+            jval["data"]["transactionPartitions"],
+            lambda x: F.transform(x["partitionIds"], lambda p: F.concat(x["topic"], F.lit("-"), p.cast("string"))),
+        )
+    )
     decoded = recs.filter(is_scala | is_json).select(
         F.lit("record").alias("kind"),
         "broker",
@@ -746,11 +867,17 @@ def _records(lines: Any, batches: Any) -> Any:
         F.coalesce(sv(2, "int"), jv("producerEpoch")).alias("producer_epoch"),
         F.coalesce(sv(6, "long"), jv("transactionTimeoutMs")).alias("timeout_ms"),
         # the 4.x JSON prints the status id (4.0-); KAFKA-20712 prints its name ("CompleteCommit")
-        F.coalesce(F.when(is_scala & ~tomb, _state_id(F.regexp_extract(scala_val, D.TXN_SCALA_VALUE, 3))),
-                   jv("transactionStatus").try_cast("int"), _state_id(jv("transactionStatus"))).alias("state"),
-        F.when(is_scala & ~tomb,
-               F.when(scala_parts == "", F.array().cast("array<string>")).otherwise(F.split(scala_parts, ",")))
-        .when(is_json & ~tomb, json_parts).alias("partitions"),
+        F.coalesce(
+            F.when(is_scala & ~tomb, _state_id(F.regexp_extract(scala_val, D.TXN_SCALA_VALUE, 3))),
+            jv("transactionStatus").try_cast("int"),
+            _state_id(jv("transactionStatus")),
+        ).alias("state"),
+        F.when(
+            is_scala & ~tomb,
+            F.when(scala_parts == "", F.array().cast("array<string>")).otherwise(F.split(scala_parts, ",")),
+        )
+        .when(is_json & ~tomb, json_parts)
+        .alias("partitions"),
         F.coalesce(sv(5, "long"), jv("transactionLastUpdateTimestampMs")).alias("last_update_timestamp"),
         jv("transactionStartTimestampMs").alias("txn_start_timestamp"),
         tagged("previousProducerId", -1).alias("previous_producer_id"),
@@ -761,7 +888,11 @@ def _records(lines: Any, batches: Any) -> Any:
         F.lit(None).cast("long").alias("length"),
         F.lit(None).cast("string").alias("reason"),
         F.lit(None).cast("string").alias("detail"),
-        "line_no", "section", F.col("file").alias("dump_file"), "kind_code", "dpath",
+        "line_no",
+        "section",
+        F.col("file").alias("dump_file"),
+        "kind_code",
+        "dpath",
         F.lit(None).cast("int").alias("partition_leader_epoch"),
         F.lit(None).cast("long").alias("record_count"),
         F.col("partition"),
@@ -772,13 +903,26 @@ def _records(lines: Any, batches: Any) -> Any:
         F.lit(None).cast("long").alias("invalid_bytes"),
     )
     txn_batches = batches.filter(F.col("kind_code").isin(K_BATCH, K_LEGACY, *DAMAGE_KINDS)).select(
-        *[F.lit(None).cast(f.dataType).alias(f.name) for f in arrow_to_spark_schema(TXN_STATE_SCHEMA).fields
-          if f.name not in ("broker", "file")],
-        "broker", F.col("dpath").alias("file"),
-        "line_no", "section", F.col("file").alias("dump_file"), "kind_code", "dpath",
-        "partition_leader_epoch", F.col("record_count").cast("long").alias("record_count"), "partition",
-        "crc_valid", F.col("position").alias("batch_position"), F.col("size").alias("batch_size"),
-        "damage_text", "invalid_bytes",
+        *[
+            F.lit(None).cast(f.dataType).alias(f.name)
+            for f in arrow_to_spark_schema(TXN_STATE_SCHEMA).fields
+            if f.name not in ("broker", "file")
+        ],
+        "broker",
+        F.col("dpath").alias("file"),
+        "line_no",
+        "section",
+        F.col("file").alias("dump_file"),
+        "kind_code",
+        "dpath",
+        "partition_leader_epoch",
+        F.col("record_count").cast("long").alias("record_count"),
+        "partition",
+        "crc_valid",
+        F.col("position").alias("batch_position"),
+        F.col("size").alias("batch_size"),
+        "damage_text",
+        "invalid_bytes",
     )
     both = decoded.unionByName(txn_batches)
     out_schema = arrow_to_spark_schema(TXN_STATE_SCHEMA.append(pa.field("dump_file", pa.string())))
@@ -805,10 +949,17 @@ def _replica_names(lines: Any) -> Any:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    d = lines.filter(F.col("kind_code") == K_DUMPING).select(
-        F.col("file").alias("dump_file"), "loc", F.coalesce("loc_named", F.lit(False)).alias("named"),
-        F.col("broker").alias("pbroker"), "dpath",
-    ).distinct()
+    d = (
+        lines.filter(F.col("kind_code") == K_DUMPING)
+        .select(
+            F.col("file").alias("dump_file"),
+            "loc",
+            F.coalesce("loc_named", F.lit(False)).alias("named"),
+            F.col("broker").alias("pbroker"),
+            "dpath",
+        )
+        .distinct()
+    )
     clash = F.size(F.collect_set("dump_file").over(Window.partitionBy("pbroker", "dpath"))) > 1
     d = d.withColumn("clash", clash.cast("int"))
     loc_clash = F.max("clash").over(Window.partitionBy("loc", "pbroker")) > 0
@@ -831,13 +982,19 @@ def _named(df: Any, names: Any, dump_col: str = "dump_file") -> Any:
         (F.col(f"r.{dump_col}") == F.col("n.dump_file")) & (F.col("r.broker") == F.col("n.pbroker")),
         "left",
     )
-    return j.select(*[
-        (F.coalesce(F.col("n.replica"), F.col("r.broker")).alias("broker") if c == "broker" else F.col(f"r.{c}").alias(c))
-        for c in df.columns
-    ])
+    return j.select(
+        *[
+            (
+                F.coalesce(F.col("n.replica"), F.col("r.broker")).alias("broker")
+                if c == "broker"
+                else F.col(f"r.{c}").alias(c)
+            )
+            for c in df.columns
+        ]
+    )
 
 
-def read_dump_logs(spark: Any, paths: list[str]) -> DumpLogFrames:
+def read_dump_logs(spark: SparkSession, paths: list[str]) -> DumpLogFrames:
     """``kafka-dump-log.sh`` outputs under ``paths`` → the rows of the segment and txn-state sources.
 
     ``paths`` are ``--dump-log`` values (``PATH`` or ``NAME=PATH``). ``summary`` has
@@ -863,7 +1020,9 @@ def read_dump_logs(spark: Any, paths: list[str]) -> DumpLogFrames:
     # --- segments: groups of the lines needed to rebuild each dumped data segment
     # the KRaft metadata log is no data partition: skipped as the log-dir reader skips it, and so
     # are KRaft snapshots (.checkpoint: "Snapshot end offset: ..")
-    ignored = F.col("topic").isin(*sorted(IGNORED_TOPICS)) | F.coalesce(F.col("dpath").rlike(r"\.checkpoint$"), F.lit(False))
+    ignored = F.col("topic").isin(*sorted(IGNORED_TOPICS)) | F.coalesce(
+        F.col("dpath").rlike(r"\.checkpoint$"), F.lit(False)
+    )
     data_section = (
         (F.col("section") > 0)
         & (F.col("topic").isNull() | ((F.col("topic") != "__transaction_state") & ~ignored))
@@ -872,8 +1031,10 @@ def read_dump_logs(spark: Any, paths: list[str]) -> DumpLogFrames:
     )
     seg_lines = batches.filter(
         data_section
-        & (k.isin(K_DUMPING, K_START, K_BATCH, K_LEGACY, *DAMAGE_KINDS)
-           | ((k == K_RECORD) & (F.col("after_batch") | F.col("marker_type").isNotNull())))
+        & (
+            k.isin(K_DUMPING, K_START, K_BATCH, K_LEGACY, *DAMAGE_KINDS)
+            | ((k == K_RECORD) & (F.col("after_batch") | F.col("marker_type").isNotNull()))
+        )
     )
     seg_schema = arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA.append(pa.field("dump_file", pa.string())))
     segments = seg_lines.groupBy("file", "section").applyInArrow(assemble_segment, seg_schema)
@@ -884,9 +1045,15 @@ def read_dump_logs(spark: Any, paths: list[str]) -> DumpLogFrames:
     def sn(i: int, typ: str) -> Any:
         return F.nullif(F.regexp_extract(line, D.SNAPSHOT_LINE, i), F.lit("")).try_cast(typ)
 
-    snapshots = lines.filter((k == K_SNAPSHOT) & (F.col("section") > 0) & ~F.col("is_txn_state")
-                             & ~F.coalesce(ignored, F.lit(False))).select(
-        F.lit(KIND_SNAPSHOT).alias("kind"), "broker", "topic", "partition", F.col("dpath").alias("file"), "file_offset",
+    snapshots = lines.filter(
+        (k == K_SNAPSHOT) & (F.col("section") > 0) & ~F.col("is_txn_state") & ~F.coalesce(ignored, F.lit(False))
+    ).select(
+        F.lit(KIND_SNAPSHOT).alias("kind"),
+        "broker",
+        "topic",
+        "partition",
+        F.col("dpath").alias("file"),
+        "file_offset",
         sn(1, "long").alias("producer_id"),
         sn(2, "int").alias("producer_epoch"),
         F.coalesce(sn(5, "long"), sn(6, "long"), F.lit(-1).cast("long")).alias("first_offset"),
@@ -898,12 +1065,24 @@ def read_dump_logs(spark: Any, paths: list[str]) -> DumpLogFrames:
     # a corrupt producer snapshot: its entries are not printed (dumpProducerIdSnapshot prints the
     # CorruptSnapshotException message instead); quarantined as the segment reader does, whole file
     bad_snapshot = lines.filter((k == K_SNAPSHOT_CORRUPT) & (F.col("section") > 0)).select(
-        F.lit(KIND_QUARANTINE).alias("kind"), "broker", "topic", "partition", F.col("dpath").alias("file"), "file_offset",
-        F.lit(0).cast("long").alias("position"), F.lit(None).cast("long").alias("length"),
+        F.lit(KIND_QUARANTINE).alias("kind"),
+        "broker",
+        "topic",
+        "partition",
+        F.col("dpath").alias("file"),
+        "file_offset",
+        F.lit(0).cast("long").alias("position"),
+        F.lit(None).cast("long").alias("length"),
         F.when(F.regexp_extract(line, D.SNAPSHOT_CORRUPT_LINE, 1) != "", F.lit(D.REASON_SNAPSHOT_CRC))
-        .otherwise(F.lit(D.REASON_BAD_SNAPSHOT)).alias("reason"),
-        F.concat(F.col("file"), F.lit(":"), F.col("line_no").cast("string"), F.lit(": entries ignored: "),
-                 F.substring(line, 1, D.DETAIL_CHARS)).alias("detail"),
+        .otherwise(F.lit(D.REASON_BAD_SNAPSHOT))
+        .alias("reason"),
+        F.concat(
+            F.col("file"),
+            F.lit(":"),
+            F.col("line_no").cast("string"),
+            F.lit(": entries ignored: "),
+            F.substring(line, 1, D.DETAIL_CHARS),
+        ).alias("detail"),
         F.col("file").alias("dump_file"),
     )
 
@@ -926,11 +1105,22 @@ def read_dump_logs(spark: Any, paths: list[str]) -> DumpLogFrames:
         .when(unknown_key, D.REASON_TXN_UNKNOWN_KEY)
         .when(no_partition, D.REASON_NO_PARTITION)
     )
-    quarantine = lines.withColumn("reason", reason).filter(F.col("reason").isNotNull()).select(
-        F.lit(KIND_QUARANTINE).alias("kind"), "broker", "topic", "partition", "file", "file_offset",
-        F.col("line_no").alias("position"), F.lit(1).cast("long").alias("length"), "reason",
-        F.substring(line, 1, D.DETAIL_CHARS).alias("detail"),
-        F.col("file").alias("dump_file"),
+    quarantine = (
+        lines.withColumn("reason", reason)
+        .filter(F.col("reason").isNotNull())
+        .select(
+            F.lit(KIND_QUARANTINE).alias("kind"),
+            "broker",
+            "topic",
+            "partition",
+            "file",
+            "file_offset",
+            F.col("line_no").alias("position"),
+            F.lit(1).cast("long").alias("length"),
+            "reason",
+            F.substring(line, 1, D.DETAIL_CHARS).alias("detail"),
+            F.col("file").alias("dump_file"),
+        )
     )
 
     cols = [f.name for f in SEGMENT_SUMMARY_SCHEMA]
@@ -938,11 +1128,20 @@ def read_dump_logs(spark: Any, paths: list[str]) -> DumpLogFrames:
 
     def shaped(df: Any) -> Any:
         have = set(df.columns)
-        return df.select(*[
-            (F.col(f.name) if f.name in have else F.lit(None)).cast(f.dataType).alias(f.name) for f in spark_schema.fields
-        ], "dump_file")
+        return df.select(
+            *[
+                (F.col(f.name) if f.name in have else F.lit(None)).cast(f.dataType).alias(f.name)
+                for f in spark_schema.fields
+            ],
+            "dump_file",
+        )
 
-    summary = shaped(segments).unionByName(shaped(snapshots)).unionByName(shaped(bad_snapshot)).unionByName(shaped(quarantine))
+    summary = (
+        shaped(segments)
+        .unionByName(shaped(snapshots))
+        .unionByName(shaped(bad_snapshot))
+        .unionByName(shaped(quarantine))
+    )
     summary = _named(summary, names).select(*cols)
 
     txn_lines = batches.filter(F.col("is_txn_state") & k.isin(K_BATCH, K_LEGACY, *DAMAGE_KINDS))
@@ -951,12 +1150,20 @@ def read_dump_logs(spark: Any, paths: list[str]) -> DumpLogFrames:
     # the dumps hold (an empty one too, as a copied empty __transaction_state-<n>/ directory counts)
     txn_schema = arrow_to_spark_schema(TXN_STATE_SCHEMA)
     dumped = lines.filter(F.col("is_txn_state") & (k == K_DUMPING)).select(
-        F.lit(KIND_SEGMENT).alias("kind"), "broker", F.col("partition").alias("coordinator_partition"),
-        F.col("dpath").alias("file"), F.col("file").alias("dump_file"),
+        F.lit(KIND_SEGMENT).alias("kind"),
+        "broker",
+        F.col("partition").alias("coordinator_partition"),
+        F.col("dpath").alias("file"),
+        F.col("file").alias("dump_file"),
     )
-    records = records.unionByName(dumped.select(*[
-        (F.col(f.name) if f.name in dumped.columns else F.lit(None)).cast(f.dataType).alias(f.name)
-        for f in txn_schema.fields
-    ], "dump_file"))
+    records = records.unionByName(
+        dumped.select(
+            *[
+                (F.col(f.name) if f.name in dumped.columns else F.lit(None)).cast(f.dataType).alias(f.name)
+                for f in txn_schema.fields
+            ],
+            "dump_file",
+        )
+    )
     records = _named(records, names).select(*txn_schema.fieldNames())
     return DumpLogFrames(summary=summary, records=records, files=files)

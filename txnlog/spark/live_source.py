@@ -40,13 +40,16 @@ import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from txnlog.spark.sources import arrow_to_spark_schema
 from txnlog.spark.txn_state_source import TXN_STATE_SCHEMA
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 LIVE_BROKER = "live"
@@ -111,22 +114,25 @@ def capture_partitions(options: dict[str, str]) -> list[LivePartition]:
         consumer.close()
 
 
-def consume_range(conf: dict[str, Any], part: LivePartition, *, timeout_s: float, batch: int = 10_000
-                  ) -> Iterator[tuple[list[int], list[int], list[bytes | None], list[bytes | None], list[int]]]:
+def consume_range(
+    conf: dict[str, Any], part: LivePartition, *, timeout_s: float, batch: int = 10_000
+) -> Iterator[tuple[list[int], list[int], list[bytes | None], list[bytes | None], list[int]]]:
     """Chunks of (offsets, timestamps, keys, values, leader_epochs) for offsets in [start, end)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
     if part.end <= part.start:
         return
     conf = dict(conf)
-    conf.update({
-        "group.id": "txnlog-live",  # required by librdkafka; assign() never joins it
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "auto.offset.reset": "earliest",
-        "enable.partition.eof": True,
-        "isolation.level": "read_uncommitted",
-    })
+    conf.update(
+        {
+            "group.id": "txnlog-live",  # required by librdkafka; assign() never joins it
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": True,
+            "isolation.level": "read_uncommitted",
+        }
+    )
     consumer = Consumer(conf)
     try:
         start = part.start if part.start >= 0 else OFFSET_BEGINNING
@@ -153,7 +159,7 @@ def consume_range(conf: dict[str, Any], part: LivePartition, *, timeout_s: float
                         done = True  # at the high watermark (compaction may leave end-1 absent)
                         continue
                     raise KafkaException(err)
-                o = m.offset()
+                o = cast(int, m.offset())  # a message without an error has an offset
                 if o >= part.end:
                     done = True
                     continue
@@ -176,8 +182,14 @@ def consume_range(conf: dict[str, Any], part: LivePartition, *, timeout_s: float
         consumer.close()
 
 
-def decode_chunk(part: LivePartition, offsets: list[int], stamps: list[int], keys: list[bytes | None],
-                 values: list[bytes | None], epochs: list[int]) -> Iterator[Any]:
+def decode_chunk(
+    part: LivePartition,
+    offsets: list[int],
+    stamps: list[int],
+    keys: list[bytes | None],
+    values: list[bytes | None],
+    epochs: list[int],
+) -> Iterator[Any]:
     """Arrow batches (records, then quarantine) of TXN_STATE_SCHEMA for one consumed chunk."""
     import numpy as np
 
@@ -191,12 +203,24 @@ def decode_chunk(part: LivePartition, offsets: list[int], stamps: list[int], key
     klen = np.fromiter((-1 if k is None else len(k) for k in keys), np.int64, len(keys))
     vlen = np.fromiter((-1 if v is None else len(v) for v in values), np.int64, len(values))
     seg = segment_from_records(
-        offsets, stamps, klen, b"".join(k for k in keys if k is not None),
-        vlen, b"".join(v for v in values if v is not None), epochs,
+        offsets,
+        stamps,
+        klen,
+        b"".join(k for k in keys if k is not None),
+        vlen,
+        b"".join(v for v in values if v is not None),
+        epochs,
     )
     scan = scan_transaction_log(seg, file=name, check_crc=False)
-    file = LogFile(path=name, broker=LIVE_BROKER, topic=part.topic, partition=part.partition,
-                   base_offset=int(offsets[0]), size=int(seg.size), kind="log")
+    file = LogFile(
+        path=name,
+        broker=LIVE_BROKER,
+        topic=part.topic,
+        partition=part.partition,
+        base_offset=int(offsets[0]),
+        size=int(seg.size),
+        kind="log",
+    )
     batch = record_batch_of(scan, file)
     if batch is not None:
         yield batch
@@ -208,8 +232,15 @@ def decode_chunk(part: LivePartition, offsets: list[int], stamps: list[int], key
         for q in scan.quarantine:
             i = int(np.searchsorted(starts, q.position, side="right")) - 1
             offset = int(base[max(i, 0)]) if base.size else -1
-            entries.append(QuarantineEntry(name, offset, 1, q.reason,
-                                           f"record at offset {offset}: {q.detail}" if q.detail else f"record at offset {offset}"))
+            entries.append(
+                QuarantineEntry(
+                    name,
+                    offset,
+                    1,
+                    q.reason,
+                    f"record at offset {offset}: {q.detail}" if q.detail else f"record at offset {offset}",
+                )
+            )
         yield _quarantine(file, entries)
 
 
@@ -227,7 +258,8 @@ class _LiveReader(DataSourceReader):
         chunk = int(self.options.get("chunk_records", DEFAULT_CHUNK_RECORDS))
         buf: tuple[list, list, list, list, list] = ([], [], [], [], [])
         for piece in consume_range(conf, partition, timeout_s=timeout, batch=min(chunk, 10_000)):
-            for acc, new in zip(buf, piece, strict=True):
+            lists: tuple[list[Any], ...] = piece
+            for acc, new in zip(buf, lists, strict=True):
                 acc.extend(new)
             if len(buf[0]) >= chunk:
                 yield from decode_chunk(partition, *buf)
@@ -250,5 +282,5 @@ class LiveTxnStateSource(DataSource):
         return _LiveReader(dict(self.options))
 
 
-def register_live_source(spark: Any) -> None:
+def register_live_source(spark: SparkSession) -> None:
     spark.dataSource.register(LiveTxnStateSource)

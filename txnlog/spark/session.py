@@ -183,8 +183,8 @@ def temporary_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator
     try:
         yield
     finally:
-        for key, value in previous.items():
-            if value is None:
+        for key, old in previous.items():
+            if old is None:
                 spark.conf.unset(key)
             else:
-                spark.conf.set(key, value)
+                spark.conf.set(key, old)

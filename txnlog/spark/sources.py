@@ -22,7 +22,7 @@ import heapq
 import json
 from collections.abc import Iterator
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -30,6 +30,9 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from txnlog.logdirs import LogFile
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 SEGMENTS_SOURCE = "txnlog_segments"
 BATCHES_SOURCE = "txnlog_batches"
@@ -269,8 +272,10 @@ def broker_timestamps(batches: dict[str, np.ndarray]) -> dict[str, pa.Array]:
     """
     max_ts = batches["max_timestamp"]
     out = {}
-    for name, mask in (("marker_timestamp", batches["is_control"]),
-                       ("log_append_timestamp", batches["timestamp_type"] == 1)):
+    for name, mask in (
+        ("marker_timestamp", batches["is_control"]),
+        ("log_append_timestamp", batches["timestamp_type"] == 1),
+    ):
         chosen = max_ts[np.asarray(mask, bool)]
         out[name] = pa.array([int(chosen.max()) if chosen.size else None], pa.int64())
     return out
@@ -296,11 +301,22 @@ def summarize_segment(file: LogFile, check_crc: bool) -> Iterator[pa.RecordBatch
                 "partition": np.full(n, file.partition, np.int32),
                 "file": file.path,
                 "file_offset": np.full(n, file.base_offset, np.int64),
-                **{k: frags[k] for k in (
-                    "producer_id", "producer_epoch", "min_epoch", "first_offset", "last_offset",
-                    "first_timestamp", "last_timestamp", "batch_count", "record_count", "size_bytes",
-                    "coordinator_epoch",
-                )},
+                **{
+                    k: frags[k]
+                    for k in (
+                        "producer_id",
+                        "producer_epoch",
+                        "min_epoch",
+                        "first_offset",
+                        "last_offset",
+                        "first_timestamp",
+                        "last_timestamp",
+                        "batch_count",
+                        "record_count",
+                        "size_bytes",
+                        "coordinator_epoch",
+                    )
+                },
                 "control_type": pa.array(frags["control_type"].astype(np.int32)).cast(pa.int32()),
             },
         )
@@ -352,8 +368,8 @@ def summarize_snapshot(file: LogFile) -> Iterator[pa.RecordBatch]:
             [QuarantineEntry(file.path, 0, int(buf.size), "snapshot_crc_mismatch", "entries ignored")],
         )
         return
-    e = snap.entries
-    n = len(e["producer_id"])
+    entries = snap.entries
+    n = len(entries["producer_id"])
     if not n:
         return
     yield _table(
@@ -366,12 +382,12 @@ def summarize_snapshot(file: LogFile) -> Iterator[pa.RecordBatch]:
             "partition": np.full(n, file.partition, np.int32),
             "file": file.path,
             "file_offset": np.full(n, file.base_offset, np.int64),
-            "producer_id": e["producer_id"],
-            "producer_epoch": e["producer_epoch"].astype(np.int32),
-            "first_offset": e["current_txn_first_offset"],
-            "last_offset": e["last_offset"],
-            "last_timestamp": e["timestamp"],
-            "coordinator_epoch": e["coordinator_epoch"],
+            "producer_id": entries["producer_id"],
+            "producer_epoch": entries["producer_epoch"].astype(np.int32),
+            "first_offset": entries["current_txn_first_offset"],
+            "last_offset": entries["last_offset"],
+            "last_timestamp": entries["timestamp"],
+            "coordinator_epoch": entries["coordinator_epoch"],
         },
     )
 
@@ -428,7 +444,12 @@ class _BatchesReader(_SegmentsReader):
             n = len(b["base_offset"])
             cols: dict[str, Any] = {name: b[name] for name in BATCH_SCHEMA.names if name in b}
             cols.update(
-                {"broker": file.broker, "topic": file.topic, "partition": np.full(n, file.partition, np.int32), "file": file.path}
+                {
+                    "broker": file.broker,
+                    "topic": file.topic,
+                    "partition": np.full(n, file.partition, np.int32),
+                    "file": file.path,
+                }
             )
             yield _table(BATCH_SCHEMA, n, cols)
 
@@ -447,7 +468,7 @@ class BatchesSource(DataSource):
         return _BatchesReader(dict(self.options))
 
 
-def register_sources(spark: Any) -> None:
+def register_sources(spark: SparkSession) -> None:
     """Register every txnlog Data Source with ``spark`` (idempotent)."""
     from txnlog.spark.txn_state_source import TxnStateSource
 

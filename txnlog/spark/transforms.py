@@ -8,8 +8,8 @@ epoch milliseconds (``*_ms``) until the output tables are shaped.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import partial
-from typing import Iterator
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
@@ -20,6 +20,7 @@ from txnlog.kafka.wire import TransactionState
 
 REPLICA = ["broker", "topic", "partition"]
 PRODUCER = REPLICA + ["producer_id"]
+
 
 def state_name(col: str) -> Column:
     """TransactionState id → the name Kafka prints (Empty, Ongoing, PrepareCommit ...)."""
@@ -71,13 +72,18 @@ def snapshot_fragments(summary: DataFrame, stats: DataFrame) -> tuple[DataFrame,
     Returns (pseudo-fragments of kind ``snapshot_open`` carrying ``snapshot_offset``,
     (replica, producer_id) → snapshot coordinator_epoch and snapshot_offset).
     """
-    bounds = stats.select(*REPLICA, "log_start_offset", "log_end_offset", F.coalesce("clean_shutdown", F.lit(False)).alias("clean"))
+    bounds = stats.select(
+        *REPLICA, "log_start_offset", "log_end_offset", F.coalesce("clean_shutdown", F.lit(False)).alias("clean")
+    )
     snaps = summary.filter(F.col("kind") == "snapshot").join(bounds, REPLICA, "inner")
     snaps = snaps.filter(
-        (F.col("file_offset") <= F.col("log_end_offset")) & (~F.col("clean") | (F.col("file_offset") > F.col("log_start_offset")))
+        (F.col("file_offset") <= F.col("log_end_offset"))
+        & (~F.col("clean") | (F.col("file_offset") > F.col("log_start_offset")))
     )
     newest = Window.partitionBy(*REPLICA)
-    snaps = snaps.withColumn("newest", F.max("file_offset").over(newest)).filter(F.col("file_offset") == F.col("newest"))
+    snaps = snaps.withColumn("newest", F.max("file_offset").over(newest)).filter(
+        F.col("file_offset") == F.col("newest")
+    )
     epochs = snaps.select(
         *PRODUCER,
         F.col("coordinator_epoch").alias("snapshot_coordinator_epoch"),
@@ -141,7 +147,8 @@ def replica_transactions(summary: DataFrame, stats: DataFrame) -> DataFrame:
         # a snapshot entry at the same offset as the first retained batch only confirms it: the batch's
         # timestamp wins (the snapshot knows none); one below every batch leaves it unknown
         F.min_by(
-            "first_timestamp", F.when(data, F.struct(F.col("first_offset"), (F.col("kind") == "snapshot_open").cast("int")))
+            "first_timestamp",
+            F.when(data, F.struct(F.col("first_offset"), (F.col("kind") == "snapshot_open").cast("int"))),
         ).alias("first_timestamp_ms"),
         F.max_by("last_timestamp", data_last).alias("last_timestamp_ms"),
         F.max_by("producer_epoch", data_last).alias("producer_epoch"),
@@ -227,7 +234,10 @@ def merge_replicas(per_replica: DataFrame, stats: DataFrame) -> DataFrame:
     )
 
 
-CHECKPOINT_SCHEMA = "broker string, topic string, partition int, high_watermark long, checkpoint_log_start long, recovery_point long, clean_shutdown boolean"
+CHECKPOINT_SCHEMA = (
+    "broker string, topic string, partition int, high_watermark long, checkpoint_log_start long, "
+    "recovery_point long, clean_shutdown boolean"
+)
 
 
 def _at_least(col: str, bound: Column) -> Column:
@@ -246,7 +256,12 @@ def with_checkpoints(stats: DataFrame, checkpoints: DataFrame | None) -> DataFra
     if checkpoints is not None:
         stats = stats.join(checkpoints, REPLICA, "left")
     else:
-        for name, kind in (("high_watermark", "long"), ("checkpoint_log_start", "long"), ("recovery_point", "long"), ("clean_shutdown", "boolean")):
+        for name, kind in (
+            ("high_watermark", "long"),
+            ("checkpoint_log_start", "long"),
+            ("recovery_point", "long"),
+            ("clean_shutdown", "boolean"),
+        ):
             stats = stats.withColumn(name, F.lit(None).cast(kind))
     stats = stats.withColumn("segment_log_start", F.col("log_start_offset")).withColumn(
         "log_start_offset", _at_least("log_start_offset", F.least("checkpoint_log_start", "log_end_offset"))
@@ -262,8 +277,21 @@ def partition_stats(stats: DataFrame) -> DataFrame:
     every few seconds, so they may disagree; ``checkpoint_note`` says so for the evidence).
     """
     lead = F.col("is_lead")
-    hw_pairs = F.sort_array(F.collect_set(F.when(F.col("high_watermark").isNotNull(), F.concat_ws(": ", "broker", F.col("high_watermark").cast("string")))))
-    ls_pairs = F.sort_array(F.collect_set(F.when(F.col("checkpoint_log_start").isNotNull(), F.concat_ws(": ", "broker", F.col("checkpoint_log_start").cast("string")))))
+    hw_pairs = F.sort_array(
+        F.collect_set(
+            F.when(
+                F.col("high_watermark").isNotNull(), F.concat_ws(": ", "broker", F.col("high_watermark").cast("string"))
+            )
+        )
+    )
+    ls_pairs = F.sort_array(
+        F.collect_set(
+            F.when(
+                F.col("checkpoint_log_start").isNotNull(),
+                F.concat_ws(": ", "broker", F.col("checkpoint_log_start").cast("string")),
+            )
+        )
+    )
     merged = stats.groupBy("topic", "partition").agg(
         F.max(F.when(lead, F.col("log_end_offset"))).alias("log_end_offset"),
         F.max(F.when(lead, F.col("segment_log_start"))).alias("segment_log_start"),
@@ -282,18 +310,28 @@ def partition_stats(stats: DataFrame) -> DataFrame:
     # (least/greatest skip nulls: an unknown checkpoint must stay unknown, not become the log end)
     merged = merged.withColumn(
         "log_start_offset", _at_least("segment_log_start", F.least("checkpoint_log_start", "log_end_offset"))
-    ).withColumn("high_watermark", F.when(F.col("high_watermark").isNotNull(), F.least("high_watermark", "log_end_offset")))
+    ).withColumn(
+        "high_watermark", F.when(F.col("high_watermark").isNotNull(), F.least("high_watermark", "log_end_offset"))
+    )
     note_hw = F.when(
         F.col("_hw_values") > 1,
-        F.format_string("the brokers' high-watermark checkpoints disagree (%s; the most advanced is used)", F.array_join("_hw_pairs", ", ")),
+        F.format_string(
+            "the brokers' high-watermark checkpoints disagree (%s; the most advanced is used)",
+            F.array_join("_hw_pairs", ", "),
+        ),
     )
     note_ls = F.when(
         F.col("_ls_values") > 1,
-        F.format_string("the brokers' log-start checkpoints disagree (%s; the most advanced is used)", F.array_join("_ls_pairs", ", ")),
+        F.format_string(
+            "the brokers' log-start checkpoints disagree (%s; the most advanced is used)",
+            F.array_join("_ls_pairs", ", "),
+        ),
     )
     merged = merged.withColumn("checkpoint_note", F.concat_ws("; ", note_hw, note_ls))
     merged = merged.withColumn("checkpoint_note", F.when(F.col("checkpoint_note") != "", F.col("checkpoint_note")))
-    return merged.drop("_hw_values", "_ls_values", "_hw_pairs", "_ls_pairs", "segment_log_start", "checkpoint_log_start")
+    return merged.drop(
+        "_hw_values", "_ls_values", "_hw_pairs", "_ls_pairs", "segment_log_start", "checkpoint_log_start"
+    )
 
 
 def with_lso(txns: DataFrame, pstats: DataFrame, as_of_ms: int) -> tuple[DataFrame, DataFrame]:
@@ -314,12 +352,17 @@ def with_lso(txns: DataFrame, pstats: DataFrame, as_of_ms: int) -> tuple[DataFra
         F.count(F.lit(1)).alias("open_transactions"),
         F.max(F.lit(as_of_ms) - F.coalesce("first_timestamp_ms", "last_timestamp_ms")).alias("max_open_ms"),
         F.max(F.when(F.col("rank") == 1, F.lit(as_of_ms) - F.col("last_timestamp_ms"))).alias("oldest_idle_ms"),
-        F.max(F.when(F.col("rank") == 1, F.coalesce("first_timestamp_ms", "last_timestamp_ms"))).alias("oldest_first_ms"),
+        F.max(F.when(F.col("rank") == 1, F.coalesce("first_timestamp_ms", "last_timestamp_ms"))).alias(
+            "oldest_first_ms"
+        ),
     )
     hw = pstats.select("topic", "partition", "high_watermark")
     unstable = (
         txns.join(hw, ["topic", "partition"], "left")
-        .filter(F.col("open_on_lead") | (F.col("marker_offset").isNotNull() & (F.col("marker_offset") >= F.col("high_watermark"))))
+        .filter(
+            F.col("open_on_lead")
+            | (F.col("marker_offset").isNotNull() & (F.col("marker_offset") >= F.col("high_watermark")))
+        )
         .groupBy("topic", "partition")
         .agg(F.min("first_offset").alias("first_unstable_offset"))
     )
@@ -331,7 +374,16 @@ def with_lso(txns: DataFrame, pstats: DataFrame, as_of_ms: int) -> tuple[DataFra
         "open_transactions", F.coalesce("open_transactions", F.lit(0)).cast("long")
     )
     txns = txns.join(
-        health.select("topic", "partition", "lso_lag", "log_start_offset", "log_end_offset", "high_watermark", "checkpoint_note", "source"),
+        health.select(
+            "topic",
+            "partition",
+            "lso_lag",
+            "log_start_offset",
+            "log_end_offset",
+            "high_watermark",
+            "checkpoint_note",
+            "source",
+        ),
         ["topic", "partition"],
         "left",
     )
@@ -385,7 +437,9 @@ def damage_map(summary: DataFrame, records: DataFrame) -> classify.Damage:
         if r["what"] == "txn_state":
             bad.add(int(r["partition"]))
         elif r["topic"] is not None and r["damage_from"] is not None:
-            by_tp.setdefault((r["topic"], int(r["partition"])), []).append((int(r["damage_from"]), r["damage_to"], r["file"]))
+            by_tp.setdefault((r["topic"], int(r["partition"])), []).append(
+                (int(r["damage_from"]), r["damage_to"], r["file"])
+            )
     return classify.Damage(ranges={k: tuple(v) for k, v in by_tp.items()}, txn_state_partitions=frozenset(bad))
 
 
@@ -435,7 +489,15 @@ def coordinator_state(history: DataFrame) -> DataFrame:
         F.max_by("input", order).alias("source"),
         F.count(F.lit(1)).alias("transitions"),
     )
-    latest = latest.select("transactional_id", *[F.col(f"v.{c}").alias(c) for c in cols], "is_tombstoned", "coordinator_partition", "record_offset", "source", "transitions")
+    latest = latest.select(
+        "transactional_id",
+        *[F.col(f"v.{c}").alias(c) for c in cols],
+        "is_tombstoned",
+        "coordinator_partition",
+        "record_offset",
+        "source",
+        "transitions",
+    )
     # a tombstoned id has no state any more; its other fields say what it last owned
     latest = latest.withColumn("state_name", F.when(~F.col("is_tombstoned"), F.col("state_name")))
     return latest.withColumnRenamed("state_name", "state")
@@ -456,19 +518,35 @@ def producer_owners(state: DataFrame) -> DataFrame:
         F.col("producer_id").alias("owner_producer_id"),
         F.col("record_offset").alias("owner_record_offset"),
     ]
-    current = state.filter(live).select(F.col("producer_id").alias("pid"), F.lit(0).alias("rank"), F.lit(classify.OWNER_CURRENT).alias("owner_match"), *owner_cols)
-    rolled = state.filter(live).select(
-        F.explode(F.array_distinct(F.array("previous_producer_id", "next_producer_id"))).alias("pid"),
-        F.lit(1).alias("rank"),
-        F.lit(classify.OWNER_ROLLOVER).alias("owner_match"),
+    current = state.filter(live).select(
+        F.col("producer_id").alias("pid"),
+        F.lit(0).alias("rank"),
+        F.lit(classify.OWNER_CURRENT).alias("owner_match"),
         *owner_cols,
-    ).filter(F.col("pid") >= 0)
-    expired = state.filter(~live).select(F.col("producer_id").alias("pid"), F.lit(2).alias("rank"), F.lit(classify.OWNER_EXPIRED).alias("owner_match"), *owner_cols)
+    )
+    rolled = (
+        state.filter(live)
+        .select(
+            F.explode(F.array_distinct(F.array("previous_producer_id", "next_producer_id"))).alias("pid"),
+            F.lit(1).alias("rank"),
+            F.lit(classify.OWNER_ROLLOVER).alias("owner_match"),
+            *owner_cols,
+        )
+        .filter(F.col("pid") >= 0)
+    )
+    expired = state.filter(~live).select(
+        F.col("producer_id").alias("pid"),
+        F.lit(2).alias("rank"),
+        F.lit(classify.OWNER_EXPIRED).alias("owner_match"),
+        *owner_cols,
+    )
     allm = current.unionByName(rolled).unionByName(expired)
     # a producer id has one owner; should two records claim it, the later record of a partition wins
     # (offset order, never timestamps)
     best = Window.partitionBy("pid").orderBy("rank", F.desc("owner_record_offset"), "owner_coordinator_partition")
-    return allm.withColumn("n", F.row_number().over(best)).filter(F.col("n") == 1).drop("n", "rank", "owner_record_offset")
+    return (
+        allm.withColumn("n", F.row_number().over(best)).filter(F.col("n") == 1).drop("n", "rank", "owner_record_offset")
+    )
 
 
 def history_owners(history: DataFrame) -> DataFrame:
@@ -533,11 +611,14 @@ def classify_candidates(
     in_schema = to_arrow_schema(candidates.schema, timezone="UTC")
     out_schema = pa.schema(list(in_schema) + [pa.field(n, t) for n, t in CANDIDATE_SCHEMA_EXTRA])
     return candidates.mapInArrow(
-        partial(_classify_batches, thresholds=thresholds, damage=damage, out_schema=out_schema), from_arrow_schema(out_schema)
+        partial(_classify_batches, thresholds=thresholds, damage=damage, out_schema=out_schema),
+        from_arrow_schema(out_schema),
     )
 
 
-def _stuck_batches(batches: Iterator[pa.RecordBatch], thresholds: classify.Thresholds, out_schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+def _stuck_batches(
+    batches: Iterator[pa.RecordBatch], thresholds: classify.Thresholds, out_schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
     for batch in batches:
         table = pa.Table.from_batches([batch])
         mask = classify.coordinator_stuck(table, thresholds)
@@ -550,13 +631,17 @@ def _stuck_batches(batches: Iterator[pa.RecordBatch], thresholds: classify.Thres
         yield pa.RecordBatch.from_arrays([cols[f.name] for f in out_schema], schema=out_schema)
 
 
-def stuck_coordinator_records(state: DataFrame, input_partitions: DataFrame, thresholds: classify.Thresholds) -> DataFrame:
+def stuck_coordinator_records(
+    state: DataFrame, input_partitions: DataFrame, thresholds: classify.Thresholds
+) -> DataFrame:
     """COORDINATOR_STUCK rows: records stuck far past their timeout whose partitions are not in the input."""
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
     listed = state.select("transactional_id", F.explode_outer("partitions").alias("tp"))
-    present = listed.join(input_partitions, listed.tp == input_partitions.tp_name, "left").groupBy("transactional_id").agg(
-        F.max(F.col("tp_name").isNotNull().cast("int")).cast("boolean").alias("any_partition_in_input")
+    present = (
+        listed.join(input_partitions, listed.tp == input_partitions.tp_name, "left")
+        .groupBy("transactional_id")
+        .agg(F.max(F.col("tp_name").isNotNull().cast("int")).cast("boolean").alias("any_partition_in_input"))
     )
     cand = state.join(present, "transactional_id", "left").select(
         "transactional_id",
@@ -577,4 +662,6 @@ def stuck_coordinator_records(state: DataFrame, input_partitions: DataFrame, thr
     )
     in_schema = to_arrow_schema(cand.schema, timezone="UTC")
     out_schema = pa.schema(list(in_schema) + [pa.field("evidence", pa.string()), pa.field("advice", pa.string())])
-    return cand.mapInArrow(partial(_stuck_batches, thresholds=thresholds, out_schema=out_schema), from_arrow_schema(out_schema))
+    return cand.mapInArrow(
+        partial(_stuck_batches, thresholds=thresholds, out_schema=out_schema), from_arrow_schema(out_schema)
+    )

@@ -21,9 +21,9 @@ from txnlog.logdirs import LogFile
 from txnlog.spark.sources import (
     KIND_QUARANTINE,
     FilesReader,
-    partition_files,
     _table,
     arrow_to_spark_schema,
+    partition_files,
     read_file_bytes,
 )
 
