@@ -66,11 +66,7 @@ class DataSet:
         """Every data-partition ``.log`` segment (not ``__transaction_state``), in log order."""
         out = []
         for broker in sorted(p for p in self.root.iterdir() if p.is_dir()):
-            for part in sorted(
-                p
-                for p in broker.iterdir()
-                if p.is_dir() and not p.name.startswith("__")
-            ):
+            for part in sorted(p for p in broker.iterdir() if p.is_dir() and not p.name.startswith("__")):
                 out.extend(sorted(part.glob("*.log")))
         return out
 
@@ -79,9 +75,7 @@ class DataSet:
         return sorted(self.root.glob("*/*/*.log"))
 
 
-def dataset(
-    name: str, data_dir: Path, *, log=print, mix: str = "bulk", **kwargs: Any
-) -> DataSet:
+def dataset(name: str, data_dir: Path, *, log=print, mix: str = "bulk", **kwargs: Any) -> DataSet:
     """A data set written to ``data_dir/name`` once and reused while the parameters match.
 
     ``mix="bulk"``: ``txnlog.brokerlog.scenarios.bulk(**kwargs)`` (few, large transactions);
@@ -109,9 +103,7 @@ def dataset(
     if root.exists():
         shutil.rmtree(root)
     root.parent.mkdir(parents=True, exist_ok=True)
-    log(
-        f"writing data set {name} ({mix}, {fmt_size(kwargs['total_bytes'])}) to {root} ..."
-    )
+    log(f"writing data set {name} ({mix}, {fmt_size(kwargs['total_bytes'])}) to {root} ...")
     t = time.perf_counter()
     result = writer(root, **kwargs)
     result.write_json(truth)
@@ -125,10 +117,11 @@ def dataset(
 
 
 def drop_page_cache_hint() -> str:
-    """The benchmarks read from the page cache (warm); say so instead of dropping caches (needs root, disturbs others)."""
-    return (
-        "warm page cache (every measurement reads files the previous pass already read)"
-    )
+    """The benchmarks read from the page cache (warm); say so instead of dropping caches.
+
+    (Dropping them needs root and disturbs others.)
+    """
+    return "warm page cache (every measurement reads files the previous pass already read)"
 
 
 # --- machine ------------------------------------------------------------------------------
@@ -143,11 +136,7 @@ def kafka_python_crc_backend() -> str:
     try:
         from kafka.record import util
 
-        return (
-            "C (crc32c package)"
-            if getattr(util, "crc32c_c", None) is not None
-            else "pure Python"
-        )
+        return "C (crc32c package)" if getattr(util, "crc32c_c", None) is not None else "pure Python"
     except Exception:  # noqa: BLE001
         return "?"
 
@@ -229,9 +218,7 @@ def rss_mib() -> float:
     return psutil.Process().memory_info().rss / MiB
 
 
-def run_python(
-    code_args: list[str], env: dict[str, str] | None = None, timeout: float = 3600
-) -> dict[str, Any]:
+def run_python(code_args: list[str], env: dict[str, str] | None = None, timeout: float = 3600) -> dict[str, Any]:
     """Run ``python <args>`` (this interpreter) and parse the last stdout line as JSON."""
     proc = subprocess.run(
         [sys.executable, *code_args],
@@ -242,9 +229,7 @@ def run_python(
         check=False,
     )
     if proc.returncode != 0:
-        raise RuntimeError(
-            f"{code_args} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
-        )
+        raise RuntimeError(f"{code_args} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -275,9 +260,7 @@ def snapshot_checkout(log=print) -> Path:
         log(f"snapshot of HEAD {sha} -> {dest}")
         tmp = dest.with_name(dest.name + f".tmp{os.getpid()}")
         tmp.mkdir(parents=True)
-        archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", "HEAD"], capture_output=True, check=True
-        ).stdout
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", "HEAD"], capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
         (tmp / ".venv").symlink_to(ROOT / ".venv")
         tmp.rename(dest)
@@ -290,9 +273,7 @@ def tempfile_dir() -> str:
     return tempfile.gettempdir()
 
 
-def maybe_reexec_in_snapshot(
-    enabled: bool, log=print, code: Path | None = None
-) -> Path:
+def maybe_reexec_in_snapshot(enabled: bool, log=print, code: Path | None = None) -> Path:
     """With ``enabled`` (or a ``code`` checkout), re-run this script with PYTHONPATH = a snapshot of HEAD
     (or ``code``); returns the code root in use."""
     current = os.environ.get("TXNLOG_BENCH_CODE")
@@ -310,9 +291,7 @@ def maybe_reexec_in_snapshot(
         snap = snapshot_checkout(log=log)
     env = dict(os.environ)
     env["TXNLOG_BENCH_CODE"] = str(snap)
-    env["PYTHONPATH"] = str(snap) + (
-        os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
-    )
+    env["PYTHONPATH"] = str(snap) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     os.execve(sys.executable, [sys.executable, *sys.argv], env)
     raise AssertionError("unreachable")
 
@@ -345,8 +324,6 @@ def code_version(code: Path) -> str:
             text=True,
             check=False,
         ).stdout.strip()
-        return f"working tree at {sha}" + (
-            " with uncommitted changes in txnlog/jobs/conf" if dirty else ""
-        )
+        return f"working tree at {sha}" + (" with uncommitted changes in txnlog/jobs/conf" if dirty else "")
     except Exception:  # noqa: BLE001
         return "working tree"

@@ -40,8 +40,8 @@ over the marginal cost.
     python benchmarks/end_to_end.py                      # both mixes, 1, 2, 4 GiB, 3 repeats
     python benchmarks/end_to_end.py --mix dense --once 8 # + 8 GiB measured once
     python benchmarks/end_to_end.py --quick              # 0.25, 0.5, 1 GiB, 1 repeat
-    python benchmarks/end_to_end.py --event-log --event-log-sizes 1  # + a run with Spark's event log (per job description)
-    python benchmarks/end_to_end.py --worktree-copy      # the working tree (uncommitted changes too), copied to /tmp first
+    python benchmarks/end_to_end.py --event-log --event-log-sizes 1  # + a run with Spark's event log
+    python benchmarks/end_to_end.py --worktree-copy      # the working tree (uncommitted changes too), copied first
 
 What is measured: by default the working tree itself (edits made while it runs are picked up, and an edit
 of a module that compiled code depends on makes the next job compile again); ``--worktree-copy`` a copy
@@ -101,11 +101,7 @@ def classify(proc) -> str:
         return "launcher"  # spark-submit.sh, spark-submit, spark-class (until they exec java)
     if "find_hanging.py" in joined:
         return "validate" if "--validate-only" in joined else "driver"
-    if (
-        "pyspark.daemon" in joined
-        or "pyspark/daemon.py" in joined
-        or "pyspark.worker" in joined
-    ):
+    if "pyspark.daemon" in joined or "pyspark/daemon.py" in joined or "pyspark.worker" in joined:
         return "workers"
     if "python" in name:
         # an exited worker (zombie, until pyspark.daemon reaps it) has an empty command line
@@ -124,21 +120,13 @@ class TreeSampler(threading.Thread):
         self.t0 = t0
         self.interval = interval
         self.stop = threading.Event()
-        self.peak: dict[str, float] = defaultdict(
-            float
-        )  # MiB; per kind = sum over that kind's processes
-        self.peak_single: dict[str, float] = defaultdict(
-            float
-        )  # largest single process of the kind
+        self.peak: dict[str, float] = defaultdict(float)  # MiB; per kind = sum over that kind's processes
+        self.peak_single: dict[str, float] = defaultdict(float)  # largest single process of the kind
         self.first_seen: dict[str, float] = {}
         self.max_workers = 0
-        self.cpu: dict[
-            int, tuple[str, float]
-        ] = {}  # pid -> (kind, user+system seconds at the last sample)
+        self.cpu: dict[int, tuple[str, float]] = {}  # pid -> (kind, user+system seconds at the last sample)
         self.kind_of: dict[int, str] = {}
-        self.cmdlines: dict[str, set[str]] = defaultdict(
-            set
-        )  # kind -> command lines seen (diagnostics)
+        self.cmdlines: dict[str, set[str]] = defaultdict(set)  # kind -> command lines seen (diagnostics)
         self.samples = 0
 
     def run(self) -> None:
@@ -155,9 +143,7 @@ class TreeSampler(threading.Thread):
             for p in procs:
                 kind = self.kind_of.get(p.pid)
                 if kind is None or kind in ("launcher", "other", "other-python"):
-                    kind = classify(
-                        p
-                    )  # again: exec changes what a pid is (spark-submit.sh -> java)
+                    kind = classify(p)  # again: exec changes what a pid is (spark-submit.sh -> java)
                 if kind == "gone":
                     continue
                 if self.kind_of.get(p.pid) != kind:
@@ -202,19 +188,10 @@ def busy_cpu_seconds() -> float:
     import psutil
 
     t = psutil.cpu_times()
-    return (
-        t.user
-        + t.nice
-        + t.system
-        + getattr(t, "irq", 0)
-        + getattr(t, "softirq", 0)
-        + getattr(t, "steal", 0)
-    )
+    return t.user + t.nice + t.system + getattr(t, "irq", 0) + getattr(t, "softirq", 0) + getattr(t, "steal", 0)
 
 
-def wait_for_quiet(
-    log, *, max_wait: float, threshold: float = 0.25, window: float = 3.0
-) -> float:
+def wait_for_quiet(log, *, max_wait: float, threshold: float = 0.25, window: float = 3.0) -> float:
     """Wait (up to ``max_wait`` s) until other processes use less than ``threshold`` of one core; returns the wait."""
     t0 = time.perf_counter()
     while True:
@@ -224,9 +201,7 @@ def wait_for_quiet(
         waited = time.perf_counter() - t0
         if other < threshold or waited >= max_wait:
             if waited > window + 1:
-                log(
-                    f"      (waited {waited:.0f} s for a quieter machine; others now use {other:.2f} cores)"
-                )
+                log(f"      (waited {waited:.0f} s for a quieter machine; others now use {other:.2f} cores)")
             return waited
 
 
@@ -296,21 +271,15 @@ def run_job(
         raise RuntimeError(f"job failed with exit code {rc}: {' '.join(cmd)}")
 
     def at(prefix: str) -> float | None:
-        return next(
-            (t for t, line in events if line.startswith(f"[txnlog] {prefix}")), None
-        )
+        return next((t for t, line in events if line.startswith(f"[txnlog] {prefix}")), None)
 
     jvm = sampler.first_seen.get("jvm")
     found, decoding, decoded = at("found"), at("decoding"), at("decoded in")
     phases = {
         "launch + input check (before the JVM)": jvm,
-        "JVM + Python driver start, file listing": (found - jvm)
-        if found and jvm
-        else None,
+        "JVM + Python driver start, file listing": (found - jvm) if found and jvm else None,
         "SparkSession start": (decoding - found) if decoding and found else None,
-        "decode (Spark job over all segments)": (decoded - decoding)
-        if decoded and decoding
-        else None,
+        "decode (Spark job over all segments)": (decoded - decoding) if decoded and decoding else None,
         "tables, shuffles, Delta writes, exit": (wall - decoded) if decoded else None,
     }
     return {
@@ -327,8 +296,7 @@ def run_job(
         "cmdlines": {k: sorted(v) for k, v in sampler.cmdlines.items()},
         "cpu_s": sampler.cpu_seconds(),
         # CPU the rest of the machine used meanwhile, as a share of all cores: contention from other processes
-        "others_cpu_share": max(0.0, busy - sampler.cpu_seconds().get("tree", 0.0))
-        / (wall * (os.cpu_count() or 1)),
+        "others_cpu_share": max(0.0, busy - sampler.cpu_seconds().get("tree", 0.0)) / (wall * (os.cpu_count() or 1)),
         "load_1min_before_after": [load_before, os.getloadavg()[0]],
         "max_concurrent_python_workers": sampler.max_workers,
         "rss_samples": sampler.samples,
@@ -340,9 +308,7 @@ def run_job(
 # --- ground truth ----------------------------------------------------------------------------------
 
 
-def check_output(
-    out: Path, truth: dict[str, Any], truth_dir: Path | None = None
-) -> dict[str, Any]:
+def check_output(out: Path, truth: dict[str, Any], truth_dir: Path | None = None) -> dict[str, Any]:
     """The job's tables against the writer's ground truth: every transaction (topic, partition, producer,
     first/last/marker offset, outcome), every finding, quarantine rows, one partition_health row per partition.
 
@@ -393,20 +359,16 @@ def check_output(
         got = (
             np.stack(
                 [
-                    pc.fill_null(
-                        pc.index_in(got_tab["topic"], value_set=pa.array(topics)), -1
-                    ).to_numpy(zero_copy_only=False),
+                    pc.fill_null(pc.index_in(got_tab["topic"], value_set=pa.array(topics)), -1).to_numpy(
+                        zero_copy_only=False
+                    ),
                     got_tab["partition"].to_numpy(zero_copy_only=False),
                     got_tab["producer_id"].to_numpy(zero_copy_only=False),
                     got_tab["first_offset"].to_numpy(zero_copy_only=False),
                     got_tab["last_offset"].to_numpy(zero_copy_only=False),
-                    pc.fill_null(got_tab["marker_offset"], -1).to_numpy(
-                        zero_copy_only=False
-                    ),
+                    pc.fill_null(got_tab["marker_offset"], -1).to_numpy(zero_copy_only=False),
                     pc.fill_null(
-                        pc.index_in(
-                            got_tab["outcome"], value_set=pa.array(["ABORT", "COMMIT"])
-                        ),
+                        pc.index_in(got_tab["outcome"], value_set=pa.array(["ABORT", "COMMIT"])),
                         -1,
                     ).to_numpy(zero_copy_only=False),
                 ],
@@ -443,12 +405,7 @@ def check_output(
         missing = sorted(map(str, want_keys - got_keys))[:3]
         unexpected = sorted(map(str, got_keys - want_keys))[:3]
         keys_ok = got_keys == want_keys and n_got == n_want
-    ok = (
-        keys_ok
-        and got_fk == want_f
-        and quarantine == len(truth["quarantine"])
-        and health == len(truth["partitions"])
-    )
+    ok = keys_ok and got_fk == want_f and quarantine == len(truth["quarantine"]) and health == len(truth["partitions"])
     return {
         "ok": ok,
         "transactions_expected": n_want,
@@ -557,15 +514,11 @@ def child_walk(mode: str, files: list[str]) -> dict[str, Any]:
                         k = record.key
                         if k is None or len(k) < 4:
                             continue
-                        control = int.from_bytes(
-                            k[2:4], "big", signed=True
-                        )  # ControlRecordKey: version, type
+                        control = int.from_bytes(k[2:4], "big", signed=True)  # ControlRecordKey: version, type
                         if control in (0, 1):  # ABORT, COMMIT
                             txn = open_txns.pop(key, None)
                             if txn is not None:
-                                finished.append(
-                                    (tp, key[1], txn[0], txn[1], base, control)
-                                )
+                                finished.append((tp, key[1], txn[0], txn[1], base, control))
                 else:
                     txn = open_txns.get(key)
                     if txn is None:
@@ -662,9 +615,7 @@ def summarize_event_log(path: Path) -> dict[str, Any]:
     app_start = app_end = None
     task_launch = []
     job_info: dict[int, dict[str, Any]] = {}
-    files = (
-        sorted(path.glob("events_*")) if path.is_dir() else [path]
-    )  # Spark 4: a directory of rolled files
+    files = sorted(path.glob("events_*")) if path.is_dir() else [path]  # Spark 4: a directory of rolled files
     text = []
     for f in files:
         data = f.read_bytes()
@@ -687,8 +638,7 @@ def summarize_event_log(path: Path) -> dict[str, Any]:
                 jobs += 1
                 props = e.get("Properties") or {}
                 job_info[e["Job ID"]] = {
-                    "description": props.get("spark.job.description")
-                    or "(no description)",
+                    "description": props.get("spark.job.description") or "(no description)",
                     "stages": e.get("Stage IDs", []),
                     "submitted": e.get("Submission Time"),
                 }
@@ -711,9 +661,7 @@ def summarize_event_log(path: Path) -> dict[str, Any]:
                 )
                 s["name"] = info["Stage Name"]
                 s["num_tasks"] = info["Number of Tasks"]
-                s["wall_ms"] = (info.get("Completion Time") or 0) - (
-                    info.get("Submission Time") or 0
-                )
+                s["wall_ms"] = (info.get("Completion Time") or 0) - (info.get("Submission Time") or 0)
                 s["submitted"] = info.get("Submission Time")
                 s["skipped"] = False
             elif ev == "SparkListenerTaskEnd":
@@ -771,9 +719,7 @@ def summarize_event_log(path: Path) -> dict[str, Any]:
                 d["single_task_stages"] += 1
                 d["single_task_run_ms"] += st["run_ms"]
     return {
-        "by_description": dict(
-            sorted(by_description.items(), key=lambda kv: -kv[1]["wall_ms"])
-        ),
+        "by_description": dict(sorted(by_description.items(), key=lambda kv: -kv[1]["wall_ms"])),
         "jobs": jobs,
         "stages": len(ordered),
         "tasks": sum(s["tasks"] for s in ordered),
@@ -784,9 +730,7 @@ def summarize_event_log(path: Path) -> dict[str, Any]:
 
 # --- what is measured -------------------------------------------------------------------------------------
 
-CODE_NOTE = (
-    ".txnlog-bench-code"  # in a copy made by worktree_copy: what it is a copy of
-)
+CODE_NOTE = ".txnlog-bench-code"  # in a copy made by worktree_copy: what it is a copy of
 
 
 def worktree_copy(log) -> Path:
@@ -799,9 +743,7 @@ def worktree_copy(log) -> Path:
     import tempfile
 
     def git(*a: str) -> str:
-        return subprocess.run(
-            ["git", "-C", str(ROOT), *a], capture_output=True, text=True, check=True
-        ).stdout
+        return subprocess.run(["git", "-C", str(ROOT), *a], capture_output=True, text=True, check=True).stdout
 
     sha = git("rev-parse", "--short=12", "HEAD").strip()
     names = sorted(
@@ -812,20 +754,14 @@ def worktree_copy(log) -> Path:
     digest = hashlib.sha256()
     for n in names:
         digest.update(n.encode() + b"\0" + (ROOT / n).read_bytes() + b"\0")
-    dest = (
-        Path(tempfile.gettempdir()) / f"txnlog-bench-wt-{sha}-{digest.hexdigest()[:10]}"
-    )
+    dest = Path(tempfile.gettempdir()) / f"txnlog-bench-wt-{sha}-{digest.hexdigest()[:10]}"
     if not (dest / CODE_NOTE).exists():
-        changed = [
-            line[3:] for line in git("status", "--porcelain").splitlines() if line[3:]
-        ]
+        changed = [line[3:] for line in git("status", "--porcelain").splitlines() if line[3:]]
         tmp = dest.with_name(dest.name + f".tmp{os.getpid()}")
         for n in names:
             target = tmp / n
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(
-                ROOT / n, target
-            )  # keeps mtimes and modes (spark-submit.sh stays executable)
+            shutil.copy2(ROOT / n, target)  # keeps mtimes and modes (spark-submit.sh stays executable)
         (tmp / ".venv").symlink_to(ROOT / ".venv")
         (tmp / CODE_NOTE).write_text(
             f"copy of the working tree at {sha} made {time.strftime('%Y-%m-%d %H:%M:%S %Z')} ({dest}); "
@@ -936,16 +872,10 @@ def mix_dataset(mix: str, size_gib: float, args: argparse.Namespace, log) -> Any
 
 def truth_transactions(ds: Any) -> int:
     truth = ds.truth()
-    return (
-        int(truth["transactions_count"])
-        if "transactions_count" in truth
-        else len(truth["transactions"])
-    )
+    return int(truth["transactions_count"]) if "transactions_count" in truth else len(truth["transactions"])
 
 
-def run_mix(
-    mix: str, args: argparse.Namespace, code: Path, log
-) -> tuple[list[str], dict[str, Any], bool]:
+def run_mix(mix: str, args: argparse.Namespace, code: Path, log) -> tuple[list[str], dict[str, Any], bool]:
     """Every measurement of one mix; returns the report lines, the JSON part and whether every check passed."""
     once = [float(s) for s in args.once.split(",")] if args.once else []
     sizes = sorted(set([float(s) for s in args.sizes.split(",")] + once))
@@ -971,20 +901,12 @@ def run_mix(
         )
 
     runs: dict[float, list[dict[str, Any]]] = {s: [] for s in sizes}
-    walks: dict[str, dict[float, list[dict[str, Any]]]] = {
-        m: {s: [] for s in sizes} for m in WALK_MODES
-    }
+    walks: dict[str, dict[float, list[dict[str, Any]]]] = {m: {s: [] for s in sizes} for m in WALK_MODES}
     checks: dict[float, list[dict[str, Any]]] = {s: [] for s in sizes}
-    baseline_modes = (
-        []
-        if args.no_baselines
-        else [m.strip() for m in args.walks.split(",") if m.strip()]
-    )
+    baseline_modes = [] if args.no_baselines else [m.strip() for m in args.walks.split(",") if m.strip()]
     for m in baseline_modes:
         if m not in WALK_MODES:
-            raise SystemExit(
-                f"--walks: unknown walk {m!r} (known: {', '.join(WALK_MODES)})"
-            )
+            raise SystemExit(f"--walks: unknown walk {m!r} (known: {', '.join(WALK_MODES)})")
     warmup = None
     if not args.no_warmup:
         # Python workers load numba's on-disk cache (txnlog/kafka/__pycache__); after an install or any edit of
@@ -1001,7 +923,8 @@ def run_mix(
         shutil.rmtree(out_root / "warmup", ignore_errors=True)
         log(
             f"  [{mix}] warm-up run ({s0:g} GiB, numba cache as found): {warmup['wall_s']:.1f} s; decode phase "
-            f"{warmup['phases_s']['decode (Spark job over all segments)'] or 0:.1f} s; worker CPU {warmup['cpu_s'].get('workers', 0):.1f} s"
+            f"{warmup['phases_s']['decode (Spark job over all segments)'] or 0:.1f} s; worker CPU "
+            f"{warmup['cpu_s'].get('workers', 0):.1f} s"
         )
 
     def measure(s: float, r: int, walk_too: bool) -> None:
@@ -1018,21 +941,20 @@ def run_mix(
         shutil.rmtree(out, ignore_errors=True)
         checks[s].append(check)
         runs[s].append(res)
-        ph = ", ".join(
-            f"{k.split(' (')[0].split(',')[0]} {v:.1f}"
-            for k, v in res["phases_s"].items()
-            if v is not None
-        )
+        ph = ", ".join(f"{k.split(' (')[0].split(',')[0]} {v:.1f}" for k, v in res["phases_s"].items() if v is not None)
         cpu = res["cpu_s"]
         log(
-            f"  [{mix}] repeat {r + 1}, {s:g} GiB: job {res['wall_s']:.1f} s [{ph}]; CPU s: JVM {cpu.get('jvm', 0):.1f}, "
+            f"  [{mix}] repeat {r + 1}, {s:g} GiB: job {res['wall_s']:.1f} s [{ph}]; CPU s: JVM "
+            f"{cpu.get('jvm', 0):.1f}, "
             f"workers {cpu.get('workers', 0):.1f}, driver {cpu.get('driver', 0):.1f}; other processes used "
             f"{100 * res['others_cpu_share']:.0f}% of the CPUs"
         )
         log(
             f"      peak RSS: driver {res['peak_rss_mib'].get('driver', 0):.0f} MiB, "
-            f"JVM {res['peak_rss_mib'].get('jvm', 0):.0f} MiB, workers {res['peak_rss_mib'].get('workers', 0):.0f} MiB; "
-            f"truth {'OK' if check['ok'] else 'MISMATCH'} ({check['transactions_found']}/{check['transactions_expected']} transactions, "
+            f"JVM {res['peak_rss_mib'].get('jvm', 0):.0f} MiB, workers "
+            f"{res['peak_rss_mib'].get('workers', 0):.0f} MiB; "
+            f"truth {'OK' if check['ok'] else 'MISMATCH'} "
+            f"({check['transactions_found']}/{check['transactions_expected']} transactions, "
             f"{check['findings_found']}/{check['findings_expected']} findings)"
         )
         if "raw" in baseline_modes:
@@ -1041,25 +963,16 @@ def run_mix(
             for m in baseline_modes:
                 if m == "raw":
                     continue
-                w = baseline(
-                    m, [ds.root] if m == "txnlog_source" else ds.all_segments()
-                )
+                w = baseline(m, [ds.root] if m == "txnlog_source" else ds.all_segments())
                 walks[m][s].append(w)
-                extra = (
-                    f", {w['transactions']:,} transactions"
-                    if "transactions" in w
-                    else ""
-                )
+                extra = f", {w['transactions']:,} transactions" if "transactions" in w else ""
                 log(
-                    f"      {m}: {w['seconds']:.1f} s, {w['batches']:,} batches{extra}, peak RSS {w['peak_rss_mib']:.0f} MiB"
+                    f"      {m}: {w['seconds']:.1f} s, {w['batches']:,} batches{extra}, peak RSS "
+                    f"{w['peak_rss_mib']:.0f} MiB"
                 )
 
     for r in range(args.repeat):
-        order = (
-            repeated[r % len(repeated) :] + repeated[: r % len(repeated)]
-            if repeated
-            else []
-        )
+        order = repeated[r % len(repeated) :] + repeated[: r % len(repeated)] if repeated else []
         for s in order:
             measure(s, r, r < args.kp_repeat)
     for s in once:
@@ -1091,20 +1004,13 @@ def run_mix(
         "fit over all runs": marginal_fit,
     }
     worst = max(estimates.values())
-    est = {
-        k: v if v > 0 else 1e-9 for k, v in estimates.items()
-    }  # ratios of a non-positive estimate: no cost seen
+    est = {k: v if v > 0 else 1e-9 for k, v in estimates.items()}  # ratios of a non-positive estimate: no cost seen
     worst_pos = max(worst, 1e-9)
-    quiet = {
-        s: [x["wall_s"] for x in runs[s] if x["others_cpu_share"] < 0.10] for s in sizes
-    }
+    quiet = {s: [x["wall_s"] for x in runs[s] if x["others_cpu_share"] < 0.10] for s in sizes}
     job_quiet = {s: median(v) if v else float("nan") for s, v in quiet.items()}
     marginal_quiet = (job_quiet[hi] - job_quiet[lo]) / span
     modes_run = [m for m in baseline_modes if all(walks[m][s] for s in sizes)]
-    walk_t = {
-        m: {s: median([x["seconds"] for x in walks[m][s]]) for s in sizes}
-        for m in modes_run
-    }
+    walk_t = {m: {s: median([x["seconds"] for x in walks[m][s]]) for s in sizes} for m in modes_run}
     per_gib = {
         m: {
             "slope_s_per_gib": fit_slope(xs, [walk_t[m][s] for s in sizes]),
@@ -1114,33 +1020,19 @@ def run_mix(
     }
     phase_names = list(runs[sizes[0]][0]["phases_s"])
     phase_t = {
-        s: {
-            k: median(
-                [x["phases_s"][k] for x in runs[s] if x["phases_s"][k] is not None]
-            )
-            for k in phase_names
-        }
+        s: {k: median([x["phases_s"][k] for x in runs[s] if x["phases_s"][k] is not None]) for k in phase_names}
         for s in sizes
     }
-    phase_marginal = (
-        {k: (phase_t[hi][k] - phase_t[lo][k]) / span for k in phase_names}
-        if len(sizes) > 1
-        else {}
-    )
+    phase_marginal = {k: (phase_t[hi][k] - phase_t[lo][k]) / span for k in phase_names} if len(sizes) > 1 else {}
     mem = {
-        s: {
-            k: median([x["peak_rss_mib"].get(k, 0.0) for x in runs[s]])
-            for k in ("driver", "jvm", "workers", "tree")
-        }
+        s: {k: median([x["peak_rss_mib"].get(k, 0.0) for x in runs[s]]) for k in ("driver", "jvm", "workers", "tree")}
         for s in sizes
     }
     txn_per_gib = float(np.mean([inputs[s]["transactions"] / gib[s] for s in sizes]))
     targets: dict[str, dict[str, Any]] = {}
     ref = per_gib.get(TARGET_WALK, {}).get("mean_s_per_gib")
     if ref:
-        targets[
-            "marginal cost >= 3x lower than the kafka-python transaction walk (no CRC)"
-        ] = {
+        targets["marginal cost >= 3x lower than the kafka-python transaction walk (no CRC)"] = {
             "ratio": ref / worst_pos,
             "met": worst <= ref / 3,
             "estimates": {k: ref / v for k, v in est.items()},
@@ -1178,11 +1070,7 @@ def run_mix(
         ev_dir = args.data_dir / "spark-events"
         shutil.rmtree(ev_dir, ignore_errors=True)
         ev_dir.mkdir(parents=True)
-        ev_sizes = (
-            [float(x) for x in args.event_log_sizes.split(",")]
-            if args.event_log_sizes
-            else sizes
-        )
+        ev_sizes = [float(x) for x in args.event_log_sizes.split(",")] if args.event_log_sizes else sizes
         for s in ev_sizes:
             if s not in sets:
                 sets[s] = mix_dataset(mix, s, args, log)
@@ -1204,46 +1092,47 @@ def run_mix(
                 ],
             )
             shutil.rmtree(out_root / f"{mix}-{s:g}GiB", ignore_errors=True)
-            new = [
-                f
-                for f in ev_dir.iterdir()
-                if f not in before and not f.name.startswith(".")
-            ]
+            new = [f for f in ev_dir.iterdir() if f not in before and not f.name.startswith(".")]
             if new:
                 summary = summarize_event_log(new[0])
                 summary["wall_s"] = res["wall_s"]
                 summary["phases_s"] = res["phases_s"]
                 event_logs[s] = summary
                 log(
-                    f"  [{mix}] event log, {s:g} GiB: {summary['jobs']} jobs, {summary['stages']} stages, {summary['tasks']} tasks, wall {res['wall_s']:.1f} s"
+                    f"  [{mix}] event log, {s:g} GiB: {summary['jobs']} jobs, {summary['stages']} stages, "
+                    f"{summary['tasks']} tasks, wall {res['wall_s']:.1f} s"
                 )
                 for st in summary["stage_list"]:
                     log(
-                        f"     stage {st['stage_id']:3d} {st['tasks']:4d} tasks  wall {st.get('wall_ms', 0) / 1e3:6.2f} s  "
-                        f"task run {st['run_ms'] / 1e3:7.2f} s  cpu {st['cpu_ms'] / 1e3:7.2f} s  deser {st['deser_ms'] / 1e3:5.2f} s  "
-                        f"gc {st['gc_ms'] / 1e3:5.2f} s  shuffle {st['shuffle_write_mb']:7.2f} MB  {st.get('name', '')[:60]}"
+                        f"     stage {st['stage_id']:3d} {st['tasks']:4d} tasks  wall "
+                        f"{st.get('wall_ms', 0) / 1e3:6.2f} s  "
+                        f"task run {st['run_ms'] / 1e3:7.2f} s  cpu {st['cpu_ms'] / 1e3:7.2f} s  deser "
+                        f"{st['deser_ms'] / 1e3:5.2f} s  "
+                        f"gc {st['gc_ms'] / 1e3:5.2f} s  shuffle {st['shuffle_write_mb']:7.2f} MB  "
+                        f"{st.get('name', '')[:60]}"
                     )
 
     # report
     lines = [
         f"## mix: {mix} ({txn_per_gib:,.0f} transactions per GiB)",
         "",
-        "| input | segments | transactions | job wall s (median / min) | job transactions/s | driver Python peak RSS MiB | JVM peak RSS MiB | "
-        "Python workers peak PSS MiB | "
-        + " | ".join(f"{m} s" for m in modes_run)
-        + " | ground truth |",
+        "| input | segments | transactions | job wall s (median / min) | job transactions/s | driver Python "
+        "peak RSS MiB | JVM peak RSS MiB | "
+        "Python workers peak PSS MiB | " + " | ".join(f"{m} s" for m in modes_run) + " | ground truth |",
         "|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(modes_run) + "---|",
     ]
     for s in sizes:
         c = checks[s][-1]
         n_txn = inputs[s]["transactions"]
         lines.append(
-            f"| {fmt_size(inputs[s]['segment_bytes'])}{' (once)' if s in once else ''} | {inputs[s]['segments']} | {n_txn:,} | "
+            f"| {fmt_size(inputs[s]['segment_bytes'])}{' (once)' if s in once else ''} | "
+            f"{inputs[s]['segments']} | {n_txn:,} | "
             f"{job_t[s]:.1f} / {job_min[s]:.1f} | {n_txn / job_t[s]:,.0f} | {mem[s]['driver']:.0f} | "
             f"{mem[s]['jvm']:.0f} | {mem[s]['workers']:.0f} | "
             + " | ".join(f"{walk_t[m][s]:.2f}" for m in modes_run)
             + " | "
-            f"{'OK' if all(x['ok'] for x in checks[s]) else 'MISMATCH'}: {c['transactions_found']:,}/{c['transactions_expected']:,} txns, "
+            f"{'OK' if all(x['ok'] for x in checks[s]) else 'MISMATCH'}: "
+            f"{c['transactions_found']:,}/{c['transactions_expected']:,} txns, "
             f"{c['findings_found']}/{c['findings_expected']} findings |"
         )
     cpu_t = {
@@ -1257,7 +1146,8 @@ def run_mix(
         "",
         "CPU seconds of the job's process tree (median; user + system):",
         "",
-        "| input | JVM | Python workers | Python driver | launcher + input check | total | wall | max concurrent workers |",
+        "| input | JVM | Python workers | Python driver | launcher + input check | total | wall | max "
+        "concurrent workers |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in sizes:
@@ -1298,24 +1188,23 @@ def run_mix(
         f"| job marginal cost, fastest runs | {marginal_min:.2f} | {tps(marginal_min)} |",
         (
             f"| job marginal cost, least-squares fit over {fit['n']} runs (± standard error; 95 % interval) | "
-            f"{marginal_fit:.2f} ± {fit['slope_se']:.2f} ({fit['lo95']:.2f} to {fit['hi95']:.2f}) | {tps(marginal_fit)} |"
+            f"{marginal_fit:.2f} ± {fit['slope_se']:.2f} ({fit['lo95']:.2f} to {fit['hi95']:.2f}) | "
+            f"{tps(marginal_fit)} |"
         ),
-        f"| fixed cost (the fit's intercept; residual sd {fit['residual_sd']:.1f} s per run) | {fit['intercept']:.1f} s | |",
+        f"| fixed cost (the fit's intercept; residual sd {fit['residual_sd']:.1f} s per run) | "
+        f"{fit['intercept']:.1f} s | |",
         f"| job CPU seconds of the whole tree (medians) | {marginal_cpu:.2f} CPU-s | |",
     ]
     for m, v in per_gib.items():
         lines.append(
-            f"| {m}, mean of t/size (slope {v['slope_s_per_gib']:.2f}) | {v['mean_s_per_gib']:.2f} | {tps(v['mean_s_per_gib'])} |"
+            f"| {m}, mean of t/size (slope {v['slope_s_per_gib']:.2f}) | {v['mean_s_per_gib']:.2f} | "
+            f"{tps(v['mean_s_per_gib'])} |"
         )
     lines += [
         "",
         "job wall per size, all runs: "
         + "; ".join(
-            f"{s:g} GiB "
-            + ", ".join(
-                f"{x['wall_s']:.1f} (others {100 * x['others_cpu_share']:.0f}%)"
-                for x in runs[s]
-            )
+            f"{s:g} GiB " + ", ".join(f"{x['wall_s']:.1f} (others {100 * x['others_cpu_share']:.0f}%)" for x in runs[s])
             for s in sizes
         ),
         f"median of the quiet runs (others < 10 % CPU): {marginal_quiet:.2f} s/GiB",
@@ -1324,11 +1213,13 @@ def run_mix(
         lines += [
             "",
             (
-                f"Spark event log, {s:g} GiB: {ev['jobs']} jobs, {ev['stages']} stages, {ev['tasks']} tasks (wall {ev['wall_s']:.1f} s); "
+                f"Spark event log, {s:g} GiB: {ev['jobs']} jobs, {ev['stages']} stages, {ev['tasks']} tasks "
+                f"(wall {ev['wall_s']:.1f} s); "
                 "per job description:"
             ),
             "",
-            "| job description | jobs | job wall s | stages run | tasks | max tasks in a stage | 1-task stages | their task s | task s |",
+            "| job description | jobs | job wall s | stages run | tasks | max tasks in a stage | 1-task stages "
+            "| their task s | task s |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for d, v in ev["by_description"].items():
@@ -1336,9 +1227,7 @@ def run_mix(
                 f"| {d} | {v['jobs']} | {v['wall_ms'] / 1e3:.1f} | {v['stages']} | {v['tasks']} | {v['max_tasks']} | "
                 f"{v['single_task_stages']} | {v['single_task_run_ms'] / 1e3:.1f} | {v['task_run_ms'] / 1e3:.1f} |"
             )
-    lines.append(
-        f"targets are judged on the most pessimistic estimate of the marginal cost: {worst:.2f} s/GiB"
-    )
+    lines.append(f"targets are judged on the most pessimistic estimate of the marginal cost: {worst:.2f} s/GiB")
     for t, v in targets.items():
         extra = "; ".join(
             f"{k} {r:.2f}" if v2 > 0 else f"{k}: not above the noise"
@@ -1356,9 +1245,7 @@ def run_mix(
         "transactions_per_gib": txn_per_gib,
         "runs": {
             str(s): [
-                {k: v for k, v in x.items() if k != "stdout"}
-                | {"stdout_tail": x["stdout"][-1500:]}
-                for x in runs[s]
+                {k: v for k, v in x.items() if k != "stdout"} | {"stdout_tail": x["stdout"][-1500:]} for x in runs[s]
             ]
             for s in sizes
         },
@@ -1381,9 +1268,7 @@ def run_mix(
         "targets": targets,
         "ground_truth_ok": all_ok,
         "cpu_median_s": {str(s): v for s, v in cpu_t.items()},
-        "warmup": None
-        if warmup is None
-        else {k: v for k, v in warmup.items() if k != "stdout"},
+        "warmup": None if warmup is None else {k: v for k, v in warmup.items() if k != "stdout"},
         "event_logs": {str(s): v for s, v in event_logs.items()},
     }
     return lines, result, all_ok
@@ -1424,9 +1309,7 @@ def jit_check(args: argparse.Namespace, code: Path, log) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
         "--mix",
         choices=("dense", "bulk", "both"),
@@ -1449,9 +1332,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="sizes 0.25,0.5,1 GiB, 1 repeat: a smoke check",
     )
-    p.add_argument(
-        "--repeat", type=int, default=3, help="repeats of every measurement (default 3)"
-    )
+    p.add_argument("--repeat", type=int, default=3, help="repeats of every measurement (default 3)")
     p.add_argument(
         "--partitions",
         type=int,
@@ -1474,7 +1355,8 @@ def main(argv: list[str] | None = None) -> int:
         "--quiet-wait",
         type=float,
         default=120,
-        help="before each job run, wait up to this many seconds until other processes use < 1/4 core (default 120; 0: never)",
+        help="before each job run, wait up to this many seconds until other processes use < 1/4 core "
+        "(default 120; 0: never)",
     )
     p.add_argument(
         "--kp-repeat",
@@ -1541,18 +1423,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     if args.child_walk == "txnlog_source":
-        print(
-            json.dumps(child_source(json.loads(Path(args.files_json).read_text())[0]))
-        )
+        print(json.dumps(child_source(json.loads(Path(args.files_json).read_text())[0])))
         return 0
     if args.child_walk:
-        print(
-            json.dumps(
-                child_walk(
-                    args.child_walk, json.loads(Path(args.files_json).read_text())
-                )
-            )
-        )
+        print(json.dumps(child_walk(args.child_walk, json.loads(Path(args.files_json).read_text()))))
         return 0
     if args.quick:
         args.sizes = "0.25,0.5,1"
@@ -1565,25 +1439,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.worktree_copy and not os.environ.get("TXNLOG_BENCH_CODE"):
         args.code = worktree_copy(log=log)
     code = maybe_reexec_in_snapshot(args.snapshot, log=log, code=args.code)
-    if not args.no_baselines and any(
-        m.startswith("kafka_python_crc") for m in args.walks.split(",")
-    ):
+    if not args.no_baselines and any(m.startswith("kafka_python_crc") for m in args.walks.split(",")):
         require_fast_kafka_python_crc()
     info = machine_info()
     described = code / CODE_NOTE
-    info["code"] = (
-        described.read_text().strip() if described.exists() else code_version(code)
-    )
+    info["code"] = described.read_text().strip() if described.exists() else code_version(code)
     mixes = list(MIXES) if args.mix == "both" else [args.mix]
     log(
-        f"end-to-end benchmark: mixes {mixes}, sizes {args.sizes} GiB{' + ' + args.once + ' GiB once' if args.once else ''}, "
+        f"end-to-end benchmark: mixes {mixes}, sizes {args.sizes} "
+        f"GiB{' + ' + args.once + ' GiB once' if args.once else ''}, "
         f"{args.repeat} repeats; {info['cpu']}, {info['cores']} cores; load {info['load_avg_at_start']}"
     )
     lines = [
         f"# end-to-end benchmark, {info['date']}",
-        f"machine: {info['cpu']}, {info['cores']} cores, {info['ram_gib']} GiB; load at start {info['load_avg_at_start']}",
+        f"machine: {info['cpu']}, {info['cores']} cores, {info['ram_gib']} GiB; load at start "
+        f"{info['load_avg_at_start']}",
         f"code: {info['code']}",
-        f"repeats: {args.repeat}; medians; page cache warm; spark args: {args.spark_arg or 'none (local[*], driver 1g)'}",
+        f"repeats: {args.repeat}; medians; page cache warm; spark args: "
+        f"{args.spark_arg or 'none (local[*], driver 1g)'}",
         "",
     ]
     results: dict[str, Any] = {}
@@ -1601,12 +1474,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     text = "\n".join(lines)
     print(text)
-    path = (
-        args.json
-        or args.data_dir
-        / "results"
-        / f"end_to_end-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    )
+    path = args.json or args.data_dir / "results" / f"end_to_end-{time.strftime('%Y%m%d-%H%M%S')}.json"
     write_json(
         path,
         {

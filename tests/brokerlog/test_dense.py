@@ -135,9 +135,7 @@ def test_dense_enough() -> None:
     with tempfile.TemporaryDirectory() as d:
         r = dense(d, total_bytes=16 << 20)
         seg_bytes = sum(
-            f.stat().st_size
-            for f in Path(d).glob("broker-1/*/*.log")
-            if not f.parent.name.startswith("__")
+            f.stat().st_size for f in Path(d).glob("broker-1/*/*.log") if not f.parent.name.startswith("__")
         )
         assert len(r.partitions) == 685
         assert r.transactions / (seg_bytes / (1 << 30)) >= 300_000
