@@ -49,6 +49,23 @@ FRAGMENT_COLUMNS: dict[str, np.dtype] = {
 }
 
 
+#: Fragment columns the segment and kafka-dump-log.sh readers copy as they are into their summary rows
+#: (``kind`` and ``control_type`` are converted on the way).
+SUMMARY_FRAGMENT_COLUMNS = (
+    "producer_id",
+    "producer_epoch",
+    "min_epoch",
+    "first_offset",
+    "last_offset",
+    "first_timestamp",
+    "last_timestamp",
+    "batch_count",
+    "record_count",
+    "size_bytes",
+    "coordinator_epoch",
+)
+
+
 def empty_fragments() -> dict[str, np.ndarray]:
     return {name: np.empty(0, dtype) for name, dtype in FRAGMENT_COLUMNS.items()}
 

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from txnlog import classify
 from txnlog.pipeline import build_tables
-from txnlog.reconstruct import segment_fragments
+from txnlog.reconstruct import SUMMARY_FRAGMENT_COLUMNS, segment_fragments
 from txnlog.spark.sources import SEGMENT_SUMMARY_SCHEMA, _table
 from txnlog.spark.txn_state_source import TXN_STATE_SCHEMA
 
@@ -99,9 +99,7 @@ def _replica_rows(topic: str, broker: str, batches: dict[str, np.ndarray]) -> li
             "kind": pa.array(np.where(frags["kind"] == 1, "marker", "run").tolist(), pa.string()),
             "partition": np.zeros(n, np.int32),
             "file_offset": np.zeros(n, np.int64),
-            **{k: frags[k] for k in ("producer_id", "producer_epoch", "min_epoch", "first_offset", "last_offset",
-                                     "first_timestamp", "last_timestamp", "batch_count", "record_count",
-                                     "size_bytes", "coordinator_epoch")},
+            **{k: frags[k] for k in SUMMARY_FRAGMENT_COLUMNS},
             "control_type": pa.array(frags["control_type"].astype(np.int32)),
         }))
     out.append(_table(SEGMENT_SUMMARY_SCHEMA, 1, {

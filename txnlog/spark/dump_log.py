@@ -539,7 +539,7 @@ def assemble_segment(table: pa.Table) -> pa.Table:
     """
     from txnlog.kafka.control import ControlStatus
     from txnlog.kafka.record_batch import BATCH_COLUMNS
-    from txnlog.reconstruct import segment_fragments
+    from txnlog.reconstruct import SUMMARY_FRAGMENT_COLUMNS, segment_fragments
 
     table = table.sort_by("line_no")
     kind = _np(table, "kind_code", np.int32, -1)
@@ -650,22 +650,7 @@ def assemble_segment(table: pa.Table) -> pa.Table:
                     "kind": pa.array(np.where(frags["kind"] == 1, KIND_MARKER, KIND_RUN).tolist(), pa.string()),
                     "partition": pa.array([partition] * n, pa.int32()),
                     "file_offset": pa.array([file_offset] * n, pa.int64()),
-                    **{
-                        k: frags[k]
-                        for k in (
-                            "producer_id",
-                            "producer_epoch",
-                            "min_epoch",
-                            "first_offset",
-                            "last_offset",
-                            "first_timestamp",
-                            "last_timestamp",
-                            "batch_count",
-                            "record_count",
-                            "size_bytes",
-                            "coordinator_epoch",
-                        )
-                    },
+                    **{k: frags[k] for k in SUMMARY_FRAGMENT_COLUMNS},
                     "control_type": frags["control_type"].astype(np.int32),
                 },
             )

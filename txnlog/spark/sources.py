@@ -283,7 +283,7 @@ def broker_timestamps(batches: dict[str, np.ndarray]) -> dict[str, pa.Array]:
 
 def summarize_segment(file: LogFile, check_crc: bool) -> Iterator[pa.RecordBatch]:
     """Decode one segment in this process and yield its summary rows."""
-    from txnlog.reconstruct import segment_fragments
+    from txnlog.reconstruct import SUMMARY_FRAGMENT_COLUMNS, segment_fragments
 
     scan = scan_log_file(file.path, check_crc)
     b = scan.batches
@@ -301,22 +301,7 @@ def summarize_segment(file: LogFile, check_crc: bool) -> Iterator[pa.RecordBatch
                 "partition": np.full(n, file.partition, np.int32),
                 "file": file.path,
                 "file_offset": np.full(n, file.base_offset, np.int64),
-                **{
-                    k: frags[k]
-                    for k in (
-                        "producer_id",
-                        "producer_epoch",
-                        "min_epoch",
-                        "first_offset",
-                        "last_offset",
-                        "first_timestamp",
-                        "last_timestamp",
-                        "batch_count",
-                        "record_count",
-                        "size_bytes",
-                        "coordinator_epoch",
-                    )
-                },
+                **{k: frags[k] for k in SUMMARY_FRAGMENT_COLUMNS},
                 "control_type": pa.array(frags["control_type"].astype(np.int32)).cast(pa.int32()),
             },
         )
