@@ -19,7 +19,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from txnlog import __version__, classify
 from txnlog.errors import UsageError
-from txnlog.logdirs import Inventory, discover
+from txnlog.logdirs import Checkpoint, Inventory, discover
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -138,9 +138,14 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
 
     from txnlog import as_of as as_of_rule
     from txnlog import delta
-    from txnlog.spark import transforms as T
     from txnlog.spark.session import get_session, temporary_conf
-    from txnlog.spark.sources import SEGMENTS_SOURCE, TXN_STATE_SOURCE, files_option, register_sources
+    from txnlog.spark.sources import (
+        SEGMENTS_SOURCE,
+        TXN_STATE_SOURCE,
+        checkpoints_option,
+        files_option,
+        register_sources,
+    )
 
     t0 = time.monotonic()
     started_at = datetime.now(UTC)
@@ -198,6 +203,9 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
             .option("files", files_option(list(inventory.segments) + list(inventory.snapshots)))
             .option("check_crc", check_crc)
             .option("min_partitions", str(parallelism))
+            # whole partitions per task, merged into transactions there, unless dumps hold replicas too
+            .option("transactions", "false" if config.dump_log else "true")
+            .option("checkpoints", checkpoints_option(inventory.checkpoints))
             .load()
             .withColumn("input", F.lit(SOURCE_SEGMENTS))
         )
@@ -257,23 +265,6 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
             all_txn_state_partitions_read=all_partitions_read,
             bootstrap_servers=config.bootstrap_servers,
         )
-        checkpoints = None
-        if inventory.checkpoints:  # a few rows per partition, read on the driver by discover()
-            checkpoints = spark.createDataFrame(
-                [
-                    (
-                        c.broker,
-                        c.topic,
-                        c.partition,
-                        c.high_watermark,
-                        c.log_start_offset,
-                        c.recovery_point,
-                        c.clean_shutdown,
-                    )
-                    for c in inventory.checkpoints
-                ],
-                schema=T.CHECKPOINT_SCHEMA,
-            )
         tables = build_tables(
             spark,
             summary,
@@ -282,7 +273,8 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
             cluster=config.cluster,
             as_of=as_of,
             cache=cached,
-            checkpoints=checkpoints,
+            checkpoints=inventory.checkpoints,
+            fragments=bool(dump_files),
         )
         # client timestamps far past as_of: warning rows (kept as read, never "now")
         tables["quarantine"] = tables["quarantine"].unionByName(
@@ -499,10 +491,13 @@ def build_tables(
     cluster: str,
     as_of: datetime,
     cache: list[DataFrame] | None = None,
-    checkpoints: DataFrame | None = None,
+    checkpoints: Sequence[Checkpoint] = (),
+    fragments: bool = True,
 ) -> dict[str, DataFrame]:
     """All output tables as DataFrames (contract columns), from the sources' outputs.
 
+    ``fragments``: ``summary`` may hold fragment rows (run/marker/snapshot) whose partitions are still
+    to be merged into transactions; false when every partition arrived as transaction rows.
     DataFrames persisted on the way are appended to ``cache`` (unpersist them when done).
     """
     cache = [] if cache is None else cache
@@ -521,11 +516,28 @@ def build_tables(
 
     # Small intermediates that several output tables read are cached, so that each table's write
     # plans and runs only its own last steps (every shuffle costs a Spark job of its own).
-    stats = _cached(T.with_checkpoints(T.replica_stats(summary), checkpoints), cache)
-    per_replica = T.replica_transactions(summary, stats)
-    txns = _cached(
-        T.merge_replicas(per_replica, stats), cache
-    )  # read twice by with_lso: the open ones, and all of them
+    checkpoint_rows = None
+    if checkpoints:  # a few rows per partition, read on the driver by discover()
+        checkpoint_rows = spark.createDataFrame(
+            [
+                (
+                    c.broker,
+                    c.topic,
+                    c.partition,
+                    c.high_watermark,
+                    c.log_start_offset,
+                    c.recovery_point,
+                    c.clean_shutdown,
+                )
+                for c in checkpoints
+            ],
+            schema=T.CHECKPOINT_SCHEMA,
+        )
+    from txnlog.spark.transactions import checkpoints_of
+
+    stats = _cached(T.with_checkpoints(T.replica_stats(summary), checkpoint_rows), cache)
+    # read twice by with_lso: the open ones, and all of them
+    txns = _cached(T.partition_transactions(summary, checkpoints_of(checkpoints or ()), fragments=fragments), cache)
     pstats = _cached(T.partition_stats(stats), cache)
     txns, health = T.with_lso(txns, pstats, as_of_ms)
     health = _cached(health, cache)

@@ -30,6 +30,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from txnlog.logdirs import LogFile
+from txnlog.spark.transactions import PartitionTransactions
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -73,6 +74,22 @@ SEGMENT_SUMMARY_SCHEMA = pa.schema(
         # segment rows: the newest time a broker's clock wrote (see broker_timestamps), ms; null: none
         ("marker_timestamp", pa.int64()),  # max over the marker (control) batches
         ("log_append_timestamp", pa.int64()),  # max over the LogAppendTime batches
+        # transaction rows (kind "transaction", txnlog.spark.transactions): one per transaction of a
+        # partition, replicas merged; marker_timestamp above is then its marker's timestamp
+        ("replicas", pa.list_(pa.string())),
+        ("open_replicas", pa.list_(pa.string())),
+        ("behind_replicas", pa.list_(pa.string())),
+        ("open_on_lead", pa.bool_()),
+        ("diverged", pa.bool_()),
+        ("started_before_log_start", pa.bool_()),
+        ("marker_offset", pa.int64()),
+        ("marker_epoch", pa.int32()),
+        ("prev_marker_offset", pa.int64()),
+        ("prev_marker_type", pa.int32()),
+        ("prev_marker_epoch", pa.int32()),
+        ("prev_coordinator_epoch", pa.int32()),
+        ("snapshot_coordinator_epoch", pa.int32()),
+        ("snapshot_offset", pa.int64()),
     ]
 )
 
@@ -162,13 +179,16 @@ def scan_log_file(path: str, check_crc: bool) -> Any:
 
 
 class _FilesPartition(InputPartition):
-    """The files one task reads (see pack_files)."""
+    """The files one task reads (see pack_files), and the log-dir checkpoints of their partitions."""
 
-    def __init__(self, files: list[LogFile]):
-        super().__init__([asdict(f) for f in files])
+    def __init__(self, files: list[LogFile], checkpoints: list[list[Any]] | None = None):
+        super().__init__({"files": [asdict(f) for f in files], "checkpoints": checkpoints or []})
 
     def files(self) -> list[LogFile]:
-        return [LogFile(**d) for d in self.value]
+        return [LogFile(**d) for d in self.value["files"]]
+
+    def checkpoints(self) -> dict[tuple[str, str, int], tuple[int | None, bool]]:
+        return {(b, t, int(p)): (ls, bool(clean)) for b, t, p, ls, clean in self.value["checkpoints"]}
 
 
 def partition_files(partition: InputPartition) -> list[LogFile]:
@@ -197,26 +217,59 @@ def pack_files(files: list[LogFile], *, max_bytes: int, min_partitions: int) -> 
     >>> [[f.size for f in g] for g in pack_files(fs, max_bytes=100, min_partitions=2)]
     [[8, 1], [1, 6, 2]]
     """
-    if not files:
+    return [
+        [f for unit in group for f in unit] for group in pack_units([[f] for f in files], max_bytes, min_partitions)
+    ]
+
+
+def pack_partitions(files: list[LogFile], *, max_bytes: int, min_partitions: int) -> list[list[LogFile]]:
+    """:func:`pack_files`, but every file of a topic-partition (all replicas) lands in the same group,
+    so one task sees whole partitions and can finish their transactions (txnlog.spark.transactions)."""
+    units: dict[tuple[str, int], list[LogFile]] = {}
+    for f in files:
+        units.setdefault((f.topic, f.partition), []).append(f)
+    return [
+        [f for unit in group for f in unit] for group in pack_units(list(units.values()), max_bytes, min_partitions)
+    ]
+
+
+def pack_units(units: list[list[LogFile]], max_bytes: int, min_partitions: int) -> list[list[list[LogFile]]]:
+    """Deal units (lists of files that stay together) into balanced groups (see pack_files)."""
+    if not units:
         return []
     slots = max(min_partitions, 1)
-    sizes = [max(f.size, 1) for f in files]
+    sizes = [max(sum(f.size for f in u), 1) for u in units]
     needed = -(-sum(sizes) // max(max_bytes, 1))
-    groups_n = min(len(files), max(slots, -(-needed // slots) * slots))
+    groups_n = min(len(units), max(slots, -(-needed // slots) * slots))
     lightest = [(0, g) for g in range(groups_n)]  # a heap of (bytes so far, group)
     members: list[list[int]] = [[] for _ in range(groups_n)]
-    for i in sorted(range(len(files)), key=lambda i: -sizes[i]):
+    for i in sorted(range(len(units)), key=lambda i: -sizes[i]):
         load, g = heapq.heappop(lightest)
         members[g].append(i)
         heapq.heappush(lightest, (load + sizes[i], g))
     ordered = sorted((sorted(m) for m in members if m), key=lambda m: -sum(sizes[i] for i in m))
-    return [[files[i] for i in m] for m in ordered]
+    return [[units[i] for i in m] for m in ordered]
 
 
 def _partitions(options: dict[str, str], files: list[LogFile]) -> list[InputPartition]:
     limit = int(options.get("max_partition_bytes", DEFAULT_MAX_PARTITION_BYTES))
     minimum = int(options.get("min_partitions", 4))
-    return [_FilesPartition(g) for g in pack_files(files, max_bytes=limit, min_partitions=minimum)]
+    if not _flag(options, "transactions", False):
+        return [_FilesPartition(g) for g in pack_files(files, max_bytes=limit, min_partitions=minimum)]
+    checkpoints: dict[tuple[str, int], list[list[Any]]] = {}
+    for row in json.loads(options.get("checkpoints", "[]")):
+        checkpoints.setdefault((row[1], int(row[2])), []).append(row)
+    out: list[InputPartition] = []
+    for group in pack_partitions(files, max_bytes=limit, min_partitions=minimum):
+        held = sorted({(f.topic, f.partition) for f in group})
+        out.append(_FilesPartition(group, [row for tp in held for row in checkpoints.get(tp, [])]))
+    return out
+
+
+def checkpoints_option(checkpoints: Any) -> str:
+    """The ``checkpoints`` option: the log-dir checkpoints (``txnlog.logdirs.Checkpoint``) the
+    transaction merge needs — (broker, topic, partition, checkpointed log start, clean shutdown)."""
+    return json.dumps([[c.broker, c.topic, c.partition, c.log_start_offset, c.clean_shutdown] for c in checkpoints])
 
 
 def _table(schema: pa.Schema, n: int, columns: dict[str, Any]) -> pa.RecordBatch:
@@ -281,15 +334,28 @@ def broker_timestamps(batches: dict[str, np.ndarray]) -> dict[str, pa.Array]:
     return out
 
 
-def summarize_segment(file: LogFile, check_crc: bool) -> Iterator[pa.RecordBatch]:
-    """Decode one segment in this process and yield its summary rows."""
-    from txnlog.reconstruct import SUMMARY_FRAGMENT_COLUMNS, segment_fragments
+def summarize_segment(
+    file: LogFile, check_crc: bool, merge: PartitionTransactions | None = None
+) -> Iterator[pa.RecordBatch]:
+    """Decode one segment in this process and yield its summary rows; its fragments go to ``merge``
+    when given (which then yields the partition's transactions), else they are yielded as rows."""
+    from txnlog.reconstruct import SUMMARY_FRAGMENT_COLUMNS, col, segment_fragments
 
     scan = scan_log_file(file.path, check_crc)
     b = scan.batches
     frags = segment_fragments(b)
     n = len(frags["kind"])
-    if n:
+    has_batches = len(b["base_offset"]) > 0
+    if merge is not None:
+        merge.add_fragments(file.broker, file.topic, file.partition, {k: col(v) for k, v in frags.items()})
+        merge.add_segment(
+            file.broker,
+            file.topic,
+            file.partition,
+            file.base_offset,
+            int(b["last_offset"].max()) if has_batches else None,
+        )
+    elif n:
         kinds = np.where(frags["kind"] == 1, KIND_MARKER, KIND_RUN)
         yield _table(
             SEGMENT_SUMMARY_SCHEMA,
@@ -305,7 +371,6 @@ def summarize_segment(file: LogFile, check_crc: bool) -> Iterator[pa.RecordBatch
                 "control_type": pa.array(frags["control_type"].astype(np.int32)).cast(pa.int32()),
             },
         )
-    has_batches = len(b["base_offset"]) > 0
     yield _table(
         SEGMENT_SUMMARY_SCHEMA,
         1,
@@ -331,8 +396,8 @@ def summarize_segment(file: LogFile, check_crc: bool) -> Iterator[pa.RecordBatch
         yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, list(scan.quarantine))
 
 
-def summarize_snapshot(file: LogFile) -> Iterator[pa.RecordBatch]:
-    """Producer snapshot entries as rows of kind ``snapshot`` (bad files → quarantine)."""
+def summarize_snapshot(file: LogFile, merge: PartitionTransactions | None = None) -> Iterator[pa.RecordBatch]:
+    """Producer snapshot entries as rows of kind ``snapshot``, or into ``merge`` (bad files → quarantine)."""
     from txnlog.kafka.errors import DecodeError, QuarantineEntry
     from txnlog.kafka.producer_snapshot import decode_producer_snapshot
 
@@ -356,6 +421,24 @@ def summarize_snapshot(file: LogFile) -> Iterator[pa.RecordBatch]:
     entries = snap.entries
     n = len(entries["producer_id"])
     if not n:
+        return
+    if merge is not None:
+        from txnlog.reconstruct import col
+
+        merge.add_snapshot(
+            file.broker,
+            file.topic,
+            file.partition,
+            {
+                "file_offset": col(np.full(n, file.base_offset, np.int64)),
+                "producer_id": col(entries["producer_id"]),
+                "producer_epoch": col(entries["producer_epoch"].astype(np.int32)),
+                "first_offset": col(entries["current_txn_first_offset"]),
+                "last_offset": col(entries["last_offset"]),
+                "last_timestamp": col(entries["timestamp"]),
+                "coordinator_epoch": col(entries["coordinator_epoch"]),
+            },
+        )
         return
     yield _table(
         SEGMENT_SUMMARY_SCHEMA,
@@ -391,18 +474,23 @@ class FilesReader(DataSourceReader):
 
 class _SegmentsReader(FilesReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        # option "transactions": the input partitions hold whole partitions (pack_partitions), so this
+        # task finishes their transactions itself (txnlog.spark.transactions) instead of yielding fragments
+        merge = PartitionTransactions() if _flag(self.options, "transactions", False) else None
         for file in partition_files(partition):
             try:
                 if file.kind == "snapshot":
-                    yield from summarize_snapshot(file)
+                    yield from summarize_snapshot(file, merge)
                 else:
-                    yield from summarize_segment(file, self.check_crc)
+                    yield from summarize_segment(file, self.check_crc, merge)
             except OSError as e:  # vanished/unreadable file: a quarantine row, never a crash
                 from txnlog.kafka.errors import QuarantineEntry
 
                 yield quarantine_batch(
                     SEGMENT_SUMMARY_SCHEMA, file, [QuarantineEntry(file.path, 0, file.size, "unreadable_file", str(e))]
                 )
+        if merge is not None and isinstance(partition, _FilesPartition):
+            yield from merge.batches(partition.checkpoints(), SEGMENT_SUMMARY_SCHEMA)
 
 
 class SegmentsSource(DataSource):

@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 
 from txnlog import classify
 from txnlog.kafka.wire import TransactionState
+from txnlog.spark.transactions import KIND_TRANSACTION, Checkpoints, transactions_of_summary
 
 REPLICA = ["broker", "topic", "partition"]
 PRODUCER = REPLICA + ["producer_id"]
@@ -56,182 +57,72 @@ def replica_stats(summary: DataFrame) -> DataFrame:
     )
 
 
-def snapshot_fragments(summary: DataFrame, stats: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """Open transactions a replica's producer snapshot holds, and the snapshot's coordinator epochs.
-
-    The broker's producer state is its newest snapshot plus the batches after it
-    (``ProducerStateManager.truncateAndReload`` / ``loadFromSnapshot``, ``UnifiedLog.rebuildProducerState``):
-    snapshots past the log end are deleted on load, and so is every snapshot at or below the log start
-    offset. A copy of a *running* broker still holds its snapshot at the log start (it is only deleted on
-    the next load); a copy of a cleanly shut-down broker (``.kafka_cleanshutdown``, column
-    ``clean_shutdown`` of ``stats``) gets the state its next load rebuilds, so those snapshots are
-    skipped. An entry keeps ``currentTxnFirstOffset`` even below the log start (``loadProducerEntry``):
-    that offset is the open transaction's start, what DescribeProducers shows and what
-    ``abort --start-offset`` needs, even when no batch of it is retained.
-
-    Returns (pseudo-fragments of kind ``snapshot_open`` carrying ``snapshot_offset``,
-    (replica, producer_id) → snapshot coordinator_epoch and snapshot_offset).
-    """
-    bounds = stats.select(
-        *REPLICA, "log_start_offset", "log_end_offset", F.coalesce("clean_shutdown", F.lit(False)).alias("clean")
-    )
-    snaps = summary.filter(F.col("kind") == "snapshot").join(bounds, REPLICA, "inner")
-    snaps = snaps.filter(
-        (F.col("file_offset") <= F.col("log_end_offset"))
-        & (~F.col("clean") | (F.col("file_offset") > F.col("log_start_offset")))
-    )
-    newest = Window.partitionBy(*REPLICA)
-    snaps = snaps.withColumn("newest", F.max("file_offset").over(newest)).filter(
-        F.col("file_offset") == F.col("newest")
-    )
-    epochs = snaps.select(
-        *PRODUCER,
-        F.col("coordinator_epoch").alias("snapshot_coordinator_epoch"),
-        F.col("file_offset").alias("snapshot_offset"),
-    )
-    opened = snaps.filter(F.col("first_offset") >= 0).select(
-        F.lit("snapshot_open").alias("kind"),
-        *PRODUCER,
-        "producer_epoch",
-        F.col("producer_epoch").alias("min_epoch"),
-        "first_offset",
-        F.greatest("last_offset", "first_offset").alias("last_offset"),
-        F.lit(None).cast("long").alias("first_timestamp"),
-        "last_timestamp",
-        F.lit(0).cast("long").alias("batch_count"),
-        F.lit(0).cast("long").alias("record_count"),
-        F.lit(0).cast("long").alias("size_bytes"),
-        F.lit(None).cast("int").alias("control_type"),
-        F.lit(None).cast("int").alias("coordinator_epoch"),
-    )
-    return opened, epochs
-
-
-FRAGMENT_COLS = [
-    "kind",
-    *PRODUCER,
+#: the columns of a transaction row (kind ``transaction``, txnlog.spark.transactions) the job reads;
+#: timestamps renamed to ``*_ms``
+TRANSACTION_COLUMNS = [
+    "topic",
+    "partition",
+    "producer_id",
+    "first_offset",
+    "replicas",
+    "open_replicas",
+    "behind_replicas",
+    "open_on_lead",
+    "diverged",
+    "last_offset",
     "producer_epoch",
     "min_epoch",
-    "first_offset",
-    "last_offset",
     "first_timestamp",
     "last_timestamp",
     "batch_count",
     "record_count",
     "size_bytes",
+    "marker_offset",
     "control_type",
+    "marker_epoch",
     "coordinator_epoch",
+    "marker_timestamp",
+    "prev_marker_offset",
+    "prev_marker_type",
+    "prev_marker_epoch",
+    "prev_coordinator_epoch",
+    "snapshot_coordinator_epoch",
+    "snapshot_offset",
+    "started_before_log_start",
 ]
 
 
-def replica_transactions(summary: DataFrame, stats: DataFrame) -> DataFrame:
-    """Transactions per replica: fragments merged across segments (see txnlog.reconstruct).
+def partition_transactions(summary: DataFrame, checkpoints: Checkpoints, *, fragments: bool) -> DataFrame:
+    """One row per transaction of a partition, every replica merged (``txnlog.reconstruct``).
 
-    A producer's fragments ordered by offset; ``txn_key`` = the number of its
-    markers before the fragment. Runs with the same key are one transaction;
-    the marker with that key closes it. A marker with no data in its group
-    closed nothing and is dropped, as the broker does.
+    Rows of kind ``transaction`` were finished by the decode tasks (``txnlog_segments`` with
+    ``transactions`` = true holds whole partitions per task). With ``fragments``, the fragment,
+    segment and snapshot rows of the other inputs (kafka-dump-log.sh output, a source that yields
+    fragments) are grouped by partition and merged by the same code (one shuffle of fragments).
     """
-    opened, snap_epochs = snapshot_fragments(summary, stats)
-    frags = summary.filter(F.col("kind").isin("run", "marker")).select(*FRAGMENT_COLS).unionByName(opened)
-    is_marker = F.col("kind") == "marker"
-    by_offset = Window.partitionBy(*PRODUCER).orderBy("first_offset").rowsBetween(Window.unboundedPreceding, -1)
-    frags = frags.withColumn("txn_key", F.coalesce(F.sum(is_marker.cast("long")).over(by_offset), F.lit(0)))
-    data = ~is_marker
-    data_last = F.when(data, F.col("last_offset"))
-    data_first = F.when(data, F.col("first_offset"))
-    groups = frags.groupBy(*PRODUCER, "txn_key").agg(
-        F.max(data.cast("int")).alias("has_data"),
-        F.min(data_first).alias("first_offset"),
-        F.max(data_last).alias("last_offset"),
-        # a snapshot entry at the same offset as the first retained batch only confirms it: the batch's
-        # timestamp wins (the snapshot knows none); one below every batch leaves it unknown
-        F.min_by(
-            "first_timestamp",
-            F.when(data, F.struct(F.col("first_offset"), (F.col("kind") == "snapshot_open").cast("int"))),
-        ).alias("first_timestamp_ms"),
-        F.max_by("last_timestamp", data_last).alias("last_timestamp_ms"),
-        F.max_by("producer_epoch", data_last).alias("producer_epoch"),
-        F.min(F.when(data, F.col("min_epoch"))).alias("min_epoch"),
-        F.sum(F.when(data, F.col("batch_count"))).alias("batch_count"),
-        F.sum(F.when(data, F.col("record_count"))).alias("record_count"),
-        F.sum(F.when(data, F.col("size_bytes"))).alias("size_bytes"),
-        F.max(F.when(is_marker, F.col("first_offset"))).alias("marker_offset"),
-        F.max(F.when(is_marker, F.col("control_type"))).alias("control_type"),
-        F.max(F.when(is_marker, F.col("producer_epoch"))).alias("marker_epoch"),
-        F.max(F.when(is_marker, F.col("coordinator_epoch"))).alias("coordinator_epoch"),
-        F.max(F.when(is_marker, F.col("last_timestamp"))).alias("marker_timestamp_ms"),
-        F.max((F.col("kind") == "snapshot_open").cast("int")).alias("from_snapshot"),
-        F.min(F.when(F.col("kind") == "snapshot_open", F.col("first_offset"))).alias("snapshot_first_offset"),
-    )
-    prev = Window.partitionBy(*PRODUCER).orderBy("txn_key")
-    groups = (
-        groups.withColumn("prev_marker_offset", F.lag("marker_offset").over(prev))
-        .withColumn("prev_marker_type", F.lag("control_type").over(prev))
-        .withColumn("prev_marker_epoch", F.lag("marker_epoch").over(prev))
-        .withColumn("prev_coordinator_epoch", F.lag("coordinator_epoch").over(prev))
-        .filter(F.col("has_data") == 1)
-        .drop("has_data")
-    )
-    logstart = stats.select(*REPLICA, F.col("log_start_offset").alias("_replica_log_start"))
-    return (
-        groups.join(snap_epochs, PRODUCER, "left")
-        .join(logstart, REPLICA, "left")
-        .withColumn(
-            "started_before_log_start",
-            (F.col("from_snapshot") == 1) & (F.col("snapshot_first_offset") < F.col("_replica_log_start")),
+    from txnlog.spark.sources import SEGMENT_SUMMARY_SCHEMA, arrow_to_spark_schema
+
+    names = SEGMENT_SUMMARY_SCHEMA.names  # (the merge's rows are all nullable: no column added by the caller)
+    done = summary.filter(F.col("kind") == KIND_TRANSACTION).select(*names)
+    if fragments:
+        pieces = summary.filter(
+            F.col("kind").isin("run", "marker", "segment", "snapshot")
+            & F.col("topic").isNotNull()
+            & F.col("partition").isNotNull()
         )
-        # the snapshot is what tells the start of this transaction only when it is the first thing of it
-        .withColumn("snapshot_offset", F.when(F.col("from_snapshot") == 1, F.col("snapshot_offset")))
-        .drop("_replica_log_start", "snapshot_first_offset")
-    )
+        known = dict(checkpoints)
 
+        def merge_group(table: pa.Table) -> pa.Table:  # typed: applyInArrow reads the hints
+            return transactions_of_summary(table, known)
 
-def merge_replicas(per_replica: DataFrame, stats: DataFrame) -> DataFrame:
-    """One row per transaction on a partition, with the replicas holding it and those where it is open.
-
-    Replicas are copies of the leader in offset order (``ReplicaFetcherThread`` appends what the
-    leader wrote, truncating on divergence). A replica whose copy ends at or before another
-    replica's marker for the transaction is *behind*: the marker simply has not reached it yet, so
-    it never counts as open there. Only a replica that holds data *past* that marker and still lacks
-    it has diverged (``diverged`` = true: the abort is VERIFY_FIRST). ``open_on_lead``: the
-    transaction is open on the most advanced replica (what the leader reports, the LSO it pins).
-    """
-    key = ["topic", "partition", "producer_id", "first_offset"]
-    leo = stats.select(*REPLICA, F.col("log_end_offset").alias("_leo"), F.col("is_lead").alias("_lead"))
-    rows = per_replica.join(leo, REPLICA, "left")
-    closing = Window.partitionBy(*key)
-    rows = rows.withColumn("_closing_marker", F.max("marker_offset").over(closing))
-    closed = F.col("marker_offset").isNotNull()
-    counts_open = ~closed & (F.col("_closing_marker").isNull() | (F.col("_leo") > F.col("_closing_marker")))
-    behind = ~closed & ~counts_open
-    return rows.groupBy(*key).agg(
-        F.sort_array(F.collect_set("broker")).alias("replicas"),
-        F.sort_array(F.collect_set(F.when(counts_open, F.col("broker")))).alias("open_replicas"),
-        F.sort_array(F.collect_set(F.when(behind, F.col("broker")))).alias("behind_replicas"),
-        F.coalesce(F.max((counts_open & F.col("_lead")).cast("int")), F.lit(0)).cast("boolean").alias("open_on_lead"),
-        (F.max(counts_open.cast("int")) + F.max(closed.cast("int")) == 2).alias("diverged"),
-        F.max("last_offset").alias("last_offset"),
-        F.max_by("producer_epoch", "last_offset").alias("producer_epoch"),
-        F.min("min_epoch").alias("min_epoch"),
-        F.min("first_timestamp_ms").alias("first_timestamp_ms"),
-        F.max("last_timestamp_ms").alias("last_timestamp_ms"),
-        F.max("batch_count").alias("batch_count"),
-        F.max("record_count").alias("record_count"),
-        F.max("size_bytes").alias("size_bytes"),
-        F.max("marker_offset").alias("marker_offset"),
-        F.max_by("control_type", "marker_offset").alias("control_type"),
-        F.max_by("marker_epoch", "marker_offset").alias("marker_epoch"),
-        F.max_by("coordinator_epoch", "marker_offset").alias("coordinator_epoch"),
-        F.max_by("marker_timestamp_ms", "marker_offset").alias("marker_timestamp_ms"),
-        F.max("prev_marker_offset").alias("prev_marker_offset"),
-        F.max_by("prev_marker_type", "prev_marker_offset").alias("prev_marker_type"),
-        F.max_by("prev_marker_epoch", "prev_marker_offset").alias("prev_marker_epoch"),
-        F.max_by("prev_coordinator_epoch", "prev_marker_offset").alias("prev_coordinator_epoch"),
-        F.max("snapshot_coordinator_epoch").alias("snapshot_coordinator_epoch"),
-        F.max("snapshot_offset").alias("snapshot_offset"),
-        F.max(F.col("started_before_log_start").cast("int")).cast("boolean").alias("started_before_log_start"),
-    )
+        merged = (
+            pieces.select(*names)
+            .groupBy("topic", "partition")
+            .applyInArrow(merge_group, arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA))
+        )
+        done = done.unionByName(merged)
+    ms = {"first_timestamp", "last_timestamp", "marker_timestamp"}
+    return done.select(*[F.col(c).alias(f"{c}_ms" if c in ms else c) for c in TRANSACTION_COLUMNS])
 
 
 CHECKPOINT_SCHEMA = (

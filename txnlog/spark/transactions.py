@@ -1,0 +1,216 @@
+"""Whole partitions' transactions as Arrow rows, where the bytes were decoded.
+
+A partition's transactions need every fragment of every replica of it (``txnlog.reconstruct``). When
+one Spark task holds all of a partition's files (``txnlog_segments`` with ``transactions`` = true
+groups them so), the task merges them itself with :class:`PartitionTransactions` and only finished
+transaction rows leave it: no shuffle and no per-row JVM work over fragments. Inputs whose fragments
+arrive spread over tasks (kafka-dump-log.sh output) are grouped by partition in Spark and merged by
+:func:`transactions_of_summary`, the same code.
+
+Rows have the segments source's schema (``SEGMENT_SUMMARY_SCHEMA``) with ``kind`` = ``transaction``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from txnlog import reconstruct as R
+from txnlog.logdirs import Checkpoint
+
+KIND_TRANSACTION = "transaction"
+
+#: (broker, topic, partition) → (checkpointed log start or None, clean shutdown): the log-dir
+#: checkpoints the merge needs (``txnlog.logdirs.Checkpoint``)
+Checkpoints = Mapping[tuple[str, str, int], tuple[int | None, bool]]
+
+
+def checkpoints_of(checkpoints: Iterable[Checkpoint]) -> dict[tuple[str, str, int], tuple[int | None, bool]]:
+    """The merge's view of the log dirs' checkpoints."""
+    return {(c.broker, c.topic, int(c.partition)): (c.log_start_offset, bool(c.clean_shutdown)) for c in checkpoints}
+
+
+@dataclass
+class _Parts:
+    """Column pieces (values, validity) collected per file, concatenated once at the end."""
+
+    values: dict[str, list[np.ndarray]]
+    valid: dict[str, list[np.ndarray]]
+
+    @classmethod
+    def of(cls, names: tuple[str, ...]) -> _Parts:
+        return cls({n: [] for n in names}, {n: [] for n in names})
+
+    def add(self, columns: Mapping[str, R.Col]) -> None:
+        for name, (values, valid) in columns.items():
+            self.values[name].append(values)
+            self.valid[name].append(valid)
+
+    def cols(self, dtypes: Mapping[str, np.dtype]) -> dict[str, R.Col]:
+        out = {}
+        for name, dtype in dtypes.items():
+            values, valid = self.values[name], self.valid[name]
+            out[name] = (
+                np.concatenate(values).astype(dtype, copy=False) if values else np.empty(0, dtype),
+                np.concatenate(valid) if valid else np.empty(0, bool),
+            )
+        return out
+
+
+_FRAGMENT_DTYPES: dict[str, np.dtype] = {"replica": np.dtype(np.int32), **R.FRAGMENT_COLUMNS}
+_SNAPSHOT_DTYPES: dict[str, np.dtype] = {
+    "replica": np.dtype(np.int32),
+    "file_offset": np.dtype(np.int64),
+    "producer_id": np.dtype(np.int64),
+    "producer_epoch": np.dtype(np.int32),
+    "first_offset": np.dtype(np.int64),
+    "last_offset": np.dtype(np.int64),
+    "last_timestamp": np.dtype(np.int64),
+    "coordinator_epoch": np.dtype(np.int32),
+}
+_SEGMENT_DTYPES: dict[str, np.dtype] = {
+    "replica": np.dtype(np.int32),
+    "base": np.dtype(np.int64),
+    "last": np.dtype(np.int64),
+}
+
+
+class PartitionTransactions:
+    """Collects the fragments, snapshot entries and segment bounds of whole partitions, then emits
+    their transactions (:meth:`batches`). Replicas are named by ``(broker, topic, partition)``."""
+
+    def __init__(self) -> None:
+        self.replica_ids: dict[tuple[str, str, int], int] = {}
+        self.frags = _Parts.of(tuple(_FRAGMENT_DTYPES))
+        self.snaps = _Parts.of(tuple(_SNAPSHOT_DTYPES))
+        self.segments = _Parts.of(tuple(_SEGMENT_DTYPES))
+
+    def _replica(self, broker: str, topic: str, partition: int) -> int:
+        return self.replica_ids.setdefault((broker, topic, int(partition)), len(self.replica_ids))
+
+    def add_fragments(self, broker: str, topic: str, partition: int, frags: Mapping[str, R.Col]) -> None:
+        n = frags["kind"][0].size
+        if n:
+            self.frags.add({"replica": R.col(np.full(n, self._replica(broker, topic, partition), np.int32)), **frags})
+
+    def add_segment(self, broker: str, topic: str, partition: int, base: int, last: int | None) -> None:
+        self.segments.add(
+            {
+                "replica": R.col(np.array([self._replica(broker, topic, partition)], np.int32)),
+                "base": R.col(np.array([base], np.int64)),
+                "last": R.col(np.array([last if last is not None else 0], np.int64), np.array([last is not None])),
+            }
+        )
+
+    def add_snapshot(self, broker: str, topic: str, partition: int, entries: Mapping[str, R.Col]) -> None:
+        n = entries["producer_id"][0].size
+        if n:
+            self.snaps.add({"replica": R.col(np.full(n, self._replica(broker, topic, partition), np.int32)), **entries})
+
+    def batches(self, checkpoints: Checkpoints, schema: pa.Schema, max_rows: int = 1 << 16) -> Iterator[pa.RecordBatch]:
+        """The transactions of every partition added as ``schema`` (the segments source's), ``max_rows``
+        rows per batch."""
+        if not self.replica_ids:
+            return
+        # replicas ordered by (topic, partition, broker): index order is broker order within a partition
+        names = sorted(self.replica_ids, key=lambda k: (k[1], k[2], k[0]))
+        remap = np.empty(len(names), np.int32)
+        for new, key in enumerate(names):
+            remap[self.replica_ids[key]] = new
+        partitions = sorted({(t, p) for _, t, p in names})
+        tp_index = {tp: i for i, tp in enumerate(partitions)}
+        tp = np.array([tp_index[(t, p)] for _, t, p in names], np.int32)
+        ck = [checkpoints.get(k, (None, False)) for k in names]
+        seg = self.segments.cols(_SEGMENT_DTYPES)
+        replicas = R.replica_logs(
+            tp,
+            remap[seg["replica"][0]],
+            seg["base"][0],
+            seg["last"],
+            R.col(np.array([c[0] or 0 for c in ck], np.int64), np.array([c[0] is not None for c in ck], bool)),
+            np.array([c[1] for c in ck], bool),
+        )
+        frags = self.frags.cols(_FRAGMENT_DTYPES)
+        frags["replica"] = (remap[frags["replica"][0]], frags["replica"][1])
+        snaps = self.snaps.cols(_SNAPSHOT_DTYPES)
+        snaps["replica"] = (remap[snaps["replica"][0]], snaps["replica"][1])
+        merged, lists = R.merge_replicas(R.replica_transactions(frags, snaps, replicas), replicas)
+        table = _arrow(merged, lists, partitions, [b for b, _, _ in names], schema)
+        yield from table.to_batches(max_chunksize=max_rows)
+
+
+def _arrow(
+    merged: Mapping[str, R.Col],
+    lists: Mapping[str, tuple[np.ndarray, np.ndarray]],
+    partitions: list[tuple[str, int]],
+    brokers: list[str],
+    schema: pa.Schema,
+) -> pa.Table:
+    n = merged["tp"][0].size
+    tp = merged["tp"][0]
+    topics = pa.array([t for t, _ in partitions], pa.string())
+    broker_names = pa.array(brokers, pa.string())
+    columns: dict[str, pa.Array] = {
+        "kind": pa.array(np.full(n, KIND_TRANSACTION, object), pa.string()) if n else pa.array([], pa.string()),
+        "topic": topics.take(pa.array(tp)) if n else pa.array([], pa.string()),
+        "partition": pa.array(np.array([p for _, p in partitions], np.int32)[tp] if n else np.empty(0, np.int32)),
+    }
+    for name, (offsets, members) in lists.items():
+        bounds = np.append(offsets, members.size).astype(np.int32)
+        columns[name] = pa.ListArray.from_arrays(pa.array(bounds), broker_names.take(pa.array(members)))
+    for name, (values, valid) in merged.items():
+        if name != "tp":
+            columns[name] = pa.array(values, mask=~valid)
+    arrays = []
+    for field in schema:
+        value = columns.get(field.name)
+        arrays.append(pa.nulls(n, field.type) if value is None else value.cast(field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _arrow_col(table: pa.Table, name: str, dtype: np.dtype) -> R.Col:
+    column = table.column(name)
+    valid = pc.is_valid(column).to_numpy(zero_copy_only=False)
+    values = pc.fill_null(column, 0).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+    return values, np.asarray(valid, bool)
+
+
+def transactions_of_summary(table: pa.Table, checkpoints: Checkpoints) -> pa.Table:
+    """The transactions of every partition in ``table`` (summary rows: run, marker, segment,
+    snapshot; other kinds are ignored), as rows of kind ``transaction`` in ``table``'s schema."""
+    schema = table.schema
+    table = table.filter(
+        pc.and_(
+            pc.is_in(table.column("kind"), pa.array(["run", "marker", "segment", "snapshot"])),
+            pc.and_(pc.is_valid(table.column("topic")), pc.is_valid(table.column("partition"))),
+        )
+    ).sort_by([("broker", "ascending"), ("topic", "ascending"), ("partition", "ascending")])
+    acc = PartitionTransactions()
+    broker = table.column("broker").to_numpy(zero_copy_only=False)
+    topic = table.column("topic").to_numpy(zero_copy_only=False)
+    partition = table.column("partition").to_numpy(zero_copy_only=False)
+    starts = R.group_starts(broker, topic, partition) if len(table) else np.zeros(0, np.int64)
+    ends = np.append(starts[1:], len(table)) if starts.size else starts
+    for start, end in zip(starts, ends, strict=True):
+        b, t, p = broker[start], topic[start], int(partition[start])
+        rows = table.slice(start, end - start)
+        kind = rows.column("kind")
+        frag_rows = rows.filter(pc.is_in(kind, pa.array(["run", "marker"])))
+        frags = {n: _arrow_col(frag_rows, n, d) for n, d in R.FRAGMENT_COLUMNS.items() if n != "kind"}
+        is_marker = pc.equal(frag_rows.column("kind"), "marker").to_numpy(zero_copy_only=False)
+        frags["kind"] = R.col(np.where(is_marker, R.MARKER, R.RUN).astype(np.int8))
+        acc.add_fragments(b, t, p, frags)
+        segs = rows.filter(pc.equal(kind, "segment"))
+        for base, last in zip(
+            segs.column("file_offset").to_pylist(), segs.column("last_offset").to_pylist(), strict=True
+        ):
+            acc.add_segment(b, t, p, int(base), last)
+        snap_rows = rows.filter(pc.equal(kind, "snapshot"))
+        acc.add_snapshot(
+            b, t, p, {n: _arrow_col(snap_rows, n, d) for n, d in _SNAPSHOT_DTYPES.items() if n != "replica"}
+        )
+    return pa.Table.from_batches(list(acc.batches(checkpoints, schema)), schema=schema)
