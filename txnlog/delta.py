@@ -38,11 +38,12 @@ import logging
 import posixpath
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
@@ -110,10 +111,20 @@ def resolve_writer(spark: SparkSession | None, writer: Writer = "auto") -> Liter
     return "spark" if available else "deltalake"
 
 
+@runtime_checkable
+class ParquetTable(Protocol):
+    """A table whose rows never become Spark rows: it writes its own Parquet files for a run
+    (``txnlog.spark.staged.StagedTransactions``), or hands them over as a DataFrame."""
+
+    def write_parquet(self, target: str, cluster: str, as_of: datetime) -> int: ...
+
+    def dataframe(self, cluster: str, as_of: datetime) -> DataFrame: ...
+
+
 def write_tables(
     spark: SparkSession | None,
     output: str,
-    tables: Mapping[str, DataFrame | pa.Table],
+    tables: Mapping[str, DataFrame | pa.Table | ParquetTable],
     *,
     cluster: str,
     as_of: datetime,
@@ -121,8 +132,9 @@ def write_tables(
 ) -> dict[str, int]:
     """Write one run's output tables; return the rows written per table.
 
-    Each input (a Spark DataFrame, or a small ``pyarrow.Table`` such as the
-    one-row ``runs``) is conformed to the contract in txnlog.tables: the
+    Each input (a Spark DataFrame, a small ``pyarrow.Table`` such as the
+    one-row ``runs``, or a :class:`ParquetTable` that writes the contract's
+    files itself) is conformed to the contract in txnlog.tables: the
     contract columns are selected in order and cast; other columns are
     dropped; a missing contract column raises ValueError. ``cluster`` and
     ``as_of`` columns are set from the arguments (they are the run key).
@@ -252,7 +264,7 @@ def _write_with_deltalake(
     spark: SparkSession | None,
     table: _Location,
     name: str,
-    data: DataFrame | pa.Table,
+    data: DataFrame | pa.Table | ParquetTable,
     cluster: str,
     as_of: datetime,
 ) -> int:
@@ -270,6 +282,8 @@ def _write_with_deltalake(
     try:
         if isinstance(data, pa.Table):
             _stage_arrow(_conform_arrow(data, schema, name, cluster, as_of), table, stage)
+        elif isinstance(data, ParquetTable):
+            data.write_parquet(_join(table.uri, stage), cluster, as_of)
         else:
             assert spark is not None
             _stage_dataframe(spark, _conform_dataframe(data, schema, name, cluster, as_of), table, stage)
@@ -614,7 +628,12 @@ def _evolve_schema(table: DeltaTable, schema: pa.Schema, uri: str) -> None:
 
 
 def _write_with_delta_spark(
-    spark: SparkSession, table: _Location, name: str, data: DataFrame | pa.Table, cluster: str, as_of: datetime
+    spark: SparkSession,
+    table: _Location,
+    name: str,
+    data: DataFrame | pa.Table | ParquetTable,
+    cluster: str,
+    as_of: datetime,
 ) -> int:
     from deltalake import DeltaTable
 
@@ -623,6 +642,8 @@ def _write_with_delta_spark(
     schema = contract.TABLES[name]
     if isinstance(data, pa.Table):
         df = spark.createDataFrame(_conform_arrow(data, schema, name, cluster, as_of), schema=spark_schema(schema))
+    elif isinstance(data, ParquetTable):
+        df = data.dataframe(cluster, as_of)
     else:
         df = data
     conformed = _conform_dataframe(df, schema, name, cluster, as_of)
@@ -642,6 +663,31 @@ def _write_with_delta_spark(
 
 
 # --- small helpers ---------------------------------------------------------------------------
+
+
+@contextmanager
+def scratch(output: str, name: str) -> Iterator[str]:
+    """A directory for one run's intermediate files under the output (``_txnlog_scratch/<name>``, where
+    executors can write when the output is shared storage); deleted on every exit."""
+    location = _Location.of(output).child(SCRATCH_DIR).child(name)
+    try:
+        yield location.uri
+    finally:
+        _delete_dir(location.fs, location.fs_path)
+        parent = posixpath.dirname(location.fs_path)
+        try:
+            if not location.fs.get_file_info(pafs.FileSelector(parent, allow_not_found=True)):
+                location.fs.delete_dir(parent)  # the last run's scratch: leave the output as it was
+        except OSError:  # another run's scratch appeared meanwhile: keep it
+            pass
+
+
+#: where runs keep intermediate files under the output (never a table: no ``_delta_log``)
+SCRATCH_DIR = "_txnlog_scratch"
+
+
+def _join(uri: str, name: str) -> str:
+    return posixpath.join(uri, name) if "://" in uri else str(Path(uri) / name)
 
 
 def _run_as_of(as_of: datetime) -> datetime:

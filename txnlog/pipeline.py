@@ -194,7 +194,10 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
     spark = spark or get_session("txnlog", conf=dict(config.spark))
     # Settings for this run only (a notebook's session gets its own back afterwards); one the user
     # set explicitly wins.
-    with temporary_conf(spark, {k: v for k, v in RUN_CONF.items() if spark.conf.get(k, None) is None}):
+    run_conf = {k: v for k, v in RUN_CONF.items() if spark.conf.get(k, None) is None}
+    # every transaction is staged under the output by the tasks that rebuild it (txnlog.spark.staged)
+    with delta.scratch(config.output, run_id) as scratch, temporary_conf(spark, run_conf):
+        stage = f"{scratch}/transactions"
         register_sources(spark)
         check_crc = "true" if config.check_crc else "false"
         parallelism = max(2, spark.sparkContext.defaultParallelism * 2)
@@ -206,6 +209,7 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
             # whole partitions per task, merged into transactions there, unless dumps hold replicas too
             .option("transactions", "false" if config.dump_log else "true")
             .option("checkpoints", checkpoints_option(inventory.checkpoints))
+            .option("stage", stage)
             .load()
             .withColumn("input", F.lit(SOURCE_SEGMENTS))
         )
@@ -275,6 +279,7 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
             cache=cached,
             checkpoints=inventory.checkpoints,
             fragments=bool(dump_files),
+            stage=stage,
         )
         # client timestamps far past as_of: warning rows (kept as read, never "now")
         tables["quarantine"] = tables["quarantine"].unionByName(
@@ -493,11 +498,14 @@ def build_tables(
     cache: list[DataFrame] | None = None,
     checkpoints: Sequence[Checkpoint] = (),
     fragments: bool = True,
-) -> dict[str, DataFrame]:
+    stage: str,
+) -> dict[str, Any]:
     """All output tables as DataFrames (contract columns), from the sources' outputs.
 
     ``fragments``: ``summary`` may hold fragment rows (run/marker/snapshot) whose partitions are still
-    to be merged into transactions; false when every partition arrived as transaction rows.
+    to be merged into transactions; false when every partition arrived as transaction rows. ``stage``:
+    the directory where every transaction was (or is) staged for the ``transactions`` table, which is
+    returned as a ``txnlog.spark.staged.StagedTransactions`` (the other tables are DataFrames).
     DataFrames persisted on the way are appended to ``cache`` (unpersist them when done).
     """
     cache = [] if cache is None else cache
@@ -533,11 +541,14 @@ def build_tables(
             ],
             schema=T.CHECKPOINT_SCHEMA,
         )
+    from txnlog.spark.staged import OWNERS_SCHEMA, SOURCES_SCHEMA, Finish, StagedTransactions
     from txnlog.spark.transactions import checkpoints_of
 
     stats = _cached(T.with_checkpoints(T.replica_stats(summary), checkpoint_rows), cache)
     # read twice by with_lso: the open ones, and all of them
-    txns = _cached(T.partition_transactions(summary, checkpoints_of(checkpoints or ()), fragments=fragments), cache)
+    txns = _cached(
+        T.partition_transactions(summary, checkpoints_of(checkpoints or ()), fragments=fragments, stage=stage), cache
+    )
     pstats = _cached(T.partition_stats(stats), cache)
     txns, health = T.with_lso(txns, pstats, as_of_ms)
     health = _cached(health, cache)
@@ -556,39 +567,27 @@ def build_tables(
     txns = _cached(txns, cache)
     state = _cached(state, cache)
 
-    outcome = (
-        F.when(F.col("marker_offset").isNull(), F.lit("OPEN"))
-        .when(F.col("control_type") == 0, F.lit("ABORT"))
-        .when(F.col("control_type") == 1, F.lit("COMMIT"))
-        # a marker whose type the input does not show (kafka-dump-log.sh without --deep-iteration)
-        .otherwise(F.lit("UNKNOWN"))
+    # every transaction, for the transactions table: staged by the tasks that rebuilt them, finished in
+    # Python tasks with what only the whole run knows (as_of, the coordinator's owners, the inputs)
+    owner_ids = (
+        owners.select("pid", "transactional_id")
+        .join(seen_under, "pid", "full")
+        .select(
+            F.col("pid").cast("long").alias("producer_id"),
+            F.coalesce("transactional_id", "history_transactional_id").alias("transactional_id"),
+        )
+        .filter(F.col("transactional_id").isNotNull())
+    )
+    transactions = StagedTransactions(
+        spark,
+        stage,
+        Finish(
+            as_of_ms=as_of_ms,
+            owners=owner_ids.toArrow().cast(OWNERS_SCHEMA),
+            sources=health.select("topic", "partition", "source").toArrow().cast(SOURCES_SCHEMA),
+        ),
     )
     first_ms = F.coalesce("first_timestamp_ms", "last_timestamp_ms")
-    transactions = txns.select(
-        *keys,
-        "topic",
-        "partition",
-        "producer_id",
-        "producer_epoch",
-        "first_offset",
-        "last_offset",
-        "marker_offset",
-        outcome.alias("outcome"),
-        "marker_epoch",
-        "coordinator_epoch",
-        T.ts("first_timestamp_ms").alias("first_timestamp"),
-        T.ts("last_timestamp_ms").alias("last_timestamp"),
-        T.ts("marker_timestamp_ms").alias("marker_timestamp"),
-        (F.coalesce("marker_timestamp_ms", F.lit(as_of_ms)) - first_ms).alias("duration_ms"),
-        "batch_count",
-        "record_count",
-        "size_bytes",
-        F.col("transactional_id_resolved").alias("transactional_id"),
-        "replicas",
-        "open_replicas",
-        "started_before_log_start",
-        "source",
-    )
 
     idle = F.lit(as_of_ms) - F.col("last_timestamp_ms")
     candidates = txns.filter((F.size("open_replicas") > 0) & (idle > thresholds.max_transaction_timeout_ms)).select(

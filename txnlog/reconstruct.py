@@ -216,8 +216,8 @@ def merge_fragments(fragments: Mapping[str, np.ndarray]) -> list[dict[str, int |
 #
 # Everything is vectorized over all partitions of a Spark task: a few sorts and ``reduceat``s.
 
-_I64_MIN = np.iinfo(np.int64).min
-_I64_MAX = np.iinfo(np.int64).max
+I64_MIN = np.iinfo(np.int64).min
+I64_MAX = np.iinfo(np.int64).max
 
 #: Nullable value columns of a fragment (and of a snapshot entry): values + a validity mask each.
 Col = tuple[np.ndarray, np.ndarray]
@@ -248,7 +248,7 @@ class ReplicaLogs:
         n = self.tp.size
         if n == 0:
             return np.zeros(0, bool)
-        leo = np.where(self.has_segments, self.log_end, _I64_MIN)
+        leo = np.where(self.has_segments, self.log_end, I64_MIN)
         # per partition: the largest log end, ties to the first replica (= first broker name): the last
         # row of each partition when sorted by log end, then by descending index
         order = np.lexsort((-np.arange(n), leo, self.tp))
@@ -272,12 +272,12 @@ def replica_logs(
     n = tp.size
     has = np.zeros(n, bool)
     has[segment_replica] = True
-    start = np.full(n, _I64_MAX, np.int64)
+    start = np.full(n, I64_MAX, np.int64)
     np.minimum.at(start, segment_replica, segment_base)
-    max_base = np.full(n, _I64_MIN, np.int64)
+    max_base = np.full(n, I64_MIN, np.int64)
     np.maximum.at(max_base, segment_replica, segment_base)
     last_vals, last_ok = segment_last
-    max_last = np.full(n, _I64_MIN, np.int64)
+    max_last = np.full(n, I64_MIN, np.int64)
     np.maximum.at(max_last, segment_replica[last_ok], last_vals[last_ok])
     any_last = np.zeros(n, bool)
     any_last[segment_replica[last_ok]] = True
@@ -360,7 +360,7 @@ def _snapshot_fragments(snaps: Mapping[str, Col], replicas: ReplicaLogs) -> tupl
         & (offset <= replicas.log_end[r])
         & (~replicas.clean_shutdown[r] | (offset > replicas.log_start[r]))
     )
-    newest = np.full(replicas.tp.size, _I64_MIN, np.int64)
+    newest = np.full(replicas.tp.size, I64_MIN, np.int64)
     np.maximum.at(newest, r[eligible], offset[eligible])
     chosen = np.flatnonzero(eligible & (offset == newest[r]))
     entries = {

@@ -14,6 +14,8 @@ few Spark runs check many logs.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from datetime import datetime, timezone
 from typing import Any
 
@@ -138,13 +140,17 @@ def _tables(spark: Any, summary: pa.Table, as_of_ms: int) -> dict[str, list[dict
     thresholds = classify.Thresholds(as_of_ms=as_of_ms, max_transaction_timeout_ms=900_000)
     as_of = datetime.fromtimestamp(as_of_ms / 1000, tz=timezone.utc)
     cache: list[Any] = []
+    stage = tempfile.mkdtemp(prefix="txnlog-prop-")
     try:
-        tables = build_tables(spark, summary_df, records, thresholds, cluster="prop", as_of=as_of, cache=cache)
+        tables = build_tables(
+            spark, summary_df, records, thresholds, cluster="prop", as_of=as_of, cache=cache, stage=stage
+        )
         return {name: [r.asDict(recursive=True) for r in tables[name].collect()]
                 for name in ("findings", "abort_recommendations", "partition_health")}
     finally:
         for df in cache:
             df.unpersist()
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def _spark_schema(schema: pa.Schema) -> Any:

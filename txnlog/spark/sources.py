@@ -187,8 +187,8 @@ class _FilesPartition(InputPartition):
     def files(self) -> list[LogFile]:
         return [LogFile(**d) for d in self.value["files"]]
 
-    def checkpoints(self) -> dict[tuple[str, str, int], tuple[int | None, bool]]:
-        return {(b, t, int(p)): (ls, bool(clean)) for b, t, p, ls, clean in self.value["checkpoints"]}
+    def checkpoints(self) -> dict[tuple[str, str, int], tuple[int | None, bool, int | None]]:
+        return {(b, t, int(p)): (ls, bool(clean), hw) for b, t, p, ls, clean, hw in self.value["checkpoints"]}
 
 
 def partition_files(partition: InputPartition) -> list[LogFile]:
@@ -268,8 +268,10 @@ def _partitions(options: dict[str, str], files: list[LogFile]) -> list[InputPart
 
 def checkpoints_option(checkpoints: Any) -> str:
     """The ``checkpoints`` option: the log-dir checkpoints (``txnlog.logdirs.Checkpoint``) the
-    transaction merge needs — (broker, topic, partition, checkpointed log start, clean shutdown)."""
-    return json.dumps([[c.broker, c.topic, c.partition, c.log_start_offset, c.clean_shutdown] for c in checkpoints])
+    transaction merge needs — (broker, topic, partition, checkpointed log start, clean shutdown, high watermark)."""
+    return json.dumps(
+        [[c.broker, c.topic, c.partition, c.log_start_offset, c.clean_shutdown, c.high_watermark] for c in checkpoints]
+    )
 
 
 def _table(schema: pa.Schema, n: int, columns: dict[str, Any]) -> pa.RecordBatch:
@@ -490,7 +492,7 @@ class _SegmentsReader(FilesReader):
                     SEGMENT_SUMMARY_SCHEMA, file, [QuarantineEntry(file.path, 0, file.size, "unreadable_file", str(e))]
                 )
         if merge is not None and isinstance(partition, _FilesPartition):
-            yield from merge.batches(partition.checkpoints(), SEGMENT_SUMMARY_SCHEMA)
+            yield from merge.batches(partition.checkpoints(), SEGMENT_SUMMARY_SCHEMA, self.options.get("stage"))
 
 
 class SegmentsSource(DataSource):

@@ -21,17 +21,23 @@ import pyarrow.compute as pc
 
 from txnlog import reconstruct as R
 from txnlog.logdirs import Checkpoint
+from txnlog.spark import staged
 
 KIND_TRANSACTION = "transaction"
 
-#: (broker, topic, partition) → (checkpointed log start or None, clean shutdown): the log-dir
-#: checkpoints the merge needs (``txnlog.logdirs.Checkpoint``)
-Checkpoints = Mapping[tuple[str, str, int], tuple[int | None, bool]]
+#: (broker, topic, partition) → (checkpointed log start, clean shutdown, checkpointed high watermark;
+#: None where unknown): the log-dir checkpoints the merge needs (``txnlog.logdirs.Checkpoint``)
+Checkpoints = Mapping[tuple[str, str, int], tuple[int | None, bool, int | None]]
 
 
-def checkpoints_of(checkpoints: Iterable[Checkpoint]) -> dict[tuple[str, str, int], tuple[int | None, bool]]:
+def checkpoints_of(
+    checkpoints: Iterable[Checkpoint],
+) -> dict[tuple[str, str, int], tuple[int | None, bool, int | None]]:
     """The merge's view of the log dirs' checkpoints."""
-    return {(c.broker, c.topic, int(c.partition)): (c.log_start_offset, bool(c.clean_shutdown)) for c in checkpoints}
+    return {
+        (c.broker, c.topic, int(c.partition)): (c.log_start_offset, bool(c.clean_shutdown), c.high_watermark)
+        for c in checkpoints
+    }
 
 
 @dataclass
@@ -111,9 +117,12 @@ class PartitionTransactions:
         if n:
             self.snaps.add({"replica": R.col(np.full(n, self._replica(broker, topic, partition), np.int32)), **entries})
 
-    def batches(self, checkpoints: Checkpoints, schema: pa.Schema, max_rows: int = 1 << 16) -> Iterator[pa.RecordBatch]:
+    def batches(
+        self, checkpoints: Checkpoints, schema: pa.Schema, stage: str | None = None, max_rows: int = 1 << 16
+    ) -> Iterator[pa.RecordBatch]:
         """The transactions of every partition added as ``schema`` (the segments source's), ``max_rows``
-        rows per batch."""
+        rows per batch. With ``stage`` (a directory), all of them are written there for the
+        ``transactions`` table (txnlog.spark.staged) and only those the verdicts need are yielded."""
         if not self.replica_ids:
             return
         # replicas ordered by (topic, partition, broker): index order is broker order within a partition
@@ -124,7 +133,7 @@ class PartitionTransactions:
         partitions = sorted({(t, p) for _, t, p in names})
         tp_index = {tp: i for i, tp in enumerate(partitions)}
         tp = np.array([tp_index[(t, p)] for _, t, p in names], np.int32)
-        ck = [checkpoints.get(k, (None, False)) for k in names]
+        ck = [checkpoints.get(k, (None, False, None)) for k in names]
         seg = self.segments.cols(_SEGMENT_DTYPES)
         replicas = R.replica_logs(
             tp,
@@ -140,6 +149,15 @@ class PartitionTransactions:
         snaps["replica"] = (remap[snaps["replica"][0]], snaps["replica"][1])
         merged, lists = R.merge_replicas(R.replica_transactions(frags, snaps, replicas), replicas)
         table = _arrow(merged, lists, partitions, [b for b, _, _ in names], schema)
+        if stage is not None:
+            staged.write_raw(table, stage, staged.stage_name(f"{b}/{t}-{p}" for b, t, p in names))
+            # a lower bound of each partition's high watermark: the smallest checkpointed one, else the log end
+            hw = np.array([c[2] if c[2] is not None else R.I64_MAX for c in ck], np.int64)
+            bound = np.where(replicas.is_lead, replicas.log_end, R.I64_MAX)
+            bound = np.minimum(bound, hw)
+            per_tp = np.full(len(partitions), R.I64_MAX, np.int64)
+            np.minimum.at(per_tp, tp, bound)
+            table = table.filter(staged.verdict_relevant(table, per_tp[merged["tp"][0]]))
         yield from table.to_batches(max_chunksize=max_rows)
 
 
@@ -179,7 +197,7 @@ def _arrow_col(table: pa.Table, name: str, dtype: np.dtype) -> R.Col:
     return values, np.asarray(valid, bool)
 
 
-def transactions_of_summary(table: pa.Table, checkpoints: Checkpoints) -> pa.Table:
+def transactions_of_summary(table: pa.Table, checkpoints: Checkpoints, stage: str | None = None) -> pa.Table:
     """The transactions of every partition in ``table`` (summary rows: run, marker, segment,
     snapshot; other kinds are ignored), as rows of kind ``transaction`` in ``table``'s schema."""
     schema = table.schema
@@ -213,4 +231,4 @@ def transactions_of_summary(table: pa.Table, checkpoints: Checkpoints) -> pa.Tab
         acc.add_snapshot(
             b, t, p, {n: _arrow_col(snap_rows, n, d) for n, d in _SNAPSHOT_DTYPES.items() if n != "replica"}
         )
-    return pa.Table.from_batches(list(acc.batches(checkpoints, schema)), schema=schema)
+    return pa.Table.from_batches(list(acc.batches(checkpoints, schema, stage)), schema=schema)

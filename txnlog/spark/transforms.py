@@ -92,13 +92,17 @@ TRANSACTION_COLUMNS = [
 ]
 
 
-def partition_transactions(summary: DataFrame, checkpoints: Checkpoints, *, fragments: bool) -> DataFrame:
+def partition_transactions(
+    summary: DataFrame, checkpoints: Checkpoints, *, fragments: bool, stage: str | None = None
+) -> DataFrame:
     """One row per transaction of a partition, every replica merged (``txnlog.reconstruct``).
 
     Rows of kind ``transaction`` were finished by the decode tasks (``txnlog_segments`` with
     ``transactions`` = true holds whole partitions per task). With ``fragments``, the fragment,
     segment and snapshot rows of the other inputs (kafka-dump-log.sh output, a source that yields
     fragments) are grouped by partition and merged by the same code (one shuffle of fragments).
+    With ``stage`` those merges stage every transaction for the ``transactions`` table and keep only
+    the ones the verdicts need, as the decode tasks do (txnlog.spark.staged).
     """
     from txnlog.spark.sources import SEGMENT_SUMMARY_SCHEMA, arrow_to_spark_schema
 
@@ -113,7 +117,7 @@ def partition_transactions(summary: DataFrame, checkpoints: Checkpoints, *, frag
         known = dict(checkpoints)
 
         def merge_group(table: pa.Table) -> pa.Table:  # typed: applyInArrow reads the hints
-            return transactions_of_summary(table, known)
+            return transactions_of_summary(table, known, stage)
 
         merged = (
             pieces.select(*names)

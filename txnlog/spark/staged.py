@@ -1,0 +1,239 @@
+"""The ``transactions`` table without the JVM: written by the tasks that rebuilt it, in Arrow.
+
+Every transaction of the input goes to ``transactions`` (hundreds of thousands per GiB of an
+exactly-once workload), but only a few of them matter for the verdicts: those open on some
+replica, and completed ones whose marker is not yet below the high watermark (they still hold the
+LSO: ``UnifiedLog.lastStableOffset``). So the tasks that finish a partition's transactions
+(``txnlog.spark.transactions``) write *all* of them to a staging directory as Parquet, with pyarrow,
+and hand Spark only the few that matter (:func:`verdict_relevant`). Once the run's ``as_of`` and the
+coordinator's owners are known, :class:`StagedTransactions` turns the staged files into the table's
+files, again in Python tasks (:func:`finish`), and the Delta writer commits them as they are. Rows
+never pass through the JVM: it schedules tasks and moves file names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyarrow import fs as pafs
+
+from txnlog import tables as contract
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+#: columns of a staged transaction (names of the segments source's schema)
+RAW_COLUMNS = (
+    "topic",
+    "partition",
+    "producer_id",
+    "first_offset",
+    "replicas",
+    "open_replicas",
+    "behind_replicas",
+    "open_on_lead",
+    "diverged",
+    "last_offset",
+    "producer_epoch",
+    "min_epoch",
+    "first_timestamp",
+    "last_timestamp",
+    "batch_count",
+    "record_count",
+    "size_bytes",
+    "marker_offset",
+    "control_type",
+    "marker_epoch",
+    "coordinator_epoch",
+    "marker_timestamp",
+    "prev_marker_offset",
+    "prev_marker_type",
+    "prev_marker_epoch",
+    "prev_coordinator_epoch",
+    "snapshot_coordinator_epoch",
+    "snapshot_offset",
+    "started_before_log_start",
+)
+
+
+def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    if uri.startswith("s3a://"):  # Hadoop's s3a:// is s3:// to pyarrow
+        uri = "s3://" + uri[len("s3a://") :]
+    if "://" in uri and not uri.startswith("file://"):
+        return pafs.FileSystem.from_uri(uri)
+    return pafs.LocalFileSystem(), uri[len("file://") :] if uri.startswith("file://") else uri
+
+
+def stage_name(keys: Iterable[str]) -> str:
+    """A file name that depends only on what a task read, so a retried task overwrites its attempt."""
+    digest = hashlib.sha1("\n".join(sorted(keys)).encode()).hexdigest()[:20]
+    return f"part-{digest}.parquet"
+
+
+def write_raw(table: pa.Table, stage: str, name: str) -> None:
+    """Stage ``table`` (the transaction rows of some partitions) as ``stage``/``name``."""
+    if table.num_rows == 0:
+        return
+    filesystem, path = _filesystem(stage)
+    filesystem.create_dir(path, recursive=True)
+    pq.write_table(table.select(list(RAW_COLUMNS)), posixpath.join(path, name), filesystem=filesystem)
+
+
+def verdict_relevant(table: pa.Table, bound: np.ndarray) -> np.ndarray:
+    """The rows the verdicts and the LSO need: open on some replica or on the lead, or closed by a marker
+    at or above ``bound`` (per row: a lower bound of the partition's high watermark, so every completed
+    transaction the LSO may still count as unstable is kept; the Spark side applies the exact rule)."""
+    open_somewhere = pc.greater(pc.list_value_length(table.column("open_replicas")), 0)
+    open_lead = pc.fill_null(table.column("open_on_lead"), False)
+    marker = table.column("marker_offset")
+    late_marker = pc.fill_null(pc.greater_equal(marker, pa.array(bound)), False)
+    keep = pc.or_(pc.or_(pc.fill_null(open_somewhere, False), open_lead), late_marker)
+    return np.asarray(keep.to_numpy(zero_copy_only=False), bool)
+
+
+# ---------------------------------------------------------------------------
+# staged rows → the table's rows
+# ---------------------------------------------------------------------------
+
+
+OWNERS_SCHEMA = pa.schema([("producer_id", pa.int64()), ("transactional_id", pa.string())])
+SOURCES_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("source", pa.string())])
+
+
+@dataclass(frozen=True)
+class Finish:
+    """What turns a staged transaction into a ``transactions`` row besides the run key: ``as_of`` for
+    open transactions' durations, producer id → transactional.id, (topic, partition) → input label."""
+
+    as_of_ms: int
+    owners: pa.Table  # producer_id int64 (unique), transactional_id string
+    sources: pa.Table  # topic string, partition int32, source string
+
+
+def _ts(ms: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """Epoch ms → timestamp (UTC); unknown (negative) and past-year-9999 values become null, as
+    ``txnlog.spark.transforms.ts`` does."""
+    from txnlog.as_of import MAX_MS
+
+    values = pc.fill_null(ms, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    ok = (values >= 0) & (values <= MAX_MS)
+    return pa.array(np.where(ok, values, 0) * 1000, pa.timestamp("us", tz="UTC"), mask=~ok)
+
+
+def _lookup(keys: pa.Table, on: list[str], table: pa.Table, value: str) -> pa.ChunkedArray:
+    """``table[value]`` for each row of ``keys`` (left join on ``on``; order kept)."""
+    indexed = keys.select(on).append_column("_row", pa.array(np.arange(keys.num_rows)))
+    joined = indexed.join(table.select([*on, value]), on, join_type="left outer").sort_by("_row")
+    return joined.column(value)
+
+
+def _duration(end: pa.ChunkedArray | pa.Array, start: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """end - start, null where either is unknown or the difference does not fit a long (extreme clocks)."""
+    ok = np.asarray(pc.and_(pc.is_valid(end), pc.is_valid(start)).to_numpy(zero_copy_only=False), bool)
+    e = pc.fill_null(end, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    s = pc.fill_null(start, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    with np.errstate(over="ignore"):
+        d = e - s
+    ok &= ((e ^ s) & (e ^ d)) >= 0  # no signed overflow
+    return pa.array(np.where(ok, d, 0), pa.int64(), mask=~ok)
+
+
+def finish(raw: pa.Table, how: Finish, cluster: str, as_of: datetime) -> pa.Table:
+    """Staged transaction rows → rows of ``txnlog.tables.TRANSACTIONS`` for the run (cluster, as_of)."""
+    n = raw.num_rows
+    marker = raw.column("marker_offset")
+    control = raw.column("control_type")
+    outcome = pc.if_else(
+        pc.is_null(marker),
+        "OPEN",
+        pc.if_else(
+            pc.equal(control, 0),
+            "ABORT",
+            # a marker whose type the input does not show (kafka-dump-log.sh without --deep-iteration)
+            pc.if_else(pc.equal(control, 1), "COMMIT", "UNKNOWN"),
+        ),
+    )
+    outcome = pc.fill_null(outcome, "UNKNOWN")
+    first_ms = pc.coalesce(raw.column("first_timestamp"), raw.column("last_timestamp"))
+    end_ms = pc.coalesce(raw.column("marker_timestamp"), pa.scalar(how.as_of_ms, pa.int64()))
+    columns = {
+        "cluster": pa.array([cluster] * n, pa.string()),
+        "as_of": pa.array([as_of] * n, pa.timestamp("us", tz="UTC")),
+        "outcome": outcome,
+        "first_timestamp": _ts(raw.column("first_timestamp")),
+        "last_timestamp": _ts(raw.column("last_timestamp")),
+        "marker_timestamp": _ts(raw.column("marker_timestamp")),
+        "duration_ms": _duration(end_ms, first_ms),
+        "transactional_id": _lookup(raw, ["producer_id"], how.owners, "transactional_id"),
+        "source": _lookup(raw, ["topic", "partition"], how.sources, "source"),
+    }
+    arrays = []
+    for field in contract.TRANSACTIONS:
+        value = columns[field.name] if field.name in columns else raw.column(field.name)
+        arrays.append(value.cast(field.type))
+    return pa.Table.from_arrays(arrays, schema=contract.TRANSACTIONS)
+
+
+def _finish_files(
+    batches: Iterator[pa.RecordBatch], how: Finish, target: str, cluster: str, as_of: datetime
+) -> Iterator[pa.RecordBatch]:
+    filesystem, directory = _filesystem(target)
+    filesystem.create_dir(directory, recursive=True)
+    for batch in batches:
+        for path in batch.column("path").to_pylist():
+            src_fs, src = _filesystem(path)
+            rows = finish(pq.read_table(src, filesystem=src_fs), how, cluster, as_of)
+            name = f"part-{uuid.uuid4().hex}-c000.snappy.parquet"
+            pq.write_table(rows, posixpath.join(directory, name), filesystem=filesystem, compression="snappy")
+            yield pa.RecordBatch.from_pydict({"path": [name], "rows": [rows.num_rows]})
+
+
+@dataclass(frozen=True)
+class StagedTransactions:
+    """The ``transactions`` table as staged files plus what finishes them (see module docstring).
+
+    ``txnlog.delta`` writes it with :meth:`write_parquet` into the table's own staging directory (the
+    deltalake writer commits those files), or reads it with :meth:`dataframe` (delta-spark, notebooks).
+    """
+
+    spark: SparkSession
+    stage: str
+    how: Finish
+
+    def raw_files(self) -> list[str]:
+        filesystem, path = _filesystem(self.stage)
+        infos = filesystem.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+        prefix = self.stage[: len(self.stage) - len(path)] if self.stage.endswith(path) else ""
+        return sorted(prefix + i.path for i in infos if i.type == pafs.FileType.File and i.path.endswith(".parquet"))
+
+    def write_parquet(self, target: str, cluster: str, as_of: datetime) -> int:
+        """Write the table's files for the run (cluster, as_of) into ``target`` (a directory path or
+        URI), in parallel tasks; returns the rows written."""
+        from functools import partial
+
+        files = self.raw_files()
+        if not files:
+            return 0
+        tasks = max(1, min(len(files), self.spark.sparkContext.defaultParallelism * 2))
+        paths = self.spark.createDataFrame([(f,) for f in files], "path string").repartition(tasks)
+        work = partial(_finish_files, how=self.how, target=target, cluster=cluster, as_of=as_of)
+        return sum(int(r["rows"]) for r in paths.mapInArrow(work, "path string, rows long").collect())
+
+    def dataframe(self, cluster: str, as_of: datetime) -> DataFrame:
+        """The table as a Spark DataFrame (finished into a directory next to the staged rows)."""
+        from txnlog.spark.schemas import spark_schema
+
+        target = posixpath.join(self.stage, f"_finished-{uuid.uuid4().hex[:8]}")
+        if not self.write_parquet(target, cluster, as_of):
+            return self.spark.createDataFrame([], spark_schema("transactions"))
+        return self.spark.read.schema(spark_schema("transactions")).parquet(target)
