@@ -114,7 +114,7 @@ def resolve_writer(spark: SparkSession | None, writer: Writer = "auto") -> Liter
 @runtime_checkable
 class ParquetTable(Protocol):
     """A table whose rows never become Spark rows: it writes its own Parquet files for a run
-    (``txnlog.spark.staged.StagedTransactions``), or hands them over as a DataFrame."""
+    (``txnlog.spark.staged.StagedTable``), or hands them over as a DataFrame."""
 
     def write_parquet(self, target: str, cluster: str, as_of: datetime) -> int: ...
 

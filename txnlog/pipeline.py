@@ -197,7 +197,6 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
     run_conf = {k: v for k, v in RUN_CONF.items() if spark.conf.get(k, None) is None}
     # every transaction is staged under the output by the tasks that rebuild it (txnlog.spark.staged)
     with delta.scratch(config.output, run_id) as scratch, temporary_conf(spark, run_conf):
-        stage = f"{scratch}/transactions"
         register_sources(spark)
         check_crc = "true" if config.check_crc else "false"
         parallelism = max(2, spark.sparkContext.defaultParallelism * 2)
@@ -209,7 +208,7 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
             # whole partitions per task, merged into transactions there, unless dumps hold replicas too
             .option("transactions", "false" if config.dump_log else "true")
             .option("checkpoints", checkpoints_option(inventory.checkpoints))
-            .option("stage", stage)
+            .option("stage", f"{scratch}/transactions")
             .load()
             .withColumn("input", F.lit(SOURCE_SEGMENTS))
         )
@@ -218,6 +217,9 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
             .option("files", files_option(list(inventory.txn_state_segments)))
             .option("check_crc", check_crc)
             .option("min_partitions", str(parallelism))
+            # reduced where decoded (txnlog.spark.coordinator), unless other inputs hold the same partitions
+            .option("reduce", "false" if (dump_files or live) else "true")
+            .option("stage", f"{scratch}/coordinator_history")
             .load()
             .withColumn("input", F.lit(SOURCE_SEGMENTS))
         )
@@ -226,7 +228,9 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
 
             frames = read_dump_logs(spark, list(config.dump_log))
             summary = summary.unionByName(frames.summary.withColumn("input", F.lit(SOURCE_DUMP_LOG)))
-            records = records.unionByName(frames.records.withColumn("input", F.lit(SOURCE_DUMP_LOG)))
+            records = records.unionByName(
+                frames.records.withColumn("input", F.lit(SOURCE_DUMP_LOG)), allowMissingColumns=True
+            )
         if live:
             from txnlog.spark.live_source import LiveTxnStateSource, live_options, register_live_source
 
@@ -236,7 +240,7 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
                 .options(**live_options(bootstrap, dict(config.kafka)))
                 .load()
             )
-            records = records.unionByName(live_df.withColumn("input", F.lit(SOURCE_LIVE_LOG)))
+            records = records.unionByName(live_df.withColumn("input", F.lit(SOURCE_LIVE_LOG)), allowMissingColumns=True)
         summary = summary.persist(StorageLevel.MEMORY_AND_DISK)
         records = records.persist(StorageLevel.MEMORY_AND_DISK)
         cached: list[Any] = [summary, records]
@@ -279,7 +283,8 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
             cache=cached,
             checkpoints=inventory.checkpoints,
             fragments=bool(dump_files),
-            stage=stage,
+            scratch=scratch,
+            records_reduced=not (dump_files or live),
         )
         # client timestamps far past as_of: warning rows (kept as read, never "now")
         tables["quarantine"] = tables["quarantine"].unionByName(
@@ -498,14 +503,17 @@ def build_tables(
     cache: list[DataFrame] | None = None,
     checkpoints: Sequence[Checkpoint] = (),
     fragments: bool = True,
-    stage: str,
+    scratch: str,
+    records_reduced: bool = False,
 ) -> dict[str, Any]:
     """All output tables as DataFrames (contract columns), from the sources' outputs.
 
     ``fragments``: ``summary`` may hold fragment rows (run/marker/snapshot) whose partitions are still
-    to be merged into transactions; false when every partition arrived as transaction rows. ``stage``:
-    the directory where every transaction was (or is) staged for the ``transactions`` table, which is
-    returned as a ``txnlog.spark.staged.StagedTransactions`` (the other tables are DataFrames).
+    to be merged into transactions; false when every partition arrived as transaction rows.
+    ``records_reduced``: ``records`` were reduced where they were decoded (txnlog.spark.coordinator),
+    else they are reduced here. ``scratch``: the run's directory where every transaction and every
+    coordinator record is (or was) staged; ``transactions`` and ``coordinator_history`` are returned as
+    ``txnlog.spark.staged.StagedTable`` values, the other tables as DataFrames.
     DataFrames persisted on the way are appended to ``cache`` (unpersist them when done).
     """
     cache = [] if cache is None else cache
@@ -541,18 +549,23 @@ def build_tables(
             ],
             schema=T.CHECKPOINT_SCHEMA,
         )
-    from txnlog.spark.staged import OWNERS_SCHEMA, SOURCES_SCHEMA, Finish, StagedTransactions
+    from txnlog.spark.staged import OWNERS_SCHEMA, SOURCES_SCHEMA, Finish, FinishHistory, StagedTable
     from txnlog.spark.transactions import checkpoints_of
 
     stats = _cached(T.with_checkpoints(T.replica_stats(summary), checkpoint_rows), cache)
     # read twice by with_lso: the open ones, and all of them
     txns = _cached(
-        T.partition_transactions(summary, checkpoints_of(checkpoints or ()), fragments=fragments, stage=stage), cache
+        T.partition_transactions(
+            summary, checkpoints_of(checkpoints or ()), fragments=fragments, stage=f"{scratch}/transactions"
+        ),
+        cache,
     )
     pstats = _cached(T.partition_stats(stats), cache)
     txns, health = T.with_lso(txns, pstats, as_of_ms)
     health = _cached(health, cache)
 
+    if not records_reduced:
+        records = T.reduced_records(records, f"{scratch}/coordinator_history")
     history = _cached(T.coordinator_history(records), cache)
     state = T.coordinator_state(history)
     owners = T.producer_owners(state)
@@ -578,9 +591,9 @@ def build_tables(
         )
         .filter(F.col("transactional_id").isNotNull())
     )
-    transactions = StagedTransactions(
+    transactions = StagedTable(
         spark,
-        stage,
+        f"{scratch}/transactions",
         Finish(
             as_of_ms=as_of_ms,
             owners=owner_ids.toArrow().cast(OWNERS_SCHEMA),
@@ -767,27 +780,8 @@ def build_tables(
         "transitions",
         "source",
     )
-    coordinator_history = history.select(
-        *keys,
-        "transactional_id",
-        "coordinator_partition",
-        "record_offset",
-        T.ts("record_timestamp").alias("record_timestamp"),
-        "producer_id",
-        "producer_epoch",
-        F.col("state_name").alias("state"),
-        "timeout_ms",
-        "partitions",
-        T.ts("txn_start_timestamp").alias("txn_start_timestamp"),
-        T.ts("last_update_timestamp").alias("last_update_timestamp"),
-        "coordinator_epoch",
-        "previous_producer_id",
-        "next_producer_id",
-        "next_producer_epoch",
-        "client_transaction_version",
-        F.col("is_tombstone"),
-        "value_version",
-    )
+    # every record once, staged by the tasks that decoded (or reduced) them (txnlog.spark.coordinator)
+    coordinator_history = StagedTable(spark, f"{scratch}/coordinator_history", FinishHistory(), "coordinator_history")
     q_cols = ["file", "position", "length", "reason", "detail", "topic", "partition"]
     quarantine = (
         summary.filter(F.col("kind") == "quarantine")

@@ -141,7 +141,7 @@ def _parse_files(options: dict[str, str]) -> list[LogFile]:
     return [LogFile(**d) for d in json.loads(options.get("files", "[]"))]
 
 
-def _flag(options: dict[str, str], name: str, default: bool) -> bool:
+def option_flag(options: dict[str, str], name: str, default: bool) -> bool:
     value = options.get(name)
     return default if value is None else value.strip().lower() in ("1", "true", "yes")
 
@@ -254,7 +254,8 @@ def pack_units(units: list[list[LogFile]], max_bytes: int, min_partitions: int) 
 def _partitions(options: dict[str, str], files: list[LogFile]) -> list[InputPartition]:
     limit = int(options.get("max_partition_bytes", DEFAULT_MAX_PARTITION_BYTES))
     minimum = int(options.get("min_partitions", 4))
-    if not _flag(options, "transactions", False):
+    # whole partitions per task (every replica): to finish their transactions, or reduce their records
+    if not (option_flag(options, "transactions", False) or option_flag(options, "reduce", False)):
         return [_FilesPartition(g) for g in pack_files(files, max_bytes=limit, min_partitions=minimum)]
     checkpoints: dict[tuple[str, int], list[list[Any]]] = {}
     for row in json.loads(options.get("checkpoints", "[]")):
@@ -467,7 +468,7 @@ class FilesReader(DataSourceReader):
 
     def __init__(self, options: dict[str, str]):
         self.files = _parse_files(options)
-        self.check_crc = _flag(options, "check_crc", True)
+        self.check_crc = option_flag(options, "check_crc", True)
         self.options = options
 
     def partitions(self) -> list[InputPartition]:
@@ -478,7 +479,7 @@ class _SegmentsReader(FilesReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         # option "transactions": the input partitions hold whole partitions (pack_partitions), so this
         # task finishes their transactions itself (txnlog.spark.transactions) instead of yielding fragments
-        merge = PartitionTransactions() if _flag(self.options, "transactions", False) else None
+        merge = PartitionTransactions() if option_flag(self.options, "transactions", False) else None
         for file in partition_files(partition):
             try:
                 if file.kind == "snapshot":

@@ -6,7 +6,7 @@ replica, and completed ones whose marker is not yet below the high watermark (th
 LSO: ``UnifiedLog.lastStableOffset``). So the tasks that finish a partition's transactions
 (``txnlog.spark.transactions``) write *all* of them to a staging directory as Parquet, with pyarrow,
 and hand Spark only the few that matter (:func:`verdict_relevant`). Once the run's ``as_of`` and the
-coordinator's owners are known, :class:`StagedTransactions` turns the staged files into the table's
+coordinator's owners are known, :class:`StagedTable` turns the staged files into the table's
 files, again in Python tasks (:func:`finish`), and the Delta writer commits them as they are. Rows
 never pass through the JVM: it schedules tasks and moves file names.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -80,13 +80,14 @@ def stage_name(keys: Iterable[str]) -> str:
     return f"part-{digest}.parquet"
 
 
-def write_raw(table: pa.Table, stage: str, name: str) -> None:
-    """Stage ``table`` (the transaction rows of some partitions) as ``stage``/``name``."""
+def write_raw(table: pa.Table, stage: str, name: str, columns: tuple[str, ...] | None = RAW_COLUMNS) -> None:
+    """Stage ``table`` (the transaction rows of some partitions, by default) as ``stage``/``name``."""
     if table.num_rows == 0:
         return
     filesystem, path = _filesystem(stage)
     filesystem.create_dir(path, recursive=True)
-    pq.write_table(table.select(list(RAW_COLUMNS)), posixpath.join(path, name), filesystem=filesystem)
+    data = table.select(list(columns)) if columns is not None else table
+    pq.write_table(data, posixpath.join(path, name), filesystem=filesystem)
 
 
 def verdict_relevant(table: pa.Table, bound: np.ndarray) -> np.ndarray:
@@ -118,6 +119,36 @@ class Finish:
     as_of_ms: int
     owners: pa.Table  # producer_id int64 (unique), transactional_id string
     sources: pa.Table  # topic string, partition int32, source string
+
+    def __call__(self, raw: pa.Table, cluster: str, as_of: datetime) -> pa.Table:
+        return finish(raw, self, cluster, as_of)
+
+
+@dataclass(frozen=True)
+class FinishHistory:
+    """Staged ``__transaction_state`` records (``TXN_STATE_SCHEMA``) → ``coordinator_history`` rows."""
+
+    def __call__(self, raw: pa.Table, cluster: str, as_of: datetime) -> pa.Table:
+        from txnlog.kafka.wire import TransactionState
+
+        n = raw.num_rows
+        names = {int(s): s.kafka_name for s in TransactionState}
+        codes = pc.fill_null(raw.column("state"), -1).to_numpy(zero_copy_only=False)
+        state = pa.array([names.get(int(c)) for c in np.unique(codes)], pa.string())
+        lookup = pa.array(np.searchsorted(np.unique(codes), codes))
+        columns = {
+            "cluster": pa.array([cluster] * n, pa.string()),
+            "as_of": pa.array([as_of] * n, pa.timestamp("us", tz="UTC")),
+            "record_timestamp": _ts(raw.column("record_timestamp")),
+            "state": state.take(lookup) if n else pa.array([], pa.string()),
+            "txn_start_timestamp": _ts(raw.column("txn_start_timestamp")),
+            "last_update_timestamp": _ts(raw.column("last_update_timestamp")),
+        }
+        arrays = []
+        for field in contract.COORDINATOR_HISTORY:
+            value = columns[field.name] if field.name in columns else raw.column(field.name)
+            arrays.append(value.cast(field.type))
+        return pa.Table.from_arrays(arrays, schema=contract.COORDINATOR_HISTORY)
 
 
 def _ts(ms: pa.ChunkedArray | pa.Array) -> pa.Array:
@@ -185,22 +216,26 @@ def finish(raw: pa.Table, how: Finish, cluster: str, as_of: datetime) -> pa.Tabl
 
 
 def _finish_files(
-    batches: Iterator[pa.RecordBatch], how: Finish, target: str, cluster: str, as_of: datetime
+    batches: Iterator[pa.RecordBatch], how: Finisher, target: str, cluster: str, as_of: datetime
 ) -> Iterator[pa.RecordBatch]:
     filesystem, directory = _filesystem(target)
     filesystem.create_dir(directory, recursive=True)
     for batch in batches:
         for path in batch.column("path").to_pylist():
             src_fs, src = _filesystem(path)
-            rows = finish(pq.read_table(src, filesystem=src_fs), how, cluster, as_of)
+            rows = how(pq.read_table(src, filesystem=src_fs), cluster, as_of)
             name = f"part-{uuid.uuid4().hex}-c000.snappy.parquet"
             pq.write_table(rows, posixpath.join(directory, name), filesystem=filesystem, compression="snappy")
             yield pa.RecordBatch.from_pydict({"path": [name], "rows": [rows.num_rows]})
 
 
+Finisher = Callable[[pa.Table, str, datetime], pa.Table]
+
+
 @dataclass(frozen=True)
-class StagedTransactions:
-    """The ``transactions`` table as staged files plus what finishes them (see module docstring).
+class StagedTable:
+    """An output table as staged files plus what finishes them (see module docstring): ``transactions``
+    (:class:`Finish`) or ``coordinator_history`` (:class:`FinishHistory`).
 
     ``txnlog.delta`` writes it with :meth:`write_parquet` into the table's own staging directory (the
     deltalake writer commits those files), or reads it with :meth:`dataframe` (delta-spark, notebooks).
@@ -208,7 +243,8 @@ class StagedTransactions:
 
     spark: SparkSession
     stage: str
-    how: Finish
+    how: Finisher
+    table: str = "transactions"
 
     def raw_files(self) -> list[str]:
         filesystem, path = _filesystem(self.stage)
@@ -235,5 +271,5 @@ class StagedTransactions:
 
         target = posixpath.join(self.stage, f"_finished-{uuid.uuid4().hex[:8]}")
         if not self.write_parquet(target, cluster, as_of):
-            return self.spark.createDataFrame([], spark_schema("transactions"))
-        return self.spark.read.schema(spark_schema("transactions")).parquet(target)
+            return self.spark.createDataFrame([], spark_schema(self.table))
+        return self.spark.read.schema(spark_schema(self.table)).parquet(target)

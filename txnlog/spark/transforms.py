@@ -382,7 +382,8 @@ def coordinator_state(history: DataFrame) -> DataFrame:
         F.max_by("coordinator_partition", order).alias("coordinator_partition"),
         F.max_by("record_offset", order).alias("record_offset"),
         F.max_by("input", order).alias("source"),
-        F.count(F.lit(1)).alias("transitions"),
+        # records reduced where they were decoded carry their id's count (txnlog.spark.coordinator)
+        F.sum(F.coalesce(F.col("transitions"), F.lit(1))).alias("transitions"),
     )
     latest = latest.select(
         "transactional_id",
@@ -445,14 +446,40 @@ def producer_owners(state: DataFrame) -> DataFrame:
 
 
 def history_owners(history: DataFrame) -> DataFrame:
-    """producer_id → the last transactional.id it was seen under in the history (for evidence)."""
-    w = Window.partitionBy("producer_id").orderBy(F.desc("record_offset"), F.desc("coordinator_partition"))
+    """producer_id → the last transactional.id it was seen under in the history (for evidence):
+    the newest record naming it by (offset, partition)."""
     return (
         history.filter(F.col("producer_id").isNotNull())
-        .withColumn("n", F.row_number().over(w))
-        .filter(F.col("n") == 1)
-        .select(F.col("producer_id").alias("pid"), F.col("transactional_id").alias("history_transactional_id"))
+        .groupBy(F.col("producer_id").alias("pid"))
+        .agg(
+            F.max_by("transactional_id", F.struct("record_offset", "coordinator_partition")).alias(
+                "history_transactional_id"
+            )
+        )
     )
+
+
+def reduced_records(records: DataFrame, stage: str) -> DataFrame:
+    """``records`` whose ``record`` rows were not reduced where they were decoded (kafka-dump-log.sh
+    output, the live cluster), reduced per coordinator partition by the same code
+    (txnlog.spark.coordinator), every record staged for ``coordinator_history``; other rows as they are."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from txnlog.spark.coordinator import reduce_records
+
+    columns = [c for c in records.columns if c != "transitions"]
+
+    def reduce_group(table: pa.Table) -> pa.Table:  # typed: applyInArrow reads the hints
+        key = f"{table.column('coordinator_partition')[0]}"
+        return reduce_records(table, stage, key)
+
+    recs = records.filter(F.col("kind") == "record").select(*columns)
+    # every column nullable: the reduced rows are a subset, but a caller's F.lit column is declared non-null
+    out = StructType([StructField(f.name, f.dataType, True) for f in recs.schema.fields])
+    out = out.add(StructField("transitions", LongType(), True))
+    reduced = recs.groupBy("coordinator_partition").applyInArrow(reduce_group, out)
+    others = records.filter(F.col("kind") != "record").select(*columns, F.lit(None).cast("long").alias("transitions"))
+    return reduced.unionByName(others)
 
 
 # ---------------------------------------------------------------------------

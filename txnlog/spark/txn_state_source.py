@@ -18,11 +18,13 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from txnlog.logdirs import LogFile
+from txnlog.spark.coordinator import TRANSITIONS, reduce_records
 from txnlog.spark.sources import (
     KIND_QUARANTINE,
     FilesReader,
     _table,
     arrow_to_spark_schema,
+    option_flag,
     partition_files,
     read_file_bytes,
 )
@@ -138,22 +140,45 @@ def _quarantine(file: LogFile, entries: list[Any]) -> pa.RecordBatch:
     )
 
 
+#: what the source yields: the records, plus ``transitions`` (set when the reader reduces them)
+SOURCE_SCHEMA = TXN_STATE_SCHEMA.append(TRANSITIONS)
+
+
+def _with_transitions(batch: pa.RecordBatch) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([*batch.columns, pa.nulls(batch.num_rows, pa.int64())], schema=SOURCE_SCHEMA)
+
+
 class _TxnStateReader(FilesReader):
+    """Option ``reduce``: each task holds every replica of its coordinator partitions and yields only
+    the records the verdicts need (txnlog.spark.coordinator), staging all of them under ``stage``."""
+
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from txnlog.kafka.errors import QuarantineEntry
         from txnlog.kafka.txn_state import scan_transaction_log
 
-        for file in partition_files(partition):
+        reduce = option_flag(self.options, "reduce", False)
+        records: list[pa.RecordBatch] = []
+        files = partition_files(partition)
+        for file in files:
             try:
                 scan = scan_transaction_log(read_file_bytes(file.path), file=file.path, check_crc=self.check_crc)
             except OSError as e:
-                yield _quarantine(file, [QuarantineEntry(file.path, 0, file.size, "unreadable_file", str(e))])
+                yield _with_transitions(
+                    _quarantine(file, [QuarantineEntry(file.path, 0, file.size, "unreadable_file", str(e))])
+                )
                 continue
             batch = record_batch_of(scan, file)
             if batch is not None:
-                yield batch
+                if reduce:
+                    records.append(batch)
+                else:
+                    yield _with_transitions(batch)
             if scan.quarantine:
-                yield _quarantine(file, list(scan.quarantine))
+                yield _with_transitions(_quarantine(file, list(scan.quarantine)))
+        if reduce and records:
+            table = pa.Table.from_batches(records, schema=TXN_STATE_SCHEMA)
+            key = "\n".join(sorted(f.path for f in files))
+            yield from reduce_records(table, self.options.get("stage"), key).to_batches()
 
 
 class TxnStateSource(DataSource):
@@ -164,7 +189,7 @@ class TxnStateSource(DataSource):
         return "txnlog_txn_state"
 
     def schema(self) -> StructType:
-        return arrow_to_spark_schema(TXN_STATE_SCHEMA)
+        return arrow_to_spark_schema(SOURCE_SCHEMA)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return _TxnStateReader(dict(self.options))

@@ -1,0 +1,87 @@
+"""``__transaction_state`` records reduced where they are decoded (txnlog.spark.coordinator), no Spark.
+
+Whatever the records and however many replicas hold them, the reduced rows must answer every
+question the job asks of the coordinator exactly as all records do: each transactional.id's newest
+record and newest value record by (partition, offset) (``TransactionStateManager.loadTransactionMetadata``
+replays in offset order), its record count, each producer id's newest record by (offset, partition),
+the newest record timestamp, which partitions were read; and every record is staged once.
+"""
+
+from __future__ import annotations
+
+import glob
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from txnlog.spark.coordinator import reduce_records
+from txnlog.spark.txn_state_source import TXN_STATE_SCHEMA
+
+RECORD = st.tuples(
+    st.integers(0, 2),  # coordinator partition
+    st.integers(0, 4),  # transactional.id
+    st.integers(-1, 3),  # producer id (-1: a tombstone, which names none)
+    st.integers(0, 10**6),  # record timestamp (not an order: failovers write older ones later)
+)
+
+
+def _records(spec: list[tuple[int, int, int, int]], replicas: int) -> pa.Table:
+    rows: list[dict[str, Any]] = []
+    offsets = [0, 0, 0]
+    for part, tid, pid, ts in spec:
+        offset = offsets[part]
+        offsets[part] += 1
+        for r in range(replicas):
+            rows.append({
+                "kind": "record", "broker": f"b{r}", "coordinator_partition": part, "record_offset": offset,
+                "record_timestamp": ts, "transactional_id": f"app-{tid}", "is_tombstone": pid < 0,
+                "producer_id": None if pid < 0 else 1000 + pid, "state": None if pid < 0 else 4,
+                "partitions": None if pid < 0 else [f"t-{offset}"],
+            })
+    return pa.Table.from_pylist(rows, schema=TXN_STATE_SCHEMA)
+
+
+def _answers(rows: list[dict[str, Any]], counts: dict[str, int] | None = None) -> dict[str, Any]:
+    by = lambda r: (r["coordinator_partition"], r["record_offset"])  # noqa: E731
+    ids = {r["transactional_id"] for r in rows}
+    pids = {r["producer_id"] for r in rows if r["producer_id"] is not None}
+    return {
+        "last": {i: max((r for r in rows if r["transactional_id"] == i), key=by) for i in ids},
+        "last_value": {
+            i: max((r for r in rows if r["transactional_id"] == i and not r["is_tombstone"]), key=by, default=None)
+            for i in ids
+        },
+        "owner": {
+            p: max(
+                (r for r in rows if r["producer_id"] == p), key=lambda r: (r["record_offset"], r["coordinator_partition"])
+            )["transactional_id"]
+            for p in pids
+        },
+        "newest_ts": max(r["record_timestamp"] for r in rows),
+        "partitions": {r["coordinator_partition"] for r in rows},
+        "counts": counts if counts is not None else {i: sum(r["transactional_id"] == i for r in rows) for i in ids},
+    }
+
+
+@settings(max_examples=200, deadline=None)
+@given(spec=st.lists(RECORD, min_size=1, max_size=40), replicas=st.integers(1, 3))
+def test_reduced_rows_answer_like_all_records(spec, replicas, tmp_path_factory):
+    stage = str(tmp_path_factory.mktemp("stage"))
+    table = _records(spec, replicas)
+    reduced = reduce_records(table, stage, "key").to_pylist()
+    once = [r for r in table.to_pylist() if r["broker"] == "b0"]
+    counts: dict[str, int] = {}
+    for r in reduced:
+        counts[r["transactional_id"]] = counts.get(r["transactional_id"], 0) + (r["transitions"] or 0)
+    got = _answers([{k: v for k, v in r.items() if k != "transitions"} for r in reduced], counts)
+    want = _answers(once)
+    strip = lambda d: {k: (v and {**v, "broker": None}) for k, v in d.items()}  # noqa: E731  (any replica's copy)
+    for key in ("last", "last_value"):
+        assert strip(got[key]) == strip(want[key]), key
+    for key in ("owner", "newest_ts", "partitions", "counts"):
+        assert got[key] == want[key], key
+    (staged,) = glob.glob(f"{stage}/*.parquet")
+    assert pq.read_table(staged).num_rows == len(spec)  # every record once, whatever the replicas

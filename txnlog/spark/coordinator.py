@@ -1,0 +1,87 @@
+"""``__transaction_state`` records reduced where they are decoded.
+
+The coordinator's records grow with the number of transactions (three per transaction and
+producer: Ongoing, Prepare*, Complete*; each lists the transaction's partitions), but what the
+verdicts need of them is small: per transactional.id its newest record and its newest *value* record
+(``TransactionStateManager.loadTransactionMetadata`` replays a partition in offset order, so the newest
+record by (partition, offset) is the state), per producer id the newest record naming it, the newest
+broker-written timestamp, which coordinator partitions were read. :func:`reduce_records` keeps exactly
+those records (with the id's record count in ``transitions``), after dropping the copies other
+replicas hold of the same record; every record still goes to ``coordinator_history``, staged as
+Parquet by the task (``txnlog.spark.staged``). A task must hold every replica of the coordinator
+partitions it reduces (the source packs them so; other inputs are grouped by partition in Spark).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from txnlog.spark import staged
+
+#: the count of records of the row's transactional.id (on its newest record; 0 on the other kept rows)
+TRANSITIONS = pa.field("transitions", pa.int64())
+
+
+def _last_per_group(keys: list[np.ndarray], order: list[np.ndarray], mask: np.ndarray) -> np.ndarray:
+    """Indexes of the rows with the largest ``order`` per distinct ``keys``, among rows where ``mask``."""
+    rows = np.flatnonzero(mask)
+    if rows.size == 0:
+        return rows
+    sort = np.lexsort([o[rows] for o in reversed(order)] + [k[rows] for k in reversed(keys)])
+    ordered = rows[sort]
+    last = np.ones(ordered.size, bool)
+    same = np.ones(ordered.size - 1, bool)
+    for k in keys:
+        same &= k[ordered][1:] == k[ordered][:-1]
+    last[:-1] = ~same
+    return ordered[last]
+
+
+def _codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Dense integer codes of a (string) column; nulls get -1."""
+    encoded = pc.dictionary_encode(column)
+    if isinstance(encoded, pa.ChunkedArray):
+        encoded = encoded.combine_chunks()
+    return pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def reduce_records(records: pa.Table, stage: str | None, stage_key: str) -> pa.Table:
+    """Rows of kind ``record`` (every replica of some coordinator partitions) → the rows the verdicts
+    need, with a ``transitions`` column; with ``stage``, every record (once) is staged there."""
+    if records.num_rows == 0:
+        return records.append_column(TRANSITIONS, pa.nulls(0, pa.int64()))
+    part = records.column("coordinator_partition").to_numpy(zero_copy_only=False).astype(np.int64)
+    offset = records.column("record_offset").to_numpy(zero_copy_only=False).astype(np.int64)
+    broker = _codes(records.column("broker"))
+    # one copy of each record: replicas of a partition hold the same records at the same offsets
+    order = np.lexsort((broker, offset, part))
+    first = np.ones(order.size, bool)
+    first[1:] = (part[order][1:] != part[order][:-1]) | (offset[order][1:] != offset[order][:-1])
+    records = records.take(pa.array(order[first]))
+    if stage is not None:
+        staged.write_raw(records, stage, staged.stage_name([stage_key]), columns=None)
+    part, offset = part[order[first]], offset[order[first]]
+    tid = _codes(records.column("transactional_id"))
+    tomb = pc.fill_null(records.column("is_tombstone"), False).to_numpy(zero_copy_only=False).astype(bool)
+    pid_valid = pc.is_valid(records.column("producer_id")).to_numpy(zero_copy_only=False).astype(bool)
+    pid = pc.fill_null(records.column("producer_id"), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    ts = pc.fill_null(records.column("record_timestamp"), np.iinfo(np.int64).min).to_numpy(zero_copy_only=False)
+    everything = np.ones(records.num_rows, bool)
+    id_last = _last_per_group([tid], [part, offset], tid >= 0)
+    kept = np.concatenate(
+        [
+            id_last,
+            _last_per_group([tid], [part, offset], (tid >= 0) & ~tomb),  # its newest value
+            _last_per_group([pid], [offset, part], pid_valid),  # history_owners' order: offset, then partition
+            _last_per_group([part], [offset], everything),  # which coordinator partitions were read
+            np.array([int(np.argmax(ts))]),  # the newest broker-written time
+        ]
+    )
+    kept = np.unique(kept)
+    counts = np.bincount(tid[tid >= 0], minlength=int(tid.max()) + 1 if tid.size else 0)
+    transitions = np.zeros(records.num_rows, np.int64)
+    transitions[id_last] = counts[tid[id_last]]
+    out = records.take(pa.array(kept))
+    return out.append_column(TRANSITIONS, pa.array(transitions[kept]))
