@@ -119,37 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     }
     try:
         config = load_config(args.config, overrides)
-        if args.topic and not config.bootstrap_servers:
-            raise UsageError(
-                f"--topic {args.topic[0]}: needs --bootstrap-servers (the live cluster to ask about it); "
-                "give it or drop --topic"
-            )
-        if args.validate_only:
-            import os
+        from txnlog.pipeline import plan_inputs, run
 
-            if config.logs:
-                from txnlog.pipeline import check_inputs
-
-                check_inputs(list(config.logs))
-            if config.verify_live and not config.bootstrap_servers:
-                raise UsageError(
-                    "--verify-live: needs --bootstrap-servers (the live cluster to check); "
-                    "give it or drop --verify-live"
-                )
-            from txnlog.spark.dump_log import dump_arg_path
-
-            for path in config.dump_log:
-                if not os.path.exists(dump_arg_path(path)):
-                    raise UsageError(
-                        f"--dump-log {path}: no such file or directory; "
-                        "give kafka-dump-log.sh output files or a directory of them"
-                    )
-            if config.bootstrap_servers and not config.logs and not config.dump_log:
-                from txnlog.live import check_cluster
-
-                check_cluster(config.bootstrap_servers, dict(config.kafka))
+        if args.validate_only:  # every check that needs no Spark, before spark-submit starts a JVM
+            plan_inputs(config, sample=False)
             return 0
-        from txnlog.pipeline import run
 
         result = run(config)
     except UsageError as e:

@@ -1,8 +1,15 @@
 """The nightly job as a library call: inputs → Spark → verdicts → Delta tables.
 
-``jobs/find_hanging.py``, the ``txnlog`` CLI and the notebooks all call
-:func:`run` (or the smaller steps below), so what a notebook shows is what
-the nightly job writes.
+``jobs/find_hanging.py``, the ``txnlog`` CLI and the notebooks all call :func:`run`, or the steps it
+is made of, so what a notebook shows is what the nightly job writes::
+
+    plan_inputs(config)         every check that needs no Spark (paths, dump files, the live cluster)
+    decode(spark, inputs, ...)  the Data Sources, cached: segment summaries, transactions, coordinator records
+    resolve_as_of(...)          "now": never a client's clock (txnlog.as_of)
+    build_tables(...)           one function per output table (txnlog.spark.output)
+    verify_live(...)            --verify-live: rows from the live cluster's admin APIs
+    write(...)                  the Delta tables, one commit each (txnlog.delta)
+    summarize(...)              the RunResult and the runs row
 
 Example::
 
@@ -89,12 +96,6 @@ class RunResult:
         return "\n".join(lines)
 
 
-def _parse_as_of(value: Any) -> datetime | None:
-    from txnlog.config import parse_as_of
-
-    return parse_as_of(value) if value is not None else None
-
-
 def check_inputs(paths: list[str]) -> Inventory:
     """Discover logs under ``paths`` or raise a one-line UsageError saying what to do."""
     for p in paths:
@@ -131,14 +132,181 @@ RUN_CONF: dict[str, str] = {
 }
 
 
-def run(config: Config, *, spark: SparkSession | None = None, progress: Progress = stderr_progress) -> RunResult:
-    """Run the whole job for ``config`` (a ``txnlog.config.Config``) and write the Delta tables."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
+# --- 1. plan_inputs: everything that needs no Spark ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What a run reads, checked: log dirs (their files), kafka-dump-log.sh files, the live cluster."""
+
+    logs: tuple[str, ...] = ()
+    inventory: Inventory = field(default_factory=Inventory)
+    dump_log: tuple[str, ...] = ()  # the --dump-log values (NAME=PATH kept)
+    dump_files: tuple[str, ...] = ()
+    live: str | None = None  # bootstrap servers whose __transaction_state is read (no offline input)
+    note: str = ""
+
+    @property
+    def names(self) -> list[str]:
+        """The inputs as the runs table lists them."""
+        return [*self.logs, *self.dump_log, *([f"kafka://{self.live}"] if self.live else [])]
+
+
+def plan_inputs(config: Config, progress: Progress | None = None, *, sample: bool = True) -> Inputs:
+    """Every check that needs no Spark, in one place, each failing with one line that says what to do:
+    paths and dump files exist and hold Kafka logs, the live cluster answers, --verify-live/--topic have a
+    cluster. With no input at all, the embedded sample (written on first use unless ``sample`` is false)."""
+    if config.topics and config.verify_live and not config.bootstrap_servers:
+        raise UsageError(
+            f"--topic {config.topics[0]}: needs --bootstrap-servers (the live cluster to ask about it); "
+            "give it or drop --topic"
+        )
+    if config.verify_live and not config.bootstrap_servers:
+        raise UsageError(
+            "--verify-live: needs --bootstrap-servers (the live cluster to check); give it or drop --verify-live"
+        )
+    logs = list(config.logs)
+    if not logs and not config.dump_log and not config.bootstrap_servers:
+        if not sample:
+            return Inputs()
+        from txnlog.sample import sample_logs
+
+        logs = [sample_logs(progress=progress)]
+        if progress:
+            progress(f"no input given: using the embedded sample cluster at {logs[0]}")
+    inventory = check_inputs(logs) if logs else Inventory()
+    dump_files = _dump_files(list(config.dump_log))
+    live = config.bootstrap_servers if config.bootstrap_servers and not logs and not config.dump_log else None
+    if live:
+        from txnlog.live import check_cluster
+
+        check_cluster(live, dict(config.kafka))  # before Spark: one line if it cannot be read
+    note = _describe(inventory, len(dump_files), live, config.transaction_state_partitions)
+    if progress:
+        progress(f"found {note}")
+    return Inputs(tuple(logs), inventory, tuple(config.dump_log), tuple(dump_files), live, note)
+
+
+def _dump_files(args: list[str]) -> list[str]:
+    if not args:
+        return []
+    from txnlog.spark.dump_log import dump_arg_path, list_dump_files
+
+    missing = [p for p in args if not os.path.exists(dump_arg_path(p))]
+    if missing:
+        raise UsageError(
+            f"--dump-log {missing[0]}: no such file or directory; "
+            "give kafka-dump-log.sh output files or a directory of them"
+        )
+    files = list_dump_files(args)
+    if not files:
+        raise UsageError(
+            f"--dump-log {', '.join(args)}: no files found; give kafka-dump-log.sh output files or a directory of them"
+        )
+    return files
+
+
+def _describe(inventory: Inventory, dump_files: int, live: str | None, txn_state_partitions: int) -> str:
+    note = (
+        f"{len(inventory.segments)} segments and {len(inventory.snapshots)} snapshots of "
+        f"{len(inventory.data_partitions)} partitions, {len(inventory.txn_state_segments)} __transaction_state "
+        f"segments of {len(inventory.txn_state_partitions)}/{txn_state_partitions} partitions "
+        f"on {len(inventory.brokers)} broker(s), {inventory.total_bytes / 2**30:.2f} GiB"
+    )
+    if dump_files:
+        note += f"; {dump_files} kafka-dump-log.sh output file(s)"
+    if live:
+        note += f"; __transaction_state read live from {live}"
+    return note
+
+
+# --- 2. decode ------------------------------------------------------------------------------------------
+
+
+class Cache:
+    """The DataFrames a run persisted; :func:`run_scope` unpersists them on every exit path."""
+
+    def __init__(self) -> None:
+        self.frames: list[DataFrame] = []
+
+    def __call__(self, df: DataFrame) -> DataFrame:
+        from pyspark import StorageLevel
+
+        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        self.frames.append(df)
+        return df
+
+    def release(self) -> None:
+        for df in self.frames:
+            df.unpersist()
+        self.frames.clear()
+
+
+@contextmanager
+def run_scope(spark: SparkSession, output: str, run_id: str) -> Iterator[tuple[str, Cache]]:
+    """A run's scratch directory under the output (txnlog.spark.staged) and its cache, both released on
+    every exit; the run's Spark settings (RUN_CONF; one the user set explicitly wins) for its duration."""
+    from txnlog import delta
+    from txnlog.spark.session import temporary_conf
+
+    cache = Cache()
+    run_conf = {k: v for k, v in RUN_CONF.items() if spark.conf.get(k, None) is None}
+    with delta.scratch(output, run_id) as scratch, temporary_conf(spark, run_conf):
+        try:
+            yield scratch, cache
+        finally:
+            cache.release()
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """The Data Sources' outputs, cached, and what the decode found out on the way."""
+
+    summary: DataFrame  # segment / quarantine / transaction rows (fragments too with dumps)
+    records: DataFrame  # __transaction_state records (reduced unless other inputs hold them too)
+    times: dict[str, int | None]  # the newest broker-written time per source (txnlog.as_of)
+    fragments: bool  # summary holds fragments still to merge (kafka-dump-log.sh input)
+    records_reduced: bool
+    txn_state_read: frozenset[int]  # the __transaction_state partitions the input holds
+
+
+def decode(
+    spark: SparkSession, inputs: Inputs, *, check_crc: bool, kafka: dict[str, Any], scratch: str, cache: Cache
+) -> Decoded:
+    """Read every input with the Data Sources (one action decodes and caches them all)."""
 
     from txnlog import as_of as as_of_rule
-    from txnlog import delta
-    from txnlog.spark.session import get_session, temporary_conf
+
+    shared = bool(inputs.dump_files or inputs.live)  # other inputs may hold the same partitions
+    summary, records = _log_dir_sources(spark, inputs.inventory, check_crc, scratch, shared, bool(inputs.dump_files))
+    summary, records = _other_inputs(spark, inputs, summary, records, kafka)
+    summary, records = cache(summary), cache(records)
+    with job_description(spark, "txnlog: decode"):
+        # One action decodes (and caches) every input: the __transaction_state tasks fill the cores
+        # while the last big segments are still being walked. It returns the broker-written times.
+        times = as_of_rule.broker_times(summary, records)
+    read = set(inputs.inventory.txn_state_partitions)
+    if shared:  # a handful of ids: which __transaction_state partitions the other inputs held
+        read |= {r[0] for r in records.select("coordinator_partition").distinct().collect()}
+    # The decode keeps one Spark partition per input partition; what follows reads a few rows per
+    # segment and producer, so its scans are coalesced to one partition per core (RESULTS.md E2).
+    downstream = max(2, spark.sparkContext.defaultParallelism)
+    return Decoded(
+        summary.coalesce(downstream),
+        records.coalesce(downstream),
+        times,
+        fragments=bool(inputs.dump_files),
+        records_reduced=not shared,
+        txn_state_read=frozenset(read),
+    )
+
+
+def _log_dir_sources(
+    spark: SparkSession, inv: Inventory, check_crc: bool, scratch: str, shared: bool, dumps: bool
+) -> tuple[DataFrame, DataFrame]:
+    """The copied log dirs' Data Sources: segment summaries and transactions, coordinator records."""
+    from pyspark.sql import functions as F
+
     from txnlog.spark.sources import (
         SEGMENTS_SOURCE,
         TXN_STATE_SOURCE,
@@ -147,209 +315,271 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
         register_sources,
     )
 
-    t0 = time.monotonic()
-    started_at = datetime.now(UTC)
-    run_id = uuid.uuid4().hex[:12]
-    logs = list(config.logs)
-    if not logs and not config.dump_log and not config.bootstrap_servers:
-        from txnlog.sample import sample_logs
-
-        logs = [sample_logs(progress=progress)]
-        progress(f"no input given: using the embedded sample cluster at {logs[0]}")
-    inventory = check_inputs(logs) if logs else Inventory()
-    dump_files: list[str] = []
-    if config.dump_log:
-        from txnlog.spark.dump_log import dump_arg_path, list_dump_files
-
-        missing = [p for p in config.dump_log if not os.path.exists(dump_arg_path(p))]
-        if missing:
-            raise UsageError(
-                f"--dump-log {missing[0]}: no such file or directory; "
-                "give kafka-dump-log.sh output files or a directory of them"
-            )
-        dump_files = list_dump_files(list(config.dump_log))
-        if not dump_files:
-            raise UsageError(
-                f"--dump-log {', '.join(config.dump_log)}: no files found; "
-                "give kafka-dump-log.sh output files or a directory of them"
-            )
-    live = bool(config.bootstrap_servers) and not logs and not config.dump_log
-    bootstrap = config.bootstrap_servers or ""  # the live cluster whenever live is set
-    gib = inventory.total_bytes / 2**30
-    note = (
-        f"{len(inventory.segments)} segments and {len(inventory.snapshots)} snapshots of "
-        f"{len(inventory.data_partitions)} partitions, {len(inventory.txn_state_segments)} __transaction_state "
-        f"segments of {len(inventory.txn_state_partitions)}/{config.transaction_state_partitions} partitions "
-        f"on {len(inventory.brokers)} broker(s), {gib:.2f} GiB"
+    register_sources(spark)
+    common = {
+        "check_crc": str(check_crc).lower(),
+        "min_partitions": str(max(2, spark.sparkContext.defaultParallelism * 2)),
+    }
+    summary = (
+        spark.read.format(SEGMENTS_SOURCE)
+        .options(**common)
+        .option("files", files_option(list(inv.segments) + list(inv.snapshots)))
+        # whole partitions per task, merged into transactions there, unless dumps hold replicas too
+        .option("transactions", str(not dumps).lower())
+        .option("checkpoints", checkpoints_option(inv.checkpoints))
+        .option("stage", f"{scratch}/transactions")
+        .load()
+        .withColumn("input", F.lit(SOURCE_SEGMENTS))
     )
-    if dump_files:
-        note += f"; {len(dump_files)} kafka-dump-log.sh output file(s)"
-    if live:
-        from txnlog.live import check_cluster
+    records = (
+        spark.read.format(TXN_STATE_SOURCE)
+        .options(**common)
+        .option("files", files_option(list(inv.txn_state_segments)))
+        # reduced where decoded (txnlog.spark.coordinator), unless other inputs hold the same partitions
+        .option("reduce", str(not shared).lower())
+        .option("stage", f"{scratch}/coordinator_history")
+        .load()
+        .withColumn("input", F.lit(SOURCE_SEGMENTS))
+    )
+    return summary, records
 
-        check_cluster(bootstrap, dict(config.kafka))  # before Spark: one line if it cannot be read
-        note += f"; __transaction_state read live from {config.bootstrap_servers}"
-    progress(f"found {note}")
 
+def _other_inputs(
+    spark: SparkSession, inputs: Inputs, summary: DataFrame, records: DataFrame, kafka: dict[str, Any]
+) -> tuple[DataFrame, DataFrame]:
+    """``summary`` and ``records`` plus the kafka-dump-log.sh files' and the live cluster's rows."""
+    from pyspark.sql import functions as F
+
+    if inputs.dump_files:
+        from txnlog.spark.dump_log import read_dump_logs
+
+        frames = read_dump_logs(spark, list(inputs.dump_log))
+        summary = summary.unionByName(frames.summary.withColumn("input", F.lit(SOURCE_DUMP_LOG)))
+        dumped = frames.records.withColumn("input", F.lit(SOURCE_DUMP_LOG))
+        records = records.unionByName(dumped, allowMissingColumns=True)
+    if inputs.live:
+        from txnlog.spark.live_source import LiveTxnStateSource, live_options, register_live_source
+
+        register_live_source(spark)
+        live = spark.read.format(LiveTxnStateSource.name()).options(**live_options(inputs.live, kafka)).load()
+        records = records.unionByName(live.withColumn("input", F.lit(SOURCE_LIVE_LOG)), allowMissingColumns=True)
+    return summary, records
+
+
+# --- 3. resolve_as_of ------------------------------------------------------------------------------------
+
+
+def resolve_as_of(option: str | None, times: dict[str, int | None]) -> tuple[datetime, str]:
+    """(as_of, where it came from): ``--as-of``, else the newest time a broker's clock wrote (txnlog.as_of)."""
+    from txnlog import as_of as as_of_rule
+
+    return as_of_rule.choose(option, times)
+
+
+def _epoch_ms(moment: datetime) -> int:
+    return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+
+
+# --- 4. build_tables -------------------------------------------------------------------------------------
+
+
+def build_tables(
+    spark: SparkSession,
+    summary: DataFrame,
+    records: DataFrame,
+    thresholds: classify.Thresholds,
+    *,
+    scratch: str,
+    cache: Callable[[DataFrame], DataFrame] | list[DataFrame] | None = None,
+    checkpoints: Sequence[Checkpoint] = (),
+    fragments: bool = True,
+    records_reduced: bool = False,
+    as_of: datetime | None = None,
+    as_of_source: str = "",
+    cluster: str = "",
+) -> dict[str, Any]:
+    """Every output table (txnlog.spark.output): DataFrames, and ``transactions`` / ``coordinator_history``
+    as ``txnlog.spark.staged.StagedTable`` values (staged under ``scratch``, finished by the writer).
+
+    ``fragments``: ``summary`` may hold fragments still to merge into transactions; ``records_reduced``:
+    ``records`` were reduced where decoded (txnlog.spark.coordinator), else they are reduced here.
+    ``cluster`` is unused (the writer sets the run key); kept for callers of the earlier signature.
+    """
+    from pyspark.sql import functions as F
+
+    from txnlog.spark import output
+    from txnlog.spark import transforms as T
+
+    keep = _cache_function(cache)
+    if "input" not in summary.columns:  # callers that pass a source's output directly
+        summary = summary.withColumn("input", F.lit(SOURCE_SEGMENTS))
+    if "input" not in records.columns:
+        records = records.withColumn("input", F.lit(SOURCE_SEGMENTS))
+    it = output.intermediates(
+        spark, summary, records, as_of_ms=thresholds.as_of_ms, checkpoints=checkpoints, fragments=fragments,
+        records_reduced=records_reduced, scratch=scratch, cached=keep,
+    )  # fmt: skip
+    damage = T.damage_map(summary, records)
+    classified = keep(
+        T.classify_candidates(output.candidates(it, thresholds), thresholds, damage).filter(
+            F.col("verdict").isNotNull()
+        )
+    )
+    stuck = T.stuck_coordinator_records(it.state, it.input_partitions, thresholds)
+    quarantine = output.quarantine(summary, records)
+    if as_of is not None:  # client timestamps far past as_of: warning rows (kept as read, never "now")
+        quarantine = quarantine.unionByName(output.future_timestamps(summary, as_of, as_of_source))
+    return {
+        "transactions": output.transactions(spark, it, as_of_ms=thresholds.as_of_ms, scratch=scratch),
+        "findings": keep(output.findings(classified, stuck, thresholds.as_of_ms)),
+        "abort_recommendations": output.abort_recommendations(
+            classified, thresholds.bootstrap_servers or classify.BOOTSTRAP_PLACEHOLDER
+        ),
+        "partition_health": keep(output.partition_health(it, thresholds)),
+        "coordinator_state": output.coordinator_state(it),
+        "coordinator_history": output.coordinator_history(spark, scratch=scratch),
+        "quarantine": quarantine,
+    }
+
+
+def _cache_function(
+    cache: Callable[[DataFrame], DataFrame] | list[DataFrame] | None,
+) -> Callable[[DataFrame], DataFrame]:
+    if callable(cache):
+        return cache
+    frames = [] if cache is None else cache
+
+    def keep(df: DataFrame) -> DataFrame:
+        from pyspark import StorageLevel
+
+        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        frames.append(df)
+        return df
+
+    return keep
+
+
+# --- 5. verify_live ---------------------------------------------------------------------------------------
+
+
+def verify_live(
+    spark: SparkSession,
+    tables: dict[str, Any],
+    config: Config,
+    *,
+    progress: Progress = stderr_progress,
+) -> dict[str, Any]:
+    """``tables`` plus :func:`txnlog.live_tables.live_rows` for the offline findings' partitions and
+    ``config.topics`` (rows with source = live). Live state is the present, so live ages use the wall clock."""
+    from pyspark.sql import functions as F
+
+    from txnlog.live_tables import live_rows
+    from txnlog.spark.output import project
+    from txnlog.spark.schemas import spark_schema
+
+    findings = tables["findings"].filter(F.col("topic").isNotNull()).select("topic", "partition").distinct().collect()
+    partitions = sorted((r["topic"], int(r["partition"])) for r in findings)
+    progress(
+        f"verify-live: asking {config.bootstrap_servers} about {len(partitions)} finding partition(s)"
+        + (f" and topics {', '.join(config.topics)}" if config.topics else "")
+    )
+    rows = live_rows(config, partitions, as_of_ms=int(time.time() * 1000), cluster=config.cluster, progress=progress)
+    out = dict(tables)
+    for name, table in rows.items():
+        if table.num_rows:
+            out[name] = out[name].unionByName(
+                project(spark.createDataFrame(table.to_pylist(), spark_schema(name)), name)
+            )
+    return out
+
+
+# --- 6. write, 7. summarize ----------------------------------------------------------------------------------
+
+
+def write(spark: SparkSession, tables: dict[str, Any], config: Config, as_of: datetime) -> dict[str, int]:
+    """Every table to its Delta table under ``config.output``: the run's rows (``config.cluster``, ``as_of``)
+    replaced, one commit per table, with the configured writer."""
+    from txnlog import delta
+
+    counts: dict[str, int] = {}
+    for name, table in tables.items():
+        with job_description(spark, f"txnlog: write {name}"):
+            counts.update(
+                delta.write_tables(
+                    spark, config.output, {name: table}, cluster=config.cluster, as_of=as_of, writer=config.delta_writer
+                )
+            )
+    return counts
+
+
+def summarize(
+    spark: SparkSession, tables: dict[str, Any], counts: dict[str, int], *, run: RunResult
+) -> tuple[RunResult, int]:
+    """The run's result for the console (verdict counts, the worst partitions) and its late partitions."""
+    from pyspark.sql import functions as F
+
+    with job_description(spark, "txnlog: summary"):
+        findings, health = tables["findings"], tables["partition_health"]
+        verdicts = findings.groupBy("verdict", "reason").count().orderBy("verdict", F.desc("count")).collect()
+        worst = (
+            health.filter(F.col("open_transactions") > 0)
+            .orderBy(F.desc("lso_lag"))
+            .limit(5)
+            .select("topic", "partition", "lso_lag", "open_transactions", "max_open_ms")
+            .collect()
+        )
+        late_partitions = health.filter(F.col("has_late_transaction")).count()
+    run.counts = dict(counts)
+    run.verdicts = [(r["verdict"], r["reason"], r["count"]) for r in verdicts]
+    run.worst_partitions = [r.asDict() for r in worst]
+    return run, late_partitions
+
+
+# --- the job ----------------------------------------------------------------------------------------------
+
+
+def run(config: Config, *, spark: SparkSession | None = None, progress: Progress = stderr_progress) -> RunResult:
+    """Run the whole job for ``config`` (a ``txnlog.config.Config``) and write the Delta tables."""
+    from txnlog.spark.session import get_session
+
+    t0, started_at, run_id = time.monotonic(), datetime.now(UTC), uuid.uuid4().hex[:12]
+    inputs = plan_inputs(config, progress)
     spark = spark or get_session("txnlog", conf=dict(config.spark))
-    # Settings for this run only (a notebook's session gets its own back afterwards); one the user
-    # set explicitly wins.
-    run_conf = {k: v for k, v in RUN_CONF.items() if spark.conf.get(k, None) is None}
-    # every transaction is staged under the output by the tasks that rebuild it (txnlog.spark.staged)
-    with delta.scratch(config.output, run_id) as scratch, temporary_conf(spark, run_conf):
-        register_sources(spark)
-        check_crc = "true" if config.check_crc else "false"
-        parallelism = max(2, spark.sparkContext.defaultParallelism * 2)
-        summary = (
-            spark.read.format(SEGMENTS_SOURCE)
-            .option("files", files_option(list(inventory.segments) + list(inventory.snapshots)))
-            .option("check_crc", check_crc)
-            .option("min_partitions", str(parallelism))
-            # whole partitions per task, merged into transactions there, unless dumps hold replicas too
-            .option("transactions", "false" if config.dump_log else "true")
-            .option("checkpoints", checkpoints_option(inventory.checkpoints))
-            .option("stage", f"{scratch}/transactions")
-            .load()
-            .withColumn("input", F.lit(SOURCE_SEGMENTS))
+    with run_scope(spark, config.output, run_id) as (scratch, cache):
+        progress(f"decoding {_file_count(inputs)} files in Spark")
+        decoded = decode(
+            spark, inputs, check_crc=config.check_crc, kafka=dict(config.kafka), scratch=scratch, cache=cache
         )
-        records = (
-            spark.read.format(TXN_STATE_SOURCE)
-            .option("files", files_option(list(inventory.txn_state_segments)))
-            .option("check_crc", check_crc)
-            .option("min_partitions", str(parallelism))
-            # reduced where decoded (txnlog.spark.coordinator), unless other inputs hold the same partitions
-            .option("reduce", "false" if (dump_files or live) else "true")
-            .option("stage", f"{scratch}/coordinator_history")
-            .load()
-            .withColumn("input", F.lit(SOURCE_SEGMENTS))
-        )
-        if dump_files:
-            from txnlog.spark.dump_log import read_dump_logs
-
-            frames = read_dump_logs(spark, list(config.dump_log))
-            summary = summary.unionByName(frames.summary.withColumn("input", F.lit(SOURCE_DUMP_LOG)))
-            records = records.unionByName(
-                frames.records.withColumn("input", F.lit(SOURCE_DUMP_LOG)), allowMissingColumns=True
-            )
-        if live:
-            from txnlog.spark.live_source import LiveTxnStateSource, live_options, register_live_source
-
-            register_live_source(spark)
-            live_df = (
-                spark.read.format(LiveTxnStateSource.name())
-                .options(**live_options(bootstrap, dict(config.kafka)))
-                .load()
-            )
-            records = records.unionByName(live_df.withColumn("input", F.lit(SOURCE_LIVE_LOG)), allowMissingColumns=True)
-        summary = summary.persist(StorageLevel.MEMORY_AND_DISK)
-        records = records.persist(StorageLevel.MEMORY_AND_DISK)
-        cached: list[Any] = [summary, records]
-        n_files = (
-            len(inventory.segments) + len(inventory.snapshots) + len(inventory.txn_state_segments) + len(dump_files)
-        )
-        progress(f"decoding {n_files} files in Spark")
-        with job_description(spark, "txnlog: decode"):
-            # One action decodes (and caches) both inputs: the __transaction_state tasks fill the cores
-            # while the last big segments are still being walked. It returns the broker-written times.
-            times = as_of_rule.broker_times(summary, records)
-        # The decode is done and cached, but it keeps one Spark partition per input partition (a 256 MiB
-        # segment alone, small files packed): 30 at 4 GiB. What follows reads a few rows per segment and
-        # producer, and every stage that scanned those partitions would cost a task each, a cost that
-        # grew with the input (benchmarks/RESULTS.md E2). The cached blocks stay as they are; only the
-        # scans after the decode are coalesced, to one partition per core.
-        downstream = max(2, spark.sparkContext.defaultParallelism)
-        summary, records = summary.coalesce(downstream), records.coalesce(downstream)
-        as_of, as_of_source = as_of_rule.choose(config.as_of, times)  # never a client's clock (txnlog.as_of)
-        as_of_ms = (as_of - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+        as_of, as_of_source = resolve_as_of(config.as_of, decoded.times)
         progress(f"decoded in {time.monotonic() - t0:.1f} s; as_of = {as_of.isoformat()} ({as_of_source})")
-
-        txn_state_read = set(inventory.txn_state_partitions)
-        if dump_files or live:  # a handful of ids: which __transaction_state partitions the other inputs held
-            txn_state_read |= {r[0] for r in records.select("coordinator_partition").distinct().collect()}
-        all_partitions_read = live or len(txn_state_read) >= config.transaction_state_partitions
         thresholds = classify.Thresholds(
-            as_of_ms=as_of_ms,
+            as_of_ms=_epoch_ms(as_of),
             max_transaction_timeout_ms=config.max_transaction_timeout_ms,
-            all_txn_state_partitions_read=all_partitions_read,
+            all_txn_state_partitions_read=bool(inputs.live)
+            or len(decoded.txn_state_read) >= config.transaction_state_partitions,
             bootstrap_servers=config.bootstrap_servers,
         )
         tables = build_tables(
-            spark,
-            summary,
-            records,
-            thresholds,
-            cluster=config.cluster,
-            as_of=as_of,
-            cache=cached,
-            checkpoints=inventory.checkpoints,
-            fragments=bool(dump_files),
-            scratch=scratch,
-            records_reduced=not (dump_files or live),
-        )
-        # client timestamps far past as_of: warning rows (kept as read, never "now")
-        tables["quarantine"] = tables["quarantine"].unionByName(
-            as_of_rule.future_timestamps(summary, as_of, as_of_source, cluster=config.cluster)
-        )
-        if getattr(config, "verify_live", False):
-            tables = add_live_rows(spark, tables, config, as_of=as_of, progress=progress)
-        for name in ("findings", "partition_health"):  # read again for the printed summary
-            tables[name] = tables[name].persist(StorageLevel.MEMORY_AND_DISK)
-            cached.append(tables[name])
-
-        counts: dict[str, int] = {}
-        for name, table in tables.items():
-            with job_description(spark, f"txnlog: write {name}"):
-                counts.update(
-                    delta.write_tables(
-                        spark,
-                        config.output,
-                        {name: table},
-                        cluster=config.cluster,
-                        as_of=as_of,
-                        writer=config.delta_writer,
-                    )
-                )
-        with job_description(spark, "txnlog: summary"):
-            verdict_rows = (
-                tables["findings"].groupBy("verdict", "reason").count().orderBy("verdict", F.desc("count")).collect()
-            )
-            worst = (
-                tables["partition_health"]
-                .filter(F.col("open_transactions") > 0)
-                .orderBy(F.desc("lso_lag"))
-                .limit(5)
-                .select("topic", "partition", "lso_lag", "open_transactions", "max_open_ms")
-                .collect()
-            )
-            late_partitions = tables["partition_health"].filter(F.col("has_late_transaction")).count()
-        result = RunResult(
-            run_id=run_id,
-            cluster=config.cluster,
-            as_of=as_of,
-            output=config.output,
-            counts=dict(counts),
-            verdicts=[(r["verdict"], r["reason"], r["count"]) for r in verdict_rows],
-            worst_partitions=[r.asDict() for r in worst],
-            inputs=logs + list(config.dump_log) + ([f"kafka://{config.bootstrap_servers}"] if live else []),
-            inventory_note=note,
-            as_of_source=as_of_source,
-        )
+            spark, decoded.summary, decoded.records, thresholds, scratch=scratch, cache=cache,
+            checkpoints=inputs.inventory.checkpoints, fragments=decoded.fragments,
+            records_reduced=decoded.records_reduced, as_of=as_of, as_of_source=as_of_source,
+        )  # fmt: skip
+        if config.verify_live:
+            tables = verify_live(spark, tables, config, progress=progress)
+        counts = write(spark, tables, config, as_of)
+        result = RunResult(run_id, config.cluster, as_of, config.output, counts, inputs=inputs.names)
+        result.inventory_note, result.as_of_source = inputs.note, as_of_source
+        result, late_partitions = summarize(spark, tables, counts, run=result)
         result.seconds = time.monotonic() - t0
-        runs_row = _runs_table(result, started_at, late_partitions, config)
-        counts.update(
-            delta.write_tables(
-                spark,
-                config.output,
-                {"runs": runs_row},
-                cluster=config.cluster,
-                as_of=as_of,
-                writer=config.delta_writer,
-            )
+        result.counts.update(
+            write(spark, {"runs": _runs_table(result, started_at, late_partitions, config)}, config, as_of)
         )
-        result.counts = dict(counts)
-        for df in cached:
-            df.unpersist()
         return result
+
+
+def _file_count(inputs: Inputs) -> int:
+    inv = inputs.inventory
+    return len(inv.segments) + len(inv.snapshots) + len(inv.txn_state_segments) + len(inputs.dump_files)
 
 
 def warm_decoders(progress: Progress | None = None) -> None:
@@ -389,46 +619,6 @@ def warm_decoders(progress: Progress | None = None) -> None:
     jit.mark_warm(fingerprint)
     if progress:
         progress(f"decoders compiled and cached in {jit.cache_dir()}")
-
-
-# --- verify_live (issue #4): live rows, source = "live", unioned into the offline tables ---------------
-
-
-def add_live_rows(
-    spark: SparkSession,
-    tables: dict[str, DataFrame],
-    config: Config,
-    *,
-    as_of: datetime,
-    progress: Progress = stderr_progress,
-) -> dict[str, DataFrame]:
-    """``tables`` plus :func:`txnlog.live_tables.live_rows` for the offline findings' partitions and
-    ``config.topics``. Live state is the present, so live ages use the wall clock; the rows carry
-    the run's key (cluster, as_of) like every other row."""
-    from pyspark.sql import functions as F
-
-    from txnlog.live_tables import live_rows
-    from txnlog.spark.schemas import spark_schema
-
-    if not config.bootstrap_servers:
-        raise UsageError(
-            "--verify-live: needs --bootstrap-servers (the live cluster to check); give it or drop --verify-live"
-        )
-    findings = tables["findings"].filter(F.col("topic").isNotNull()).select("topic", "partition").distinct().collect()
-    partitions = sorted((r["topic"], int(r["partition"])) for r in findings)
-    progress(
-        f"verify-live: asking {config.bootstrap_servers} about {len(partitions)} finding partition(s)"
-        + (f" and topics {', '.join(config.topics)}" if config.topics else "")
-    )
-    rows = live_rows(config, partitions, as_of_ms=int(time.time() * 1000), cluster=config.cluster, progress=progress)
-    out = dict(tables)
-    for name, table in rows.items():
-        if table.num_rows == 0:
-            continue
-        df = spark.createDataFrame(table.to_pylist(), schema=spark_schema(name))
-        df = df.withColumn("cluster", F.lit(config.cluster)).withColumn("as_of", F.lit(as_of).cast("timestamp"))
-        out[name] = out[name].unionByName(df.select(*out[name].columns))
-    return out
 
 
 def _runs_table(result: RunResult, started_at: datetime, late_partitions: int, config: Any):  # -> pa.Table
@@ -482,330 +672,3 @@ def job_description(spark: SparkSession, text: str) -> Iterator[None]:
         yield
     finally:
         sc.setLocalProperty("spark.job.description", previous)
-
-
-def _cached(df: DataFrame, cache: list[DataFrame]) -> DataFrame:
-    from pyspark import StorageLevel
-
-    df = df.persist(StorageLevel.MEMORY_AND_DISK)
-    cache.append(df)
-    return df
-
-
-def build_tables(
-    spark: SparkSession,
-    summary: DataFrame,
-    records: DataFrame,
-    thresholds: classify.Thresholds,
-    *,
-    cluster: str,
-    as_of: datetime,
-    cache: list[DataFrame] | None = None,
-    checkpoints: Sequence[Checkpoint] = (),
-    fragments: bool = True,
-    scratch: str,
-    records_reduced: bool = False,
-) -> dict[str, Any]:
-    """All output tables as DataFrames (contract columns), from the sources' outputs.
-
-    ``fragments``: ``summary`` may hold fragment rows (run/marker/snapshot) whose partitions are still
-    to be merged into transactions; false when every partition arrived as transaction rows.
-    ``records_reduced``: ``records`` were reduced where they were decoded (txnlog.spark.coordinator),
-    else they are reduced here. ``scratch``: the run's directory where every transaction and every
-    coordinator record is (or was) staged; ``transactions`` and ``coordinator_history`` are returned as
-    ``txnlog.spark.staged.StagedTable`` values, the other tables as DataFrames.
-    DataFrames persisted on the way are appended to ``cache`` (unpersist them when done).
-    """
-    cache = [] if cache is None else cache
-    from pyspark.sql import functions as F
-
-    from txnlog.spark import transforms as T
-
-    as_of_ms = thresholds.as_of_ms
-    keys = [F.lit(cluster).alias("cluster"), F.lit(as_of).cast("timestamp").alias("as_of")]
-    # which input each row came from ("source" in the tables); callers that pass a source's output directly
-    # get "segments"
-    if "input" not in summary.columns:
-        summary = summary.withColumn("input", F.lit(SOURCE_SEGMENTS))
-    if "input" not in records.columns:
-        records = records.withColumn("input", F.lit(SOURCE_SEGMENTS))
-
-    # Small intermediates that several output tables read are cached, so that each table's write
-    # plans and runs only its own last steps (every shuffle costs a Spark job of its own).
-    checkpoint_rows = None
-    if checkpoints:  # a few rows per partition, read on the driver by discover()
-        checkpoint_rows = spark.createDataFrame(
-            [
-                (
-                    c.broker,
-                    c.topic,
-                    c.partition,
-                    c.high_watermark,
-                    c.log_start_offset,
-                    c.recovery_point,
-                    c.clean_shutdown,
-                )
-                for c in checkpoints
-            ],
-            schema=T.CHECKPOINT_SCHEMA,
-        )
-    from txnlog.spark.staged import OWNERS_SCHEMA, SOURCES_SCHEMA, Finish, FinishHistory, StagedTable
-    from txnlog.spark.transactions import checkpoints_of
-
-    stats = _cached(T.with_checkpoints(T.replica_stats(summary), checkpoint_rows), cache)
-    # read twice by with_lso: the open ones, and all of them
-    txns = _cached(
-        T.partition_transactions(
-            summary, checkpoints_of(checkpoints or ()), fragments=fragments, stage=f"{scratch}/transactions"
-        ),
-        cache,
-    )
-    pstats = _cached(T.partition_stats(stats), cache)
-    txns, health = T.with_lso(txns, pstats, as_of_ms)
-    health = _cached(health, cache)
-
-    if not records_reduced:
-        records = T.reduced_records(records, f"{scratch}/coordinator_history")
-    history = _cached(T.coordinator_history(records), cache)
-    state = T.coordinator_state(history)
-    owners = T.producer_owners(state)
-    seen_under = T.history_owners(history)
-
-    txns = txns.join(seen_under, txns.producer_id == seen_under.pid, "left").drop("pid")
-    txns = txns.join(owners, txns.producer_id == owners.pid, "left").drop("pid")
-    txns = txns.withColumn(
-        "transactional_id_resolved", F.coalesce(F.col("transactional_id"), F.col("history_transactional_id"))
-    )
-    # small intermediates that several output tables read: compute them once
-    txns = _cached(txns, cache)
-    state = _cached(state, cache)
-
-    # every transaction, for the transactions table: staged by the tasks that rebuilt them, finished in
-    # Python tasks with what only the whole run knows (as_of, the coordinator's owners, the inputs)
-    owner_ids = (
-        owners.select("pid", "transactional_id")
-        .join(seen_under, "pid", "full")
-        .select(
-            F.col("pid").cast("long").alias("producer_id"),
-            F.coalesce("transactional_id", "history_transactional_id").alias("transactional_id"),
-        )
-        .filter(F.col("transactional_id").isNotNull())
-    )
-    transactions = StagedTable(
-        spark,
-        f"{scratch}/transactions",
-        Finish(
-            as_of_ms=as_of_ms,
-            owners=owner_ids.toArrow().cast(OWNERS_SCHEMA),
-            sources=health.select("topic", "partition", "source").toArrow().cast(SOURCES_SCHEMA),
-        ),
-    )
-    first_ms = F.coalesce("first_timestamp_ms", "last_timestamp_ms")
-
-    idle = F.lit(as_of_ms) - F.col("last_timestamp_ms")
-    candidates = txns.filter((F.size("open_replicas") > 0) & (idle > thresholds.max_transaction_timeout_ms)).select(
-        "topic",
-        "partition",
-        "producer_id",
-        "producer_epoch",
-        F.col("first_offset").alias("start_offset"),
-        "last_offset",
-        "batch_count",
-        "first_timestamp_ms",
-        "last_timestamp_ms",
-        (F.lit(as_of_ms) - first_ms).alias("open_ms"),
-        idle.alias("idle_ms"),
-        "lso_lag",
-        "replicas",
-        "open_replicas",
-        F.coalesce("started_before_log_start", F.lit(False)).alias("started_before_log_start"),
-        "prev_marker_offset",
-        "prev_marker_type",
-        "prev_marker_epoch",
-        # the coordinator epoch of this producer's last marker on the partition, else the snapshot's: what
-        # the broker's producer state holds and fences WriteTxnMarkers with (ProducerAppendInfo.appendEndTxnMarker)
-        F.coalesce("prev_coordinator_epoch", "snapshot_coordinator_epoch", F.lit(-1)).alias("last_coordinator_epoch"),
-        "diverged",
-        "behind_replicas",
-        "snapshot_offset",
-        "log_start_offset",
-        "checkpoint_note",
-        F.coalesce("owner_match", F.lit(classify.OWNER_NONE)).alias("owner_match"),
-        "transactional_id",
-        "history_transactional_id",
-        "owner_state",
-        "owner_partitions",
-        "owner_timeout_ms",
-        "owner_txn_start_ms",
-        "owner_last_update_ms",
-        "owner_coordinator_partition",
-        "owner_coordinator_epoch",
-        "owner_producer_id",
-        "source",
-    )
-    damage = T.damage_map(summary, records)
-    classified = _cached(
-        T.classify_candidates(candidates, thresholds, damage).filter(F.col("verdict").isNotNull()), cache
-    )
-    ce = F.greatest(F.col("last_coordinator_epoch"), F.lit(0))
-
-    findings = classified.select(
-        *keys,
-        "topic",
-        "partition",
-        "producer_id",
-        "producer_epoch",
-        "start_offset",
-        T.ts("first_timestamp_ms").alias("first_timestamp"),
-        T.ts("last_timestamp_ms").alias("last_timestamp"),
-        "open_ms",
-        "idle_ms",
-        "lso_lag",
-        "verdict",
-        "reason",
-        "transactional_id",
-        F.col("owner_state").alias("coordinator_state"),
-        F.col("owner_coordinator_partition").alias("coordinator_partition"),
-        # the same epoch the abort recommendation's legacy command carries (issue 5 rule 9)
-        ce.alias("coordinator_epoch"),
-        "evidence",
-        "advice",
-        "replicas",
-        "open_replicas",
-        "started_before_log_start",
-        "source",
-    )
-    # stuck coordinator records whose partitions are not in the input
-    input_tps = pstats.select(F.concat_ws("-", "topic", F.col("partition").cast("string")).alias("tp_name"))
-    stuck = T.stuck_coordinator_records(state, input_tps, thresholds)
-    since = F.greatest("txn_start_ms", "last_update_ms")
-    stuck_findings = stuck.select(
-        *keys,
-        F.lit(None).cast("string").alias("topic"),
-        F.lit(None).cast("int").alias("partition"),
-        "producer_id",
-        "producer_epoch",
-        F.lit(None).cast("long").alias("start_offset"),
-        T.ts("txn_start_ms").alias("first_timestamp"),
-        T.ts("last_update_ms").alias("last_timestamp"),
-        (F.lit(as_of_ms) - F.col("txn_start_ms")).alias("open_ms"),
-        (F.lit(as_of_ms) - since).alias("idle_ms"),
-        F.lit(None).cast("long").alias("lso_lag"),
-        F.lit(classify.LATE).alias("verdict"),
-        F.lit(classify.COORDINATOR_STUCK).alias("reason"),
-        "transactional_id",
-        F.col("state").alias("coordinator_state"),
-        "coordinator_partition",
-        "coordinator_epoch",
-        "evidence",
-        "advice",
-        F.lit(None).cast("array<string>").alias("replicas"),
-        F.lit(None).cast("array<string>").alias("open_replicas"),
-        F.lit(False).alias("started_before_log_start"),
-        "source",
-    )
-    findings = findings.unionByName(stuck_findings)
-
-    bootstrap = thresholds.bootstrap_servers or classify.BOOTSTRAP_PLACEHOLDER
-    recommendations = classified.filter(F.col("verdict") == classify.HANGING).select(
-        *keys,
-        "topic",
-        "partition",
-        "start_offset",
-        "producer_id",
-        "producer_epoch",
-        ce.alias("coordinator_epoch"),
-        "transactional_id",
-        "reason",
-        "safety",
-        F.format_string(
-            "kafka-transactions.sh --bootstrap-server %s abort --topic %s --partition %d --start-offset %d",
-            F.lit(bootstrap),
-            "topic",
-            "partition",
-            "start_offset",
-        ).alias("command"),
-        F.format_string(
-            "kafka-transactions.sh --bootstrap-server %s abort --topic %s --partition %d --producer-id %d "
-            "--producer-epoch %d --coordinator-epoch %d",
-            F.lit(bootstrap),
-            "topic",
-            "partition",
-            "producer_id",
-            "producer_epoch",
-            ce,
-        ).alias("legacy_command"),
-        "source",
-    )
-
-    late_ms = thresholds.max_transaction_timeout_ms + classify.LATE_TRANSACTION_BUFFER_MS
-    has_late = F.coalesce(F.col("oldest_idle_ms") > late_ms, F.lit(False))
-    partition_health = health.select(
-        *keys,
-        "topic",
-        "partition",
-        "log_start_offset",
-        "log_end_offset",
-        "high_watermark",
-        "last_stable_offset",
-        "lso_lag",
-        "open_transactions",
-        F.col("max_open_ms"),
-        has_late.alias("has_late_transaction"),
-        F.when(has_late, T.ts("oldest_first_ms")).alias("stuck_since"),
-        "replicas",
-        "batch_count",
-        T.ts("max_timestamp_ms").alias("max_timestamp"),
-        "source",
-    )
-
-    coordinator_state = state.select(
-        *keys,
-        "transactional_id",
-        "producer_id",
-        "producer_epoch",
-        "state",
-        "timeout_ms",
-        "partitions",
-        T.ts("txn_start_timestamp").alias("txn_start_timestamp"),
-        T.ts("last_update_timestamp").alias("last_update_timestamp"),
-        "coordinator_partition",
-        "coordinator_epoch",
-        "previous_producer_id",
-        "next_producer_id",
-        "client_transaction_version",
-        "is_tombstoned",
-        "next_producer_epoch",
-        "record_offset",
-        "transitions",
-        "source",
-    )
-    # every record once, staged by the tasks that decoded (or reduced) them (txnlog.spark.coordinator)
-    coordinator_history = StagedTable(spark, f"{scratch}/coordinator_history", FinishHistory(), "coordinator_history")
-    q_cols = ["file", "position", "length", "reason", "detail", "topic", "partition"]
-    quarantine = (
-        summary.filter(F.col("kind") == "quarantine")
-        .select(*keys, *q_cols, F.col("broker").alias("replica"))
-        .unionByName(
-            records.filter(F.col("kind") == "quarantine").select(
-                *keys,
-                "file",
-                "position",
-                "length",
-                "reason",
-                "detail",
-                F.lit("__transaction_state").alias("topic"),
-                F.col("coordinator_partition").alias("partition"),
-                F.col("broker").alias("replica"),
-            )
-        )
-    )
-    return {
-        "transactions": transactions,
-        "findings": findings,
-        "abort_recommendations": recommendations,
-        "partition_health": partition_health,
-        "coordinator_state": coordinator_state,
-        "coordinator_history": coordinator_history,
-        "quarantine": quarantine,
-    }

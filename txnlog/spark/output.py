@@ -1,0 +1,301 @@
+"""The output tables, one function each, projected by the contract in ``txnlog.tables``.
+
+Each function derives the columns whose names or values differ from its inputs (timestamps from
+epoch ms, renamed owner fields, verdict commands) and lets :func:`project` take the contract's
+columns, in the contract's order, from what it has: no column list here repeats the contract. The
+run key (``cluster``, ``as_of``) is set by the Delta writer (``txnlog.delta``). Inputs are the
+intermediates of :class:`Intermediates`, computed once per run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from txnlog import classify
+from txnlog import tables as contract
+from txnlog.spark import transforms as T
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from pyspark.sql import SparkSession
+
+    from txnlog.logdirs import Checkpoint
+    from txnlog.spark.staged import StagedTable
+
+
+def project(df: DataFrame, table: str) -> DataFrame:
+    """The contract's columns of ``table`` (but the run key), in its order, from ``df``."""
+    schema = contract.TABLES[table]
+    return df.select(*[f.name for f in schema if f.name not in ("cluster", "as_of")])
+
+
+@dataclass(frozen=True)
+class Intermediates:
+    """What several tables read, computed (and cached) once per run."""
+
+    txns: DataFrame  # the transactions the verdicts need, with LSO lag and owners
+    health: DataFrame  # partition health, ms
+    input_partitions: DataFrame  # the data partitions read ("topic-n")
+    history: DataFrame  # __transaction_state records the verdicts need (txnlog.spark.coordinator)
+    state: DataFrame  # coordinator state per transactional.id
+    owner_ids: DataFrame  # producer_id → transactional.id (current owner, else the history's)
+
+
+def intermediates(
+    spark: SparkSession,
+    summary: DataFrame,
+    records: DataFrame,
+    *,
+    as_of_ms: int,
+    checkpoints: Sequence[Checkpoint],
+    fragments: bool,
+    records_reduced: bool,
+    scratch: str,
+    cached: Callable[[DataFrame], DataFrame],
+) -> Intermediates:
+    from txnlog.spark.transactions import checkpoints_of
+
+    checkpoint_rows = None
+    if checkpoints:  # a few rows per partition, read on the driver by discover()
+        checkpoint_rows = spark.createDataFrame(
+            [
+                (
+                    c.broker,
+                    c.topic,
+                    c.partition,
+                    c.high_watermark,
+                    c.log_start_offset,
+                    c.recovery_point,
+                    c.clean_shutdown,
+                )
+                for c in checkpoints
+            ],
+            schema=T.CHECKPOINT_SCHEMA,
+        )
+    stats = cached(T.with_checkpoints(T.replica_stats(summary), checkpoint_rows))
+    stage = f"{scratch}/transactions"
+    txns = cached(T.partition_transactions(summary, checkpoints_of(checkpoints), fragments=fragments, stage=stage))
+    pstats = cached(T.partition_stats(stats))
+    txns, health = T.with_lso(txns, pstats, as_of_ms)
+    if not records_reduced:
+        records = T.reduced_records(records, f"{scratch}/coordinator_history")
+    history = cached(T.coordinator_history(records))
+    state = cached(T.coordinator_state(history))
+    owners = T.producer_owners(state)
+    seen_under = T.history_owners(history)
+    txns = txns.join(seen_under, txns.producer_id == seen_under.pid, "left").drop("pid")
+    txns = txns.join(owners, txns.producer_id == owners.pid, "left").drop("pid")
+    owner_ids = (
+        owners.select("pid", "transactional_id")
+        .join(seen_under, "pid", "full")
+        .select(
+            F.col("pid").cast("long").alias("producer_id"),
+            F.coalesce("transactional_id", "history_transactional_id").alias("transactional_id"),
+        )
+        .filter(F.col("transactional_id").isNotNull())
+    )
+    partitions = pstats.select(F.concat_ws("-", "topic", F.col("partition").cast("string")).alias("tp_name"))
+    return Intermediates(cached(txns), cached(health), partitions, history, state, owner_ids)
+
+
+def transactions(spark: SparkSession, it: Intermediates, *, as_of_ms: int, scratch: str) -> StagedTable:
+    """Every transaction: staged by the tasks that rebuilt them, finished in Python tasks with what only
+    the whole run knows (as_of, the coordinator's owners, the inputs; txnlog.spark.staged)."""
+    from txnlog.spark.staged import OWNERS_SCHEMA, SOURCES_SCHEMA, Finish, StagedTable
+
+    finish = Finish(
+        as_of_ms=as_of_ms,
+        owners=it.owner_ids.toArrow().cast(OWNERS_SCHEMA),
+        sources=it.health.select("topic", "partition", "source").toArrow().cast(SOURCES_SCHEMA),
+    )
+    return StagedTable(spark, f"{scratch}/transactions", finish)
+
+
+def coordinator_history(spark: SparkSession, *, scratch: str) -> StagedTable:
+    """Every ``__transaction_state`` record once, staged by the tasks that decoded or reduced them."""
+    from txnlog.spark.staged import FinishHistory, StagedTable
+
+    return StagedTable(spark, f"{scratch}/coordinator_history", FinishHistory(), "coordinator_history")
+
+
+def candidates(it: Intermediates, thresholds: classify.Thresholds) -> DataFrame:
+    """Transactions open on some replica and idle past the timeout, with all the evidence ``classify`` reads."""
+    as_of = F.lit(thresholds.as_of_ms)
+    idle = as_of - F.col("last_timestamp_ms")
+    open_idle = it.txns.filter((F.size("open_replicas") > 0) & (idle > thresholds.max_transaction_timeout_ms))
+    return open_idle.withColumns(
+        {
+            "start_offset": F.col("first_offset"),
+            "open_ms": as_of - F.coalesce("first_timestamp_ms", "last_timestamp_ms"),
+            "idle_ms": idle,
+            "started_before_log_start": F.coalesce("started_before_log_start", F.lit(False)),
+            # the coordinator epoch of this producer's last marker on the partition, else the snapshot's: what
+            # the broker's producer state holds and fences WriteTxnMarkers with (ProducerAppendInfo.appendEndTxnMarker)
+            "last_coordinator_epoch": F.coalesce("prev_coordinator_epoch", "snapshot_coordinator_epoch", F.lit(-1)),
+            "owner_match": F.coalesce("owner_match", F.lit(classify.OWNER_NONE)),
+        }
+    ).select(*CANDIDATE_COLUMNS)
+
+
+#: what classify.verdicts / evidence_and_advice read of a candidate (its Arrow batches)
+CANDIDATE_COLUMNS = (
+    "topic",
+    "partition",
+    "producer_id",
+    "producer_epoch",
+    "start_offset",
+    "last_offset",
+    "batch_count",
+    "first_timestamp_ms",
+    "last_timestamp_ms",
+    "open_ms",
+    "idle_ms",
+    "lso_lag",
+    "replicas",
+    "open_replicas",
+    "started_before_log_start",
+    "prev_marker_offset",
+    "prev_marker_type",
+    "prev_marker_epoch",
+    "last_coordinator_epoch",
+    "diverged",
+    "behind_replicas",
+    "snapshot_offset",
+    "log_start_offset",
+    "checkpoint_note",
+    "owner_match",
+    "transactional_id",
+    "history_transactional_id",
+    "owner_state",
+    "owner_partitions",
+    "owner_timeout_ms",
+    "owner_txn_start_ms",
+    "owner_last_update_ms",
+    "owner_coordinator_partition",
+    "owner_coordinator_epoch",
+    "owner_producer_id",
+    "source",
+)
+
+
+def _legacy_epoch() -> Column:
+    return F.greatest(F.col("last_coordinator_epoch"), F.lit(0))
+
+
+def findings(classified: DataFrame, stuck: DataFrame, as_of_ms: int) -> DataFrame:
+    """HANGING and LATE transactions of the data partitions, and stuck coordinator records whose
+    partitions are not in the input."""
+    data = classified.withColumns(
+        {
+            "first_timestamp": T.ts("first_timestamp_ms"),
+            "last_timestamp": T.ts("last_timestamp_ms"),
+            "coordinator_state": F.col("owner_state"),
+            "coordinator_partition": F.col("owner_coordinator_partition"),
+            # the same epoch the abort recommendation's legacy command carries (issue 5 rule 9)
+            "coordinator_epoch": _legacy_epoch(),
+        }
+    )
+    coordinator = stuck.withColumns(
+        {
+            "topic": F.lit(None).cast("string"),
+            "partition": F.lit(None).cast("int"),
+            "start_offset": F.lit(None).cast("long"),
+            "first_timestamp": T.ts("txn_start_ms"),
+            "last_timestamp": T.ts("last_update_ms"),
+            "open_ms": F.lit(as_of_ms) - F.col("txn_start_ms"),
+            "idle_ms": F.lit(as_of_ms) - F.greatest("txn_start_ms", "last_update_ms"),
+            "lso_lag": F.lit(None).cast("long"),
+            "verdict": F.lit(classify.LATE),
+            "reason": F.lit(classify.COORDINATOR_STUCK),
+            "coordinator_state": F.col("state"),
+            "replicas": F.lit(None).cast("array<string>"),
+            "open_replicas": F.lit(None).cast("array<string>"),
+            "started_before_log_start": F.lit(False),
+        }
+    )
+    return project(data, "findings").unionByName(project(coordinator, "findings"))
+
+
+def abort_recommendations(classified: DataFrame, bootstrap: str) -> DataFrame:
+    """One per HANGING transaction: the kafka-transactions.sh abort commands (KIP-664 and the legacy form)."""
+    hanging = classified.filter(F.col("verdict") == classify.HANGING)
+    return project(
+        hanging.withColumns(
+            {
+                "coordinator_epoch": _legacy_epoch(),
+                "command": F.format_string(
+                    "kafka-transactions.sh --bootstrap-server %s abort --topic %s --partition %d --start-offset %d",
+                    F.lit(bootstrap),
+                    "topic",
+                    "partition",
+                    "start_offset",
+                ),
+                "legacy_command": F.format_string(
+                    "kafka-transactions.sh --bootstrap-server %s abort --topic %s --partition %d --producer-id %d "
+                    "--producer-epoch %d --coordinator-epoch %d",
+                    F.lit(bootstrap),
+                    "topic",
+                    "partition",
+                    "producer_id",
+                    "producer_epoch",
+                    _legacy_epoch(),
+                ),
+            }
+        ),
+        "abort_recommendations",
+    )
+
+
+def partition_health(it: Intermediates, thresholds: classify.Thresholds) -> DataFrame:
+    """Per partition: offsets, the LSO and its lag, open transactions, whether one is late."""
+    late_ms = thresholds.max_transaction_timeout_ms + classify.LATE_TRANSACTION_BUFFER_MS
+    has_late = F.coalesce(F.col("oldest_idle_ms") > late_ms, F.lit(False))
+    return project(
+        it.health.withColumns(
+            {
+                "has_late_transaction": has_late,
+                "stuck_since": F.when(has_late, T.ts("oldest_first_ms")),
+                "max_timestamp": T.ts("max_timestamp_ms"),
+            }
+        ),
+        "partition_health",
+    )
+
+
+def coordinator_state(it: Intermediates) -> DataFrame:
+    """Per transactional.id: the coordinator's state as it loads it (newest record by offset)."""
+    return project(
+        it.state.withColumns(
+            {
+                "txn_start_timestamp": T.ts("txn_start_timestamp"),
+                "last_update_timestamp": T.ts("last_update_timestamp"),
+            }
+        ),
+        "coordinator_state",
+    )
+
+
+def quarantine(summary: DataFrame, records: DataFrame) -> DataFrame:
+    """Regions of the input that could not be read, by file and byte position (or dump file and line)."""
+    data = summary.filter(F.col("kind") == "quarantine").withColumn("replica", F.col("broker"))
+    coordinator = records.filter(F.col("kind") == "quarantine").withColumns(
+        {
+            "topic": F.lit("__transaction_state"),
+            "partition": F.col("coordinator_partition"),
+            "replica": F.col("broker"),
+        }
+    )
+    return project(data, "quarantine").unionByName(project(coordinator, "quarantine"))
+
+
+def future_timestamps(summary: DataFrame, as_of: datetime, as_of_source: str) -> DataFrame:
+    """Warning rows for segments whose client timestamps lie far past ``as_of`` (txnlog.as_of)."""
+    from txnlog import as_of as as_of_rule
+
+    return project(as_of_rule.future_timestamps(summary, as_of, as_of_source, cluster=""), "quarantine")
