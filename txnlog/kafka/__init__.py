@@ -6,6 +6,7 @@ Layers, bottom up (imports flow one way):
 * ``wire``: constants from Kafka's sources (shared/spec/kafka-formats.md);
 * ``errors``: DecodeError and QuarantineEntry — bad bytes are data (DESIGN.md §4a);
 * ``jit``, ``crc``, ``binary``, ``compression``: compiled primitives;
+* ``records``: the record frame inside a v2 batch, read by every per-record loop;
 * ``record_batch`` (segment walk, batch headers, control records), ``control``,
   ``txn_state`` (``__transaction_state``), ``producer_snapshot``, ``indexes``.
 

@@ -251,45 +251,29 @@ _TS_NAMES = {0: "CreateTime", 1: "LogAppendTime"}
 _CODEC_NAMES = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
-def _varint(buf: bytes, p: int) -> tuple[int, int]:
-    shift = 0
-    raw = 0
-    while True:
-        b = buf[p]
-        p += 1
-        raw |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-    return (raw >> 1) ^ -(raw & 1), p
-
-
 def _iter_v2_records(payload: bytes, count: int):
-    """(attrs, ts_delta, offset_delta, key, value, header_keys) of each record of a v2 batch."""
+    """(ts_delta, offset_delta, key, value, header_keys) of each record of a v2 batch's (uncompressed) records.
+
+    Stops at the first record whose frame is broken, as the real tool's iteration stops at
+    DefaultRecord.readFrom's exception: the records before it stand.
+    """
+    from txnlog.kafka.records import RECORD_OK, read_header, read_record
+
+    buf = np.frombuffer(payload, np.uint8)
+    n = buf.size
     p = 0
     for _ in range(count):
-        if p >= len(payload):
+        if p >= n:
             return
-        length, p = _varint(payload, p)
-        end = p + length
-        p += 1  # attributes
-        ts_delta, p = _varint(payload, p)
-        od, p = _varint(payload, p)
-        klen, p = _varint(payload, p)
-        key = None if klen < 0 else payload[p : p + klen]
-        p += max(klen, 0)
-        vlen, p = _varint(payload, p)
-        value = None if vlen < 0 else payload[p : p + vlen]
-        p += max(vlen, 0)
-        nh, p = _varint(payload, p)
+        frame, p, ts_delta, od, key_start, klen, value_start, vlen, q, header_count = read_record(buf, p, n)
+        if frame != RECORD_OK:
+            return
+        key = None if klen < 0 else payload[key_start : key_start + klen]
+        value = None if vlen < 0 else payload[value_start : value_start + vlen]
         hkeys = []
-        for _h in range(nh):
-            hk, p = _varint(payload, p)
-            hkeys.append(payload[p : p + hk].decode("utf-8", "replace"))
-            p += hk
-            hv, p = _varint(payload, p)
-            p += max(hv, 0)
-        p = end
+        for _h in range(header_count):
+            q, hk_start, hk_len, _hv_start, _hv_len = read_header(buf, q, n)
+            hkeys.append(payload[hk_start : hk_start + hk_len].decode("utf-8", "replace"))
         yield ts_delta, od, key, value, hkeys
 
 
@@ -447,12 +431,8 @@ def _record_lines(
     ts_name = _TS_NAMES[(h["attrs"] >> 3) & 1]
     is_control = bool(h["attrs"] & 0x20)
     log_append = bool(h["attrs"] & 0x08)
-    records = []
-    try:
-        for rec in _iter_v2_records(payload, h["count"]):
-            records.append(rec)
-    except (IndexError, UnicodeDecodeError):
-        pass  # a corrupt batch (isvalid: false): the real tool stops at the exception; the lines so far stand
+    # a corrupt batch (isvalid: false): the real tool stops at the exception; the lines so far stand
+    records = list(_iter_v2_records(payload, h["count"]))
     for ts_delta, od, key, value, hkeys in records:
         offset = h["base_offset"] + od
         ts = h["max_timestamp"] if log_append else h["base_timestamp"] + ts_delta

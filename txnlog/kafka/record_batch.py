@@ -73,12 +73,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from txnlog.kafka import errors
-from txnlog.kafka.binary import be_i16, be_i32, be_i64, be_u32, read_varint, read_varlong
+from txnlog.kafka.binary import be_i16, be_i32, be_i64, be_u32
 from txnlog.kafka.compression import decompress
 from txnlog.kafka.control import ControlStatus
 from txnlog.kafka.crc import NUMBA_CACHEABLE, crc32_ieee, crc32c_update
 from txnlog.kafka.errors import DecodeError, QuarantineEntry
 from txnlog.kafka.jit import jit
+from txnlog.kafka.records import RECORD_OK, read_record
 from txnlog.kafka.wire import (
     ATTRIBUTES_OFFSET,
     ATTRIBUTES_UNUSED_MASK,
@@ -610,7 +611,7 @@ def _parse_control_records(
     """First record of each control batch: key (version, type), EndTxnMarker value, timestamp.
 
     ``buf[starts[i]:ends[i]]`` holds the (uncompressed) records of batch i.
-    Rules: txnlog.kafka.control; record framing: DefaultRecord.readFrom (spec §1.4).
+    Rules: txnlog.kafka.control; record framing: txnlog.kafka.records.read_record.
     """
     m = starts.size
     key_version = np.full(m, -1, np.int16)
@@ -629,47 +630,19 @@ def _parse_control_records(
             detail[i] = _CD_NEG_COUNT
             continue
         detail[i] = _CD_FRAMING
-        end = ends[i]
-        length, p = read_varint(buf, starts[i], end)
-        if p < 0 or length < 1 or length > end - p:
-            continue
-        rec_end = p + length
-        p += 1  # record attributes: unused
-        ts_delta, p = read_varlong(buf, p, rec_end)
-        if p < 0:
-            continue
-        _offset_delta, p = read_varint(buf, p, rec_end)
-        if p < 0:
-            continue
-        key_len, p = read_varint(buf, p, rec_end)
-        if p < 0 or key_len > rec_end - p:
-            continue
-        key_start = p
-        if key_len > 0:
-            p += key_len
-        value_len, p = read_varint(buf, p, rec_end)
-        if p < 0 or value_len > rec_end - p:
-            continue
-        value_start = p
-        if value_len > 0:
-            p += value_len
-        header_count, p = read_varint(buf, p, rec_end)
-        if p < 0 or header_count < 0:
-            continue
-        ok = True
-        for _ in range(header_count):
-            hk_len, p = read_varint(buf, p, rec_end)
-            if p < 0 or hk_len < 0 or hk_len > rec_end - p:
-                ok = False
-                break
-            p += hk_len
-            hv_len, p = read_varint(buf, p, rec_end)
-            if p < 0 or hv_len > rec_end - p:
-                ok = False
-                break
-            if hv_len > 0:
-                p += hv_len
-        if not ok or p != rec_end:
+        (
+            frame,
+            _next,
+            ts_delta,
+            _offset_delta,
+            key_start,
+            key_len,
+            value_start,
+            value_len,
+            _headers_start,
+            _header_count,
+        ) = read_record(buf, starts[i], ends[i])
+        if frame != RECORD_OK:
             continue
         marker_ts[i] = max_ts[i] if log_append_time[i] else base_ts[i] + ts_delta
         detail[i] = 0

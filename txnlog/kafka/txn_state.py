@@ -56,11 +56,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from txnlog.kafka import errors
-from txnlog.kafka.binary import be_i16, be_i32, be_i64, is_valid_utf8, read_uvarint, read_varint, read_varlong
+from txnlog.kafka.binary import be_i16, be_i32, be_i64, is_valid_utf8, read_uvarint
 from txnlog.kafka.compression import decompress
 from txnlog.kafka.errors import DecodeError, QuarantineEntry
 from txnlog.kafka.jit import jit
 from txnlog.kafka.record_batch import Buffer, SegmentScan, as_uint8, mapped_file, scan_segment
+from txnlog.kafka.records import RECORD_BROKEN_AT_OFFSET, RECORD_OK, read_record
 from txnlog.kafka.wire import (
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
@@ -640,60 +641,24 @@ def _walk_records(
                 quar, nq = _add_q(quar, nq, b, -1, _Q_BAD_RECORD, _D_SHORT_BATCH, done, count)
                 broken = True
                 break
-            length, q = read_varint(data, p, end)
-            if q < 0 or length < 1 or length > end - q:
-                quar, nq = _add_q(quar, nq, b, -1, _Q_BAD_RECORD, _D_FRAMING, 0, 0)
-                broken = True
-                break
-            rec_end = q + length
-            q += 1  # record attributes, unused
-            ts_delta, q = read_varlong(data, q, rec_end)
-            if q < 0:
-                quar, nq = _add_q(quar, nq, b, -1, _Q_BAD_RECORD, _D_FRAMING, 0, 0)
-                broken = True
-                break
-            offset_delta, q = read_varint(data, q, rec_end)
-            if q < 0:
-                quar, nq = _add_q(quar, nq, b, -1, _Q_BAD_RECORD, _D_FRAMING, 0, 0)
+            (
+                frame,
+                rec_end,
+                ts_delta,
+                offset_delta,
+                key_start,
+                key_len,
+                value_start,
+                value_len,
+                _headers_start,
+                _header_count,
+            ) = read_record(data, p, end)
+            if frame != RECORD_OK:
+                offset = base_offset[b] + offset_delta if frame == RECORD_BROKEN_AT_OFFSET else -1
+                quar, nq = _add_q(quar, nq, b, offset, _Q_BAD_RECORD, _D_FRAMING, 0, 0)
                 broken = True
                 break
             offset = base_offset[b] + offset_delta
-            key_len, q = read_varint(data, q, rec_end)
-            if q < 0 or key_len > rec_end - q:
-                quar, nq = _add_q(quar, nq, b, offset, _Q_BAD_RECORD, _D_FRAMING, 0, 0)
-                broken = True
-                break
-            key_start = q
-            if key_len > 0:
-                q += key_len
-            value_len, q = read_varint(data, q, rec_end)
-            if q < 0 or value_len > rec_end - q:
-                quar, nq = _add_q(quar, nq, b, offset, _Q_BAD_RECORD, _D_FRAMING, 0, 0)
-                broken = True
-                break
-            value_start = q
-            if value_len > 0:
-                q += value_len
-            header_count, q = read_varint(data, q, rec_end)
-            ok = q >= 0 and header_count >= 0
-            h = 0
-            while ok and h < header_count:
-                hk, q = read_varint(data, q, rec_end)
-                if q < 0 or hk < 0 or hk > rec_end - q:
-                    ok = False
-                    break
-                q += hk
-                hv, q = read_varint(data, q, rec_end)
-                if q < 0 or hv > rec_end - q:
-                    ok = False
-                    break
-                if hv > 0:
-                    q += hv
-                h += 1
-            if not ok or q != rec_end:
-                quar, nq = _add_q(quar, nq, b, offset, _Q_BAD_RECORD, _D_FRAMING, 0, 0)
-                broken = True
-                break
             p = rec_end
             done += 1
             # --- key
