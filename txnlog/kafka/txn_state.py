@@ -40,11 +40,12 @@ Rules (Kafka's readers unless said otherwise):
 * partitions are decoded as stored. Kafka ignores them when the state is Empty
   (the writer stores null there); see :attr:`TransactionLogValue.effective_partitions`.
 
-Two APIs: the strict pure-Python :func:`decode_transaction_log_key` /
+Two APIs: the strict :func:`decode_transaction_log_key` /
 :func:`decode_transaction_log_value` (raise :class:`DecodeError`), and the bulk
 :func:`scan_transaction_log` which walks every record of a segment in compiled
-code and returns numpy columns, quarantining what it cannot read. The two follow
-the same rules; the tests hold them to it.
+code and returns numpy columns, quarantining what it cannot read. Both decode
+values with the same compiled :func:`_decode_value`, so they cannot disagree on
+one; keys are read by each (the tests hold the two key readers to the same rules).
 """
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ class TransactionLogValue:
 
 
 class _Reader:
-    """Cursor over one key or value; every read names the field it is for, errors carry it."""
+    """Cursor over one key; every read names the field it is for, errors carry it."""
 
     __slots__ = ("data", "pos", "end", "file", "position", "reason", "what")
 
@@ -151,18 +152,6 @@ class _Reader:
         self.pos += fmt.size
         return int(value)
 
-    def uvarint(self, field_name: str) -> int:
-        raw = 0
-        for i in range(5):
-            if self.pos >= self.end:
-                raise self.fail(field_name, f"truncated at byte {self.pos}")
-            b = self.data[self.pos]
-            self.pos += 1
-            raw |= (b & 0x7F) << (7 * i)
-            if b < 0x80:
-                return raw & 0xFFFFFFFF
-        raise self.fail(field_name, "varint is longer than 5 bytes")
-
     def raw(self, n: int, field_name: str) -> bytes:
         if n < 0 or self.pos + n > self.end:
             raise self.fail(field_name, f"{n} bytes at byte {self.pos} overrun the {self.end}-byte buffer")
@@ -178,10 +167,7 @@ class _Reader:
             raise self.fail(field_name, f"not valid UTF-8 ({e.reason})") from e
 
 
-_I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 
 
 def decode_transaction_log_key(
@@ -226,98 +212,66 @@ def decode_transaction_log_value(
 ) -> TransactionLogValue | None:
     """Decode a TransactionLogValue (v0 or v1); None for a tombstone.
 
+    The bulk scan's compiled decoder (:func:`_decode_value`) does the work; a value it
+    rejects raises DecodeError with the reason and detail its quarantine row would carry.
+
     >>> decode_transaction_log_value(None) is None  # tombstone
     True
     """
     if data is None:
         return None
-    r = _Reader(bytes(data), file, position, errors.BAD_TXN_LOG_VALUE, "TransactionLogValue")
-    version = r.fixed(_I16, "version")
-    if version not in (TXN_LOG_VALUE_V0, TXN_LOG_VALUE_V1):
-        raise r.fail("version", f"unknown value version {version}", errors.UNKNOWN_VALUE_VERSION)
-    flexible = version >= TXN_LOG_VALUE_V1
-    producer_id = r.fixed(_I64, "ProducerId")
-    producer_epoch = r.fixed(_I16, "ProducerEpoch")
-    timeout_ms = r.fixed(_I32, "TransactionTimeoutMs")
-    state_id = r.fixed(_I8, "TransactionStatus")
-    if not 0 <= state_id < _NUM_STATES:
-        raise r.fail("TransactionStatus", f"unknown transaction state id {state_id}")
-    count = (r.uvarint("TransactionPartitions") - 1) if flexible else r.fixed(_I32, "TransactionPartitions")
-    partitions: tuple[tuple[str, tuple[int, ...]], ...] | None
-    if count < -1:
-        raise r.fail("TransactionPartitions", f"negative array length {count}")
-    if count == -1:
-        partitions = None
-    else:
-        topics = []
-        for _ in range(count):
-            n = (
-                (r.uvarint("TransactionPartitions.Topic") - 1)
-                if flexible
-                else r.fixed(_I16, "TransactionPartitions.Topic")
-            )
-            if n < 0:
-                raise r.fail("TransactionPartitions.Topic", "null string")
-            topic = r.utf8(n, "TransactionPartitions.Topic")
-            k = (
-                (r.uvarint("TransactionPartitions.PartitionIds") - 1)
-                if flexible
-                else r.fixed(_I32, "TransactionPartitions.PartitionIds")
-            )
-            if k < 0:
-                raise r.fail("TransactionPartitions.PartitionIds", "null array")
-            ids = struct.unpack_from(f">{k}i", r.raw(4 * k, "TransactionPartitions.PartitionIds")) if k else ()
-            if flexible:
-                # Per-topic tagged fields: none are defined; skip them by size.
-                for _ in range(r.uvarint("TransactionPartitions._tagged_fields")):
-                    r.uvarint("TransactionPartitions._tagged_fields.tag")
-                    r.raw(
-                        r.uvarint("TransactionPartitions._tagged_fields.size"), "TransactionPartitions._tagged_fields"
-                    )
-            topics.append((topic, tuple(ids)))
-        partitions = tuple(topics)
-    last_update = r.fixed(_I64, "TransactionLastUpdateTimestampMs")
-    start = r.fixed(_I64, "TransactionStartTimestampMs")
-    tagged = {
-        "previous_producer_id": -1,
-        "next_producer_id": -1,
-        "next_producer_epoch": -1,
-        "client_transaction_version": 0,
-    }
-    unknown: list[tuple[int, bytes]] = []
-    if flexible:
-        for _ in range(r.uvarint("_tagged_fields")):
-            tag = r.uvarint("_tagged_fields.tag")
-            size = r.uvarint("_tagged_fields.size")
-            payload = r.raw(size, "_tagged_fields")
-            known = _KNOWN_TAGS.get(tag)
-            if known is None:
-                unknown.append((tag, payload))
-                continue
-            name, fmt = known
-            if size != fmt.size:
-                raise r.fail(name, f"tag {tag} has size {size}, expected {fmt.size}")
-            tagged[name] = fmt.unpack(payload)[0]
+    raw = bytes(data)
+    row = np.full(_NREC, -1, np.int64)
+    # Every tag takes two bytes at least: room for all the unknown ones.
+    tags = np.empty((len(raw) // 2 + 1, _NTAG), np.int64)
+    reason, detail, a1, a2, topics, nt, parts, npart = _decode_value(
+        as_uint8(raw),
+        0,
+        len(raw),
+        0,
+        row,
+        0,
+        np.empty((16, _NTOPIC), np.int64),
+        0,
+        np.empty((16, _NPART), np.int64),
+        0,
+        tags,
+    )
+    if reason != 0:
+        raise DecodeError(
+            file,
+            position,
+            f"TransactionLogValue.{_detail_field(int(detail), int(a1))}",
+            errors.REASONS[int(reason)],
+            _detail_text(int(detail), int(a1), int(a2)),
+        )
+    partitions: tuple[tuple[str, tuple[int, ...]], ...] | None = None
+    if row[_R_PCOUNT] >= 0:
+        ids: list[list[int]] = [[] for _ in range(int(nt))]
+        for _record, topic, partition in parts[:npart].tolist():
+            ids[topic].append(partition)
+        partitions = tuple(
+            (raw[start : start + length].decode("utf-8"), tuple(ids[i]))
+            for i, (_record, _src, start, length) in enumerate(topics[:nt].tolist())
+        )
     return TransactionLogValue(
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        transaction_timeout_ms=timeout_ms,
-        state=TransactionState(state_id),
+        producer_id=int(row[_R_PID]),
+        producer_epoch=int(row[_R_EPOCH]),
+        transaction_timeout_ms=int(row[_R_TIMEOUT]),
+        state=TransactionState(int(row[_R_STATE])),
         partitions=partitions,
-        last_update_timestamp_ms=last_update,
-        start_timestamp_ms=start,
-        unknown_tags=tuple(unknown),
-        version=version,
-        **tagged,
+        last_update_timestamp_ms=int(row[_R_LAST_UPDATE]),
+        start_timestamp_ms=int(row[_R_START]),
+        previous_producer_id=int(row[_R_PREV_PID]),
+        next_producer_id=int(row[_R_NEXT_PID]),
+        next_producer_epoch=int(row[_R_NEXT_EPOCH]),
+        client_transaction_version=int(row[_R_CTV]),
+        unknown_tags=tuple(
+            (tag, raw[start : start + size]) for tag, start, size in tags[: row[_R_UNKNOWN_TAGS]].tolist()
+        ),
+        version=int(row[_R_VALUE_VERSION]),
     )
 
-
-_KNOWN_TAGS: dict[int, tuple[str, struct.Struct]] = {
-    TAG_PREVIOUS_PRODUCER_ID: ("previous_producer_id", _I64),
-    TAG_NEXT_PRODUCER_ID: ("next_producer_id", _I64),
-    TAG_CLIENT_TRANSACTION_VERSION: ("client_transaction_version", _I16),
-    TAG_NEXT_PRODUCER_EPOCH: ("next_producer_epoch", _I16),
-}
 
 # =====================================================================================
 # Bulk, compiled scan
@@ -381,8 +335,9 @@ _R_LAST_UPDATE, _R_START, _R_PREV_PID, _R_NEXT_PID, _R_NEXT_EPOCH, _R_CTV, _R_UN
 _R_ID_SRC, _R_ID_START, _R_ID_LEN = _RC["id_src"], _RC["id_start"], _RC["id_len"]
 _NREC = len(_REC_NAMES)
 # topics matrix: record, src, start, len; partitions matrix: record, topic, partition;
+# unknown tags matrix: tag, start, size (decode_transaction_log_value only);
 # quarantine matrix: batch, offset, reason, detail, arg1, arg2.
-_NTOPIC, _NPART, _NQUAR = 4, 3, 6
+_NTOPIC, _NPART, _NTAG, _NQUAR = 4, 3, 3, 6
 
 _Q_BAD_RECORD = errors.REASON_CODES[errors.BAD_RECORD]
 _Q_BAD_KEY = errors.REASON_CODES[errors.BAD_TXN_LOG_KEY]
@@ -436,6 +391,12 @@ _FIELDS = (
     "_tagged_fields",
 )
 _F_FIXED, _F_PARTITIONS, _F_TOPIC, _F_PARTITION_IDS, _F_TOPIC_TAGS, _F_TIMESTAMPS, _F_TAGS = range(len(_FIELDS))
+_TAG_FIELDS = {
+    TAG_PREVIOUS_PRODUCER_ID: "PreviousProducerId",
+    TAG_NEXT_PRODUCER_ID: "NextProducerId",
+    TAG_CLIENT_TRANSACTION_VERSION: "ClientTransactionVersion",
+    TAG_NEXT_PRODUCER_EPOCH: "NextProducerEpoch",
+}
 
 
 @jit(inline=True)
@@ -460,9 +421,13 @@ def _decode_value(
     nt: int,
     parts: np.ndarray,
     npart: int,
+    tags: np.ndarray,
 ):
-    """Decode a TransactionLogValue at data[p:end] into ``row``.
+    """Decode a TransactionLogValue at data[p:end] into ``row``: the one decoder of these values.
 
+    Appends the value's topics to ``topics`` and its partition ids to ``parts``. The unknown
+    top-level tags are counted in ``row``; the first ``tags.shape[0]`` of them are also written
+    to ``tags`` as (tag, start, size) (the scan passes no room: it keeps only the count).
     Returns (reason, detail, arg1, arg2, topics, nt, parts, npart); reason 0 = ok.
     On error the caller drops the rows appended to ``topics``/``parts``.
     """
@@ -588,7 +553,12 @@ def _decode_value(
                     return _Q_BAD_VALUE, _D_TAG_SIZE, tag, size, topics, nt, parts, npart
                 row[_R_CTV if tag == TAG_CLIENT_TRANSACTION_VERSION else _R_NEXT_EPOCH] = be_i16(data, p)
             else:
-                row[_R_UNKNOWN_TAGS] += 1
+                ntag = row[_R_UNKNOWN_TAGS]
+                if ntag < tags.shape[0]:
+                    tags[ntag, 0] = tag
+                    tags[ntag, 1] = p
+                    tags[ntag, 2] = size
+                row[_R_UNKNOWN_TAGS] = ntag + 1
             p += size
     return 0, 0, 0, 0, topics, nt, parts, npart
 
@@ -627,6 +597,7 @@ def _walk_records(
     nt = 0
     parts = np.empty((16, _NPART), np.int64)
     npart = 0
+    no_tags = np.empty((0, _NTAG), np.int64)  # the scan keeps only the count of unknown tags
     quar = np.empty((16, _NQUAR), np.int64)
     nq = 0
     for b in range(nbatch):
@@ -701,7 +672,7 @@ def _walk_records(
             saved_nt = nt
             saved_np = npart
             reason, detail, a1, a2, topics, nt, parts, npart = _decode_value(
-                data, value_start, value_start + value_len, src[b], row, nr, topics, nt, parts, npart
+                data, value_start, value_start + value_len, src[b], row, nr, topics, nt, parts, npart, no_tags
             )
             if reason != 0:
                 nt = saved_nt
@@ -808,18 +779,33 @@ class TxnLogScan:
         return np.array([f"{t}-{p}" for t, p in zip(topics, self.partitions["partition"].tolist())], dtype=object)
 
 
+def _detail_text(detail: int, a1: int, a2: int) -> str:
+    """The words of a quarantine detail code and its two arguments."""
+    template = _DETAILS[detail]
+    if "{field}" in template:
+        return template.replace("{field}", _FIELDS[a1])
+    if detail == _D_TAG_SIZE:
+        return template.format(
+            a1, a2, _INT64_SIZE if a1 in (TAG_PREVIOUS_PRODUCER_ID, TAG_NEXT_PRODUCER_ID) else _INT16_SIZE
+        )
+    return template.format(a1, a2)
+
+
+def _detail_field(detail: int, a1: int) -> str:
+    """The TransactionLogValue field a value's detail code is about (TransactionLogValue.json names)."""
+    if detail in (_D_VALUE_SHORT, _D_NULL):
+        return _FIELDS[a1]
+    if detail == _D_TAG_SIZE:
+        return _TAG_FIELDS.get(a1, "_tagged_fields")
+    return {_D_VALUE_VERSION: "version", _D_STATE: "TransactionStatus", _D_TOPIC_UTF8: "TransactionPartitions.Topic"}[
+        detail
+    ]
+
+
 def _record_quarantine(file: str, quar: np.ndarray, positions: np.ndarray, ends: np.ndarray) -> list[QuarantineEntry]:
     out = []
     for batch, offset, reason, detail, a1, a2 in quar.tolist():
-        template = _DETAILS[detail]
-        if "{field}" in template:
-            text = template.replace("{field}", _FIELDS[a1])
-        elif detail == _D_TAG_SIZE:
-            text = template.format(
-                a1, a2, _INT64_SIZE if a1 in (TAG_PREVIOUS_PRODUCER_ID, TAG_NEXT_PRODUCER_ID) else _INT16_SIZE
-            )
-        else:
-            text = template.format(a1, a2)
+        text = _detail_text(detail, a1, a2)
         if offset >= 0:
             text = f"offset {offset}: {text}"
         position = int(positions[batch])
