@@ -396,14 +396,14 @@ def build_tables(
     records_reduced: bool = False,
     as_of: datetime | None = None,
     as_of_source: str = "",
-    cluster: str = "",
 ) -> dict[str, Any]:
     """Every output table (txnlog.spark.output): DataFrames, and ``transactions`` / ``coordinator_history``
     as ``txnlog.spark.staged.StagedTable`` values (staged under ``scratch``, finished by the writer).
 
     ``fragments``: ``summary`` may hold fragments still to merge into transactions; ``records_reduced``:
     ``records`` were reduced where decoded (txnlog.spark.coordinator), else they are reduced here.
-    ``cluster`` is unused (the writer sets the run key); kept for callers of the earlier signature.
+    ``as_of``: adds the quarantine's warning rows for client clocks far past it. The run key
+    (cluster, as_of) is set by the writer.
     """
     from pyspark.sql import functions as F
 

@@ -143,7 +143,7 @@ def _tables(spark: Any, summary: pa.Table, as_of_ms: int) -> dict[str, list[dict
     stage = tempfile.mkdtemp(prefix="txnlog-prop-")
     try:
         tables = build_tables(
-            spark, summary_df, records, thresholds, cluster="prop", as_of=as_of, cache=cache, scratch=stage
+            spark, summary_df, records, thresholds, as_of=as_of, cache=cache, scratch=stage
         )
         return {name: [r.asDict(recursive=True) for r in tables[name].collect()]
                 for name in ("findings", "abort_recommendations", "partition_health")}
