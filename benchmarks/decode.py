@@ -44,14 +44,14 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
-
 from _common import (  # noqa: E402
     DEFAULT_DATA,
     MiB,
@@ -59,11 +59,11 @@ from _common import (  # noqa: E402
     dataset,
     fmt_size,
     machine_info,
-    require_fast_kafka_python_crc,
     maybe_reexec_in_snapshot,
     median,
     parse_size,
     peak_rss_mib,
+    require_fast_kafka_python_crc,
     rss_mib,
     run_python,
     write_json,
@@ -165,12 +165,25 @@ def kafka_python_walk(buffers: list[Any], check_crc: bool, limit_bytes: int | No
                 continue
             if check_crc and not batch.validate_crc():
                 raise RuntimeError("kafka-python: CRC mismatch")
-            append((
-                batch.base_offset, batch.size_in_bytes, batch.leader_epoch, batch.magic, batch.crc,
-                batch.attributes, batch.last_offset_delta, batch.first_timestamp, batch.max_timestamp,
-                batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.records_count,
-                batch.is_transactional, batch.is_control_batch,
-            ))
+            append(
+                (
+                    batch.base_offset,
+                    batch.size_in_bytes,
+                    batch.leader_epoch,
+                    batch.magic,
+                    batch.crc,
+                    batch.attributes,
+                    batch.last_offset_delta,
+                    batch.first_timestamp,
+                    batch.max_timestamp,
+                    batch.producer_id,
+                    batch.producer_epoch,
+                    batch.base_sequence,
+                    batch.records_count,
+                    batch.is_transactional,
+                    batch.is_control_batch,
+                )
+            )
         n += len(cols)
         checksum = (checksum + sum(c[0] for c in cols)) % (1 << 64)
         walked += len(b)
@@ -236,7 +249,12 @@ def child_rss(mode: str, files: list[str], kp_limit: int | None) -> dict[str, An
             del data
     else:
         raise ValueError(mode)
-    return {"mode": mode, "seconds": time.perf_counter() - t, "rss_after_imports_mib": base, "peak_rss_mib": peak_rss_mib()}
+    return {
+        "mode": mode,
+        "seconds": time.perf_counter() - t,
+        "rss_after_imports_mib": base,
+        "peak_rss_mib": peak_rss_mib(),
+    }
 
 
 # --- the benchmark -------------------------------------------------------------------------------
@@ -263,9 +281,11 @@ def bench_dataset(name: str, ds, args, log) -> dict[str, Any]:
         warm = run_python([str(HERE), "--child-jit", str(smallest)], env={"NUMBA_CACHE_DIR": cache})
     finally:
         shutil.rmtree(cache, ignore_errors=True)
-    log(f"   JIT, fresh process: compile {cold['first_call_crc_s'] + cold['first_call_nocrc_s']:.2f} s "
+    log(
+        f"   JIT, fresh process: compile {cold['first_call_crc_s'] + cold['first_call_nocrc_s']:.2f} s "
         f"(import {cold['import_s']:.2f} s); from on-disk cache {warm['first_call_crc_s']:.3f} s "
-        f"(import {warm['import_s']:.2f} s); second call on {fmt_size(cold['file_bytes'])}: {warm['second_call_crc_s'] * 1e3:.1f} ms")
+        f"(import {warm['import_s']:.2f} s); second call on {fmt_size(cold['file_bytes'])}: {warm['second_call_crc_s'] * 1e3:.1f} ms"
+    )
 
     # in-process first call (txnlog's own cache under txnlog/kafka/__pycache__)
     t = time.perf_counter()
@@ -321,7 +341,7 @@ def bench_dataset(name: str, ds, args, log) -> dict[str, Any]:
     times: dict[str, list[float]] = {k: [] for k in [*modes, *kp_modes]}
     names = list(modes)
     for r in range(args.repeat):
-        order = names[r % len(names):] + names[: r % len(names)]
+        order = names[r % len(names) :] + names[: r % len(names)]
         for k in order:
             dt, _ = measure(modes[k])
             times[k].append(dt)
@@ -329,7 +349,10 @@ def bench_dataset(name: str, ds, args, log) -> dict[str, Any]:
             for k, fn in kp_modes.items():
                 dt, _ = measure(fn)
                 times[k].append(dt * (total / kp_bytes))  # extrapolated to the whole data set when a subset
-        log(f"   repeat {r + 1}/{args.repeat}: " + ", ".join(f"{k.split(' (')[0]} {v[-1]:.2f}s" for k, v in times.items() if len(v) > r))
+        log(
+            f"   repeat {r + 1}/{args.repeat}: "
+            + ", ".join(f"{k.split(' (')[0]} {v[-1]:.2f}s" for k, v in times.items() if len(v) > r)
+        )
 
     raw = times["raw read (numpy.fromfile)"]
     rows = []
@@ -403,33 +426,51 @@ def bench_dataset(name: str, ds, args, log) -> dict[str, Any]:
 
 
 def report(results: list[dict[str, Any]], info: dict[str, Any], args) -> str:
-    out = [f"# decode benchmark, {info['date']}",
-           f"machine: {info['cpu']}, {info['cores']} cores, {info['ram_gib']} GiB; load at start {info['load_avg_at_start']}",
-           f"code: {info['code']}",
-           f"repeats: {args.repeat} (kafka-python {args.kp_repeat}); medians; page cache warm", ""]
+    out = [
+        f"# decode benchmark, {info['date']}",
+        f"machine: {info['cpu']}, {info['cores']} cores, {info['ram_gib']} GiB; load at start {info['load_avg_at_start']}",
+        f"code: {info['code']}",
+        f"repeats: {args.repeat} (kafka-python {args.kp_repeat}); medians; page cache warm",
+        "",
+    ]
     for r in results:
-        out.append(f"## {r['dataset']}: {fmt_size(r['bytes'])}, {r['segments']} segments, {r['batches']:,} batches "
-                   f"(mean {r['mean_batch_bytes']:.0f} B)")
+        out.append(
+            f"## {r['dataset']}: {fmt_size(r['bytes'])}, {r['segments']} segments, {r['batches']:,} batches "
+            f"(mean {r['mean_batch_bytes']:.0f} B)"
+        )
         out.append("")
         out.append("| mode | median s | headers/s | MB/s | time / raw read |")
         out.append("|---|---:|---:|---:|---:|")
         for m in r["modes"]:
             note = f" ({m['note']})" if m.get("note") else ""
-            out.append(f"| {m['mode']}{note} | {m['seconds_median']:.3f} | {m['headers_per_s'] / 1e6:.2f} M | "
-                       f"{m['mb_per_s']:.0f} | {m['vs_raw_read']:.2f} |")
+            out.append(
+                f"| {m['mode']}{note} | {m['seconds_median']:.3f} | {m['headers_per_s'] / 1e6:.2f} M | "
+                f"{m['mb_per_s']:.0f} | {m['vs_raw_read']:.2f} |"
+            )
         out.append("")
         ra = r["ratios"]
-        out.append(f"walk no CRC vs raw read: {ra['walk_nocrc_vs_raw_read']:.2f}x faster; CRC: {ra['walk_crc_vs_raw_read']:.2f}x")
-        out.append(f"walk vs kafka-python: {ra['walk_nocrc_vs_kafka_python_nocrc']:.0f}x (no CRC), "
-                   f"{ra['walk_crc_vs_kafka_python_crc']:.0f}x (CRC)")
+        out.append(
+            f"walk no CRC vs raw read: {ra['walk_nocrc_vs_raw_read']:.2f}x faster; CRC: {ra['walk_crc_vs_raw_read']:.2f}x"
+        )
+        out.append(
+            f"walk vs kafka-python: {ra['walk_nocrc_vs_kafka_python_nocrc']:.0f}x (no CRC), "
+            f"{ra['walk_crc_vs_kafka_python_crc']:.0f}x (CRC)"
+        )
         for t, ok in r["targets"].items():
             out.append(f"  target {t}: {'MET' if ok else 'MISSED'}")
         j = r["jit"]
-        out.append(f"JIT: compile in a fresh process {j['fresh_process_compile_s']:.2f} s (+ import {j['fresh_process_import_s']:.2f} s); "
-                   f"load from numba's on-disk cache {j['fresh_process_from_cache_s']:.3f} s (+ import {j['from_cache_import_s']:.2f} s); "
-                   f"first calls in this process {j['this_process_first_calls_s']:.3f} s")
-        out.append("peak RSS (one streaming pass, fresh process): " + ", ".join(
-            f"{k} {v['peak_rss_mib']:.0f} MiB (after imports {v['rss_after_imports_mib']:.0f})" for k, v in r["peak_rss"].items()))
+        out.append(
+            f"JIT: compile in a fresh process {j['fresh_process_compile_s']:.2f} s (+ import {j['fresh_process_import_s']:.2f} s); "
+            f"load from numba's on-disk cache {j['fresh_process_from_cache_s']:.3f} s (+ import {j['from_cache_import_s']:.2f} s); "
+            f"first calls in this process {j['this_process_first_calls_s']:.3f} s"
+        )
+        out.append(
+            "peak RSS (one streaming pass, fresh process): "
+            + ", ".join(
+                f"{k} {v['peak_rss_mib']:.0f} MiB (after imports {v['rss_after_imports_mib']:.0f})"
+                for k, v in r["peak_rss"].items()
+            )
+        )
         out.append("")
     return "\n".join(out)
 
@@ -440,16 +481,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="64 MiB per data set, 3 repeats: a smoke check")
     p.add_argument("--repeat", type=int, default=5, help="timed passes per mode (default 5)")
     p.add_argument("--kp-repeat", type=int, default=3, help="timed passes of the kafka-python walks (default 3)")
-    p.add_argument("--kp-bytes", type=parse_size, default=None,
-                   help="walk only about this much with kafka-python and extrapolate (default: everything)")
+    p.add_argument(
+        "--kp-bytes",
+        type=parse_size,
+        default=None,
+        help="walk only about this much with kafka-python and extrapolate (default: everything)",
+    )
     p.add_argument("--datasets", default="1k,150b", help="which data sets (default 1k,150b)")
-    p.add_argument("--code", type=Path, default=None,
-                   help="measure this checkout of txnlog instead (e.g. a snapshot made by an earlier --snapshot run)")
-    p.add_argument("--snapshot", action="store_true",
-                   help="measure a snapshot of HEAD (git archive to /tmp) instead of the working tree")
+    p.add_argument(
+        "--code",
+        type=Path,
+        default=None,
+        help="measure this checkout of txnlog instead (e.g. a snapshot made by an earlier --snapshot run)",
+    )
+    p.add_argument(
+        "--snapshot",
+        action="store_true",
+        help="measure a snapshot of HEAD (git archive to /tmp) instead of the working tree",
+    )
     p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA, help=f"where data sets live (default {DEFAULT_DATA})")
-    p.add_argument("--json", type=Path, default=None, help="write the results as JSON here "
-                   "(default <data-dir>/results/decode-<time>.json)")
+    p.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        help="write the results as JSON here (default <data-dir>/results/decode-<time>.json)",
+    )
     p.add_argument("--child-jit", help=argparse.SUPPRESS)
     p.add_argument("--child-rss", help=argparse.SUPPRESS)
     p.add_argument("files", nargs="*", help=argparse.SUPPRESS)
@@ -473,17 +529,31 @@ def main(argv: list[str] | None = None) -> int:
     require_fast_kafka_python_crc()
     info = machine_info()
     info["code"] = code_version(code)
-    log(f"decode benchmark: {fmt_size(args.size)} per data set; {info['cpu']}, {info['cores']} cores; load {info['load_avg_at_start']}")
+    log(
+        f"decode benchmark: {fmt_size(args.size)} per data set; {info['cpu']}, {info['cores']} cores; load {info['load_avg_at_start']}"
+    )
     results = []
     for name in args.datasets.split(","):
-        ds = dataset(f"decode-{name}-{fmt_size(args.size).replace(' ', '')}", args.data_dir, log=log,
-                     total_bytes=args.size, **DATASETS[name])
+        ds = dataset(
+            f"decode-{name}-{fmt_size(args.size).replace(' ', '')}",
+            args.data_dir,
+            log=log,
+            total_bytes=args.size,
+            **DATASETS[name],
+        )
         results.append(bench_dataset(name, ds, args, log))
     text = report(results, info, args)
     print(text)
     path = args.json or args.data_dir / "results" / f"decode-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    write_json(path, {"machine": info, "args": {k: str(v) for k, v in vars(args).items()}, "results": results,
-                      "main_process_peak_rss_mib": peak_rss_mib()})
+    write_json(
+        path,
+        {
+            "machine": info,
+            "args": {k: str(v) for k, v in vars(args).items()},
+            "results": results,
+            "main_process_peak_rss_mib": peak_rss_mib(),
+        },
+    )
     log(f"results: {path}")
     return 0
 

@@ -8,20 +8,25 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator["SparkSession"]:  # noqa: F821
+def spark() -> Iterator[SparkSession]:  # noqa: F821
     """A local[2] session (UI off, 4 shuffle partitions), shared by every Spark test."""
     from txnlog.spark.session import get_session
 
     session = get_session(
         "txnlog-tests",
         master="local[2]",
-        conf={"spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "false",
-              "spark.ui.showConsoleProgress": "false", "spark.driver.memory": "1g",
-              # The status store keeps every SQL execution's plan (up to ~1 MB each after adaptive
-              # re-planning) even with the UI off; hundreds of job runs in one session (-m slow) would
-              # fill the 1 GiB driver heap with them.
-              "spark.sql.ui.retainedExecutions": "20", "spark.ui.retainedJobs": "100",
-              "spark.ui.retainedStages": "100"},
+        conf={
+            "spark.sql.shuffle.partitions": "4",
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.driver.memory": "1g",
+            # The status store keeps every SQL execution's plan (up to ~1 MB each after adaptive
+            # re-planning) even with the UI off; hundreds of job runs in one session (-m slow) would
+            # fill the 1 GiB driver heap with them.
+            "spark.sql.ui.retainedExecutions": "20",
+            "spark.ui.retainedJobs": "100",
+            "spark.ui.retainedStages": "100",
+        },
     )
     yield session
     session.stop()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -12,7 +12,7 @@ import yaml
 from txnlog.config import DEFAULT_FILE, Config, load_config, parse_as_of
 from txnlog.errors import ConfigError, UsageError
 
-UTC = timezone.utc
+UTC = UTC
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -118,7 +118,10 @@ def test_config_error_is_a_usage_error_with_exit_code_2():
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("max_transaction_timeout_ms: fifteen minutes\n", "max_transaction_timeout_ms: expected an integer, got str 'fifteen minutes'"),
+        (
+            "max_transaction_timeout_ms: fifteen minutes\n",
+            "max_transaction_timeout_ms: expected an integer, got str 'fifteen minutes'",
+        ),
         ("check_crc: maybe\n", "check_crc: expected true or false"),
         ("logs: {a: 1}\n", "logs: expected a list of strings"),
         ("transaction_state_partitions: 0\n", "transaction_state_partitions: must be at least 1"),
@@ -207,7 +210,17 @@ def test_prod_example_loads(monkeypatch):
         (1793577600123, datetime(2026, 11, 2, 0, 0, 0, 123000, tzinfo=UTC)),
         ("0", datetime(1970, 1, 1, tzinfo=UTC)),
     ],
-    ids=["Z", "offset+", "offset-", "naive-is-utc", "date", "micros-truncated", "epoch-ms-str", "epoch-ms-int", "epoch"],
+    ids=[
+        "Z",
+        "offset+",
+        "offset-",
+        "naive-is-utc",
+        "date",
+        "micros-truncated",
+        "epoch-ms-str",
+        "epoch-ms-int",
+        "epoch",
+    ],
 )
 def test_parse_as_of(value, expected):
     parsed = parse_as_of(value)

@@ -20,7 +20,16 @@ def test_real_dump_log_outputs_flow_into_the_tables(spark, tmp_path):
     config = load_config(None, {"dump_log": [str(REALDATA)], "output": out, "cluster": "klog"})
     result = run(config, spark=spark, progress=lambda _m: None)
     txns = sorted(
-        (t["topic"], t["partition"], t["first_offset"], t["last_offset"], t["marker_offset"], t["outcome"], t["coordinator_epoch"], t["batch_count"])
+        (
+            t["topic"],
+            t["partition"],
+            t["first_offset"],
+            t["last_offset"],
+            t["marker_offset"],
+            t["outcome"],
+            t["coordinator_epoch"],
+            t["batch_count"],
+        )
         for t in read_table(out, "transactions").to_pylist()
     )
     # klog-testWithDeepIterationWithControlRecords.txt, read by hand: producer 0 writes offsets 0-3,

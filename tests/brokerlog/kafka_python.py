@@ -84,8 +84,12 @@ class Replay:
         for e in entries:
             if e["current_txn_first_offset"] >= 0:
                 self.open[e["producer_id"]] = {
-                    "producer_id": e["producer_id"], "epoch": e["epoch"], "first_offset": e["current_txn_first_offset"],
-                    "first_timestamp": None, "last_timestamp": e["timestamp"], "last_offset": e["last_offset"],
+                    "producer_id": e["producer_id"],
+                    "epoch": e["epoch"],
+                    "first_offset": e["current_txn_first_offset"],
+                    "first_timestamp": None,
+                    "last_timestamp": e["timestamp"],
+                    "last_offset": e["last_offset"],
                 }
             self.coordinator_epoch[e["producer_id"]] = e["coordinator_epoch"]
 
@@ -118,7 +122,9 @@ class Replay:
             txn = self.open.get(pid)
             if txn is None:
                 txn = self.open[pid] = {
-                    "producer_id": pid, "epoch": batch.producer_epoch, "first_offset": batch.base_offset,
+                    "producer_id": pid,
+                    "epoch": batch.producer_epoch,
+                    "first_offset": batch.base_offset,
                     "first_timestamp": batch.first_timestamp,
                 }
             txn["last_timestamp"] = batch.max_timestamp
@@ -132,8 +138,16 @@ def parse_producer_snapshot(data: bytes) -> list[dict]:
     assert crc == google_crc32c.value(data[6:]), "snapshot CRC"
     (count,) = struct.unpack_from(">i", data, 6)
     assert len(data) == 10 + 46 * count
-    names = ("producer_id", "epoch", "last_sequence", "last_offset", "offset_delta", "timestamp",
-             "coordinator_epoch", "current_txn_first_offset")
+    names = (
+        "producer_id",
+        "epoch",
+        "last_sequence",
+        "last_offset",
+        "offset_delta",
+        "timestamp",
+        "coordinator_epoch",
+        "current_txn_first_offset",
+    )
     return [dict(zip(names, struct.unpack_from(">qhiqiqiq", data, 10 + 46 * i))) for i in range(count)]
 
 
@@ -158,9 +172,18 @@ def parse_txn_log_value(value: bytes) -> dict:
     """TransactionLogValue v0/v1 (spec §3.3), unknown tags collected in ``unknown_tags``."""
     version, pid, epoch, timeout, status = struct.unpack_from(">hqhib", value, 0)
     pos = 17
-    out = {"version": version, "producer_id": pid, "producer_epoch": epoch, "timeout_ms": timeout,
-           "state": status, "previous_producer_id": -1, "next_producer_id": -1, "next_producer_epoch": -1,
-           "client_transaction_version": 0, "unknown_tags": {}}
+    out = {
+        "version": version,
+        "producer_id": pid,
+        "producer_epoch": epoch,
+        "timeout_ms": timeout,
+        "state": status,
+        "previous_producer_id": -1,
+        "next_producer_id": -1,
+        "next_producer_epoch": -1,
+        "client_transaction_version": 0,
+        "unknown_tags": {},
+    }
     partitions: list[tuple[str, int]] | None = []
     if version == 0:
         (n,) = struct.unpack_from(">i", value, pos)
@@ -230,6 +253,12 @@ def read_txn_state(log_dirs, partitions=None) -> list[tuple[int, int, str, dict 
                 for _, batch in read_log(seg):
                     assert batch.validate_crc()
                     for rec in batch:
-                        out.append((p, rec.offset, parse_txn_log_key(rec.key),
-                                    None if rec.value is None else parse_txn_log_value(rec.value)))
+                        out.append(
+                            (
+                                p,
+                                rec.offset,
+                                parse_txn_log_key(rec.key),
+                                None if rec.value is None else parse_txn_log_value(rec.value),
+                            )
+                        )
     return out

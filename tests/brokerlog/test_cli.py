@@ -14,7 +14,14 @@ from txnlog.brokerlog.__main__ import main, parse_size
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("1GiB", 1 << 30), ("256MiB", 256 << 20), ("100MB", 100_000_000), ("64k", 65536), ("1048576", 1 << 20), ("1.5G", 3 << 29)],
+    [
+        ("1GiB", 1 << 30),
+        ("256MiB", 256 << 20),
+        ("100MB", 100_000_000),
+        ("64k", 65536),
+        ("1048576", 1 << 20),
+        ("1.5G", 3 << 29),
+    ],
 )
 def test_parse_size(text: str, value: int) -> None:
     assert parse_size(text) == value
@@ -43,5 +50,7 @@ def test_usage_errors_and_list(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 
 def test_help_runs_as_a_module() -> None:
-    done = subprocess.run([sys.executable, "-m", "txnlog.brokerlog", "--help"], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "txnlog.brokerlog", "--help"], capture_output=True, text=True, check=True
+    )
     assert "--scenario" in done.stdout and "partial_txn_state" in done.stdout

@@ -33,7 +33,15 @@ def _markers(batches) -> list[tuple[int, int, int, int, int]]:
     for b in batches:
         if b.is_control_batch:
             (r,) = list(b)
-            out.append((b.base_offset, b.producer_id, b.producer_epoch, r.type, int.from_bytes(r.value[2:6], "big", signed=True)))
+            out.append(
+                (
+                    b.base_offset,
+                    b.producer_id,
+                    b.producer_epoch,
+                    r.type,
+                    int.from_bytes(r.value[2:6], "big", signed=True),
+                )
+            )
     return out
 
 
@@ -67,8 +75,17 @@ def test_tv0_commit_and_abort_sequence(tmp_path: Path) -> None:
     c.close()
     history = _history(c, "app")
     assert all(v["version"] == 0 for v in history)
-    assert [v["state"] for v in history] == [EMPTY, ONGOING, ONGOING, PREPARE_COMMIT, COMPLETE_COMMIT,
-                                             ONGOING, ONGOING, PREPARE_ABORT, COMPLETE_ABORT]
+    assert [v["state"] for v in history] == [
+        EMPTY,
+        ONGOING,
+        ONGOING,
+        PREPARE_COMMIT,
+        COMPLETE_COMMIT,
+        ONGOING,
+        ONGOING,
+        PREPARE_ABORT,
+        COMPLETE_ABORT,
+    ]
     assert {v["producer_epoch"] for v in history} == {0}
     assert history[0]["partitions"] is None and history[4]["partitions"] == []
     assert sorted(history[3]["partitions"]) == [("orders", 0), ("orders", 1)]
@@ -106,7 +123,9 @@ def test_tv2_bumps_epoch_on_every_end(cluster: Cluster) -> None:
 
 
 def test_tv2_rollover_at_epoch_exhaustion(cluster: Cluster) -> None:
-    old_pid, _ = cluster.coordinator.seed_transactional_id("fx", producer_epoch=32763, timeout_ms=60_000, client_transaction_version=2)
+    old_pid, _ = cluster.coordinator.seed_transactional_id(
+        "fx", producer_epoch=32763, timeout_ms=60_000, client_transaction_version=2
+    )
     p = cluster.transactional_producer("fx", transaction_version=2)
     p.producer_id, p.producer_epoch = cluster.coordinator.init_producer_id("fx", timeout_ms=60_000)
     assert p.producer_epoch == 32764
@@ -121,10 +140,19 @@ def test_tv2_rollover_at_epoch_exhaustion(cluster: Cluster) -> None:
     assert [(m[1], m[2]) for m in marks] == [(old_pid, 32765), (old_pid, 32766), (old_pid, 32767), (new_pid, 1)]
     history = _history(cluster, "fx")
     rollover_prepare = next(v for v in history if v["state"] == PREPARE_COMMIT and v["next_producer_id"] != -1)
-    assert (rollover_prepare["producer_id"], rollover_prepare["producer_epoch"], rollover_prepare["next_producer_id"]) == (old_pid, 32767, new_pid)
+    assert (
+        rollover_prepare["producer_id"],
+        rollover_prepare["producer_epoch"],
+        rollover_prepare["next_producer_id"],
+    ) == (old_pid, 32767, new_pid)
     complete = history[history.index(rollover_prepare) + 1]
     assert complete["state"] == COMPLETE_COMMIT
-    assert (complete["producer_id"], complete["producer_epoch"], complete["previous_producer_id"], complete["next_producer_id"]) == (new_pid, 0, old_pid, -1)
+    assert (
+        complete["producer_id"],
+        complete["producer_epoch"],
+        complete["previous_producer_id"],
+        complete["next_producer_id"],
+    ) == (new_pid, 0, old_pid, -1)
 
 
 def test_init_fences_an_ongoing_transaction(cluster: Cluster) -> None:
@@ -137,14 +165,20 @@ def test_init_fences_an_ongoing_transaction(cluster: Cluster) -> None:
     cluster.close()
     history = _history(cluster, "svc")
     assert [(v["state"], v["producer_epoch"]) for v in history] == [
-        (EMPTY, 0), (ONGOING, 0), (PREPARE_ABORT, 1), (COMPLETE_ABORT, 1), (EMPTY, 2)
+        (EMPTY, 0),
+        (ONGOING, 0),
+        (PREPARE_ABORT, 1),
+        (COMPLETE_ABORT, 1),
+        (EMPTY, 2),
     ]
     assert q.producer_epoch == 2
     assert [(m[2], m[3]) for m in _markers(_batches(cluster, "orders", 0))] == [(1, ABORT)]
 
 
 def test_coordinator_aborts_timed_out_and_expires_idle_ids(cluster: Cluster) -> None:
-    p = cluster.transactional_producer("crashy", transaction_version=2, transaction_timeout_ms=30_000).init_transactions()
+    p = cluster.transactional_producer(
+        "crashy", transaction_version=2, transaction_timeout_ms=30_000
+    ).init_transactions()
     p.begin_transaction()
     p.send("orders", 1)
     p.crash()

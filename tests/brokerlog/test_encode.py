@@ -57,7 +57,9 @@ def _decode_one(data: bytes):
 )
 def test_record_batch_decodes_with_kafka_python(codec: Compression, flags: dict) -> None:
     records = _records()
-    data = encode.encode_record_batch(base_offset=1000, records=records, base_timestamp=BASE_TS, compression=codec, **flags)
+    data = encode.encode_record_batch(
+        base_offset=1000, records=records, base_timestamp=BASE_TS, compression=codec, **flags
+    )
     batch = _decode_one(data)
     assert batch.validate_crc()
     assert batch.magic == 2
@@ -109,7 +111,9 @@ def test_lz4_incompressible_block_is_stored_raw() -> None:
     size = struct.unpack_from("<I", framed, 7)[0]
     assert size & 0x80000000 and size & 0x7FFFFFFF == 64 * 1024
     batch = _decode_one(
-        encode.encode_record_batch(base_offset=0, records=[RecordSpec(0, 0, None, noise)], base_timestamp=1, compression=Compression.LZ4)
+        encode.encode_record_batch(
+            base_offset=0, records=[RecordSpec(0, 0, None, noise)], base_timestamp=1, compression=Compression.LZ4
+        )
     )
     assert [r.value for r in batch] == [noise]
 
@@ -117,7 +121,12 @@ def test_lz4_incompressible_block_is_stored_raw() -> None:
 @pytest.mark.parametrize("control_type", [ControlType.ABORT, ControlType.COMMIT], ids=["abort", "commit"])
 def test_end_txn_marker(control_type: ControlType) -> None:
     data = encode.encode_end_txn_marker_batch(
-        offset=77, producer_id=4711, producer_epoch=5, control_type=control_type, coordinator_epoch=12, timestamp=BASE_TS
+        offset=77,
+        producer_id=4711,
+        producer_epoch=5,
+        control_type=control_type,
+        coordinator_epoch=12,
+        timestamp=BASE_TS,
     )
     assert len(data) == 78  # 61-byte header + one 17-byte control record
     batch = _decode_one(data)
@@ -134,7 +143,12 @@ def test_end_txn_marker(control_type: ControlType) -> None:
 def test_marker_rejects_other_types() -> None:
     with pytest.raises(ValueError):
         encode.encode_end_txn_marker_batch(
-            offset=0, producer_id=1, producer_epoch=0, control_type=ControlType.LEADER_CHANGE, coordinator_epoch=0, timestamp=0
+            offset=0,
+            producer_id=1,
+            producer_epoch=0,
+            control_type=ControlType.LEADER_CHANGE,
+            coordinator_epoch=0,
+            timestamp=0,
         )
 
 
@@ -144,8 +158,12 @@ def test_control_batch_with_zero_records_and_unknown_type() -> None:
     assert empty.last_offset == 9 and list(empty) == []
     odd = _decode_one(
         encode.encode_control_batch(
-            offset=10, producer_id=3, producer_epoch=1, timestamp=BASE_TS,
-            records=[(encode.encode_control_record_key(99), b"\x00\x00whatever")], is_transactional=False,
+            offset=10,
+            producer_id=3,
+            producer_epoch=1,
+            timestamp=BASE_TS,
+            records=[(encode.encode_control_record_key(99), b"\x00\x00whatever")],
+            is_transactional=False,
         )
     )
     assert odd.validate_crc() and not odd.is_transactional
@@ -158,12 +176,25 @@ def test_data_batch_fast_path_equals_full_encoder() -> None:
     for codec in CODECS:
         payload = encode.encode_records_payload(records, codec)
         fast = encode.encode_data_batch(
-            base_offset=5, payload=payload, base_timestamp=BASE_TS, producer_id=8, producer_epoch=2,
-            base_sequence=40, is_transactional=True, partition_leader_epoch=3,
+            base_offset=5,
+            payload=payload,
+            base_timestamp=BASE_TS,
+            producer_id=8,
+            producer_epoch=2,
+            base_sequence=40,
+            is_transactional=True,
+            partition_leader_epoch=3,
         )
         full = encode.encode_record_batch(
-            base_offset=5, records=records, base_timestamp=BASE_TS, producer_id=8, producer_epoch=2,
-            base_sequence=40, is_transactional=True, partition_leader_epoch=3, compression=codec,
+            base_offset=5,
+            records=records,
+            base_timestamp=BASE_TS,
+            producer_id=8,
+            producer_epoch=2,
+            base_sequence=40,
+            is_transactional=True,
+            partition_leader_epoch=3,
+            compression=codec,
         )
         assert fast == full
 
@@ -174,15 +205,26 @@ def test_vectorized_batches_equal_one_at_a_time_and_have_valid_crcs() -> None:
     offsets = np.arange(n, dtype=np.int64) * 4 + 1_000_000
     ts = BASE_TS + np.arange(n, dtype=np.int64) * 13 - 5
     rows = encode.encode_data_batches(
-        base_offsets=offsets, payload=payload, base_timestamps=ts, producer_ids=np.arange(n) % 3 + 10,
-        producer_epochs=np.arange(n) % 2, base_sequences=np.arange(n) * 4, is_transactional=True,
+        base_offsets=offsets,
+        payload=payload,
+        base_timestamps=ts,
+        producer_ids=np.arange(n) % 3 + 10,
+        producer_epochs=np.arange(n) % 2,
+        base_sequences=np.arange(n) * 4,
+        is_transactional=True,
         partition_leader_epoch=7,
     )
     assert rows.shape == (n, 61 + len(payload.data))
     for i in (0, 1, 2, 57, n - 1):
         assert rows[i].tobytes() == encode.encode_data_batch(
-            base_offset=int(offsets[i]), payload=payload, base_timestamp=int(ts[i]), producer_id=int(i % 3 + 10),
-            producer_epoch=int(i % 2), base_sequence=int(i * 4), is_transactional=True, partition_leader_epoch=7,
+            base_offset=int(offsets[i]),
+            payload=payload,
+            base_timestamp=int(ts[i]),
+            producer_id=int(i % 3 + 10),
+            producer_epoch=int(i % 2),
+            base_sequence=int(i * 4),
+            is_transactional=True,
+            partition_leader_epoch=7,
         )
     entries = list(iter_entries(rows.tobytes()))
     assert len(entries) == n
@@ -219,47 +261,85 @@ def test_transaction_log_key_bytes() -> None:
 
 def test_transaction_log_value_v0_bytes() -> None:
     value = encode.encode_transaction_log_value(
-        version=0, producer_id=4711, producer_epoch=3, transaction_timeout_ms=60000, state=TransactionState.ONGOING,
-        partitions={"orders": [1, 4], "pay": [0]}, last_update_timestamp_ms=BASE_TS + 5, start_timestamp_ms=BASE_TS,
+        version=0,
+        producer_id=4711,
+        producer_epoch=3,
+        transaction_timeout_ms=60000,
+        state=TransactionState.ONGOING,
+        partitions={"orders": [1, 4], "pay": [0]},
+        last_update_timestamp_ms=BASE_TS + 5,
+        start_timestamp_ms=BASE_TS,
     )
     expected = (
         struct.pack(">hqhib", 0, 4711, 3, 60000, 1)
         + struct.pack(">i", 2)
-        + struct.pack(">h", 6) + b"orders" + struct.pack(">iii", 2, 1, 4)
-        + struct.pack(">h", 3) + b"pay" + struct.pack(">ii", 1, 0)
+        + struct.pack(">h", 6)
+        + b"orders"
+        + struct.pack(">iii", 2, 1, 4)
+        + struct.pack(">h", 3)
+        + b"pay"
+        + struct.pack(">ii", 1, 0)
         + struct.pack(">qq", BASE_TS + 5, BASE_TS)
     )
     assert value == expected
     empty = encode.encode_transaction_log_value(
-        version=0, producer_id=1, producer_epoch=0, transaction_timeout_ms=1, state=TransactionState.EMPTY,
-        partitions=None, last_update_timestamp_ms=2, start_timestamp_ms=-1,
+        version=0,
+        producer_id=1,
+        producer_epoch=0,
+        transaction_timeout_ms=1,
+        state=TransactionState.EMPTY,
+        partitions=None,
+        last_update_timestamp_ms=2,
+        start_timestamp_ms=-1,
     )
     assert empty[17:21] == b"\xff\xff\xff\xff"
     with pytest.raises(ValueError):
         encode.encode_transaction_log_value(
-            version=0, producer_id=1, producer_epoch=0, transaction_timeout_ms=1, state=0, partitions=None,
-            last_update_timestamp_ms=2, start_timestamp_ms=-1, client_transaction_version=2,
+            version=0,
+            producer_id=1,
+            producer_epoch=0,
+            transaction_timeout_ms=1,
+            state=0,
+            partitions=None,
+            last_update_timestamp_ms=2,
+            start_timestamp_ms=-1,
+            client_transaction_version=2,
         )
 
 
 def test_transaction_log_value_v1_bytes_and_tags() -> None:
     value = encode.encode_transaction_log_value(
-        version=1, producer_id=4711, producer_epoch=32767, transaction_timeout_ms=60000,
-        state=TransactionState.PREPARE_COMMIT, partitions={"orders": [2]},
-        last_update_timestamp_ms=BASE_TS + 5, start_timestamp_ms=BASE_TS,
-        previous_producer_id=4711, next_producer_id=5000, client_transaction_version=2, next_producer_epoch=0,
+        version=1,
+        producer_id=4711,
+        producer_epoch=32767,
+        transaction_timeout_ms=60000,
+        state=TransactionState.PREPARE_COMMIT,
+        partitions={"orders": [2]},
+        last_update_timestamp_ms=BASE_TS + 5,
+        start_timestamp_ms=BASE_TS,
+        previous_producer_id=4711,
+        next_producer_id=5000,
+        client_transaction_version=2,
+        next_producer_epoch=0,
         unknown_tagged_fields={7: b"\x01\x02", 4: b""},
     )
     expected = (
         struct.pack(">hqhib", 1, 4711, 32767, 60000, 2)
         + b"\x02"  # one topic (+1)
-        + b"\x07orders" + b"\x02" + struct.pack(">i", 2) + b"\x00"
+        + b"\x07orders"
+        + b"\x02"
+        + struct.pack(">i", 2)
+        + b"\x00"
         + struct.pack(">qq", BASE_TS + 5, BASE_TS)
         + b"\x06"  # six tagged fields, ascending
-        + b"\x00\x08" + struct.pack(">q", 4711)
-        + b"\x01\x08" + struct.pack(">q", 5000)
-        + b"\x02\x02" + struct.pack(">h", 2)
-        + b"\x03\x02" + struct.pack(">h", 0)
+        + b"\x00\x08"
+        + struct.pack(">q", 4711)
+        + b"\x01\x08"
+        + struct.pack(">q", 5000)
+        + b"\x02\x02"
+        + struct.pack(">h", 2)
+        + b"\x03\x02"
+        + struct.pack(">h", 0)
         + b"\x04\x00"
         + b"\x07\x02\x01\x02"
     )
@@ -267,13 +347,25 @@ def test_transaction_log_value_v1_bytes_and_tags() -> None:
     parsed = parse_txn_log_value(value)
     assert parsed["next_producer_epoch"] == 0 and parsed["unknown_tags"] == {4: b"", 7: b"\x01\x02"}
     defaults = encode.encode_transaction_log_value(
-        version=1, producer_id=1, producer_epoch=0, transaction_timeout_ms=1, state=TransactionState.EMPTY,
-        partitions=None, last_update_timestamp_ms=2, start_timestamp_ms=-1,
+        version=1,
+        producer_id=1,
+        producer_epoch=0,
+        transaction_timeout_ms=1,
+        state=TransactionState.EMPTY,
+        partitions=None,
+        last_update_timestamp_ms=2,
+        start_timestamp_ms=-1,
     )
     assert defaults.endswith(b"\x00") and defaults[17] == 0  # null partitions, no tags
     complete = encode.encode_transaction_log_value(
-        version=1, producer_id=1, producer_epoch=0, transaction_timeout_ms=1, state=TransactionState.COMPLETE_COMMIT,
-        partitions={}, last_update_timestamp_ms=2, start_timestamp_ms=1,
+        version=1,
+        producer_id=1,
+        producer_epoch=0,
+        transaction_timeout_ms=1,
+        state=TransactionState.COMPLETE_COMMIT,
+        partitions={},
+        last_update_timestamp_ms=2,
+        start_timestamp_ms=1,
     )
     assert complete[17] == 1  # empty (not null) array
 
@@ -287,11 +379,19 @@ def test_producer_snapshot_layout() -> None:
     assert len(data) == 10 + 2 * 46
     parsed = parse_producer_snapshot(data)
     assert parsed[0] == {
-        "producer_id": 4711, "epoch": 3, "last_sequence": 99, "last_offset": 1234, "offset_delta": 4,
-        "timestamp": BASE_TS, "coordinator_epoch": 7, "current_txn_first_offset": 1200,
+        "producer_id": 4711,
+        "epoch": 3,
+        "last_sequence": 99,
+        "last_offset": 1234,
+        "offset_delta": 4,
+        "timestamp": BASE_TS,
+        "coordinator_epoch": 7,
+        "current_txn_first_offset": 1200,
     }
     assert parsed[1]["last_offset"] == -1 and parsed[1]["current_txn_first_offset"] == -1
-    assert encode.encode_producer_snapshot([]) == struct.pack(">hI", 1, google_crc32c.value(b"\x00\x00\x00\x00")) + bytes(4)
+    assert encode.encode_producer_snapshot([]) == struct.pack(
+        ">hI", 1, google_crc32c.value(b"\x00\x00\x00\x00")
+    ) + bytes(4)
 
 
 def test_index_entries() -> None:
@@ -322,8 +422,13 @@ _record = st.tuples(
 def test_any_batch_round_trips_through_kafka_python(records, codec, base_offset, pid, transactional) -> None:
     specs = [RecordSpec(i, ts, k, v, tuple(h)) for i, (ts, k, v, h) in enumerate(records)]
     data = encode.encode_record_batch(
-        base_offset=base_offset, records=specs, base_timestamp=BASE_TS, producer_id=pid,
-        producer_epoch=0 if pid >= 0 else -1, is_transactional=transactional, compression=codec,
+        base_offset=base_offset,
+        records=specs,
+        base_timestamp=BASE_TS,
+        producer_id=pid,
+        producer_epoch=0 if pid >= 0 else -1,
+        is_transactional=transactional,
+        compression=codec,
     )
     batch = next(iter(MemoryRecords(data)))
     assert batch.validate_crc()

@@ -20,12 +20,27 @@ BASE_TS = 1_717_401_600_000
 NAME = re.compile(r"^\d{20}\.(log|index|timeindex|txnindex|snapshot)$")
 
 
-def _batch(n: int, ts: int, *, pid: int = -1, epoch: int = -1, seq: int = -1, txn: bool = False, size: int = 100,
-           codec: Compression = Compression.NONE) -> bytes:
+def _batch(
+    n: int,
+    ts: int,
+    *,
+    pid: int = -1,
+    epoch: int = -1,
+    seq: int = -1,
+    txn: bool = False,
+    size: int = 100,
+    codec: Compression = Compression.NONE,
+) -> bytes:
     records = [RecordSpec(i, i, b"k%d" % i, b"x" * size) for i in range(n)]
     return encode.encode_record_batch(
-        base_offset=0, records=records, base_timestamp=ts, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
-        is_transactional=txn, compression=codec,
+        base_offset=0,
+        records=records,
+        base_timestamp=ts,
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        is_transactional=txn,
+        compression=codec,
     )
 
 
@@ -59,15 +74,25 @@ def _txn_workload(log: PartitionLog, clock: SimClock) -> dict:
                 first = open_first.pop(pid)
                 if ctype == ControlType.ABORT:
                     others = [f for p, f in open_first.items()]
-                    expected_aborts.append((pid, first, marker.base_offset, min(others) if others else marker.base_offset + 1))
+                    expected_aborts.append(
+                        (pid, first, marker.base_offset, min(others) if others else marker.base_offset + 1)
+                    )
     return {"aborts": expected_aborts, "open": open_first}
 
 
 @pytest.fixture()
 def written(tmp_path: Path):
     clock = SimClock(BASE_TS)
-    log = PartitionLog(tmp_path, "orders", 3, segment_bytes=16 * 1024, index_interval_bytes=1024, clock=clock,
-                       leader_epoch=6, topic_id=bytes(range(16)))
+    log = PartitionLog(
+        tmp_path,
+        "orders",
+        3,
+        segment_bytes=16 * 1024,
+        index_interval_bytes=1024,
+        clock=clock,
+        leader_epoch=6,
+        topic_id=bytes(range(16)),
+    )
     expected = _txn_workload(log, clock)
     log.close()
     return log, expected
@@ -130,16 +155,23 @@ def test_txnindex_matches_aborts_and_replay(written) -> None:
             assert version == 0
             got.append((pid, first, last, lso))
             # The entry sits in the segment holding the ABORT marker.
-            assert int(p.stem) <= last < (log.log_end_offset if p.stem == f"{_segments(d)[-1]:020d}" else
-                                           _segments(d)[_segments(d).index(int(p.stem)) + 1])
+            assert (
+                int(p.stem)
+                <= last
+                < (
+                    log.log_end_offset
+                    if p.stem == f"{_segments(d)[-1]:020d}"
+                    else _segments(d)[_segments(d).index(int(p.stem)) + 1]
+                )
+            )
     assert got == expected["aborts"]
     replay = Replay()
     for _, _, b in _all_batches(d):
         replay.feed(b)
     assert {pid: t["first_offset"] for pid, t in replay.open.items()} == expected["open"]
-    assert [(t["producer_id"], t["first_offset"], t["marker_offset"]) for t in replay.closed if t["outcome"] == "ABORT"] == [
-        (pid, first, last) for pid, first, last, _ in expected["aborts"]
-    ]
+    assert [
+        (t["producer_id"], t["first_offset"], t["marker_offset"]) for t in replay.closed if t["outcome"] == "ABORT"
+    ] == [(pid, first, last) for pid, first, last, _ in expected["aborts"]]
 
 
 def test_snapshots_at_rolls_and_close(written) -> None:
@@ -160,10 +192,16 @@ def test_snapshots_at_rolls_and_close(written) -> None:
         for pid, e in entries.items():
             txn = replay.open.get(pid)
             assert e["current_txn_first_offset"] == (txn["first_offset"] if txn else -1)
-            last = max(b.last_offset for _, _, b in batches if b.base_offset < snap and b.producer_id == pid and not b.is_control_batch)
+            last = max(
+                b.last_offset
+                for _, _, b in batches
+                if b.base_offset < snap and b.producer_id == pid and not b.is_control_batch
+            )
             assert e["last_offset"] == last
             assert e["epoch"] == 1
-    final = {e["producer_id"]: e for e in parse_producer_snapshot((d / f"{log.log_end_offset:020d}.snapshot").read_bytes())}
+    final = {
+        e["producer_id"]: e for e in parse_producer_snapshot((d / f"{log.log_end_offset:020d}.snapshot").read_bytes())
+    }
     assert {p for p, e in final.items() if e["current_txn_first_offset"] >= 0} == set(expected["open"])
     assert final[100]["coordinator_epoch"] == 4 and final[300]["coordinator_epoch"] == -1
 
@@ -182,7 +220,9 @@ def test_retention_deletes_segments_and_their_snapshots(tmp_path: Path) -> None:
     assert log.log_start_offset == bases[3] == _segments(log.dir)[0]
     snaps = sorted(int(p.stem) for p in log.dir.glob("*.snapshot"))
     assert snaps[0] == bases[3]
-    at_start = {e["producer_id"]: e for e in parse_producer_snapshot((log.dir / f"{bases[3]:020d}.snapshot").read_bytes())}
+    at_start = {
+        e["producer_id"]: e for e in parse_producer_snapshot((log.dir / f"{bases[3]:020d}.snapshot").read_bytes())
+    }
     assert at_start[7]["current_txn_first_offset"] == 0  # known only from the snapshot now
     assert not list(log.dir.glob(f"{0:020d}.*"))
 
@@ -195,13 +235,44 @@ def test_bulk_path_is_byte_identical_to_one_batch_at_a_time(tmp_path: Path) -> N
     b = PartitionLog(tmp_path / "b", "t", 0, segment_bytes=16 * 1024, index_interval_bytes=2000, leader_epoch=2)
     a.append(_batch(1, BASE_TS - 5))
     b.append(_batch(1, BASE_TS - 5))
-    a.append_data_batches(payload, count=300, base_timestamps=ts[:300], producer_id=9, producer_epoch=1, first_sequence=0, is_transactional=True)
-    a.append_data_batches(payload, count=400, base_timestamps=ts[300:], producer_id=9, producer_epoch=1, first_sequence=900, is_transactional=True)
+    a.append_data_batches(
+        payload,
+        count=300,
+        base_timestamps=ts[:300],
+        producer_id=9,
+        producer_epoch=1,
+        first_sequence=0,
+        is_transactional=True,
+    )
+    a.append_data_batches(
+        payload,
+        count=400,
+        base_timestamps=ts[300:],
+        producer_id=9,
+        producer_epoch=1,
+        first_sequence=900,
+        is_transactional=True,
+    )
     for i in range(n):
-        b.append(encode.encode_data_batch(base_offset=0, payload=payload, base_timestamp=int(ts[i]), producer_id=9,
-                                          producer_epoch=1, base_sequence=3 * i, is_transactional=True))
+        b.append(
+            encode.encode_data_batch(
+                base_offset=0,
+                payload=payload,
+                base_timestamp=int(ts[i]),
+                producer_id=9,
+                producer_epoch=1,
+                base_sequence=3 * i,
+                is_transactional=True,
+            )
+        )
     for log in (a, b):
-        log.append_end_txn_marker(producer_id=9, producer_epoch=1, control_type=ControlType.ABORT, coordinator_epoch=0, timestamp=BASE_TS + 2000)
+        log.append_end_txn_marker(
+            producer_id=9,
+            producer_epoch=1,
+            control_type=ControlType.ABORT,
+            coordinator_epoch=0,
+            timestamp=BASE_TS + 2000,
+        )
         log.close()
     files_a = sorted(p.name for p in a.dir.iterdir())
     assert files_a == sorted(p.name for p in b.dir.iterdir())
@@ -212,8 +283,12 @@ def test_bulk_path_is_byte_identical_to_one_batch_at_a_time(tmp_path: Path) -> N
 
 def test_log_append_time_and_follower_copy(tmp_path: Path) -> None:
     clock = SimClock(BASE_TS + 10_000)
-    leader = PartitionLog(tmp_path / "l", "audit", 0, timestamp_type=TimestampType.LOG_APPEND_TIME, clock=clock, leader_epoch=3)
-    follower = PartitionLog(tmp_path / "f", "audit", 0, timestamp_type=TimestampType.LOG_APPEND_TIME, clock=clock, leader_epoch=3)
+    leader = PartitionLog(
+        tmp_path / "l", "audit", 0, timestamp_type=TimestampType.LOG_APPEND_TIME, clock=clock, leader_epoch=3
+    )
+    follower = PartitionLog(
+        tmp_path / "f", "audit", 0, timestamp_type=TimestampType.LOG_APPEND_TIME, clock=clock, leader_epoch=3
+    )
     info = leader.append(_batch(3, BASE_TS, codec=Compression.GZIP))
     follower.append(info.data, base_offset=info.base_offset)
     leader.close()
@@ -227,7 +302,9 @@ def test_log_append_time_and_follower_copy(tmp_path: Path) -> None:
 def test_zombie_epoch_is_refused(tmp_path: Path) -> None:
     log = PartitionLog(tmp_path, "t", 0)
     log.append(_batch(1, BASE_TS, pid=5, epoch=3, seq=0, txn=True))
-    log.append_end_txn_marker(producer_id=5, producer_epoch=4, control_type=ControlType.ABORT, coordinator_epoch=0, timestamp=BASE_TS)
+    log.append_end_txn_marker(
+        producer_id=5, producer_epoch=4, control_type=ControlType.ABORT, coordinator_epoch=0, timestamp=BASE_TS
+    )
     with pytest.raises(InvalidProducerEpoch):
         log.append(_batch(1, BASE_TS, pid=5, epoch=3, seq=1, txn=True))
 

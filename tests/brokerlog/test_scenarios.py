@@ -46,9 +46,17 @@ def _expected_safety(result: ScenarioResult, name: str, f: Any) -> str:
     if name == "partial_txn_state" or diverged or f"{f.topic}-{f.partition}" in damaged:
         return "VERIFY_FIRST"
     return "SAFE"
+
+
 ALL_REASONS = {
-    "NO_TRANSACTIONAL_ID", "TRANSACTIONAL_ID_EXPIRED", "COORDINATOR_COMPLETED", "PARTITION_NOT_IN_TRANSACTION",
-    "MARKERS_PENDING", "COORDINATOR_TIMEOUT_OVERDUE", "TWO_PHASE_IN_DOUBT", "COORDINATOR_STUCK",
+    "NO_TRANSACTIONAL_ID",
+    "TRANSACTIONAL_ID_EXPIRED",
+    "COORDINATOR_COMPLETED",
+    "PARTITION_NOT_IN_TRANSACTION",
+    "MARKERS_PENDING",
+    "COORDINATOR_TIMEOUT_OVERDUE",
+    "TWO_PHASE_IN_DOUBT",
+    "COORDINATOR_STUCK",
 }
 
 
@@ -173,7 +181,12 @@ def test_findings_have_no_marker_after_them(written, name: str) -> None:
                 for pos, b in iter_entries(seg.read_bytes()):
                     if (rel, pos) in damaged:  # a damaged marker is no marker to a reader
                         continue
-                    if b.magic == 2 and b.is_control_batch and b.producer_id == f.producer_id and b.base_offset > f.start_offset:
+                    if (
+                        b.magic == 2
+                        and b.is_control_batch
+                        and b.producer_id == f.producer_id
+                        and b.base_offset > f.start_offset
+                    ):
                         later.append(b.base_offset)
             assert later == [], f"{name}: {f} has markers after it at {later}"
 
@@ -216,9 +229,16 @@ def test_coordinator_truth_matches_the_transaction_log(written, name: str) -> No
             assert truth.is_tombstoned
             continue
         assert STATE_BY_KAFKA_NAME[truth.state] == value["state"]
-        assert (truth.producer_id, truth.producer_epoch, truth.timeout_ms) == (value["producer_id"], value["producer_epoch"], value["timeout_ms"])
+        assert (truth.producer_id, truth.producer_epoch, truth.timeout_ms) == (
+            value["producer_id"],
+            value["producer_epoch"],
+            value["timeout_ms"],
+        )
         assert sorted(truth.partitions) == sorted(f"{t}-{p}" for t, p in value["partitions"] or [])
-        assert (truth.next_producer_id, truth.next_producer_epoch) == (value["next_producer_id"], value["next_producer_epoch"])
+        assert (truth.next_producer_id, truth.next_producer_epoch) == (
+            value["next_producer_id"],
+            value["next_producer_epoch"],
+        )
     assert result.all_txn_state_partitions_present == (len(result.txn_state_partitions_present) == 50)
 
 
@@ -237,10 +257,18 @@ def test_findings_are_what_the_scenario_is_about(written, name: str) -> None:
             assert f.safety == _expected_safety(result, name, f)
         else:
             assert f.safety is None
-        assert result.as_of_ms - next(
-            (t.last_timestamp for t in result.open_transactions if (t.topic, t.partition, t.producer_id) == (f.topic, f.partition, f.producer_id)),
-            0,
-        ) > result.max_transaction_timeout_ms
+        assert (
+            result.as_of_ms
+            - next(
+                (
+                    t.last_timestamp
+                    for t in result.open_transactions
+                    if (t.topic, t.partition, t.producer_id) == (f.topic, f.partition, f.producer_id)
+                ),
+                0,
+            )
+            > result.max_transaction_timeout_ms
+        )
 
 
 def test_special_scenario_properties(written) -> None:
@@ -266,7 +294,9 @@ def test_special_scenario_properties(written) -> None:
     assert {t.producer_id for t in rows} == {old, new}
     for result in written.values():
         for (broker, topic, part), health in result.replica_partitions.items():
-            here = [t for t in result.open_transactions if (t.topic, t.partition) == (topic, part) and broker in t.brokers]
+            here = [
+                t for t in result.open_transactions if (t.topic, t.partition) == (topic, part) and broker in t.brokers
+            ]
             lagging = [b for b in result.behind if b[:3] == (broker, topic, part)]
             assert health.open_transactions == len(here) + len(lagging)
             if lagging:

@@ -9,28 +9,80 @@ from txnlog import classify as C
 
 AS_OF = 10_000_000_000
 BASE = {
-    "topic": "orders", "partition": 3, "producer_id": 4711, "producer_epoch": 3, "start_offset": 552,
-    "last_offset": 560, "batch_count": 2, "last_timestamp_ms": AS_OF - 3_600_000, "idle_ms": 3_600_000,
-    "owner_match": C.OWNER_CURRENT, "owner_state": "Ongoing", "owner_partitions": ["orders-3"],
-    "owner_timeout_ms": 60_000, "owner_txn_start_ms": AS_OF - 60_000 + 1,
+    "topic": "orders",
+    "partition": 3,
+    "producer_id": 4711,
+    "producer_epoch": 3,
+    "start_offset": 552,
+    "last_offset": 560,
+    "batch_count": 2,
+    "last_timestamp_ms": AS_OF - 3_600_000,
+    "idle_ms": 3_600_000,
+    "owner_match": C.OWNER_CURRENT,
+    "owner_state": "Ongoing",
+    "owner_partitions": ["orders-3"],
+    "owner_timeout_ms": 60_000,
+    "owner_txn_start_ms": AS_OF - 60_000 + 1,
 }
 
 CASES = [
-    ("never-seen", {"owner_match": C.OWNER_NONE, "owner_state": None, "owner_partitions": None}, "HANGING", "NO_TRANSACTIONAL_ID", "SAFE"),
-    ("expired", {"owner_match": C.OWNER_EXPIRED, "owner_state": "CompleteCommit"}, "HANGING", "TRANSACTIONAL_ID_EXPIRED", "SAFE"),
+    (
+        "never-seen",
+        {"owner_match": C.OWNER_NONE, "owner_state": None, "owner_partitions": None},
+        "HANGING",
+        "NO_TRANSACTIONAL_ID",
+        "SAFE",
+    ),
+    (
+        "expired",
+        {"owner_match": C.OWNER_EXPIRED, "owner_state": "CompleteCommit"},
+        "HANGING",
+        "TRANSACTIONAL_ID_EXPIRED",
+        "SAFE",
+    ),
     ("dead", {"owner_state": "Dead", "owner_partitions": []}, "HANGING", "TRANSACTIONAL_ID_EXPIRED", "SAFE"),
     ("empty", {"owner_state": "Empty", "owner_partitions": []}, "HANGING", "COORDINATOR_COMPLETED", "SAFE"),
-    ("complete-abort", {"owner_state": "CompleteAbort", "owner_partitions": []}, "HANGING", "COORDINATOR_COMPLETED", "SAFE"),
-    ("complete-commit-rollover", {"owner_match": C.OWNER_ROLLOVER, "owner_state": "CompleteCommit", "owner_partitions": []}, "HANGING", "COORDINATOR_COMPLETED", "SAFE"),
+    (
+        "complete-abort",
+        {"owner_state": "CompleteAbort", "owner_partitions": []},
+        "HANGING",
+        "COORDINATOR_COMPLETED",
+        "SAFE",
+    ),
+    (
+        "complete-commit-rollover",
+        {"owner_match": C.OWNER_ROLLOVER, "owner_state": "CompleteCommit", "owner_partitions": []},
+        "HANGING",
+        "COORDINATOR_COMPLETED",
+        "SAFE",
+    ),
     ("other-partition", {"owner_partitions": ["orders-4"]}, "HANGING", "PARTITION_NOT_IN_TRANSACTION", "SAFE"),
     ("prepare-commit", {"owner_state": "PrepareCommit"}, "LATE", "MARKERS_PENDING", None),
-    ("prepare-abort-2pc", {"owner_state": "PrepareAbort", "owner_timeout_ms": 2147483647}, "LATE", "MARKERS_PENDING", None),
+    (
+        "prepare-abort-2pc",
+        {"owner_state": "PrepareAbort", "owner_timeout_ms": 2147483647},
+        "LATE",
+        "MARKERS_PENDING",
+        None,
+    ),
     ("two-phase", {"owner_timeout_ms": 2147483647, "owner_txn_start_ms": 0}, "LATE", "TWO_PHASE_IN_DOUBT", None),
     ("overdue", {"owner_txn_start_ms": AS_OF - 120_000}, "LATE", "COORDINATOR_TIMEOUT_OVERDUE", None),
     ("within-own-timeout", {}, None, None, None),
     # a 2.x/3.x dump prints no TxnStartTimestamp: the last update (never earlier) stands in for it
-    ("overdue-start-unknown", {"owner_txn_start_ms": None, "owner_last_update_ms": AS_OF - 120_000}, "LATE", "COORDINATOR_TIMEOUT_OVERDUE", None),
-    ("start-unknown-recent-update", {"owner_txn_start_ms": None, "owner_last_update_ms": AS_OF - 1_000}, None, None, None),
+    (
+        "overdue-start-unknown",
+        {"owner_txn_start_ms": None, "owner_last_update_ms": AS_OF - 120_000},
+        "LATE",
+        "COORDINATOR_TIMEOUT_OVERDUE",
+        None,
+    ),
+    (
+        "start-unknown-recent-update",
+        {"owner_txn_start_ms": None, "owner_last_update_ms": AS_OF - 1_000},
+        None,
+        None,
+        None,
+    ),
 ]
 
 
@@ -48,11 +100,20 @@ def test_partial_txn_state_needs_verification():
 
 
 def test_seed_case_evidence_names_the_abort_marker():
-    row = {**BASE, "owner_state": "CompleteAbort", "owner_partitions": [], "transactional_id": "txn-7",
-           "prev_marker_type": 0, "prev_marker_offset": 551, "prev_marker_epoch": 3,
-           "owner_last_update_ms": 1763777647000}
+    row = {
+        **BASE,
+        "owner_state": "CompleteAbort",
+        "owner_partitions": [],
+        "transactional_id": "txn-7",
+        "prev_marker_type": 0,
+        "prev_marker_offset": 551,
+        "prev_marker_epoch": 3,
+        "owner_last_update_ms": 1763777647000,
+    }
     evidence, advice = C.evidence_and_advice(row, "COORDINATOR_COMPLETED", C.Thresholds(as_of_ms=AS_OF))
-    assert evidence.startswith("2 batches of producer 4711 epoch 3 at offsets 552–560 follow that producer's ABORT marker at offset 551")
+    assert evidence.startswith(
+        "2 batches of producer 4711 epoch 3 at offsets 552–560 follow that producer's ABORT marker at offset 551"
+    )
     assert "txn-7 CompleteAbort since 2025-11-22 02:14:07Z" in evidence
     assert "KAFKA-14053" in evidence
     assert advice.startswith("Abort it")
@@ -71,15 +132,50 @@ def test_commands_match_the_contract():
 def test_coordinator_stuck():
     rows = [
         # Ongoing, 60 s timeout, stuck 2 h, partitions not in input -> stuck
-        {"state": "Ongoing", "timeout_ms": 60_000, "txn_start_timestamp": AS_OF - 7_200_000, "last_update_timestamp": AS_OF - 7_200_000, "is_tombstoned": False, "any_partition_in_input": False},
+        {
+            "state": "Ongoing",
+            "timeout_ms": 60_000,
+            "txn_start_timestamp": AS_OF - 7_200_000,
+            "last_update_timestamp": AS_OF - 7_200_000,
+            "is_tombstoned": False,
+            "any_partition_in_input": False,
+        },
         # same, but a listed partition is in the input -> the partition finding tells the story
-        {"state": "Ongoing", "timeout_ms": 60_000, "txn_start_timestamp": AS_OF - 7_200_000, "last_update_timestamp": AS_OF - 7_200_000, "is_tombstoned": False, "any_partition_in_input": True},
+        {
+            "state": "Ongoing",
+            "timeout_ms": 60_000,
+            "txn_start_timestamp": AS_OF - 7_200_000,
+            "last_update_timestamp": AS_OF - 7_200_000,
+            "is_tombstoned": False,
+            "any_partition_in_input": True,
+        },
         # 2PC never stuck by time
-        {"state": "Ongoing", "timeout_ms": 2147483647, "txn_start_timestamp": 0, "last_update_timestamp": 0, "is_tombstoned": False, "any_partition_in_input": False},
+        {
+            "state": "Ongoing",
+            "timeout_ms": 2147483647,
+            "txn_start_timestamp": 0,
+            "last_update_timestamp": 0,
+            "is_tombstoned": False,
+            "any_partition_in_input": False,
+        },
         # final state
-        {"state": "CompleteCommit", "timeout_ms": 60_000, "txn_start_timestamp": 0, "last_update_timestamp": 0, "is_tombstoned": False, "any_partition_in_input": False},
+        {
+            "state": "CompleteCommit",
+            "timeout_ms": 60_000,
+            "txn_start_timestamp": 0,
+            "last_update_timestamp": 0,
+            "is_tombstoned": False,
+            "any_partition_in_input": False,
+        },
         # PrepareCommit only 10 minutes: within timeout + max timeout (16 min)
-        {"state": "PrepareCommit", "timeout_ms": 60_000, "txn_start_timestamp": AS_OF - 600_000, "last_update_timestamp": AS_OF - 600_000, "is_tombstoned": False, "any_partition_in_input": False},
+        {
+            "state": "PrepareCommit",
+            "timeout_ms": 60_000,
+            "txn_start_timestamp": AS_OF - 600_000,
+            "last_update_timestamp": AS_OF - 600_000,
+            "is_tombstoned": False,
+            "any_partition_in_input": False,
+        },
     ]
     mask = C.coordinator_stuck(pa.Table.from_pylist(rows), C.Thresholds(as_of_ms=AS_OF))
     assert mask.tolist() == [True, False, False, False, False]

@@ -50,23 +50,31 @@ def _summary(replicas: dict[str, list[list[dict[str, Any]]]], snapshots: list[pa
             common = {"broker": broker, "topic": "t", "file": f"/{broker}/t-0/{base:020d}.log"}
             if n:
                 parts.append(
-                    _table(SEGMENT_SUMMARY_SCHEMA, n, {
-                        **common,
-                        "kind": pa.array(np.where(f["kind"] == 1, "marker", "run").tolist(), pa.string()),
-                        "partition": np.zeros(n, np.int32),
-                        "file_offset": np.full(n, base, np.int64),
-                        **{k: v for k, v in f.items() if k != "kind"},
-                        "control_type": pa.array(f["control_type"].astype(np.int32)),
-                    })
+                    _table(
+                        SEGMENT_SUMMARY_SCHEMA,
+                        n,
+                        {
+                            **common,
+                            "kind": pa.array(np.where(f["kind"] == 1, "marker", "run").tolist(), pa.string()),
+                            "partition": np.zeros(n, np.int32),
+                            "file_offset": np.full(n, base, np.int64),
+                            **{k: v for k, v in f.items() if k != "kind"},
+                            "control_type": pa.array(f["control_type"].astype(np.int32)),
+                        },
+                    )
                 )
             parts.append(
-                _table(SEGMENT_SUMMARY_SCHEMA, 1, {
-                    **common,
-                    "kind": "segment",
-                    "partition": np.zeros(1, np.int32),
-                    "file_offset": np.full(1, base, np.int64),
-                    "last_offset": np.array([int(b["last_offset"].max())]),
-                })
+                _table(
+                    SEGMENT_SUMMARY_SCHEMA,
+                    1,
+                    {
+                        **common,
+                        "kind": "segment",
+                        "partition": np.zeros(1, np.int32),
+                        "file_offset": np.full(1, base, np.int64),
+                        "last_offset": np.array([int(b["last_offset"].max())]),
+                    },
+                )
             )
     return pa.Table.from_batches(parts, schema=SEGMENT_SUMMARY_SCHEMA)
 
@@ -104,12 +112,24 @@ def test_a_follower_behind_the_marker_is_not_open_and_a_diverged_one_is():
 def test_snapshot_gives_the_start_below_the_log_start_and_its_epoch():
     # the log starts at 10 (DeleteRecords/retention); the snapshot at 10 says producer 9's transaction began at 4
     rows = [{"offset": 10, "pid": 9, "kind": "data"}, {"offset": 11, "kind": "plain"}]
-    snap = _table(SEGMENT_SUMMARY_SCHEMA, 1, {
-        "kind": "snapshot", "broker": "b0", "topic": "t", "partition": np.zeros(1, np.int32),
-        "file": "/b0/t-0/00000000000000000010.snapshot", "file_offset": np.array([10]),
-        "producer_id": np.array([9]), "producer_epoch": np.array([0], np.int32), "first_offset": np.array([4]),
-        "last_offset": np.array([8]), "last_timestamp": np.array([500]), "coordinator_epoch": np.array([6], np.int32),
-    })
+    snap = _table(
+        SEGMENT_SUMMARY_SCHEMA,
+        1,
+        {
+            "kind": "snapshot",
+            "broker": "b0",
+            "topic": "t",
+            "partition": np.zeros(1, np.int32),
+            "file": "/b0/t-0/00000000000000000010.snapshot",
+            "file_offset": np.array([10]),
+            "producer_id": np.array([9]),
+            "producer_epoch": np.array([0], np.int32),
+            "first_offset": np.array([4]),
+            "last_offset": np.array([8]),
+            "last_timestamp": np.array([500]),
+            "coordinator_epoch": np.array([6], np.int32),
+        },
+    )
     (t,) = transactions_of_summary(_summary({"b0": [rows]}, [snap]), {}).to_pylist()
     assert (t["first_offset"], t["last_offset"], t["marker_offset"]) == (4, 10, None)
     assert t["started_before_log_start"] is True and t["snapshot_offset"] == 10

@@ -8,10 +8,21 @@ import pytest
 from txnlog.reconstruct import MARKER, RUN, merge_fragments, segment_fragments
 
 COLUMNS = {
-    "base_offset": np.int64, "last_offset": np.int64, "batch_length": np.int32, "is_transactional": bool,
-    "is_control": bool, "producer_id": np.int64, "producer_epoch": np.int16, "base_timestamp": np.int64,
-    "max_timestamp": np.int64, "has_delete_horizon": bool, "record_count": np.int32, "control_type": np.int16, "coordinator_epoch": np.int32,
-    "marker_timestamp": np.int64, "control_status": np.int8,
+    "base_offset": np.int64,
+    "last_offset": np.int64,
+    "batch_length": np.int32,
+    "is_transactional": bool,
+    "is_control": bool,
+    "producer_id": np.int64,
+    "producer_epoch": np.int16,
+    "base_timestamp": np.int64,
+    "max_timestamp": np.int64,
+    "has_delete_horizon": bool,
+    "record_count": np.int32,
+    "control_type": np.int16,
+    "coordinator_epoch": np.int32,
+    "marker_timestamp": np.int64,
+    "control_status": np.int8,
 }
 
 
@@ -53,8 +64,15 @@ def test_runs_and_markers_of_one_segment():
     )
     f = segment_fragments(b)
     got = sorted(
-        zip(f["kind"].tolist(), f["producer_id"].tolist(), f["first_offset"].tolist(), f["last_offset"].tolist(),
-            f["batch_count"].tolist(), f["record_count"].tolist(), f["producer_epoch"].tolist())
+        zip(
+            f["kind"].tolist(),
+            f["producer_id"].tolist(),
+            f["first_offset"].tolist(),
+            f["last_offset"].tolist(),
+            f["batch_count"].tolist(),
+            f["record_count"].tolist(),
+            f["producer_epoch"].tolist(),
+        )
     )
     assert got == [
         (RUN, 10, 0, 3, 2, 3, 0),
@@ -78,7 +96,9 @@ def test_transaction_spanning_segments_merges():
     b = segment_fragments(batches({"offset": 10, "pid": 5, "kind": "data"}, {"offset": 11, "pid": 5, "kind": "commit"}))
     both = {k: np.concatenate([a[k], b[k]]) for k in a}
     txns = merge_fragments(both)
-    assert [(t["first_offset"], t["last_offset"], t["batch_count"], t["marker_offset"]) for t in txns] == [(0, 10, 2, 11)]
+    assert [(t["first_offset"], t["last_offset"], t["batch_count"], t["marker_offset"]) for t in txns] == [
+        (0, 10, 2, 11)
+    ]
 
 
 def test_marker_with_nothing_open_is_ignored():

@@ -35,12 +35,20 @@ def _records(spec: list[tuple[int, int, int, int]], replicas: int) -> pa.Table:
         offset = offsets[part]
         offsets[part] += 1
         for r in range(replicas):
-            rows.append({
-                "kind": "record", "broker": f"b{r}", "coordinator_partition": part, "record_offset": offset,
-                "record_timestamp": ts, "transactional_id": f"app-{tid}", "is_tombstone": pid < 0,
-                "producer_id": None if pid < 0 else 1000 + pid, "state": None if pid < 0 else 4,
-                "partitions": None if pid < 0 else [f"t-{offset}"],
-            })
+            rows.append(
+                {
+                    "kind": "record",
+                    "broker": f"b{r}",
+                    "coordinator_partition": part,
+                    "record_offset": offset,
+                    "record_timestamp": ts,
+                    "transactional_id": f"app-{tid}",
+                    "is_tombstone": pid < 0,
+                    "producer_id": None if pid < 0 else 1000 + pid,
+                    "state": None if pid < 0 else 4,
+                    "partitions": None if pid < 0 else [f"t-{offset}"],
+                }
+            )
     return pa.Table.from_pylist(rows, schema=TXN_STATE_SCHEMA)
 
 
@@ -56,7 +64,8 @@ def _answers(rows: list[dict[str, Any]], counts: dict[str, int] | None = None) -
         },
         "owner": {
             p: max(
-                (r for r in rows if r["producer_id"] == p), key=lambda r: (r["record_offset"], r["coordinator_partition"])
+                (r for r in rows if r["producer_id"] == p),
+                key=lambda r: (r["record_offset"], r["coordinator_partition"]),
             )["transactional_id"]
             for p in pids
         },

@@ -57,8 +57,10 @@ class Variant:
 
     @property
     def id(self) -> str:
-        return (f"{self.version}-{'deep' if self.deep else 'shallow'}{'-data' if self.print_data else ''}"
-                f"{'-decoded' if self.decoder else ''}")
+        return (
+            f"{self.version}-{'deep' if self.deep else 'shallow'}{'-data' if self.print_data else ''}"
+            f"{'-decoded' if self.decoder else ''}"
+        )
 
     @property
     def shows_markers(self) -> bool:
@@ -88,9 +90,20 @@ TABLE_VARIANTS = [v for v in VARIANTS if v.decoder]
 
 #: every scenario that renders (see the module doc for the ones left out)
 SCENARIOS = [
-    "healthy", "ongoing_within_timeout", "tv2_rollover", "no_transactional_id", "transactional_id_expired",
-    "coordinator_completed", "partition_not_in_transaction", "markers_pending", "coordinator_timeout_overdue",
-    "two_phase_in_doubt", "coordinator_stuck", "partial_txn_state", "replicas_disagree", "deleted_segment_snapshot",
+    "healthy",
+    "ongoing_within_timeout",
+    "tv2_rollover",
+    "no_transactional_id",
+    "transactional_id_expired",
+    "coordinator_completed",
+    "partition_not_in_transaction",
+    "markers_pending",
+    "coordinator_timeout_overdue",
+    "two_phase_in_doubt",
+    "coordinator_stuck",
+    "partial_txn_state",
+    "replicas_disagree",
+    "deleted_segment_snapshot",
 ]
 #: run by default (the rest with -m slow): the KAFKA-14053 seed case, a snapshot-only start,
 #: two replicas, TV2 epoch bumps and a producer-id rollover
@@ -99,25 +112,61 @@ FAST = ("coordinator_completed", "deleted_segment_snapshot", "replicas_disagree"
 FAST_TABLES = {("coordinator_completed", "3.x-shallow-decoded"), ("coordinator_completed", "trunk-deep-decoded")}
 
 SUMMARY_COLS = [
-    "kind", "broker", "topic", "partition", "file", "file_offset", "producer_id", "producer_epoch", "min_epoch",
-    "first_offset", "last_offset", "first_timestamp", "last_timestamp", "batch_count", "record_count",
-    "size_bytes", "control_type", "coordinator_epoch", "legacy_entries",
+    "kind",
+    "broker",
+    "topic",
+    "partition",
+    "file",
+    "file_offset",
+    "producer_id",
+    "producer_epoch",
+    "min_epoch",
+    "first_offset",
+    "last_offset",
+    "first_timestamp",
+    "last_timestamp",
+    "batch_count",
+    "record_count",
+    "size_bytes",
+    "control_type",
+    "coordinator_epoch",
+    "legacy_entries",
 ]
 #: the writer's LogAppendTime topics (txnlog.brokerlog.scenarios._standard_workload)
 LOG_APPEND_TIME_TOPICS = ("audit",)
 #: what a dump without marker record lines cannot show (module doc)
 NOT_SHOWN_WITHOUT_RECORDS = {"control_type", "coordinator_epoch", "first_timestamp"}
 RECORD_COLS_SCALA = [
-    "coordinator_partition", "record_offset", "record_timestamp", "coordinator_epoch", "transactional_id",
-    "is_tombstone", "producer_id", "producer_epoch", "timeout_ms", "state", "partitions", "last_update_timestamp",
+    "coordinator_partition",
+    "record_offset",
+    "record_timestamp",
+    "coordinator_epoch",
+    "transactional_id",
+    "is_tombstone",
+    "producer_id",
+    "producer_epoch",
+    "timeout_ms",
+    "state",
+    "partitions",
+    "last_update_timestamp",
 ]
 RECORD_COLS_JSON = RECORD_COLS_SCALA + [
-    "txn_start_timestamp", "value_version", "previous_producer_id", "next_producer_id", "next_producer_epoch",
+    "txn_start_timestamp",
+    "value_version",
+    "previous_producer_id",
+    "next_producer_id",
+    "next_producer_epoch",
     "client_transaction_version",
 ]
 #: columns the Scala decoder does not print (spec §5.4): null from the text
-SCALA_UNPRINTED = {"txn_start_timestamp", "value_version", "previous_producer_id", "next_producer_id",
-                   "next_producer_epoch", "client_transaction_version"}
+SCALA_UNPRINTED = {
+    "txn_start_timestamp",
+    "value_version",
+    "previous_producer_id",
+    "next_producer_id",
+    "next_producer_epoch",
+    "client_transaction_version",
+}
 
 
 def _params(ids: list[str], fast: Any) -> list[Any]:
@@ -129,11 +178,16 @@ def _render(inv: Any, root: str, variant: Variant, out_path: str, prefix: str) -
     with open(out_path, "w") as out:
         for f in list(inv.segments) + list(inv.snapshots) + list(inv.txn_state_segments):
             txn = f in inv.txn_state_segments
-            out.write(render_dump(
-                f.path, variant.version, deep_iteration=variant.deep and not txn,
-                transaction_log_decoder=variant.decoder and txn, print_data_log=variant.print_data and not txn,
-                dumping_path=prefix + os.path.relpath(f.path, root),
-            ))
+            out.write(
+                render_dump(
+                    f.path,
+                    variant.version,
+                    deep_iteration=variant.deep and not txn,
+                    transaction_log_decoder=variant.decoder and txn,
+                    print_data_log=variant.print_data and not txn,
+                    dumping_path=prefix + os.path.relpath(f.path, root),
+                )
+            )
 
 
 # ============================================================================ fragments
@@ -201,9 +255,9 @@ def _of(df, root: str, scenario: str, prefix: str | None = None):  # type: ignor
     if prefix is None:
         rel = df["file"].map(lambda p: os.path.relpath(p, root))
     else:
-        rel = df["file"].map(lambda p: p[len(prefix):] if p.startswith(prefix) else "")
+        rel = df["file"].map(lambda p: p[len(prefix) :] if p.startswith(prefix) else "")
     out = df[rel.str.startswith(scenario + "/")].copy()
-    out["file"] = rel[out.index].str[len(scenario) + 1:]
+    out["file"] = rel[out.index].str[len(scenario) + 1 :]
     return out
 
 
@@ -281,8 +335,14 @@ def test_txn_state_records_equal(worlds, scenario, variant) -> None:  # type: ig
 
 # ============================================================================ tables
 
-TABLES = ("findings", "abort_recommendations", "transactions", "partition_health", "coordinator_state",
-          "coordinator_history")
+TABLES = (
+    "findings",
+    "abort_recommendations",
+    "transactions",
+    "partition_health",
+    "coordinator_state",
+    "coordinator_history",
+)
 KEYS = {
     "findings": ("topic", "partition", "producer_id", "start_offset", "transactional_id", "reason"),
     "abort_recommendations": ("topic", "partition", "producer_id", "start_offset"),
@@ -364,10 +424,16 @@ _SHALLOW_LOSSES = {
 
 
 TABLE_CASES = [
-    pytest.param(s, v, id=f"{s}-{v.id}", marks=[
-        *(() if (s, v.id) in FAST_TABLES else (pytest.mark.slow,)),
-    ])
-    for s in SCENARIOS for v in TABLE_VARIANTS
+    pytest.param(
+        s,
+        v,
+        id=f"{s}-{v.id}",
+        marks=[
+            *(() if (s, v.id) in FAST_TABLES else (pytest.mark.slow,)),
+        ],
+    )
+    for s in SCENARIOS
+    for v in TABLE_VARIANTS
 ]
 
 

@@ -11,12 +11,17 @@ import pytest
 
 from txnlog.kafka import dump_log_text as D
 
-REALDATA = os.environ.get("TXNLOG_REALDATA", os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "realdata"))
+REALDATA = os.environ.get(
+    "TXNLOG_REALDATA", os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "realdata")
+)
 DUMPS = os.path.abspath(os.path.join(REALDATA, "dump-log"))
 if not os.path.isdir(DUMPS):
     DUMPS = "/work/shared/realdata/dump-log"
 
-pytestmark = [pytest.mark.spark, pytest.mark.skipif(not os.path.isdir(DUMPS), reason=f"realdata dump-log not found at {DUMPS}")]
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.skipif(not os.path.isdir(DUMPS), reason=f"realdata dump-log not found at {DUMPS}"),
+]
 
 SYNTHETIC = (
     "Dumping /data/kafka-logs/orders-3/00000000000000000100.log\n"  # 1
@@ -36,7 +41,7 @@ SYNTHETIC = (
     "baseOffset: 5 lastOffset: 5 count: 1 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 "
     "partitionLeaderEpoch: 9 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty "
     "position: 0 CreateTime: 1700000002000 size: 150 magic: 2 compresscodec: none crc: 4 isvalid: true\n"  # 9
-    '| offset: 5 CreateTime: 1700000002000 keySize: 9 valueSize: 60 sequence: -1 headerKeys: [] '
+    "| offset: 5 CreateTime: 1700000002000 keySize: 9 valueSize: 60 sequence: -1 headerKeys: [] "
     'key: {"type":"0","data":{"transactionalId":"tx-a"}} payload: {"version":"1","data":{"producerId":7,'
     '"previousProducerId":6,"producerEpoch":3,"transactionTimeoutMs":60000,"transactionStatus":2,'
     '"transactionPartitions":[{"topic":"orders","partitionIds":[3,4]}],"transactionLastUpdateTimestampMs":1700000001990,'
@@ -44,7 +49,7 @@ SYNTHETIC = (
     "baseOffset: 6 lastOffset: 6 count: 1 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 "
     "partitionLeaderEpoch: 10 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty "
     "position: 150 CreateTime: 1700000003000 size: 80 magic: 2 compresscodec: none crc: 5 isvalid: true\n"  # 11
-    '| offset: 6 CreateTime: 1700000003000 keySize: 9 valueSize: -1 sequence: -1 headerKeys: [] '
+    "| offset: 6 CreateTime: 1700000003000 keySize: 9 valueSize: -1 sequence: -1 headerKeys: [] "
     'key: {"type":"0","data":{"transactionalId":"tx-b"}} payload: <DELETE>\n'  # 12
 )
 
@@ -92,7 +97,12 @@ def test_no_real_line_is_unparsed(frames) -> None:  # type: ignore[no-untyped-de
 )
 def test_format_versions(frames, name, first, last, records, first_ts) -> None:  # type: ignore[no-untyped-def]
     _, s, _ = frames
-    seg = s[(s["kind"] == "segment") & (s["first_offset"] == first) & (s["last_offset"] == last) & (s["record_count"] == records)]
+    seg = s[
+        (s["kind"] == "segment")
+        & (s["first_offset"] == first)
+        & (s["last_offset"] == last)
+        & (s["record_count"] == records)
+    ]
     assert len(seg) >= 1
     row = seg.iloc[0]
     # every klog file dumps /tmp/kafka-logs/foo-0/00000000000000000000.log: the same path printed by
@@ -114,7 +124,11 @@ def test_2_8_record_lines_are_reported_not_parsed(frames) -> None:  # type: igno
 
 def test_deep_iteration_segments(frames) -> None:  # type: ignore[no-untyped-def]
     _, s, _ = frames
-    seg = s[(s["kind"] == "segment") & (s["file"] == "/tmp/kafka-logs/foo-0/00000000000000000000.log") & (s["first_offset"] == 0)]
+    seg = s[
+        (s["kind"] == "segment")
+        & (s["file"] == "/tmp/kafka-logs/foo-0/00000000000000000000.log")
+        & (s["first_offset"] == 0)
+    ]
     # testWithDeepIteration, ...AndPayload, ...LineNumbers: identical batches
     assert len(seg) == 3
     for _, row in seg.iterrows():
@@ -142,7 +156,9 @@ def test_control_records(frames) -> None:  # type: ignore[no-untyped-def]
     f = s[s["topic"] == "transactional-foo"]
     assert set(f["broker"]) == {"kafka-0-logs"}
     runs = f[f["kind"] == "run"].sort_values("first_offset")
-    assert runs[["producer_id", "producer_epoch", "first_offset", "last_offset", "batch_count", "record_count", "size_bytes"]].values.tolist() == [
+    assert runs[
+        ["producer_id", "producer_epoch", "first_offset", "last_offset", "batch_count", "record_count", "size_bytes"]
+    ].values.tolist() == [
         [0, 0, 0, 3, 3, 4, 95 + 78 + 78],
         [0, 0, 5, 5, 1, 1, 78],
     ]
@@ -185,10 +201,24 @@ def test_transaction_log_decoder(frames) -> None:  # type: ignore[no-untyped-def
     assert set(r["transactional_id"]) == {"my-txnal-id"}
     assert set(r["coordinator_partition"]) == {4} and set(r["coordinator_epoch"]) == {4}
     assert set(r["producer_id"]) == {0} and set(r["producer_epoch"]) == {0} and set(r["timeout_ms"]) == {60000}
-    assert [list(p) for p in r["partitions"]] == [[], ["transactional-foo-0"], ["transactional-foo-0"], [],
-                                                  ["transactional-foo-0"], ["transactional-foo-0"], []]
-    assert r["last_update_timestamp"].tolist() == [1632840910282, 1632840910510, 1632840911585, 1632840911588,
-                                                   1632840912092, 1632840912592, 1632840912593]
+    assert [list(p) for p in r["partitions"]] == [
+        [],
+        ["transactional-foo-0"],
+        ["transactional-foo-0"],
+        [],
+        ["transactional-foo-0"],
+        ["transactional-foo-0"],
+        [],
+    ]
+    assert r["last_update_timestamp"].tolist() == [
+        1632840910282,
+        1632840910510,
+        1632840911585,
+        1632840911588,
+        1632840912092,
+        1632840912592,
+        1632840912593,
+    ]
     assert r["record_timestamp"].tolist()[0] == 1632840910297
     assert r["txn_start_timestamp"].isna().all()  # not printed by the 3.x decoder
     assert not r["is_tombstone"].any()
@@ -200,18 +230,25 @@ def test_synthetic_lines(frames) -> None:  # type: ignore[no-untyped-def]
     # isvalid: false: quarantined as the segment reader would - the segment file, the batch's byte range
     crc = s[(s["kind"] == "quarantine") & (s["reason"] == D.REASON_CRC) & (s["topic"] == "orders")]
     assert crc[["file", "position", "length", "partition", "file_offset", "broker"]].values.tolist() == [
-        ["/data/kafka-logs/orders-3/00000000000000000100.log", 178, 80, 3, 100, "kafka-logs"]]
+        ["/data/kafka-logs/orders-3/00000000000000000100.log", 178, 80, 3, 100, "kafka-logs"]
+    ]
     assert crc["detail"].iloc[0].split("synthetic.txt:6: ")[1].startswith("baseOffset: 103 ")
-    detail = s[(s["kind"] == "quarantine") & (s["position"] == 4) & s["file"].str.endswith("synthetic.txt")]["detail"].iloc[0]
+    detail = s[(s["kind"] == "quarantine") & (s["position"] == 4) & s["file"].str.endswith("synthetic.txt")][
+        "detail"
+    ].iloc[0]
     assert detail == "this line is garbage"
     o = s[s["topic"] == "orders"]
     assert set(o["broker"]) == {"kafka-logs"} and set(o["partition"]) == {3} and set(o["file_offset"]) == {100}
     run = o[o["kind"] == "run"]
     # producer 8's batch has isvalid: false: quarantined, not used
-    assert run[["producer_id", "first_offset", "last_offset", "first_timestamp"]].values.tolist() == [[7, 100, 101, 1700000000500]]
+    assert run[["producer_id", "first_offset", "last_offset", "first_timestamp"]].values.tolist() == [
+        [7, 100, 101, 1700000000500]
+    ]
     marker = o[o["kind"] == "marker"]
     # no record line: the marker closes the transaction, type and coordinator epoch unknown
-    assert marker[["first_offset", "control_type", "coordinator_epoch", "last_timestamp"]].values.tolist() == [[102, -1, -1, 1700000000900]]
+    assert marker[["first_offset", "control_type", "coordinator_epoch", "last_timestamp"]].values.tolist() == [
+        [102, -1, -1, 1700000000900]
+    ]
     seg = o[o["kind"] == "segment"].iloc[0]
     assert (seg["batch_count"], seg["last_offset"], seg["size_bytes"]) == (2, 102, 258)
     t = r[(r["coordinator_partition"] == 7) & (r["kind"] == "record")].sort_values("record_offset")
@@ -220,14 +257,23 @@ def test_synthetic_lines(frames) -> None:  # type: ignore[no-untyped-def]
     a, b = t.iloc[0], t.iloc[1]
     assert (a["producer_id"], a["producer_epoch"], a["state"], a["timeout_ms"]) == (7, 3, 2, 60000)
     assert list(a["partitions"]) == ["orders-3", "orders-4"]
-    assert (a["txn_start_timestamp"], a["previous_producer_id"], a["next_producer_id"], a["client_transaction_version"]) == (
-        1700000000400, 6, -1, 2)
+    assert (
+        a["txn_start_timestamp"],
+        a["previous_producer_id"],
+        a["next_producer_id"],
+        a["client_transaction_version"],
+    ) == (1700000000400, 6, -1, 2)
     assert a["value_version"] == 1 and not a["is_tombstone"]
     assert b["is_tombstone"] and b["producer_id"] != b["producer_id"]  # NaN: no value
 
 
 def test_split_dump_path() -> None:
     assert D.split_dump_path("/tmp/kafka-0-logs/__transaction_state-4/00000000000000000000.log") == (
-        "kafka-0-logs", "__transaction_state", 4, 0, "log")
+        "kafka-0-logs",
+        "__transaction_state",
+        4,
+        0,
+        "log",
+    )
     assert D.split_dump_path("my-topic-12/00000000000000000042.snapshot") == ("dump", "my-topic", 12, 42, "snapshot")
     assert D.split_dump_path("/srv/x/my-topic-1/00000000000000000000.log")[0] == "dump"

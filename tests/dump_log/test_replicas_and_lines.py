@@ -52,19 +52,31 @@ KNOWN_LINES = [
     ("Snapshot end offset: 500, epoch: 2", "ignored"),
     ("KRaft bootstrap snapshot", "ignored"),
     ("Ignoring unknown file /var/lib/kafka/data/orders-7/leader-epoch-checkpoint", "ignored"),
-    ('Exception in thread "main" org.apache.kafka.storage.internals.log.CorruptIndexException: Corrupt index found, '
-     "index file (/d/orders-7/00000000000000000000.index) has non-zero size but the last offset is 1 which is less "
-     "than the base offset 2.", "ignored"),
-    ("Corrupt time index found, time index file (/d/orders-7/00000000000000000000.timeindex) has non-zero size but "
-     "the last timestamp is 1 which is less than the first timestamp 2", "ignored"),
-    ("Index file /d/orders-7/00000000000000000000.index is corrupt, found 13 bytes which is neither positive nor a "
-     "multiple of 8", "ignored"),
+    (
+        'Exception in thread "main" org.apache.kafka.storage.internals.log.CorruptIndexException: Corrupt index found, '
+        "index file (/d/orders-7/00000000000000000000.index) has non-zero size but the last offset is 1 which is less "
+        "than the base offset 2.",
+        "ignored",
+    ),
+    (
+        "Corrupt time index found, time index file (/d/orders-7/00000000000000000000.timeindex) has non-zero size but "
+        "the last timestamp is 1 which is less than the first timestamp 2",
+        "ignored",
+    ),
+    (
+        "Index file /d/orders-7/00000000000000000000.index is corrupt, found 13 bytes which is neither positive nor a "
+        "multiple of 8",
+        "ignored",
+    ),
     ("\tat kafka.tools.DumpLogSegments$.main(DumpLogSegments.scala:93)", "ignored"),
     ("\t... 3 more", "ignored"),
     ("Snapshot is corrupt (CRC is no longer valid). Stored crc: 1. Computed crc: 2", "snapshot_corrupt"),
     ("Snapshot contained an unknown file version 7", "snapshot_corrupt"),
-    ("org.apache.kafka.common.errors.CorruptRecordException: Found record size 0 smaller than minimum record "
-     "overhead (14) in file /d/orders-7/00000000000000000000.log.", "tool_error"),
+    (
+        "org.apache.kafka.common.errors.CorruptRecordException: Found record size 0 smaller than minimum record "
+        "overhead (14) in file /d/orders-7/00000000000000000000.log.",
+        "tool_error",
+    ),
     ("...", "elided"),
     ("…", "elided"),
     ("| ...", "elided"),
@@ -76,10 +88,16 @@ def _kind(line: str) -> str:
     """What the patterns of dump_log_text make of ``line`` (the order of ``line_kind``)."""
     if line.startswith("| "):
         return "elided" if re.match(D.ELISION_LINE, line) else "record-ish"
-    for name, pat in (("batch", D.BATCH_LINE), ("snapshot", D.SNAPSHOT_LINE), ("legacy", D.LEGACY_LINE),
-                      ("invalid_bytes", D.INVALID_BYTES_LINE), ("ignored", D.IGNORED_LINES),
-                      ("snapshot_corrupt", D.SNAPSHOT_CORRUPT_LINE), ("tool_error", D.TOOL_ERROR_LINE),
-                      ("elided", D.ELISION_LINE)):
+    for name, pat in (
+        ("batch", D.BATCH_LINE),
+        ("snapshot", D.SNAPSHOT_LINE),
+        ("legacy", D.LEGACY_LINE),
+        ("invalid_bytes", D.INVALID_BYTES_LINE),
+        ("ignored", D.IGNORED_LINES),
+        ("snapshot_corrupt", D.SNAPSHOT_CORRUPT_LINE),
+        ("tool_error", D.TOOL_ERROR_LINE),
+        ("elided", D.ELISION_LINE),
+    ):
         if re.match(pat, line):
             return name
     return "unparsed"
@@ -98,22 +116,27 @@ def test_other_lines_stay_unknown() -> None:
 # ============================================================================ Spark
 
 
-DAMAGED = "\n".join([
-    f"Dumping {SEG}",
-    "Log starting offset: 0",
-    _batch(0, 1, 7, 0, 100),
-    "...",  # 4: a user cut lines here
-    _batch(10, 11, 7, 1000, 100),
-    _batch(12, 12, 8, 1100, 90, valid=False),  # 6
-    _batch(13, 13, 7, 1190, 78, control=True),
-    "Found 37 invalid bytes at the end of 00000000000000000000.log",  # 8
-    "Dumping /var/lib/kafka/data/orders-7/00000000000000000000.index",
-    "/var/lib/kafka/data/orders-7/00000000000000000000.index is empty.",
-    "Dumping /var/lib/kafka/data/orders-7/00000000000000000013.snapshot",
-    "Snapshot is corrupt (CRC is no longer valid). Stored crc: 1. Computed crc: 2",
-    "Non-consecutive offsets in /var/lib/kafka/data/orders-7/00000000000000000000.log",
-    "  1 is followed by 10",
-]) + "\n"
+DAMAGED = (
+    "\n".join(
+        [
+            f"Dumping {SEG}",
+            "Log starting offset: 0",
+            _batch(0, 1, 7, 0, 100),
+            "...",  # 4: a user cut lines here
+            _batch(10, 11, 7, 1000, 100),
+            _batch(12, 12, 8, 1100, 90, valid=False),  # 6
+            _batch(13, 13, 7, 1190, 78, control=True),
+            "Found 37 invalid bytes at the end of 00000000000000000000.log",  # 8
+            "Dumping /var/lib/kafka/data/orders-7/00000000000000000000.index",
+            "/var/lib/kafka/data/orders-7/00000000000000000000.index is empty.",
+            "Dumping /var/lib/kafka/data/orders-7/00000000000000000013.snapshot",
+            "Snapshot is corrupt (CRC is no longer valid). Stored crc: 1. Computed crc: 2",
+            "Non-consecutive offsets in /var/lib/kafka/data/orders-7/00000000000000000000.log",
+            "  1 is followed by 10",
+        ]
+    )
+    + "\n"
+)
 
 
 @pytest.mark.spark
@@ -125,15 +148,17 @@ def test_damage_is_quarantined_by_segment_position(spark, tmp_path: Path) -> Non
     (tmp_path / "d.txt").write_text(DAMAGED)
     s = read_dump_logs(spark, [str(tmp_path / "d.txt")]).summary.toPandas()
     q = s[s["kind"] == "quarantine"].sort_values("position")
-    got = [(r.file, int(r.position), None if r.length != r.length else int(r.length), r.reason)
-           for r in q.itertuples()]
+    got = [(r.file, int(r.position), None if r.length != r.length else int(r.length), r.reason) for r in q.itertuples()]
     snap = "/var/lib/kafka/data/orders-7/00000000000000000013.snapshot"
-    assert sorted(got, key=repr) == sorted([
-        (SEG, 100, 900, D.REASON_ELIDED),  # from the end of the batch above to the next batch shown
-        (SEG, 1100, 90, D.REASON_CRC),
-        (SEG, 1268, 37, D.REASON_INVALID_BYTES),
-        (snap, 0, None, D.REASON_SNAPSHOT_CRC),
-    ], key=repr)
+    assert sorted(got, key=repr) == sorted(
+        [
+            (SEG, 100, 900, D.REASON_ELIDED),  # from the end of the batch above to the next batch shown
+            (SEG, 1100, 90, D.REASON_CRC),
+            (SEG, 1268, 37, D.REASON_INVALID_BYTES),
+            (snap, 0, None, D.REASON_SNAPSHOT_CRC),
+        ],
+        key=repr,
+    )
     details = dict(zip(q["reason"], q["detail"]))
     assert details[D.REASON_CRC].startswith(f"{tmp_path / 'd.txt'}:6: baseOffset: 12 ")
     assert details[D.REASON_INVALID_BYTES].startswith(f"{tmp_path / 'd.txt'}:8: Found 37 invalid bytes")
@@ -206,19 +231,31 @@ def test_4x_json_status_names_are_read(spark, tmp_path: Path) -> None:  # type: 
     """KAFKA-20712 prints transactionStatus as the state's name; 4.0 printed its id: both read."""
     from txnlog.spark.dump_log import read_dump_logs
 
-    head = ("baseOffset: {o} lastOffset: {o} count: 1 baseSequence: -1 lastSequence: -1 producerId: -1 "
-            "producerEpoch: -1 partitionLeaderEpoch: 4 isTransactional: false isControl: false deleteHorizonMs: "
-            "OptionalLong.empty position: {p} CreateTime: 1700000000000 size: 150 magic: 2 compresscodec: none "
-            "crc: 1 isvalid: true")
-    rec = ('| offset: {o} CreateTime: 1700000000000 keySize: 9 valueSize: 60 sequence: -1 headerKeys: [] '
-           'key: {{"type":"0","data":{{"transactionalId":"t{o}"}}}} payload: {{"version":"1","data":{{"producerId":5,'
-           '"producerEpoch":1,"transactionTimeoutMs":60000,"transactionStatus":{s},"transactionPartitions":null,'
-           '"transactionLastUpdateTimestampMs":1700000000000,"transactionStartTimestampMs":-1}}}}')
-    text = "\n".join([
-        "Dumping /var/lib/kafka/data/__transaction_state-3/00000000000000000000.log", "Log starting offset: 0",
-        head.format(o=0, p=0), rec.format(o=0, s='"CompleteCommit"'),
-        head.format(o=1, p=150), rec.format(o=1, s="5"),
-    ]) + "\n"
+    head = (
+        "baseOffset: {o} lastOffset: {o} count: 1 baseSequence: -1 lastSequence: -1 producerId: -1 "
+        "producerEpoch: -1 partitionLeaderEpoch: 4 isTransactional: false isControl: false deleteHorizonMs: "
+        "OptionalLong.empty position: {p} CreateTime: 1700000000000 size: 150 magic: 2 compresscodec: none "
+        "crc: 1 isvalid: true"
+    )
+    rec = (
+        "| offset: {o} CreateTime: 1700000000000 keySize: 9 valueSize: 60 sequence: -1 headerKeys: [] "
+        'key: {{"type":"0","data":{{"transactionalId":"t{o}"}}}} payload: {{"version":"1","data":{{"producerId":5,'
+        '"producerEpoch":1,"transactionTimeoutMs":60000,"transactionStatus":{s},"transactionPartitions":null,'
+        '"transactionLastUpdateTimestampMs":1700000000000,"transactionStartTimestampMs":-1}}}}'
+    )
+    text = (
+        "\n".join(
+            [
+                "Dumping /var/lib/kafka/data/__transaction_state-3/00000000000000000000.log",
+                "Log starting offset: 0",
+                head.format(o=0, p=0),
+                rec.format(o=0, s='"CompleteCommit"'),
+                head.format(o=1, p=150),
+                rec.format(o=1, s="5"),
+            ]
+        )
+        + "\n"
+    )
     (tmp_path / "t.txt").write_text(text)
     r = read_dump_logs(spark, [str(tmp_path / "t.txt")]).records.toPandas()
     r = r[r["kind"] == "record"].sort_values("record_offset")

@@ -42,8 +42,9 @@ def run(tmp_path_factory) -> dict[str, Any]:
             txn = f in inv.txn_state_segments
             shown = "/var/lib/kafka/data/" + "/".join(Path(f.path).parts[-2:])
             with open(d / ("txn-state.txt" if txn else f"{f.topic}-{f.partition}.txt"), "a") as out:
-                out.write(render_dump(f.path, "4.x", deep_iteration=not txn, transaction_log_decoder=txn,
-                                      dumping_path=shown))
+                out.write(
+                    render_dump(f.path, "4.x", deep_iteration=not txn, transaction_log_decoder=txn, dumping_path=shown)
+                )
     for f in inv.segments:
         if f.path.endswith(".log"):
             batches[(f.topic, f.partition, f.path)] = scan_log_file(f.path, True).batches
@@ -62,8 +63,12 @@ def test_two_brokers_same_paths_are_two_replicas(run) -> None:  # type: ignore[n
         for (topic, part, _), b in run["batches"].items():
             if (topic, part) != (t["topic"], t["partition"]):
                 continue
-            sel = ((b["producer_id"] == t["producer_id"]) & ~b["is_control"].astype(bool)
-                   & (b["base_offset"] >= t["first_offset"]) & (b["last_offset"] <= t["last_offset"]))
+            sel = (
+                (b["producer_id"] == t["producer_id"])
+                & ~b["is_control"].astype(bool)
+                & (b["base_offset"] >= t["first_offset"])
+                & (b["last_offset"] <= t["last_offset"])
+            )
             want += int(np.asarray(b["record_count"])[sel].sum())
         assert t["record_count"] == want, t
     assert T.rows(run["out"], "quarantine") == []

@@ -68,7 +68,10 @@ def test_client_clock_in_micros_or_nanos_is_reported_not_used(extreme_run, value
     assert q["file"].endswith(f"{topic}-{partition}/00000000000000000000.log") and q["replica"] == "broker-1"
     newest = int(q["detail"].split()[3])
     scale = 1000 if value_class == "micros" else 1_000_000
-    assert newest > extreme_run["truth"].as_of_ms * (scale // 10) and newest > extreme_run["truth"].as_of_ms + FUTURE_BOUND_MS
+    assert (
+        newest > extreme_run["truth"].as_of_ms * (scale // 10)
+        and newest > extreme_run["truth"].as_of_ms + FUTURE_BOUND_MS
+    )
     h = _health(extreme_run, value_class)
     assert h["max_timestamp"] is None  # past the year 9999: no reader's datetime holds it
     assert h["log_end_offset"] > 0 and h["lso_lag"] == 0
@@ -87,9 +90,17 @@ def test_producer_id_and_offsets_at_long_max(extreme_run) -> None:
     h = _health(extreme_run, "offset_max")
     assert h["log_end_offset"] == LONG_MAX and h["last_stable_offset"] == LONG_MAX - 1 and h["lso_lag"] == 1
     (f,) = T.rows(extreme_run["out"], "findings")
-    assert (f["producer_id"], f["start_offset"], f["verdict"], f["reason"]) == (LONG_MAX, LONG_MAX - 1, "HANGING", "NO_TRANSACTIONAL_ID")
+    assert (f["producer_id"], f["start_offset"], f["verdict"], f["reason"]) == (
+        LONG_MAX,
+        LONG_MAX - 1,
+        "HANGING",
+        "NO_TRANSACTIONAL_ID",
+    )
     (rec,) = T.rows(extreme_run["out"], "abort_recommendations")
-    assert rec["command"].endswith(f"--start-offset {LONG_MAX - 1}") and f"--producer-id {LONG_MAX}" in rec["legacy_command"]
+    assert (
+        rec["command"].endswith(f"--start-offset {LONG_MAX - 1}")
+        and f"--producer-id {LONG_MAX}" in rec["legacy_command"]
+    )
     (t,) = [t for t in T.rows(extreme_run["out"], "transactions") if t["producer_id"] == LONG_MAX]
     assert (t["first_offset"], t["last_offset"], t["outcome"]) == (LONG_MAX - 1, LONG_MAX - 1, "OPEN")
     assert _health(extreme_run, "producer_id_max")["log_end_offset"] == 3
@@ -103,8 +114,13 @@ def test_every_table_reads_back_with_duckdb(extreme_run) -> None:
     for table in TABLES:
         rows = con.execute(f"SELECT * FROM delta_scan('{extreme_run['out']}/{table}')").fetchall()  # to Python values
         assert len(rows) == len(T.rows(extreme_run["out"], table)), table
-    newest = con.execute(f"SELECT max(log_end_offset), max(max_timestamp) FROM delta_scan('{extreme_run['out']}/partition_health')").fetchone()
-    assert newest[0] == LONG_MAX and T.ms(newest[1].replace(tzinfo=__import__("datetime").timezone.utc)) <= extreme_run["truth"].as_of_ms
+    newest = con.execute(
+        f"SELECT max(log_end_offset), max(max_timestamp) FROM delta_scan('{extreme_run['out']}/partition_health')"
+    ).fetchone()
+    assert (
+        newest[0] == LONG_MAX
+        and T.ms(newest[1].replace(tzinfo=__import__("datetime").timezone.utc)) <= extreme_run["truth"].as_of_ms
+    )
 
 
 def test_txnlog_verbs_read_the_tables(extreme_run) -> None:
@@ -137,7 +153,11 @@ def test_no_broker_written_time_asks_for_as_of(tmp_path) -> None:
 
     log = PartitionLog(tmp_path / "logs" / "broker-1", "clicks", 0)
     for i in range(3):
-        log.append(encode_record_batch(base_offset=0, records=[RecordSpec(0, 0, b"k", b"v")], base_timestamp=1_717_000_000_000 + i))
+        log.append(
+            encode_record_batch(
+                base_offset=0, records=[RecordSpec(0, 0, b"k", b"v")], base_timestamp=1_717_000_000_000 + i
+            )
+        )
     log.close()
     proc = run_job("--logs", "logs", "--output", "out", cwd=tmp_path, timeout=300)
     assert proc.returncode == 2, proc.stderr[-3000:]

@@ -65,8 +65,9 @@ def dump_run(tmp_path_factory) -> dict[str, Any]:
     work = tmp_path_factory.mktemp("dumplog")
     truth = write_scenario("sample", work / "logs", seed=SAMPLE_SEED)
     files, txn = _dump_sample(work / "logs", work / "dumps")
-    proc = run_job("--dump-log", "dumps", "--dump-log", "txn-state.txt", "--cluster", "ticket-4711",
-                   "--output", "out", cwd=work)
+    proc = run_job(
+        "--dump-log", "dumps", "--dump-log", "txn-state.txt", "--cluster", "ticket-4711", "--output", "out", cwd=work
+    )
     return {"proc": proc, "out": str(work / "out"), "truth": truth, "work": work, "files": files, "txn": txn}
 
 
@@ -88,12 +89,15 @@ def test_dump_log_findings_and_commands_are_the_ground_truth(dump_run) -> None:
     assert recs and all(r["safety"] in ("SAFE", "VERIFY_FIRST") for r in recs.values())
     for key, r in recs.items():
         o = opens[key]
-        assert r["command"] == (f"kafka-transactions.sh --bootstrap-server <bootstrap> abort --topic {o.topic} "
-                                f"--partition {o.partition} --start-offset {o.start_offset}")
+        assert r["command"] == (
+            f"kafka-transactions.sh --bootstrap-server <bootstrap> abort --topic {o.topic} "
+            f"--partition {o.partition} --start-offset {o.start_offset}"
+        )
         assert r["legacy_command"] == (
             f"kafka-transactions.sh --bootstrap-server <bootstrap> abort --topic {o.topic} --partition {o.partition} "
             f"--producer-id {o.producer_id} --producer-epoch {o.producer_epoch} "
-            f"--coordinator-epoch {max(o.coordinator_epoch, 0)}")
+            f"--coordinator-epoch {max(o.coordinator_epoch, 0)}"
+        )
     got = {T.finding_key(f): f for f in T.rows(out, "findings") if f["topic"] is not None}
     for o in truth.open_transactions:  # ages and the snapshot-only start, as from the segments
         f = got.get((o.topic, o.partition, o.producer_id, o.start_offset))
@@ -123,7 +127,10 @@ def test_dump_log_transactions_health_and_coordinator(dump_run) -> None:
     assert set(health) == set(truth.partitions)
     for (topic, partition), r in truth.partitions.items():  # what the leader reports (DESIGN §4)
         p = health[(topic, partition)]
-        assert (p["log_end_offset"], p["last_stable_offset"]) == (r.log_end_offset, r.last_stable_offset), (topic, partition)
+        assert (p["log_end_offset"], p["last_stable_offset"]) == (r.log_end_offset, r.last_stable_offset), (
+            topic,
+            partition,
+        )
     state = {r["transactional_id"]: r for r in T.rows(out, "coordinator_state")}
     assert set(state) == set(truth.coordinator)
     for tid, want in truth.coordinator.items():
@@ -131,12 +138,31 @@ def test_dump_log_transactions_health_and_coordinator(dump_run) -> None:
         assert r["is_tombstoned"] == want.is_tombstoned
         if want.is_tombstoned:
             continue
-        assert (r["producer_id"], r["producer_epoch"], r["state"], r["timeout_ms"], sorted(r["partitions"] or []),
-                T.ms(r["last_update_timestamp"]), r["coordinator_partition"], r["coordinator_epoch"],
-                r["previous_producer_id"], r["next_producer_id"], r["client_transaction_version"]) == (
-            want.producer_id, want.producer_epoch, want.state, want.timeout_ms, sorted(want.partitions),
-            want.last_update_timestamp, want.coordinator_partition, want.coordinator_epoch,
-            want.previous_producer_id, want.next_producer_id, want.client_transaction_version), tid
+        assert (
+            r["producer_id"],
+            r["producer_epoch"],
+            r["state"],
+            r["timeout_ms"],
+            sorted(r["partitions"] or []),
+            T.ms(r["last_update_timestamp"]),
+            r["coordinator_partition"],
+            r["coordinator_epoch"],
+            r["previous_producer_id"],
+            r["next_producer_id"],
+            r["client_transaction_version"],
+        ) == (
+            want.producer_id,
+            want.producer_epoch,
+            want.state,
+            want.timeout_ms,
+            sorted(want.partitions),
+            want.last_update_timestamp,
+            want.coordinator_partition,
+            want.coordinator_epoch,
+            want.previous_producer_id,
+            want.next_producer_id,
+            want.client_transaction_version,
+        ), tid
 
 
 def test_dump_log_quarantine_names_dump_lines(dump_run) -> None:
@@ -171,14 +197,20 @@ def test_readme_dump_log_command(tmp_path) -> None:
     hang = next(f for f in truth.findings if f.reason == "COORDINATOR_COMPLETED" and f.topic == "orders")
     part = f"{hang.topic}-{hang.partition}"
     readme = (ROOT / "README.md").read_text()
-    block = readme[readme.index("kafka-dump-log.sh --deep-iteration --files /var/lib/kafka/data/orders-7"):]
+    block = readme[readme.index("kafka-dump-log.sh --deep-iteration --files /var/lib/kafka/data/orders-7") :]
     block = block[: block.index("```")]
     commands = block.strip().splitlines()
-    assert commands[0].startswith("kafka-dump-log.sh --deep-iteration --files /var/lib/kafka/data/orders-7/*.log > orders-7.txt")
-    assert commands[1].startswith("kafka-dump-log.sh --transaction-log-decoder --files /var/lib/kafka/data/__transaction_state-*/*.log > txn-state.txt")
+    assert commands[0].startswith(
+        "kafka-dump-log.sh --deep-iteration --files /var/lib/kafka/data/orders-7/*.log > orders-7.txt"
+    )
+    assert commands[1].startswith(
+        "kafka-dump-log.sh --transaction-log-decoder --files /var/lib/kafka/data/__transaction_state-*/*.log > txn-state.txt"
+    )
     # what those two commands print (Kafka 3.x): the partition on a broker where it is open, and
     # __transaction_state from every broker (each holds some of its partitions)
-    broker = tmp_path / "logs" / T.broker_name((hang.brokers or truth.partitions[(hang.topic, hang.partition)].brokers)[0])
+    broker = (
+        tmp_path / "logs" / T.broker_name((hang.brokers or truth.partitions[(hang.topic, hang.partition)].brokers)[0])
+    )
     with open(tmp_path / "orders-7.txt", "w") as o:
         for f in sorted((broker / part).glob("*.log")):
             o.write(render_dump(str(f), "3.x", deep_iteration=True))
@@ -191,10 +223,13 @@ def test_readme_dump_log_command(tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = str(tmp_path / "out")
     findings = [f for f in T.rows(out, "findings") if f["topic"] is not None]
-    assert [(f["topic"], f["partition"], f["producer_id"], f["start_offset"], f["verdict"], f["reason"]) for f in findings] == [
-        (hang.topic, hang.partition, hang.producer_id, hang.start_offset, "HANGING", "COORDINATOR_COMPLETED")]
+    assert [
+        (f["topic"], f["partition"], f["producer_id"], f["start_offset"], f["verdict"], f["reason"]) for f in findings
+    ] == [(hang.topic, hang.partition, hang.producer_id, hang.start_offset, "HANGING", "COORDINATOR_COMPLETED")]
     (rec,) = T.rows(out, "abort_recommendations")
-    assert rec["command"].endswith(f"abort --topic {hang.topic} --partition {hang.partition} --start-offset {hang.start_offset}")
+    assert rec["command"].endswith(
+        f"abort --topic {hang.topic} --partition {hang.partition} --start-offset {hang.start_offset}"
+    )
     assert {r["cluster"] for r in T.rows(out, "runs")} == {"ticket-4711"}
 
 
@@ -224,8 +259,15 @@ def _serve_transaction_state(bootstrap: str, logs: Path) -> int:
     from txnlog.kafka.compression import decompress
     from txnlog.kafka.dump_log_text import _V2_HEADER, _iter_v2_records
 
-    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "log_level": 3,
-                                  "enable.idempotence": False, "max.in.flight.requests.per.connection": 1})
+    p = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "log_level": 3,
+            "enable.idempotence": False,
+            "max.in.flight.requests.per.connection": 1,
+        }
+    )
     errors: list[Any] = []
     n = 0
     now = int(time.time() * 1000) - 600_000
@@ -234,12 +276,20 @@ def _serve_transaction_state(bootstrap: str, logs: Path) -> int:
         buf = seg.read_bytes()
         pos = 0
         while pos + 61 <= len(buf):
-            (bo, blen, _ple, magic, _crc, attrs, _lod, _bts, _mts, _pid, _pe, _bs, count) = _V2_HEADER.unpack_from(buf, pos)
+            (bo, blen, _ple, magic, _crc, attrs, _lod, _bts, _mts, _pid, _pe, _bs, count) = _V2_HEADER.unpack_from(
+                buf, pos
+            )
             assert magic == 2 and struct.unpack_from(">q", buf, pos)[0] == bo
-            payload = decompress(attrs & 0x07, buf[pos + 61: pos + 12 + blen])
+            payload = decompress(attrs & 0x07, buf[pos + 61 : pos + 12 + blen])
             for _ts, _od, key, value, _h in _iter_v2_records(payload, count):
-                p.produce("__transaction_state", key=key, value=value, partition=partition, timestamp=now + n,
-                          on_delivery=lambda err, _m: errors.append(err) if err else None)
+                p.produce(
+                    "__transaction_state",
+                    key=key,
+                    value=value,
+                    partition=partition,
+                    timestamp=now + n,
+                    on_delivery=lambda err, _m: errors.append(err) if err else None,
+                )
                 n += 1
             pos += 12 + blen
         p.flush(60)
@@ -259,8 +309,19 @@ def test_live_mode_with_topic(noida_server, tmp_path) -> None:
     assert _serve_transaction_state(b, tmp_path / "logs") > 0
     _create_topic(b, "verify-live-txn", 3)  # the killed producer of tests/live/test_live_tables.py
     killed = _kill_mid_transaction(b)
-    proc = run_job("--bootstrap-servers", b, "--topic", "verify-live-txn", "--as-of", str(truth.as_of_ms),
-                   "--cluster", "noida", "--output", "out", cwd=tmp_path)
+    proc = run_job(
+        "--bootstrap-servers",
+        b,
+        "--topic",
+        "verify-live-txn",
+        "--as-of",
+        str(truth.as_of_ms),
+        "--cluster",
+        "noida",
+        "--output",
+        "out",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"__transaction_state read live from {b}" in proc.stdout
     out = str(tmp_path / "out")
@@ -273,15 +334,30 @@ def test_live_mode_with_topic(noida_server, tmp_path) -> None:
         if want.is_tombstoned:
             assert r["is_tombstoned"]
             continue
-        assert (r["producer_id"], r["producer_epoch"], r["state"], sorted(r["partitions"] or []),
-                T.ms(r["last_update_timestamp"]), r["coordinator_partition"], r["previous_producer_id"],
-                r["client_transaction_version"]) == (
-            want.producer_id, want.producer_epoch, want.state, sorted(want.partitions), want.last_update_timestamp,
-            want.coordinator_partition, want.previous_producer_id, want.client_transaction_version), tid
+        assert (
+            r["producer_id"],
+            r["producer_epoch"],
+            r["state"],
+            sorted(r["partitions"] or []),
+            T.ms(r["last_update_timestamp"]),
+            r["coordinator_partition"],
+            r["previous_producer_id"],
+            r["client_transaction_version"],
+        ) == (
+            want.producer_id,
+            want.producer_epoch,
+            want.state,
+            sorted(want.partitions),
+            want.last_update_timestamp,
+            want.coordinator_partition,
+            want.previous_producer_id,
+            want.client_transaction_version,
+        ), tid
     offline = [f for f in T.rows(out, "findings") if f["source"] == "live_log"]
     want = [f for f in truth.findings if f.reason == "COORDINATOR_STUCK"]
     assert [(f["verdict"], f["reason"], f["transactional_id"]) for f in offline] == [
-        (f.verdict, f.reason, f.transactional_id) for f in want]
+        (f.verdict, f.reason, f.transactional_id) for f in want
+    ]
 
     # live rows for --topic: the killed producer pins the LSO of partitions 1 and 2
     health = {r["partition"]: r for r in T.rows(out, "partition_health") if r["source"] == "live"}
@@ -296,23 +372,37 @@ def test_live_mode_with_topic(noida_server, tmp_path) -> None:
 def test_topic_needs_bootstrap_servers(tmp_path) -> None:
     """--topic without a cluster: one line, exit 2, before any JVM starts."""
     t0 = time.monotonic()
-    proc = subprocess.run([str(ROOT / "spark-submit.sh"), "--topic", "orders"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120, env={**os.environ})
+    proc = subprocess.run(
+        [str(ROOT / "spark-submit.sh"), "--topic", "orders"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ},
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == (
         "txnlog: error: --topic orders: needs --bootstrap-servers (the live cluster to ask about it); "
-        "give it or drop --topic")
+        "give it or drop --topic"
+    )
     assert time.monotonic() - t0 < 60
     with __import__("socket").socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    proc = subprocess.run([str(ROOT / "spark-submit.sh"), "--bootstrap-servers", f"127.0.0.1:{port}"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(ROOT / "spark-submit.sh"), "--bootstrap-servers", f"127.0.0.1:{port}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith(f"txnlog: error: --bootstrap-servers 127.0.0.1:{port}: cannot reach the cluster")
-    assert re.search(r"--topic TOPIC", subprocess.run([str(ROOT / "spark-submit.sh"), "--help"], capture_output=True,
-                                                      text=True, timeout=60).stdout)
+    assert re.search(
+        r"--topic TOPIC",
+        subprocess.run([str(ROOT / "spark-submit.sh"), "--help"], capture_output=True, text=True, timeout=60).stdout,
+    )
 
 
 def test_topic_flag_and_config_key(tmp_path, capsys) -> None:
@@ -327,7 +417,9 @@ def test_topic_flag_and_config_key(tmp_path, capsys) -> None:
         sys.path.pop(0)
     from txnlog.config import DEFAULT_FILE, ConfigError, load_config
 
-    args = find_hanging.build_parser().parse_args(["--bootstrap-servers", "k:9092", "--topic", "orders", "--topic", "payments"])
+    args = find_hanging.build_parser().parse_args(
+        ["--bootstrap-servers", "k:9092", "--topic", "orders", "--topic", "payments"]
+    )
     assert args.topic == ["orders", "payments"]
     assert "\ntopics: []" in DEFAULT_FILE.read_text() and "--topic" in DEFAULT_FILE.read_text()
     cfg = tmp_path / "c.yaml"

@@ -29,14 +29,20 @@ ROOT = Path(__file__).resolve().parents[2]
 SUBMIT = ROOT / "spark-submit.sh"
 
 
-def run_job(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+def run_job(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 600
+) -> subprocess.CompletedProcess:
     full_env = {**os.environ, **(env or {})}
     # the job must find its own venv through spark-submit.sh, not ours
     full_env.pop("PYSPARK_PYTHON", None)
     full_env.pop("PYSPARK_DRIVER_PYTHON", None)
     proc = subprocess.run(
         [str(SUBMIT), "--driver-memory", "1g", *args],
-        cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout,
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     if proc.returncode not in (0, 2):
         sys.stderr.write(proc.stdout[-5000:] + proc.stderr[-10000:])
@@ -67,7 +73,15 @@ def test_readme_command_succeeds_and_prints_a_summary(readme_run):
     assert "findings by verdict" in out
     assert "worst partitions (by LSO lag)" in out
     assert f"{readme_run.workdir}/out/<table>" in out or "out/<table>" in out
-    for table in ("transactions", "findings", "abort_recommendations", "partition_health", "coordinator_state", "quarantine", "runs"):
+    for table in (
+        "transactions",
+        "findings",
+        "abort_recommendations",
+        "partition_health",
+        "coordinator_state",
+        "quarantine",
+        "runs",
+    ):
         assert (readme_run.workdir / "out" / table / "_delta_log").is_dir()
 
 
@@ -111,13 +125,21 @@ def test_abort_recommendations_exact_commands(readme_run):
             f"kafka-transactions.sh --bootstrap-server <bootstrap> abort --topic {o.topic} --partition {o.partition} "
             f"--producer-id {o.producer_id} --producer-epoch {o.producer_epoch} --coordinator-epoch {max(o.coordinator_epoch, 0)}"
         )
-        assert r["reason"] in ("NO_TRANSACTIONAL_ID", "TRANSACTIONAL_ID_EXPIRED", "COORDINATOR_COMPLETED", "PARTITION_NOT_IN_TRANSACTION")
+        assert r["reason"] in (
+            "NO_TRANSACTIONAL_ID",
+            "TRANSACTIONAL_ID_EXPIRED",
+            "COORDINATOR_COMPLETED",
+            "PARTITION_NOT_IN_TRANSACTION",
+        )
 
 
 def test_seed_case_evidence(readme_run):
     """KAFKA-14053: batches after the producer's ABORT marker while the coordinator is complete."""
-    seeds = [o for o in readme_run.truth.open_transactions
-             if o.reason == "COORDINATOR_COMPLETED" and o.previous_marker_offset is not None]
+    seeds = [
+        o
+        for o in readme_run.truth.open_transactions
+        if o.reason == "COORDINATOR_COMPLETED" and o.previous_marker_offset is not None
+    ]
     assert seeds
     got = {T.finding_key(f): f for f in T.rows(readme_run.out, "findings")}
     for o in seeds:
@@ -164,6 +186,7 @@ def test_transactions_match_ground_truth(readme_run):
 
 def test_commit_abort_counts_per_partition(readme_run):
     """Healthy traffic: COMMIT/ABORT counts per partition as the writer produced them."""
+
     def count(outcomes):
         counts: dict[tuple, dict[str, int]] = {}
         for topic, partition, outcome in outcomes:
@@ -197,10 +220,21 @@ def test_partition_health_matches_ground_truth(readme_run):
     assert set(got) == set(readme_run.truth.partitions)
     for key, w in readme_run.truth.partitions.items():
         p = got[key]
-        assert (p["log_start_offset"], p["log_end_offset"], p["last_stable_offset"], p["lso_lag"],
-                p["open_transactions"], p["has_late_transaction"]) == (
-            w.log_start_offset, w.log_end_offset, w.last_stable_offset, w.lso_lag, w.open_transactions,
-            w.has_late_transaction), key
+        assert (
+            p["log_start_offset"],
+            p["log_end_offset"],
+            p["last_stable_offset"],
+            p["lso_lag"],
+            p["open_transactions"],
+            p["has_late_transaction"],
+        ) == (
+            w.log_start_offset,
+            w.log_end_offset,
+            w.last_stable_offset,
+            w.lso_lag,
+            w.open_transactions,
+            w.has_late_transaction,
+        ), key
         assert p["high_watermark"] == w.log_end_offset, key  # the writer checkpoints the log end
         assert p["last_stable_offset"] >= p["log_start_offset"], key
 
@@ -214,25 +248,47 @@ def test_coordinator_state_matches_ground_truth(readme_run):
         assert r["coordinator_partition"] == want.coordinator_partition, tid
         if want.is_tombstoned:
             continue
-        assert (r["producer_id"], r["producer_epoch"], r["state"], r["timeout_ms"], sorted(r["partitions"] or []),
-                T.ms(r["last_update_timestamp"]), r["previous_producer_id"], r["next_producer_id"],
-                r["client_transaction_version"], r["coordinator_epoch"]) == (
-            want.producer_id, want.producer_epoch, want.state, want.timeout_ms, sorted(want.partitions),
-            want.last_update_timestamp, want.previous_producer_id, want.next_producer_id,
-            want.client_transaction_version, want.coordinator_epoch), tid
+        assert (
+            r["producer_id"],
+            r["producer_epoch"],
+            r["state"],
+            r["timeout_ms"],
+            sorted(r["partitions"] or []),
+            T.ms(r["last_update_timestamp"]),
+            r["previous_producer_id"],
+            r["next_producer_id"],
+            r["client_transaction_version"],
+            r["coordinator_epoch"],
+        ) == (
+            want.producer_id,
+            want.producer_epoch,
+            want.state,
+            want.timeout_ms,
+            sorted(want.partitions),
+            want.last_update_timestamp,
+            want.previous_producer_id,
+            want.next_producer_id,
+            want.client_transaction_version,
+            want.coordinator_epoch,
+        ), tid
 
 
 def test_quarantine_rows_and_analysis_after_damage(readme_run):
-    got = sorted((Path(q["file"]).relative_to(readme_run.workdir / "cache").parts[-2:], q["position"], q["length"], q["reason"])
-                 for q in T.rows(readme_run.out, "quarantine"))
+    got = sorted(
+        (Path(q["file"]).relative_to(readme_run.workdir / "cache").parts[-2:], q["position"], q["length"], q["reason"])
+        for q in T.rows(readme_run.out, "quarantine")
+    )
     want = sorted((Path(q.file).parts[-2:], q.position, q.length, q.reason) for q in readme_run.truth.quarantine)
     assert [(tuple(a), b, c, d) for a, b, c, d in got] == [(tuple(a), b, c, d) for a, b, c, d in want]
     assert {q[3] for q in want} >= {"truncated_tail", "crc_mismatch"}
 
 
 def test_replica_that_lost_a_marker(readme_run):
-    partial = [o for o in readme_run.truth.open_transactions if o.verdict and o.brokers
-               and len(o.brokers) < len(readme_run.truth.partitions[(o.topic, o.partition)].brokers)]
+    partial = [
+        o
+        for o in readme_run.truth.open_transactions
+        if o.verdict and o.brokers and len(o.brokers) < len(readme_run.truth.partitions[(o.topic, o.partition)].brokers)
+    ]
     assert partial, "the sample should hold a transaction open on one replica only"
     got = {T.finding_key(f): f for f in T.rows(readme_run.out, "findings")}
     for o in partial:
@@ -240,7 +296,10 @@ def test_replica_that_lost_a_marker(readme_run):
         assert f["open_replicas"] == [T.broker_name(b) for b in sorted(o.brokers)]
         assert "the replicas diverged: open only on " + T.broker_name(o.brokers[0]) in f["evidence"]
         assert o.safety == "VERIFY_FIRST"
-        assert T.recommendations_by_key(readme_run.out)[(o.topic, o.partition, o.producer_id, o.start_offset)]["safety"] == "VERIFY_FIRST"
+        assert (
+            T.recommendations_by_key(readme_run.out)[(o.topic, o.partition, o.producer_id, o.start_offset)]["safety"]
+            == "VERIFY_FIRST"
+        )
 
 
 def test_readers_duckdb_and_polars(readme_run):
@@ -268,13 +327,25 @@ def duckdb_delta_extension() -> str:
     import duckdb
     import duckdb_extension_delta
 
-    base = Path(duckdb_extension_delta.__file__).parent / "extensions" / f"v{duckdb.__version__}" / "delta.duckdb_extension"
+    base = (
+        Path(duckdb_extension_delta.__file__).parent
+        / "extensions"
+        / f"v{duckdb.__version__}"
+        / "delta.duckdb_extension"
+    )
     return str(base)
 
 
 def _snapshot(out: str) -> dict[str, list]:
-    tables = ("transactions", "findings", "abort_recommendations", "partition_health", "coordinator_state",
-              "coordinator_history", "quarantine")
+    tables = (
+        "transactions",
+        "findings",
+        "abort_recommendations",
+        "partition_health",
+        "coordinator_state",
+        "coordinator_history",
+        "quarantine",
+    )
     snap = {}
     for t in tables:
         snap[t] = sorted(repr(sorted(r.items())) for r in T.rows(out, t))
@@ -296,12 +367,21 @@ def test_rerun_same_as_of_is_idempotent_and_new_as_of_appends(readme_run):
     assert sorted(T.ms(r["as_of"]) for r in runs) == [readme_run.truth.as_of_ms, later]
     first_run = _snapshot_as_of(readme_run.out, readme_run.truth.as_of_ms)
     assert first_run == before
-    assert len(T.rows(readme_run.out, "transactions", as_of=later)) == len(T.rows(readme_run.out, "transactions", as_of=readme_run.truth.as_of_ms))
+    assert len(T.rows(readme_run.out, "transactions", as_of=later)) == len(
+        T.rows(readme_run.out, "transactions", as_of=readme_run.truth.as_of_ms)
+    )
 
 
 def _snapshot_as_of(out: str, as_of_ms: int) -> dict[str, list]:
-    tables = ("transactions", "findings", "abort_recommendations", "partition_health", "coordinator_state",
-              "coordinator_history", "quarantine")
+    tables = (
+        "transactions",
+        "findings",
+        "abort_recommendations",
+        "partition_health",
+        "coordinator_state",
+        "coordinator_history",
+        "quarantine",
+    )
     return {t: sorted(repr(sorted(r.items())) for r in T.rows(out, t, as_of=as_of_ms)) for t in tables}
 
 
@@ -364,7 +444,14 @@ def test_offline_kafka_transactions_cli(readme_run):
 
     hanging = cli("find-hanging")
     lines = hanging.splitlines()
-    assert lines[0].split()[:6] == ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset"]
+    assert lines[0].split()[:6] == [
+        "Topic",
+        "Partition",
+        "ProducerId",
+        "ProducerEpoch",
+        "CoordinatorEpoch",
+        "StartOffset",
+    ]
     assert len(lines) == 1 + len(readme_run.truth.findings)
     for f in readme_run.truth.findings:
         if f.topic:

@@ -69,7 +69,11 @@ def test_lagging_follower_is_behind_not_open(messy):
     assert any(lagging in t["replicas"] for t in txns)
     p, want = messy.health[("orders", 1)], messy.truth.partitions[("orders", 1)]
     assert (p["log_end_offset"], p["last_stable_offset"], p["lso_lag"], p["open_transactions"]) == (
-        want.log_end_offset, want.last_stable_offset, 0, 0)
+        want.log_end_offset,
+        want.last_stable_offset,
+        0,
+        0,
+    )
 
 
 def test_diverged_follower_is_verify_first(messy):
@@ -167,7 +171,9 @@ def _render_broker_dumps(logs: Path, dumps: Path) -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
         shown = "/var/lib/kafka/data/" + "/".join(Path(f.path).parts[-2:])
         with open(out, "a") as fh:
-            fh.write(render_dump(f.path, version, deep_iteration=not txn, transaction_log_decoder=txn, dumping_path=shown))
+            fh.write(
+                render_dump(f.path, version, deep_iteration=not txn, transaction_log_decoder=txn, dumping_path=shown)
+            )
 
 
 @pytest.fixture(scope="module")
@@ -176,10 +182,14 @@ def messy_dumps(messy) -> Messy:
     _render_broker_dumps(messy.work / "logs", dumps)
     out = str(messy.work / "out-dumps")
     args = [a for b in sorted(p.name for p in dumps.iterdir()) for a in ("--dump-log", str(dumps / b))]
-    proc = run_job(*args, "--output", out, "--cluster", "messy-dumps", "--as-of", str(messy.truth.as_of_ms), cwd=messy.work)
+    proc = run_job(
+        *args, "--output", out, "--cluster", "messy-dumps", "--as-of", str(messy.truth.as_of_ms), cwd=messy.work
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return Messy(
-        out=out, truth=messy.truth, work=messy.work,
+        out=out,
+        truth=messy.truth,
+        work=messy.work,
         findings={T.finding_key(f): f for f in T.rows(out, "findings") if f["topic"] is not None},
         recs=T.recommendations_by_key(out),
         health={(p["topic"], p["partition"]): p for p in T.rows(out, "partition_health")},

@@ -6,7 +6,7 @@ transactions it left open and why — never from the job's own output.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -17,7 +17,7 @@ from txnlog.delta import read_table
 def ms(value: datetime | None) -> int | None:
     if value is None:
         return None
-    return (value - datetime(1970, 1, 1, tzinfo=timezone.utc)) // __import__("datetime").timedelta(milliseconds=1)
+    return (value - datetime(1970, 1, 1, tzinfo=UTC)) // __import__("datetime").timedelta(milliseconds=1)
 
 
 def broker_name(broker_id: int) -> str:
@@ -48,7 +48,9 @@ def expected_findings(truth: Any) -> dict[tuple, dict[str, Any]]:
     }
 
 
-def actual_findings(output: str, recommendations: dict[tuple, dict[str, Any]], **filters: Any) -> dict[tuple, dict[str, Any]]:
+def actual_findings(
+    output: str, recommendations: dict[tuple, dict[str, Any]], **filters: Any
+) -> dict[tuple, dict[str, Any]]:
     out = {}
     for f in rows(output, "findings", **filters):
         rec = recommendations.get(finding_key(f))
@@ -76,8 +78,18 @@ def transaction_key(t: dict[str, Any]) -> tuple:
 
 
 TRANSACTION_FIELDS = (
-    "producer_epoch", "last_offset", "marker_offset", "outcome", "marker_epoch", "coordinator_epoch",
-    "first_timestamp", "last_timestamp", "marker_timestamp", "batch_count", "record_count", "size_bytes",
+    "producer_epoch",
+    "last_offset",
+    "marker_offset",
+    "outcome",
+    "marker_epoch",
+    "coordinator_epoch",
+    "first_timestamp",
+    "last_timestamp",
+    "marker_timestamp",
+    "batch_count",
+    "record_count",
+    "size_bytes",
 )
 
 

@@ -165,14 +165,26 @@ class Batch:
 
     def encode(self) -> bytes:
         raw = b"".join(self.records)
-        body = self.body if self.body is not None else compress(self.attributes & 7, raw, variant=self.compression_variant)
+        body = (
+            self.body if self.body is not None else compress(self.attributes & 7, raw, variant=self.compression_variant)
+        )
         count = len(self.records) if self.record_count is None else self.record_count
         lod = max(count - 1, 0) if self.last_offset_delta is None else self.last_offset_delta
         max_ts = self.base_timestamp if self.max_timestamp is None else self.max_timestamp
-        after_crc = struct.pack(
-            ">hiqqqhii", self.attributes, lod, self.base_timestamp, max_ts, self.producer_id, self.producer_epoch,
-            self.base_sequence, count,
-        ) + body
+        after_crc = (
+            struct.pack(
+                ">hiqqqhii",
+                self.attributes,
+                lod,
+                self.base_timestamp,
+                max_ts,
+                self.producer_id,
+                self.producer_epoch,
+                self.base_sequence,
+                count,
+            )
+            + body
+        )
         crc = google_crc32c.value(after_crc)
         length = 4 + 1 + 4 + len(after_crc)
         return struct.pack(">qiibI", self.base_offset, length, self.partition_leader_epoch, self.magic, crc) + after_crc
@@ -208,7 +220,9 @@ def marker_batch(
     ).encode()
 
 
-def legacy_entry(offset: int, value: bytes | None, key: bytes | None = None, magic: int = 1, timestamp: int = 0) -> bytes:
+def legacy_entry(
+    offset: int, value: bytes | None, key: bytes | None = None, magic: int = 1, timestamp: int = 0
+) -> bytes:
     body = struct.pack(">bb", magic, 0)
     if magic == 1:
         body += struct.pack(">q", timestamp)
@@ -244,8 +258,11 @@ class TxnValue:
     write_default_tags: bool = False  # write known tags even when at their defaults
 
     def encode(self, version: int = 1) -> bytes:
-        out = bytearray(struct.pack(">hqhib", version, self.producer_id, self.producer_epoch,
-                                    self.transaction_timeout_ms, self.state))
+        out = bytearray(
+            struct.pack(
+                ">hqhib", version, self.producer_id, self.producer_epoch, self.transaction_timeout_ms, self.state
+            )
+        )
         flexible = version >= 1
         if self.partitions is None:
             out += uvarint(0) if flexible else struct.pack(">i", -1)
@@ -289,8 +306,14 @@ def txn_log_batch(
     variant: str = "",
 ) -> bytes:
     recs = [record(i, i, k, v) for i, (k, v) in enumerate(entries)]
-    return Batch(recs, base_offset=base_offset, attributes=codec, base_timestamp=timestamp,
-                 max_timestamp=timestamp + max(len(recs) - 1, 0), compression_variant=variant).encode()
+    return Batch(
+        recs,
+        base_offset=base_offset,
+        attributes=codec,
+        base_timestamp=timestamp,
+        max_timestamp=timestamp + max(len(recs) - 1, 0),
+        compression_variant=variant,
+    ).encode()
 
 
 # ---------------------------------------------------------------- producer snapshot

@@ -32,7 +32,15 @@ def data_records(draw: st.DrawFn) -> list[bytes]:
     offset = 0
     for _ in range(n):
         headers = draw(st.lists(st.tuples(st.text(max_size=5), st.none() | small_bytes), max_size=2))
-        out.append(E.record(offset, draw(st.integers(-1000, 10**6)), draw(st.none() | small_bytes), draw(st.none() | small_bytes), headers))
+        out.append(
+            E.record(
+                offset,
+                draw(st.integers(-1000, 10**6)),
+                draw(st.none() | small_bytes),
+                draw(st.none() | small_bytes),
+                headers,
+            )
+        )
         offset += draw(st.integers(1, 3))
     return out
 
@@ -64,9 +72,20 @@ def batch_specs(draw: st.DrawFn, base_offset: int = 0) -> BatchSpec:
     if kind == "data":
         recs = draw(data_records())
         codec = draw(st.integers(0, 4))
-        attrs = codec | draw(st.sampled_from([0, 0x08])) | draw(st.sampled_from([0, 0x10])) | draw(st.sampled_from([0, 0x40]))
-        b = E.Batch(recs, attributes=attrs, base_sequence=draw(int32), last_offset_delta=draw(st.integers(len(recs) - 1, len(recs) + 5)),
-                    compression_variant=draw(st.sampled_from(["", "raw", "java"])), **common)  # type: ignore[arg-type]
+        attrs = (
+            codec
+            | draw(st.sampled_from([0, 0x08]))
+            | draw(st.sampled_from([0, 0x10]))
+            | draw(st.sampled_from([0, 0x40]))
+        )
+        b = E.Batch(
+            recs,
+            attributes=attrs,
+            base_sequence=draw(int32),
+            last_offset_delta=draw(st.integers(len(recs) - 1, len(recs) + 5)),
+            compression_variant=draw(st.sampled_from(["", "raw", "java"])),
+            **common,
+        )  # type: ignore[arg-type]
         return BatchSpec(b, kind)
     attrs = 0x20 | draw(st.sampled_from([0, 0x10])) | draw(st.sampled_from([0, 0x08]))
     if kind == "control-empty":
@@ -114,7 +133,9 @@ def txn_values(draw: st.DrawFn) -> E.TxnValue:
         next_producer_id=draw(st.sampled_from([-1]) | int64),
         next_producer_epoch=draw(st.sampled_from([-1]) | int16),
         client_transaction_version=draw(st.sampled_from([0]) | int16),
-        extra_tags=draw(st.lists(st.tuples(st.integers(4, 2**20), st.binary(max_size=10)), max_size=3, unique_by=lambda t: t[0])),
+        extra_tags=draw(
+            st.lists(st.tuples(st.integers(4, 2**20), st.binary(max_size=10)), max_size=3, unique_by=lambda t: t[0])
+        ),
         topic_tags=draw(st.lists(st.tuples(st.integers(0, 100), st.binary(max_size=5)), max_size=2)),
         write_default_tags=draw(st.booleans()),
     )
@@ -147,7 +168,9 @@ def mutations(draw: st.DrawFn, size: int) -> list[Op]:
     return ops
 
 
-def apply_mutations(data: bytes, batches: list[tuple[int, int]], ops: list[Op]) -> tuple[bytes, list[tuple[int, int] | None], tuple[int, int]]:
+def apply_mutations(
+    data: bytes, batches: list[tuple[int, int]], ops: list[Op]
+) -> tuple[bytes, list[tuple[int, int] | None], tuple[int, int]]:
     """Apply ``ops``; returns (mutated bytes, each batch's new (start, end) or None if touched, damaged span).
 
     The damaged span covers every byte any op touched, in the final coordinates.

@@ -18,7 +18,9 @@ from txnlog.kafka.record_batch import BATCH_COLUMNS, scan_segment
 from txnlog.kafka.txn_state import scan_transaction_log
 from txnlog.kafka.wire import Compression, ControlType, TimestampType, TransactionState
 
-encode = pytest.importorskip("txnlog.brokerlog.encode", reason="txnlog.brokerlog (the broker-log writer) is not present")
+encode = pytest.importorskip(
+    "txnlog.brokerlog.encode", reason="txnlog.brokerlog (the broker-log writer) is not present"
+)
 
 N_BULK = 100_000
 BLOCK = 500
@@ -31,8 +33,13 @@ def build_segment(seed: int = 7) -> bytes:
     for codec in Compression:
         for size in (1, 5):
             records = [
-                encode.RecordSpec(i, 3 * i, b"k%d" % i if i % 2 else None, bytes(rng.integers(0, 4, 40 + i, dtype=np.uint8)),
-                                  [("h", b"v")] if i == 2 else [])
+                encode.RecordSpec(
+                    i,
+                    3 * i,
+                    b"k%d" % i if i % 2 else None,
+                    bytes(rng.integers(0, 4, 40 + i, dtype=np.uint8)),
+                    [("h", b"v")] if i == 2 else [],
+                )
                 for i in range(size)
             ]
             payloads.append(encode.encode_records_payload(records, codec))
@@ -62,32 +69,63 @@ def build_segment(seed: int = 7) -> bytes:
         # Markers, other control types, an emptied control batch, a cleaned batch with a delete horizon.
         for control_type in (ControlType.ABORT, ControlType.COMMIT):
             out += encode.encode_end_txn_marker_batch(
-                offset=offset, producer_id=block, producer_epoch=block % 32767, control_type=control_type,
-                coordinator_epoch=block * 7, timestamp=ts,
+                offset=offset,
+                producer_id=block,
+                producer_epoch=block % 32767,
+                control_type=control_type,
+                coordinator_epoch=block * 7,
+                timestamp=ts,
             )
             offset += 1
         other = ControlType(2 + block % 5)
         out += encode.encode_control_batch(
-            offset=offset, producer_id=-1, producer_epoch=-1, timestamp=ts,
-            records=[(encode.encode_control_record_key(other), b"{}")], is_transactional=False,
+            offset=offset,
+            producer_id=-1,
+            producer_epoch=-1,
+            timestamp=ts,
+            records=[(encode.encode_control_record_key(other), b"{}")],
+            is_transactional=False,
         )
         offset += 1
         out += encode.encode_control_batch(offset=offset, producer_id=block, producer_epoch=1, timestamp=ts, records=[])
         offset += 1
         out += encode.encode_record_batch(
-            base_offset=offset, records=[encode.RecordSpec(0, 0, b"k", None), encode.RecordSpec(2, 1, b"k2", b"v")],
-            base_timestamp=ts + 86_400_000, max_timestamp=ts, compression=Compression(block % 5),
-            has_delete_horizon=True, producer_id=5, producer_epoch=0, base_sequence=0,
+            base_offset=offset,
+            records=[encode.RecordSpec(0, 0, b"k", None), encode.RecordSpec(2, 1, b"k2", b"v")],
+            base_timestamp=ts + 86_400_000,
+            max_timestamp=ts,
+            compression=Compression(block % 5),
+            has_delete_horizon=True,
+            producer_id=5,
+            producer_epoch=0,
+            base_sequence=0,
         )
         offset += 3
     return bytes(out)
 
 
 def kafka_python_columns(raw: bytes, positions: np.ndarray, sizes: np.ndarray) -> dict[str, list[int]]:
-    cols: dict[str, list[int]] = {name: [] for name in (
-        "base_offset", "last_offset", "partition_leader_epoch", "magic", "crc", "compression", "timestamp_type",
-        "is_transactional", "is_control", "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id",
-        "producer_epoch", "base_sequence", "record_count")}
+    cols: dict[str, list[int]] = {
+        name: []
+        for name in (
+            "base_offset",
+            "last_offset",
+            "partition_leader_epoch",
+            "magic",
+            "crc",
+            "compression",
+            "timestamp_type",
+            "is_transactional",
+            "is_control",
+            "last_offset_delta",
+            "base_timestamp",
+            "max_timestamp",
+            "producer_id",
+            "producer_epoch",
+            "base_sequence",
+            "record_count",
+        )
+    }
     view = memoryview(raw)
     for p, size in zip(positions.tolist(), sizes.tolist()):
         b = DefaultRecordBatch(view[p : p + size])
@@ -167,18 +205,42 @@ def test_writer_transaction_log_values_decode(codec: Compression) -> None:
     values = []
     for i, state in enumerate(TransactionState):
         for version in (0, 1):
-            tagged = {} if version == 0 else {
-                "previous_producer_id": i, "next_producer_id": i + 1, "client_transaction_version": 2,
-                "next_producer_epoch": 3, "unknown_tagged_fields": {9: b"x"},
-            }
-            values.append((f"txn-{i}-{version}", encode.encode_transaction_log_value(
-                version=version, producer_id=100 + i, producer_epoch=i, transaction_timeout_ms=60_000, state=state,
-                partitions=None if state == TransactionState.EMPTY else {"orders": [0, i], "pay": [i]},
-                last_update_timestamp_ms=1_700_000_000_000 + i, start_timestamp_ms=1_699_000_000_000, **tagged,
-            ), version, tagged))
-    records = [encode.RecordSpec(i, i, encode.encode_transaction_log_key(t), v) for i, (t, v, _, _) in enumerate(values)]
+            tagged = (
+                {}
+                if version == 0
+                else {
+                    "previous_producer_id": i,
+                    "next_producer_id": i + 1,
+                    "client_transaction_version": 2,
+                    "next_producer_epoch": 3,
+                    "unknown_tagged_fields": {9: b"x"},
+                }
+            )
+            values.append(
+                (
+                    f"txn-{i}-{version}",
+                    encode.encode_transaction_log_value(
+                        version=version,
+                        producer_id=100 + i,
+                        producer_epoch=i,
+                        transaction_timeout_ms=60_000,
+                        state=state,
+                        partitions=None if state == TransactionState.EMPTY else {"orders": [0, i], "pay": [i]},
+                        last_update_timestamp_ms=1_700_000_000_000 + i,
+                        start_timestamp_ms=1_699_000_000_000,
+                        **tagged,
+                    ),
+                    version,
+                    tagged,
+                )
+            )
+    records = [
+        encode.RecordSpec(i, i, encode.encode_transaction_log_key(t), v) for i, (t, v, _, _) in enumerate(values)
+    ]
     records.append(encode.RecordSpec(len(records), 0, encode.encode_transaction_log_key("gone"), None))
-    raw = encode.encode_record_batch(base_offset=0, records=records, base_timestamp=1_700_000_000_000, compression=codec)
+    raw = encode.encode_record_batch(
+        base_offset=0, records=records, base_timestamp=1_700_000_000_000, compression=codec
+    )
     scan = scan_transaction_log(raw)
     assert scan.quarantine == []
     assert scan.transactional_ids().tolist() == [t for t, _, _, _ in values] + ["gone"]

@@ -70,5 +70,10 @@ def test_decode_error_survives_pickling() -> None:
     err = DecodeError("a.log", 5, "X.y", "bad_length", "why")
     back = pickle.loads(pickle.dumps(err))
     assert (back.file, back.position, back.field, back.reason, back.detail, str(back)) == (
-        "a.log", 5, "X.y", "bad_length", "why", "a.log@5: X.y: bad_length: why"
+        "a.log",
+        5,
+        "X.y",
+        "bad_length",
+        "why",
+        "a.log@5: X.y: bad_length: why",
     )

@@ -27,8 +27,13 @@ def kafka_python_batch(rng: random.Random, codec: int, transactional: bool, base
     epoch = rng.randrange(0, 32767) if pid >= 0 else -1
     seq = rng.randrange(0, 1 << 31) if pid >= 0 else -1
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=codec, is_transactional=transactional,
-        producer_id=pid, producer_epoch=epoch, base_sequence=seq, batch_size=1 << 20,
+        magic=2,
+        compression_type=codec,
+        is_transactional=transactional,
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        batch_size=1 << 20,
     )
     ts = rng.randrange(1_500_000_000_000, 1_800_000_000_000)
     offset = 0
@@ -47,17 +52,33 @@ def our_batch(rng: random.Random, base_offset: int) -> bytes:
     kind = rng.choice(["codec", "marker", "control-other", "log-append"])
     pid = rng.randrange(0, 1 << 40)
     if kind == "marker":
-        return E.marker_batch(rng.choice([0, 1]), base_offset=base_offset, producer_id=pid,
-                              producer_epoch=rng.randrange(0, 32767), coordinator_epoch=rng.randrange(0, 1000),
-                              timestamp=rng.randrange(1_500_000_000_000, 1_800_000_000_000))
+        return E.marker_batch(
+            rng.choice([0, 1]),
+            base_offset=base_offset,
+            producer_id=pid,
+            producer_epoch=rng.randrange(0, 32767),
+            coordinator_epoch=rng.randrange(0, 1000),
+            timestamp=rng.randrange(1_500_000_000_000, 1_800_000_000_000),
+        )
     if kind == "control-other":
-        return E.Batch([E.record(0, 0, E.control_key(rng.randrange(2, 7)), b"{}")], base_offset=base_offset,
-                       attributes=0x20, producer_id=-1).encode()
+        return E.Batch(
+            [E.record(0, 0, E.control_key(rng.randrange(2, 7)), b"{}")],
+            base_offset=base_offset,
+            attributes=0x20,
+            producer_id=-1,
+        ).encode()
     codec = rng.choice([2, 3, 4]) if kind == "codec" else 0
     recs = [E.record(i, i, None, b"v" * rng.randrange(0, 300)) for i in range(rng.randrange(1, 10))]
-    return E.Batch(recs, base_offset=base_offset, attributes=codec | (0x08 if kind == "log-append" else 0) | 0x10,
-                   producer_id=pid, producer_epoch=1, base_sequence=0, max_timestamp=1_800_000_000_000,
-                   compression_variant=rng.choice(["", "raw", "java"])).encode()
+    return E.Batch(
+        recs,
+        base_offset=base_offset,
+        attributes=codec | (0x08 if kind == "log-append" else 0) | 0x10,
+        producer_id=pid,
+        producer_epoch=1,
+        base_sequence=0,
+        max_timestamp=1_800_000_000_000,
+        compression_variant=rng.choice(["", "raw", "java"]),
+    ).encode()
 
 
 def mixed_segment(seed: int, n: int) -> bytes:

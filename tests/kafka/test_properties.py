@@ -44,9 +44,7 @@ def assert_every_byte_accounted_for(scan: SegmentScan) -> None:
 
 def header_rows(scan: SegmentScan) -> dict[int, tuple[object, ...]]:
     cols = [c for c in scan.batches if c != "position"]
-    return {
-        int(p): tuple(scan.batches[c][i].item() for c in cols) for i, p in enumerate(scan.batches["position"])
-    }
+    return {int(p): tuple(scan.batches[c][i].item() for c in cols) for i, p in enumerate(scan.batches["position"])}
 
 
 # --------------------------------------------------------------------------- round trips
@@ -94,7 +92,9 @@ def test_segment_round_trip(specs: list) -> None:  # type: ignore[type-arg]
         assert row["coordinator_epoch"] == spec.coordinator_epoch
         if spec.kind in ("marker", "control-other"):
             log_append = bs.attributes & 0x08
-            assert row["marker_timestamp"] == (bs.max_timestamp if log_append else bs.base_timestamp + spec.timestamp_delta)
+            assert row["marker_timestamp"] == (
+                bs.max_timestamp if log_append else bs.base_timestamp + spec.timestamp_delta
+            )
 
 
 @PROPERTIES
@@ -111,9 +111,17 @@ def test_txn_state_round_trip_and_bulk_agrees(spec: E.TxnValue, version: int, ti
     )
     expected_parts = None if spec.partitions is None else tuple((t, tuple(p)) for t, p in spec.partitions)
     assert value.partitions == expected_parts
-    assert (value.last_update_timestamp_ms, value.start_timestamp_ms) == (spec.last_update_timestamp_ms, spec.start_timestamp_ms)
+    assert (value.last_update_timestamp_ms, value.start_timestamp_ms) == (
+        spec.last_update_timestamp_ms,
+        spec.start_timestamp_ms,
+    )
     if version == 1:
-        assert (value.previous_producer_id, value.next_producer_id, value.next_producer_epoch, value.client_transaction_version) == (
+        assert (
+            value.previous_producer_id,
+            value.next_producer_id,
+            value.next_producer_epoch,
+            value.client_transaction_version,
+        ) == (
             spec.previous_producer_id,
             spec.next_producer_id,
             spec.next_producer_epoch,
@@ -128,8 +136,17 @@ def test_txn_state_round_trip_and_bulk_agrees(spec: E.TxnValue, version: int, ti
     assert scan.quarantine == []
     assert scan.transactional_ids().tolist() == [tid, tid]
     row = {n: c[0].item() for n, c in scan.records.items()}
-    for name in ("producer_id", "producer_epoch", "transaction_timeout_ms", "last_update_timestamp_ms", "start_timestamp_ms",
-                 "previous_producer_id", "next_producer_id", "next_producer_epoch", "client_transaction_version"):
+    for name in (
+        "producer_id",
+        "producer_epoch",
+        "transaction_timeout_ms",
+        "last_update_timestamp_ms",
+        "start_timestamp_ms",
+        "previous_producer_id",
+        "next_producer_id",
+        "next_producer_epoch",
+        "client_transaction_version",
+    ):
         assert row[name] == getattr(value, name), name
     assert row["state"] == value.state and row["value_version"] == version
     assert row["unknown_tag_count"] == len(value.unknown_tags)
@@ -139,9 +156,21 @@ def test_txn_state_round_trip_and_bulk_agrees(spec: E.TxnValue, version: int, ti
 
 
 @PROPERTIES
-@given(st.lists(st.tuples(st.integers(-1, 2**63 - 1), st.integers(-(2**15), 2**15 - 1), st.integers(-(2**31), 2**31 - 1),
-                          st.integers(-1, 2**63 - 1), st.integers(-(2**31), 2**31 - 1), st.integers(-(2**63), 2**63 - 1),
-                          st.integers(-(2**31), 2**31 - 1), st.integers(-1, 2**63 - 1)), max_size=30))
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(-1, 2**63 - 1),
+            st.integers(-(2**15), 2**15 - 1),
+            st.integers(-(2**31), 2**31 - 1),
+            st.integers(-1, 2**63 - 1),
+            st.integers(-(2**31), 2**31 - 1),
+            st.integers(-(2**63), 2**63 - 1),
+            st.integers(-(2**31), 2**31 - 1),
+            st.integers(-1, 2**63 - 1),
+        ),
+        max_size=30,
+    )
+)
 def test_producer_snapshot_round_trip(entries: list) -> None:  # type: ignore[type-arg]
     snap = decode_producer_snapshot(E.producer_snapshot(entries))
     assert snap.crc_valid
@@ -149,7 +178,13 @@ def test_producer_snapshot_round_trip(entries: list) -> None:  # type: ignore[ty
 
 
 @PROPERTIES
-@given(st.integers(0, 255), st.integers(-(2**15), 2**15 - 1), st.integers(0, 255), st.integers(-(2**31), 2**31 - 1), st.binary(max_size=4))
+@given(
+    st.integers(0, 255),
+    st.integers(-(2**15), 2**15 - 1),
+    st.integers(0, 255),
+    st.integers(-(2**31), 2**31 - 1),
+    st.binary(max_size=4),
+)
 def test_control_round_trip(key_version: int, ctype: int, value_version: int, epoch: int, tail: bytes) -> None:
     key = decode_control_key(E.control_key(ctype, version=key_version) + tail)
     assert (key.version, key.type) == (key_version, ctype)
@@ -170,7 +205,13 @@ def test_arbitrary_bytes_never_raise(data: bytes) -> None:
     decode_offset_index(data)
     decode_time_index(data)
     decode_txn_index(data)
-    for strict in (decode_producer_snapshot, decode_control_key, decode_end_txn_marker, decode_transaction_log_key, decode_transaction_log_value):
+    for strict in (
+        decode_producer_snapshot,
+        decode_control_key,
+        decode_end_txn_marker,
+        decode_transaction_log_key,
+        decode_transaction_log_value,
+    ):
         try:
             strict(data)
         except DecodeError:
@@ -219,7 +260,9 @@ def test_bulk_and_strict_agree_on_mutated_values(spec: E.TxnValue, version: int,
     if error is None:
         assert scan.quarantine == [] and scan.record_count == 1
         assert value is not None and scan.records["producer_id"][0] == value.producer_id
-        assert scan.records["partition_count"][0] == (-1 if value.partitions is None else sum(len(p) for _, p in value.partitions))
+        assert scan.records["partition_count"][0] == (
+            -1 if value.partitions is None else sum(len(p) for _, p in value.partitions)
+        )
     else:
         assert scan.record_count == 0 and [q.reason for q in scan.quarantine] == [error]
 
@@ -257,11 +300,15 @@ def test_mutated_segment_keeps_every_batch_outside_the_damage(specs: list, data:
 
 
 @PROPERTIES
-@given(st.lists(st.tuples(st.text(max_size=8), txn_values(), st.sampled_from([0, 1])), min_size=1, max_size=6), st.data())
+@given(
+    st.lists(st.tuples(st.text(max_size=8), txn_values(), st.sampled_from([0, 1])), min_size=1, max_size=6), st.data()
+)
 def test_mutated_transaction_log_never_raises(entries: list, data: st.DataObject) -> None:  # type: ignore[type-arg]
     raw = b""
     for i, (tid, value, version) in enumerate(entries):
-        raw += E.txn_log_batch([(E.txn_log_key(tid), value.encode(version))], base_offset=i, codec=data.draw(st.integers(0, 4)))
+        raw += E.txn_log_batch(
+            [(E.txn_log_key(tid), value.encode(version))], base_offset=i, codec=data.draw(st.integers(0, 4))
+        )
     mutated, _, _ = apply_mutations(raw, [], data.draw(mutations(len(raw))))
     for check in (True, False):
         scan = scan_transaction_log(mutated, check_crc=check)
@@ -297,7 +344,10 @@ def test_tight_loop_and_careful_walk_agree(specs: list, data: st.DataObject, che
     careful = _scan(arr, "seg.log", check_crc, tight_loop=False)
     assert fast.quarantine == careful.quarantine
     assert (fast.legacy_entries, fast.legacy_bytes, fast.zero_padding_bytes, fast.overlap_bytes) == (
-        careful.legacy_entries, careful.legacy_bytes, careful.zero_padding_bytes, careful.overlap_bytes
+        careful.legacy_entries,
+        careful.legacy_bytes,
+        careful.zero_padding_bytes,
+        careful.overlap_bytes,
     )
     for name, dtype in BATCH_COLUMNS.items():
         assert fast.batches[name].dtype == dtype

@@ -17,7 +17,8 @@ from txnlog.kafka.record_batch import scan_segment, scan_segment_file
 
 REALDATA = Path(__file__).parents[2].parent / "shared" / "realdata" / "record-batches"
 pytestmark = pytest.mark.skipif(
-    not REALDATA.is_dir(), reason=f"real broker bytes not found at {REALDATA} (shared/ is checked out beside the repo in CI)"
+    not REALDATA.is_dir(),
+    reason=f"real broker bytes not found at {REALDATA} (shared/ is checked out beside the repo in CI)",
 )
 
 # kafka-python-record_batch_data_v2.bin: 4 batches (by hand from the hex).
@@ -80,7 +81,9 @@ def test_v2_batches_agree_with_kafka_python() -> None:
     assert i == scan.batch_count == 4
 
 
-@pytest.mark.parametrize("name,entries", [("kafka-python-record_batch_data_v0.bin", 4), ("kafka-python-record_batch_data_v1.bin", 4)])
+@pytest.mark.parametrize(
+    "name,entries", [("kafka-python-record_batch_data_v0.bin", 4), ("kafka-python-record_batch_data_v1.bin", 4)]
+)
 def test_legacy_files_are_counted(name: str, entries: int) -> None:
     path = REALDATA / name
     scan = scan_segment_file(path)

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from tests.kafka import encoders as E
-from txnlog.kafka.control import ControlStatus
 from txnlog.kafka import record_batch
+from txnlog.kafka.control import ControlStatus
 from txnlog.kafka.record_batch import BATCH_COLUMNS, SegmentScan, as_uint8, scan_segment, scan_segment_file
 from txnlog.kafka.wire import ControlType
 
@@ -122,7 +122,9 @@ ATTRIBUTE_CASES = [
     ATTRIBUTE_CASES,
     ids=[f"attr-0x{c[0]:02x}" for c in ATTRIBUTE_CASES],
 )
-def test_attribute_bits(attributes: int, compression: int, timestamp_type: int, transactional: bool, control: bool) -> None:
+def test_attribute_bits(
+    attributes: int, compression: int, timestamp_type: int, transactional: bool, control: bool
+) -> None:
     raw = E.Batch([E.record(0, 0, None, b"x")], base_offset=5, attributes=attributes, body=b"opaque payload").encode()
     b = scan_segment(raw).batches
     assert b["compression"][0] == compression
@@ -388,13 +390,22 @@ def ctrl_row(raw: bytes) -> dict[str, int]:
     b = scan_segment(raw).batches
     return {
         k: b[k][0].item()
-        for k in ("control_key_version", "control_type", "control_value_version", "coordinator_epoch", "marker_timestamp", "control_status")
+        for k in (
+            "control_key_version",
+            "control_type",
+            "control_value_version",
+            "coordinator_epoch",
+            "marker_timestamp",
+            "control_status",
+        )
     }
 
 
 @pytest.mark.parametrize("control_type", [0, 1], ids=["ABORT", "COMMIT"])
 def test_end_txn_markers(control_type: int) -> None:
-    raw = E.marker_batch(control_type, base_offset=50, producer_id=4711, producer_epoch=4, coordinator_epoch=17, timestamp=TS)
+    raw = E.marker_batch(
+        control_type, base_offset=50, producer_id=4711, producer_epoch=4, coordinator_epoch=17, timestamp=TS
+    )
     assert ctrl_row(raw) == {
         "control_key_version": 0,
         "control_type": control_type,
@@ -428,11 +439,20 @@ def test_zero_record_control_batch() -> None:
 BAD_CONTROL = {
     "key-null": ([E.record(0, 0, None, E.end_txn_marker(1))], ControlStatus.BAD_KEY),
     "key-3-bytes": ([E.record(0, 0, b"\x00\x00\x00", E.end_txn_marker(1))], ControlStatus.BAD_KEY),
-    "key-negative-version": ([E.record(0, 0, E.control_key(0, version=-1), E.end_txn_marker(1))], ControlStatus.BAD_KEY),
-    "key-implausible-version": ([E.record(0, 0, E.control_key(0, version=0x6F70), E.end_txn_marker(1))], ControlStatus.BAD_KEY),
+    "key-negative-version": (
+        [E.record(0, 0, E.control_key(0, version=-1), E.end_txn_marker(1))],
+        ControlStatus.BAD_KEY,
+    ),
+    "key-implausible-version": (
+        [E.record(0, 0, E.control_key(0, version=0x6F70), E.end_txn_marker(1))],
+        ControlStatus.BAD_KEY,
+    ),
     "value-null": ([E.record(0, 0, E.control_key(1), None)], ControlStatus.BAD_VALUE),
     "value-5-bytes": ([E.record(0, 0, E.control_key(1), b"\x00\x00\x00\x00\x01")], ControlStatus.BAD_VALUE),
-    "value-negative-version": ([E.record(0, 0, E.control_key(1), E.end_txn_marker(1, version=-2))], ControlStatus.BAD_VALUE),
+    "value-negative-version": (
+        [E.record(0, 0, E.control_key(1), E.end_txn_marker(1, version=-2))],
+        ControlStatus.BAD_VALUE,
+    ),
     "value-text": ([E.record(0, 0, E.control_key(0), b"opaque-control-message")], ControlStatus.BAD_VALUE),
     "framing": ([b"\x7f\x00"], ControlStatus.BAD_KEY),
 }
@@ -475,11 +495,15 @@ def test_only_the_first_control_record_counts() -> None:
     assert ctrl_row(raw)["control_type"] == 1 and ctrl_row(raw)["coordinator_epoch"] == 5
 
 
-@pytest.mark.parametrize("codec,variant", [(1, ""), (2, ""), (2, "raw"), (3, ""), (3, "java"), (4, "")],
-                         ids=["gzip", "snappy-xerial", "snappy-raw", "lz4", "lz4-java-frame", "zstd"])
+@pytest.mark.parametrize(
+    "codec,variant",
+    [(1, ""), (2, ""), (2, "raw"), (3, ""), (3, "java"), (4, "")],
+    ids=["gzip", "snappy-xerial", "snappy-raw", "lz4", "lz4-java-frame", "zstd"],
+)
 def test_compressed_control_batch_is_decoded(codec: int, variant: str) -> None:
-    raw = control([E.record(0, 2, E.control_key(1), E.end_txn_marker(33))], attributes=0x30 | codec,
-                  compression_variant=variant)
+    raw = control(
+        [E.record(0, 2, E.control_key(1), E.end_txn_marker(33))], attributes=0x30 | codec, compression_variant=variant
+    )
     row = ctrl_row(raw)
     assert row["control_status"] == ControlStatus.END_TXN_MARKER and row["coordinator_epoch"] == 33
 
@@ -492,7 +516,11 @@ def test_undecompressable_control_batch() -> None:
 
 
 def test_control_and_data_batches_mix() -> None:
-    segment = txn_batch(0) + E.marker_batch(1, base_offset=2, producer_id=4711, producer_epoch=3, coordinator_epoch=5) + txn_batch(3)
+    segment = (
+        txn_batch(0)
+        + E.marker_batch(1, base_offset=2, producer_id=4711, producer_epoch=3, coordinator_epoch=5)
+        + txn_batch(3)
+    )
     b = scan_segment(segment).batches
     assert b["is_control"].tolist() == [False, True, False]
     assert b["control_status"].tolist() == [0, 1, 0]
@@ -537,7 +565,12 @@ def _fast_and_careful(raw: bytes, check_crc: bool = True) -> tuple[SegmentScan, 
 def _same_scan(a: SegmentScan, b: SegmentScan) -> None:
     assert a.quarantine == b.quarantine
     assert (a.size, a.legacy_entries, a.legacy_bytes, a.zero_padding_bytes, a.overlap_bytes, a.crc_checked) == (
-        b.size, b.legacy_entries, b.legacy_bytes, b.zero_padding_bytes, b.overlap_bytes, b.crc_checked
+        b.size,
+        b.legacy_entries,
+        b.legacy_bytes,
+        b.zero_padding_bytes,
+        b.overlap_bytes,
+        b.crc_checked,
     )
     assert list(a.batches) == list(b.batches) == list(BATCH_COLUMNS)
     for name, dtype in BATCH_COLUMNS.items():
@@ -567,7 +600,8 @@ def _entry_mix() -> dict[str, bytes]:
         "garbage-between": raw[: pos[2]] + b"\xee" * 77 + raw[pos[2] :],
         "only-zeros": bytes(100),
         "empty": b"",
-        "control": raw + E.marker_batch(1, base_offset=12, producer_id=4711, producer_epoch=4, coordinator_epoch=17, timestamp=TS),
+        "control": raw
+        + E.marker_batch(1, base_offset=12, producer_id=4711, producer_epoch=4, coordinator_epoch=17, timestamp=TS),
     }
 
 

@@ -39,7 +39,9 @@ def test_every_field(case: str) -> None:
         assert raw[hks : hks + hkl].decode() == hkey
         assert (None if hvl < 0 else raw[hvs : hvs + hvl]) == hvalue
     assert q == end
-    assert list(_iter_v2_records(raw[:end] * 2, 2)) == [(ts_delta, offset_delta, key, value, [h for h, _ in headers])] * 2
+    assert (
+        list(_iter_v2_records(raw[:end] * 2, 2)) == [(ts_delta, offset_delta, key, value, [h for h, _ in headers])] * 2
+    )
 
 
 @pytest.mark.parametrize("case", list(RECORDS), ids=list(RECORDS))
@@ -63,10 +65,38 @@ def test_the_offset_is_known_once_offset_delta_was_read() -> None:
 BROKEN = {
     "zero-length": E.varint(0),
     "negative-length": E.varint(-1),
-    "negative-header-count": E.varint(6) + b"\x00" + E.varlong(0) + E.varint(0) + E.varint(-1) + E.varint(-1) + E.varint(-1),
-    "negative-header-key": E.varint(8) + b"\x00" + E.varlong(0) + E.varint(0) + E.varint(-1) + E.varint(-1) + E.varint(1) + E.varint(-1) + E.varint(-1),
-    "bytes-left-in-the-record": E.varint(8) + b"\x00" + E.varlong(0) + E.varint(0) + E.varint(-1) + E.varint(-1) + E.varint(0) + b"\x00\x00",
-    "varint-longer-than-5-bytes": E.varint(11) + b"\x00" + E.varlong(0) + b"\xff" * 5 + b"\x01" + E.varint(-1) + E.varint(-1) + E.varint(0),
+    "negative-header-count": E.varint(6)
+    + b"\x00"
+    + E.varlong(0)
+    + E.varint(0)
+    + E.varint(-1)
+    + E.varint(-1)
+    + E.varint(-1),
+    "negative-header-key": E.varint(8)
+    + b"\x00"
+    + E.varlong(0)
+    + E.varint(0)
+    + E.varint(-1)
+    + E.varint(-1)
+    + E.varint(1)
+    + E.varint(-1)
+    + E.varint(-1),
+    "bytes-left-in-the-record": E.varint(8)
+    + b"\x00"
+    + E.varlong(0)
+    + E.varint(0)
+    + E.varint(-1)
+    + E.varint(-1)
+    + E.varint(0)
+    + b"\x00\x00",
+    "varint-longer-than-5-bytes": E.varint(11)
+    + b"\x00"
+    + E.varlong(0)
+    + b"\xff" * 5
+    + b"\x01"
+    + E.varint(-1)
+    + E.varint(-1)
+    + E.varint(0),
 }
 
 

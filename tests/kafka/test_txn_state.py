@@ -37,7 +37,11 @@ def assert_bulk_matches(scan: TxnLogScan, i: int, value: TransactionLogValue | N
     row = bulk_row(scan, i)
     if value is None:
         assert row["is_tombstone"] is True
-        assert all(row[c] == -1 for c in TXN_RECORD_COLUMNS if c not in ("position", "offset", "timestamp", "key_version", "is_tombstone"))
+        assert all(
+            row[c] == -1
+            for c in TXN_RECORD_COLUMNS
+            if c not in ("position", "offset", "timestamp", "key_version", "is_tombstone")
+        )
         return
     assert row["is_tombstone"] is False
     assert row["value_version"] == value.version
@@ -81,9 +85,15 @@ BAD_KEYS = {
     "null": (None, "key is null"),
     "2-bytes": (b"\x00\x00", "shorter than 4 bytes"),
     "version-1": (E.txn_log_key("g", version=1), "is this __consumer_offsets"),
-    "consumer-offsets-v1": (struct.pack(">hh", 1, 5) + b"group" + struct.pack(">h", 5) + b"topic" + struct.pack(">i", 3), "__consumer_offsets"),
+    "consumer-offsets-v1": (
+        struct.pack(">hh", 1, 5) + b"group" + struct.pack(">h", 5) + b"topic" + struct.pack(">i", 3),
+        "__consumer_offsets",
+    ),
     "group-metadata-v2": (struct.pack(">hh", 2, 5) + b"group", "__consumer_offsets"),
-    "offset-commit-v0": (struct.pack(">hh", 0, 5) + b"group" + struct.pack(">h", 5) + b"topic" + struct.pack(">i", 3), "bytes after the transactional id"),
+    "offset-commit-v0": (
+        struct.pack(">hh", 0, 5) + b"group" + struct.pack(">h", 5) + b"topic" + struct.pack(">i", 3),
+        "bytes after the transactional id",
+    ),
     "negative-length": (struct.pack(">hh", 0, -1), "negative"),
     "overrun": (struct.pack(">hh", 0, 10) + b"abc", "overruns"),
     "bad-utf8": (struct.pack(">hh", 0, 2) + b"\xc3\x28", "UTF-8"),
@@ -138,8 +148,11 @@ def test_v0_golden_bytes() -> None:
         "0000ea60"  # timeout 60000
         "01"  # Ongoing
         "00000001"  # 1 topic
-        "0001" "61"  # "a"
-        "00000002" "00000000" "00000007"  # partitions 0, 7
+        "0001"
+        "61"  # "a"
+        "00000002"
+        "00000000"
+        "00000007"  # partitions 0, 7
         "0000018bcfe56800"  # last update 1700000000000
         "0000018bcfe56400"  # start 1699999998976
     )
@@ -150,24 +163,51 @@ def test_v0_golden_bytes() -> None:
 
 def test_v1_golden_bytes_with_every_tag() -> None:
     raw = bytes.fromhex(
-        "0001" "00000000000003e8" "0005" "0000ea60" "02"  # v1, pid 1000, epoch 5, 60000, PrepareCommit
+        "0001"
+        "00000000000003e8"
+        "0005"
+        "0000ea60"
+        "02"  # v1, pid 1000, epoch 5, 60000, PrepareCommit
         "02"  # compact array: 1 topic
-        "02" "61"  # compact string "a"
-        "02" "00000003"  # compact array: partition 3
+        "02"
+        "61"  # compact string "a"
+        "02"
+        "00000003"  # compact array: partition 3
         "00"  # per-topic tagged fields: none
-        "0000018bcfe56800" "0000018bcfe56400"
+        "0000018bcfe56800"
+        "0000018bcfe56400"
         "05"  # 5 tagged fields
-        "00" "08" "0000000000000001"  # tag 0 PreviousProducerId = 1
-        "01" "08" "0000000000000002"  # tag 1 NextProducerId = 2
-        "02" "02" "0002"  # tag 2 ClientTransactionVersion = 2
-        "03" "02" "0000"  # tag 3 NextProducerEpoch = 0
-        "09" "03" "abcdef"  # tag 9: unknown, skipped by size
+        "00"
+        "08"
+        "0000000000000001"  # tag 0 PreviousProducerId = 1
+        "01"
+        "08"
+        "0000000000000002"  # tag 1 NextProducerId = 2
+        "02"
+        "02"
+        "0002"  # tag 2 ClientTransactionVersion = 2
+        "03"
+        "02"
+        "0000"  # tag 3 NextProducerEpoch = 0
+        "09"
+        "03"
+        "abcdef"  # tag 9: unknown, skipped by size
     )
     value = decode_transaction_log_value(raw)
     assert value == TransactionLogValue(
-        1000, 5, 60000, TransactionState.PREPARE_COMMIT, (("a", (3,)),), 1700000000000, 1699999998976,
-        previous_producer_id=1, next_producer_id=2, next_producer_epoch=0, client_transaction_version=2,
-        unknown_tags=((9, bytes.fromhex("abcdef")),), version=1,
+        1000,
+        5,
+        60000,
+        TransactionState.PREPARE_COMMIT,
+        (("a", (3,)),),
+        1700000000000,
+        1699999998976,
+        previous_producer_id=1,
+        next_producer_id=2,
+        next_producer_epoch=0,
+        client_transaction_version=2,
+        unknown_tags=((9, bytes.fromhex("abcdef")),),
+        version=1,
     )
     assert_bulk_matches(bulk([(E.txn_log_key("t"), raw)]), 0, value)
 
@@ -178,7 +218,12 @@ TAG_CASES = {
     "next-producer-id": {"next_producer_id": 78},
     "client-transaction-version": {"client_transaction_version": 2},
     "next-producer-epoch": {"next_producer_epoch": 0},
-    "all": {"previous_producer_id": 1, "next_producer_id": 2, "client_transaction_version": 1, "next_producer_epoch": 3},
+    "all": {
+        "previous_producer_id": 1,
+        "next_producer_id": 2,
+        "client_transaction_version": 1,
+        "next_producer_epoch": 3,
+    },
     "defaults-written": {"write_default_tags": True},
     "unknown-tags": {"extra_tags": [(4, b""), (200, b"x" * 300), (70000, b"\x01")]},
     "per-topic-tags": {"topic_tags": [(0, b"abc"), (5, b"")]},
@@ -300,10 +345,16 @@ def test_log_append_time_records_use_max_timestamp() -> None:
 CODECS = [(1, ""), (2, ""), (2, "raw"), (3, ""), (3, "java"), (4, "")]
 
 
-@pytest.mark.parametrize("codec,variant", CODECS, ids=["gzip", "snappy-xerial", "snappy-raw", "lz4", "lz4-java-frame", "zstd"])
+@pytest.mark.parametrize(
+    "codec,variant", CODECS, ids=["gzip", "snappy-xerial", "snappy-raw", "lz4", "lz4-java-frame", "zstd"]
+)
 def test_compressed_batches_decode(codec: int, variant: str) -> None:
-    entries = [(E.txn_log_key(f"txn-{i}"), E.TxnValue(producer_id=i, partitions=[("t", [i])]).encode(i % 2)) for i in range(50)]
-    raw = E.txn_log_batch(entries[:25], base_offset=0) + E.txn_log_batch(entries[25:], base_offset=25, codec=codec, variant=variant)
+    entries = [
+        (E.txn_log_key(f"txn-{i}"), E.TxnValue(producer_id=i, partitions=[("t", [i])]).encode(i % 2)) for i in range(50)
+    ]
+    raw = E.txn_log_batch(entries[:25], base_offset=0) + E.txn_log_batch(
+        entries[25:], base_offset=25, codec=codec, variant=variant
+    )
     scan = scan_transaction_log(raw)
     assert scan.quarantine == []
     assert scan.segment.batches["compression"].tolist() == [0, codec]
@@ -329,10 +380,14 @@ def test_broken_record_framing_quarantines_the_rest_of_the_batch() -> None:
 
 
 def test_record_count_larger_than_the_records() -> None:
-    raw = E.Batch([E.record(0, 0, E.txn_log_key("a"), None)], base_offset=0, record_count=3, last_offset_delta=0).encode()
+    raw = E.Batch(
+        [E.record(0, 0, E.txn_log_key("a"), None)], base_offset=0, record_count=3, last_offset_delta=0
+    ).encode()
     scan = scan_transaction_log(raw)
     assert scan.transactional_ids().tolist() == ["a"]
-    assert [(q.reason, q.detail) for q in scan.quarantine] == [("bad_record", "the batch ends after 1 of its 3 records")]
+    assert [(q.reason, q.detail) for q in scan.quarantine] == [
+        ("bad_record", "the batch ends after 1 of its 3 records")
+    ]
 
 
 def test_segment_damage_is_carried_over() -> None:
@@ -355,7 +410,9 @@ def test_arrow_buffers_build_columns_without_python_loops() -> None:
     ]
     scan = bulk(entries)
     n = scan.record_count
-    ids = pa.LargeStringArray.from_buffers(n, pa.py_buffer(scan.transactional_id_offsets), pa.py_buffer(scan.transactional_id_data))
+    ids = pa.LargeStringArray.from_buffers(
+        n, pa.py_buffer(scan.transactional_id_offsets), pa.py_buffer(scan.transactional_id_data)
+    )
     assert ids.to_pylist() == ["t-1", "t-2", "t-3", "t-4"]
     data, offsets = scan.partition_topics()
     topics = pa.LargeStringArray.from_buffers(offsets.size - 1, pa.py_buffer(offsets), pa.py_buffer(data))

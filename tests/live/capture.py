@@ -157,11 +157,24 @@ def default_plans(partitions: int = 3) -> list[ProducerPlan]:
         ProducerPlan("kp-idempotent-gzip", KAFKA_PYTHON, "gzip", "idempotent", list(flushes)),
         ProducerPlan("cfk-plain-snappy", CONFLUENT, "snappy", "plain", list(flushes)),
         # Stage 1: a second incarnation of cfk-zstd's transactional.id (InitProducerId bumps the epoch).
-        ProducerPlan("cfk-zstd-again", CONFLUENT, "zstd", "transactional",
-                     [Round(COMMIT, every, 2), Round(ABORT, (0,), 1)], transactional_id="cfk-zstd", stage=1),
+        ProducerPlan(
+            "cfk-zstd-again",
+            CONFLUENT,
+            "zstd",
+            "transactional",
+            [Round(COMMIT, every, 2), Round(ABORT, (0,), 1)],
+            transactional_id="cfk-zstd",
+            stage=1,
+        ),
         # Stage 1: the last transaction is never ended: a hanging transaction in partitions 1 and 2.
-        ProducerPlan("cfk-open-gzip", CONFLUENT, "gzip", "transactional",
-                     [Round(COMMIT, (0, 1), 2), Round(OPEN, (1, 2), 3)], stage=1),
+        ProducerPlan(
+            "cfk-open-gzip",
+            CONFLUENT,
+            "gzip",
+            "transactional",
+            [Round(COMMIT, (0, 1), 2), Round(OPEN, (1, 2), 3)],
+            stage=1,
+        ),
     ]
     return plans
 
@@ -177,7 +190,9 @@ class _Client:
         if plan.client == CONFLUENT:
             import confluent_kafka
 
-            plan.client_version = f"confluent-kafka {confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})"
+            plan.client_version = (
+                f"confluent-kafka {confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})"
+            )
             conf = {
                 "bootstrap.servers": bootstrap,
                 "compression.type": plan.codec,
@@ -224,8 +239,9 @@ class _Client:
 
     def produce(self, value: bytes, partition: int) -> None:
         if self.plan.client == CONFLUENT:
-            self.p.produce(self.topic, value=value, key=self.plan.name.encode(), partition=partition,
-                           on_delivery=self._delivery)
+            self.p.produce(
+                self.topic, value=value, key=self.plan.name.encode(), partition=partition, on_delivery=self._delivery
+            )
         else:
             fut = self.p.send(self.topic, value=value, key=self.plan.name.encode(), partition=partition)
             fut.add_errback(lambda e: self.errors.append(repr(e)))
@@ -302,7 +318,9 @@ def _decompress(codec: int, payload: bytes) -> bytes:
     if codec == 1:
         return bytes(cramjam.gzip.decompress(payload))
     if codec == 2:
-        if payload.startswith(b"\x82SNAPPY\x00"):  # xerial framing (the Java client): 16-byte header, int32-length blocks
+        if payload.startswith(
+            b"\x82SNAPPY\x00"
+        ):  # xerial framing (the Java client): 16-byte header, int32-length blocks
             out, pos = bytearray(), 16
             while pos < len(payload):
                 (n,) = struct.unpack_from(">i", payload, pos)
@@ -374,7 +392,9 @@ def _observed(plans: list[ProducerPlan], segments: dict[int, bytes]) -> dict[str
             o = out[name]
             o["producer_ids"].add(batch.producer_id)
             o["producer_epochs"].add(batch.producer_epoch)
-            counts = o["partitions"].setdefault(part, {"data_batches": 0, "records": 0, "commit_markers": 0, "abort_markers": 0})
+            counts = o["partitions"].setdefault(
+                part, {"data_batches": 0, "records": 0, "commit_markers": 0, "abort_markers": 0}
+            )
             counts["data_batches"] += 1
             counts["records"] += batch.records_count
             if by_name[name].transactional:
@@ -382,7 +402,9 @@ def _observed(plans: list[ProducerPlan], segments: dict[int, bytes]) -> dict[str
     for part, pid, epoch, ctl_type in pending_markers:
         name = owner_of.get((pid, epoch), f"unknown producer {pid}/{epoch}")
         o = out.setdefault(name, {"producer_ids": {pid}, "producer_epochs": {epoch}, "partitions": {}})
-        counts = o["partitions"].setdefault(part, {"data_batches": 0, "records": 0, "commit_markers": 0, "abort_markers": 0})
+        counts = o["partitions"].setdefault(
+            part, {"data_batches": 0, "records": 0, "commit_markers": 0, "abort_markers": 0}
+        )
         counts["commit_markers" if ctl_type == 1 else "abort_markers"] += 1
     return out
 
@@ -393,30 +415,32 @@ def _manifest(cap: Capture, server: str, elapsed: float) -> dict:
     producers = []
     for plan in cap.plans:
         obs = observed[plan.name]
-        producers.append({
-            "name": plan.name,
-            "client": plan.client,
-            "client_version": plan.client_version,
-            "codec": plan.codec,
-            "codec_id": plan.codec_id,
-            "mode": plan.mode,
-            "transactional_id": plan.transactional_id,
-            "stage": plan.stage,
-            "rounds": [asdict(r) | {"index": k} for k, r in enumerate(plan.rounds)],
-            "committed_transactions": sum(r.outcome == COMMIT for r in plan.rounds),
-            "aborted_transactions": sum(r.outcome == ABORT for r in plan.rounds),
-            "open_transactions": sum(r.outcome == OPEN for r in plan.rounds),
-            "expected": {str(p): plan.expected_counts(p) for p in range(cap.partitions)},
-            "observed": {
-                "producer_ids": sorted(obs["producer_ids"]),
-                "producer_epochs": sorted(obs["producer_epochs"]),
-                "per_partition": {str(p): c for p, c in sorted(obs["partitions"].items())},
-            },
-        })
+        producers.append(
+            {
+                "name": plan.name,
+                "client": plan.client,
+                "client_version": plan.client_version,
+                "codec": plan.codec,
+                "codec_id": plan.codec_id,
+                "mode": plan.mode,
+                "transactional_id": plan.transactional_id,
+                "stage": plan.stage,
+                "rounds": [asdict(r) | {"index": k} for k, r in enumerate(plan.rounds)],
+                "committed_transactions": sum(r.outcome == COMMIT for r in plan.rounds),
+                "aborted_transactions": sum(r.outcome == ABORT for r in plan.rounds),
+                "open_transactions": sum(r.outcome == OPEN for r in plan.rounds),
+                "expected": {str(p): plan.expected_counts(p) for p in range(cap.partitions)},
+                "observed": {
+                    "producer_ids": sorted(obs["producer_ids"]),
+                    "producer_epochs": sorted(obs["producer_epochs"]),
+                    "per_partition": {str(p): c for p, c in sorted(obs["partitions"].items())},
+                },
+            }
+        )
     unknown = sorted(set(observed) - {p.name for p in cap.plans})
     return {
         "what": "Kafka v2 record batches written by real clients, fetched raw (Fetch v4, read_uncommitted) "
-                "from a Kafka-protocol server; each .log is one partition from offset 0 to the high watermark.",
+        "from a Kafka-protocol server; each .log is one partition from offset 0 to the high watermark.",
         "server": server,
         "python": platform.python_version(),
         "captured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -441,8 +465,16 @@ def _manifest(cap: Capture, server: str, elapsed: float) -> dict:
     }
 
 
-def run_capture(bootstrap: str, out: str | Path, *, topic: str = "txnlog-real-batches", partitions: int = 3,
-                plans: Iterable[ProducerPlan] | None = None, server: str = "", write_manifest: bool = True) -> Capture:
+def run_capture(
+    bootstrap: str,
+    out: str | Path,
+    *,
+    topic: str = "txnlog-real-batches",
+    partitions: int = 3,
+    plans: Iterable[ProducerPlan] | None = None,
+    server: str = "",
+    write_manifest: bool = True,
+) -> Capture:
     """Produce ``plans`` to a new ``topic``, raw-fetch every partition, write the segments (and manifest)."""
     out = Path(out)
     plans = list(plans) if plans is not None else default_plans(partitions)
@@ -455,8 +487,10 @@ def run_capture(bootstrap: str, out: str | Path, *, topic: str = "txnlog-real-ba
             for stage in sorted({p.stage for p in plans}):
                 _run_stage([p for p in plans if p.stage == stage], bootstrap, topic, keep_open)
             fetches = {p: raw_fetch.fetch_partition(bootstrap, topic, p) for p in range(partitions)}
-            committed = {p: raw_fetch.fetch_partition(bootstrap, topic, p, isolation_level=raw_fetch.READ_COMMITTED)
-                         for p in range(partitions)}
+            committed = {
+                p: raw_fetch.fetch_partition(bootstrap, topic, p, isolation_level=raw_fetch.READ_COMMITTED)
+                for p in range(partitions)
+            }
         finally:
             for c in keep_open:  # the open transaction stays open on the server: nothing ends it
                 c.p = None

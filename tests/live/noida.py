@@ -41,8 +41,15 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["NoidaServer", "NoidaStartError", "NoidaUnavailable", "attach_log_on_failure", "find_binary", "noida",
-           "require_live"]
+__all__ = [
+    "NoidaServer",
+    "NoidaStartError",
+    "NoidaUnavailable",
+    "attach_log_on_failure",
+    "find_binary",
+    "noida",
+    "require_live",
+]
 
 #: Seconds to wait for the Kafka port to answer ApiVersions.
 START_TIMEOUT = 20.0
@@ -114,10 +121,10 @@ def _answers_api_versions(port: int, timeout: float = 1.0) -> bool:
 
 
 #: Servers started by the :func:`noida` fixture in this session (for the failure-report hook).
-SESSION_SERVERS: list["NoidaServer"] = []
+SESSION_SERVERS: list[NoidaServer] = []
 
 # Stopped at interpreter exit if a caller forgot (or a crash skipped the fixture teardown).
-_RUNNING: "weakref.WeakSet[NoidaServer]" = weakref.WeakSet()
+_RUNNING: weakref.WeakSet[NoidaServer] = weakref.WeakSet()
 
 
 @atexit.register
@@ -129,8 +136,13 @@ def _stop_leftovers() -> None:
 class NoidaServer:
     """One noida-db process serving Kafka on 127.0.0.1:<free port>, data in ``workdir/data``."""
 
-    def __init__(self, workdir: str | os.PathLike[str] | None = None, *, port: int | None = None,
-                 start_timeout: float = START_TIMEOUT) -> None:
+    def __init__(
+        self,
+        workdir: str | os.PathLike[str] | None = None,
+        *,
+        port: int | None = None,
+        start_timeout: float = START_TIMEOUT,
+    ) -> None:
         self._own_workdir = workdir is None
         self.workdir = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="noida-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -170,7 +182,7 @@ class NoidaServer:
         return self.proc is not None and self.proc.poll() is None
 
     # -- lifecycle --------------------------------------------------------------------------------
-    def start(self) -> "NoidaServer":
+    def start(self) -> NoidaServer:
         self.binary = find_binary()
         fixed_port = self.port is not None
         attempts = 1 if fixed_port else PORT_RETRIES
@@ -189,8 +201,18 @@ class NoidaServer:
         raise AssertionError("unreachable")
 
     def _command(self) -> list[str]:
-        return [str(self.binary), "start", "--only", "kafka", "--kafka-port", str(self.port),
-                "--host", self.host, "--data-dir", str(self.data_dir)]
+        return [
+            str(self.binary),
+            "start",
+            "--only",
+            "kafka",
+            "--kafka-port",
+            str(self.port),
+            "--host",
+            self.host,
+            "--data-dir",
+            str(self.data_dir),
+        ]
 
     def _attempt_log(self) -> str:
         """The log written since the current start attempt began."""
@@ -220,8 +242,14 @@ class NoidaServer:
             log.write(f"$ {' '.join(cmd)}\n".encode())
             log.flush()
             try:
-                self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                             cwd=self.workdir, start_new_session=True)
+                self.proc = subprocess.Popen(
+                    cmd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=self.workdir,
+                    start_new_session=True,
+                )
             except OSError as exc:  # ENOEXEC, EACCES, a missing loader ...
                 raise NoidaUnavailable(f"cannot execute {self.binary}: {exc}") from exc
         _RUNNING.add(self)
@@ -270,7 +298,7 @@ class NoidaServer:
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def __enter__(self) -> "NoidaServer":
+    def __enter__(self) -> NoidaServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

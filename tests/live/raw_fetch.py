@@ -158,14 +158,14 @@ class Connection:
         self._correlation = 0
 
     @classmethod
-    def to(cls, address: str, **kw) -> "Connection":
+    def to(cls, address: str, **kw) -> Connection:
         host, _, port = address.rpartition(":")
         return cls(host.strip("[]"), int(port), **kw)
 
     def close(self) -> None:
         self._sock.close()
 
-    def __enter__(self) -> "Connection":
+    def __enter__(self) -> Connection:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -176,7 +176,9 @@ class Connection:
         while len(chunks) < n:
             chunk = self._sock.recv(min(n - len(chunks), 1 << 20))
             if not chunk:
-                raise KafkaProtocolError(f"{self.host}:{self.port} closed the connection ({len(chunks)}/{n} bytes read)")
+                raise KafkaProtocolError(
+                    f"{self.host}:{self.port} closed the connection ({len(chunks)}/{n} bytes read)"
+                )
             chunks += chunk
         return bytes(chunks)
 
@@ -370,8 +372,15 @@ def fetch_partition(
     deadline = time.monotonic() + 6 * timeout
     with Connection(host, port, timeout=timeout) as conn:
         while True:
-            resp = fetch_once(conn, topic, partition, offset, isolation_level=isolation_level,
-                              max_bytes=limit, partition_max_bytes=limit)
+            resp = fetch_once(
+                conn,
+                topic,
+                partition,
+                offset,
+                isolation_level=isolation_level,
+                max_bytes=limit,
+                partition_max_bytes=limit,
+            )
             requests += 1
             if resp.error:
                 raise KafkaProtocolError(f"Fetch error {resp.error} for {topic}-{partition} at offset {offset}")

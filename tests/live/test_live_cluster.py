@@ -79,13 +79,20 @@ def _transaction(bootstrap: str, tid: str, partition: int, n: int, commit: bool)
 
 def _kill_mid_transaction(bootstrap: str) -> dict[int, list[int]]:
     """Run the killed producer in a subprocess, SIGKILL it once it flushed; partition → offsets."""
-    proc = subprocess.Popen([sys.executable, "-c", _KILLED_PRODUCER, bootstrap, TOPIC], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_PRODUCER, bootstrap, TOPIC],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 60)
         line = proc.stdout.readline() if ready else ""
         if not line:
-            raise AssertionError(f"killed producer did not report: rc={proc.poll()} {proc.stderr.read() if proc.poll() is not None else ''}")
+            raise AssertionError(
+                f"killed producer did not report: rc={proc.poll()} {proc.stderr.read() if proc.poll() is not None else ''}"
+            )
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
@@ -165,9 +172,16 @@ def test_verdicts_on_real_coordinator_answers(cluster) -> None:
     start_ms = descriptions["tx-killed"]["txn_start_timestamp"]
 
     def row(partition: int, producer_id: int = pid) -> dict[str, Any]:
-        return {"topic": TOPIC, "partition": partition, "producer_id": producer_id, "producer_epoch": epoch,
-                "last_sequence": 3, "last_timestamp": start_ms, "coordinator_epoch": -1,
-                "current_transaction_start_offset": min(killed.get(partition, [0]))}
+        return {
+            "topic": TOPIC,
+            "partition": partition,
+            "producer_id": producer_id,
+            "producer_epoch": epoch,
+            "last_sequence": 3,
+            "last_timestamp": start_ms,
+            "coordinator_epoch": -1,
+            "current_transaction_start_offset": min(killed.get(partition, [0])),
+        }
 
     now = classify.Thresholds(as_of_ms=start_ms + 1000, max_transaction_timeout_ms=900_000)
     later = classify.Thresholds(as_of_ms=start_ms + 86_400_000, max_transaction_timeout_ms=900_000)
@@ -189,9 +203,11 @@ def test_find_hanging_live(cluster) -> None:
     found = live.find_hanging_live(admin, tps, bootstrap=cluster["bootstrap"], now_ms=future)
     if _noida_describe_producers_is_empty(cluster):
         assert found == []
-        pytest.skip("noida-db 0.2.3 answers DescribeProducers with no active producers, so find-hanging has no "
-                    "candidates; the verdict rules ran on its real coordinator answers in "
-                    "test_verdicts_on_real_coordinator_answers")
+        pytest.skip(
+            "noida-db 0.2.3 answers DescribeProducers with no active producers, so find-hanging has no "
+            "candidates; the verdict rules ran on its real coordinator answers in "
+            "test_verdicts_on_real_coordinator_answers"
+        )
     killed = [f for f in found if f["start_offset"] == min(cluster["killed"][1]) and f["partition"] == 1]
     assert killed and killed[0]["verdict"] == classify.LATE and killed[0]["source"] == "live"
     assert killed[0]["lso_lag"] > 0
@@ -208,8 +224,19 @@ def _abort(argv: list[str], capsys) -> tuple[int, str, str]:
 
 def test_abort_dry_run_prints_the_plan(cluster, capsys) -> None:
     start = min(cluster["killed"][1])
-    code, out, err = _abort(["--bootstrap-servers", cluster["bootstrap"], "--topic", TOPIC, "--partition", "1",
-                             "--start-offset", str(start)], capsys)
+    code, out, err = _abort(
+        [
+            "--bootstrap-servers",
+            cluster["bootstrap"],
+            "--topic",
+            TOPIC,
+            "--partition",
+            "1",
+            "--start-offset",
+            str(start),
+        ],
+        capsys,
+    )
     assert f"txnlog abort [DRY RUN (pass --execute to send the abort)] on {cluster['bootstrap']}" in out
     assert f"target: the open transaction starting at offset {start} on {TOPIC}-1" in out
     assert "re-validate against live state: DescribeProducers live-txn-1" in out
@@ -217,10 +244,14 @@ def test_abort_dry_run_prints_the_plan(cluster, capsys) -> None:
     if _noida_describe_producers_is_empty(cluster):
         assert code == 2
         assert err.count("\n") == 1
-        assert err.startswith(f"txnlog: refused: Could not find any open transactions starting at offset {start} "
-                              f"on partition {TOPIC}-1 (DescribeProducers lists 0 active producers")
-        pytest.skip("noida-db 0.2.3 answers DescribeProducers with no active producers: the re-validation "
-                    "refuses (checked, exit 2); a dry run that passes validation (exit 0) needs a real broker")
+        assert err.startswith(
+            f"txnlog: refused: Could not find any open transactions starting at offset {start} "
+            f"on partition {TOPIC}-1 (DescribeProducers lists 0 active producers"
+        )
+        pytest.skip(
+            "noida-db 0.2.3 answers DescribeProducers with no active producers: the re-validation "
+            "refuses (checked, exit 2); a dry run that passes validation (exit 0) needs a real broker"
+        )
     # A real broker: the killed transaction is Ongoing on its coordinator, listing this partition.
     assert code == 2 and "not hanging" in err
 
@@ -228,8 +259,22 @@ def test_abort_dry_run_prints_the_plan(cluster, capsys) -> None:
 def test_abort_execute_refuses_and_sends_nothing(cluster, capsys) -> None:
     b, start = cluster["bootstrap"], min(cluster["killed"][1])
     before = live.partition_offsets(b, {}, [(TOPIC, 1)])[0]
-    code, out, err = _abort(["--bootstrap-servers", b, "--topic", TOPIC, "--partition", "1",
-                             "--start-offset", str(start), "--execute", "--max-transaction-timeout-ms", "0"], capsys)
+    code, out, err = _abort(
+        [
+            "--bootstrap-servers",
+            b,
+            "--topic",
+            TOPIC,
+            "--partition",
+            "1",
+            "--start-offset",
+            str(start),
+            "--execute",
+            "--max-transaction-timeout-ms",
+            "0",
+        ],
+        capsys,
+    )
     assert "txnlog abort [EXECUTE]" in out
     assert code == 2 and err.startswith("txnlog: refused: ") and err.count("\n") == 1
     assert "aborted" not in out
@@ -241,9 +286,23 @@ def test_abort_execute_refuses_and_sends_nothing(cluster, capsys) -> None:
 def test_abort_legacy_form_revalidates_producer(cluster, capsys) -> None:
     admin = cluster["admin"]
     d = live.describe_transactions(admin, ["tx-killed"])["tx-killed"]
-    code, out, err = _abort(["--bootstrap-servers", cluster["bootstrap"], "--topic", TOPIC, "--partition", "1",
-                             "--producer-id", str(d["producer_id"]), "--producer-epoch", str(d["producer_epoch"]),
-                             "--coordinator-epoch", "-1"], capsys)
+    code, out, err = _abort(
+        [
+            "--bootstrap-servers",
+            cluster["bootstrap"],
+            "--topic",
+            TOPIC,
+            "--partition",
+            "1",
+            "--producer-id",
+            str(d["producer_id"]),
+            "--producer-epoch",
+            str(d["producer_epoch"]),
+            "--coordinator-epoch",
+            "-1",
+        ],
+        capsys,
+    )
     assert f"target: the open transaction of producer {d['producer_id']} epoch {d['producer_epoch']}" in out
     assert code == 2 and err.count("\n") == 1
     if _noida_describe_producers_is_empty(cluster):
@@ -254,8 +313,21 @@ def test_abort_usage_errors(cluster, capsys) -> None:
     b = cluster["bootstrap"]
     code, _, err = _abort(["--bootstrap-servers", b, "--topic", TOPIC, "--partition", "1"], capsys)
     assert code == 2 and "must be identified either with --start-offset" in err
-    code, _, err = _abort(["--bootstrap-servers", b, "--topic", TOPIC, "--partition", "1", "--producer-id", "5",
-                           "--coordinator-epoch", "0"], capsys)
+    code, _, err = _abort(
+        [
+            "--bootstrap-servers",
+            b,
+            "--topic",
+            TOPIC,
+            "--partition",
+            "1",
+            "--producer-id",
+            "5",
+            "--coordinator-epoch",
+            "0",
+        ],
+        capsys,
+    )
     assert code == 2 and "missing required argument --producer-epoch" in err
     code, _, err = _abort(["--topic", TOPIC, "--partition", "1", "--start-offset", "0"], capsys)
     assert code == 2 and "pass --bootstrap-servers" in err
@@ -267,18 +339,35 @@ def test_abort_validation_rules(cluster) -> None:
     admin = cluster["admin"]
     now = int(time.time() * 1000)
     th = classify.Thresholds(as_of_ms=now, max_transaction_timeout_ms=900_000)
-    stale = {"topic": TOPIC, "partition": 1, "producer_id": 987654321, "producer_epoch": 3, "last_sequence": 9,
-             "last_timestamp": now - 3_600_000, "coordinator_epoch": -1, "current_transaction_start_offset": 42}
+    stale = {
+        "topic": TOPIC,
+        "partition": 1,
+        "producer_id": 987654321,
+        "producer_epoch": 3,
+        "last_sequence": 9,
+        "last_timestamp": now - 3_600_000,
+        "coordinator_epoch": -1,
+        "current_transaction_start_offset": 42,
+    }
     listings = live.list_transactions(admin, [stale["producer_id"]])
     assert listings == {}
     plan = live.validate_abort(live.AbortRequest(TOPIC, 1, start_offset=42), [stale], listings, {}, th)
     assert (plan.producer_id, plan.producer_epoch, plan.coordinator_epoch, plan.reason) == (
-        987654321, 3, 0, classify.NO_TRANSACTIONAL_ID)
+        987654321,
+        3,
+        0,
+        classify.NO_TRANSACTIONAL_ID,
+    )
     legacy = live.AbortRequest(TOPIC, 1, producer_id=987654321, producer_epoch=3, coordinator_epoch=7)
     assert live.validate_abort(legacy, [stale], listings, {}, th).coordinator_epoch == 7
     with pytest.raises(live.AbortRefused, match="is at epoch 3 on live-txn-1, not 2"):
-        live.validate_abort(live.AbortRequest(TOPIC, 1, producer_id=987654321, producer_epoch=2, coordinator_epoch=0),
-                            [stale], listings, {}, th)
+        live.validate_abort(
+            live.AbortRequest(TOPIC, 1, producer_id=987654321, producer_epoch=2, coordinator_epoch=0),
+            [stale],
+            listings,
+            {},
+            th,
+        )
     with pytest.raises(live.AbortRefused, match="Could not find any open transactions starting at offset 41"):
         live.validate_abort(live.AbortRequest(TOPIC, 1, start_offset=41), [stale], listings, {}, th)
     fresh = {**stale, "last_timestamp": now - 1000}
@@ -288,11 +377,20 @@ def test_abort_validation_rules(cluster) -> None:
     all_listings = live.list_transactions(admin)
     pid = next(p for p, v in all_listings.items() if v["transactional_id"] == "tx-killed")
     desc = live.describe_transactions(admin, ["tx-killed"])
-    killed = {**stale, "producer_id": pid, "producer_epoch": desc["tx-killed"]["producer_epoch"],
-              "current_transaction_start_offset": min(cluster["killed"][1])}
+    killed = {
+        **stale,
+        "producer_id": pid,
+        "producer_epoch": desc["tx-killed"]["producer_epoch"],
+        "current_transaction_start_offset": min(cluster["killed"][1]),
+    }
     with pytest.raises(live.AbortRefused, match="not hanging.*tx-killed Ongoing listing live-txn-1"):
-        live.validate_abort(live.AbortRequest(TOPIC, 1, start_offset=killed["current_transaction_start_offset"]),
-                            [killed], {pid: all_listings[pid]}, desc, th)
+        live.validate_abort(
+            live.AbortRequest(TOPIC, 1, start_offset=killed["current_transaction_start_offset"]),
+            [killed],
+            {pid: all_listings[pid]},
+            desc,
+            th,
+        )
 
 
 def test_send_abort_without_write_txn_markers(cluster) -> None:
@@ -310,8 +408,23 @@ def test_console_command(cluster) -> None:
     exe = Path(sys.executable).with_name("txnlog")
     if not exe.exists():
         pytest.skip(f"no txnlog console script next to {sys.executable}")
-    r = subprocess.run([str(exe), "abort", "--bootstrap-servers", cluster["bootstrap"], "--topic", TOPIC,
-                        "--partition", "2", "--start-offset", "999"], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [
+            str(exe),
+            "abort",
+            "--bootstrap-servers",
+            cluster["bootstrap"],
+            "--topic",
+            TOPIC,
+            "--partition",
+            "2",
+            "--start-offset",
+            "999",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2, r.stderr
     assert "DRY RUN" in r.stdout
     assert r.stderr.startswith("txnlog: refused: Could not find any open transactions starting at offset 999")
@@ -328,16 +441,30 @@ def _written_records() -> list[dict[str, Any]]:
     recs = []
     for i in range(40):
         tid = f"app-{i % 9}"
-        state = [S.EMPTY, S.ONGOING, S.PREPARE_COMMIT, S.COMPLETE_COMMIT, S.ONGOING, S.PREPARE_ABORT,
-                 S.COMPLETE_ABORT][i % 7]
-        parts = None if state == S.EMPTY else ({} if state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
-                                               else {"orders": [i % 5, 7], "payments": [i % 3]})
-        recs.append({"transactional_id": tid, "version": i % 2, "producer_id": 5000 + i % 9, "producer_epoch": i // 9,
-                     "transaction_timeout_ms": 60000, "state": int(state), "partitions": parts,
-                     "last_update_timestamp_ms": t0 + 1000 * i, "start_timestamp_ms": -1 if state == S.EMPTY else t0 + 900 * i,
-                     "previous_producer_id": 4000 + i if i % 4 == 1 else -1,
-                     "next_producer_id": 6000 + i if i % 4 == 3 else -1,
-                     "client_transaction_version": 2 if i % 2 else 0})
+        state = [S.EMPTY, S.ONGOING, S.PREPARE_COMMIT, S.COMPLETE_COMMIT, S.ONGOING, S.PREPARE_ABORT, S.COMPLETE_ABORT][
+            i % 7
+        ]
+        parts = (
+            None
+            if state == S.EMPTY
+            else ({} if state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT) else {"orders": [i % 5, 7], "payments": [i % 3]})
+        )
+        recs.append(
+            {
+                "transactional_id": tid,
+                "version": i % 2,
+                "producer_id": 5000 + i % 9,
+                "producer_epoch": i // 9,
+                "transaction_timeout_ms": 60000,
+                "state": int(state),
+                "partitions": parts,
+                "last_update_timestamp_ms": t0 + 1000 * i,
+                "start_timestamp_ms": -1 if state == S.EMPTY else t0 + 900 * i,
+                "previous_producer_id": 4000 + i if i % 4 == 1 else -1,
+                "next_producer_id": 6000 + i if i % 4 == 3 else -1,
+                "client_transaction_version": 2 if i % 2 else 0,
+            }
+        )
     recs.append({"transactional_id": "app-gone", "tombstone": True})
     return recs
 
@@ -365,15 +492,25 @@ def test_live_source_reads_writer_made_records(cluster, spark) -> None:
         def done(err, msg):
             assert err is None, err
             delivered[i] = (msg.partition(), msg.offset(), msg.timestamp()[1])
+
         return done
 
     # Record timestamps near now: noida-db, like a broker, deletes records older than its retention.
     t_now = int(time.time() * 1000) - 60_000
     for i, r in enumerate(records):
-        value = None if r.get("tombstone") else encode_transaction_log_value(
-            **{k: v for k, v in r.items() if k != "transactional_id"})
-        p.produce(COPY_TOPIC, key=encode_transaction_log_key(r["transactional_id"]), value=value,
-                  partition=_partition_for(r["transactional_id"]), timestamp=t_now + i, on_delivery=cb(i))
+        value = (
+            None
+            if r.get("tombstone")
+            else encode_transaction_log_value(**{k: v for k, v in r.items() if k != "transactional_id"})
+        )
+        p.produce(
+            COPY_TOPIC,
+            key=encode_transaction_log_key(r["transactional_id"]),
+            value=value,
+            partition=_partition_for(r["transactional_id"]),
+            timestamp=t_now + i,
+            on_delivery=cb(i),
+        )
     # One record that is not a TransactionLogKey: a quarantine row, the rest still read.
     p.produce(COPY_TOPIC, key=b"\x00\x07junk", value=b"x", partition=0, on_delivery=cb(len(records)))
     assert p.flush(30) == 0
@@ -390,20 +527,33 @@ def test_live_source_reads_writer_made_records(cluster, spark) -> None:
         part, offset, ts = delivered[i]
         r = got[(part, offset)]
         assert (r["broker"], r["file"], r["record_timestamp"], r["transactional_id"]) == (
-            "live", f"kafka://{COPY_TOPIC}-{part}", ts, w["transactional_id"])
+            "live",
+            f"kafka://{COPY_TOPIC}-{part}",
+            ts,
+            w["transactional_id"],
+        )
         if w.get("tombstone"):
             assert r["is_tombstone"] and r["producer_id"] is None and r["partitions"] is None
             continue
         assert not r["is_tombstone"] and r["key_version"] == 0 and r["value_version"] == w["version"]
         assert (r["producer_id"], r["producer_epoch"], r["timeout_ms"], r["state"]) == (
-            w["producer_id"], w["producer_epoch"], w["transaction_timeout_ms"], w["state"])
+            w["producer_id"],
+            w["producer_epoch"],
+            w["transaction_timeout_ms"],
+            w["state"],
+        )
         assert (r["last_update_timestamp"], r["txn_start_timestamp"]) == (
-            w["last_update_timestamp_ms"], w["start_timestamp_ms"])
+            w["last_update_timestamp_ms"],
+            w["start_timestamp_ms"],
+        )
         want_parts = None if w["partitions"] is None else [f"{t}-{p}" for t, ps in w["partitions"].items() for p in ps]
         assert r["partitions"] == want_parts
         if w["version"] == 1:  # tagged fields exist only in v1
             assert (r["previous_producer_id"], r["next_producer_id"], r["client_transaction_version"]) == (
-                w["previous_producer_id"], w["next_producer_id"], w["client_transaction_version"])
+                w["previous_producer_id"],
+                w["next_producer_id"],
+                w["client_transaction_version"],
+            )
     quarantine = [r for r in rows if r["kind"] == "quarantine"]
     junk_offset = delivered[len(records)][1]
     assert len(quarantine) == 1

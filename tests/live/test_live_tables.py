@@ -37,8 +37,13 @@ FUTURE_MS = 86_400_000  # a day ahead: every open transaction is a find-hanging 
 def _kill_mid_transaction(bootstrap: str) -> dict[int, list[int]]:
     """test_live_cluster's killed producer (own transactional.id, own topic): partition → offsets it wrote."""
     script = _KILLED_PRODUCER.replace('"tx-killed"', json.dumps(TID_KILLED))
-    proc = subprocess.Popen([sys.executable, "-c", script, bootstrap, TOPIC], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, bootstrap, TOPIC],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 60)
         line = proc.stdout.readline() if ready else ""
@@ -91,7 +96,9 @@ def _describe_producers_is_empty(bootstrap: str) -> bool:
 def test_partition_health_has_the_real_lso(stuck) -> None:
     b, killed = stuck["bootstrap"], stuck["killed"]
     got = live_rows(_config(b), [(TOPIC, 0), (TOPIC, 1), (TOPIC, 2)], as_of_ms=int(time.time() * 1000))
-    assert set(got) == {"findings", "abort_recommendations", "partition_health", "coordinator_state"} == set(LIVE_TABLES)
+    assert (
+        set(got) == {"findings", "abort_recommendations", "partition_health", "coordinator_state"} == set(LIVE_TABLES)
+    )
     for name, table in got.items():
         assert table.schema.equals(tables.TABLES[name]), name  # exactly the contract
     rows = {r["partition"]: r for r in got["partition_health"].to_pylist()}
@@ -137,13 +144,19 @@ def test_live_findings(stuck) -> None:
         assert findings == []
         # the closest real check: the coordinator answers the verdict would use are in the same result
         assert {r["transactional_id"] for r in later["coordinator_state"].to_pylist()} >= {TID_KILLED}
-        pytest.skip("noida-db 0.2.3 answers DescribeProducers with no active producers, so find-hanging has no "
-                    "candidates and no live findings rows; checked instead: LSO/lso_lag in partition_health and "
-                    "the ListTransactions/DescribeTransactions rows in coordinator_state")
+        pytest.skip(
+            "noida-db 0.2.3 answers DescribeProducers with no active producers, so find-hanging has no "
+            "candidates and no live findings rows; checked instead: LSO/lso_lag in partition_health and "
+            "the ListTransactions/DescribeTransactions rows in coordinator_state"
+        )
     by_p = {f["partition"]: f for f in findings}
     assert set(by_p) == {1, 2}
     for p in (1, 2):  # Ongoing, listing the partition, far past its 600 s timeout
-        assert (by_p[p]["verdict"], by_p[p]["reason"], by_p[p]["source"]) == ("LATE", "COORDINATOR_TIMEOUT_OVERDUE", "live")
+        assert (by_p[p]["verdict"], by_p[p]["reason"], by_p[p]["source"]) == (
+            "LATE",
+            "COORDINATOR_TIMEOUT_OVERDUE",
+            "live",
+        )
         assert by_p[p]["start_offset"] == min(killed[p]) and by_p[p]["lso_lag"] == len(killed[p])
 
 
@@ -173,9 +186,16 @@ def test_live_abort_recommendations(stuck) -> None:
         hour_ago = now - 3_600_000
 
         def producer(partition: int, pid: int, epoch: int, ce: int, start: int) -> dict[str, Any]:
-            return {"topic": TOPIC, "partition": partition, "producer_id": pid, "producer_epoch": epoch,
-                    "last_sequence": 0, "last_timestamp": hour_ago, "coordinator_epoch": ce,
-                    "current_transaction_start_offset": start}
+            return {
+                "topic": TOPIC,
+                "partition": partition,
+                "producer_id": pid,
+                "producer_epoch": epoch,
+                "last_sequence": 0,
+                "last_timestamp": hour_ago,
+                "coordinator_epoch": ce,
+                "current_transaction_start_offset": start,
+            }
 
         rows = [
             # the committed id's producer, open at offset 1: its coordinator says CompleteCommit
@@ -185,37 +205,52 @@ def test_live_abort_recommendations(stuck) -> None:
             # the killed producer: Ongoing, listing this partition, inside its 600 s timeout: no finding
             producer(2, d[TID_KILLED]["producer_id"], d[TID_KILLED]["producer_epoch"], 0, min(killed[2])),
         ]
-        findings = live.findings_from_producers(admin, rows, bootstrap=b, max_transaction_timeout_ms=900_000,
-                                                now_ms=now)
+        findings = live.findings_from_producers(
+            admin, rows, bootstrap=b, max_transaction_timeout_ms=900_000, now_ms=now
+        )
     finally:
         admin.close()
     by_p = {f["partition"]: f for f in findings}
     assert sorted(by_p) == [0, 1]
     assert (by_p[0]["verdict"], by_p[0]["reason"], by_p[0]["coordinator_state"]) == (
-        "HANGING", "COORDINATOR_COMPLETED", "CompleteCommit")
+        "HANGING",
+        "COORDINATOR_COMPLETED",
+        "CompleteCommit",
+    )
     assert (by_p[1]["verdict"], by_p[1]["reason"]) == ("HANGING", "NO_TRANSACTIONAL_ID")
     assert by_p[0]["lso_lag"] == 0 and by_p[1]["lso_lag"] == len(killed[1])  # real ListOffsets
     recs = {r["partition"]: r for r in live.abort_recommendations(findings)}
     head = f"kafka-transactions.sh --bootstrap-server {b} abort --topic {TOPIC}"
     assert recs[0]["command"] == f"{head} --partition 0 --start-offset 1"
-    assert recs[0]["legacy_command"] == (f"{head} --partition 0 --producer-id {d['vl-commit']['producer_id']} "
-                                         f"--producer-epoch {d['vl-commit']['producer_epoch']} --coordinator-epoch 3")
+    assert recs[0]["legacy_command"] == (
+        f"{head} --partition 0 --producer-id {d['vl-commit']['producer_id']} "
+        f"--producer-epoch {d['vl-commit']['producer_epoch']} --coordinator-epoch 3"
+    )
     assert recs[1]["command"] == f"{head} --partition 1 --start-offset {min(killed[1])}"
-    assert recs[1]["legacy_command"] == f"{head} --partition 1 --producer-id 987654321 --producer-epoch 4 --coordinator-epoch 0"
+    assert (
+        recs[1]["legacy_command"]
+        == f"{head} --partition 1 --producer-id 987654321 --producer-epoch 4 --coordinator-epoch 0"
+    )
     assert (recs[0]["safety"], recs[1]["safety"]) == ("SAFE", "SAFE")
     assert (recs[0]["transactional_id"], recs[1]["transactional_id"]) == ("vl-commit", None)
     assert recs[0]["coordinator_epoch"] == 3 and recs[1]["coordinator_epoch"] == 0
-    pytest.skip("noida-db 0.2.3 answers DescribeProducers with no active producers, so live_rows has no live "
-                "finding to recommend aborting; checked instead: find-hanging's ListTransactions/"
-                "DescribeTransactions/ListOffsets steps on the real server give HANGING findings whose "
-                "abort_recommendations carry both command forms")
+    pytest.skip(
+        "noida-db 0.2.3 answers DescribeProducers with no active producers, so live_rows has no live "
+        "finding to recommend aborting; checked instead: find-hanging's ListTransactions/"
+        "DescribeTransactions/ListOffsets steps on the real server give HANGING findings whose "
+        "abort_recommendations carry both command forms"
+    )
 
 
 def test_topics_and_missing_partitions(stuck) -> None:
     b = stuck["bootstrap"]
     notes: list[str] = []
-    got = live_rows(_config(b, topics=[TOPIC]), [("no-such-topic", 0), (TOPIC, 9)], as_of_ms=int(time.time() * 1000),
-                    progress=notes.append)
+    got = live_rows(
+        _config(b, topics=[TOPIC]),
+        [("no-such-topic", 0), (TOPIC, 9)],
+        as_of_ms=int(time.time() * 1000),
+        progress=notes.append,
+    )
     assert sorted(r["partition"] for r in got["partition_health"].to_pylist()) == [0, 1, 2]
     assert any("2 partition(s) not on" in n and "no-such-topic-0" in n for n in notes)
     with pytest.raises(UsageError, match=r"--topic nope-topic: no such topic on 127\.0\.0\.1:"):
@@ -250,8 +285,17 @@ def test_pipeline_verify_live(stuck, spark, tmp_path) -> None:
     b, killed = stuck["bootstrap"], stuck["killed"]
     truth = write_scenario("healthy", tmp_path / "logs", seed=1)
     notes: list[str] = []
-    config = load_config(None, {"logs": [str(tmp_path / "logs")], "output": str(tmp_path / "out"), "cluster": "noida",
-                                "bootstrap_servers": b, "topics": [TOPIC], "verify_live": True})
+    config = load_config(
+        None,
+        {
+            "logs": [str(tmp_path / "logs")],
+            "output": str(tmp_path / "out"),
+            "cluster": "noida",
+            "bootstrap_servers": b,
+            "topics": [TOPIC],
+            "verify_live": True,
+        },
+    )
     result = run(config, spark=spark, progress=notes.append)
     assert result.as_of == truth.as_of
     assert any(n.startswith(f"verify-live: 3 partition(s) on {b}") for n in notes), notes
@@ -280,10 +324,14 @@ def test_pipeline_verify_live(stuck, spark, tmp_path) -> None:
     for (topic, partition), w in truth.partitions.items():
         got = offline[(topic, partition)]
         assert (got["log_end_offset"], got["last_stable_offset"], got["open_transactions"]) == (
-            w.log_end_offset, w.last_stable_offset, w.open_transactions), (topic, partition)
+            w.log_end_offset,
+            w.last_stable_offset,
+            w.open_transactions,
+        ), (topic, partition)
     txns = rows("transactions")
     assert {r["source"] for r in txns} == {"segments"}
     assert Counter((t["topic"], t["partition"], t["outcome"]) for t in txns) == Counter(
-        (t.topic, t.partition, t.outcome) for t in truth.transactions)
+        (t.topic, t.partition, t.outcome) for t in truth.transactions
+    )
     assert {r["transactional_id"] for r in coord if r["source"] == "segments"} == set(truth.coordinator)
     assert rows("runs")[0]["partition_health_count"] == len(health)

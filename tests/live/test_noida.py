@@ -70,7 +70,9 @@ def test_server_that_exits_is_a_start_error_with_its_log(tmp_path: Path, monkeyp
 def test_glibc_failure_is_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A required (not weak) glibc version missing: the loader refuses, the helper says why."""
     fake = tmp_path / "noida-db"
-    fake.write_text("#!/bin/sh\necho \"$0: /lib/x86_64-linux-gnu/libc.so.6: version \\`GLIBC_2.99' not found\" >&2\nexit 1\n")
+    fake.write_text(
+        '#!/bin/sh\necho "$0: /lib/x86_64-linux-gnu/libc.so.6: version \\`GLIBC_2.99\' not found" >&2\nexit 1\n'
+    )
     fake.chmod(0o755)
     monkeypatch.setattr(nd, "find_binary", lambda: fake)
     with pytest.raises(nd.NoidaUnavailable, match="GLIBC_2.99"):

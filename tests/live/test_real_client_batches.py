@@ -73,8 +73,13 @@ def _batch_bytes(raw: bytes, scan: SegmentScan, i: int) -> bytes:
 @pytest.fixture(scope="module")
 def capture(noida, tmp_path_factory: pytest.TempPathFactory) -> Capture:
     topic = f"real-batches-{uuid.uuid4().hex[:8]}"  # the server is shared by the session
-    return run_capture(noida.bootstrap, tmp_path_factory.mktemp("segments"), topic=topic, partitions=PARTITIONS,
-                       server="noida-db 0.2.3")
+    return run_capture(
+        noida.bootstrap,
+        tmp_path_factory.mktemp("segments"),
+        topic=topic,
+        partitions=PARTITIONS,
+        server="noida-db 0.2.3",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +127,13 @@ def _plans(capture: Capture, **where) -> list[ProducerPlan]:
 
 
 def test_every_codec_was_exercised(capture: Capture) -> None:
-    assert {p.codec for p in _plans(capture, client=CONFLUENT, mode="transactional")} == {"none", "gzip", "snappy", "lz4", "zstd"}
+    assert {p.codec for p in _plans(capture, client=CONFLUENT, mode="transactional")} == {
+        "none",
+        "gzip",
+        "snappy",
+        "lz4",
+        "zstd",
+    }
     assert {p.codec for p in _plans(capture, client=KAFKA_PYTHON, mode="transactional")} == set(kafka_python_codecs())
     assert {"none", "gzip"} <= set(kafka_python_codecs())
 
@@ -170,7 +181,9 @@ def test_batches_and_markers_per_producer_exactly_as_produced(capture: Capture, 
             got = []
             for i in seg.rows(plan.name):
                 if b["is_control"][i]:
-                    got.append(({0: "ABORT", 1: "COMMIT"}.get(int(b["control_type"][i]), f"type {b['control_type'][i]}"), 1))
+                    got.append(
+                        ({0: "ABORT", 1: "COMMIT"}.get(int(b["control_type"][i]), f"type {b['control_type'][i]}"), 1)
+                    )
                 else:
                     got.append(("data", int(b["record_count"][i])))
             assert got == plan.expected_sequence(part), f"{plan.name} in partition {part}"
@@ -271,14 +284,23 @@ def test_kafka_python_agrees_on_every_header(segments: dict[int, Segment]) -> No
             where = f"{seg.path.parent.name} batch {i}"
             assert kp.validate_crc(), where
             got = {
-                "base_offset": kp.base_offset, "batch_length": kp.size_in_bytes - 12,
-                "partition_leader_epoch": kp.leader_epoch, "magic": kp.magic, "crc": kp.crc,
-                "compression": kp.compression_type, "timestamp_type": kp.timestamp_type,
-                "is_transactional": kp.is_transactional, "is_control": kp.is_control_batch,
-                "last_offset_delta": kp.last_offset_delta, "last_offset": kp.last_offset,
-                "base_timestamp": kp.first_timestamp, "max_timestamp": kp.max_timestamp,
-                "producer_id": kp.producer_id, "producer_epoch": kp.producer_epoch,
-                "base_sequence": kp.base_sequence, "record_count": kp.records_count,
+                "base_offset": kp.base_offset,
+                "batch_length": kp.size_in_bytes - 12,
+                "partition_leader_epoch": kp.leader_epoch,
+                "magic": kp.magic,
+                "crc": kp.crc,
+                "compression": kp.compression_type,
+                "timestamp_type": kp.timestamp_type,
+                "is_transactional": kp.is_transactional,
+                "is_control": kp.is_control_batch,
+                "last_offset_delta": kp.last_offset_delta,
+                "last_offset": kp.last_offset,
+                "base_timestamp": kp.first_timestamp,
+                "max_timestamp": kp.max_timestamp,
+                "producer_id": kp.producer_id,
+                "producer_epoch": kp.producer_epoch,
+                "base_sequence": kp.base_sequence,
+                "record_count": kp.records_count,
             }
             ours = {k: b[k][i].item() for k in got}
             assert ours == got, where
@@ -287,8 +309,12 @@ def test_kafka_python_agrees_on_every_header(segments: dict[int, Segment]) -> No
                 value_version, coordinator_epoch = _MARKER_VALUE.unpack(ctl.value)
                 assert len(ctl.value) == _MARKER_VALUE.size, where
                 assert (ctl.version, ctl.type, value_version, coordinator_epoch, ctl.timestamp) == (
-                    b["control_key_version"][i], b["control_type"][i], b["control_value_version"][i],
-                    b["coordinator_epoch"][i], b["marker_timestamp"][i]), where
+                    b["control_key_version"][i],
+                    b["control_type"][i],
+                    b["control_value_version"][i],
+                    b["coordinator_epoch"][i],
+                    b["marker_timestamp"][i],
+                ), where
             else:
                 records = independent_records(seg.batch_bytes(i))
                 assert len(records) == kp.records_count, where
@@ -375,8 +401,10 @@ def test_manifest_matches_the_bytes(capture: Capture) -> None:
     for producer in manifest["producers"]:
         observed = producer["observed"]["per_partition"]
         for part, expected in producer["expected"].items():
-            assert observed.get(part, {"data_batches": 0, "records": 0, "commit_markers": 0, "abort_markers": 0}) == expected, (
-                producer["name"], part)
+            assert (
+                observed.get(part, {"data_batches": 0, "records": 0, "commit_markers": 0, "abort_markers": 0})
+                == expected
+            ), (producer["name"], part)
         assert producer["committed_transactions"] == sum(r["outcome"] == COMMIT for r in producer["rounds"])
         assert producer["aborted_transactions"] == sum(r["outcome"] == ABORT for r in producer["rounds"])
 
@@ -388,7 +416,9 @@ def test_split_entries_keeps_only_whole_batches(segments: dict[int, Segment]) ->
     seg = segments[0]
     b = seg.scan.batches
     ends = (b["position"] + 12 + b["batch_length"]).tolist()
-    for cut in sorted({1, 11, 12, 30, 61, ends[0] - 1, ends[0], ends[0] + 5, ends[2] + 17, len(seg.raw) - 1, len(seg.raw)}):
+    for cut in sorted(
+        {1, 11, 12, 30, 61, ends[0] - 1, ends[0], ends[0] + 5, ends[2] + 17, len(seg.raw) - 1, len(seg.raw)}
+    ):
         entries, used = raw_fetch.split_entries(seg.raw[:cut])
         whole = [e for e in ends if e <= cut]
         assert used == (whole[-1] if whole else 0), cut
@@ -403,8 +433,9 @@ def test_fetch_from_the_middle_returns_the_tail(noida, capture: Capture, segment
     assert tail.records == seg.raw[int(b["position"][i]) :]
 
 
-def test_fetch_loop_reassembles_size_limited_responses(noida, capture: Capture, segments: dict[int, Segment],
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fetch_loop_reassembles_size_limited_responses(
+    noida, capture: Capture, segments: dict[int, Segment], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """noida-db ignores the Fetch size limits (it returns the whole log at once), so emulate a broker that
     cuts each response at ``partition_max_bytes`` (even inside the first batch) and starts at the batch
     holding the requested offset."""
@@ -413,7 +444,9 @@ def test_fetch_loop_reassembles_size_limited_responses(noida, capture: Capture, 
     hw = capture.fetches[0].high_watermark
     calls: list[tuple[int, int]] = []
 
-    def cut_fetch_once(conn, topic, partition, offset, *, isolation_level, max_bytes, partition_max_bytes, max_wait_ms=0):
+    def cut_fetch_once(
+        conn, topic, partition, offset, *, isolation_level, max_bytes, partition_max_bytes, max_wait_ms=0
+    ):
         calls.append((offset, partition_max_bytes))
         i = int(np.searchsorted(b["last_offset"], offset))  # the batch holding ``offset``
         start = int(b["position"][i])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from txnlog.spark.session import delta_spark_available
 
 pytestmark = pytest.mark.spark
 
-UTC = timezone.utc
+UTC = UTC
 A1 = datetime(2026, 11, 2, 0, 0, tzinfo=UTC)
 A2 = datetime(2026, 11, 3, 0, 0, tzinfo=UTC)
 T0 = datetime(2026, 11, 1, 22, 30, 0, 123000, tzinfo=UTC)
@@ -170,8 +170,13 @@ def test_missing_contract_column_is_a_programmer_error(spark, tmp_path):
 
 def test_naive_as_of_is_refused(spark, tmp_path):
     with pytest.raises(ValueError, match="time-zone aware"):
-        write_tables(spark, str(tmp_path), {"runs": pa.Table.from_pylist([run_row()], tables.RUNS)}, cluster="c1",
-                     as_of=datetime(2026, 11, 2))
+        write_tables(
+            spark,
+            str(tmp_path),
+            {"runs": pa.Table.from_pylist([run_row()], tables.RUNS)},
+            cluster="c1",
+            as_of=datetime(2026, 11, 2),
+        )
 
 
 def test_arrow_table_run_without_spark(tmp_path):
@@ -221,8 +226,9 @@ def test_empty_dataframe_creates_table_and_empties_the_run(spark, tmp_path):
 
 
 def test_staging_leaves_no_spark_leftovers(spark, tmp_path):
-    write_tables(spark, str(tmp_path), {"findings": findings_df(spark, [finding(i) for i in range(5)])},
-                 cluster="c1", as_of=A1)
+    write_tables(
+        spark, str(tmp_path), {"findings": findings_df(spark, [finding(i) for i in range(5)])}, cluster="c1", as_of=A1
+    )
     write_tables(spark, str(tmp_path), {"findings": findings_df(spark, [])}, cluster="c1", as_of=A2)
     names = [os.path.basename(p) for p in glob.glob(str(tmp_path / "findings" / "stage-*" / "*"), recursive=False)]
     hidden = glob.glob(str(tmp_path / "findings" / "stage-*" / ".*"))
@@ -230,7 +236,9 @@ def test_staging_leaves_no_spark_leftovers(spark, tmp_path):
     assert hidden == []
     # Every staged file is live in the table: nothing orphaned.
     live = {p for p in pa.table(DeltaTable(str(tmp_path / "findings")).get_add_actions()).column("path").to_pylist()}
-    on_disk = {os.path.relpath(p, tmp_path / "findings") for p in glob.glob(str(tmp_path / "findings" / "stage-*" / "*"))}
+    on_disk = {
+        os.path.relpath(p, tmp_path / "findings") for p in glob.glob(str(tmp_path / "findings" / "stage-*" / "*"))
+    }
     assert on_disk == live
 
 
@@ -255,7 +263,12 @@ def _duckdb_with_delta():
     import duckdb
     import duckdb_extension_delta
 
-    extension = Path(duckdb_extension_delta.__file__).parent / "extensions" / f"v{duckdb.__version__}" / "delta.duckdb_extension"
+    extension = (
+        Path(duckdb_extension_delta.__file__).parent
+        / "extensions"
+        / f"v{duckdb.__version__}"
+        / "delta.duckdb_extension"
+    )
     con = duckdb.connect()
     con.execute("SET autoinstall_known_extensions = false")
     con.execute("SET autoload_known_extensions = false")
@@ -289,15 +302,25 @@ def test_other_readers_see_the_same_rows(spark, tmp_path):
     # duckdb with the delta extension, loaded from the wheel (no download)
     con = _duckdb_with_delta()
     got = con.sql(
-        f"SELECT cluster, as_of, \"partition\", verdict, first_timestamp, replicas, transactional_id "
+        f'SELECT cluster, as_of, "partition", verdict, first_timestamp, replicas, transactional_id '
         f"FROM delta_scan('{uri}') ORDER BY as_of, \"partition\""
     ).fetchall()
     assert [tuple(r) for r in got] == [
-        (r["cluster"], r["as_of"], r["partition"], r["verdict"], r["first_timestamp"], r["replicas"], r["transactional_id"])
+        (
+            r["cluster"],
+            r["as_of"],
+            r["partition"],
+            r["verdict"],
+            r["first_timestamp"],
+            r["replicas"],
+            r["transactional_id"],
+        )
         for r in expected
     ]
     assert got[0][1] == datetime(2026, 11, 2, tzinfo=UTC) and got[0][1].utcoffset() == timedelta(0)
-    assert con.sql(f"SELECT count(*) FROM delta_scan('{uri}') WHERE as_of = TIMESTAMPTZ '2026-11-02 00:00:00+00'").fetchone() == (2,)
+    assert con.sql(
+        f"SELECT count(*) FROM delta_scan('{uri}') WHERE as_of = TIMESTAMPTZ '2026-11-02 00:00:00+00'"
+    ).fetchone() == (2,)
 
 
 # --- writer selection ---------------------------------------------------------------------------
@@ -321,8 +344,9 @@ def test_delta_spark_probe_sees_a_class_that_is_there(spark):
 
 def test_spark_writer_without_jars_is_a_one_line_usage_error(spark, tmp_path):
     with pytest.raises(UsageError) as caught:
-        write_tables(spark, str(tmp_path), {"findings": findings_df(spark, [finding(1)])}, cluster="c1", as_of=A1,
-                     writer="spark")
+        write_tables(
+            spark, str(tmp_path), {"findings": findings_df(spark, [finding(1)])}, cluster="c1", as_of=A1, writer="spark"
+        )
     message = str(caught.value)
     assert "\n" not in message
     assert "delta_writer" in message and "--jars" in message and "auto or deltalake" in message
@@ -340,8 +364,9 @@ def test_new_contract_columns_are_added_to_an_older_table(tmp_path):
     old_row = {k: v for k, v in run_row(as_of=A2).items() if k in older.names}
     write_deltalake(str(tmp_path / "runs"), pa.Table.from_pylist([old_row], schema=older))
 
-    write_tables(None, str(tmp_path), {"runs": pa.Table.from_pylist([run_row()], schema=tables.RUNS)}, cluster="c1",
-                 as_of=A1)
+    write_tables(
+        None, str(tmp_path), {"runs": pa.Table.from_pylist([run_row()], schema=tables.RUNS)}, cluster="c1", as_of=A1
+    )
 
     assert pa.schema(DeltaTable(str(tmp_path / "runs")).schema().to_arrow()).names == tables.RUNS.names
     got = rows_of(read_table(str(tmp_path), "runs"), ("as_of",))
@@ -372,15 +397,29 @@ def test_timestamps_past_the_year_9999_are_written_and_read_back(tmp_path):
     row = {f.name: None for f in tables.QUARANTINE}
     rows = [dict(row, file="a.log", position=0, reason="x"), dict(row, file="b.log", position=1, reason="y")]
     data = pa.Table.from_pylist(rows, schema=tables.QUARANTINE)
-    data = data.set_column(data.schema.get_field_index("as_of"), "as_of", pa.array([A1, A1], pa.timestamp("us", tz="UTC")))
+    data = data.set_column(
+        data.schema.get_field_index("as_of"), "as_of", pa.array([A1, A1], pa.timestamp("us", tz="UTC"))
+    )
     table = pa.Table.from_pylist([dict(run_row(), started_at=None)], schema=tables.RUNS)
-    table = table.set_column(table.schema.get_field_index("started_at"), tables.RUNS.field("started_at"),
-                             pa.array([year_56k.value], pa.timestamp("us", tz="UTC")))
-    assert write_tables(None, str(tmp_path), {"runs": table, "quarantine": data}, cluster="c1", as_of=A1) == {"runs": 1, "quarantine": 2}
+    table = table.set_column(
+        table.schema.get_field_index("started_at"),
+        tables.RUNS.field("started_at"),
+        pa.array([year_56k.value], pa.timestamp("us", tz="UTC")),
+    )
+    assert write_tables(None, str(tmp_path), {"runs": table, "quarantine": data}, cluster="c1", as_of=A1) == {
+        "runs": 1,
+        "quarantine": 2,
+    }
     stats = DeltaTable(str(tmp_path / "runs")).get_add_actions(flatten=True)
-    assert "min.started_at" not in pa.table(stats).column_names or pa.table(stats).column("min.started_at")[0].as_py() is None
+    assert (
+        "min.started_at" not in pa.table(stats).column_names
+        or pa.table(stats).column("min.started_at")[0].as_py() is None
+    )
     assert read_table(str(tmp_path), "runs").column("started_at")[0].value == year_56k.value  # kept as written
     (run,) = _read(str(tmp_path), "runs", None, None)
     assert run["started_at"] is None and run["as_of"] == A1
     con = _duckdb_with_delta()
-    assert con.execute(f"SELECT epoch_ms(started_at) FROM delta_scan('{tmp_path / 'runs'}')").fetchone()[0] == year_56k.value // 1000
+    assert (
+        con.execute(f"SELECT epoch_ms(started_at) FROM delta_scan('{tmp_path / 'runs'}')").fetchone()[0]
+        == year_56k.value // 1000
+    )

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -37,10 +37,21 @@ HOUR = 3_600_000
 BASE_TS = 1_700_000_000_000
 
 BATCH_DTYPES = {
-    "base_offset": np.int64, "last_offset": np.int64, "batch_length": np.int32, "is_transactional": bool,
-    "is_control": bool, "producer_id": np.int64, "producer_epoch": np.int16, "base_timestamp": np.int64,
-    "max_timestamp": np.int64, "has_delete_horizon": bool, "record_count": np.int32, "control_type": np.int16,
-    "coordinator_epoch": np.int32, "marker_timestamp": np.int64, "control_status": np.int8,
+    "base_offset": np.int64,
+    "last_offset": np.int64,
+    "batch_length": np.int32,
+    "is_transactional": bool,
+    "is_control": bool,
+    "producer_id": np.int64,
+    "producer_epoch": np.int16,
+    "base_timestamp": np.int64,
+    "max_timestamp": np.int64,
+    "has_delete_horizon": bool,
+    "record_count": np.int32,
+    "control_type": np.int16,
+    "coordinator_epoch": np.int32,
+    "marker_timestamp": np.int64,
+    "control_status": np.int8,
 }
 
 # one event: (producer 0..3 or -1 for a plain batch, "data" / "commit" / "abort", records)
@@ -96,28 +107,40 @@ def _replica_rows(topic: str, broker: str, batches: dict[str, np.ndarray]) -> li
     common = {"broker": broker, "topic": topic, "file": f"/{broker}/{topic}-0/00000000000000000000.log"}
     out = []
     if n:
-        out.append(_table(SEGMENT_SUMMARY_SCHEMA, n, {
-            **common,
-            "kind": pa.array(np.where(frags["kind"] == 1, "marker", "run").tolist(), pa.string()),
-            "partition": np.zeros(n, np.int32),
-            "file_offset": np.zeros(n, np.int64),
-            **{k: frags[k] for k in SUMMARY_FRAGMENT_COLUMNS},
-            "control_type": pa.array(frags["control_type"].astype(np.int32)),
-        }))
-    out.append(_table(SEGMENT_SUMMARY_SCHEMA, 1, {
-        **common,
-        "kind": "segment",
-        "partition": np.zeros(1, np.int32),
-        "file_offset": np.zeros(1, np.int64),
-        "first_offset": np.array([batches["base_offset"].min()]),
-        "last_offset": np.array([batches["last_offset"].max()]),
-        "first_timestamp": np.array([batches["base_timestamp"].min()]),
-        "last_timestamp": np.array([batches["max_timestamp"].max()]),
-        "batch_count": np.array([n_batches], np.int64),
-        "record_count": np.array([int(batches["record_count"].sum())], np.int64),
-        "size_bytes": np.array([int(batches["batch_length"].sum())], np.int64),
-        "legacy_entries": np.zeros(1, np.int64),
-    }))
+        out.append(
+            _table(
+                SEGMENT_SUMMARY_SCHEMA,
+                n,
+                {
+                    **common,
+                    "kind": pa.array(np.where(frags["kind"] == 1, "marker", "run").tolist(), pa.string()),
+                    "partition": np.zeros(n, np.int32),
+                    "file_offset": np.zeros(n, np.int64),
+                    **{k: frags[k] for k in SUMMARY_FRAGMENT_COLUMNS},
+                    "control_type": pa.array(frags["control_type"].astype(np.int32)),
+                },
+            )
+        )
+    out.append(
+        _table(
+            SEGMENT_SUMMARY_SCHEMA,
+            1,
+            {
+                **common,
+                "kind": "segment",
+                "partition": np.zeros(1, np.int32),
+                "file_offset": np.zeros(1, np.int64),
+                "first_offset": np.array([batches["base_offset"].min()]),
+                "last_offset": np.array([batches["last_offset"].max()]),
+                "first_timestamp": np.array([batches["base_timestamp"].min()]),
+                "last_timestamp": np.array([batches["max_timestamp"].max()]),
+                "batch_count": np.array([n_batches], np.int64),
+                "record_count": np.array([int(batches["record_count"].sum())], np.int64),
+                "size_bytes": np.array([int(batches["batch_length"].sum())], np.int64),
+                "legacy_entries": np.zeros(1, np.int64),
+            },
+        )
+    )
     return out
 
 
@@ -138,15 +161,15 @@ def _tables(spark: Any, summary: pa.Table, as_of_ms: int) -> dict[str, list[dict
     summary_df = spark.createDataFrame(summary.to_pandas(), schema=_spark_schema(SEGMENT_SUMMARY_SCHEMA))
     records = spark.createDataFrame([], schema=_spark_schema(TXN_STATE_SCHEMA))
     thresholds = classify.Thresholds(as_of_ms=as_of_ms, max_transaction_timeout_ms=900_000)
-    as_of = datetime.fromtimestamp(as_of_ms / 1000, tz=timezone.utc)
+    as_of = datetime.fromtimestamp(as_of_ms / 1000, tz=UTC)
     cache: list[Any] = []
     stage = tempfile.mkdtemp(prefix="txnlog-prop-")
     try:
-        tables = build_tables(
-            spark, summary_df, records, thresholds, as_of=as_of, cache=cache, scratch=stage
-        )
-        return {name: [r.asDict(recursive=True) for r in tables[name].collect()]
-                for name in ("findings", "abort_recommendations", "partition_health")}
+        tables = build_tables(spark, summary_df, records, thresholds, as_of=as_of, cache=cache, scratch=stage)
+        return {
+            name: [r.asDict(recursive=True) for r in tables[name].collect()]
+            for name in ("findings", "abort_recommendations", "partition_health")
+        }
     finally:
         for df in cache:
             df.unpersist()
@@ -166,7 +189,9 @@ def _comparable(rows: list[dict[str, Any]], key: tuple[str, ...]) -> dict[tuple,
     return {tuple(r[k] for k in key): {k: v for k, v in r.items() if k not in IGNORED} for r in rows}
 
 
-@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(examples=st.lists(leader_logs(), min_size=12, max_size=24))
 def test_prefix_copies_change_nothing_but_the_replica_lists(spark, examples):
     as_of_ms = BASE_TS + 40 * 60_000 + 2 * HOUR  # every example's open transactions are idle past the timeout
