@@ -73,9 +73,15 @@ HERE = Path(__file__).resolve()
 
 DATASETS = {
     # name: bulk() parameters besides total_bytes
-    "1k": dict(batch_bytes=1024, partitions=0, segment_bytes=256 * MiB),
+    "1k": {"batch_bytes": 1024, "partitions": 0, "segment_bytes": 256 * MiB},
     # small_fraction ~1: (almost) every byte in the uncompressed 150-byte batches of the 4 "small" partitions
-    "150b": dict(batch_bytes=1024, partitions=4, small_batch_bytes=150, small_fraction=0.999, segment_bytes=256 * MiB),
+    "150b": {
+        "batch_bytes": 1024,
+        "partitions": 4,
+        "small_batch_bytes": 150,
+        "small_fraction": 0.999,
+        "segment_bytes": 256 * MiB,
+    },
 }
 
 
@@ -388,7 +394,8 @@ def bench_dataset(name: str, ds, args, log) -> dict[str, Any]:
         "walk >= 20x kafka-python (no CRC vs no CRC)": ratios["walk_nocrc_vs_kafka_python_nocrc"] >= 20,
         "walk >= 20x kafka-python (CRC vs CRC)": ratios["walk_crc_vs_kafka_python_crc"] >= 20,
     }
-    del buffers, kp_buffers
+    buffers.clear()  # free the segments' bytes before the next size
+    kp_buffers.clear()
     gc.collect()
 
     # peak RSS: one child per mode, streaming the files once

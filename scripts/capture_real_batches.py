@@ -48,8 +48,13 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
 
     if args.bootstrap:
-        cap = run_capture(args.bootstrap, args.out, topic=args.topic, partitions=args.partitions,
-                          server=f"Kafka-protocol server at {args.bootstrap}")
+        cap = run_capture(
+            args.bootstrap,
+            args.out,
+            topic=args.topic,
+            partitions=args.partitions,
+            server=f"Kafka-protocol server at {args.bootstrap}",
+        )
     else:
         with tempfile.TemporaryDirectory(prefix="noida-capture-") as work:
             server = NoidaServer(work)
@@ -59,8 +64,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"cannot start noida-db: {exc}", file=sys.stderr)
                 return 2
             try:
-                cap = run_capture(server.bootstrap, args.out, topic=args.topic, partitions=args.partitions,
-                                  server="noida-db 0.2.3 (started by this script)")
+                cap = run_capture(
+                    server.bootstrap,
+                    args.out,
+                    topic=args.topic,
+                    partitions=args.partitions,
+                    server="noida-db 0.2.3 (started by this script)",
+                )
             except BaseException:
                 print(f"capture failed; noida-db log:\n{server.log_text()}", file=sys.stderr)
                 raise
@@ -68,12 +78,16 @@ def main(argv: list[str] | None = None) -> int:
                 server.stop()
 
     for seg in cap.manifest["segments"]:
-        print(f"{args.out / seg['path']}: {seg['bytes']} bytes, offsets 0..{seg['high_watermark'] - 1}, "
-              f"last stable offset {seg['last_stable_offset']}")
+        print(
+            f"{args.out / seg['path']}: {seg['bytes']} bytes, offsets 0..{seg['high_watermark'] - 1}, "
+            f"last stable offset {seg['last_stable_offset']}"
+        )
     for p in cap.manifest["producers"]:
-        print(f"  {p['name']:<20} {p['client']:<16} codec={p['codec']:<6} {p['mode']:<13} "
-              f"committed={p['committed_transactions']} aborted={p['aborted_transactions']} open={p['open_transactions']} "
-              f"producer_id={p['observed']['producer_ids']} epoch={p['observed']['producer_epochs']}")
+        print(
+            f"  {p['name']:<20} {p['client']:<16} codec={p['codec']:<6} {p['mode']:<13} "
+            f"committed={p['committed_transactions']} aborted={p['aborted_transactions']} open={p['open_transactions']} "
+            f"producer_id={p['observed']['producer_ids']} epoch={p['observed']['producer_epochs']}"
+        )
     print(f"manifest: {cap.manifest_path}")
     return 0
 

@@ -50,7 +50,7 @@ def test_default_yaml_sets_and_documents_every_key():
     fields = [f.name for f in dataclasses.fields(Config)]
     assert list(data) == fields
     # ...with the same values as the dataclass, so an install without conf/ behaves the same
-    assert Config(**{k: v for k, v in data.items()}) == Config()
+    assert Config(**dict(data.items())) == Config()
     # ...and a comment right above each key
     lines = text.splitlines()
     for key in fields:

@@ -13,10 +13,11 @@ The rules (spec §4.3, §6.5, §7.4; ProducerAppendInfo):
 Work is split so that the heavy part runs where the bytes are: each segment is
 collapsed, vectorized, into *fragments* — one ``RUN`` per maximal sequence of a
 producer's data batches between two of its markers, and one ``MARKER`` per end
-marker. Fragments of all segments of a partition are then merged (a handful
-per producer and segment) by :func:`merge_fragments` here or by the equivalent
-Spark window in ``txnlog.spark.transforms``: a run opens or extends a
-transaction, a marker closes the one that is open. Pure module: numpy only.
+marker. Fragments of all segments and replicas of a partition are then merged
+(a handful per producer and segment) by :func:`replica_transactions` and
+:func:`merge_replicas` below: a run opens or extends a transaction, a marker
+closes the one that is open. :func:`merge_fragments` is the step-by-step
+reference the tests hold them against. Pure module: numpy only.
 """
 
 from __future__ import annotations
@@ -154,9 +155,8 @@ def segment_fragments(batches: Mapping[str, np.ndarray]) -> dict[str, np.ndarray
 
 
 def merge_fragments(fragments: Mapping[str, np.ndarray]) -> list[dict[str, int | None]]:
-    """Reference merge of one partition's fragments into transactions (slow path, for tests).
-
-    The Spark pipeline does the same with a window over offsets. Returns one
+    """Reference merge of one replica's fragments into transactions, one fragment at a time (the tests'
+    oracle for the vectorized :func:`replica_transactions`). Returns one
     dict per transaction: producer_id, first_offset, last_offset, marker_offset
     (None if open), control_type (None if open), batch_count, ...
     """
@@ -395,23 +395,6 @@ def _snapshot_fragments(snaps: Mapping[str, Col], replicas: ReplicaLogs) -> tupl
     return frags, entries
 
 
-#: fragment columns :func:`partition_transactions` reads (each a :data:`Col`), besides ``replica``
-MERGE_FRAGMENT_COLUMNS = (
-    "kind",
-    "producer_id",
-    "producer_epoch",
-    "min_epoch",
-    "first_offset",
-    "last_offset",
-    "first_timestamp",
-    "last_timestamp",
-    "batch_count",
-    "record_count",
-    "size_bytes",
-    "control_type",
-    "coordinator_epoch",
-)
-
 #: snapshot entry columns it reads: the snapshot's offset (``file_offset``) and the entry's fields
 SNAPSHOT_ENTRY_COLUMNS = (
     "file_offset",
@@ -431,7 +414,7 @@ def _concat(parts: list[Mapping[str, Col]], names: tuple[str, ...]) -> dict[str,
 def replica_transactions(frags: Mapping[str, Col], snaps: Mapping[str, Col], replicas: ReplicaLogs) -> dict[str, Col]:
     """One row per transaction and replica (the fragments of all its segments, and its snapshot)."""
     opened, entries = _snapshot_fragments(snaps, replicas)
-    names = ("replica", *MERGE_FRAGMENT_COLUMNS)
+    names = ("replica", *FRAGMENT_COLUMNS)
     f = _concat([{n: frags[n] for n in names}, opened], names)
     kind = f["kind"][0]
     rank = np.where(kind == MARKER, 2, np.where(kind == SNAPSHOT_OPEN, 1, 0))  # at one offset: data first

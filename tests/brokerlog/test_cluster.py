@@ -103,7 +103,7 @@ def test_tv0_commit_and_abort_sequence(tmp_path: Path) -> None:
 def test_tv2_bumps_epoch_on_every_end(cluster: Cluster) -> None:
     p = cluster.transactional_producer("app2", transaction_version=2).init_transactions()
     epochs = []
-    for i in range(3):
+    for _ in range(3):
         p.begin_transaction()
         epochs.append(p.producer_epoch)
         p.send("orders", 1)
@@ -184,7 +184,7 @@ def test_coordinator_aborts_timed_out_and_expires_idle_ids(cluster: Cluster) -> 
     p.crash()
     start = cluster.now
     cluster.advance(60_000)
-    marks = [m for m in _markers_now(cluster, "orders", 1)]
+    marks = list(_markers_now(cluster, "orders", 1))
     assert [(m[1], m[3]) for m in marks] == [(p.producer_id, ABORT)]
     cluster.advance(8 * 24 * 3600 * 1000)
     cluster.close()

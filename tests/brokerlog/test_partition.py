@@ -124,7 +124,7 @@ def test_offset_and_time_index_point_at_real_batches(written) -> None:
     log, _ = written
     d = log.dir
     for base in _segments(d):
-        by_pos = {pos: b for pos, b in read_log(d / f"{base:020d}.log")}
+        by_pos = dict(read_log(d / f"{base:020d}.log"))
         index = (d / f"{base:020d}.index").read_bytes()
         entries = [struct.unpack_from(">ii", index, i) for i in range(0, len(index), 8)]
         assert entries, "a 16 KiB segment with a 1 KiB interval has index entries"

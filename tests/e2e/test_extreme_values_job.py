@@ -137,7 +137,7 @@ def test_txnlog_verbs_read_the_tables(extreme_run) -> None:
     assert len(listing) > 1
     tid = listing[1].split()[0]
     assert tid in cli("describe", "--transactional-id", tid)
-    for value_class, (topic, partition) in PARTITIONS.items():
+    for topic, partition in PARTITIONS.values():
         cli("describe-producers", "--topic", topic, "--partition", str(partition))
         cli("timeline", "--topic", topic, "--partition", str(partition))
         cli("find-hanging", "--topic", topic, "--partition", str(partition))

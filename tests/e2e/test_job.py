@@ -455,15 +455,15 @@ def test_offline_kafka_transactions_cli(readme_run):
     assert len(lines) == 1 + len(readme_run.truth.findings)
     for f in readme_run.truth.findings:
         if f.topic:
-            assert any(l.split()[:3] == [f.topic, str(f.partition), str(f.producer_id)] for l in lines[1:])
+            assert any(line.split()[:3] == [f.topic, str(f.partition), str(f.producer_id)] for line in lines[1:])
     tid = next(f.transactional_id for f in readme_run.truth.findings if f.reason == "COORDINATOR_COMPLETED")
     listing = cli("list")
-    assert any(l.split()[0] == tid for l in listing.splitlines()[1:])
+    assert any(line.split()[0] == tid for line in listing.splitlines()[1:])
     described = cli("describe", "--transactional-id", tid)
     assert tid in described and "CompleteCommit" in described
     f = next(f for f in readme_run.truth.findings if f.reason == "COORDINATOR_COMPLETED")
     producers = cli("describe-producers", "--topic", f.topic, "--partition", str(f.partition))
-    row = next(l.split() for l in producers.splitlines()[1:] if l.split()[0] == str(f.producer_id))
+    row = next(line.split() for line in producers.splitlines()[1:] if line.split()[0] == str(f.producer_id))
     assert row[-1] == str(f.start_offset)  # CurrentTransactionStartOffset
     timeline = cli("timeline", "--topic", f.topic, "--partition", str(f.partition), "--producer-id", str(f.producer_id))
     assert "OPEN" in timeline

@@ -155,7 +155,7 @@ def test_one_transaction_one_set_of_numbers(messy):
 # --- the same copies as kafka-dump-log.sh output --------------------------------------------------
 
 
-def _render_broker_dumps(logs: Path, dumps: Path) -> None:
+def render_broker_dumps(logs: Path, dumps: Path) -> None:
     """Each broker's files dumped where operators keep them: one directory per broker, every broker's
     log dir printed as /var/lib/kafka/data (identical paths, rule 2); brokers 1 and 2 run Kafka 3.x's
     Scala tool, broker 3 the 4.x Java tool (a rolling upgrade); --deep-iteration on data segments,
@@ -179,7 +179,7 @@ def _render_broker_dumps(logs: Path, dumps: Path) -> None:
 @pytest.fixture(scope="module")
 def messy_dumps(messy) -> Messy:
     dumps = messy.work / "dumps"
-    _render_broker_dumps(messy.work / "logs", dumps)
+    render_broker_dumps(messy.work / "logs", dumps)
     out = str(messy.work / "out-dumps")
     args = [a for b in sorted(p.name for p in dumps.iterdir()) for a in ("--dump-log", str(dumps / b))]
     proc = run_job(

@@ -40,6 +40,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.e2e.test_job import run_job
+from tests.e2e.test_messy import render_broker_dumps  # the same broker dumps as the messy tests
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -74,27 +75,6 @@ class Output:
 
 
 # --- the inputs ------------------------------------------------------------------------------------
-
-
-def render_broker_dumps(logs: Path, dumps: Path) -> None:
-    """tests/e2e/test_messy.py ``_render_broker_dumps``, copied so that the input stays fixed: each
-    broker's files in one directory, every log dir printed as /var/lib/kafka/data, brokers 1 and 2
-    with Kafka 3.x's tool and broker 3 with 4.x's; --deep-iteration on data segments,
-    --transaction-log-decoder on __transaction_state."""
-    from txnlog.kafka.dump_log_text import render_dump
-    from txnlog.logdirs import discover
-
-    inv = discover([str(logs)])
-    for f in list(inv.segments) + list(inv.snapshots) + list(inv.txn_state_segments):
-        version = "4.x" if f.broker == "broker-3" else "3.x"
-        txn = f.topic == "__transaction_state"
-        out = dumps / f.broker / ("txn-state.txt" if txn else f"{f.topic}-{f.partition}.txt")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        shown = "/var/lib/kafka/data/" + "/".join(Path(f.path).parts[-2:])
-        with open(out, "a") as fh:
-            fh.write(
-                render_dump(f.path, version, deep_iteration=not txn, transaction_log_decoder=txn, dumping_path=shown)
-            )
 
 
 @pytest.fixture(scope="module")

@@ -61,14 +61,14 @@ class BatchSpec:
 def batch_specs(draw: st.DrawFn, base_offset: int = 0) -> BatchSpec:
     kind = draw(st.sampled_from(["data", "data", "data", "marker", "control-other", "control-empty"]))
     ts = draw(timestamps)
-    common = dict(
-        base_offset=base_offset,
-        partition_leader_epoch=draw(int32),
-        base_timestamp=ts,
-        max_timestamp=ts + draw(st.integers(0, 10**6)),
-        producer_id=draw(st.integers(-1, 2**63 - 1)),
-        producer_epoch=draw(int16),
-    )
+    common = {
+        "base_offset": base_offset,
+        "partition_leader_epoch": draw(int32),
+        "base_timestamp": ts,
+        "max_timestamp": ts + draw(st.integers(0, 10**6)),
+        "producer_id": draw(st.integers(-1, 2**63 - 1)),
+        "producer_epoch": draw(int16),
+    }
     if kind == "data":
         recs = draw(data_records())
         codec = draw(st.integers(0, 4))
@@ -225,7 +225,7 @@ def apply_mutations(
                     elif s[0] >= pos + n:
                         spans[i] = (s[0] - n, s[1] - n)
 
-            def shift(x: int) -> int:
+            def shift(x: int, pos: int = pos, n: int = n) -> int:  # called at once; bound anyway
                 return x if x <= pos else (pos if x < pos + n else x - n)
 
             lo, hi = shift(lo), shift(hi)

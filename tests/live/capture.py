@@ -210,13 +210,13 @@ class _Client:
             import kafka
 
             plan.client_version = f"kafka-python {kafka.__version__}"
-            kw = dict(
-                bootstrap_servers=bootstrap,
-                compression_type=None if plan.codec == "none" else plan.codec,
-                linger_ms=LINGER_MS,
-                acks="all",
-                client_id=plan.name,
-            )
+            kw = {
+                "bootstrap_servers": bootstrap,
+                "compression_type": None if plan.codec == "none" else plan.codec,
+                "linger_ms": LINGER_MS,
+                "acks": "all",
+                "client_id": plan.name,
+            }
             if plan.transactional:
                 kw["transactional_id"] = plan.transactional_id
             else:

@@ -235,7 +235,7 @@ def test_staging_leaves_no_spark_leftovers(spark, tmp_path):
     assert names and all(n.startswith("part-") and n.endswith(".parquet") for n in names)
     assert hidden == []
     # Every staged file is live in the table: nothing orphaned.
-    live = {p for p in pa.table(DeltaTable(str(tmp_path / "findings")).get_add_actions()).column("path").to_pylist()}
+    live = set(pa.table(DeltaTable(str(tmp_path / "findings")).get_add_actions()).column("path").to_pylist())
     on_disk = {
         os.path.relpath(p, tmp_path / "findings") for p in glob.glob(str(tmp_path / "findings" / "stage-*" / "*"))
     }

@@ -32,7 +32,7 @@ from txnlog import tables as contract
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-#: columns of a staged transaction (names of the segments source's schema)
+#: columns of a staged transaction (names of the segments source's schema; the job reads the same ones)
 RAW_COLUMNS = (
     "topic",
     "partition",

@@ -17,10 +17,10 @@ from pyspark.sql import functions as F
 
 from txnlog import classify
 from txnlog.kafka.wire import TransactionState
+from txnlog.spark.staged import RAW_COLUMNS
 from txnlog.spark.transactions import KIND_TRANSACTION, Checkpoints, transactions_of_summary
 
 REPLICA = ["broker", "topic", "partition"]
-PRODUCER = REPLICA + ["producer_id"]
 
 
 def state_name(col: str) -> Column:
@@ -57,41 +57,6 @@ def replica_stats(summary: DataFrame) -> DataFrame:
     )
 
 
-#: the columns of a transaction row (kind ``transaction``, txnlog.spark.transactions) the job reads;
-#: timestamps renamed to ``*_ms``
-TRANSACTION_COLUMNS = [
-    "topic",
-    "partition",
-    "producer_id",
-    "first_offset",
-    "replicas",
-    "open_replicas",
-    "behind_replicas",
-    "open_on_lead",
-    "diverged",
-    "last_offset",
-    "producer_epoch",
-    "min_epoch",
-    "first_timestamp",
-    "last_timestamp",
-    "batch_count",
-    "record_count",
-    "size_bytes",
-    "marker_offset",
-    "control_type",
-    "marker_epoch",
-    "coordinator_epoch",
-    "marker_timestamp",
-    "prev_marker_offset",
-    "prev_marker_type",
-    "prev_marker_epoch",
-    "prev_coordinator_epoch",
-    "snapshot_coordinator_epoch",
-    "snapshot_offset",
-    "started_before_log_start",
-]
-
-
 def partition_transactions(
     summary: DataFrame, checkpoints: Checkpoints, *, fragments: bool, stage: str | None = None
 ) -> DataFrame:
@@ -126,7 +91,7 @@ def partition_transactions(
         )
         done = done.unionByName(merged)
     ms = {"first_timestamp", "last_timestamp", "marker_timestamp"}
-    return done.select(*[F.col(c).alias(f"{c}_ms" if c in ms else c) for c in TRANSACTION_COLUMNS])
+    return done.select(*[F.col(c).alias(f"{c}_ms" if c in ms else c) for c in RAW_COLUMNS])
 
 
 CHECKPOINT_SCHEMA = (
