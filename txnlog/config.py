@@ -66,6 +66,7 @@ class Config:
     spark: dict[str, str] = field(default_factory=dict)
     kafka: dict[str, Any] = field(default_factory=dict)
     progress: bool = True
+    driver_max_bytes: int = 64 * 2**20
 
     @property
     def as_of_datetime(self) -> datetime | None:
@@ -341,5 +342,6 @@ _KEYS: dict[str, Callable[[Any, str], Any]] = {
     "spark": _as_spark_conf,
     "kafka": _as_kafka_conf,
     "progress": _as_bool,
+    "driver_max_bytes": lambda v, w: _int(v, w, minimum=0),
 }
 assert list(_KEYS) == [f.name for f in dataclasses.fields(Config)], "every Config field needs a validator"

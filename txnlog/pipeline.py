@@ -21,6 +21,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from txnlog.config import Config
+    from txnlog.spark.placement import Placement
 
 Progress = Callable[[str], None]
 
@@ -130,6 +132,11 @@ RUN_CONF: dict[str, str] = {
     "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
     "spark.sql.maxPlanStringLength": "1000000",
 }
+# A small input (txnlog.spark.placement) is a few thousand rows: compiling each query's generated code
+# costs more than running it interpreted.
+DRIVER_RUN_CONF: dict[str, str] = {
+    "spark.sql.codegen.wholeStage": "false",
+}
 
 
 # --- 1. plan_inputs: everything that needs no Spark ---------------------------------------------------
@@ -145,6 +152,12 @@ class Inputs:
     dump_files: tuple[str, ...] = ()
     live: str | None = None  # bootstrap servers whose __transaction_state is read (no offline input)
     note: str = ""
+    dump_bytes: int = 0  # the kafka-dump-log.sh files' size
+
+    @property
+    def bytes(self) -> int:
+        """The offline input's size: log dir files and kafka-dump-log.sh files."""
+        return self.inventory.total_bytes + self.dump_bytes
 
     @property
     def names(self) -> list[str]:
@@ -184,7 +197,9 @@ def plan_inputs(config: Config, progress: Progress | None = None, *, sample: boo
     note = _describe(inventory, len(dump_files), live, config.transaction_state_partitions)
     if progress:
         progress(f"found {note}")
-    return Inputs(tuple(logs), inventory, tuple(config.dump_log), tuple(dump_files), live, note)
+    # a remote file's size is not looked up: such an input counts as unbounded (Spark tasks read it)
+    dump_bytes = sum(os.path.getsize(f) if "://" not in f else sys.maxsize for f in dump_files)
+    return Inputs(tuple(logs), inventory, tuple(config.dump_log), tuple(dump_files), live, note, dump_bytes)
 
 
 def _dump_files(args: list[str]) -> list[str]:
@@ -243,14 +258,18 @@ class Cache:
 
 
 @contextmanager
-def run_scope(spark: SparkSession, output: str, run_id: str) -> Iterator[tuple[str, Cache]]:
+def run_scope(
+    spark: SparkSession, output: str, run_id: str, placement: Placement | None = None
+) -> Iterator[tuple[str, Cache]]:
     """A run's scratch directory under the output (txnlog.spark.staged) and its cache, both released on
-    every exit; the run's Spark settings (RUN_CONF; one the user set explicitly wins) for its duration."""
+    every exit; the run's Spark settings (RUN_CONF, and DRIVER_RUN_CONF for a small input placed in the
+    driver; one the user set explicitly wins) for its duration."""
     from txnlog import delta
     from txnlog.spark.session import temporary_conf
 
     cache = Cache()
-    run_conf = {k: v for k, v in RUN_CONF.items() if spark.conf.get(k, None) is None}
+    wanted = {**RUN_CONF, **(DRIVER_RUN_CONF if placement and placement.driver else {})}
+    run_conf = {k: v for k, v in wanted.items() if spark.conf.get(k, None) is None}
     with delta.scratch(output, run_id) as scratch, temporary_conf(spark, run_conf):
         try:
             yield scratch, cache
@@ -271,16 +290,31 @@ class Decoded:
 
 
 def decode(
-    spark: SparkSession, inputs: Inputs, *, check_crc: bool, kafka: dict[str, Any], scratch: str, cache: Cache
+    spark: SparkSession,
+    inputs: Inputs,
+    *,
+    check_crc: bool,
+    kafka: dict[str, Any],
+    scratch: str,
+    cache: Cache,
+    placement: Placement | None = None,
 ) -> Decoded:
-    """Read every input with the Data Sources (one action decodes and caches them all)."""
+    """Read every input with the Data Sources (one action decodes and caches them all), in Spark tasks or,
+    for a small input, in this process (``placement``, txnlog.spark.placement)."""
 
     from txnlog import as_of as as_of_rule
+    from txnlog.spark.placement import Placement
 
+    placement = placement or Placement()
     shared = bool(inputs.dump_files or inputs.live)  # other inputs may hold the same partitions
-    summary, records = _log_dir_sources(spark, inputs.inventory, check_crc, scratch, shared, bool(inputs.dump_files))
-    summary, records = _other_inputs(spark, inputs, summary, records, kafka)
-    summary, records = cache(summary), cache(records)
+    summary, records = _log_dir_sources(
+        spark, inputs.inventory, check_crc, scratch, shared, bool(inputs.dump_files), placement
+    )
+    summary, records = _other_inputs(spark, inputs, summary, records, kafka, placement)
+    if placement.driver:  # held here once: every later plan starts from these rows, not from the parse
+        summary, records = placement.localize(summary), placement.localize(records)
+    else:
+        summary, records = cache(summary), cache(records)
     with job_description(spark, "txnlog: decode"):
         # One action decodes (and caches) every input: the __transaction_state tasks fill the cores
         # while the last big segments are still being walked. It returns the broker-written times.
@@ -302,50 +336,49 @@ def decode(
 
 
 def _log_dir_sources(
-    spark: SparkSession, inv: Inventory, check_crc: bool, scratch: str, shared: bool, dumps: bool
+    spark: SparkSession,
+    inv: Inventory,
+    check_crc: bool,
+    scratch: str,
+    shared: bool,
+    dumps: bool,
+    placement: Placement,
 ) -> tuple[DataFrame, DataFrame]:
     """The copied log dirs' Data Sources: segment summaries and transactions, coordinator records."""
     from pyspark.sql import functions as F
 
-    from txnlog.spark.sources import (
-        SEGMENTS_SOURCE,
-        TXN_STATE_SOURCE,
-        checkpoints_option,
-        files_option,
-        register_sources,
-    )
+    from txnlog.spark.sources import SegmentsSource, checkpoints_option, files_option
+    from txnlog.spark.txn_state_source import TxnStateSource
 
-    register_sources(spark)
     common = {
         "check_crc": str(check_crc).lower(),
         "min_partitions": str(max(2, spark.sparkContext.defaultParallelism * 2)),
     }
-    summary = (
-        spark.read.format(SEGMENTS_SOURCE)
-        .options(**common)
-        .option("files", files_option(list(inv.segments) + list(inv.snapshots)))
+    segments = {
+        "files": files_option(list(inv.segments) + list(inv.snapshots)),
         # whole partitions per task, merged into transactions there, unless dumps hold replicas too
-        .option("transactions", str(not dumps).lower())
-        .option("checkpoints", checkpoints_option(inv.checkpoints))
-        .option("stage", f"{scratch}/transactions")
-        .load()
-        .withColumn("input", F.lit(SOURCE_SEGMENTS))
-    )
-    records = (
-        spark.read.format(TXN_STATE_SOURCE)
-        .options(**common)
-        .option("files", files_option(list(inv.txn_state_segments)))
+        "transactions": str(not dumps).lower(),
+        "checkpoints": checkpoints_option(inv.checkpoints),
+        "stage": f"{scratch}/transactions",
+    }
+    txn_state = {
+        "files": files_option(list(inv.txn_state_segments)),
         # reduced where decoded (txnlog.spark.coordinator), unless other inputs hold the same partitions
-        .option("reduce", str(not shared).lower())
-        .option("stage", f"{scratch}/coordinator_history")
-        .load()
-        .withColumn("input", F.lit(SOURCE_SEGMENTS))
-    )
-    return summary, records
+        "reduce": str(not shared).lower(),
+        "stage": f"{scratch}/coordinator_history",
+    }
+    summary = placement.read(spark, SegmentsSource, {**common, **segments})
+    records = placement.read(spark, TxnStateSource, {**common, **txn_state})
+    return summary.withColumn("input", F.lit(SOURCE_SEGMENTS)), records.withColumn("input", F.lit(SOURCE_SEGMENTS))
 
 
 def _other_inputs(
-    spark: SparkSession, inputs: Inputs, summary: DataFrame, records: DataFrame, kafka: dict[str, Any]
+    spark: SparkSession,
+    inputs: Inputs,
+    summary: DataFrame,
+    records: DataFrame,
+    kafka: dict[str, Any],
+    placement: Placement,
 ) -> tuple[DataFrame, DataFrame]:
     """``summary`` and ``records`` plus the kafka-dump-log.sh files' and the live cluster's rows."""
     from pyspark.sql import functions as F
@@ -353,7 +386,7 @@ def _other_inputs(
     if inputs.dump_files:
         from txnlog.spark.dump_log import read_dump_logs
 
-        frames = read_dump_logs(spark, list(inputs.dump_log))
+        frames = read_dump_logs(spark, list(inputs.dump_log), placement)
         summary = summary.unionByName(frames.summary.withColumn("input", F.lit(SOURCE_DUMP_LOG)))
         dumped = frames.records.withColumn("input", F.lit(SOURCE_DUMP_LOG))
         records = records.unionByName(dumped, allowMissingColumns=True)
@@ -396,48 +429,53 @@ def build_tables(
     records_reduced: bool = False,
     as_of: datetime | None = None,
     as_of_source: str = "",
+    placement: Placement | None = None,
 ) -> dict[str, Any]:
     """Every output table (txnlog.spark.output): DataFrames, and ``transactions`` / ``coordinator_history``
     as ``txnlog.spark.staged.StagedTable`` values (staged under ``scratch``, finished by the writer).
 
     ``fragments``: ``summary`` may hold fragments still to merge into transactions; ``records_reduced``:
     ``records`` were reduced where decoded (txnlog.spark.coordinator), else they are reduced here.
-    ``as_of``: adds the quarantine's warning rows for client clocks far past it. The run key
-    (cluster, as_of) is set by the writer.
+    ``as_of``: adds the quarantine's warning rows for client clocks far past it. ``placement``: the Python
+    steps in Spark tasks or, for a small input, in this process, whose intermediates are then held here
+    instead of cached (txnlog.spark.placement). The run key (cluster, as_of) is set by the writer.
     """
     from pyspark.sql import functions as F
 
     from txnlog.spark import output
     from txnlog.spark import transforms as T
 
-    keep = _cache_function(cache)
+    placement = placement or T.IN_TASKS
+    keep = placement.localize if placement.driver else _cache_function(cache)
     if "input" not in summary.columns:  # callers that pass a source's output directly
         summary = summary.withColumn("input", F.lit(SOURCE_SEGMENTS))
     if "input" not in records.columns:
         records = records.withColumn("input", F.lit(SOURCE_SEGMENTS))
     it = output.intermediates(
         spark, summary, records, as_of_ms=thresholds.as_of_ms, checkpoints=checkpoints, fragments=fragments,
-        records_reduced=records_reduced, scratch=scratch, cached=keep,
+        records_reduced=records_reduced, scratch=scratch, cached=keep, placement=placement,
     )  # fmt: skip
     damage = T.damage_map(summary, records)
     classified = keep(
-        T.classify_candidates(output.candidates(it, thresholds), thresholds, damage).filter(
+        T.classify_candidates(output.candidates(it, thresholds), thresholds, damage, placement).filter(
             F.col("verdict").isNotNull()
         )
     )
-    stuck = T.stuck_coordinator_records(it.state, it.input_partitions, thresholds)
+    stuck = T.stuck_coordinator_records(it.state, it.input_partitions, thresholds, placement)
     quarantine = output.quarantine(summary, records)
     if as_of is not None:  # client timestamps far past as_of: warning rows (kept as read, never "now")
         quarantine = quarantine.unionByName(output.future_timestamps(summary, as_of, as_of_source))
     return {
-        "transactions": output.transactions(spark, it, as_of_ms=thresholds.as_of_ms, scratch=scratch),
+        "transactions": output.transactions(
+            spark, it, as_of_ms=thresholds.as_of_ms, scratch=scratch, placement=placement
+        ),
         "findings": keep(output.findings(classified, stuck, thresholds.as_of_ms)),
         "abort_recommendations": output.abort_recommendations(
             classified, thresholds.bootstrap_servers or classify.BOOTSTRAP_PLACEHOLDER
         ),
         "partition_health": keep(output.partition_health(it, thresholds)),
         "coordinator_state": output.coordinator_state(it),
-        "coordinator_history": output.coordinator_history(spark, scratch=scratch),
+        "coordinator_history": output.coordinator_history(spark, scratch=scratch, placement=placement),
         "quarantine": quarantine,
     }
 
@@ -496,14 +534,21 @@ def verify_live(
 # --- 6. write, 7. summarize ----------------------------------------------------------------------------------
 
 
-def write(spark: SparkSession, tables: dict[str, Any], config: Config, as_of: datetime) -> dict[str, int]:
+def write(
+    spark: SparkSession, tables: dict[str, Any], config: Config, as_of: datetime, placement: Placement | None = None
+) -> dict[str, int]:
     """Every table to its Delta table under ``config.output``: the run's rows (``config.cluster``, ``as_of``)
-    replaced, one commit per table, with the configured writer."""
+    replaced, one commit per table, with the configured writer. With the driver ``placement`` (a small
+    input) a DataFrame's rows are collected here and written with pyarrow, not by a Spark job's writers."""
+    from pyspark.sql import DataFrame
+
     from txnlog import delta
 
     counts: dict[str, int] = {}
     for name, table in tables.items():
         with job_description(spark, f"txnlog: write {name}"):
+            if placement is not None and placement.driver and isinstance(table, DataFrame):
+                table = table.toArrow()
             counts.update(
                 delta.write_tables(
                     spark, config.output, {name: table}, cluster=config.cluster, as_of=as_of, writer=config.delta_writer
@@ -540,16 +585,20 @@ def summarize(
 
 def run(config: Config, *, spark: SparkSession | None = None, progress: Progress = stderr_progress) -> RunResult:
     """Run the whole job for ``config`` (a ``txnlog.config.Config``) and write the Delta tables."""
+    from txnlog.spark.placement import Placement
     from txnlog.spark.session import get_session
 
     t0, started_at, run_id = time.monotonic(), datetime.now(UTC), uuid.uuid4().hex[:12]
     inputs = plan_inputs(config, progress)
+    placement = Placement.for_input(inputs.bytes, config.driver_max_bytes, live=bool(inputs.live))
     spark = spark or get_session("txnlog", conf=dict(config.spark))
-    with run_scope(spark, config.output, run_id) as (scratch, cache):
-        progress(f"decoding {_file_count(inputs)} files in Spark")
+    with run_scope(spark, config.output, run_id, placement) as (scratch, cache):
+        placement = dataclasses.replace(placement, scratch=scratch)
+        progress(f"decoding {_file_count(inputs)} files {'here (a small input)' if placement.driver else 'in Spark'}")
         decoded = decode(
-            spark, inputs, check_crc=config.check_crc, kafka=dict(config.kafka), scratch=scratch, cache=cache
-        )
+            spark, inputs, check_crc=config.check_crc, kafka=dict(config.kafka), scratch=scratch, cache=cache,
+            placement=placement,
+        )  # fmt: skip
         as_of, as_of_source = resolve_as_of(config.as_of, decoded.times)
         progress(f"decoded in {time.monotonic() - t0:.1f} s; as_of = {as_of.isoformat()} ({as_of_source})")
         thresholds = classify.Thresholds(
@@ -562,11 +611,11 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
         tables = build_tables(
             spark, decoded.summary, decoded.records, thresholds, scratch=scratch, cache=cache,
             checkpoints=inputs.inventory.checkpoints, fragments=decoded.fragments,
-            records_reduced=decoded.records_reduced, as_of=as_of, as_of_source=as_of_source,
+            records_reduced=decoded.records_reduced, as_of=as_of, as_of_source=as_of_source, placement=placement,
         )  # fmt: skip
         if config.verify_live:
             tables = verify_live(spark, tables, config, progress=progress)
-        counts = write(spark, tables, config, as_of)
+        counts = write(spark, tables, config, as_of, placement)
         result = RunResult(run_id, config.cluster, as_of, config.output, counts, inputs=inputs.names)
         result.inventory_note, result.as_of_source = inputs.note, as_of_source
         result, late_partitions = summarize(spark, tables, counts, run=result)

@@ -45,6 +45,7 @@ from pyspark.sql.types import StructType
 
 from txnlog.kafka import dump_log_text as D
 from txnlog.logdirs import _IGNORED_TOPICS as IGNORED_TOPICS
+from txnlog.spark.placement import Placement
 from txnlog.spark.sources import (
     KIND_MARKER,
     KIND_QUARANTINE,
@@ -340,15 +341,14 @@ def line_kind(line: Any) -> Any:
     )
 
 
-def _parsed_lines(spark: Any, inputs: list[tuple[str, str | None, bool]]) -> Any:
+def _parsed_lines(spark: Any, inputs: list[tuple[str, str | None, bool]], placement: Placement) -> Any:
     from pyspark.sql import functions as F
 
-    df = (
-        spark.read.format(DUMP_LINES_SOURCE)
-        .option("paths", json.dumps([f for f, _, _ in inputs]))
-        .option("locations", json.dumps({f: [loc, named] for f, loc, named in inputs}))
-        .load()
-    )
+    options = {
+        "paths": json.dumps([f for f, _, _ in inputs]),
+        "locations": json.dumps({f: [loc, named] for f, loc, named in inputs}),
+    }
+    df = placement.read(spark, DumpLinesSource, options)
     line = F.col("line")
     kind = line_kind(line)
     dpath = F.regexp_extract("section_header", D.DUMPING_LINE, 1)
@@ -804,7 +804,7 @@ _VALUE_JSON = (
 )
 
 
-def _records(lines: Any, batches: Any) -> Any:
+def _records(lines: Any, batches: Any, placement: Placement) -> Any:
     """TXN_STATE rows from ``--transaction-log-decoder`` record lines (3.x Scala and trunk JSON)."""
     from pyspark.sql import functions as F
 
@@ -911,7 +911,7 @@ def _records(lines: Any, batches: Any) -> Any:
     )
     both = decoded.unionByName(txn_batches)
     out_schema = arrow_to_spark_schema(TXN_STATE_SCHEMA.append(pa.field("dump_file", pa.string())))
-    return both.groupBy("dump_file", "section").applyInArrow(assemble_txn_state, out_schema)
+    return placement.apply_in_arrow(both, ("dump_file", "section"), assemble_txn_state, out_schema)
 
 
 def _replica_names(lines: Any) -> Any:
@@ -979,7 +979,7 @@ def _named(df: Any, names: Any, dump_col: str = "dump_file") -> Any:
     )
 
 
-def read_dump_logs(spark: SparkSession, paths: list[str]) -> DumpLogFrames:
+def read_dump_logs(spark: SparkSession, paths: list[str], placement: Placement | None = None) -> DumpLogFrames:
     """``kafka-dump-log.sh`` outputs under ``paths`` → the rows of the segment and txn-state sources.
 
     ``paths`` are ``--dump-log`` values (``PATH`` or ``NAME=PATH``). ``summary`` has
@@ -990,15 +990,17 @@ def read_dump_logs(spark: SparkSession, paths: list[str]) -> DumpLogFrames:
     (``isvalid: false``, invalid bytes at the end, ``...`` elisions, the tool's exceptions) is
     quarantined by that segment's path and byte position, the dump file and line in ``detail``;
     a line no format knows is quarantined by the dump file and its line number (``length`` 1).
-    ``broker`` is the replica name (:func:`_replica_names`).
+    ``broker`` is the replica name (:func:`_replica_names`). ``placement``: Python steps in Spark tasks
+    (the default) or in this process (txnlog.spark.placement).
     """
     from pyspark.sql import functions as F
 
-    register_dump_log_source(spark)
+    placement = placement or Placement()
     inputs = list_dump_inputs(paths)
     files = [f for f, _, _ in inputs]
-    lines = _parsed_lines(spark, inputs)
-    batches = _batch_columns(lines)
+    # held once in the driver placement: every branch below starts from the parsed lines, not the parse
+    lines = placement.localize(_parsed_lines(spark, inputs, placement))
+    batches = placement.localize(_batch_columns(lines))
     names = _replica_names(lines)
     k = F.col("kind_code")
 
@@ -1022,7 +1024,7 @@ def read_dump_logs(spark: SparkSession, paths: list[str]) -> DumpLogFrames:
         )
     )
     seg_schema = arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA.append(pa.field("dump_file", pa.string())))
-    segments = seg_lines.groupBy("file", "section").applyInArrow(assemble_segment, seg_schema)
+    segments = placement.apply_in_arrow(seg_lines, ("file", "section"), assemble_segment, seg_schema)
 
     # --- producer snapshots
     line = F.col("line")
@@ -1130,7 +1132,7 @@ def read_dump_logs(spark: SparkSession, paths: list[str]) -> DumpLogFrames:
     summary = _named(summary, names).select(*cols)
 
     txn_lines = batches.filter(F.col("is_txn_state") & k.isin(K_BATCH, K_LEGACY, *DAMAGE_KINDS))
-    records = _records(lines.filter(F.col("is_txn_state")), txn_lines)
+    records = _records(lines.filter(F.col("is_txn_state")), txn_lines, placement)
     # one row per dumped __transaction_state segment, records or not: which coordinator partitions
     # the dumps hold (an empty one too, as a copied empty __transaction_state-<n>/ directory counts)
     txn_schema = arrow_to_spark_schema(TXN_STATE_SCHEMA)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from txnlog.logdirs import Checkpoint
+    from txnlog.spark.placement import Placement
     from txnlog.spark.staged import StagedTable
 
 
@@ -58,6 +59,7 @@ def intermediates(
     records_reduced: bool,
     scratch: str,
     cached: Callable[[DataFrame], DataFrame],
+    placement: Placement = T.IN_TASKS,
 ) -> Intermediates:
     from txnlog.spark.transactions import checkpoints_of
 
@@ -80,11 +82,15 @@ def intermediates(
         )
     stats = cached(T.with_checkpoints(T.replica_stats(summary), checkpoint_rows))
     stage = f"{scratch}/transactions"
-    txns = cached(T.partition_transactions(summary, checkpoints_of(checkpoints), fragments=fragments, stage=stage))
+    txns = cached(
+        T.partition_transactions(
+            summary, checkpoints_of(checkpoints), fragments=fragments, stage=stage, placement=placement
+        )
+    )
     pstats = cached(T.partition_stats(stats))
     txns, health = T.with_lso(txns, pstats, as_of_ms)
     if not records_reduced:
-        records = T.reduced_records(records, f"{scratch}/coordinator_history")
+        records = T.reduced_records(records, f"{scratch}/coordinator_history", placement)
     history = cached(T.coordinator_history(records))
     state = cached(T.coordinator_state(history))
     owners = T.producer_owners(state)
@@ -104,7 +110,9 @@ def intermediates(
     return Intermediates(cached(txns), cached(health), partitions, history, state, owner_ids)
 
 
-def transactions(spark: SparkSession, it: Intermediates, *, as_of_ms: int, scratch: str) -> StagedTable:
+def transactions(
+    spark: SparkSession, it: Intermediates, *, as_of_ms: int, scratch: str, placement: Placement = T.IN_TASKS
+) -> StagedTable:
     """Every transaction: staged by the tasks that rebuilt them, finished in Python tasks with what only
     the whole run knows (as_of, the coordinator's owners, the inputs; txnlog.spark.staged)."""
     from txnlog.spark.staged import OWNERS_SCHEMA, SOURCES_SCHEMA, Finish, StagedTable
@@ -114,14 +122,16 @@ def transactions(spark: SparkSession, it: Intermediates, *, as_of_ms: int, scrat
         owners=it.owner_ids.toArrow().cast(OWNERS_SCHEMA),
         sources=it.health.select("topic", "partition", "source").toArrow().cast(SOURCES_SCHEMA),
     )
-    return StagedTable(spark, f"{scratch}/transactions", finish)
+    return StagedTable(spark, f"{scratch}/transactions", finish, driver=placement.driver)
 
 
-def coordinator_history(spark: SparkSession, *, scratch: str) -> StagedTable:
+def coordinator_history(spark: SparkSession, *, scratch: str, placement: Placement = T.IN_TASKS) -> StagedTable:
     """Every ``__transaction_state`` record once, staged by the tasks that decoded or reduced them."""
     from txnlog.spark.staged import FinishHistory, StagedTable
 
-    return StagedTable(spark, f"{scratch}/coordinator_history", FinishHistory(), "coordinator_history")
+    return StagedTable(
+        spark, f"{scratch}/coordinator_history", FinishHistory(), "coordinator_history", driver=placement.driver
+    )
 
 
 def candidates(it: Intermediates, thresholds: classify.Thresholds) -> DataFrame:

@@ -245,6 +245,7 @@ class StagedTable:
     stage: str
     how: Finisher
     table: str = "transactions"
+    driver: bool = False  # finish in this process (a small input: txnlog.spark.placement), not in tasks
 
     def raw_files(self) -> list[str]:
         filesystem, path = _filesystem(self.stage)
@@ -260,6 +261,11 @@ class StagedTable:
         files = self.raw_files()
         if not files:
             return 0
+        if self.driver:
+            written = _finish_files(
+                iter([pa.RecordBatch.from_pydict({"path": files})]), self.how, target, cluster, as_of
+            )
+            return sum(int(b.column("rows")[0].as_py()) for b in written)
         tasks = max(1, min(len(files), self.spark.sparkContext.defaultParallelism * 2))
         paths = self.spark.createDataFrame([(f,) for f in files], "path string").repartition(tasks)
         work = partial(_finish_files, how=self.how, target=target, cluster=cluster, as_of=as_of)

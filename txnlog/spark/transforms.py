@@ -17,10 +17,12 @@ from pyspark.sql import functions as F
 
 from txnlog import classify
 from txnlog.kafka.wire import TransactionState
+from txnlog.spark.placement import Placement
 from txnlog.spark.staged import RAW_COLUMNS
 from txnlog.spark.transactions import KIND_TRANSACTION, Checkpoints, transactions_of_summary
 
 REPLICA = ["broker", "topic", "partition"]
+IN_TASKS = Placement()  # Python steps in Spark's Python tasks (txnlog.spark.placement)
 
 
 def state_name(col: str) -> Column:
@@ -58,7 +60,12 @@ def replica_stats(summary: DataFrame) -> DataFrame:
 
 
 def partition_transactions(
-    summary: DataFrame, checkpoints: Checkpoints, *, fragments: bool, stage: str | None = None
+    summary: DataFrame,
+    checkpoints: Checkpoints,
+    *,
+    fragments: bool,
+    stage: str | None = None,
+    placement: Placement = IN_TASKS,
 ) -> DataFrame:
     """One row per transaction of a partition, every replica merged (``txnlog.reconstruct``).
 
@@ -84,10 +91,8 @@ def partition_transactions(
         def merge_group(table: pa.Table) -> pa.Table:  # typed: applyInArrow reads the hints
             return transactions_of_summary(table, known, stage)
 
-        merged = (
-            pieces.select(*names)
-            .groupBy("topic", "partition")
-            .applyInArrow(merge_group, arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA))
+        merged = placement.apply_in_arrow(
+            pieces.select(*names), ("topic", "partition"), merge_group, arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA)
         )
         done = done.unionByName(merged)
     ms = {"first_timestamp", "last_timestamp", "marker_timestamp"}
@@ -424,7 +429,7 @@ def history_owners(history: DataFrame) -> DataFrame:
     )
 
 
-def reduced_records(records: DataFrame, stage: str) -> DataFrame:
+def reduced_records(records: DataFrame, stage: str, placement: Placement = IN_TASKS) -> DataFrame:
     """``records`` whose ``record`` rows were not reduced where they were decoded (kafka-dump-log.sh
     output, the live cluster), reduced per coordinator partition by the same code
     (txnlog.spark.coordinator), every record staged for ``coordinator_history``; other rows as they are."""
@@ -442,7 +447,7 @@ def reduced_records(records: DataFrame, stage: str) -> DataFrame:
     # every column nullable: the reduced rows are a subset, but a caller's F.lit column is declared non-null
     out = StructType([StructField(f.name, f.dataType, True) for f in recs.schema.fields])
     out = out.add(StructField("transitions", LongType(), True))
-    reduced = recs.groupBy("coordinator_partition").applyInArrow(reduce_group, out)
+    reduced = placement.apply_in_arrow(recs, ("coordinator_partition",), reduce_group, out)
     others = records.filter(F.col("kind") != "record").select(*columns, F.lit(None).cast("long").alias("transitions"))
     return reduced.unionByName(others)
 
@@ -489,7 +494,10 @@ def _classify_batches(
 
 
 def classify_candidates(
-    candidates: DataFrame, thresholds: classify.Thresholds, damage: classify.Damage | None = None
+    candidates: DataFrame,
+    thresholds: classify.Thresholds,
+    damage: classify.Damage | None = None,
+    placement: Placement = IN_TASKS,
 ) -> DataFrame:
     """Apply classify.verdicts + evidence to the candidate rows (vectorized per Arrow batch)."""
     damage = damage or classify.Damage()
@@ -497,7 +505,8 @@ def classify_candidates(
 
     in_schema = to_arrow_schema(candidates.schema, timezone="UTC")
     out_schema = pa.schema(list(in_schema) + [pa.field(n, t) for n, t in CANDIDATE_SCHEMA_EXTRA])
-    return candidates.mapInArrow(
+    return placement.map_in_arrow(
+        candidates,
         partial(_classify_batches, thresholds=thresholds, damage=damage, out_schema=out_schema),
         from_arrow_schema(out_schema),
     )
@@ -519,7 +528,7 @@ def _stuck_batches(
 
 
 def stuck_coordinator_records(
-    state: DataFrame, input_partitions: DataFrame, thresholds: classify.Thresholds
+    state: DataFrame, input_partitions: DataFrame, thresholds: classify.Thresholds, placement: Placement = IN_TASKS
 ) -> DataFrame:
     """COORDINATOR_STUCK rows: records stuck far past their timeout whose partitions are not in the input."""
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
@@ -549,6 +558,6 @@ def stuck_coordinator_records(
     )
     in_schema = to_arrow_schema(cand.schema, timezone="UTC")
     out_schema = pa.schema(list(in_schema) + [pa.field("evidence", pa.string()), pa.field("advice", pa.string())])
-    return cand.mapInArrow(
-        partial(_stuck_batches, thresholds=thresholds, out_schema=out_schema), from_arrow_schema(out_schema)
+    return placement.map_in_arrow(
+        cand, partial(_stuck_batches, thresholds=thresholds, out_schema=out_schema), from_arrow_schema(out_schema)
     )

@@ -1,0 +1,108 @@
+"""Both placements give the same tables (txnlog.spark.placement).
+
+A small input runs its Python steps in the driver process (``driver_max_bytes``, 64 MiB by default),
+a large one in Spark's Python tasks. Every other test runs small inputs, so here each input runs
+twice in the shared session, once per placement, at the same ``as_of`` and ``cluster``, and every
+table (but ``runs``: run id, timings, config) must be equal row for row: copied log dirs with
+replicas, checkpoints, snapshots and damage; the same brokers as kafka-dump-log.sh output; both
+together (fragments merged with the decode's transactions); and an empty __transaction_state.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_messy import render_broker_dumps
+from tests.e2e.test_previous_pipeline import TABLES, differences, read_delta
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+
+AS_OF = "1717404903421"
+
+
+def _run(spark, out: Path, *, driver: bool, **inputs) -> None:
+    from txnlog.config import load_config
+    from txnlog.pipeline import run
+
+    config = load_config(
+        None,
+        {
+            **inputs,
+            "output": str(out),
+            "as_of": AS_OF,
+            "cluster": "placement",
+            "driver_max_bytes": 64 * 2**20 if driver else 0,
+            "progress": False,
+        },
+    )
+    run(config, spark=spark, progress=lambda _m: None)
+
+
+@pytest.fixture(scope="module")
+def messy(tmp_path_factory) -> Path:
+    from txnlog.brokerlog.scenarios import write_scenario
+
+    work = tmp_path_factory.mktemp("placement")
+    write_scenario("messy_incident", work / "logs", seed=3)
+    render_broker_dumps(work / "logs", work / "dumps")
+    return work
+
+
+def _inputs(work: Path, kind: str) -> dict:
+    dumps = [str(p) for p in sorted((work / "dumps").iterdir())]
+    brokers = [str(p) for p in sorted((work / "logs").iterdir()) if p.is_dir()]
+    return {
+        "logs": {"logs": [str(work / "logs")]},
+        "dumps": {"dump_log": dumps},
+        "logs_and_dumps": {"logs": brokers[:1], "dump_log": dumps[1:]},
+    }[kind]
+
+
+@pytest.mark.parametrize("kind", ["logs", "dumps", "logs_and_dumps"])
+def test_driver_and_tasks_write_the_same_tables(spark, messy, tmp_path, kind):
+    inputs = _inputs(messy, kind)
+    _run(spark, tmp_path / "driver", driver=True, **inputs)
+    _run(spark, tmp_path / "tasks", driver=False, **inputs)
+    problems: list[str] = []
+    for table in TABLES:
+        want = read_delta(tmp_path / "tasks", table, {})
+        got = read_delta(tmp_path / "driver", table, {})
+        problems += differences(table, want, got)
+    assert not problems, "\n".join(problems)
+    # not vacuous: the scenario's hanging transactions and damage are in both
+    findings = read_delta(tmp_path / "driver", "findings", {})
+    assert findings.num_rows > 0
+    assert read_delta(tmp_path / "driver", "transactions", {}).num_rows > 0
+
+
+def test_placement_follows_the_input_size():
+    from txnlog.spark.placement import Placement
+
+    assert Placement.for_input(10, 64).driver
+    assert not Placement.for_input(65, 64).driver
+    assert not Placement.for_input(0, 0).driver  # 0: always in tasks
+    assert not Placement.for_input(10, 64, live=True).driver  # a live read's size is not known
+
+
+def test_groups_are_those_of_spark(spark):
+    """The driver's grouping hands a function the same groups as groupBy().applyInArrow: nulls together."""
+    import pyarrow as pa
+
+    from txnlog.spark.placement import groups
+
+    table = pa.table(
+        {"k": ["b", None, "a", "b", None, None], "n": [1, 2, 3, None, 2, None], "v": [10, 20, 30, 40, 50, 60]}
+    )
+    got = sorted(
+        (repr(g.column("k")[0].as_py()), repr(g.column("n")[0].as_py()), sorted(g.column("v").to_pylist()))
+        for g in groups(table, ["k", "n"])
+    )
+    df = spark.createDataFrame(table)
+    want = sorted(
+        (repr(r["k"]), repr(r["n"]), sorted(r["vs"]))
+        for r in df.groupBy("k", "n").agg({"v": "collect_list"}).withColumnRenamed("collect_list(v)", "vs").collect()
+    )
+    assert got == want
+    assert len(want) == 5  # (None, 2) holds two rows; (None, None) and ("b", None) are groups of their own
