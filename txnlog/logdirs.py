@@ -22,7 +22,7 @@ from txnlog.kafka.wire import TRANSACTION_STATE_TOPIC
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _OFFSET_FILE = re.compile(r"^(?P<offset>\d{20})\.(?P<suffix>log|snapshot|index|timeindex|txnindex)$")
 _IGNORED_DIR_SUFFIXES = ("-delete", "-future", "-stray")
-_IGNORED_TOPICS = {"__cluster_metadata"}
+IGNORED_TOPICS = {"__cluster_metadata"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +130,7 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
     if name.endswith(_IGNORED_DIR_SUFFIXES):
         return None
     m = _PARTITION_DIR.match(name)
-    if not m or m.group("topic") in _IGNORED_TOPICS:
+    if not m or m.group("topic") in IGNORED_TOPICS:
         return None
     return m.group("topic"), int(m.group("partition"))
 

@@ -210,11 +210,13 @@ class _Worlds:
         from txnlog.brokerlog.scenarios import write_scenario
         from txnlog.logdirs import discover
         from txnlog.spark.dump_log import read_dump_logs
-        from txnlog.spark.sources import files_option, register_sources
+        from txnlog.spark.sources import SegmentsSource, files_option
+        from txnlog.spark.txn_state_source import TxnStateSource
 
         root = str(self.tmp.mktemp("scenarios"))
         dumps = str(self.tmp.mktemp("dumps"))
-        register_sources(self.spark)
+        for source in (SegmentsSource, TxnStateSource):
+            self.spark.dataSource.register(source)
         inv_files, txn_files = [], []
         for name in scenarios:
             write_scenario(name, os.path.join(root, name), 0)

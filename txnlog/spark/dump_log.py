@@ -44,7 +44,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from txnlog.kafka import dump_log_text as D
-from txnlog.logdirs import _IGNORED_TOPICS as IGNORED_TOPICS
+from txnlog.logdirs import IGNORED_TOPICS
 from txnlog.spark.placement import Placement
 from txnlog.spark.sources import (
     KIND_MARKER,
@@ -53,8 +53,8 @@ from txnlog.spark.sources import (
     KIND_SEGMENT,
     KIND_SNAPSHOT,
     SEGMENT_SUMMARY_SCHEMA,
-    _table,
     arrow_to_spark_schema,
+    batch_of,
     broker_timestamps,
 )
 from txnlog.spark.txn_state_source import TXN_STATE_SCHEMA
@@ -642,7 +642,7 @@ def assemble_segment(table: pa.Table) -> pa.Table:
     base = {"broker": broker, "topic": topic, "file": dpath}
     if n:
         out.append(
-            _table(
+            batch_of(
                 SEGMENT_SUMMARY_SCHEMA,
                 n,
                 {
@@ -659,7 +659,7 @@ def assemble_segment(table: pa.Table) -> pa.Table:
     ends = (_np(table, "position", np.int64, 0) + _np(table, "size", np.int64, 0))[is_b | is_l]
     has = batches["base_offset"].size > 0
     out.append(
-        _table(
+        batch_of(
             SEGMENT_SUMMARY_SCHEMA,
             1,
             {
@@ -683,7 +683,7 @@ def assemble_segment(table: pa.Table) -> pa.Table:
     if damage is not None:
         n = damage.pop("n")
         out.append(
-            _table(
+            batch_of(
                 SEGMENT_SUMMARY_SCHEMA,
                 n,
                 {
@@ -735,7 +735,7 @@ def assemble_txn_state(table: pa.Table) -> pa.Table:
         out.append(
             pa.Table.from_batches(
                 [
-                    _table(
+                    batch_of(
                         TXN_STATE_SCHEMA,
                         n,
                         {
@@ -759,7 +759,7 @@ def assemble_txn_state(table: pa.Table) -> pa.Table:
         out.append(
             pa.Table.from_batches(
                 [
-                    _table(
+                    batch_of(
                         TXN_STATE_SCHEMA,
                         n,
                         {

@@ -197,7 +197,7 @@ def decode_chunk(
     from txnlog.kafka.errors import QuarantineEntry
     from txnlog.kafka.txn_state import scan_transaction_log
     from txnlog.logdirs import LogFile
-    from txnlog.spark.txn_state_source import _quarantine, record_batch_of
+    from txnlog.spark.txn_state_source import quarantine_of, record_batch_of
 
     name = f"kafka://{part.topic}-{part.partition}"
     klen = np.fromiter((-1 if k is None else len(k) for k in keys), np.int64, len(keys))
@@ -241,7 +241,7 @@ def decode_chunk(
                     f"record at offset {offset}: {q.detail}" if q.detail else f"record at offset {offset}",
                 )
             )
-        yield _quarantine(file, entries)
+        yield quarantine_of(file, entries)
 
 
 class _LiveReader(DataSourceReader):

@@ -22,7 +22,7 @@ import heapq
 import json
 from collections.abc import Iterator
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -31,9 +31,6 @@ from pyspark.sql.types import StructType
 
 from txnlog.logdirs import LogFile
 from txnlog.spark.transactions import PartitionTransactions
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 SEGMENTS_SOURCE = "txnlog_segments"
 BATCHES_SOURCE = "txnlog_batches"
@@ -275,7 +272,7 @@ def checkpoints_option(checkpoints: Any) -> str:
     )
 
 
-def _table(schema: pa.Schema, n: int, columns: dict[str, Any]) -> pa.RecordBatch:
+def batch_of(schema: pa.Schema, n: int, columns: dict[str, Any]) -> pa.RecordBatch:
     """A RecordBatch of ``schema``: given columns (arrays or scalars), the rest null."""
     arrays = []
     for field in schema:
@@ -294,7 +291,7 @@ def _table(schema: pa.Schema, n: int, columns: dict[str, Any]) -> pa.RecordBatch
 def quarantine_batch(schema: pa.Schema, file: LogFile, entries: list[Any]) -> pa.RecordBatch:
     """Rows of kind ``quarantine`` from decoder QuarantineEntry values."""
     n = len(entries)
-    return _table(
+    return batch_of(
         schema,
         n,
         {
@@ -360,7 +357,7 @@ def summarize_segment(
         )
     elif n:
         kinds = np.where(frags["kind"] == 1, KIND_MARKER, KIND_RUN)
-        yield _table(
+        yield batch_of(
             SEGMENT_SUMMARY_SCHEMA,
             n,
             {
@@ -374,7 +371,7 @@ def summarize_segment(
                 "control_type": pa.array(frags["control_type"].astype(np.int32)).cast(pa.int32()),
             },
         )
-    yield _table(
+    yield batch_of(
         SEGMENT_SUMMARY_SCHEMA,
         1,
         {
@@ -443,7 +440,7 @@ def summarize_snapshot(file: LogFile, merge: PartitionTransactions | None = None
             },
         )
         return
-    yield _table(
+    yield batch_of(
         SEGMENT_SUMMARY_SCHEMA,
         n,
         {
@@ -527,7 +524,7 @@ class _BatchesReader(_SegmentsReader):
                     "file": file.path,
                 }
             )
-            yield _table(BATCH_SCHEMA, n, cols)
+            yield batch_of(BATCH_SCHEMA, n, cols)
 
 
 class BatchesSource(DataSource):
@@ -542,11 +539,3 @@ class BatchesSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return _BatchesReader(dict(self.options))
-
-
-def register_sources(spark: SparkSession) -> None:
-    """Register every txnlog Data Source with ``spark`` (idempotent)."""
-    from txnlog.spark.txn_state_source import TxnStateSource
-
-    for source in (SegmentsSource, BatchesSource, TxnStateSource):
-        spark.dataSource.register(source)

@@ -22,8 +22,8 @@ from txnlog.spark.coordinator import TRANSITIONS, reduce_records
 from txnlog.spark.sources import (
     KIND_QUARANTINE,
     FilesReader,
-    _table,
     arrow_to_spark_schema,
+    batch_of,
     option_flag,
     partition_files,
     read_file_bytes,
@@ -92,7 +92,7 @@ def record_batch_of(scan: Any, file: LogFile) -> pa.RecordBatch | None:
     idx = np.searchsorted(batches["position"], r["position"])
     idx = np.clip(idx, 0, max(batches["position"].size - 1, 0))
     epochs = batches["partition_leader_epoch"][idx] if batches["position"].size else np.full(n, -1, np.int32)
-    return _table(
+    return batch_of(
         TXN_STATE_SCHEMA,
         n,
         {
@@ -122,9 +122,9 @@ def record_batch_of(scan: Any, file: LogFile) -> pa.RecordBatch | None:
     )
 
 
-def _quarantine(file: LogFile, entries: list[Any]) -> pa.RecordBatch:
+def quarantine_of(file: LogFile, entries: list[Any]) -> pa.RecordBatch:
     n = len(entries)
-    return _table(
+    return batch_of(
         TXN_STATE_SCHEMA,
         n,
         {
@@ -164,7 +164,7 @@ class _TxnStateReader(FilesReader):
                 scan = scan_transaction_log(read_file_bytes(file.path), file=file.path, check_crc=self.check_crc)
             except OSError as e:
                 yield _with_transitions(
-                    _quarantine(file, [QuarantineEntry(file.path, 0, file.size, "unreadable_file", str(e))])
+                    quarantine_of(file, [QuarantineEntry(file.path, 0, file.size, "unreadable_file", str(e))])
                 )
                 continue
             batch = record_batch_of(scan, file)
@@ -174,7 +174,7 @@ class _TxnStateReader(FilesReader):
                 else:
                     yield _with_transitions(batch)
             if scan.quarantine:
-                yield _with_transitions(_quarantine(file, list(scan.quarantine)))
+                yield _with_transitions(quarantine_of(file, list(scan.quarantine)))
         if reduce and records:
             table = pa.Table.from_batches(records, schema=TXN_STATE_SCHEMA)
             key = "\n".join(sorted(f.path for f in files))
