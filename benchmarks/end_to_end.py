@@ -205,40 +205,16 @@ def wait_for_quiet(log, *, max_wait: float, threshold: float = 0.25, window: flo
             return waited
 
 
-def run_job(
-    logs: Path,
-    out: Path,
-    *,
-    code: Path,
-    spark_args: list[str],
-    log,
-    env_extra: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    if out.exists():
-        shutil.rmtree(out)
-    env = {**os.environ, **(env_extra or {})}
-    # the job finds its own venv through spark-submit.sh, as a user's shell would
-    env.pop("PYSPARK_PYTHON", None)
-    env.pop("PYSPARK_DRIVER_PYTHON", None)
-    cmd = [
-        str(code / "spark-submit.sh"),
-        *spark_args,
-        "--logs",
-        str(logs),
-        "--output",
-        str(out),
-    ]
+def watch(cmd: list[str], *, cwd: Path, env: dict[str, str], log) -> dict[str, Any]:
+    """Run ``cmd`` as its own process tree and watch it: wall time, CPU seconds and peak RSS per kind of
+    process (TreeSampler), the share of the CPUs other processes used meanwhile, and the job's
+    ``[txnlog]`` progress lines with their times. Raises RuntimeError (after logging the output's tail)
+    when the command fails. startup.py measures its runs with it too."""
     load_before = os.getloadavg()[0]
     busy0 = busy_cpu_seconds()
+    t0_epoch = time.time()
     t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        cmd,
-        cwd=str(code),
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = subprocess.Popen(cmd, cwd=str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sampler = TreeSampler(proc.pid, t0)
     sampler.start()
     events: list[tuple[float, str]] = []
@@ -265,26 +241,19 @@ def run_job(
         t.join(10)
     sampler.stop.set()
     sampler.join(5)
-    stdout = "".join(lines["stdout"])
+    stdout, stderr = "".join(lines["stdout"]), "".join(lines["stderr"])
     if rc != 0:
-        log(stdout[-3000:] + "".join(lines["stderr"][-60:]))
-        raise RuntimeError(f"job failed with exit code {rc}: {' '.join(cmd)}")
-
-    def at(prefix: str) -> float | None:
-        return next((t for t, line in events if line.startswith(f"[txnlog] {prefix}")), None)
-
-    jvm = sampler.first_seen.get("jvm")
-    found, decoding, decoded = at("found"), at("decoding"), at("decoded in")
-    phases = {
-        "launch + input check (before the JVM)": jvm,
-        "JVM + Python driver start, file listing": (found - jvm) if found and jvm else None,
-        "SparkSession start": (decoding - found) if decoding and found else None,
-        "decode (Spark job over all segments)": (decoded - decoding) if decoded and decoding else None,
-        "tables, shuffles, Delta writes, exit": (wall - decoded) if decoded else None,
-    }
+        log(stdout[-3000:] + stderr[-4000:])
+        raise RuntimeError(f"exit code {rc}: {' '.join(cmd)}")
+    cpu = sampler.cpu_seconds()
     return {
         "wall_s": wall,
-        "phases_s": phases,
+        "t0_epoch": t0_epoch,
+        "jvm_seen_s": sampler.first_seen.get("jvm"),
+        "cpu_s": cpu,
+        # CPU the rest of the machine used meanwhile, as a share of all cores: contention from other processes
+        "others_cpu_share": max(0.0, busy - cpu.get("tree", 0.0)) / (wall * (os.cpu_count() or 1)),
+        "load_1min_before_after": [load_before, os.getloadavg()[0]],
         # JVM and driver: the largest single process (a JVM forking a worker briefly shows a second "java");
         # workers: the sum of their PSS; tree: the sum of RSS and worker PSS
         "peak_rss_mib": {
@@ -294,15 +263,49 @@ def run_job(
         },
         "peak_rss_single_mib": dict(sampler.peak_single),
         "cmdlines": {k: sorted(v) for k, v in sampler.cmdlines.items()},
-        "cpu_s": sampler.cpu_seconds(),
-        # CPU the rest of the machine used meanwhile, as a share of all cores: contention from other processes
-        "others_cpu_share": max(0.0, busy - sampler.cpu_seconds().get("tree", 0.0)) / (wall * (os.cpu_count() or 1)),
-        "load_1min_before_after": [load_before, os.getloadavg()[0]],
         "max_concurrent_python_workers": sampler.max_workers,
         "rss_samples": sampler.samples,
-        "stdout": stdout,
         "progress": events,
+        "plan_truncated_warnings": (stdout + stderr).count("Truncated the string representation of a plan"),
+        "stdout": stdout,
     }
+
+
+def run_job(
+    logs: Path,
+    out: Path,
+    *,
+    code: Path,
+    spark_args: list[str],
+    log,
+    env_extra: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    if out.exists():
+        shutil.rmtree(out)
+    env = {**os.environ, **(env_extra or {})}
+    # the job finds its own venv through spark-submit.sh, as a user's shell would
+    env.pop("PYSPARK_PYTHON", None)
+    env.pop("PYSPARK_DRIVER_PYTHON", None)
+    cmd = [str(code / "spark-submit.sh"), *spark_args, "--logs", str(logs), "--output", str(out)]
+    try:
+        res = watch(cmd, cwd=code, env=env, log=log)
+    except RuntimeError as e:
+        raise RuntimeError(f"job failed: {e}") from e
+    wall, events = res["wall_s"], res["progress"]
+
+    def at(prefix: str) -> float | None:
+        return next((t for t, line in events if line.startswith(f"[txnlog] {prefix}")), None)
+
+    jvm = res["jvm_seen_s"]
+    found, decoding, decoded = at("found"), at("decoding"), at("decoded in")
+    res["phases_s"] = {
+        "launch + input check (before the JVM)": jvm,
+        "JVM + Python driver start, file listing": (found - jvm) if found and jvm else None,
+        "SparkSession start": (decoding - found) if decoding and found else None,
+        "decode (Spark job over all segments)": (decoded - decoding) if decoded and decoding else None,
+        "tables, shuffles, Delta writes, exit": (wall - decoded) if decoded else None,
+    }
+    return res
 
 
 # --- ground truth ----------------------------------------------------------------------------------

@@ -52,7 +52,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -217,63 +216,6 @@ def floor_cmd(code: Path, out: Path) -> list[str]:
     ]
 
 
-def watch(cmd: list[str], *, cwd: Path, env: dict[str, str], log) -> dict[str, Any]:
-    """Run ``cmd`` as its own process tree: wall, CPU, peak RSS, others' CPU share, [txnlog] lines."""
-    from end_to_end import TreeSampler, busy_cpu_seconds
-
-    load_before = os.getloadavg()[0]
-    busy0 = busy_cpu_seconds()
-    t0_epoch = time.time()
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    sampler = TreeSampler(proc.pid, t0)
-    sampler.start()
-    events: list[tuple[float, str]] = []
-    lines: dict[str, list[str]] = {"stdout": [], "stderr": []}
-
-    def reader(stream, name: str) -> None:
-        # under spark-submit the Python driver's stderr may arrive on the JVM's stdout
-        for line in stream:
-            lines[name].append(line)
-            if line.startswith("[txnlog]"):
-                events.append((time.perf_counter() - t0, line.strip()))
-
-    threads = [
-        threading.Thread(target=reader, args=(proc.stdout, "stdout"), daemon=True),
-        threading.Thread(target=reader, args=(proc.stderr, "stderr"), daemon=True),
-    ]
-    for t in threads:
-        t.start()
-    rc = proc.wait()
-    wall = time.perf_counter() - t0
-    busy = busy_cpu_seconds() - busy0
-    for t in threads:
-        t.join(10)
-    sampler.stop.set()
-    sampler.join(5)
-    stdout, stderr = "".join(lines["stdout"]), "".join(lines["stderr"])
-    if rc != 0:
-        log(stdout[-3000:] + stderr[-4000:])
-        raise RuntimeError(f"exit code {rc}: {' '.join(cmd)}")
-    cpu = sampler.cpu_seconds()
-    return {
-        "wall_s": wall,
-        "t0_epoch": t0_epoch,
-        "jvm_seen_s": sampler.first_seen.get("jvm"),
-        "cpu_s": cpu,
-        "others_cpu_share": max(0.0, busy - cpu.get("tree", 0.0)) / (wall * (os.cpu_count() or 1)),
-        "load_1min_before_after": [load_before, os.getloadavg()[0]],
-        "peak_rss_mib": {
-            **dict(sampler.peak),
-            "jvm": sampler.peak_single.get("jvm", 0.0),
-        },
-        "max_concurrent_python_workers": sampler.max_workers,
-        "progress": events,
-        "plan_truncated_warnings": (stdout + stderr).count("Truncated the string representation of a plan"),
-        "stdout": stdout,
-    }
-
-
 def phases(res: dict[str, Any]) -> dict[str, float | None]:
     """The job's phases from its progress lines (as end_to_end.run_job names them)."""
 
@@ -301,7 +243,7 @@ def phases(res: dict[str, Any]) -> dict[str, float | None]:
 
 
 def measure(kind: str, r: int, *, code: Path, dump: Path | None, out_root: Path, args, log) -> dict[str, Any]:
-    from end_to_end import wait_for_quiet
+    from end_to_end import wait_for_quiet, watch
 
     out = out_root / f"{kind}-{r}"
     shutil.rmtree(out, ignore_errors=True)
@@ -343,7 +285,7 @@ def read_events(path: Path) -> list[dict[str, Any]]:
 
 def event_log_run(code: Path, dump: Path, out_root: Path, args, log) -> dict[str, Any]:
     """The tiny dump once more with Spark's event log: counts per job description and a wall-time timeline."""
-    from end_to_end import summarize_event_log, wait_for_quiet
+    from end_to_end import summarize_event_log, wait_for_quiet, watch
 
     ev_dir = Path(tempfile.mkdtemp(prefix="txnlog-startup-events-"))
     out = out_root / "tiny-eventlog"
