@@ -46,6 +46,7 @@ from pyspark.sql.types import StructType
 from txnlog.kafka import dump_log_text as D
 from txnlog.logdirs import IGNORED_TOPICS
 from txnlog.spark.placement import Placement
+from txnlog.spark.schemas import quoted, shaped
 from txnlog.spark.sources import (
     KIND_MARKER,
     KIND_QUARANTINE,
@@ -887,27 +888,27 @@ def _records(lines: Any, batches: Any, placement: Placement) -> Any:
         F.lit(None).cast("string").alias("damage_text"),
         F.lit(None).cast("long").alias("invalid_bytes"),
     )
-    txn_batches = batches.filter(F.col("kind_code").isin(K_BATCH, K_LEGACY, *DAMAGE_KINDS)).select(
+    txn_batches = batches.filter(F.col("kind_code").isin(K_BATCH, K_LEGACY, *DAMAGE_KINDS)).selectExpr(
         *[
-            F.lit(None).cast(f.dataType).alias(f.name)
+            f"CAST(NULL AS {f.dataType.simpleString()}) AS {quoted(f.name)}"
             for f in arrow_to_spark_schema(TXN_STATE_SCHEMA).fields
             if f.name not in ("broker", "file")
         ],
-        "broker",
-        F.col("dpath").alias("file"),
-        "line_no",
-        "section",
-        F.col("file").alias("dump_file"),
-        "kind_code",
-        "dpath",
-        "partition_leader_epoch",
-        F.col("record_count").cast("long").alias("record_count"),
-        "partition",
-        "crc_valid",
-        F.col("position").alias("batch_position"),
-        F.col("size").alias("batch_size"),
-        "damage_text",
-        "invalid_bytes",
+        "`broker`",
+        "`dpath` AS `file`",
+        "`line_no`",
+        "`section`",
+        "`file` AS `dump_file`",
+        "`kind_code`",
+        "`dpath`",
+        "`partition_leader_epoch`",
+        "CAST(`record_count` AS bigint) AS `record_count`",
+        "`partition`",
+        "`crc_valid`",
+        "`position` AS `batch_position`",
+        "`size` AS `batch_size`",
+        "`damage_text`",
+        "`invalid_bytes`",
     )
     both = decoded.unionByName(txn_batches)
     out_schema = arrow_to_spark_schema(TXN_STATE_SCHEMA.append(pa.field("dump_file", pa.string())))
@@ -967,13 +968,10 @@ def _named(df: Any, names: Any, dump_col: str = "dump_file") -> Any:
         (F.col(f"r.{dump_col}") == F.col("n.dump_file")) & (F.col("r.broker") == F.col("n.pbroker")),
         "left",
     )
-    return j.select(
+    # SQL text: one call into the JVM for the whole projection (txnlog.spark.schemas.shaped)
+    return j.selectExpr(
         *[
-            (
-                F.coalesce(F.col("n.replica"), F.col("r.broker")).alias("broker")
-                if c == "broker"
-                else F.col(f"r.{c}").alias(c)
-            )
+            "coalesce(n.`replica`, r.`broker`) AS `broker`" if c == "broker" else f"r.{quoted(c)} AS {quoted(c)}"
             for c in df.columns
         ]
     )
@@ -1111,23 +1109,12 @@ def read_dump_logs(spark: SparkSession, paths: list[str], placement: Placement |
     )
 
     cols = [f.name for f in SEGMENT_SUMMARY_SCHEMA]
-    spark_schema = arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA)
-
-    def shaped(df: Any) -> Any:
-        have = set(df.columns)
-        return df.select(
-            *[
-                (F.col(f.name) if f.name in have else F.lit(None)).cast(f.dataType).alias(f.name)
-                for f in spark_schema.fields
-            ],
-            "dump_file",
-        )
-
+    summary_schema = arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA)
     summary = (
-        shaped(segments)
-        .unionByName(shaped(snapshots))
-        .unionByName(shaped(bad_snapshot))
-        .unionByName(shaped(quarantine))
+        shaped(segments, summary_schema, "dump_file")
+        .unionByName(shaped(snapshots, summary_schema, "dump_file"))
+        .unionByName(shaped(bad_snapshot, summary_schema, "dump_file"))
+        .unionByName(shaped(quarantine, summary_schema, "dump_file"))
     )
     summary = _named(summary, names).select(*cols)
 
@@ -1143,14 +1130,6 @@ def read_dump_logs(spark: SparkSession, paths: list[str], placement: Placement |
         F.col("dpath").alias("file"),
         F.col("file").alias("dump_file"),
     )
-    records = records.unionByName(
-        dumped.select(
-            *[
-                (F.col(f.name) if f.name in dumped.columns else F.lit(None)).cast(f.dataType).alias(f.name)
-                for f in txn_schema.fields
-            ],
-            "dump_file",
-        )
-    )
+    records = records.unionByName(shaped(dumped, txn_schema, "dump_file"))
     records = _named(records, names).select(*txn_schema.fieldNames())
     return DumpLogFrames(summary=summary, records=records, files=files)

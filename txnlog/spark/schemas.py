@@ -7,10 +7,15 @@ to before txnlog.delta writes it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
 from pyspark.sql import types as T
 
 from txnlog import tables
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 
 def spark_schema(table: str | pa.Schema) -> T.StructType:
@@ -66,3 +71,23 @@ _SIMPLE = (
 
 def _field(field: pa.Field) -> T.StructField:
     return T.StructField(field.name, spark_type(field.type), nullable=field.nullable)
+
+
+def quoted(name: str) -> str:
+    """``name`` as a SQL identifier (backticks, so dots and keywords are safe)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def shaped(df: DataFrame, schema: T.StructType, *extra: str) -> DataFrame:
+    """``df`` with exactly ``schema``'s columns, in its order and types (null where ``df`` has no such
+    column), then the ``extra`` columns as they are.
+
+    One select written as SQL text is one call into the JVM, where building it from ``Column`` objects
+    costs several per column: on a small input those calls are a large part of the driver's time
+    (benchmarks/RESULTS.md, "Startup")."""
+    have = set(df.columns)
+    exprs = [
+        f"CAST({quoted(f.name) if f.name in have else 'NULL'} AS {f.dataType.simpleString()}) AS {quoted(f.name)}"
+        for f in schema.fields
+    ]
+    return df.selectExpr(*exprs, *[quoted(c) for c in extra])
