@@ -194,7 +194,7 @@ def _health_rows(
                 "replicas": None,
                 "batch_count": None,
                 "max_timestamp": None,
-                "source": live.SOURCE_LIVE,
+                "source": contract.InputSource.LIVE,
             }
         )
     return rows
@@ -233,7 +233,7 @@ def _coordinator_rows(
                 "next_producer_epoch": None,
                 "record_offset": None,
                 "transitions": None,
-                "source": live.SOURCE_LIVE,
+                "source": contract.InputSource.LIVE,
             }
         )
     return rows
