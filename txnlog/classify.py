@@ -21,37 +21,93 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from txnlog.kafka.wire import LATE_TRANSACTION_BUFFER_MS, TWO_PHASE_COMMIT_TIMEOUT_MS
+from txnlog.kafka.wire import (
+    LATE_TRANSACTION_BUFFER_MS,
+    TWO_PHASE_COMMIT_TIMEOUT_MS,
+    ControlType,
+    TransactionState,
+)
 
-HANGING = "HANGING"
-LATE = "LATE"
 
-NO_TRANSACTIONAL_ID = "NO_TRANSACTIONAL_ID"
-TRANSACTIONAL_ID_EXPIRED = "TRANSACTIONAL_ID_EXPIRED"
-COORDINATOR_COMPLETED = "COORDINATOR_COMPLETED"
-PARTITION_NOT_IN_TRANSACTION = "PARTITION_NOT_IN_TRANSACTION"
-MARKERS_PENDING = "MARKERS_PENDING"
-COORDINATOR_TIMEOUT_OVERDUE = "COORDINATOR_TIMEOUT_OVERDUE"
-TWO_PHASE_IN_DOUBT = "TWO_PHASE_IN_DOUBT"
-COORDINATOR_STUCK = "COORDINATOR_STUCK"
+class Verdict(StrEnum):
+    """``findings.verdict`` (DESIGN.md §3, §4): the values are the contract's, written as they are."""
 
-SAFE = "SAFE"
-VERIFY_FIRST = "VERIFY_FIRST"
+    HANGING = "HANGING"  # nothing will end it: abort
+    LATE = "LATE"  # something should end it: check the coordinator, never abort
 
-#: How a producer id was tied to a transactional.id (column ``owner_match``).
-OWNER_CURRENT = "current"  # the id's latest ProducerId
-OWNER_ROLLOVER = "rollover"  # the id's NextProducerId / PreviousProducerId (KIP-890)
-OWNER_EXPIRED = "expired"  # the id owned it when it was tombstoned or went Dead
-OWNER_NONE = "none"
 
-COMPLETED_STATES = ("Empty", "CompleteCommit", "CompleteAbort")
-PREPARE_STATES = ("PrepareCommit", "PrepareAbort")
-STUCK_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
+class Reason(StrEnum):
+    """``findings.reason`` / ``abort_recommendations.reason`` (DESIGN.md §4), in the table's order."""
+
+    NO_TRANSACTIONAL_ID = "NO_TRANSACTIONAL_ID"
+    TRANSACTIONAL_ID_EXPIRED = "TRANSACTIONAL_ID_EXPIRED"
+    COORDINATOR_COMPLETED = "COORDINATOR_COMPLETED"
+    PARTITION_NOT_IN_TRANSACTION = "PARTITION_NOT_IN_TRANSACTION"
+    MARKERS_PENDING = "MARKERS_PENDING"
+    COORDINATOR_TIMEOUT_OVERDUE = "COORDINATOR_TIMEOUT_OVERDUE"
+    TWO_PHASE_IN_DOUBT = "TWO_PHASE_IN_DOUBT"
+    COORDINATOR_STUCK = "COORDINATOR_STUCK"
+
+
+#: The reasons whose verdict is HANGING; every other one is LATE.
+HANGING_REASONS = (
+    Reason.NO_TRANSACTIONAL_ID,
+    Reason.TRANSACTIONAL_ID_EXPIRED,
+    Reason.COORDINATOR_COMPLETED,
+    Reason.PARTITION_NOT_IN_TRANSACTION,
+)
+
+
+class Safety(StrEnum):
+    """``abort_recommendations.safety`` (DESIGN.md §3, §4)."""
+
+    SAFE = "SAFE"
+    VERIFY_FIRST = "VERIFY_FIRST"  # the input cannot show for sure that nothing will end it
+
+
+class Owner(StrEnum):
+    """How a producer id was tied to a transactional.id (the candidates' column ``owner_match``)."""
+
+    CURRENT = "current"  # the id's latest ProducerId
+    ROLLOVER = "rollover"  # the id's NextProducerId / PreviousProducerId (KIP-890)
+    EXPIRED = "expired"  # the id owned it when it was tombstoned or went Dead
+    NONE = "none"
+
+
+# Module-level names still read by txnlog/pipeline.py and txnlog/spark/{transforms,output}.py
+# (being edited elsewhere, issue 12): drop each once no file reads it.
+HANGING = Verdict.HANGING
+LATE = Verdict.LATE
+COORDINATOR_STUCK = Reason.COORDINATOR_STUCK
+OWNER_CURRENT = Owner.CURRENT
+OWNER_ROLLOVER = Owner.ROLLOVER
+OWNER_EXPIRED = Owner.EXPIRED
+OWNER_NONE = Owner.NONE
+
+#: Coordinator states (Kafka's names, as the tables hold them) with nothing in flight.
+COMPLETED_STATES = tuple(
+    s.kafka_name for s in (TransactionState.EMPTY, TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT)
+)
+#: The coordinator decided; its markers are on their way.
+PREPARE_STATES = tuple(s.kafka_name for s in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT))
+#: States with a transaction in flight: DescribeTransactions lists partitions, kafka-transactions.sh
+#: shows a duration, and a record left in one far past its timeout is COORDINATOR_STUCK.
+IN_FLIGHT_STATES = tuple(
+    s.kafka_name
+    for s in (
+        TransactionState.ONGOING,
+        TransactionState.PREPARE_COMMIT,
+        TransactionState.PREPARE_ABORT,
+        TransactionState.PREPARE_EPOCH_FENCE,
+    )
+)
+STUCK_STATES = IN_FLIGHT_STATES
 
 BOOTSTRAP_PLACEHOLDER = "<bootstrap>"
 
@@ -190,45 +246,42 @@ def verdicts(candidates: pa.Table, thresholds: Thresholds) -> tuple[np.ndarray, 
     in_set = np.array(
         [f"{t}-{p}" in (ps or ()) for t, p, ps in zip(topics, parts, owner_parts, strict=True)], dtype=bool
     )
-    has_owner = (match == OWNER_CURRENT) | (match == OWNER_ROLLOVER)
+    has_owner = (match == Owner.CURRENT) | (match == Owner.ROLLOVER)
     completed = np.isin(state, COMPLETED_STATES)
     prepare = np.isin(state, PREPARE_STATES)
-    ongoing = state == "Ongoing"
+    ongoing = state == TransactionState.ONGOING.kafka_name
     two_phase = timeout == TWO_PHASE_COMMIT_TIMEOUT_MS
     overdue = ~np.isnan(start) & (thresholds.as_of_ms > start + np.nan_to_num(timeout))
-    fencing = state == "PrepareEpochFence"
+    fencing = state == TransactionState.PREPARE_EPOCH_FENCE.kafka_name
 
     conditions = [
-        match == OWNER_EXPIRED,
+        match == Owner.EXPIRED,
         ~has_owner,
         completed,
-        state == "Dead",
+        state == TransactionState.DEAD.kafka_name,
         ~in_set,
         prepare,
         ongoing & two_phase,
         (ongoing & overdue) | fencing,
     ]
     reasons = [
-        TRANSACTIONAL_ID_EXPIRED,
-        NO_TRANSACTIONAL_ID,
-        COORDINATOR_COMPLETED,
-        TRANSACTIONAL_ID_EXPIRED,
-        PARTITION_NOT_IN_TRANSACTION,
-        MARKERS_PENDING,
-        TWO_PHASE_IN_DOUBT,
-        COORDINATOR_TIMEOUT_OVERDUE,
+        Reason.TRANSACTIONAL_ID_EXPIRED,
+        Reason.NO_TRANSACTIONAL_ID,
+        Reason.COORDINATOR_COMPLETED,
+        Reason.TRANSACTIONAL_ID_EXPIRED,
+        Reason.PARTITION_NOT_IN_TRANSACTION,
+        Reason.MARKERS_PENDING,
+        Reason.TWO_PHASE_IN_DOUBT,
+        Reason.COORDINATOR_TIMEOUT_OVERDUE,
     ]
+    # numpy keeps the enums' values: the arrays hold plain str, the tables the contract's text.
     reason = np.select(conditions, reasons, default="").astype(object)
-    hanging_reasons = (
-        NO_TRANSACTIONAL_ID,
-        TRANSACTIONAL_ID_EXPIRED,
-        COORDINATOR_COMPLETED,
-        PARTITION_NOT_IN_TRANSACTION,
+    is_hanging = np.isin(reason, HANGING_REASONS)
+    verdict = np.where(is_hanging, Verdict.HANGING, np.where(reason == "", "", Verdict.LATE)).astype(object)
+    verify = ((reason == Reason.NO_TRANSACTIONAL_ID) & (not thresholds.all_txn_state_partitions_read)) | doubtful(
+        candidates
     )
-    is_hanging = np.isin(reason, hanging_reasons)
-    verdict = np.where(is_hanging, HANGING, np.where(reason == "", "", LATE)).astype(object)
-    verify = ((reason == NO_TRANSACTIONAL_ID) & (not thresholds.all_txn_state_partitions_read)) | doubtful(candidates)
-    safety = np.where(is_hanging, np.where(verify, VERIFY_FIRST, SAFE), "").astype(object)
+    safety = np.where(is_hanging, np.where(verify, Safety.VERIFY_FIRST, Safety.SAFE), "").astype(object)
     assert verdict.shape == (n,)
     return verdict, reason, safety
 
@@ -259,7 +312,7 @@ def _offsets(first: int, last: int) -> str:
     return f"offset {first}" if first == last else f"offsets {first}–{last}"
 
 
-def evidence_and_advice(row: dict, reason: str, thresholds: Thresholds) -> tuple[str, str]:
+def evidence_and_advice(row: dict, reason: Reason | str, thresholds: Thresholds) -> tuple[str, str]:
     """One readable sentence of evidence and one of advice for a partition-level finding."""
     pid, epoch = row["producer_id"], row["producer_epoch"]
     batches = row.get("batch_count") or 0
@@ -282,8 +335,8 @@ def evidence_and_advice(row: dict, reason: str, thresholds: Thresholds) -> tuple
             )
         )
     prev_type = row.get("prev_marker_type")
-    if prev_type is not None and prev_type in (0, 1) and not row.get("started_before_log_start"):
-        marker = "ABORT" if prev_type == 0 else "COMMIT"
+    if prev_type in (ControlType.ABORT, ControlType.COMMIT) and not row.get("started_before_log_start"):
+        marker = ControlType(prev_type).name
         what += f" {verb} that producer's {marker} marker at offset {row['prev_marker_offset']}"
         if row.get("prev_marker_epoch") is not None:
             what += f" (marker epoch {row['prev_marker_epoch']})"
@@ -326,7 +379,7 @@ def evidence_and_advice(row: dict, reason: str, thresholds: Thresholds) -> tuple
             + (" — verify with kafka-transactions.sh describe-producers first" if _doubt_row(row) else "")
         )
 
-    if reason == NO_TRANSACTIONAL_ID:
+    if reason == Reason.NO_TRANSACTIONAL_ID:
         coord = f"no transactional.id in __transaction_state currently owns producer id {pid}"
         seen = row.get("history_transactional_id")
         if seen:
@@ -337,19 +390,19 @@ def evidence_and_advice(row: dict, reason: str, thresholds: Thresholds) -> tuple
                 "so verify with kafka-transactions.sh describe-producers first"
             )
         advice = "Abort it: nothing will ever end this transaction."
-    elif reason == TRANSACTIONAL_ID_EXPIRED:
+    elif reason == Reason.TRANSACTIONAL_ID_EXPIRED:
         coord = f"its transactional.id {tid} has expired (tombstoned or Dead since {since})"
         advice = "Abort it: the transactional.id that owned it no longer exists."
-    elif reason == COORDINATOR_COMPLETED:
+    elif reason == Reason.COORDINATOR_COMPLETED:
         coord = f"the coordinator shows {tid} {state} since {since}, with nothing in flight"
-        if prev_type == 0:
+        if prev_type == ControlType.ABORT:
             coord += " — the signature of a produce request that arrived after the abort (KAFKA-14053 / KIP-890)"
         advice = "Abort it: the coordinator believes this transaction is over and will never write its marker."
-    elif reason == PARTITION_NOT_IN_TRANSACTION:
+    elif reason == Reason.PARTITION_NOT_IN_TRANSACTION:
         listed = ", ".join(row.get("owner_partitions") or []) or "no partitions"
         coord = f"{tid} is {state} but its transaction lists {listed}, not {tp}"
         advice = "Abort it: the coordinator will not send a marker to this partition."
-    elif reason == MARKERS_PENDING:
+    elif reason == Reason.MARKERS_PENDING:
         coord = (
             f"{tid} is {state} since {since}, listing {tp}: "
             "the coordinator decided but the markers were never delivered"
@@ -358,13 +411,16 @@ def evidence_and_advice(row: dict, reason: str, thresholds: Thresholds) -> tuple
             "Do not abort (aborting a PrepareCommit breaks atomicity). Check the transaction coordinator "
             f"(__transaction_state-{row.get('owner_coordinator_partition')}) and the leader of {tp}."
         )
-    elif reason == TWO_PHASE_IN_DOUBT:
-        coord = f"{tid} is Ongoing with timeout 2147483647: a KIP-939 two-phase-commit transaction in doubt"
+    elif reason == Reason.TWO_PHASE_IN_DOUBT:
+        coord = (
+            f"{tid} is {TransactionState.ONGOING.kafka_name} with timeout {TWO_PHASE_COMMIT_TIMEOUT_MS}: "
+            "a KIP-939 two-phase-commit transaction in doubt"
+        )
         advice = (
             "Do not abort: the external transaction manager decides. Use kafka-transactions.sh "
             "force-terminate only after it has."
         )
-    elif reason == COORDINATOR_TIMEOUT_OVERDUE:
+    elif reason == Reason.COORDINATOR_TIMEOUT_OVERDUE:
         timeout = row.get("owner_timeout_ms")
         coord = (
             f"{tid} is {state} since {_utc(_first_known(row, 'owner_txn_start_ms', 'owner_last_update_ms'))} "

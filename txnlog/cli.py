@@ -112,6 +112,8 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
+    from txnlog.classify import IN_FLIGHT_STATES
+
     rows = [
         r
         for r in _read(args.output, "coordinator_state", args.cluster, args.as_of)
@@ -121,7 +123,7 @@ def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError(f"--transactional-id {args.transactional_id}: not in coordinator_state; try 'txnlog list'")
     for r in rows:  # as kafka-transactions.sh: time since the transaction started, for one in flight
         start = r.get("txn_start_timestamp")
-        busy = r.get("state") in ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
+        busy = r.get("state") in IN_FLIGHT_STATES
         r["duration"] = int((r["as_of"] - start).total_seconds() * 1000) if start and busy else None
     print_table(
         rows,
@@ -161,6 +163,8 @@ def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_describe_producers(args: argparse.Namespace, out: TextIO) -> int:
+    from txnlog.tables import Outcome
+
     rows = [
         r
         for r in _read(args.output, "transactions", args.cluster, args.as_of)
@@ -174,7 +178,7 @@ def cmd_describe_producers(args: argparse.Namespace, out: TextIO) -> int:
         cur["coordinator_epoch"] = (
             r["coordinator_epoch"] if r["coordinator_epoch"] is not None else cur.get("coordinator_epoch", -1)
         )
-        cur["current_start"] = r["first_offset"] if r["outcome"] == "OPEN" else None
+        cur["current_start"] = r["first_offset"] if r["outcome"] == Outcome.OPEN else None
     print_table(
         list(latest.values()),
         [
@@ -301,7 +305,8 @@ def cmd_abort(args: argparse.Namespace, out: TextIO) -> int:
     print(f"  target: {request.describe()}", file=out)
     print(
         f"  1. re-validate against live state: DescribeProducers {request.topic}-{request.partition}, "
-        f"ListTransactions and DescribeTransactions for its producer id; the verdict must still be HANGING "
+        f"ListTransactions and DescribeTransactions for its producer id; the verdict must still be "
+        f"{classify.Verdict.HANGING} "
         f"(idle > transaction.max.timeout.ms={cfg.max_transaction_timeout_ms})",
         file=out,
     )

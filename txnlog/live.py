@@ -30,10 +30,10 @@ from typing import Any
 import pyarrow as pa
 
 from txnlog import classify
+from txnlog.classify import Owner, Verdict
 from txnlog.errors import UsageError
-from txnlog.kafka.wire import DEFAULT_MAX_TRANSACTION_TIMEOUT_MS
-
-SOURCE_LIVE = "live"
+from txnlog.kafka.wire import DEFAULT_MAX_TRANSACTION_TIMEOUT_MS, TransactionState
+from txnlog.tables import InputSource
 
 # librdkafka name -> kafka-python KafkaAdminClient keyword.
 _KAFKA_PYTHON_KEYS = {
@@ -291,17 +291,18 @@ def _owner_columns(
 ) -> dict[str, Any]:
     """classify's owner_* columns for one open transaction, from ListTransactions/DescribeTransactions."""
     if listing is None:
-        match = classify.OWNER_NONE  # spec §6.2 (a): no transactional.id has this producer id
+        match = Owner.NONE  # spec §6.2 (a): no transactional.id has this producer id
     elif description is None:
-        match = classify.OWNER_EXPIRED  # (b): described as not found (Dead or gone)
+        match = Owner.EXPIRED  # (b): described as not found (Dead or gone)
     else:
-        match = classify.OWNER_CURRENT
+        match = Owner.CURRENT
     d = description or {}
+    dead = TransactionState.DEAD.kafka_name  # listed, but not found when described
     return {
         "topic": row["topic"],
         "partition": row["partition"],
         "owner_match": match,
-        "owner_state": d.get("state") if description is not None else ("Dead" if listing is not None else None),
+        "owner_state": d.get("state") if description is not None else (dead if listing is not None else None),
         "owner_partitions": d.get("partitions"),
         "owner_timeout_ms": d.get("timeout_ms"),
         "owner_txn_start_ms": (d.get("txn_start_timestamp") if (d.get("txn_start_timestamp") or -1) >= 0 else None),
@@ -449,7 +450,7 @@ def findings_from_producers(
         }
         _, advice = classify.evidence_and_advice(advice_row, reason, thresholds)
         ce = r["coordinator_epoch"]
-        hanging = verdict == classify.HANGING
+        hanging = verdict == Verdict.HANGING
         out.append(
             {
                 "topic": r["topic"],
@@ -470,7 +471,7 @@ def findings_from_producers(
                 "coordinator_epoch": ce,
                 "evidence": _evidence(r, listing, desc, idle, lag),
                 "advice": advice,
-                "source": SOURCE_LIVE,
+                "source": InputSource.LIVE,
                 "safety": (safety or None) if hanging else None,
                 "command": classify.abort_command(
                     bootstrap, r["topic"], r["partition"], r["current_transaction_start_offset"]
@@ -504,10 +505,10 @@ def abort_recommendations(findings: Iterable[Mapping[str, Any]]) -> list[dict[st
             "safety": f["safety"],
             "command": f["command"],
             "legacy_command": f["legacy_command"],
-            "source": SOURCE_LIVE,
+            "source": InputSource.LIVE,
         }
         for f in findings
-        if f["verdict"] == classify.HANGING
+        if f["verdict"] == Verdict.HANGING
     ]
 
 
@@ -601,7 +602,7 @@ def validate_abort(
     listing = listings.get(row["producer_id"])
     desc = descriptions.get(listing["transactional_id"]) if listing else None
     evidence = _evidence(row, listing, desc, idle, None)
-    if verdict != classify.HANGING:
+    if verdict != Verdict.HANGING:
         why = f"{verdict} ({reason})" if verdict else "not hanging (the coordinator still owns this transaction)"
         raise AbortRefused(f"{tp} @ {row['current_transaction_start_offset']}: verdict is {why}: {evidence}")
     ce = request.coordinator_epoch if request.coordinator_epoch is not None else row["coordinator_epoch"]

@@ -41,8 +41,6 @@ __all__ = ["LIVE_TABLES", "TIMEOUT_S", "live_rows"]
 LIVE_TABLES = ("findings", "abort_recommendations", "partition_health", "coordinator_state")
 #: Seconds for each metadata / ListOffsets call (the default of ``timeout_s``).
 TIMEOUT_S = 15.0
-#: Coordinator states that hold partitions (DescribeTransactions lists them only then).
-_IN_FLIGHT = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
 
 
 def live_rows(
@@ -194,7 +192,7 @@ def _health_rows(
                 "replicas": None,
                 "batch_count": None,
                 "max_timestamp": None,
-                "source": live.SOURCE_LIVE,
+                "source": contract.InputSource.LIVE,
             }
         )
     return rows
@@ -207,7 +205,11 @@ def _coordinator_rows(
     from txnlog.kafka.wire import transaction_state_partition_for
 
     listed = live.list_transactions(admin)
-    ids = {v["transactional_id"] for pid, v in listed.items() if v["state"] in _IN_FLIGHT or pid in finding_pids}
+    ids = {
+        v["transactional_id"]
+        for pid, v in listed.items()
+        if v["state"] in classify.IN_FLIGHT_STATES or pid in finding_pids
+    }
     names = {f"{t}-{p}" for t, p in tps}
     rows = []
     for tid, d in sorted(live.describe_transactions(admin, ids).items()):
@@ -233,7 +235,7 @@ def _coordinator_rows(
                 "next_producer_epoch": None,
                 "record_offset": None,
                 "transitions": None,
-                "source": live.SOURCE_LIVE,
+                "source": contract.InputSource.LIVE,
             }
         )
     return rows

@@ -3,6 +3,8 @@
 This module is the one home of output column names and types (DESIGN.md §3).
 Dashboards and acceptance checks read these names: add columns freely, never
 rename one. Spark schemas are derived from these in ``txnlog.spark.schemas``.
+The values of ``source`` and ``outcome`` are enums here too (:class:`InputSource`,
+:class:`Outcome`); verdicts, reasons and safety are :mod:`txnlog.classify`'s.
 
 Conventions: every table starts with ``cluster`` (string) and ``as_of``
 (timestamp, UTC); offsets and ids are int64, epochs int32, durations ``*_ms``
@@ -11,7 +13,29 @@ int64, timestamps microsecond UTC (what Spark writes as TIMESTAMP_MICROS).
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 import pyarrow as pa
+
+
+class InputSource(StrEnum):
+    """The ``source`` column (DESIGN.md §3): which input a row's data came from. The pipeline reads the
+    offline inputs, :mod:`txnlog.live` the live cluster; both write these values."""
+
+    SEGMENTS = "segments"  # broker log directories: segment files, indexes, producer snapshots
+    DUMP_LOG = "dump_log"  # kafka-dump-log.sh text
+    LIVE_LOG = "live_log"  # records fetched from a live cluster (__transaction_state or data partitions)
+    LIVE = "live"  # admin-API answers of --verify-live (ListOffsets, DescribeProducers, DescribeTransactions)
+
+
+class Outcome(StrEnum):
+    """``transactions.outcome`` (DESIGN.md §3)."""
+
+    COMMIT = "COMMIT"
+    ABORT = "ABORT"
+    OPEN = "OPEN"  # no marker yet
+    UNKNOWN = "UNKNOWN"  # a marker whose type the input does not show (a dump without --deep-iteration)
+
 
 TS = pa.timestamp("us", tz="UTC")
 STR = pa.string()
@@ -208,15 +232,3 @@ TABLES: dict[str, pa.Schema] = {
     "quarantine": QUARANTINE,
     "runs": RUNS,
 }
-
-VERDICTS = ("HANGING", "LATE")
-REASONS = (
-    "NO_TRANSACTIONAL_ID",
-    "TRANSACTIONAL_ID_EXPIRED",
-    "COORDINATOR_COMPLETED",
-    "PARTITION_NOT_IN_TRANSACTION",
-    "MARKERS_PENDING",
-    "COORDINATOR_TIMEOUT_OVERDUE",
-    "TWO_PHASE_IN_DOUBT",
-    "COORDINATOR_STUCK",
-)

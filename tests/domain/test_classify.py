@@ -18,7 +18,7 @@ BASE = {
     "batch_count": 2,
     "last_timestamp_ms": AS_OF - 3_600_000,
     "idle_ms": 3_600_000,
-    "owner_match": C.OWNER_CURRENT,
+    "owner_match": C.Owner.CURRENT,
     "owner_state": "Ongoing",
     "owner_partitions": ["orders-3"],
     "owner_timeout_ms": 60_000,
@@ -28,14 +28,14 @@ BASE = {
 CASES = [
     (
         "never-seen",
-        {"owner_match": C.OWNER_NONE, "owner_state": None, "owner_partitions": None},
+        {"owner_match": C.Owner.NONE, "owner_state": None, "owner_partitions": None},
         "HANGING",
         "NO_TRANSACTIONAL_ID",
         "SAFE",
     ),
     (
         "expired",
-        {"owner_match": C.OWNER_EXPIRED, "owner_state": "CompleteCommit"},
+        {"owner_match": C.Owner.EXPIRED, "owner_state": "CompleteCommit"},
         "HANGING",
         "TRANSACTIONAL_ID_EXPIRED",
         "SAFE",
@@ -51,7 +51,7 @@ CASES = [
     ),
     (
         "complete-commit-rollover",
-        {"owner_match": C.OWNER_ROLLOVER, "owner_state": "CompleteCommit", "owner_partitions": []},
+        {"owner_match": C.Owner.ROLLOVER, "owner_state": "CompleteCommit", "owner_partitions": []},
         "HANGING",
         "COORDINATOR_COMPLETED",
         "SAFE",
@@ -94,7 +94,7 @@ def test_verdicts(override, verdict, reason, safety):
 
 
 def test_partial_txn_state_needs_verification():
-    table = pa.Table.from_pylist([{**BASE, "owner_match": C.OWNER_NONE, "owner_state": None, "owner_partitions": None}])
+    table = pa.Table.from_pylist([{**BASE, "owner_match": C.Owner.NONE, "owner_state": None, "owner_partitions": None}])
     _, r, s = C.verdicts(table, C.Thresholds(as_of_ms=AS_OF, all_txn_state_partitions_read=False))
     assert (r[0], s[0]) == ("NO_TRANSACTIONAL_ID", "VERIFY_FIRST")
 

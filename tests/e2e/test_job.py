@@ -20,8 +20,8 @@ import pytest
 
 from tests.e2e import truth as T
 from txnlog.brokerlog.scenarios import write_scenario
+from txnlog.classify import Reason
 from txnlog.sample import SAMPLE_SEED
-from txnlog.tables import REASONS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -87,7 +87,7 @@ def test_readme_command_succeeds_and_prints_a_summary(readme_run):
 
 def test_sample_has_every_verdict_class(readme_run):
     reasons = {f.reason for f in readme_run.truth.findings}
-    assert reasons == set(REASONS), "the embedded sample should exercise every reason of DESIGN.md §4"
+    assert reasons == set(Reason), "the embedded sample should exercise every reason of DESIGN.md §4"
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,7 @@ def findings(readme_run):
     return T.actual_findings(readme_run.out, recs), T.expected_findings(readme_run.truth)
 
 
-@pytest.mark.parametrize("reason", REASONS)
+@pytest.mark.parametrize("reason", list(Reason))
 def test_finding_per_reason(findings, reason):
     actual, expected = findings
     want = {k: v for k, v in expected.items() if v["reason"] == reason}

@@ -188,9 +188,10 @@ def test_verdicts_on_real_coordinator_answers(cluster) -> None:
     rows = [row(1), row(2), row(0), row(1, producer_id=987654321)]
     assert live.live_verdicts(rows, listings, descriptions, now)[:2] == [("", "", ""), ("", "", "")]
     got = live.live_verdicts(rows, listings, descriptions, later)
-    assert got[0][:2] == (classify.LATE, classify.COORDINATOR_TIMEOUT_OVERDUE)  # Ongoing, listed, past its 600 s
-    assert got[2][:2] == (classify.HANGING, classify.PARTITION_NOT_IN_TRANSACTION)  # live-txn-0 is not in its set
-    assert got[3] == (classify.HANGING, classify.NO_TRANSACTIONAL_ID, classify.SAFE)
+    # Ongoing, listed, past its 600 s; then live-txn-0, not in its owner's set
+    assert got[0][:2] == (classify.Verdict.LATE, classify.Reason.COORDINATOR_TIMEOUT_OVERDUE)
+    assert got[2][:2] == (classify.Verdict.HANGING, classify.Reason.PARTITION_NOT_IN_TRANSACTION)
+    assert got[3] == (classify.Verdict.HANGING, classify.Reason.NO_TRANSACTIONAL_ID, classify.Safety.SAFE)
 
 
 def test_find_hanging_live(cluster) -> None:
@@ -209,7 +210,7 @@ def test_find_hanging_live(cluster) -> None:
             "test_verdicts_on_real_coordinator_answers"
         )
     killed = [f for f in found if f["start_offset"] == min(cluster["killed"][1]) and f["partition"] == 1]
-    assert killed and killed[0]["verdict"] == classify.LATE and killed[0]["source"] == "live"
+    assert killed and killed[0]["verdict"] == classify.Verdict.LATE and killed[0]["source"] == "live"
     assert killed[0]["lso_lag"] > 0
 
 
@@ -356,7 +357,7 @@ def test_abort_validation_rules(cluster) -> None:
         987654321,
         3,
         0,
-        classify.NO_TRANSACTIONAL_ID,
+        classify.Reason.NO_TRANSACTIONAL_ID,
     )
     legacy = live.AbortRequest(TOPIC, 1, producer_id=987654321, producer_epoch=3, coordinator_epoch=7)
     assert live.validate_abort(legacy, [stale], listings, {}, th).coordinator_epoch == 7
@@ -395,7 +396,9 @@ def test_abort_validation_rules(cluster) -> None:
 
 def test_send_abort_without_write_txn_markers(cluster) -> None:
     """noida-db has no WriteTxnMarkers: the abort is refused client-side (ApiVersions), and says so."""
-    plan = live.AbortPlan(TOPIC, 1, 987654321, 0, 0, 0, classify.HANGING, classify.NO_TRANSACTIONAL_ID, None, "")
+    plan = live.AbortPlan(
+        TOPIC, 1, 987654321, 0, 0, 0, classify.Verdict.HANGING, classify.Reason.NO_TRANSACTIONAL_ID, None, ""
+    )
     try:
         live.send_abort(cluster["admin"], plan)
     except live.AbortUnsupported as e:

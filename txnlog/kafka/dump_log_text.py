@@ -43,6 +43,8 @@ from typing import Literal
 
 import numpy as np
 
+from txnlog.kafka.wire import ControlType, TransactionState
+
 __all__ = [
     "BATCH_LINE",
     "LEGACY_LINE",
@@ -202,19 +204,12 @@ FILE_NAME = r"(?:^|/)(\d+)\.(log|snapshot|index|timeindex|txnindex)$"
 BROKER_DIR = r"(?i)(broker|kafka|log|data|node|^\d+$)"
 UNKNOWN_BROKER = "dump"
 
-STATE_IDS = {
-    "Empty": 0,
-    "Ongoing": 1,
-    "PrepareCommit": 2,
-    "PrepareAbort": 3,
-    "CompleteCommit": 4,
-    "CompleteAbort": 5,
-    "Dead": 6,
-    "PrepareEpochFence": 7,
-}
+#: The state names the dump prints → TransactionStatus ids (plain ints: they go into numpy and Spark).
+STATE_IDS = {s.kafka_name: int(s) for s in TransactionState}
 STATE_NAMES = {v: k for k, v in STATE_IDS.items()}
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-CONTROL_TYPE_IDS = {"ABORT": 0, "COMMIT": 1}
+#: ``endTxnMarker: ABORT`` / ``COMMIT`` → the control record type.
+CONTROL_TYPE_IDS = {t.name: int(t) for t in (ControlType.ABORT, ControlType.COMMIT)}
 
 
 def split_dump_path(path: str) -> tuple[str, str | None, int | None, int | None, str | None]:
