@@ -526,11 +526,17 @@ def merge_replicas(
     any other replica's marker for it, or nobody has one); ``behind_replicas``: replicas that simply
     have not fetched its marker yet; ``diverged``: open somewhere and closed elsewhere;
     ``open_on_lead``: open on the most advanced replica.
+
+    Rows come from :func:`replica_transactions`: sorted by replica, producer and first offset. When no
+    two of them are one transaction (no partition has two replicas that hold it), every row is its own
+    group: :func:`_one_replica_each` takes them as they are instead of sorting and reducing.
     """
     r = per_replica["replica"][0]
     tp = replicas.tp[r]
     pid = per_replica["producer_id"][0]
     first_offset = per_replica["first_offset"][0]
+    if strictly_increasing(tp, pid, first_offset):
+        return _one_replica_each(per_replica, replicas)
     order = np.lexsort((r, first_offset, pid, tp))
     t = {name: (v[order], ok[order]) for name, (v, ok) in per_replica.items()}
     r, tp, pid, first_offset = r[order], tp[order], pid[order], first_offset[order]
@@ -565,4 +571,53 @@ def merge_replicas(
     for name, mask in (("open_replicas", counts_open), ("behind_replicas", behind)):
         offsets = np.concatenate([[0], np.cumsum(g.count(mask))])[:-1] if n else np.zeros(0, np.int64)
         lists[name] = (offsets, r[mask])
+    return out, lists
+
+
+def strictly_increasing(*keys: np.ndarray) -> bool:
+    """Whether the rows' keys (compared in order, as a tuple) grow strictly from each row to the next."""
+    if keys[0].size < 2:
+        return True
+    greater = np.zeros(keys[0].size - 1, bool)
+    equal = np.ones(keys[0].size - 1, bool)
+    for k in keys:
+        greater |= equal & (k[1:] > k[:-1])
+        equal &= k[1:] == k[:-1]
+    return bool(greater.all())
+
+
+def _one_replica_each(
+    t: Mapping[str, Col], replicas: ReplicaLogs
+) -> tuple[dict[str, Col], dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """:func:`merge_replicas` of rows that are each a whole transaction (in order): what its reductions
+    give over groups of one row. With no other replica, no marker is elsewhere: a transaction without
+    one counts as open, none is behind, none diverged."""
+    r = t["replica"][0]
+    n = r.size
+    open_ = ~t["marker_offset"][1]
+    out: dict[str, Col] = {
+        "tp": col(replicas.tp[r]),
+        "producer_id": col(t["producer_id"][0]),
+        "first_offset": col(t["first_offset"][0]),
+        "open_on_lead": col(open_ & replicas.is_lead[r]),
+        "diverged": col(np.zeros(n, bool)),
+        "min_epoch": t["min_epoch"],
+        "first_timestamp": t["first_timestamp"],
+        "started_before_log_start": col(t["started_before_log_start"][0]),
+    }
+    for name in _MAX:
+        out[name] = t[name]
+    for names, at in (
+        (("producer_epoch",), "last_offset"),
+        (_AT_MARKER, "marker_offset"),
+        (_AT_PREV_MARKER, "prev_marker_offset"),
+    ):
+        for name in names:
+            out[name] = (t[name][0], t[name][1] & t[at][1])
+    opened = np.cumsum(open_) - open_
+    lists = {
+        "replicas": (np.arange(n), r),
+        "open_replicas": (opened, r[open_]),
+        "behind_replicas": (np.zeros(n, np.int64), r[:0]),
+    }
     return out, lists
