@@ -408,18 +408,41 @@ SNAPSHOT_ENTRY_COLUMNS = (
 
 
 def _concat(parts: list[Mapping[str, Col]], names: tuple[str, ...]) -> dict[str, Col]:
+    parts = [p for p in parts if p[names[0]][0].size] or parts[:1]
+    if len(parts) == 1:
+        return {n: parts[0][n] for n in names}
     return {n: (np.concatenate([p[n][0] for p in parts]), np.concatenate([p[n][1] for p in parts])) for n in names}
+
+
+#: fragment columns the merge reduces over a transaction's rows (in offset order); the others are read at
+#: one row of it (its first, its last data row, its marker)
+_REDUCED = (
+    "replica",
+    "kind",
+    "producer_id",
+    "first_offset",
+    "last_offset",
+    "min_epoch",
+    "batch_count",
+    "record_count",
+    "size_bytes",
+)
 
 
 def replica_transactions(frags: Mapping[str, Col], snaps: Mapping[str, Col], replicas: ReplicaLogs) -> dict[str, Col]:
     """One row per transaction and replica (the fragments of all its segments, and its snapshot)."""
     opened, entries = _snapshot_fragments(snaps, replicas)
     names = ("replica", *FRAGMENT_COLUMNS)
-    f = _concat([{n: frags[n] for n in names}, opened], names)
-    kind = f["kind"][0]
+    unsorted = _concat([frags, opened], names)
+    kind = unsorted["kind"][0]
     rank = np.where(kind == MARKER, 2, np.where(kind == SNAPSHOT_OPEN, 1, 0))  # at one offset: data first
-    order = np.lexsort((rank, f["first_offset"][0], f["producer_id"][0], f["replica"][0]))
-    f = {n: (v[order], ok[order]) for n, (v, ok) in f.items()}
+    order = np.lexsort((rank, unsorted["first_offset"][0], unsorted["producer_id"][0], unsorted["replica"][0]))
+    f = {n: (unsorted[n][0][order], unsorted[n][1][order]) for n in _REDUCED}
+
+    def at(name: str, rows: np.ndarray, ok: np.ndarray) -> Col:
+        """Column ``name`` at sorted rows ``rows``, valid where ``ok``."""
+        return _take(unsorted[name], order[rows], ok)
+
     r, pid, kind = f["replica"][0], f["producer_id"][0], f["kind"][0]
     n = r.size
     marker = kind == MARKER
@@ -443,19 +466,19 @@ def replica_transactions(frags: Mapping[str, Col], snaps: Mapping[str, Col], rep
         "first_offset": col(f["first_offset"][0][first]),
         # a snapshot entry at the first batch's offset only confirms it (the batch's timestamp wins:
         # data sorts first at one offset); a snapshot entry below every batch leaves it unknown
-        "first_timestamp": _take(f["first_timestamp"], first, ~snap[first] if n else yes),
+        "first_timestamp": at("first_timestamp", first, ~snap[first] if n else yes),
         "last_offset": g.max(f["last_offset"], data),
-        "last_timestamp": _take(f["last_timestamp"], at_last, yes),
-        "producer_epoch": _take(f["producer_epoch"], at_last, yes),
+        "last_timestamp": at("last_timestamp", at_last, yes),
+        "producer_epoch": at("producer_epoch", at_last, yes),
         "min_epoch": g.min(f["min_epoch"], data),
         "batch_count": g.sum(f["batch_count"], data),
         "record_count": g.sum(f["record_count"], data),
         "size_bytes": g.sum(f["size_bytes"], data),
         "marker_offset": _take(f["first_offset"], last, has_marker),
-        "control_type": _take(f["control_type"], last, has_marker),
-        "marker_epoch": _take(f["producer_epoch"], last, has_marker),
-        "coordinator_epoch": _take(f["coordinator_epoch"], last, has_marker),
-        "marker_timestamp": _take(f["last_timestamp"], last, has_marker),
+        "control_type": at("control_type", last, has_marker),
+        "marker_epoch": at("producer_epoch", last, has_marker),
+        "coordinator_epoch": at("coordinator_epoch", last, has_marker),
+        "marker_timestamp": at("last_timestamp", last, has_marker),
     }
     from_snapshot = g.any(snap)
     snap_first = g.min(f["first_offset"], snap)
@@ -471,30 +494,39 @@ def replica_transactions(frags: Mapping[str, Col], snaps: Mapping[str, Col], rep
         ("prev_coordinator_epoch", "coordinator_epoch"),
     ):
         t[name] = _take(t[source], prev, same_producer)
-    keep = np.flatnonzero(has_data)
-    t = {name: _take(c, keep, np.ones(keep.size, bool)) for name, c in t.items()}
-    from_snapshot, snap_first = from_snapshot[keep], (snap_first[0][keep], snap_first[1][keep])
+    if not has_data.all():  # groups of markers alone: markers with nothing open closed nothing
+        keep = np.flatnonzero(has_data)
+        t = {name: _take(c, keep, np.ones(keep.size, bool)) for name, c in t.items()}
+        from_snapshot, snap_first = from_snapshot[keep], (snap_first[0][keep], snap_first[1][keep])
     # the chosen snapshot's entry for this producer: its coordinator epoch (and offset)
-    r_t, pid_t = t["replica"][0], t["producer_id"][0]
-    ids, inverse = np.unique(np.concatenate([pid_t, entries["producer_id"][0]]), return_inverse=True)
-    width = max(ids.size, 1)
-    key_t = r_t.astype(np.int64) * width + inverse[: pid_t.size]
-    key_e = entries["replica"][0].astype(np.int64) * width + inverse[pid_t.size :]
-    e_order = np.argsort(key_e, kind="stable")
-    pos = np.searchsorted(key_e[e_order], key_t)
-    hit = pos < key_e.size
-    hit[hit] = key_e[e_order][pos[hit]] == key_t[hit]
-    row = e_order[np.minimum(pos, max(key_e.size - 1, 0))] if key_e.size else np.zeros(key_t.size, np.int64)
-    t["snapshot_coordinator_epoch"] = (
-        _take(entries["coordinator_epoch"], row, hit) if key_e.size else _null(key_t.size, np.int32)
-    )
-    # the snapshot is what tells the start of this transaction only when it is the first thing of it
-    t["snapshot_offset"] = (
-        _take(entries["snapshot_offset"], row, hit & from_snapshot) if key_e.size else _null(key_t.size, np.int64)
-    )
+    r_t = t["replica"][0]
+    if entries["producer_id"][0].size:
+        row, hit = _entry_of(r_t, t["producer_id"][0], entries["replica"][0], entries["producer_id"][0])
+        t["snapshot_coordinator_epoch"] = _take(entries["coordinator_epoch"], row, hit)
+        # the snapshot is what tells the start of this transaction only when it is the first thing of it
+        t["snapshot_offset"] = _take(entries["snapshot_offset"], row, hit & from_snapshot)
+    else:
+        t["snapshot_coordinator_epoch"], t["snapshot_offset"] = _null(r_t.size, np.int32), _null(r_t.size, np.int64)
     before = from_snapshot & snap_first[1] & (snap_first[0] < replicas.log_start[r_t])
     t["started_before_log_start"] = col(before)
     return t
+
+
+def _entry_of(
+    replica: np.ndarray, pid: np.ndarray, entry_replica: np.ndarray, entry_pid: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each (replica, producer id): the row of the entry with the same pair (entries hold each pair at
+    most once; at least one), and whether there is one; the row is 0 where there is none."""
+    ids = np.unique(entry_pid)
+    code = np.minimum(np.searchsorted(ids, pid), ids.size - 1)
+    known = ids[code] == pid
+    width = np.int64(ids.size)
+    key = replica.astype(np.int64) * width + code
+    entry_key = entry_replica.astype(np.int64) * width + np.searchsorted(ids, entry_pid)
+    e_order = np.argsort(entry_key, kind="stable")
+    pos = np.minimum(np.searchsorted(entry_key[e_order], key), entry_key.size - 1)
+    hit = known & (entry_key[e_order][pos] == key)
+    return np.where(hit, e_order[pos], 0), hit
 
 
 def _null(n: int, dtype: type) -> Col:
@@ -526,11 +558,17 @@ def merge_replicas(
     any other replica's marker for it, or nobody has one); ``behind_replicas``: replicas that simply
     have not fetched its marker yet; ``diverged``: open somewhere and closed elsewhere;
     ``open_on_lead``: open on the most advanced replica.
+
+    Rows come from :func:`replica_transactions`: sorted by replica, producer and first offset. When no
+    two of them are one transaction (no partition has two replicas that hold it), every row is its own
+    group: :func:`_one_replica_each` takes them as they are instead of sorting and reducing.
     """
     r = per_replica["replica"][0]
     tp = replicas.tp[r]
     pid = per_replica["producer_id"][0]
     first_offset = per_replica["first_offset"][0]
+    if strictly_increasing(tp, pid, first_offset):
+        return _one_replica_each(per_replica, replicas)
     order = np.lexsort((r, first_offset, pid, tp))
     t = {name: (v[order], ok[order]) for name, (v, ok) in per_replica.items()}
     r, tp, pid, first_offset = r[order], tp[order], pid[order], first_offset[order]
@@ -565,4 +603,53 @@ def merge_replicas(
     for name, mask in (("open_replicas", counts_open), ("behind_replicas", behind)):
         offsets = np.concatenate([[0], np.cumsum(g.count(mask))])[:-1] if n else np.zeros(0, np.int64)
         lists[name] = (offsets, r[mask])
+    return out, lists
+
+
+def strictly_increasing(*keys: np.ndarray) -> bool:
+    """Whether the rows' keys (compared in order, as a tuple) grow strictly from each row to the next."""
+    if keys[0].size < 2:
+        return True
+    greater = np.zeros(keys[0].size - 1, bool)
+    equal = np.ones(keys[0].size - 1, bool)
+    for k in keys:
+        greater |= equal & (k[1:] > k[:-1])
+        equal &= k[1:] == k[:-1]
+    return bool(greater.all())
+
+
+def _one_replica_each(
+    t: Mapping[str, Col], replicas: ReplicaLogs
+) -> tuple[dict[str, Col], dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """:func:`merge_replicas` of rows that are each a whole transaction (in order): what its reductions
+    give over groups of one row. With no other replica, no marker is elsewhere: a transaction without
+    one counts as open, none is behind, none diverged."""
+    r = t["replica"][0]
+    n = r.size
+    open_ = ~t["marker_offset"][1]
+    out: dict[str, Col] = {
+        "tp": col(replicas.tp[r]),
+        "producer_id": col(t["producer_id"][0]),
+        "first_offset": col(t["first_offset"][0]),
+        "open_on_lead": col(open_ & replicas.is_lead[r]),
+        "diverged": col(np.zeros(n, bool)),
+        "min_epoch": t["min_epoch"],
+        "first_timestamp": t["first_timestamp"],
+        "started_before_log_start": col(t["started_before_log_start"][0]),
+    }
+    for name in _MAX:
+        out[name] = t[name]
+    for names, at in (
+        (("producer_epoch",), "last_offset"),
+        (_AT_MARKER, "marker_offset"),
+        (_AT_PREV_MARKER, "prev_marker_offset"),
+    ):
+        for name in names:
+            out[name] = (t[name][0], t[name][1] & t[at][1])
+    opened = np.cumsum(open_) - open_
+    lists = {
+        "replicas": (np.arange(n), r),
+        "open_replicas": (opened, r[open_]),
+        "behind_replicas": (np.zeros(n, np.int64), r[:0]),
+    }
     return out, lists

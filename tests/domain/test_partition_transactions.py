@@ -15,7 +15,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.domain.test_reconstruct import batches
-from txnlog.reconstruct import merge_fragments, segment_fragments
+from txnlog.reconstruct import (
+    SNAPSHOT_ENTRY_COLUMNS,
+    col,
+    merge_fragments,
+    merge_replicas,
+    replica_logs,
+    replica_transactions,
+    segment_fragments,
+)
 from txnlog.spark.sources import SEGMENT_SUMMARY_SCHEMA, _table
 from txnlog.spark.transactions import transactions_of_summary
 
@@ -137,3 +145,37 @@ def test_snapshot_gives_the_start_below_the_log_start_and_its_epoch():
     # a cleanly shut-down copy's next load deletes the snapshot at its log start: nothing is known before 10
     (t,) = transactions_of_summary(_summary({"b0": [rows]}, [snap]), {("b0", "t", 0): (None, True)}).to_pylist()
     assert t["first_offset"] == 10 and t["started_before_log_start"] is False
+
+
+def _masked(columns: dict[str, Any]) -> dict[str, list[Any]]:
+    return {name: [v if ok else None for v, ok in zip(*c, strict=True)] for name, c in columns.items()}
+
+
+@settings(max_examples=100, deadline=None)
+@given(logs=st.lists(st.lists(EVENT, min_size=1, max_size=30), min_size=1, max_size=3))
+def test_one_replica_per_partition_merges_as_the_general_path(logs):
+    # one replica per partition: merge_replicas takes each row as it is; shuffled, it groups and reduces
+    parts = []
+    for replica, events in enumerate(logs):
+        f = segment_fragments(batches(*_log(events)))
+        parts.append({"replica": col(np.full(f["kind"].size, replica, np.int32)), **{k: col(v) for k, v in f.items()}})
+    frags = {k: (np.concatenate([p[k][0] for p in parts]), np.concatenate([p[k][1] for p in parts])) for k in parts[0]}
+    snaps = {"replica": col(np.empty(0, np.int32))}
+    snaps |= {k: col(np.empty(0, np.int32 if "epoch" in k else np.int64)) for k in SNAPSHOT_ENTRY_COLUMNS}
+    n = len(logs)
+    last = np.array([len(_log(e)) + 100 for e in logs], np.int64)  # any log end past every offset
+    logs_ = replica_logs(
+        np.arange(n, dtype=np.int32),
+        np.arange(n, dtype=np.int32),
+        np.zeros(n, np.int64),
+        col(last),
+        col(np.zeros(n, np.int64), np.zeros(n, bool)),
+        np.zeros(n, bool),
+    )
+    per_replica = replica_transactions(frags, snaps, logs_)
+    reverse = np.arange(per_replica["replica"][0].size)[::-1]
+    shuffled = {k: (v[reverse], ok[reverse]) for k, (v, ok) in per_replica.items()}
+    (got, got_lists), (want, want_lists) = merge_replicas(per_replica, logs_), merge_replicas(shuffled, logs_)
+    assert _masked(got) == _masked(want)
+    for name, (offsets, members) in want_lists.items():
+        assert got_lists[name][0].tolist() == offsets.tolist() and got_lists[name][1].tolist() == members.tolist()

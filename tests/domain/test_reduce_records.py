@@ -13,11 +13,11 @@ import glob
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from txnlog.spark.coordinator import reduce_records
+from txnlog.spark.staged import read_raw
 from txnlog.spark.txn_state_source import TXN_STATE_SCHEMA
 
 RECORD = st.tuples(
@@ -92,5 +92,5 @@ def test_reduced_rows_answer_like_all_records(spec, replicas, tmp_path_factory):
         assert strip(got[key]) == strip(want[key]), key
     for key in ("owner", "newest_ts", "partitions", "counts"):
         assert got[key] == want[key], key
-    (staged,) = glob.glob(f"{stage}/*.parquet")
-    assert pq.read_table(staged).num_rows == len(spec)  # every record once, whatever the replicas
+    (staged,) = glob.glob(f"{stage}/*.arrow")
+    assert read_raw(staged).num_rows == len(spec)  # every record once, whatever the replicas

@@ -139,10 +139,14 @@ def frame(
     import posixpath
     import uuid
 
-    from txnlog.spark.staged import write_raw
+    import pyarrow.parquet as pq
+
+    from txnlog.spark.staged import filesystem_of
 
     directory = posixpath.join(scratch, "frames", uuid.uuid4().hex)
-    write_raw(table, directory, "part-0.parquet", columns=None)
+    filesystem, path = filesystem_of(directory)
+    filesystem.create_dir(path, recursive=True)
+    pq.write_table(table, posixpath.join(path, "part-0.parquet"), filesystem=filesystem)
     return spark.read.schema(schema).parquet(directory)
 
 

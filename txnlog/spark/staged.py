@@ -4,7 +4,8 @@ Every transaction of the input goes to ``transactions`` (hundreds of thousands p
 exactly-once workload), but only a few of them matter for the verdicts: those open on some
 replica, and completed ones whose marker is not yet below the high watermark (they still hold the
 LSO: ``UnifiedLog.lastStableOffset``). So the tasks that finish a partition's transactions
-(``txnlog.spark.transactions``) write *all* of them to a staging directory as Parquet, with pyarrow,
+(``txnlog.spark.transactions``) write *all* of them to a staging directory (Arrow IPC files, see
+:func:`write_raw`), with pyarrow,
 and hand Spark only the few that matter (:func:`verdict_relevant`). Once the run's ``as_of`` and the
 coordinator's owners are known, :class:`StagedTable` turns the staged files into the table's
 files, again in Python tasks (:func:`finish`), and the Delta writer commits them as they are. Rows
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
@@ -66,7 +68,8 @@ RAW_COLUMNS = (
 )
 
 
-def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+def filesystem_of(uri: str) -> tuple[pafs.FileSystem, str]:
+    """pyarrow's filesystem for ``uri`` (a path, ``file://``, or a URI Spark users write) and the path in it."""
     if uri.startswith("s3a://"):  # Hadoop's s3a:// is s3:// to pyarrow
         uri = "s3://" + uri[len("s3a://") :]
     if "://" in uri and not uri.startswith("file://"):
@@ -74,20 +77,40 @@ def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     return pafs.LocalFileSystem(), uri[len("file://") :] if uri.startswith("file://") else uri
 
 
+#: suffix of a staged file: the Arrow IPC file format (``pyarrow.ipc``)
+STAGED_SUFFIX = ".arrow"
+
+
 def stage_name(keys: Iterable[str]) -> str:
     """A file name that depends only on what a task read, so a retried task overwrites its attempt."""
     digest = hashlib.sha1("\n".join(sorted(keys)).encode()).hexdigest()[:20]
-    return f"part-{digest}.parquet"
+    return f"part-{digest}{STAGED_SUFFIX}"
 
 
 def write_raw(table: pa.Table, stage: str, name: str, columns: tuple[str, ...] | None = RAW_COLUMNS) -> None:
-    """Stage ``table`` (the transaction rows of some partitions, by default) as ``stage``/``name``."""
+    """Stage ``table`` (the transaction rows of some partitions, by default) as ``stage``/``name``.
+
+    Staged files live only for the run and are read back whole by :func:`read_raw`, so they are Arrow
+    IPC files with LZ4 frames, not Parquet: the ~400,000 transactions of a GiB of the dense mix took
+    0.03 CPU-s to write and 0.02 to read this way, 0.14 and 0.27 as Parquet (10 MB instead of 6)."""
     if table.num_rows == 0:
         return
-    filesystem, path = _filesystem(stage)
+    filesystem, path = filesystem_of(stage)
     filesystem.create_dir(path, recursive=True)
     data = table.select(list(columns)) if columns is not None else table
-    pq.write_table(data, posixpath.join(path, name), filesystem=filesystem)
+    options = ipc.IpcWriteOptions(compression="lz4")
+    with (
+        filesystem.open_output_stream(posixpath.join(path, name), compression=None) as sink,
+        ipc.new_file(sink, data.schema, options=options) as writer,
+    ):
+        writer.write_table(data)
+
+
+def read_raw(uri: str) -> pa.Table:
+    """A file :func:`write_raw` staged (a path or URI)."""
+    filesystem, path = filesystem_of(uri)
+    with filesystem.open_input_file(path) as source:
+        return ipc.open_file(source).read_all()
 
 
 def verdict_relevant(table: pa.Table, bound: np.ndarray) -> np.ndarray:
@@ -137,8 +160,7 @@ class FinishHistory:
         state = pa.array([names.get(int(c)) for c in np.unique(codes)], pa.string())
         lookup = pa.array(np.searchsorted(np.unique(codes), codes))
         columns = {
-            "cluster": pa.array([cluster] * n, pa.string()),
-            "as_of": pa.array([as_of] * n, pa.timestamp("us", tz="UTC")),
+            **_run_key(cluster, as_of, n),
             "record_timestamp": _ts(raw.column("record_timestamp")),
             "state": state.take(lookup) if n else pa.array([], pa.string()),
             "txn_start_timestamp": _ts(raw.column("txn_start_timestamp")),
@@ -149,6 +171,14 @@ class FinishHistory:
             value = columns[field.name] if field.name in columns else raw.column(field.name)
             arrays.append(value.cast(field.type))
         return pa.Table.from_arrays(arrays, schema=contract.COORDINATOR_HISTORY)
+
+
+def _run_key(cluster: str, as_of: datetime, n: int) -> dict[str, pa.Array]:
+    """The run key columns of ``n`` rows (one value repeated, not a Python list of ``n`` objects)."""
+    return {
+        "cluster": pa.repeat(pa.scalar(cluster, pa.string()), n),
+        "as_of": pa.repeat(pa.scalar(as_of, pa.timestamp("us", tz="UTC")), n),
+    }
 
 
 def _ts(ms: pa.ChunkedArray | pa.Array) -> pa.Array:
@@ -162,10 +192,25 @@ def _ts(ms: pa.ChunkedArray | pa.Array) -> pa.Array:
 
 
 def _lookup(keys: pa.Table, on: list[str], table: pa.Table, value: str) -> pa.ChunkedArray:
-    """``table[value]`` for each row of ``keys`` (left join on ``on``; order kept)."""
-    indexed = keys.select(on).append_column("_row", pa.array(np.arange(keys.num_rows)))
-    joined = indexed.join(table.select([*on, value]), on, join_type="left outer").sort_by("_row")
-    return joined.column(value)
+    """``table[value]`` for each row of ``keys``: a left join on ``on`` (unique in ``table``), order kept;
+    null where a key is null or not in ``table``. Hash lookups of each row's key codes, not a join."""
+    found = pa.chunked_array(
+        [pc.index_in(_key_codes(keys, on, table), value_set=_key_codes(table, on, table), skip_nulls=True)]
+    )
+    return table.column(value).take(found)
+
+
+def _key_codes(rows: pa.Table, on: list[str], table: pa.Table) -> pa.Array:
+    """One int64 per row of ``rows`` naming its ``on`` values among ``table``'s (null: a value ``table``
+    lacks, or a null)."""
+    codes = np.zeros(rows.num_rows, np.int64)
+    valid = np.ones(rows.num_rows, bool)
+    for name in on:
+        values = pc.unique(table.column(name))
+        code = pc.index_in(rows.column(name), value_set=values, skip_nulls=True)
+        valid &= np.asarray(pc.is_valid(code).to_numpy(zero_copy_only=False), bool)
+        codes = codes * max(len(values), 1) + pc.fill_null(code, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    return pa.array(codes, mask=~valid)
 
 
 def _duration(end: pa.ChunkedArray | pa.Array, start: pa.ChunkedArray | pa.Array) -> pa.Array:
@@ -198,8 +243,7 @@ def finish(raw: pa.Table, how: Finish, cluster: str, as_of: datetime) -> pa.Tabl
     first_ms = pc.coalesce(raw.column("first_timestamp"), raw.column("last_timestamp"))
     end_ms = pc.coalesce(raw.column("marker_timestamp"), pa.scalar(how.as_of_ms, pa.int64()))
     columns = {
-        "cluster": pa.array([cluster] * n, pa.string()),
-        "as_of": pa.array([as_of] * n, pa.timestamp("us", tz="UTC")),
+        **_run_key(cluster, as_of, n),
         "outcome": outcome,
         "first_timestamp": _ts(raw.column("first_timestamp")),
         "last_timestamp": _ts(raw.column("last_timestamp")),
@@ -218,12 +262,11 @@ def finish(raw: pa.Table, how: Finish, cluster: str, as_of: datetime) -> pa.Tabl
 def _finish_files(
     batches: Iterator[pa.RecordBatch], how: Finisher, target: str, cluster: str, as_of: datetime
 ) -> Iterator[pa.RecordBatch]:
-    filesystem, directory = _filesystem(target)
+    filesystem, directory = filesystem_of(target)
     filesystem.create_dir(directory, recursive=True)
     for batch in batches:
         for path in batch.column("path").to_pylist():
-            src_fs, src = _filesystem(path)
-            rows = how(pq.read_table(src, filesystem=src_fs), cluster, as_of)
+            rows = how(read_raw(path), cluster, as_of)
             name = f"part-{uuid.uuid4().hex}-c000.snappy.parquet"
             pq.write_table(rows, posixpath.join(directory, name), filesystem=filesystem, compression="snappy")
             yield pa.RecordBatch.from_pydict({"path": [name], "rows": [rows.num_rows]})
@@ -248,10 +291,10 @@ class StagedTable:
     driver: bool = False  # finish in this process (a small input: txnlog.spark.placement), not in tasks
 
     def raw_files(self) -> list[str]:
-        filesystem, path = _filesystem(self.stage)
+        filesystem, path = filesystem_of(self.stage)
         infos = filesystem.get_file_info(pafs.FileSelector(path, allow_not_found=True))
         prefix = self.stage[: len(self.stage) - len(path)] if self.stage.endswith(path) else ""
-        return sorted(prefix + i.path for i in infos if i.type == pafs.FileType.File and i.path.endswith(".parquet"))
+        return sorted(prefix + i.path for i in infos if i.type == pafs.FileType.File and i.path.endswith(STAGED_SUFFIX))
 
     def write_parquet(self, target: str, cluster: str, as_of: datetime) -> int:
         """Write the table's files for the run (cluster, as_of) into ``target`` (a directory path or

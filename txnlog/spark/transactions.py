@@ -173,7 +173,7 @@ def _arrow(
     topics = pa.array([t for t, _ in partitions], pa.string())
     broker_names = pa.array(brokers, pa.string())
     columns: dict[str, pa.Array] = {
-        "kind": pa.array(np.full(n, KIND_TRANSACTION, object), pa.string()) if n else pa.array([], pa.string()),
+        "kind": pa.repeat(pa.scalar(KIND_TRANSACTION, pa.string()), n),
         "topic": topics.take(pa.array(tp)) if n else pa.array([], pa.string()),
         "partition": pa.array(np.array([p for _, p in partitions], np.int32)[tp] if n else np.empty(0, np.int32)),
     }

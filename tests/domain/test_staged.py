@@ -1,0 +1,65 @@
+"""Staged transactions (txnlog.spark.staged) without Spark: the staging files and the finish's lookups."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pyarrow as pa
+
+from txnlog import tables
+from txnlog.spark.sources import SEGMENT_SUMMARY_SCHEMA
+from txnlog.spark.staged import OWNERS_SCHEMA, RAW_COLUMNS, SOURCES_SCHEMA, Finish, read_raw, stage_name, write_raw
+
+AS_OF = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+def _raw(rows: list[dict]) -> pa.Table:
+    schema = pa.schema([SEGMENT_SUMMARY_SCHEMA.field(name) for name in RAW_COLUMNS])
+    return pa.Table.from_pylist([{"replicas": ["b1"], **r} for r in rows], schema=schema)
+
+
+RAW = _raw(
+    [
+        {"topic": "t", "partition": 0, "producer_id": 7, "first_offset": 0, "marker_offset": 3, "control_type": 1},
+        {"topic": "t", "partition": 1, "producer_id": 8, "first_offset": 5, "first_timestamp": 1_000},
+        {"topic": "u", "partition": 0, "producer_id": 9, "first_offset": 2, "marker_offset": 4, "control_type": 0},
+        {"topic": None, "partition": 0, "producer_id": 7, "first_offset": 9},
+    ]
+)
+
+
+def test_staged_file_reads_back_as_written(tmp_path):
+    name = stage_name(["b1/t-0", "b1/t-1"])
+    write_raw(RAW, str(tmp_path), name)
+    assert name.endswith(".arrow") and read_raw(str(tmp_path / name)).equals(RAW)
+    assert read_raw(f"file://{tmp_path / name}").equals(RAW)
+
+
+def test_finish_looks_up_owners_and_sources_like_a_left_join():
+    owners = pa.Table.from_pylist(
+        [{"producer_id": 9, "transactional_id": "nine"}, {"producer_id": 7, "transactional_id": "seven"}],
+        schema=OWNERS_SCHEMA,
+    )
+    sources = pa.Table.from_pylist(
+        [
+            {"topic": "t", "partition": 1, "source": "dump"},
+            {"topic": "t", "partition": 0, "source": "segments"},
+            {"topic": "v", "partition": 0, "source": "other"},
+        ],
+        schema=SOURCES_SCHEMA,
+    )
+    out = Finish(as_of_ms=2_000, owners=owners, sources=sources)(RAW, "c1", AS_OF)
+    assert out.schema.equals(tables.TRANSACTIONS)
+    assert out.column("transactional_id").to_pylist() == ["seven", None, "nine", "seven"]
+    assert out.column("source").to_pylist() == ["segments", "dump", None, None]
+    assert out.column("cluster").to_pylist() == ["c1"] * 4
+    assert out.column("as_of").to_pylist() == [AS_OF] * 4
+    assert out.column("outcome").to_pylist() == ["COMMIT", "OPEN", "ABORT", "OPEN"]
+    assert out.column("duration_ms").to_pylist() == [None, 1_000, None, None]
+
+
+def test_finish_of_no_rows_and_no_owners():
+    empty = RAW.slice(0, 0)
+    out = Finish(as_of_ms=0, owners=OWNERS_SCHEMA.empty_table(), sources=SOURCES_SCHEMA.empty_table())
+    assert out(empty, "c1", AS_OF).num_rows == 0
+    assert out(RAW, "c1", AS_OF).column("transactional_id").null_count == 4
