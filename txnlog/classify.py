@@ -80,16 +80,6 @@ class Owner(StrEnum):
     NONE = "none"
 
 
-# Module-level names still read by txnlog/pipeline.py and txnlog/spark/{transforms,output}.py
-# (being edited elsewhere, issue 12): drop each once no file reads it.
-HANGING = Verdict.HANGING
-LATE = Verdict.LATE
-COORDINATOR_STUCK = Reason.COORDINATOR_STUCK
-OWNER_CURRENT = Owner.CURRENT
-OWNER_ROLLOVER = Owner.ROLLOVER
-OWNER_EXPIRED = Owner.EXPIRED
-OWNER_NONE = Owner.NONE
-
 #: Coordinator states (Kafka's names, as the tables hold them) with nothing in flight.
 COMPLETED_STATES = tuple(
     s.kafka_name for s in (TransactionState.EMPTY, TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT)

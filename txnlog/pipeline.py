@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from txnlog import __version__, classify
 from txnlog.errors import UsageError
 from txnlog.logdirs import Checkpoint, Inventory, discover
+from txnlog.tables import InputSource
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -115,10 +116,6 @@ def check_inputs(paths: list[str]) -> Inventory:
         )
     return inventory
 
-
-#: ``source`` of rows that come from copied log dirs, kafka-dump-log.sh output, or the records of the live
-#: cluster's ``__transaction_state`` (rows from the admin APIs, --verify-live, say ``live``)
-SOURCE_SEGMENTS, SOURCE_DUMP_LOG, SOURCE_LIVE_LOG = "segments", "dump_log", "live_log"
 
 # Spark caches a DataFrame's plan with adaptive execution switched off unless this is true, so every
 # shuffle inside the cached intermediates of build_tables would run spark.sql.shuffle.partitions
@@ -369,7 +366,9 @@ def _log_dir_sources(
     }
     summary = placement.read(spark, SegmentsSource, {**common, **segments})
     records = placement.read(spark, TxnStateSource, {**common, **txn_state})
-    return summary.withColumn("input", F.lit(SOURCE_SEGMENTS)), records.withColumn("input", F.lit(SOURCE_SEGMENTS))
+    return summary.withColumn("input", F.lit(InputSource.SEGMENTS)), records.withColumn(
+        "input", F.lit(InputSource.SEGMENTS)
+    )
 
 
 def _other_inputs(
@@ -387,15 +386,15 @@ def _other_inputs(
         from txnlog.spark.dump_log import read_dump_logs
 
         frames = read_dump_logs(spark, list(inputs.dump_log), placement)
-        summary = summary.unionByName(frames.summary.withColumn("input", F.lit(SOURCE_DUMP_LOG)))
-        dumped = frames.records.withColumn("input", F.lit(SOURCE_DUMP_LOG))
+        summary = summary.unionByName(frames.summary.withColumn("input", F.lit(InputSource.DUMP_LOG)))
+        dumped = frames.records.withColumn("input", F.lit(InputSource.DUMP_LOG))
         records = records.unionByName(dumped, allowMissingColumns=True)
     if inputs.live:
         from txnlog.spark.live_source import LiveTxnStateSource, live_options, register_live_source
 
         register_live_source(spark)
         live = spark.read.format(LiveTxnStateSource.name()).options(**live_options(inputs.live, kafka)).load()
-        records = records.unionByName(live.withColumn("input", F.lit(SOURCE_LIVE_LOG)), allowMissingColumns=True)
+        records = records.unionByName(live.withColumn("input", F.lit(InputSource.LIVE_LOG)), allowMissingColumns=True)
     return summary, records
 
 
@@ -448,9 +447,9 @@ def build_tables(
     placement = placement or T.IN_TASKS
     keep = placement.localize if placement.driver else _cache_function(cache)
     if "input" not in summary.columns:  # callers that pass a source's output directly
-        summary = summary.withColumn("input", F.lit(SOURCE_SEGMENTS))
+        summary = summary.withColumn("input", F.lit(InputSource.SEGMENTS))
     if "input" not in records.columns:
-        records = records.withColumn("input", F.lit(SOURCE_SEGMENTS))
+        records = records.withColumn("input", F.lit(InputSource.SEGMENTS))
     it = output.intermediates(
         spark, summary, records, as_of_ms=thresholds.as_of_ms, checkpoints=checkpoints, fragments=fragments,
         records_reduced=records_reduced, scratch=scratch, cached=keep, placement=placement,
@@ -676,8 +675,8 @@ def _runs_table(result: RunResult, started_at: datetime, late_partitions: int, c
     from txnlog.tables import RUNS
 
     c = result.counts
-    hanging = sum(n for v, _, n in result.verdicts if v == classify.HANGING)
-    late = sum(n for v, _, n in result.verdicts if v == classify.LATE)
+    hanging = sum(n for v, _, n in result.verdicts if v == classify.Verdict.HANGING)
+    late = sum(n for v, _, n in result.verdicts if v == classify.Verdict.LATE)
     row = {
         "cluster": result.cluster,
         "as_of": result.as_of,

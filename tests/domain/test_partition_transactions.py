@@ -24,7 +24,7 @@ from txnlog.reconstruct import (
     replica_transactions,
     segment_fragments,
 )
-from txnlog.spark.sources import SEGMENT_SUMMARY_SCHEMA, _table
+from txnlog.spark.sources import SEGMENT_SUMMARY_SCHEMA, batch_of
 from txnlog.spark.transactions import transactions_of_summary
 
 EVENT = st.tuples(st.integers(-1, 3), st.sampled_from(["data", "data", "commit", "abort"]), st.integers(1, 3))
@@ -58,7 +58,7 @@ def _summary(replicas: dict[str, list[list[dict[str, Any]]]], snapshots: list[pa
             common = {"broker": broker, "topic": "t", "file": f"/{broker}/t-0/{base:020d}.log"}
             if n:
                 parts.append(
-                    _table(
+                    batch_of(
                         SEGMENT_SUMMARY_SCHEMA,
                         n,
                         {
@@ -72,7 +72,7 @@ def _summary(replicas: dict[str, list[list[dict[str, Any]]]], snapshots: list[pa
                     )
                 )
             parts.append(
-                _table(
+                batch_of(
                     SEGMENT_SUMMARY_SCHEMA,
                     1,
                     {
@@ -120,7 +120,7 @@ def test_a_follower_behind_the_marker_is_not_open_and_a_diverged_one_is():
 def test_snapshot_gives_the_start_below_the_log_start_and_its_epoch():
     # the log starts at 10 (DeleteRecords/retention); the snapshot at 10 says producer 9's transaction began at 4
     rows = [{"offset": 10, "pid": 9, "kind": "data"}, {"offset": 11, "kind": "plain"}]
-    snap = _table(
+    snap = batch_of(
         SEGMENT_SUMMARY_SCHEMA,
         1,
         {

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from txnlog import classify
 from txnlog.pipeline import build_tables
 from txnlog.reconstruct import SUMMARY_FRAGMENT_COLUMNS, segment_fragments
-from txnlog.spark.sources import SEGMENT_SUMMARY_SCHEMA, _table
+from txnlog.spark.sources import SEGMENT_SUMMARY_SCHEMA, batch_of
 from txnlog.spark.txn_state_source import TXN_STATE_SCHEMA
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
@@ -108,7 +108,7 @@ def _replica_rows(topic: str, broker: str, batches: dict[str, np.ndarray]) -> li
     out = []
     if n:
         out.append(
-            _table(
+            batch_of(
                 SEGMENT_SUMMARY_SCHEMA,
                 n,
                 {
@@ -122,7 +122,7 @@ def _replica_rows(topic: str, broker: str, batches: dict[str, np.ndarray]) -> li
             )
         )
     out.append(
-        _table(
+        batch_of(
             SEGMENT_SUMMARY_SCHEMA,
             1,
             {

@@ -148,7 +148,7 @@ def candidates(it: Intermediates, thresholds: classify.Thresholds) -> DataFrame:
             # the coordinator epoch of this producer's last marker on the partition, else the snapshot's: what
             # the broker's producer state holds and fences WriteTxnMarkers with (ProducerAppendInfo.appendEndTxnMarker)
             "last_coordinator_epoch": F.coalesce("prev_coordinator_epoch", "snapshot_coordinator_epoch", F.lit(-1)),
-            "owner_match": F.coalesce("owner_match", F.lit(classify.OWNER_NONE)),
+            "owner_match": F.coalesce("owner_match", F.lit(classify.Owner.NONE)),
         }
     ).select(*CANDIDATE_COLUMNS)
 
@@ -221,8 +221,8 @@ def findings(classified: DataFrame, stuck: DataFrame, as_of_ms: int) -> DataFram
             "open_ms": F.lit(as_of_ms) - F.col("txn_start_ms"),
             "idle_ms": F.lit(as_of_ms) - F.greatest("txn_start_ms", "last_update_ms"),
             "lso_lag": F.lit(None).cast("long"),
-            "verdict": F.lit(classify.LATE),
-            "reason": F.lit(classify.COORDINATOR_STUCK),
+            "verdict": F.lit(classify.Verdict.LATE),
+            "reason": F.lit(classify.Reason.COORDINATOR_STUCK),
             "coordinator_state": F.col("state"),
             "replicas": F.lit(None).cast("array<string>"),
             "open_replicas": F.lit(None).cast("array<string>"),
@@ -234,7 +234,7 @@ def findings(classified: DataFrame, stuck: DataFrame, as_of_ms: int) -> DataFram
 
 def abort_recommendations(classified: DataFrame, bootstrap: str) -> DataFrame:
     """One per HANGING transaction: the kafka-transactions.sh abort commands (KIP-664 and the legacy form)."""
-    hanging = classified.filter(F.col("verdict") == classify.HANGING)
+    hanging = classified.filter(F.col("verdict") == classify.Verdict.HANGING)
     return project(
         hanging.withColumns(
             {

@@ -229,17 +229,20 @@ def finish(raw: pa.Table, how: Finish, cluster: str, as_of: datetime) -> pa.Tabl
     n = raw.num_rows
     marker = raw.column("marker_offset")
     control = raw.column("control_type")
+    from txnlog.kafka.wire import ControlType
+    from txnlog.tables import Outcome
+
     outcome = pc.if_else(
         pc.is_null(marker),
-        "OPEN",
+        Outcome.OPEN.value,
         pc.if_else(
-            pc.equal(control, 0),
-            "ABORT",
+            pc.equal(control, int(ControlType.ABORT)),
+            Outcome.ABORT.value,
             # a marker whose type the input does not show (kafka-dump-log.sh without --deep-iteration)
-            pc.if_else(pc.equal(control, 1), "COMMIT", "UNKNOWN"),
+            pc.if_else(pc.equal(control, int(ControlType.COMMIT)), Outcome.COMMIT.value, Outcome.UNKNOWN.value),
         ),
     )
-    outcome = pc.fill_null(outcome, "UNKNOWN")
+    outcome = pc.fill_null(outcome, Outcome.UNKNOWN.value)
     first_ms = pc.coalesce(raw.column("first_timestamp"), raw.column("last_timestamp"))
     end_ms = pc.coalesce(raw.column("marker_timestamp"), pa.scalar(how.as_of_ms, pa.int64()))
     columns = {

@@ -370,8 +370,8 @@ def coordinator_state(history: DataFrame) -> DataFrame:
 
 
 def producer_owners(state: DataFrame) -> DataFrame:
-    """producer_id → the transactional.id that owns it, best match first (see classify.OWNER_*)."""
-    live = ~F.col("is_tombstoned") & F.coalesce(F.col("state") != "Dead", F.lit(True))
+    """producer_id → the transactional.id that owns it, best match first (see classify.Owner)."""
+    live = ~F.col("is_tombstoned") & F.coalesce(F.col("state") != TransactionState.DEAD.kafka_name, F.lit(True))
     owner_cols = [
         F.col("transactional_id"),
         F.col("state").alias("owner_state"),
@@ -387,7 +387,7 @@ def producer_owners(state: DataFrame) -> DataFrame:
     current = state.filter(live).select(
         F.col("producer_id").alias("pid"),
         F.lit(0).alias("rank"),
-        F.lit(classify.OWNER_CURRENT).alias("owner_match"),
+        F.lit(classify.Owner.CURRENT).alias("owner_match"),
         *owner_cols,
     )
     rolled = (
@@ -395,7 +395,7 @@ def producer_owners(state: DataFrame) -> DataFrame:
         .select(
             F.explode(F.array_distinct(F.array("previous_producer_id", "next_producer_id"))).alias("pid"),
             F.lit(1).alias("rank"),
-            F.lit(classify.OWNER_ROLLOVER).alias("owner_match"),
+            F.lit(classify.Owner.ROLLOVER).alias("owner_match"),
             *owner_cols,
         )
         .filter(F.col("pid") >= 0)
@@ -403,7 +403,7 @@ def producer_owners(state: DataFrame) -> DataFrame:
     expired = state.filter(~live).select(
         F.col("producer_id").alias("pid"),
         F.lit(2).alias("rank"),
-        F.lit(classify.OWNER_EXPIRED).alias("owner_match"),
+        F.lit(classify.Owner.EXPIRED).alias("owner_match"),
         *owner_cols,
     )
     allm = current.unionByName(rolled).unionByName(expired)
