@@ -308,11 +308,11 @@ def decode(
         spark, inputs.inventory, check_crc, scratch, shared, bool(inputs.dump_files), placement
     )
     summary, records = _other_inputs(spark, inputs, summary, records, kafka, placement)
-    if placement.driver:  # held here once: every later plan starts from these rows, not from the parse
-        summary, records = placement.localize(summary), placement.localize(records)
-    else:
-        summary, records = cache(summary), cache(records)
     with job_description(spark, "txnlog: decode"):
+        if placement.driver:  # held here once: every later plan starts from these rows, not from the parse
+            summary, records = placement.localize(summary), placement.localize(records)
+        else:
+            summary, records = cache(summary), cache(records)
         # One action decodes (and caches) every input: the __transaction_state tasks fill the cores
         # while the last big segments are still being walked. It returns the broker-written times.
         times = as_of_rule.broker_times(summary, records)
