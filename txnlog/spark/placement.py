@@ -29,8 +29,6 @@ if TYPE_CHECKING:
     from pyspark.sql.datasource import DataSource
     from pyspark.sql.types import StructType
 
-#: Inputs up to this many bytes run their Python steps in the driver (conf/default.yaml driver_max_bytes)
-DEFAULT_DRIVER_MAX_BYTES = 64 * 2**20
 #: Arrow tables up to this size become a LocalRelation; larger ones are parked as Parquet in the run's
 #: scratch dir and scanned. Spark evaluates projections over a LocalRelation while optimizing
 #: (ConvertToLocalRelation), copying its rows in the driver's heap for every query, and prints them in
