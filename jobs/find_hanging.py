@@ -100,6 +100,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="inputs up to this size are decoded in the driver process instead of Spark's Python tasks, "
         "seconds faster on small inputs, same tables (default 67108864 = 64 MiB; 0 = always in tasks)",
     )
+    p.add_argument(
+        "--live-range",
+        choices=["unstable", "all"],
+        help="with --bootstrap-servers and no offline input, which offsets of each data partition to read: "
+        "'unstable' (default) from the last stable offset to the high watermark plus --live-lookback-bytes "
+        "before it (every open transaction, a tiny part of the log), 'all' the retained log",
+    )
+    p.add_argument(
+        "--live-lookback-bytes",
+        type=int,
+        metavar="BYTES",
+        help="bytes read before each unstable partition's LSO, so the open transaction's producer's previous "
+        "marker is seen (default 1048576; 0 = none)",
+    )
     # spark-submit.sh checks the input before it starts a JVM, so that a typo fails in a second
     p.add_argument("--validate-only", action="store_true", help=argparse.SUPPRESS)
     return p
@@ -124,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         "verify_live": True if (args.verify_live or args.topic) else None,
         "topics": args.topic,
         "driver_max_bytes": args.driver_max_bytes,
+        "live_range": args.live_range,
+        "live_lookback_bytes": args.live_lookback_bytes,
     }
     try:
         config = load_config(args.config, overrides)

@@ -17,7 +17,8 @@ simply wrong — and the broker keeps it (``LogValidator`` bounds it only when
     batches of LogAppendTime topics: the leader overwrites the max timestamp with its clock
     (``LogValidator``, ``TimestampType.LOG_APPEND_TIME``).
 
-``runs.as_of_source`` says which one (``--as-of`` when given). File modification times are never a
+``runs.as_of_source`` says which one (``--as-of`` when given; ``live_cut`` for a live run, whose "now"
+is the moment the driver captured every partition's range: it looks at the present). File modification times are never a
 source: a copy resets them, which would inflate every age. An input with no broker-written time
 at all stops the run with one line asking for ``--as-of`` (rather than measuring ages from 1970).
 
@@ -37,6 +38,8 @@ AS_OF_FLAG = "--as-of"
 MARKERS = "markers"
 TRANSACTION_STATE = "transaction_state"
 LOG_APPEND_TIME = "log_append_time"
+#: a live run (the Kafka source): the moment the driver captured every partition's range (issue 13)
+LIVE_CUT = "live_cut"
 #: ties go to the first: a marker is the most direct evidence of the partitions' own clock
 SOURCES = (MARKERS, TRANSACTION_STATE, LOG_APPEND_TIME)
 
@@ -78,6 +81,11 @@ def broker_times(summary: Any, records: Any) -> dict[str, int | None]:
         .collect()
     )
     return {s: max((r[s] for r in rows if r[s] is not None), default=None) for s in SOURCES}
+
+
+def from_ms(ms: int) -> datetime:
+    """The instant ``ms`` milliseconds after 1970 (UTC)."""
+    return _EPOCH + timedelta(milliseconds=ms)
 
 
 def choose(as_of_option: Any, times: dict[str, int | None]) -> tuple[datetime, str]:

@@ -67,6 +67,10 @@ class Config:
     kafka: dict[str, Any] = field(default_factory=dict)
     progress: bool = True
     driver_max_bytes: int = 64 * 2**20
+    live_range: str = "unstable"
+    live_lookback_bytes: int = 2**20
+    live_fetch_max_bytes: int = 52_428_800
+    live_fetch_partition_max_bytes: int = 1_048_576
 
     @property
     def as_of_datetime(self) -> datetime | None:
@@ -246,6 +250,17 @@ def _as_bool(value: Any, where: str) -> bool:
     return value
 
 
+#: which offsets of each data partition a live run reads (txnlog.spark.live_batches)
+LIVE_RANGES = ("unstable", "all")
+
+
+def _as_choice(value: Any, where: str, choices: tuple[str, ...]) -> str:
+    text = _as_str(value, where)
+    if text not in choices:
+        raise _wrong(where, " or ".join(repr(c) for c in choices), value)
+    return text
+
+
 def _as_delta_writer(value: Any, where: str) -> str:
     if value not in DELTA_WRITERS:
         raise ConfigError(f"{where}: expected one of {', '.join(DELTA_WRITERS)}, got {value!r}")
@@ -343,5 +358,9 @@ _KEYS: dict[str, Callable[[Any, str], Any]] = {
     "kafka": _as_kafka_conf,
     "progress": _as_bool,
     "driver_max_bytes": lambda v, w: _int(v, w, minimum=0),
+    "live_range": lambda v, w: _as_choice(v, w, LIVE_RANGES),
+    "live_lookback_bytes": lambda v, w: _int(v, w, minimum=0),
+    "live_fetch_max_bytes": lambda v, w: _int(v, w, minimum=1024),
+    "live_fetch_partition_max_bytes": lambda v, w: _int(v, w, minimum=1024),
 }
 assert list(_KEYS) == [f.name for f in dataclasses.fields(Config)], "every Config field needs a validator"

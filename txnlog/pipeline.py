@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from txnlog.config import Config
+    from txnlog.live_fetch import FetchSettings
+    from txnlog.spark.live_batches import LiveCut
     from txnlog.spark.placement import Placement
 
 Progress = Callable[[str], None]
@@ -295,9 +297,13 @@ def decode(
     scratch: str,
     cache: Cache,
     placement: Placement | None = None,
+    live_cut: LiveCut | None = None,
+    min_partitions: int = 2,
+    fetch: FetchSettings | None = None,
 ) -> Decoded:
     """Read every input with the Data Sources (one action decodes and caches them all), in Spark tasks or,
-    for a small input, in this process (``placement``, txnlog.spark.placement)."""
+    for a small input, in this process (``placement``, txnlog.spark.placement). ``live_cut``: the data
+    partitions' ranges of a live run (txnlog.spark.live_batches), read with ``fetch``'s bounds."""
 
     from txnlog import as_of as as_of_rule
     from txnlog.spark.placement import Placement
@@ -308,6 +314,8 @@ def decode(
         spark, inputs.inventory, check_crc, scratch, shared, bool(inputs.dump_files), placement
     )
     summary, records = _other_inputs(spark, inputs, summary, records, kafka, placement)
+    if inputs.live and live_cut is not None:
+        summary = summary.unionByName(_live_batches(spark, inputs.live, kafka, live_cut, check_crc, fetch))
     with job_description(spark, "txnlog: decode"):
         if placement.driver:  # held here once: every later plan starts from these rows, not from the parse
             summary, records = placement.localize(summary), placement.localize(records)
@@ -326,7 +334,7 @@ def decode(
         summary.coalesce(downstream),
         records.coalesce(downstream),
         times,
-        fragments=bool(inputs.dump_files),
+        fragments=bool(inputs.dump_files or live_cut is not None),
         records_reduced=not shared,
         txn_state_read=frozenset(read),
     )
@@ -398,13 +406,68 @@ def _other_inputs(
     return summary, records
 
 
+def _live_batches(
+    spark: SparkSession,
+    bootstrap: str,
+    kafka: dict[str, Any],
+    cut: LiveCut,
+    check_crc: bool,
+    fetch: FetchSettings | None,
+) -> DataFrame:
+    """The live data partitions' batches (the Kafka source), as segment-summary rows."""
+    from pyspark.sql import functions as F
+
+    from txnlog.spark.live_batches import LiveBatchesSource, batches_options
+
+    spark.dataSource.register(LiveBatchesSource)
+    options = batches_options(
+        bootstrap, kafka, cut, settings=fetch, check_crc=check_crc,
+        min_partitions=max(2, spark.sparkContext.defaultParallelism),
+    )  # fmt: skip
+    df = spark.read.format(LiveBatchesSource.name()).options(**options).load()
+    return df.withColumn("input", F.lit(InputSource.LIVE_LOG))
+
+
+def _fetch_settings(config: Config) -> FetchSettings:
+    from txnlog.live_fetch import FetchSettings
+
+    return FetchSettings(
+        max_bytes=config.live_fetch_max_bytes, partition_max_bytes=config.live_fetch_partition_max_bytes
+    )
+
+
+def capture_live(config: Config, inputs: Inputs, progress: Progress | None = None) -> LiveCut | None:
+    """A live run's consistent cut: every data partition's range, captured once before Spark reads."""
+    if not inputs.live:
+        return None
+    from txnlog.spark.live_batches import capture_cut
+
+    cut = capture_cut(
+        inputs.live, dict(config.kafka), config.topics or None, mode=config.live_range,
+        lookback_bytes=config.live_lookback_bytes,
+    )  # fmt: skip
+    if progress:
+        moment = datetime.fromtimestamp(cut.as_of_ms / 1000, tz=UTC).isoformat()
+        topics = len({r.topic for r in cut.ranges})
+        progress(
+            f"live cut at {moment}: {cut.partitions} partitions of {topics} topics, {cut.unstable} with open "
+            f"transactions (LSO behind the high watermark); reading range '{config.live_range}'"
+        )
+    return cut
+
+
 # --- 3. resolve_as_of ------------------------------------------------------------------------------------
 
 
-def resolve_as_of(option: str | None, times: dict[str, int | None]) -> tuple[datetime, str]:
-    """(as_of, where it came from): ``--as-of``, else the newest time a broker's clock wrote (txnlog.as_of)."""
+def resolve_as_of(
+    option: str | None, times: dict[str, int | None], live_cut: LiveCut | None = None
+) -> tuple[datetime, str]:
+    """(as_of, where it came from): ``--as-of``, else the moment of a live run's cut (a live run looks at
+    the present), else the newest time a broker's clock wrote (txnlog.as_of)."""
     from txnlog import as_of as as_of_rule
 
+    if option is None and live_cut is not None:
+        return as_of_rule.from_ms(live_cut.as_of_ms), as_of_rule.LIVE_CUT
     return as_of_rule.choose(option, times)
 
 
@@ -593,12 +656,13 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
     spark = spark or get_session("txnlog", conf=dict(config.spark))
     with run_scope(spark, config.output, run_id, placement) as (scratch, cache):
         placement = dataclasses.replace(placement, scratch=scratch)
+        live_cut = capture_live(config, inputs, progress)
         progress(f"decoding {_file_count(inputs)} files {'here (a small input)' if placement.driver else 'in Spark'}")
         decoded = decode(
             spark, inputs, check_crc=config.check_crc, kafka=dict(config.kafka), scratch=scratch, cache=cache,
-            placement=placement,
+            placement=placement, live_cut=live_cut, fetch=_fetch_settings(config),
         )  # fmt: skip
-        as_of, as_of_source = resolve_as_of(config.as_of, decoded.times)
+        as_of, as_of_source = resolve_as_of(config.as_of, decoded.times, live_cut)
         progress(f"decoded in {time.monotonic() - t0:.1f} s; as_of = {as_of.isoformat()} ({as_of_source})")
         thresholds = classify.Thresholds(
             as_of_ms=_epoch_ms(as_of),
@@ -609,7 +673,8 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
         )
         tables = build_tables(
             spark, decoded.summary, decoded.records, thresholds, scratch=scratch, cache=cache,
-            checkpoints=inputs.inventory.checkpoints, fragments=decoded.fragments,
+            checkpoints=[*inputs.inventory.checkpoints, *(live_cut.checkpoints() if live_cut else ())],
+            fragments=decoded.fragments,
             records_reduced=decoded.records_reduced, as_of=as_of, as_of_source=as_of_source, placement=placement,
         )  # fmt: skip
         if config.verify_live:
@@ -642,9 +707,12 @@ def warm_decoders(progress: Progress | None = None) -> None:
     import shutil
     import tempfile
 
+    import numpy as np
+
     from txnlog.brokerlog.scenarios import write_scenario
     from txnlog.kafka import jit
     from txnlog.kafka.crc import crc32c
+    from txnlog.kafka.framing import whole_entries
     from txnlog.spark.sources import SegmentsSource, files_option
     from txnlog.spark.txn_state_source import TxnStateSource
 
@@ -662,6 +730,7 @@ def warm_decoders(progress: Progress | None = None) -> None:
                 for _ in reader.read(part):
                     pass
         crc32c(bytearray(b"txnlog"))  # the kafka-dump-log.sh reader's CRC on buffers that are not bytes
+        whole_entries(np.zeros(12, np.uint8))  # the Kafka source's framing of Fetch responses (txnlog.live_fetch)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     jit.mark_warm(fingerprint)
@@ -683,7 +752,7 @@ def _runs_table(result: RunResult, started_at: datetime, late_partitions: int, c
         "run_id": result.run_id,
         "started_at": started_at,
         "finished_at": datetime.now(UTC),
-        "inputs": [os.path.abspath(p) for p in result.inputs],
+        "inputs": [p if "://" in p else os.path.abspath(p) for p in result.inputs],
         **{
             f"{t}_count": int(c.get(t, 0))
             for t in (

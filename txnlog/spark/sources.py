@@ -406,14 +406,20 @@ def _newest(max_timestamp: np.ndarray, mask: np.ndarray) -> int | None:
 
 
 def summarize_segment(
-    file: LogFile, check_crc: bool, segments: SegmentRows, merge: PartitionTransactions | None = None
+    file: LogFile,
+    check_crc: bool,
+    segments: SegmentRows,
+    merge: PartitionTransactions | None = None,
+    scan: Any = None,
 ) -> Iterator[pa.RecordBatch]:
     """Decode one segment in this process: its ``segment`` row goes to ``segments``, its fragments to
     ``merge`` when given (which then yields the partition's transactions), else they are yielded as
-    rows, and so are its quarantine rows."""
+    rows, and so are its quarantine rows. ``scan``: the segment already walked (a live range's bytes,
+    txnlog.spark.live_batches), else ``file.path`` is read."""
     from txnlog.reconstruct import SUMMARY_FRAGMENT_COLUMNS, col, segment_fragments
 
-    scan = scan_log_file(file.path, check_crc)
+    if scan is None:
+        scan = scan_log_file(file.path, check_crc)
     b = scan.batches
     frags = segment_fragments(b)
     n = len(frags["kind"])

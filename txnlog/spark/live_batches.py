@@ -1,0 +1,247 @@
+"""``txnlog_live_batches``: data partitions' record batches read from a live cluster (the Kafka source).
+
+    spark.read.format("txnlog_live_batches").options(**batches_options(bootstrap, kafka, cut)).load()
+
+Rows have :data:`~txnlog.spark.sources.SEGMENT_SUMMARY_SCHEMA`, exactly as the segment reader gives
+for a copied ``.log`` file: ``run`` and ``marker`` fragments, one ``segment`` row per range, and
+``quarantine`` rows for damage. The range of a partition plays the segment: ``file`` is
+``kafka://<topic>-<partition>``, ``broker`` is ``live`` (the leader answers; which broker that is may
+change while the job runs), ``file_offset`` the first offset read, positions are byte positions in the
+range as read.
+
+* The driver captures every range once, before Spark reads anything (:func:`capture_cut`: ListOffsets
+  for the log start, the last stable offset and the high watermark of every partition): that moment is
+  the run's ``as_of`` (``runs.as_of_source = live_cut``) and no task reads past it.
+* One InputPartition per range that has something to read (ranges are packed when there are far more
+  than tasks); the ranges with nothing to read (LSO = high watermark under ``unstable``) share one
+  task that only writes their ``segment`` rows, with no request to the cluster.
+* A task fetches its ranges' raw batch bytes (:class:`txnlog.live_fetch.FetchClient`) and decodes them
+  with the compiled walk of segment files (:func:`txnlog.kafka.record_batch.scan_segment`, compressed
+  batches never decompressed) and the segment reader's summary (:func:`~txnlog.spark.sources.summarize_segment`).
+
+Which offsets (``range``), per partition:
+
+``unstable`` (default)
+    [LSO, high watermark): every open transaction's batches and what was written after the first,
+    plus ``lookback_bytes`` before the LSO (down to the log start) so that the open transactions'
+    producers' previous markers are usually seen. Nothing when LSO = high watermark.
+``all``
+    [log start, high watermark): the retained log (small topics, tests).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from txnlog.config import LIVE_RANGES
+from txnlog.live_fetch import FetchSettings, LiveRange
+from txnlog.logdirs import Checkpoint, LogFile
+from txnlog.spark.sources import SEGMENT_SUMMARY_SCHEMA, SegmentRows, arrow_to_spark_schema, summarize_segment
+
+if TYPE_CHECKING:
+    from txnlog.live_fetch import RangeRead
+
+LIVE_BATCHES_SOURCE = "txnlog_live_batches"
+LIVE_REPLICA = "live"
+RANGE_UNSTABLE, RANGE_ALL = LIVE_RANGES
+DEFAULT_LOOKBACK_BYTES = 2**20
+#: the topic the coordinator source reads (txnlog.spark.live_source); never read here as data
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+
+
+@dataclass(frozen=True)
+class LiveCut:
+    """Every range to read, captured at one moment (``as_of_ms``) by the driver."""
+
+    as_of_ms: int
+    ranges: tuple[LiveRange, ...]
+
+    @property
+    def partitions(self) -> int:
+        return len(self.ranges)
+
+    def checkpoints(self) -> list[Checkpoint]:
+        """The cut's offsets as the replica ``live``'s checkpoints: its log start and high watermark (what a
+        copied log dir's checkpoint files give), so the range read is not taken for the whole log."""
+        return [
+            Checkpoint(LIVE_REPLICA, r.topic, r.partition, r.high_watermark, log_start_offset=r.log_start)
+            for r in self.ranges
+        ]
+
+    @property
+    def unstable(self) -> int:
+        """Partitions whose LSO is behind the high watermark (an open transaction pins them)."""
+        return sum(1 for r in self.ranges if r.last_stable_offset < r.high_watermark)
+
+
+def capture_cut(
+    bootstrap: str,
+    kafka_conf: Mapping[str, Any] | None,
+    topics: Sequence[str] | None,
+    *,
+    mode: str = RANGE_UNSTABLE,
+    lookback_bytes: int = DEFAULT_LOOKBACK_BYTES,
+    timeout_s: float = 30.0,
+) -> LiveCut:
+    """The consistent cut: each data partition's range under ``mode``, from one round of ListOffsets.
+
+    ``topics``: the topics to read, or None for every topic the credentials can describe
+    (``__consumer_offsets`` included; ``__transaction_state`` is the coordinator source's).
+    """
+    from txnlog.errors import UsageError
+    from txnlog.live import partition_offsets, topic_partitions
+
+    if mode not in LIVE_RANGES:
+        raise UsageError(f"--live-range {mode}: must be one of {', '.join(LIVE_RANGES)}")
+    tps = [
+        (t, p)
+        for t, p in topic_partitions(bootstrap, kafka_conf, list(topics) if topics else None, timeout_s=timeout_s)
+        if t != TRANSACTION_STATE_TOPIC
+    ]
+    offsets = partition_offsets(bootstrap, kafka_conf, tps, timeout_s=timeout_s)
+    as_of_ms = int(time.time() * 1000)  # the cut: every offset above was answered before this moment
+    ranges = []
+    for o in offsets:
+        lso, hw, log_start = o["last_stable_offset"], o["high_watermark"], o["log_start_offset"]
+        if mode == RANGE_ALL:
+            start, back = log_start, 0
+        else:
+            start, back = lso, (lookback_bytes if lso < hw else 0)
+        ranges.append(LiveRange(o["topic"], o["partition"], start, hw, log_start, lso, hw, back))
+    return LiveCut(as_of_ms, tuple(ranges))
+
+
+def batches_options(
+    bootstrap: str,
+    kafka_conf: Mapping[str, Any] | None,
+    cut: LiveCut,
+    *,
+    settings: FetchSettings | None = None,
+    check_crc: bool = True,
+    min_partitions: int = 2,
+) -> dict[str, str]:
+    """Reader options: the cluster, the client settings and the captured ranges."""
+    return {
+        "bootstrap_servers": bootstrap,
+        "conf": json.dumps(dict(kafka_conf or {})),
+        "ranges": json.dumps([asdict(r) for r in cut.ranges]),
+        "settings": json.dumps(asdict(settings or FetchSettings())),
+        "check_crc": str(check_crc).lower(),
+        "min_partitions": str(min_partitions),
+    }
+
+
+class _RangesPartition(InputPartition):
+    """The ranges one task reads; ``fetch`` false: none has anything to read (segment rows only)."""
+
+    def __init__(self, ranges: list[LiveRange], fetch: bool):
+        super().__init__({"ranges": [asdict(r) for r in ranges], "fetch": fetch})
+
+    def ranges(self) -> list[LiveRange]:
+        return [LiveRange(**d) for d in self.value["ranges"]]
+
+
+def pack_ranges(ranges: Sequence[LiveRange], tasks: int) -> list[_RangesPartition]:
+    """One partition per range to read (packed into ``tasks`` by offsets when there are more), and one
+    for all the ranges with nothing to read."""
+    busy = [r for r in ranges if r.end > r.start]
+    idle = [r for r in ranges if r.end <= r.start]
+    out: list[_RangesPartition] = []
+    if len(busy) <= tasks:
+        out.extend(_RangesPartition([r], True) for r in busy)
+    else:  # greedy by offsets to read (the bytes are not known before the read)
+        bins: list[list[LiveRange]] = [[] for _ in range(tasks)]
+        load = [0] * tasks
+        for r in sorted(busy, key=lambda r: r.end - r.start, reverse=True):
+            i = load.index(min(load))
+            bins[i].append(r)
+            load[i] += r.end - r.start + 1
+        out.extend(_RangesPartition(b, True) for b in bins if b)
+    if idle:
+        out.append(_RangesPartition(idle, False))
+    return out
+
+
+def range_file(r: LiveRange, read: RangeRead | None) -> LogFile:
+    """The range as the segment it plays (see the module docstring)."""
+    first = read.first_offset if read is not None and read.first_offset is not None else r.start
+    size = int(read.data.size) if read is not None else 0
+    return LogFile(r.name, LIVE_REPLICA, r.topic, r.partition, first, size, "log")
+
+
+def read_ranges(
+    bootstrap: str,
+    kafka_conf: Mapping[str, Any] | None,
+    ranges: Sequence[LiveRange],
+    *,
+    settings: FetchSettings | None = None,
+    check_crc: bool = True,
+    fetch: bool = True,
+    reads: list[RangeRead] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """SEGMENT_SUMMARY rows of ``ranges``, read now (``reads`` collects what each read cost)."""
+    from txnlog.kafka.record_batch import scan_segment
+    from txnlog.live_fetch import FetchClient
+
+    segments = SegmentRows()
+    if not fetch:
+        for r in ranges:
+            yield from summarize_segment(range_file(r, None), check_crc, segments, scan=scan_segment(b"", file=r.name))
+        yield from segments.batches()
+        return
+    with FetchClient(bootstrap, kafka_conf, settings) as client:
+        for r in ranges:
+            read = client.read_range(r)
+            if reads is not None:
+                reads.append(read)
+            file = range_file(r, read)
+            scan = scan_segment(read.data, file=r.name, check_crc=check_crc)
+            for batch in summarize_segment(file, check_crc, segments, scan=scan):
+                yield from segments.batches()
+                yield batch
+    yield from segments.batches()
+
+
+class _LiveBatchesReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]):
+        self.options = options
+        self.ranges = [LiveRange(**d) for d in json.loads(options.get("ranges", "[]"))]
+        self.settings = FetchSettings(**json.loads(options.get("settings", "{}")))
+        self.check_crc = options.get("check_crc", "true").lower() in ("1", "true", "yes")
+
+    def partitions(self) -> list[InputPartition]:
+        tasks = max(1, int(self.options.get("min_partitions", "2"))) * 4
+        return list(pack_ranges(self.ranges, tasks))
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, _RangesPartition)
+        yield from read_ranges(
+            self.options["bootstrap_servers"],
+            json.loads(self.options.get("conf") or "{}"),
+            partition.ranges(),
+            settings=self.settings,
+            check_crc=self.check_crc,
+            fetch=bool(partition.value["fetch"]),
+        )
+
+
+class LiveBatchesSource(DataSource):
+    """``spark.read.format("txnlog_live_batches").options(**batches_options(...)).load()``"""
+
+    @classmethod
+    def name(cls) -> str:
+        return LIVE_BATCHES_SOURCE
+
+    def schema(self) -> StructType:
+        return arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return _LiveBatchesReader(dict(self.options))
