@@ -19,8 +19,13 @@ How a range is read, following the Java consumer (``org.apache.kafka.clients.con
 * errors: a leader change (``NOT_LEADER_OR_FOLLOWER``, ``FENCED_LEADER_EPOCH``, ``UNKNOWN_LEADER_EPOCH``,
   ``LEADER_NOT_AVAILABLE``, every error kafka-python marks retriable or invalid-metadata) refreshes
   the partition's leader from Metadata and retries the same offset, a bounded number of times; any
-  other error stops the read with one line naming the partition, the offset and the error. Nothing
-  returns a partial range silently: :class:`RangeRead` says what was read.
+  other error stops the read with one line naming the partition, the offset and the error (a topic
+  error in the Metadata answer too: ``TOPIC_AUTHORIZATION_FAILED`` there is not a leader election).
+  Nothing returns a partial range silently: :class:`RangeRead` says what was read.
+* retention: ``OFFSET_OUT_OF_RANGE`` carries no log start from a Kafka broker
+  (``ReplicaManager.createLogReadResult``: -1), so it is asked with ListOffsets ``EARLIEST``, as the
+  consumer's offset reset does; a log start inside the range continues the read from there
+  (``RangeRead.truncated_from``).
 * quotas: a response's ``throttle_time_ms`` is waited out before the next request (KIP-219: the
   broker answers at once and expects the client to back off).
 """
@@ -38,6 +43,9 @@ import numpy as np
 #: Fetch v13+ names topics by id (KIP-516); names are what the config and the tables use
 FETCH_MAX_VERSION = 12
 METADATA_MAX_VERSION = 12
+LIST_OFFSETS_MAX_VERSION = 9
+#: ListOffsets' timestamp for the log start offset (``ListOffsetsRequest.EARLIEST_TIMESTAMP``)
+_EARLIEST = -2
 READ_UNCOMMITTED = 0
 #: the Java consumer's defaults: ``fetch.max.bytes`` and ``max.partition.fetch.bytes``
 DEFAULT_FETCH_MAX_BYTES = 52_428_800
@@ -163,6 +171,17 @@ class FetchClient:
         for t in response.topics:
             if t.name != topic:
                 continue
+            code = int(t.error_code)
+            if code:  # the topic's error: no partitions listed (Metadata's topic-level error)
+                import kafka.errors as Errors
+
+                err = Errors.for_code(code)
+                if err.retriable or err.invalid_metadata:  # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE
+                    raise _Retry(f"{topic}: the metadata answered {err.__name__}")
+                raise LiveReadError(
+                    f"{topic}-{partition}: the metadata answered {err.__name__}"
+                    + ("; the job needs Describe and Read on the topic" if "Authorization" in err.__name__ else "")
+                )
             for p in t.partitions:
                 self._leaders[(topic, p.partition_index)] = int(p.leader_id)
         leader = self._leaders.get(key, -1)
@@ -179,6 +198,75 @@ class FetchClient:
         import kafka.errors as Errors
         from kafka.protocol.consumer import FetchRequest
 
+        def request(version: int) -> Any:
+            part = FetchRequest.FetchTopic.FetchPartition(
+                partition=partition,
+                current_leader_epoch=-1,
+                fetch_offset=offset,
+                log_start_offset=-1,
+                partition_max_bytes=partition_max_bytes,
+            )
+            return FetchRequest(
+                replica_id=-1,
+                max_wait_ms=0,
+                min_bytes=0,
+                max_bytes=self.settings.max_bytes,
+                isolation_level=READ_UNCOMMITTED,
+                topics=[FetchRequest.FetchTopic(topic=topic, partitions=[part])],
+                version=version,
+            )
+
+        return self._ask_leader(
+            topic, partition, offset, FetchRequest, FETCH_MAX_VERSION, request, _partition_data,
+            accept=(Errors.OffsetOutOfRangeError.errno,),
+        )  # fmt: skip
+
+    def log_start(self, topic: str, partition: int, offset: int) -> int:
+        """The partition's log start offset now (ListOffsets ``EARLIEST`` from the leader).
+
+        What the Java consumer does when a Fetch answers ``OFFSET_OUT_OF_RANGE`` with a reset policy
+        (``FetchCollector`` requests an offset reset; ``OffsetFetcher`` sends ListOffsets): the broker's
+        out-of-range answer itself carries no log start (``ReplicaManager.createLogReadResult``: -1).
+        ``offset`` is the fetch offset that was out of range (for the messages).
+        """
+        from kafka.protocol.consumer import ListOffsetsRequest
+
+        def request(version: int) -> Any:
+            t = ListOffsetsRequest.ListOffsetsTopic
+            part = t.ListOffsetsPartition(partition_index=partition, current_leader_epoch=-1, timestamp=_EARLIEST)
+            return ListOffsetsRequest(
+                replica_id=-1,
+                isolation_level=READ_UNCOMMITTED,
+                topics=[t(name=topic, partitions=[part])],
+                timeout_ms=int(self.settings.timeout_s * 1000),
+                version=version,
+            )
+
+        data = self._ask_leader(
+            topic, partition, offset, ListOffsetsRequest, LIST_OFFSETS_MAX_VERSION, request, _offsets_data
+        )  # fmt: skip
+        return int(data.offset)
+
+    def _ask_leader(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        api: Any,
+        max_version: int,
+        request_for: Any,
+        partition_of: Any,
+        accept: tuple[int, ...] = (),
+    ) -> Any:
+        """``request_for(version)`` sent to the partition's leader: the partition's part of the answer.
+
+        Errors as ``AbstractFetch``/``FetchCollector`` handle them: a leader change or another retriable
+        error refreshes the leader from Metadata and retries the same offset (``settings.retries``
+        times, with a growing back-off); error codes in ``accept`` are returned; anything else raises
+        :class:`LiveReadError` with one line naming the partition, the offset and the error.
+        """
+        import kafka.errors as Errors
+
         s = self.settings
         last: str = ""
         for attempt in range(s.retries + 1):
@@ -186,24 +274,8 @@ class FetchClient:
                 time.sleep(s.backoff_s * attempt)
             try:
                 node = self.leader(topic, partition, refresh=attempt > 0)
-                version = self._client.api_version(FetchRequest, max_version=FETCH_MAX_VERSION)
-                part = FetchRequest.FetchTopic.FetchPartition(
-                    partition=partition,
-                    current_leader_epoch=-1,
-                    fetch_offset=offset,
-                    log_start_offset=-1,
-                    partition_max_bytes=partition_max_bytes,
-                )
-                request = FetchRequest(
-                    replica_id=-1,
-                    max_wait_ms=0,
-                    min_bytes=0,
-                    max_bytes=s.max_bytes,
-                    isolation_level=READ_UNCOMMITTED,
-                    topics=[FetchRequest.FetchTopic(topic=topic, partitions=[part])],
-                    version=version,
-                )
-                response = self._send(node, request)
+                version = self._client.api_version(api, max_version=max_version)
+                response = self._send(node, request_for(version))
             except _Retry as e:
                 last = str(e)
                 continue
@@ -212,9 +284,9 @@ class FetchClient:
                     last = f"{type(e).__name__}: {e}"
                     continue
                 raise LiveReadError(f"{topic}-{partition} at offset {offset}: {type(e).__name__}: {e}") from e
-            data = _partition_data(response, topic, partition)
+            data = partition_of(response, topic, partition)
             code = int(data.error_code)
-            if code == 0 or code == Errors.OffsetOutOfRangeError.errno:
+            if code == 0 or code in accept:
                 return data
             err = Errors.for_code(code)
             if err.retriable or err.invalid_metadata:
@@ -240,10 +312,13 @@ class FetchClient:
         chunks: list[np.ndarray] = []
         offset = start
         limit = self.settings.partition_max_bytes
+        behind = 0  # empty answers from a leader whose high watermark is below stop
         while offset < stop:
             data = self.fetch(topic, partition, offset, limit)
             if int(data.error_code) == Errors.OffsetOutOfRangeError.errno:
                 log_start = int(getattr(data, "log_start_offset", -1))
+                if log_start < 0:  # what a Kafka broker answers (the log start is unknown in the error)
+                    log_start = self.log_start(topic, partition, offset)
                 if offset < log_start <= stop:  # retention deleted the head after the cut
                     read.truncated_from = log_start if read.truncated_from is None else read.truncated_from
                     read.notes.append(f"offsets {offset}..{log_start - 1} were deleted by retention before the read")
@@ -264,6 +339,19 @@ class FetchClient:
                         f"({buf.size} bytes); raise live_fetch_partition_max_bytes (a broker before 0.10.1 "
                         "does not return an oversized batch whole, KIP-74)"
                     )
+                hw = int(data.high_watermark)
+                if buf.size == 0 and 0 <= hw < stop:
+                    # a new leader's high watermark lags the cut's until its followers fetch again: the
+                    # offsets exist, wait for them (an empty answer is not the end of the range here)
+                    behind += 1
+                    if behind > self.settings.retries:
+                        raise LiveReadError(
+                            f"{topic}-{partition} at offset {offset}: the leader's high watermark {hw} stayed "
+                            f"below the range end {stop} after {self.settings.retries} retries; the leader "
+                            "may be moving: run again, or raise live_fetch_retries"
+                        )
+                    time.sleep(self.settings.backoff_s * behind)
+                    continue
                 break  # at the end: nothing (more) below stop
             chunks.append(buf[:used].copy() if used < buf.size else buf)
             offset = after
@@ -319,6 +407,16 @@ def _partition_data(response: Any, topic: str, partition: int) -> Any:
             if int(p.partition_index) == partition:
                 return p
     raise LiveReadError(f"{topic}-{partition}: the Fetch response does not mention the partition")
+
+
+def _offsets_data(response: Any, topic: str, partition: int) -> Any:
+    for t in response.topics:
+        if t.name != topic:
+            continue
+        for p in t.partitions:
+            if int(p.partition_index) == partition:
+                return p
+    raise LiveReadError(f"{topic}-{partition}: the ListOffsets response does not mention the partition")
 
 
 def _first_base(chunks: list[np.ndarray]) -> int | None:
