@@ -102,10 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--live-range",
-        choices=["unstable", "all"],
+        choices=["unstable", "since-last-run", "all"],
         help="with --bootstrap-servers and no offline input, which offsets of each data partition to read: "
         "'unstable' (default) from the last stable offset to the high watermark plus --live-lookback-bytes "
-        "before it (every open transaction, a tiny part of the log), 'all' the retained log",
+        "before it (every open transaction, a tiny part of the log); 'since-last-run' what is new since the "
+        "previous run of the same --cluster in --output (a nightly job: the history keeps every transaction "
+        "once; the first run reads as 'unstable'); 'all' the retained log",
     )
     p.add_argument(
         "--live-lookback-bytes",

@@ -33,6 +33,7 @@ from txnlog.kafka.wire import (
     ControlType,
     TransactionState,
 )
+from txnlog.live_fetch import LIVE_REPLICA
 
 
 class Verdict(StrEnum):
@@ -332,6 +333,11 @@ def evidence_and_advice(row: dict, reason: Reason | str, thresholds: Thresholds)
             what += f" (marker epoch {row['prev_marker_epoch']})"
     elif not row.get("started_before_log_start"):
         what += f" {'is' if batches == 1 else 'are'} in a transaction that has no marker"
+        if list(row.get("replicas") or []) == [LIVE_REPLICA]:
+            what += (
+                f", and no earlier marker of that producer lies in the offsets read live (from offset "
+                f"{row.get('log_start_offset')}; --live-lookback-bytes reads further back)"
+            )
     idle = f"last written {_utc(row.get('last_timestamp_ms'))}, idle {_duration(row.get('idle_ms'))}"
     tid = row.get("transactional_id")
     state = row.get("owner_state")

@@ -251,7 +251,7 @@ def _as_bool(value: Any, where: str) -> bool:
 
 
 #: which offsets of each data partition a live run reads (txnlog.spark.live_batches)
-LIVE_RANGES = ("unstable", "all")
+LIVE_RANGES = ("unstable", "since-last-run", "all")
 
 
 def _as_choice(value: Any, where: str, choices: tuple[str, ...]) -> str:

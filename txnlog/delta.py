@@ -33,6 +33,7 @@ resolution): ``as_of`` is truncated to the millisecond before use.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import posixpath
@@ -111,6 +112,49 @@ def resolve_writer(spark: SparkSession | None, writer: Writer = "auto") -> Liter
     return "spark" if available else "deltalake"
 
 
+@dataclass(frozen=True)
+class Supersede:
+    """Rows of an earlier run that the rows being written replace, dropped in the same commit.
+
+    A live ``since-last-run`` run re-reads every transaction its previous run saw open and writes it
+    again with what became of it, so the previous run's ``OPEN`` rows of the topics it read are
+    superseded: ``transactions`` keeps every transaction once (txnlog.spark.live_batches).
+    """
+
+    as_of: datetime  # the earlier run (same cluster)
+    topics: tuple[str, ...]  # its rows of these topics ...
+    outcome: str = "OPEN"  # ... with this outcome ...
+    source: str = "live_log"  # ... read from this input
+
+    def matches(self, batch: pa.RecordBatch, cluster: str) -> pa.Array:
+        """Which rows of ``batch`` (a table's Parquet rows) are superseded."""
+        names = batch.schema.names
+        if not {"outcome", "source", "topic"} <= set(names):
+            return pa.repeat(pa.scalar(False), batch.num_rows)
+        return pc.and_(
+            pc.and_(
+                pc.equal(batch.column("cluster"), pa.scalar(cluster, batch.schema.field("cluster").type)),
+                pc.equal(batch.column("as_of"), pa.scalar(self.as_of).cast(batch.schema.field("as_of").type)),
+            ),
+            pc.and_(
+                pc.and_(pc.equal(batch.column("outcome"), self.outcome), pc.equal(batch.column("source"), self.source)),
+                pc.is_in(batch.column("topic"), value_set=pa.array(list(self.topics), pa.string())),
+            ),
+        ).fill_null(False)
+
+    def sql(self, cluster: str) -> str:
+        """The same rows as a Delta SQL predicate (delta-spark's replaceWhere)."""
+        topics = ", ".join(_sql_string(t) for t in self.topics) or "NULL"
+        return (
+            f"(cluster = {_sql_string(cluster)} AND as_of = TIMESTAMP '{_iso_ms(self.as_of)}' AND "
+            f"outcome = {_sql_string(self.outcome)} AND source = {_sql_string(self.source)} AND topic IN ({topics}))"
+        )
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 @runtime_checkable
 class ParquetTable(Protocol):
     """A table whose rows never become Spark rows: it writes its own Parquet files for a run
@@ -129,6 +173,7 @@ def write_tables(
     cluster: str,
     as_of: datetime,
     writer: Writer = "auto",
+    supersede: Mapping[str, Supersede] | None = None,
 ) -> dict[str, int]:
     """Write one run's output tables; return the rows written per table.
 
@@ -140,7 +185,8 @@ def write_tables(
     ``as_of`` columns are set from the arguments (they are the run key).
     The run's previous rows in each table are replaced in one commit per
     table; an empty input leaves the run with no rows (and creates the table,
-    with its schema, if it did not exist). ``spark`` may be None when every
+    with its schema, if it did not exist). ``supersede``: per table, rows of an
+    earlier run that the same commit drops (:class:`Supersede`). ``spark`` may be None when every
     input is a pyarrow.Table and ``writer`` is not ``spark``.
 
     >>> write_tables(spark, "./out", {"findings": findings_df, "runs": runs_table},
@@ -162,11 +208,14 @@ def write_tables(
     for name, data in tables.items():
         location = base.child(name)
         started = time.monotonic()
+        also = (supersede or {}).get(name)
+        if also is not None:
+            also = dataclasses.replace(also, as_of=_run_as_of(also.as_of))
         if chosen == "spark":
             assert spark is not None
-            written[name] = _write_with_delta_spark(spark, location, name, data, cluster, run_as_of)
+            written[name] = _write_with_delta_spark(spark, location, name, data, cluster, run_as_of, also)
         else:
-            written[name] = _write_with_deltalake(spark, location, name, data, cluster, run_as_of)
+            written[name] = _write_with_deltalake(spark, location, name, data, cluster, run_as_of, also)
         log.info(
             "%s: %d rows for (%s, %s) in %.2fs via %s",
             location.uri,
@@ -267,6 +316,7 @@ def _write_with_deltalake(
     data: DataFrame | pa.Table | ParquetTable,
     cluster: str,
     as_of: datetime,
+    supersede: Supersede | None = None,
 ) -> int:
     from deltalake import DeltaTable
     from deltalake import Schema as DeltaSchema
@@ -293,7 +343,7 @@ def _write_with_deltalake(
         removes: list[Any] = []
         now_ms = int(time.time() * 1000)
         if existing is not None:
-            gone, rewritten = _replace_run_files(existing, table, stage, cluster, as_of)
+            gone, rewritten = _replace_run_files(existing, table, stage, cluster, as_of, supersede)
             removes = [RemoveAction(path, True, now_ms, size=size, partition_values={}) for path, size in gone]
             new_files += rewritten
         adds = [AddAction(f.path, f.size, {}, now_ms, True, f.stats) for f in new_files]
@@ -516,9 +566,15 @@ _REWRITE_SUFFIX = ".rewrite.parquet"
 
 
 def _replace_run_files(
-    table: DeltaTable, location: _Location, stage: str, cluster: str, as_of: datetime
+    table: DeltaTable,
+    location: _Location,
+    stage: str,
+    cluster: str,
+    as_of: datetime,
+    supersede: Supersede | None = None,
 ) -> tuple[list[tuple[str, int]], list[_File]]:
-    """Files of the live snapshot that hold the run's rows: (to remove, rewritten remainders to add)."""
+    """Files of the live snapshot that hold the run's rows (or rows it supersedes): (to remove, rewritten
+    remainders to add)."""
     actions = pa.table(table.get_add_actions(flatten=True))
     names = set(actions.column_names)
 
@@ -531,12 +587,14 @@ def _replace_run_files(
     rewritten: list[_File] = []
     for path, size, c_lo, c_hi, t_lo, t_hi in zip(paths, sizes, cmin, cmax, tmin, tmax, strict=True):
         known = None not in (c_lo, c_hi, t_lo, t_hi)
-        if known and c_lo == c_hi == cluster and t_lo == t_hi == as_of:
+        bounds = (c_lo, c_hi, t_lo, t_hi) if known else None
+        old = supersede is not None and _may_hold(bounds, cluster, supersede.as_of)
+        if known and c_lo == c_hi == cluster and t_lo == t_hi == as_of and not old:
             remove.append((path, size))  # holds this run only
-        elif known and (cluster < c_lo or cluster > c_hi or as_of < t_lo or as_of > t_hi + _MS):
-            continue  # cannot hold this run (max as_of may be truncated to the millisecond)
+        elif not _may_hold(bounds, cluster, as_of) and not old:
+            continue  # cannot hold this run's rows or the ones it supersedes
         else:
-            outcome = _rewrite_without_run(location, path, stage, cluster, as_of)
+            outcome = _rewrite_without_run(location, path, stage, cluster, as_of, supersede)
             if outcome is not None:
                 remove.append((path, size))
                 if outcome.rows:
@@ -544,8 +602,20 @@ def _replace_run_files(
     return remove, rewritten
 
 
-def _rewrite_without_run(location: _Location, path: str, stage: str, cluster: str, as_of: datetime) -> _File | None:
-    """Copy a mixed file without the run's rows. None: the file has none of them (keep it)."""
+def _may_hold(bounds: tuple[Any, Any, Any, Any] | None, cluster: str, as_of: datetime) -> bool:
+    """A file whose statistics are ``bounds`` (cluster and as_of min/max; None: unknown) may hold rows of
+    the run (cluster, as_of). Max as_of may be truncated to the millisecond."""
+    if bounds is None:
+        return True
+    c_lo, c_hi, t_lo, t_hi = bounds
+    return not (cluster < c_lo or cluster > c_hi or as_of < t_lo or as_of > t_hi + _MS)
+
+
+def _rewrite_without_run(
+    location: _Location, path: str, stage: str, cluster: str, as_of: datetime, supersede: Supersede | None = None
+) -> _File | None:
+    """Copy a mixed file without the run's rows (and the rows it supersedes). None: the file has none of
+    them (keep it)."""
     source = _data_file_path(location, path)
     reader = pq.ParquetFile(source, filesystem=location.fs)
     arrow_schema = reader.schema_arrow
@@ -559,6 +629,8 @@ def _rewrite_without_run(location: _Location, path: str, stage: str, cluster: st
                 pc.equal(batch.column("cluster"), pa.scalar(cluster, batch.schema.field("cluster").type)),
                 pc.equal(batch.column("as_of"), pa.scalar(as_of).cast(batch.schema.field("as_of").type)),
             ).fill_null(False)
+            if supersede is not None:
+                is_run = pc.or_(is_run, supersede.matches(batch, cluster))
             remainder = batch.filter(pc.invert(is_run))
             dropped += batch.num_rows - remainder.num_rows
             if remainder.num_rows:
@@ -634,6 +706,7 @@ def _write_with_delta_spark(
     data: DataFrame | pa.Table | ParquetTable,
     cluster: str,
     as_of: datetime,
+    supersede: Supersede | None = None,
 ) -> int:
     from deltalake import DeltaTable
 
@@ -647,8 +720,9 @@ def _write_with_delta_spark(
     else:
         df = data
     conformed = _conform_dataframe(df, schema, name, cluster, as_of)
-    quoted = cluster.replace("\\", "\\\\").replace("'", "\\'")
-    predicate = f"cluster = '{quoted}' AND as_of = TIMESTAMP '{_iso_ms(as_of)}'"
+    predicate = f"cluster = {_sql_string(cluster)} AND as_of = TIMESTAMP '{_iso_ms(as_of)}'"
+    if supersede is not None:
+        predicate = f"({predicate}) OR {supersede.sql(cluster)}"
     metadata = json.dumps({"txnlog.cluster": cluster, "txnlog.as_of": _iso_ms(as_of), "txnlog.writer": "spark"})
     with temporary_conf(spark, {"spark.sql.session.timeZone": "UTC"}):
         (

@@ -50,6 +50,8 @@ READ_UNCOMMITTED = 0
 #: the Java consumer's defaults: ``fetch.max.bytes`` and ``max.partition.fetch.bytes``
 DEFAULT_FETCH_MAX_BYTES = 52_428_800
 DEFAULT_PARTITION_MAX_BYTES = 1_048_576
+#: the replica name of what the Kafka source reads (the partition's leader answers, whichever it is)
+LIVE_REPLICA = "live"
 #: the look-back's first window when nothing says how many bytes an offset takes
 _FIRST_WINDOW_OFFSETS = 64
 
@@ -86,6 +88,12 @@ class LiveRange:
     last_stable_offset: int
     high_watermark: int
     lookback_bytes: int = 0
+    #: since-last-run: the previous run's high watermark; transactions whose marker lies below it were
+    #: written by that run (-1: every transaction read is this run's)
+    written_from: int = -1
+    #: unstable: the transactions this run writes begin at or after this offset (the LSO): the look-back
+    #: before it is evidence (previous markers), and a transaction seen there may have begun before the read
+    first_from: int = -1
 
     @property
     def name(self) -> str:

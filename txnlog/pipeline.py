@@ -428,6 +428,16 @@ def _live_batches(
     return df.withColumn("input", F.lit(InputSource.LIVE_LOG))
 
 
+def _superseded(cut: LiveCut | None) -> dict[str, Any] | None:
+    """A since-last-run cut's previous ``OPEN`` rows that its ``transactions`` rows replace."""
+    which = cut.supersede() if cut is not None else None
+    if which is None:
+        return None
+    from txnlog.delta import Supersede
+
+    return {"transactions": Supersede(which[0], which[1])}
+
+
 def _fetch_settings(config: Config) -> FetchSettings:
     from txnlog.live_fetch import FetchSettings
 
@@ -440,11 +450,19 @@ def capture_live(config: Config, inputs: Inputs, progress: Progress | None = Non
     """A live run's consistent cut: every data partition's range, captured once before Spark reads."""
     if not inputs.live:
         return None
-    from txnlog.spark.live_batches import capture_cut
+    from txnlog.spark.live_batches import RANGE_SINCE_LAST_RUN, capture_cut, previous_cut
 
+    previous = previous_cut(config.output, config.cluster) if config.live_range == RANGE_SINCE_LAST_RUN else None
+    if config.live_range == RANGE_SINCE_LAST_RUN and progress:
+        progress(
+            f"since-last-run: continuing the run of {previous.as_of.isoformat()}"
+            if previous is not None
+            else f"since-last-run: no earlier live run of cluster {config.cluster} in {config.output}: reading as "
+            "'unstable'"
+        )
     cut = capture_cut(
         inputs.live, dict(config.kafka), config.topics or None, mode=config.live_range,
-        lookback_bytes=config.live_lookback_bytes,
+        lookback_bytes=config.live_lookback_bytes, previous=previous,
     )  # fmt: skip
     if progress:
         moment = datetime.fromtimestamp(cut.as_of_ms / 1000, tz=UTC).isoformat()
@@ -492,6 +510,7 @@ def build_tables(
     as_of: datetime | None = None,
     as_of_source: str = "",
     placement: Placement | None = None,
+    history_bounds: Any = None,
 ) -> dict[str, Any]:
     """Every output table (txnlog.spark.output): DataFrames, and ``transactions`` / ``coordinator_history``
     as ``txnlog.spark.staged.StagedTable`` values (staged under ``scratch``, finished by the writer).
@@ -500,7 +519,9 @@ def build_tables(
     ``records`` were reduced where decoded (txnlog.spark.coordinator), else they are reduced here.
     ``as_of``: adds the quarantine's warning rows for client clocks far past it. ``placement``: the Python
     steps in Spark tasks or, for a small input, in this process, whose intermediates are then held here
-    instead of cached (txnlog.spark.placement). The run key (cluster, as_of) is set by the writer.
+    instead of cached (txnlog.spark.placement). ``history_bounds``: a live run's bounds of the transactions
+    it writes (a pyarrow Table, txnlog.spark.live_batches.LiveCut.history_bounds). The run key (cluster,
+    as_of) is set by the writer.
     """
     from pyspark.sql import functions as F
 
@@ -529,7 +550,7 @@ def build_tables(
         quarantine = quarantine.unionByName(output.future_timestamps(summary, as_of, as_of_source))
     return {
         "transactions": output.transactions(
-            spark, it, as_of_ms=thresholds.as_of_ms, scratch=scratch, placement=placement
+            spark, it, as_of_ms=thresholds.as_of_ms, scratch=scratch, placement=placement, bounds=history_bounds
         ),
         "findings": keep(output.findings(classified, stuck, thresholds.as_of_ms)),
         "abort_recommendations": output.abort_recommendations(
@@ -597,11 +618,17 @@ def verify_live(
 
 
 def write(
-    spark: SparkSession, tables: dict[str, Any], config: Config, as_of: datetime, placement: Placement | None = None
+    spark: SparkSession,
+    tables: dict[str, Any],
+    config: Config,
+    as_of: datetime,
+    placement: Placement | None = None,
+    supersede: dict[str, Any] | None = None,
 ) -> dict[str, int]:
     """Every table to its Delta table under ``config.output``: the run's rows (``config.cluster``, ``as_of``)
     replaced, one commit per table, with the configured writer. With the driver ``placement`` (a small
-    input) a DataFrame's rows are collected here and written with pyarrow, not by a Spark job's writers."""
+    input) a DataFrame's rows are collected here and written with pyarrow, not by a Spark job's writers.
+    ``supersede``: per table, an earlier run's rows the same commit drops (txnlog.delta.Supersede)."""
     from pyspark.sql import DataFrame
 
     from txnlog import delta
@@ -613,8 +640,14 @@ def write(
                 table = table.toArrow()
             counts.update(
                 delta.write_tables(
-                    spark, config.output, {name: table}, cluster=config.cluster, as_of=as_of, writer=config.delta_writer
-                )
+                    spark,
+                    config.output,
+                    {name: table},
+                    cluster=config.cluster,
+                    as_of=as_of,
+                    writer=config.delta_writer,
+                    supersede=supersede,
+                )  # fmt: skip
             )
     return counts
 
@@ -676,10 +709,11 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
             checkpoints=[*inputs.inventory.checkpoints, *(live_cut.checkpoints() if live_cut else ())],
             fragments=decoded.fragments,
             records_reduced=decoded.records_reduced, as_of=as_of, as_of_source=as_of_source, placement=placement,
+            history_bounds=live_cut.history_bounds() if live_cut else None,
         )  # fmt: skip
         if config.verify_live:
             tables = verify_live(spark, tables, config, progress=progress)
-        counts = write(spark, tables, config, as_of, placement)
+        counts = write(spark, tables, config, as_of, placement, supersede=_superseded(live_cut))
         result = RunResult(run_id, config.cluster, as_of, config.output, counts, inputs=inputs.names)
         result.inventory_note, result.as_of_source = inputs.note, as_of_source
         result, late_partitions = summarize(spark, tables, counts, run=result)

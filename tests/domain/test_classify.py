@@ -119,6 +119,19 @@ def test_seed_case_evidence_names_the_abort_marker():
     assert advice.startswith("Abort it")
 
 
+@pytest.mark.parametrize("replicas", [["live"], ["broker-1"]])
+def test_no_marker_evidence_says_what_was_read(replicas):
+    """A transaction with no marker of its producer before it: read live, the evidence says the claim is
+    about the offsets read (the Kafka source reads the unstable tail and a look-back, issue 13)."""
+    row = {**BASE, "transactional_id": "txn-7", "replicas": replicas, "log_start_offset": 500}
+    evidence, _ = C.evidence_and_advice(row, "NO_TRANSACTIONAL_ID", C.Thresholds(as_of_ms=AS_OF))
+    assert evidence.startswith(
+        "2 batches of producer 4711 epoch 3 at offsets 552–560 are in a transaction that has no marker"
+    )
+    live = "no earlier marker of that producer lies in the offsets read live (from offset 500; --live-lookback-bytes"
+    assert (live in evidence) == (replicas == ["live"])
+
+
 def test_commands_match_the_contract():
     assert C.abort_command(None, "orders", 3, 552) == (
         "kafka-transactions.sh --bootstrap-server <bootstrap> abort --topic orders --partition 3 --start-offset 552"

@@ -217,3 +217,81 @@ def test_spark_submit_local1_matches_local2(runs, topic, tmp_path) -> None:
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert _keys(out) == _keys(runs["all"][0])
+
+
+def _producer(bootstrap: str, tid: str) -> Any:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 5, "log_level": 3})
+    p.init_transactions(30)
+    return p
+
+
+def _transaction(p: Any, topic: str, partitions: tuple[int, ...], *, end: str | None) -> None:
+    p.begin_transaction()
+    for part in partitions:
+        for i in range(5):
+            p.produce(topic, value=b"since-%d" % i * 20, partition=part)
+    assert p.flush(30) == 0
+    if end == "commit":
+        p.commit_transaction(30)
+    elif end == "abort":
+        p.abort_transaction(30)
+
+
+def test_since_last_run_keeps_every_transaction_once(noida, spark, tmp_path) -> None:
+    """Two nightly runs: the second reads only what is new (and the transaction open at the first), writes
+    that transaction with its outcome and drops the first run's OPEN row; the history has each once."""
+    from tests.live.capture import _create_topic
+    from txnlog.spark.live_batches import capture_cut, previous_cut
+
+    b, name = noida.bootstrap, f"since-{uuid.uuid4().hex[:8]}"
+    _create_topic(b, name, 4)
+    a = _producer(b, f"since-a-{uuid.uuid4().hex[:6]}")
+    for _ in range(3):
+        _transaction(a, name, (0, 1, 2, 3), end="commit")
+    _transaction(a, name, (1,), end=None)  # open at the first run
+    out = str(tmp_path / "out")
+    live = {"bootstrap_servers": b, "topics": [name], "live_range": "since-last-run", "cluster": "nightly"}
+    first = _run(spark, {}, out, **live)
+    assert first.as_of_source == "live_cut"
+    one = read_table(out, "transactions").to_pylist()
+    # the first run reads as 'unstable': it writes the transactions from the LSO on, here the open one
+    assert [(r["partition"], r["outcome"]) for r in one] == [(1, "OPEN")]
+    open_first = one[0]["first_offset"]
+
+    a.commit_transaction(30)  # the open transaction ends after the first cut
+    _transaction(a, name, (0, 2), end="commit")
+    _transaction(a, name, (0,), end="abort")
+    c = _producer(b, f"since-c-{uuid.uuid4().hex[:6]}")
+    _transaction(c, name, (3,), end=None)  # open at the second run
+
+    before = previous_cut(out, "nightly")
+    assert before is not None and before.as_of == first.as_of
+    cut = capture_cut(b, {}, [name], mode="since-last-run", previous=before)
+    starts = {r.partition: r.start for r in cut.ranges}
+    prev_hw = {p: hw for (_t, p), (_lso, hw) in before.offsets.items()}
+    # only what is new, and the transaction that was open at the first cut, whole
+    assert starts == {0: prev_hw[0], 1: open_first, 2: prev_hw[2], 3: prev_hw[3]}
+
+    second = _run(spark, {}, out, **live)
+    history = read_table(out, "transactions").to_pylist()
+    keys = [(r["partition"], r["producer_id"], r["first_offset"]) for r in history]
+    assert len(keys) == len(set(keys)), "a transaction written twice"
+    by_run = {r["as_of"]: [] for r in history}
+    for r in history:
+        by_run[r["as_of"]].append((r["partition"], r["outcome"]))
+    assert list(by_run) == [second.as_of]  # the first run's only row (OPEN) was superseded
+    assert sorted(by_run[second.as_of]) == [(0, "ABORT"), (0, "COMMIT"), (1, "COMMIT"), (2, "COMMIT"), (3, "OPEN")]
+    t = next(r for r in history if r["partition"] == 1)
+    assert (t["first_offset"], t["outcome"]) == (open_first, "COMMIT")
+    # every transaction from the first cut's LSO on is in the history, exactly as the whole log gives it
+    everything = _run(spark, {}, str(tmp_path / "all"), bootstrap_servers=b, topics=[name], live_range="all")
+    assert everything.as_of_source == "live_cut"
+    full = {
+        (r["partition"], r["producer_id"], r["first_offset"], r["last_offset"], r["outcome"])
+        for r in read_table(str(tmp_path / "all"), "transactions").to_pylist()
+    }
+    got = {(r["partition"], r["producer_id"], r["first_offset"], r["last_offset"], r["outcome"]) for r in history}
+    lso_first = {p: lso for (_t, p), (lso, _hw) in before.offsets.items()}
+    assert got == {k for k in full if k[2] >= lso_first[k[0]]}

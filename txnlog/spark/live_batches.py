@@ -25,6 +25,18 @@ Which offsets (``range``), per partition:
     [LSO, high watermark): every open transaction's batches and what was written after the first,
     plus ``lookback_bytes`` before the LSO (down to the log start) so that the open transactions'
     producers' previous markers are usually seen. Nothing when LSO = high watermark.
+``since-last-run``
+    what is new since the previous run of the same cluster in the same output (:func:`previous_cut`),
+    for a nightly job: from min(the previous cut's LSO, the current LSO) to the high watermark. The
+    history in ``transactions`` keeps every transaction once across runs: a run writes the transactions
+    whose marker lies at or after the previous cut's high watermark, and those still open; a transaction
+    open at the previous cut was written by that run as ``OPEN``, is read whole again (its first batch
+    is at or after that cut's LSO) and written with its outcome now, and the previous run's ``OPEN`` row
+    is dropped in the same Delta commit (txnlog.delta.Supersede). Each run stays the per-(cluster,
+    as_of) replace of DESIGN §5, and its findings are complete on their own (every transaction open now
+    is read). A partition the previous run did not read (the first run, a new topic) is read as
+    ``unstable``. (The issue's "from min(previous high watermark, current LSO)" misses a transaction
+    that was open at the previous cut and has ended since: its first batch lies below that bound.)
 ``all``
     [log start, high watermark): the retained log (small topics, tests).
 """
@@ -35,6 +47,7 @@ import json
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -42,7 +55,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from txnlog.config import LIVE_RANGES
-from txnlog.live_fetch import FetchSettings, LiveRange
+from txnlog.live_fetch import LIVE_REPLICA, FetchSettings, LiveRange
 from txnlog.logdirs import Checkpoint, LogFile
 from txnlog.spark.sources import SEGMENT_SUMMARY_SCHEMA, SegmentRows, arrow_to_spark_schema, summarize_segment
 
@@ -50,19 +63,79 @@ if TYPE_CHECKING:
     from txnlog.live_fetch import RangeRead
 
 LIVE_BATCHES_SOURCE = "txnlog_live_batches"
-LIVE_REPLICA = "live"
-RANGE_UNSTABLE, RANGE_ALL = LIVE_RANGES
+RANGE_UNSTABLE, RANGE_SINCE_LAST_RUN, RANGE_ALL = LIVE_RANGES
 DEFAULT_LOOKBACK_BYTES = 2**20
 #: the topic the coordinator source reads (txnlog.spark.live_source); never read here as data
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 
 @dataclass(frozen=True)
+class PreviousCut:
+    """What the previous live run of a cluster saw: its ``as_of`` and each partition's (LSO, high watermark)."""
+
+    as_of: datetime
+    offsets: Mapping[tuple[str, int], tuple[int, int]]
+
+
+def previous_cut(output: str, cluster: str) -> PreviousCut | None:
+    """The newest complete run of ``cluster`` under ``output`` that read data partitions live, or None.
+
+    Its ``partition_health`` rows with ``source = live_log`` hold the cut's LSO and high watermark
+    (txnlog.spark.live_batches.LiveCut.checkpoints). Runs that are not ``SUCCEEDED`` are ignored.
+    """
+    import pyarrow.compute as pc
+
+    from txnlog.delta import read_table
+    from txnlog.errors import UsageError
+    from txnlog.tables import InputSource
+
+    try:
+        runs = read_table(output, "runs", cluster=cluster)
+    except UsageError:  # no table yet: the first run
+        return None
+    for run in sorted(runs.to_pylist(), key=lambda r: r["as_of"], reverse=True):
+        if run.get("status") != "SUCCEEDED":
+            continue
+        health = read_table(output, "partition_health", cluster=cluster, as_of=run["as_of"])
+        health = health.filter(pc.equal(health.column("source"), InputSource.LIVE_LOG.value))
+        if not health.num_rows:
+            continue  # an offline run of the same cluster
+        offsets = {
+            (r["topic"], int(r["partition"])): (int(r["last_stable_offset"]), int(r["high_watermark"]))
+            for r in health.select(["topic", "partition", "last_stable_offset", "high_watermark"]).to_pylist()
+            if r["last_stable_offset"] is not None and r["high_watermark"] is not None
+        }
+        return PreviousCut(run["as_of"], offsets)
+    return None
+
+
+@dataclass(frozen=True)
 class LiveCut:
-    """Every range to read, captured at one moment (``as_of_ms``) by the driver."""
+    """Every range to read, captured at one moment (``as_of_ms``) by the driver; ``previous``: the run a
+    ``since-last-run`` cut continues."""
 
     as_of_ms: int
     ranges: tuple[LiveRange, ...]
+    previous: PreviousCut | None = None
+
+    def history_bounds(self) -> pa.Table:
+        """Which transactions read this run writes to ``transactions``, per partition (the others are
+        history a previous run wrote, or were only partly read): ``marker_from`` (the previous cut's
+        high watermark, ``since-last-run``) and ``first_from`` (the LSO, ``unstable``); -1: no bound."""
+        rows = [r for r in self.ranges if r.written_from >= 0 or r.first_from >= 0]
+        return pa.table(
+            {
+                "topic": pa.array([r.topic for r in rows], pa.string()),
+                "partition": pa.array([r.partition for r in rows], pa.int32()),
+                "marker_from": pa.array([r.written_from for r in rows], pa.int64()),
+                "first_from": pa.array([r.first_from for r in rows], pa.int64()),
+            }
+        )
+
+    def supersede(self) -> tuple[datetime, tuple[str, ...]] | None:
+        """(the previous run's as_of, the topics re-read): whose OPEN rows this run's rows replace."""
+        topics = sorted({r.topic for r in self.ranges if r.written_from >= 0})
+        return (self.previous.as_of, tuple(topics)) if self.previous is not None and topics else None
 
     @property
     def partitions(self) -> int:
@@ -89,12 +162,15 @@ def capture_cut(
     *,
     mode: str = RANGE_UNSTABLE,
     lookback_bytes: int = DEFAULT_LOOKBACK_BYTES,
+    previous: PreviousCut | None = None,
     timeout_s: float = 30.0,
 ) -> LiveCut:
     """The consistent cut: each data partition's range under ``mode``, from one round of ListOffsets.
 
     ``topics``: the topics to read, or None for every topic the credentials can describe
     (``__consumer_offsets`` included; ``__transaction_state`` is the coordinator source's).
+    ``previous`` (``since-last-run``): the previous run's cut; a partition it does not know is read as
+    ``unstable``.
     """
     from txnlog.errors import UsageError
     from txnlog.live import partition_offsets, topic_partitions
@@ -111,12 +187,25 @@ def capture_cut(
     ranges = []
     for o in offsets:
         lso, hw, log_start = o["last_stable_offset"], o["high_watermark"], o["log_start_offset"]
+        before = previous.offsets.get((o["topic"], o["partition"])) if previous is not None else None
+        written_from = -1
         if mode == RANGE_ALL:
             start, back = log_start, 0
+        elif mode == RANGE_SINCE_LAST_RUN and before is not None:
+            # From the previous cut's LSO: every transaction open then is read whole again (its first
+            # batch is at or after that LSO: UnifiedLog.lastStableOffset is the first offset of the
+            # earliest open transaction, ProducerStateManager.firstUnstableOffset), and what came after.
+            # Transactions that had ended before the previous cut's high watermark are its rows already.
+            prev_lso, prev_hw = before
+            start, back = max(log_start, min(prev_lso, lso)), 0
+            written_from = prev_hw
         else:
             start, back = lso, (lookback_bytes if lso < hw else 0)
-        ranges.append(LiveRange(o["topic"], o["partition"], start, hw, log_start, lso, hw, back))
-    return LiveCut(as_of_ms, tuple(ranges))
+        first_from = lso if mode != RANGE_ALL and written_from < 0 else -1
+        ranges.append(
+            LiveRange(o["topic"], o["partition"], start, hw, log_start, lso, hw, back, written_from, first_from)
+        )
+    return LiveCut(as_of_ms, tuple(ranges), previous if mode == RANGE_SINCE_LAST_RUN else None)
 
 
 def batches_options(

@@ -23,6 +23,7 @@ from txnlog.spark import transforms as T
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    import pyarrow as pa
     from pyspark.sql import SparkSession
 
     from txnlog.logdirs import Checkpoint
@@ -111,16 +112,24 @@ def intermediates(
 
 
 def transactions(
-    spark: SparkSession, it: Intermediates, *, as_of_ms: int, scratch: str, placement: Placement = T.IN_TASKS
+    spark: SparkSession,
+    it: Intermediates,
+    *,
+    as_of_ms: int,
+    scratch: str,
+    placement: Placement = T.IN_TASKS,
+    bounds: pa.Table | None = None,
 ) -> StagedTable:
     """Every transaction: staged by the tasks that rebuilt them, finished in Python tasks with what only
-    the whole run knows (as_of, the coordinator's owners, the inputs; txnlog.spark.staged)."""
+    the whole run knows (as_of, the coordinator's owners, the inputs; txnlog.spark.staged). ``bounds``: a
+    live run's per-partition bounds of what it writes (txnlog.spark.live_batches.LiveCut.history_bounds)."""
     from txnlog.spark.staged import OWNERS_SCHEMA, SOURCES_SCHEMA, Finish, StagedTable
 
     finish = Finish(
         as_of_ms=as_of_ms,
         owners=it.owner_ids.toArrow().cast(OWNERS_SCHEMA),
         sources=it.health.select("topic", "partition", "source").toArrow().cast(SOURCES_SCHEMA),
+        bounds=bounds,
     )
     return StagedTable(spark, f"{scratch}/transactions", finish, driver=placement.driver)
 

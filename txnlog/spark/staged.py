@@ -142,6 +142,10 @@ class Finish:
     as_of_ms: int
     owners: pa.Table  # producer_id int64 (unique), transactional_id string
     sources: pa.Table  # topic string, partition int32, source string
+    #: a live run's bounds (txnlog.spark.live_batches.LiveCut.history_bounds): topic, partition, marker_from,
+    #: first_from; a transaction is written only when its marker is at or after marker_from (or it has
+    #: none) and its first offset at or after first_from
+    bounds: pa.Table | None = None
 
     def __call__(self, raw: pa.Table, cluster: str, as_of: datetime) -> pa.Table:
         return finish(raw, self, cluster, as_of)
@@ -226,6 +230,8 @@ def _duration(end: pa.ChunkedArray | pa.Array, start: pa.ChunkedArray | pa.Array
 
 def finish(raw: pa.Table, how: Finish, cluster: str, as_of: datetime) -> pa.Table:
     """Staged transaction rows → rows of ``txnlog.tables.TRANSACTIONS`` for the run (cluster, as_of)."""
+    if how.bounds is not None and how.bounds.num_rows and raw.num_rows:
+        raw = raw.filter(_within_bounds(raw, how.bounds))
     n = raw.num_rows
     marker = raw.column("marker_offset")
     control = raw.column("control_type")
@@ -260,6 +266,16 @@ def finish(raw: pa.Table, how: Finish, cluster: str, as_of: datetime) -> pa.Tabl
         value = columns[field.name] if field.name in columns else raw.column(field.name)
         arrays.append(value.cast(field.type))
     return pa.Table.from_arrays(arrays, schema=contract.TRANSACTIONS)
+
+
+def _within_bounds(raw: pa.Table, bounds: pa.Table) -> pa.ChunkedArray:
+    """Rows of ``raw`` the run writes (see :attr:`Finish.bounds`); partitions without bounds: all."""
+    on = ["topic", "partition"]
+    marker_from = pc.fill_null(_lookup(raw, on, bounds, "marker_from"), -1)
+    first_from = pc.fill_null(_lookup(raw, on, bounds, "first_from"), -1)
+    marker = raw.column("marker_offset")
+    new_end = pc.or_(pc.is_null(marker), pc.greater_equal(pc.fill_null(marker, 0), marker_from))
+    return pc.and_(new_end, pc.greater_equal(raw.column("first_offset"), first_from))
 
 
 def _finish_files(
