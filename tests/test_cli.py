@@ -1,13 +1,16 @@
-"""``txnlog describe`` / ``describe-producers`` over tables written by hand with delta-rs (no Spark):
-the columns that depend on a coordinator state or a transaction outcome."""
+"""The ``txnlog`` verbs over tables written by hand with delta-rs (no Spark): the columns that depend on a
+coordinator state or a transaction outcome, the filters, the formats, the exit codes, --help."""
 
 from __future__ import annotations
 
+import csv
 import io
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from txnlog import tables
 from txnlog.cli import main
@@ -21,10 +24,19 @@ def _table(schema: pa.Schema, rows: list[dict]) -> pa.Table:
     return pa.Table.from_pylist([{**{f.name: None for f in schema}, **keys, **r} for r in rows], schema=schema)
 
 
-def _cli(output: Path, *argv: str) -> list[list[str]]:
+def _write(output: Path, data: dict[str, pa.Table], *, as_of: datetime = AS_OF, status: str = "SUCCEEDED") -> None:
+    """``data`` as the run (c1, as_of), with its ``runs`` row (the verbs show complete runs only)."""
+    runs = pa.Table.from_pylist(
+        [{**{f.name: None for f in tables.RUNS}, "cluster": "c1", "as_of": as_of, "run_id": "r", "status": status}],
+        schema=tables.RUNS,
+    )
+    write_tables(None, str(output), {**data, "runs": runs}, cluster="c1", as_of=as_of)
+
+
+def _cli(output: Path, *argv: str, code: int = 0) -> list[list[str]]:
     out = io.StringIO()
-    assert main([*argv, "--output", str(output)], out=out) == 0
-    return [line.split() for line in out.getvalue().splitlines()]
+    assert main([*argv, "--output", str(output)], out=out) == code
+    return [line.split("\t")[:-1] for line in out.getvalue().splitlines() if line]
 
 
 def test_describe_shows_a_duration_only_while_in_flight(tmp_path: Path) -> None:
@@ -38,17 +50,11 @@ def test_describe_shows_a_duration_only_while_in_flight(tmp_path: Path) -> None:
         ],
     )
     history = _table(tables.COORDINATOR_HISTORY, [])
-    write_tables(
-        None,
-        str(tmp_path),
-        {"coordinator_state": coordinator, "coordinator_history": history},
-        cluster="c1",
-        as_of=AS_OF,
-    )
+    _write(tmp_path, {"coordinator_state": coordinator, "coordinator_history": history})
     header, busy = _cli(tmp_path, "describe", "--transactional-id", "busy")
-    assert dict(zip(header, busy, strict=True))["TransactionDurationMs"] == "300000"
+    assert dict(zip(header, busy, strict=True))["TransactionDurationMs"].strip() == "300000"
     header, done = _cli(tmp_path, "describe", "--transactional-id", "done")
-    assert dict(zip(header, done, strict=True))["TransactionDurationMs"] == "-"
+    assert dict(zip(header, done, strict=True))["TransactionDurationMs"].strip() == "-"
 
 
 def test_describe_producers_shows_the_open_transactions_start(tmp_path: Path) -> None:
@@ -62,7 +68,213 @@ def test_describe_producers_shows_the_open_transactions_start(tmp_path: Path) ->
             {**txn, "producer_id": 2, "first_offset": 5, "outcome": "ABORT", "marker_timestamp": t0},
         ],
     )
-    write_tables(None, str(tmp_path), {"transactions": transactions}, cluster="c1", as_of=AS_OF)
+    _write(tmp_path, {"transactions": transactions})
     header, *rows = _cli(tmp_path, "describe-producers", "--topic", "orders", "--partition", "0")
-    start = {r[0]: dict(zip(header, r, strict=True))["CurrentTransactionStartOffset"] for r in rows}
+    header = [h.strip() for h in header]
+    start = {r[0].strip(): dict(zip(header, r, strict=True))["CurrentTransactionStartOffset"].strip() for r in rows}
     assert start == {"1": "10", "2": "-"}
+
+
+def _findings(tmp_path: Path) -> None:
+    f = {"producer_epoch": 0, "idle_ms": 3_600_000, "last_timestamp": AS_OF - timedelta(hours=1)}
+    findings = _table(
+        tables.FINDINGS,
+        [
+            {**f, "topic": "orders", "partition": 1, "producer_id": 11, "start_offset": 100, "verdict": "HANGING",
+             "reason": "COORDINATOR_COMPLETED", "open_replicas": ["b1"], "evidence": "e1", "advice": "a1"},
+            {**f, "topic": "orders", "partition": 2, "producer_id": 12, "start_offset": 200, "verdict": "LATE",
+             "reason": "MARKERS_PENDING", "open_replicas": ["b2"], "evidence": "e2", "advice": "a2"},
+            {**f, "topic": None, "partition": None, "producer_id": 13, "start_offset": None, "verdict": "HANGING",
+             "reason": "COORDINATOR_STUCK", "transactional_id": "stuck-1", "evidence": "e3", "advice": "a3"},
+        ],
+    )  # fmt: skip
+    health = _table(tables.PARTITION_HEALTH, [{"topic": "orders", "partition": p} for p in (0, 1, 2)])
+    _write(tmp_path, {"findings": findings, "partition_health": health})
+
+
+def test_find_hanging_exit_codes_and_filters(tmp_path: Path) -> None:
+    """Exit 1 when a listed finding is HANGING (--fail-on late: LATE too), else 0; 2 for a usage error."""
+    _findings(tmp_path)
+    header, *rows = _cli(tmp_path, "find-hanging", code=1)
+    assert [h.strip() for h in header][:3] == ["Topic", "Partition", "ProducerId"] and len(rows) == 3
+    assert len(_cli(tmp_path, "find-hanging", "--verdict", "late")) == 2  # header + the LATE one, exit 0
+    _cli(tmp_path, "find-hanging", "--verdict", "late", "--fail-on", "late", code=1)
+    _cli(tmp_path, "find-hanging", "--topic", "orders", "--partition", "2")
+    _cli(tmp_path, "find-hanging", "--topic", "orders", "--partition", "0")  # nothing there: exit 0
+    header, only = _cli(tmp_path, "find-hanging", "--replica", "b1", code=1)
+    assert only[0].strip() == "orders" and only[2].strip() == "11"
+    err = io.StringIO()
+    import contextlib
+
+    with contextlib.redirect_stderr(err):
+        assert main(["find-hanging", "--topic", "payments", "--output", str(tmp_path)], out=io.StringIO()) == 2
+    assert err.getvalue().count("\n") == 1 and "--topic payments: not in the run" in err.getvalue()
+
+
+def test_find_hanging_verbose_names_coordinator_only_findings(tmp_path: Path) -> None:
+    _findings(tmp_path)
+    out = io.StringIO()
+    assert main(["find-hanging", "-v", "--output", str(tmp_path)], out=out) == 1
+    text = out.getvalue()
+    assert "None" not in text
+    assert "orders-1 at offset 100: e1" in text
+    assert "transactional.id stuck-1 (coordinator state only, no open batch in the logs read): e3" in text
+
+
+@pytest.mark.parametrize("verb", ["find-hanging", "list"])
+def test_formats_print_the_same_rows(tmp_path: Path, verb: str) -> None:
+    """table, json lines and csv: the same rows and values, as printed (none is '-', null or empty)."""
+    _findings(tmp_path)
+    state = {"coordinator_partition": 7, "is_tombstoned": False, "producer_epoch": 0}
+    coordinator = _table(
+        tables.COORDINATOR_STATE,
+        [
+            {**state, "transactional_id": "a", "producer_id": 1, "state": "Ongoing"},
+            {**state, "transactional_id": "b", "producer_id": 2, "state": "CompleteCommit"},
+        ],
+    )
+    _write(tmp_path, {"coordinator_state": coordinator})
+    runs: dict[str, list[dict[str, str]]] = {}
+    for fmt in ("table", "json", "csv"):
+        out = io.StringIO()
+        main([verb, "--format", fmt, "--output", str(tmp_path)], out=out)
+        text = out.getvalue()
+        if fmt == "table":
+            head, *body = [[c.strip() for c in line.split("\t")[:-1]] for line in text.splitlines() if line]
+            runs[fmt] = [dict(zip(head, r, strict=True)) for r in body]
+        elif fmt == "json":
+            runs[fmt] = [
+                {k: "-" if v is None else str(v) for k, v in json.loads(line).items()} for line in text.splitlines()
+            ]
+        else:
+            runs[fmt] = [{k: v or "-" for k, v in r.items()} for r in csv.DictReader(io.StringIO(text))]
+    assert runs["table"] and runs["table"] == runs["csv"] == runs["json"]
+
+
+def test_list_filters_as_the_coordinator_applies_them() -> None:
+    """TransactionStateManager.listTransactionStates: Dead never; producer ids; states; now - start > duration
+    (an id with no start, -1, passes); KIP-1152's pattern matches the whole id."""
+    from txnlog.cli import list_filter
+
+    def row(tid: str, pid: int, state: str | None, start_min: int | None, tomb: bool = False) -> dict:
+        start = None if start_min is None else AS_OF - timedelta(minutes=start_min)
+        return {"transactional_id": tid, "producer_id": pid, "state": state, "txn_start_timestamp": start,
+                "is_tombstoned": tomb}  # fmt: skip
+
+    rows = [
+        row("orders-app-1", 1, "Ongoing", 20),
+        row("orders-app-2", 2, "Ongoing", 5),
+        row("payments", 3, "CompleteCommit", 60),
+        row("never-started", 4, "Empty", None),
+        row("expired", 5, "Dead", 90),
+        row("gone", 6, None, 90, tomb=True),
+    ]
+
+    def ids(**kw) -> list[str]:
+        return [r["transactional_id"] for r in list_filter(rows, as_of=AS_OF, **kw)]
+
+    assert ids() == ["orders-app-1", "orders-app-2", "payments", "never-started"]
+    assert ids(states=["Ongoing"]) == ["orders-app-1", "orders-app-2"]
+    assert ids(producer_ids=[2, 3]) == ["orders-app-2", "payments"]
+    assert ids(duration_ms=15 * 60_000) == ["orders-app-1", "payments", "never-started"]
+    assert ids(duration_ms=20 * 60_000) == ["payments", "never-started"]  # 20 min is not longer than 20 min
+    assert ids(duration_ms=-1) == ids()
+    assert ids(pattern=r"orders-app-\d") == ["orders-app-1", "orders-app-2"]
+    assert ids(pattern="orders") == []  # the whole id must match
+
+
+def test_verbs_show_the_newest_complete_run(tmp_path: Path) -> None:
+    """A run whose runs row does not say SUCCEEDED is never shown unless asked for by --as-of."""
+    state = {"coordinator_partition": 0, "is_tombstoned": False, "producer_epoch": 0, "producer_id": 1}
+    _write(tmp_path, {"coordinator_state": _table(tables.COORDINATOR_STATE, [{**state, "transactional_id": "old",
+                                                                             "state": "Ongoing"}])})  # fmt: skip
+    later = AS_OF + timedelta(hours=1)
+    partial = pa.Table.from_pylist(
+        [{**{f.name: None for f in tables.COORDINATOR_STATE}, **state, "cluster": "c1", "as_of": later,
+          "transactional_id": "partial", "state": "Ongoing"}],
+        schema=tables.COORDINATOR_STATE,
+    )  # fmt: skip
+    _write(tmp_path, {"coordinator_state": partial}, as_of=later, status="FAILED")
+    assert [r[0].strip() for r in _cli(tmp_path, "list")[1:]] == ["old"]
+    assert [r[0].strip() for r in _cli(tmp_path, "list", "--as-of", later.isoformat())[1:]] == ["partial"]
+
+
+@pytest.mark.parametrize(
+    "verb", ["list", "describe", "describe-producers", "find-hanging", "timeline", "plan", "abort"]
+)
+def test_every_verb_explains_itself(verb: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """--help: a paragraph saying what the verb does, a copy-paste example, and every option described."""
+    from txnlog.cli import VERBS, build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([verb, "--help"])
+    text = capsys.readouterr().out
+    spec = next(v for v in VERBS if v.name == verb)
+    assert f"example:\n  {spec.example}" in text and spec.example.startswith(f"txnlog {verb} ")
+    assert len(spec.description) > 120
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, __import__("argparse")._SubParsersAction))
+    for action in sub.choices[verb]._actions:
+        assert action.help, f"{verb} {action.option_strings} has no help"
+
+
+def test_plan_orders_the_aborts_and_writes_a_dry_run_script(tmp_path: Path) -> None:
+    """Per partition in start-offset order, the partition that releases most first; VERIFY_FIRST apart and
+    never in the script; the script calls 'txnlog abort' for each SAFE step and passes --execute on."""
+    import os
+    import subprocess
+
+    rec = {"producer_epoch": 0, "reason": "COORDINATOR_COMPLETED", "command": "kafka-transactions.sh ..."}
+    recs = _table(
+        tables.ABORT_RECOMMENDATIONS,
+        [
+            {**rec, "topic": "orders", "partition": 5, "start_offset": 900, "producer_id": 2, "safety": "SAFE",
+             "lso_after_abort": 1500, "offsets_released": 600},
+            {**rec, "topic": "orders", "partition": 5, "start_offset": 614, "producer_id": 1, "safety": "SAFE",
+             "lso_after_abort": 900, "offsets_released": 286},
+            {**rec, "topic": "audit", "partition": 0, "start_offset": 10, "producer_id": 3, "safety": "SAFE",
+             "lso_after_abort": 20, "offsets_released": 10},
+            {**rec, "topic": "audit", "partition": 1, "start_offset": 7, "producer_id": 4, "safety": "VERIFY_FIRST",
+             "lso_after_abort": 50, "offsets_released": 43},
+        ],
+    )  # fmt: skip
+    health = _table(
+        tables.PARTITION_HEALTH,
+        [
+            {"topic": "orders", "partition": 5, "last_stable_offset": 614, "source": "segments"},
+            {"topic": "audit", "partition": 0, "last_stable_offset": 10, "source": "segments"},
+            {"topic": "audit", "partition": 1, "last_stable_offset": 7, "source": "segments"},
+        ],
+    )
+    _write(tmp_path, {"abort_recommendations": recs, "partition_health": health})
+    script = tmp_path / "unblock.sh"
+    out = io.StringIO()
+    argv = ["plan", "--output", str(tmp_path), "--script", str(script), "--bootstrap-servers", "k1:9092"]
+    assert main(argv, out=out) == 0
+    text = out.getvalue()
+    assert text.startswith("3 abort(s), in this order, release 896 offsets")
+    table = [[c.strip() for c in line.split("\t")[:-1]] for line in text.splitlines() if "\t" in line]
+    head = table[0]
+    steps = [dict(zip(head, r, strict=True)) for r in table[1:] if r != head]
+    assert [
+        (s["Topic"], s["Partition"], s["Step"], s["StartOffset"], s["LsoBefore"], s["LsoAfter"]) for s in steps
+    ] == [
+        ("orders", "5", "1", "614", "614", "900"),
+        ("orders", "5", "2", "900", "900", "1500"),
+        ("audit", "0", "1", "10", "10", "20"),
+        ("audit", "1", "1", "7", "7", "50"),  # the VERIFY_FIRST table, after the SAFE one
+    ]
+    assert "1 VERIFY_FIRST" in text
+    # the script: the SAFE steps in order, each a re-validated 'txnlog abort', dry run unless --execute
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    calls = tmp_path / "calls.txt"
+    (fake / "txnlog").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    (fake / "txnlog").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    subprocess.run(["sh", str(script), "--execute"], check=True, env=env)
+    assert calls.read_text().splitlines() == [
+        "abort --bootstrap-servers k1:9092 --topic orders --partition 5 --start-offset 614 --execute",
+        "abort --bootstrap-servers k1:9092 --topic orders --partition 5 --start-offset 900 --execute",
+        "abort --bootstrap-servers k1:9092 --topic audit --partition 0 --start-offset 10 --execute",
+    ]

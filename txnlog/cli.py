@@ -1,10 +1,11 @@
 """``txnlog``: kafka-transactions.sh, offline, over the tables the job wrote.
 
-    txnlog list                                   transactional.ids and their coordinator state
+    txnlog list [--duration-filter MS] [--state S]... [--producer-id PID]... [--transactional-id-pattern RE]
     txnlog describe --transactional-id ID         one id: latest state and its history
     txnlog describe-producers --topic T --partition P
-    txnlog find-hanging [--topic T [--partition P]]
+    txnlog find-hanging [--topic T [--partition P]] [--replica R] [--verdict hanging|late|all] [--fail-on ...]
     txnlog timeline --topic T --partition P [--producer-id PID]
+    txnlog plan [--topic T] [--script FILE]       the ordered aborts that unblock consumers
     txnlog abort --bootstrap-servers B --topic T --partition P --start-offset O [--execute]
     txnlog abort --bootstrap-servers B --topic T --partition P --producer-id PID
                  --producer-epoch E --coordinator-epoch CE [--execute]
@@ -15,39 +16,75 @@ DescribeTransactions: still open at that offset, same producer id and epoch,
 verdict still HANGING) and sends the ABORT marker only with ``--execute``.
 
 The other commands read the Delta tables under ``--output`` (default ./out) with
-delta-rs — no Spark start — and shows the newest run of ``--cluster`` unless
-``--as-of`` picks another. The subcommand names and columns follow
-``kafka-transactions.sh`` so that operators read them the same way.
+delta-rs, no Spark start, and show the newest *complete* run of ``--cluster`` (its
+``runs`` row says SUCCEEDED) unless ``--as-of`` picks another. The subcommand names,
+columns and units follow ``kafka-transactions.sh`` so that operators read them the
+same way; ``--format json`` prints one JSON object per row (for ``jq``), ``--format
+csv`` a header and rows. ``find-hanging`` exits 1 when it lists a HANGING
+transaction (``--fail-on late``: a LATE one too), else 0; a usage error exits 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import json
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from txnlog.errors import UsageError
 
+FORMATS = ("table", "json", "csv")
+#: find-hanging's exit code when it lists what --fail-on names (0 otherwise; 2 is a usage error)
+EXIT_FOUND = 1
 
-def _read(output: str, table: str, cluster: str | None, as_of: str | None) -> list[dict[str, Any]]:
-    """Rows of the newest run (or of ``as_of``) of one output table."""
-    import pyarrow.compute as pc
 
+@dataclass(frozen=True)
+class Run:
+    """The run a verb shows: its cluster and as_of (the newest complete one unless --as-of)."""
+
+    output: str
+    cluster: str
+    as_of: datetime
+
+    def rows(self, table: str) -> list[dict[str, Any]]:
+        """The run's rows of one output table."""
+        from txnlog.delta import read_table
+
+        return _datetime_safe(read_table(self.output, table, cluster=self.cluster, as_of=self.as_of)).to_pylist()
+
+
+def _run(args: argparse.Namespace) -> Run:
+    """The run to show: ``--cluster``/``--as-of`` if given, else the only cluster's newest complete run."""
     from txnlog.delta import read_table
 
-    data = read_table(output, table, cluster=cluster, as_of=as_of)
-    if data.num_rows == 0:
-        return []
-    if as_of is None:
-        clusters = sorted(set(data["cluster"].to_pylist()))
-        if len(clusters) > 1:
-            raise UsageError(
-                f"--cluster: the tables hold several clusters ({', '.join(clusters)}); pick one with --cluster"
-            )
-        data = data.filter(pc.equal(data["as_of"], pc.max(data["as_of"])))
-    return _datetime_safe(data).to_pylist()
+    runs = _datetime_safe(read_table(args.output, "runs", cluster=args.cluster)).to_pylist()
+    clusters = sorted({r["cluster"] for r in runs})
+    if args.cluster is None and len(clusters) > 1:
+        raise UsageError(
+            f"--cluster: the tables hold several clusters ({', '.join(clusters)}); pick one with --cluster"
+        )
+    if not runs:
+        which = f"cluster {args.cluster}" if args.cluster else "any cluster"
+        raise UsageError(f"{args.output}: no run of {which} in the runs table; run the job first (./spark-submit.sh)")
+    complete = [r for r in runs if r.get("status") == "SUCCEEDED"]
+    if args.as_of is not None:
+        from txnlog.config import parse_as_of
+
+        wanted = parse_as_of(args.as_of)
+        hit = [r for r in runs if abs((r["as_of"] - wanted).total_seconds()) < 0.001]
+        if not hit:
+            known = ", ".join(_fmt(r["as_of"]) for r in sorted(runs, key=lambda r: r["as_of"])[-5:])
+            raise UsageError(f"--as-of {args.as_of}: no run at that time; the newest runs are at {known}")
+        return Run(args.output, hit[0]["cluster"], hit[0]["as_of"])
+    if not complete:
+        raise UsageError(f"{args.output}: no complete run yet (the runs table has no SUCCEEDED row); run the job again")
+    newest = max(complete, key=lambda r: r["as_of"])
+    return Run(args.output, newest["cluster"], newest["as_of"])
 
 
 def _datetime_safe(data: Any) -> Any:
@@ -86,68 +123,179 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]], out: TextIO) -> None:
-    """Aligned columns like kafka-transactions.sh prints them: (header, key) pairs."""
+def _json_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return value
+
+
+def emit(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]], fmt: str, out: TextIO) -> None:
+    """Rows as ``fmt``: ``table`` as kafka-transactions.sh prints (``ToolsUtils.prettyPrintTable``: every
+    value padded to its column's width and followed by a tab; ``-`` for none), ``json`` one object per
+    line keyed by the headers (times ISO-8601 UTC, none as null), ``csv`` a header row and the rows."""
+    if fmt == "json":
+        for r in rows:
+            print(json.dumps({h: _json_value(r.get(k)) for h, k in columns}), file=out)
+        return
+    if fmt == "csv":
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow([h for h, _ in columns])
+        for r in rows:
+            w.writerow(["" if r.get(k) is None else _fmt(r.get(k)) for _, k in columns])
+        return
     cells = [[_fmt(r.get(key)) for _, key in columns] for r in rows]
     widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, (h, _) in enumerate(columns)]
-    print("  ".join(h.ljust(w) for (h, _), w in zip(columns, widths, strict=True)).rstrip(), file=out)
-    for c in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)).rstrip(), file=out)
+    for line in [[h for h, _ in columns], *cells]:
+        print("".join(v.ljust(w) + "\t" for v, w in zip(line, widths, strict=True)), file=out)
+
+
+# kept for callers that print a table directly
+def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]], out: TextIO) -> None:
+    emit(rows, columns, "table", out)
+
+
+def _known_partition(run: Run, topic: str | None, partition: int | None) -> None:
+    """One clear line when the run has no such topic or partition (rather than an empty table)."""
+    if topic is None:
+        return
+    seen: set[tuple[str, int]] = set()
+    for table in ("partition_health", "transactions"):
+        try:
+            seen |= {(r["topic"], r["partition"]) for r in run.rows(table)}
+        except UsageError:  # a table this output does not have (written by hand, or by another tool)
+            continue
+    topics = sorted({t for t, _ in seen if t})
+    if topic not in topics:
+        shown = ", ".join(topics[:10]) + (" ..." if len(topics) > 10 else "")
+        raise UsageError(f"--topic {topic}: not in the run of {_fmt(run.as_of)} (its topics: {shown or 'none'})")
+    if partition is not None and (topic, partition) not in seen:
+        parts = sorted(p for t, p in seen if t == topic)
+        raise UsageError(f"--partition {partition}: {topic} has no such partition in this run (it has {parts})")
+
+
+# --- list -------------------------------------------------------------------------------------------
+
+
+def list_filter(
+    rows: Sequence[dict[str, Any]],
+    *,
+    as_of: datetime,
+    duration_ms: int | None = None,
+    states: Sequence[str] = (),
+    producer_ids: Sequence[int] = (),
+    pattern: str | None = None,
+) -> list[dict[str, Any]]:
+    """ListTransactions' filters, as the coordinator applies them (``TransactionStateManager.
+    listTransactionStates``): never ``Dead`` (an expiring id); a producer id in ``producer_ids`` (KIP-664);
+    a state in ``states`` (KIP-664); running longer than ``duration_ms``, i.e. ``now - txnStartTimestamp >
+    duration_ms``, with -1 for an id that never started one (KIP-994: such an id passes the filter, as on
+    the broker); the id fully matching the regular expression ``pattern`` (KIP-1152)."""
+    regex = re.compile(pattern) if pattern is not None else None
+    out = []
+    for r in rows:
+        state = r.get("state") or ("Dead" if r.get("is_tombstoned") else None)
+        if state == "Dead" or r.get("is_tombstoned"):
+            continue
+        if producer_ids and r.get("producer_id") not in producer_ids:
+            continue
+        if states and state not in states:
+            continue
+        if duration_ms is not None and duration_ms >= 0:
+            start = r.get("txn_start_timestamp")
+            start_ms = int(start.timestamp() * 1000) if start is not None else -1
+            if int(as_of.timestamp() * 1000) - start_ms <= duration_ms:
+                continue
+        if regex is not None and not regex.fullmatch(r.get("transactional_id") or ""):
+            continue
+        out.append(r)
+    return out
 
 
 def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
-    rows = _read(args.output, "coordinator_state", args.cluster, args.as_of)
-    rows = sorted((r for r in rows if not r["is_tombstoned"]), key=lambda r: r["transactional_id"])
-    print_table(
+    from txnlog.kafka.wire import TransactionState
+
+    names = [s.kafka_name for s in TransactionState]
+    unknown = [s for s in args.state or () if s not in names]
+    if unknown:
+        raise UsageError(f"--state {unknown[0]}: not a transaction state; one of {', '.join(names)}")
+    if args.transactional_id_pattern is not None:
+        try:
+            re.compile(args.transactional_id_pattern)
+        except re.error as e:
+            raise UsageError(f"--transactional-id-pattern {args.transactional_id_pattern!r}: {e}") from e
+    run = _run(args)
+    rows = list_filter(
+        run.rows("coordinator_state"),
+        as_of=run.as_of,
+        duration_ms=args.duration_filter,
+        states=args.state or (),
+        producer_ids=args.producer_id or (),
+        pattern=args.transactional_id_pattern,
+    )
+    for r in rows:
+        r["coordinator"] = _coordinator(r)
+    rows.sort(key=lambda r: r["transactional_id"])
+    emit(
         rows,
         [
             ("TransactionalId", "transactional_id"),
-            ("Coordinator", "coordinator_partition"),
+            ("Coordinator", "coordinator"),
             ("ProducerId", "producer_id"),
             ("TransactionState", "state"),
         ],
+        args.format,
         out,
     )
     return 0
 
 
+def _coordinator(r: dict[str, Any]) -> str | None:
+    """kafka-transactions.sh prints the coordinator's broker id; offline the partition that holds the id's
+    state is what the logs show: ``__transaction_state-N`` (the leader of that partition is the coordinator)."""
+    p = r.get("coordinator_partition")
+    return None if p is None else f"__transaction_state-{p}"
+
+
+# --- describe ---------------------------------------------------------------------------------------
+
+
 def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
     from txnlog.classify import IN_FLIGHT_STATES
 
-    rows = [
-        r
-        for r in _read(args.output, "coordinator_state", args.cluster, args.as_of)
-        if r["transactional_id"] == args.transactional_id
-    ]
+    run = _run(args)
+    rows = [r for r in run.rows("coordinator_state") if r["transactional_id"] == args.transactional_id]
     if not rows:
         raise UsageError(f"--transactional-id {args.transactional_id}: not in coordinator_state; try 'txnlog list'")
     for r in rows:  # as kafka-transactions.sh: time since the transaction started, for one in flight
+        if r.get("state") is None and r.get("is_tombstoned"):
+            r["state"] = "Dead"  # expired: the coordinator wrote its tombstone (TransactionStateManager)
         start = r.get("txn_start_timestamp")
         busy = r.get("state") in IN_FLIGHT_STATES
         r["duration"] = int((r["as_of"] - start).total_seconds() * 1000) if start and busy else None
-    print_table(
+        r["coordinator"] = _coordinator(r)
+    for r in rows:
+        start = r.get("txn_start_timestamp")
+        r["txn_start_ms"] = int(start.timestamp() * 1000) if start is not None else None
+    emit(
         rows,
         [
-            ("CoordinatorId", "coordinator_partition"),
+            ("CoordinatorId", "coordinator"),
             ("TransactionalId", "transactional_id"),
             ("ProducerId", "producer_id"),
             ("ProducerEpoch", "producer_epoch"),
             ("TransactionState", "state"),
             ("TransactionTimeoutMs", "timeout_ms"),
-            ("CurrentTransactionStartTimeMs", "txn_start_timestamp"),
+            ("CurrentTransactionStartTimeMs", "txn_start_ms"),
             ("TransactionDurationMs", "duration"),
             ("TopicPartitions", "partitions"),
         ],
+        args.format,
         out,
     )
-    history = [
-        r
-        for r in _read(args.output, "coordinator_history", args.cluster, args.as_of)
-        if r["transactional_id"] == args.transactional_id
-    ]
-    if history:
+    history = [r for r in run.rows("coordinator_history") if r["transactional_id"] == args.transactional_id]
+    if history and args.format == "table":
         print(file=out)
-        print_table(
+        emit(
             sorted(history, key=lambda r: (r["coordinator_partition"], r["record_offset"])),
             [
                 ("Offset", "record_offset"),
@@ -157,52 +305,72 @@ def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
                 ("State", "state"),
                 ("Partitions", "partitions"),
             ],
+            "table",
             out,
         )
     return 0
 
 
+def _ms(value: datetime | None) -> int | None:
+    return None if value is None else int(value.timestamp() * 1000)
+
+
+# --- describe-producers -----------------------------------------------------------------------------
+
+
 def cmd_describe_producers(args: argparse.Namespace, out: TextIO) -> int:
     from txnlog.tables import Outcome
 
-    rows = [
-        r
-        for r in _read(args.output, "transactions", args.cluster, args.as_of)
-        if r["topic"] == args.topic and r["partition"] == args.partition
-    ]
+    run = _run(args)
+    _known_partition(run, args.topic, args.partition)
+    rows = [r for r in run.rows("transactions") if r["topic"] == args.topic and r["partition"] == args.partition]
     latest: dict[int, dict[str, Any]] = {}
     for r in sorted(rows, key=lambda r: r["first_offset"]):
         cur = latest.setdefault(r["producer_id"], {"producer_id": r["producer_id"], "current_start": None})
         cur["producer_epoch"] = r["producer_epoch"]
-        cur["last_timestamp"] = r["marker_timestamp"] or r["last_timestamp"]
+        cur["last_timestamp"] = _ms(r["marker_timestamp"] or r["last_timestamp"])
         cur["coordinator_epoch"] = (
             r["coordinator_epoch"] if r["coordinator_epoch"] is not None else cur.get("coordinator_epoch", -1)
         )
         cur["current_start"] = r["first_offset"] if r["outcome"] == Outcome.OPEN else None
-    print_table(
+    emit(
         list(latest.values()),
         [
             ("ProducerId", "producer_id"),
             ("ProducerEpoch", "producer_epoch"),
+            ("LatestCoordinatorEpoch", "coordinator_epoch"),
+            ("LastSequence", "last_sequence"),
             ("LastTimestamp", "last_timestamp"),
-            ("CoordinatorEpoch", "coordinator_epoch"),
             ("CurrentTransactionStartOffset", "current_start"),
         ],
+        args.format,
         out,
     )
     return 0
 
 
+# --- find-hanging -----------------------------------------------------------------------------------
+
+
 def cmd_find_hanging(args: argparse.Namespace, out: TextIO) -> int:
-    rows = _read(args.output, "findings", args.cluster, args.as_of)
+    from txnlog.classify import Verdict
+
+    run = _run(args)
+    _known_partition(run, args.topic, args.partition)
+    rows = run.rows("findings")
     if args.topic:
         rows = [r for r in rows if r["topic"] == args.topic]
     if args.partition is not None:
         rows = [r for r in rows if r["partition"] == args.partition]
+    if args.replica:
+        rows = [r for r in rows if args.replica in (r.get("open_replicas") or [])]
+    if args.verdict != "all":
+        rows = [r for r in rows if r["verdict"] == args.verdict.upper()]
     for r in rows:
         r["duration_min"] = None if r["idle_ms"] is None else r["idle_ms"] // 60000
-    rows.sort(key=lambda r: (r["verdict"], r["topic"] or "", r["partition"] or -1))
-    print_table(
+        r["last_timestamp_ms"] = _ms(r.get("last_timestamp"))
+    rows.sort(key=lambda r: (r["verdict"], r["topic"] or "", r["partition"] or -1, r["start_offset"] or -1))
+    emit(
         rows,
         [
             ("Topic", "topic"),
@@ -211,33 +379,45 @@ def cmd_find_hanging(args: argparse.Namespace, out: TextIO) -> int:
             ("ProducerEpoch", "producer_epoch"),
             ("CoordinatorEpoch", "coordinator_epoch"),
             ("StartOffset", "start_offset"),
-            ("LastTimestamp", "last_timestamp"),
+            ("LastTimestamp", "last_timestamp_ms"),
             ("Duration(min)", "duration_min"),
             ("Verdict", "verdict"),
             ("Reason", "reason"),
             ("TransactionalId", "transactional_id"),
+            *([("Evidence", "evidence"), ("Advice", "advice")] if args.verbose and args.format != "table" else []),
         ],
+        args.format,
         out,
     )
-    if args.verbose:
+    if args.verbose and args.format == "table":
         for r in rows:
-            print(
-                f"\n{r['topic']}-{r['partition']} @ {r['start_offset']}: {r['evidence']}\n  advice: {r['advice']}",
-                file=out,
-            )
-    return 0
+            print(f"\n{_finding_name(r)}: {r['evidence']}\n  advice: {r['advice']}", file=out)
+    failing = {Verdict.HANGING.value} | ({Verdict.LATE.value} if args.fail_on == "late" else set())
+    return EXIT_FOUND if any(r["verdict"] in failing for r in rows) else 0
+
+
+def _finding_name(r: dict[str, Any]) -> str:
+    """What a finding is about: its partition and start offset, or (coordinator-only) its transactional.id."""
+    if r.get("topic") is not None and r.get("partition") is not None:
+        return f"{r['topic']}-{r['partition']} at offset {r['start_offset']}"
+    return f"transactional.id {r.get('transactional_id')} (coordinator state only, no open batch in the logs read)"
+
+
+# --- timeline ---------------------------------------------------------------------------------------
 
 
 def cmd_timeline(args: argparse.Namespace, out: TextIO) -> int:
+    run = _run(args)
+    _known_partition(run, args.topic, args.partition)
     rows = [
         r
-        for r in _read(args.output, "transactions", args.cluster, args.as_of)
+        for r in run.rows("transactions")
         if r["topic"] == args.topic
         and r["partition"] == args.partition
         and (args.producer_id is None or r["producer_id"] == args.producer_id)
     ]
     rows.sort(key=lambda r: r["first_offset"])
-    print_table(
+    emit(
         rows,
         [
             ("FirstOffset", "first_offset"),
@@ -252,8 +432,110 @@ def cmd_timeline(args: argparse.Namespace, out: TextIO) -> int:
             ("Batches", "batch_count"),
             ("TransactionalId", "transactional_id"),
         ],
+        args.format,
         out,
     )
+    return 0
+
+
+# --- plan -------------------------------------------------------------------------------------------
+
+
+def plan_steps(recommendations: Sequence[dict[str, Any]], health: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The run's aborts in the order that unblocks consumers: per partition, the HANGING transactions by
+    start offset (only the earliest open transaction pins the LSO), each with the LSO before and after
+    it and the offsets it releases (``abort_recommendations.lso_after_abort``/``offsets_released``, computed
+    by the job: txnlog.spark.output.abort_impact); partitions that release the most first."""
+    lso = {(h["topic"], h["partition"]): h.get("last_stable_offset") for h in health if h.get("source") != "live"}
+    by_partition: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in recommendations:
+        by_partition.setdefault((r["topic"], r["partition"]), []).append(dict(r))
+    steps: list[dict[str, Any]] = []
+    order = sorted(by_partition.items(), key=lambda kv: (-sum(r.get("offsets_released") or 0 for r in kv[1]), kv[0]))
+    for key, rows in order:
+        before = lso.get(key)
+        for i, r in enumerate(sorted(rows, key=lambda r: (r["start_offset"], r["producer_id"])), start=1):
+            r["step"], r["lso_before"] = i, before
+            steps.append(r)
+            before = r.get("lso_after_abort", before)
+    return steps
+
+
+def plan_script(steps: Sequence[dict[str, Any]], run: Run, bootstrap: str | None) -> str:
+    """A shell script that calls ``txnlog abort`` for each SAFE step, in order: a dry run (each abort
+    re-validated live) unless it is run with ``--execute``, which it passes on."""
+    from txnlog.classify import BOOTSTRAP_PLACEHOLDER, Safety
+
+    target = bootstrap or '"${BOOTSTRAP_SERVERS:?set BOOTSTRAP_SERVERS to the cluster}"'
+    lines = [
+        "#!/bin/sh",
+        f"# txnlog plan for cluster {run.cluster}, run of {_fmt(run.as_of)} ({run.output}).",
+        "# Every abort is re-validated against the live cluster by 'txnlog abort' (still open, same producer,",
+        "# still HANGING) before anything is sent. As written this is a dry run; 'sh <this file> --execute'",
+        "# sends the aborts. VERIFY_FIRST transactions are not here: check them first (txnlog plan).",
+        "set -e",
+    ]
+    safe = [s for s in steps if s.get("safety") == Safety.SAFE]
+    for s in safe:
+        lines.append(
+            f"txnlog abort --bootstrap-servers {target} --topic {s['topic']} --partition {s['partition']} "
+            f'--start-offset {s["start_offset"]} "$@"  '
+            f"# LSO {_fmt(s.get('lso_before'))} -> {_fmt(s.get('lso_after_abort'))}, "
+            f"{_fmt(s.get('offsets_released'))} offsets released"
+        )
+    if not safe:
+        lines.append("echo 'txnlog plan: nothing is SAFE to abort in this run'")
+    text = "\n".join(lines) + "\n"
+    return text.replace(BOOTSTRAP_PLACEHOLDER, target)
+
+
+def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
+    import os
+
+    from txnlog.classify import Safety
+
+    run = _run(args)
+    _known_partition(run, args.topic, None)
+    recs = [r for r in run.rows("abort_recommendations") if args.topic is None or r["topic"] == args.topic]
+    steps = plan_steps(recs, run.rows("partition_health"))
+    columns = [
+        ("Topic", "topic"),
+        ("Partition", "partition"),
+        ("Step", "step"),
+        ("StartOffset", "start_offset"),
+        ("ProducerId", "producer_id"),
+        ("ProducerEpoch", "producer_epoch"),
+        ("Reason", "reason"),
+        ("LsoBefore", "lso_before"),
+        ("LsoAfter", "lso_after_abort"),
+        ("OffsetsReleased", "offsets_released"),
+        ("Safety", "safety"),
+        ("Command", "command"),
+    ]
+    if args.format != "table":
+        emit(steps, columns, args.format, out)
+    else:
+        safe = [s for s in steps if s.get("safety") == Safety.SAFE]
+        verify = [s for s in steps if s.get("safety") != Safety.SAFE]
+        released = sum(s.get("offsets_released") or 0 for s in safe)
+        print(
+            f"{len(safe)} abort(s), in this order, release {released} offsets to read_committed consumers "
+            f"(run of {_fmt(run.as_of)}, cluster {run.cluster}):",
+            file=out,
+        )
+        emit(safe, columns, "table", out)
+        if verify:
+            print(
+                f"\n{len(verify)} VERIFY_FIRST: check these before aborting (evidence: 'txnlog find-hanging -v'); "
+                "a step after one of them releases its offsets only once it is resolved:",
+                file=out,
+            )
+            emit(verify, columns, "table", out)
+    if args.script:
+        with open(args.script, "w", encoding="utf-8") as f:
+            f.write(plan_script(steps, run, args.bootstrap_servers))
+        os.chmod(args.script, 0o755)
+        print(f"\nwrote {args.script}: a dry run as written; 'sh {args.script} --execute' sends the aborts", file=out)
     return 0
 
 
@@ -358,50 +640,181 @@ def cmd_abort(args: argparse.Namespace, out: TextIO) -> int:
         admin.close()
 
 
+@dataclass(frozen=True)
+class Verb:
+    """One subcommand: what it does (a paragraph for ``--help``) and a copy-paste example."""
+
+    name: str
+    summary: str
+    description: str
+    example: str
+    func: Callable[[argparse.Namespace, TextIO], int]
+    reads_tables: bool = True
+
+
+VERBS = (
+    Verb(
+        "list",
+        "transactional.ids and their coordinator state",
+        "Every transactional.id the coordinator held at the run's as_of (from __transaction_state), as "
+        "kafka-transactions.sh list prints them, with ListTransactions' filters: --state and --producer-id "
+        "(KIP-664), --duration-filter (KIP-994: only transactions running longer than MS, measured from the "
+        "transaction's start to as_of; as on the broker an id with no transaction start passes) and "
+        "--transactional-id-pattern (KIP-1152: a regular expression the whole id must match). Ids the "
+        "coordinator expired (Dead, tombstoned) are not listed. The Coordinator column is the "
+        "__transaction_state partition that holds the id; its leader broker is the coordinator.",
+        "txnlog list --output ./out --state Ongoing --duration-filter 900000",
+        lambda a, o: cmd_list(a, o),
+    ),
+    Verb(
+        "describe",
+        "one transactional.id, with its history",
+        "The coordinator's latest state of one transactional.id (kafka-transactions.sh describe's columns: "
+        "times in epoch ms, the duration only while a transaction is in flight; an expired id shows Dead), "
+        "then, with the table format, every __transaction_state record of it in offset order.",
+        "txnlog describe --output ./out --transactional-id payments-7",
+        lambda a, o: cmd_describe(a, o),
+    ),
+    Verb(
+        "describe-producers",
+        "producers of one partition",
+        "The producers with transactions on one partition and the first offset of the one each has open "
+        "(CurrentTransactionStartOffset: what an abort --start-offset needs), reconstructed from the logs "
+        "as DescribeProducers would have answered at the run's as_of. LastSequence is not reconstructed yet "
+        "(printed -).",
+        "txnlog describe-producers --output ./out --topic orders --partition 5",
+        lambda a, o: cmd_describe_producers(a, o),
+    ),
+    Verb(
+        "find-hanging",
+        "late and hanging transactions (exit 1 if any is HANGING)",
+        "The run's findings: transactions open past the transaction timeout, HANGING (nothing will ever end "
+        "them: abort) or LATE (the coordinator is still working on them), with kafka-transactions.sh "
+        "find-hanging's columns plus the verdict, the reason and the transactional.id; -v adds the evidence "
+        "and the advice. Filters: --topic/--partition, --replica (the findings open on that replica), "
+        "--verdict. Exit code: 1 when a listed finding is HANGING (--fail-on late: LATE too), 0 when none "
+        "is, 2 on a usage error, so cron and CI checks can alert on it.",
+        "txnlog find-hanging --output ./out --topic orders -v || page-oncall",
+        lambda a, o: cmd_find_hanging(a, o),
+    ),
+    Verb(
+        "timeline",
+        "transactions of one partition in offset order",
+        "Every transaction the run saw on one partition (optionally of one producer), in offset order: its "
+        "offsets, its marker, outcome (COMMIT, ABORT, OPEN, or UNKNOWN when the input does not show the "
+        "marker's type) and times.",
+        "txnlog timeline --output ./out --topic orders --partition 5 --producer-id 40015",
+        lambda a, o: cmd_timeline(a, o),
+    ),
+    Verb(
+        "plan",
+        "the ordered aborts that unblock consumers, with what each releases",
+        "From the run: per partition, the HANGING transactions in the order they must be aborted (only the "
+        "earliest open transaction pins the last stable offset), how far the LSO moves after each (to the next "
+        "open transaction's first offset, or the log end) and how many offsets that releases to read_committed "
+        "consumers, with the exact commands; partitions that release the most first. VERIFY_FIRST ones are "
+        "listed apart. --script FILE writes a shell script calling 'txnlog abort' for each SAFE one, in order: "
+        "every abort is re-validated live, and the script is a dry run unless run with --execute.",
+        "txnlog plan --output ./out --script unblock.sh --bootstrap-servers kafka-1:9092",
+        lambda a, o: cmd_plan(a, o),
+    ),
+    Verb(
+        "abort",
+        "abort one hanging transaction on a live cluster (re-validated; needs --execute)",
+        "The one verb that talks to a live cluster: it re-validates the transaction against the brokers "
+        "(DescribeProducers, ListTransactions, DescribeTransactions: still open at that offset, same producer "
+        "id and epoch, verdict still HANGING) and sends the ABORT marker (WriteTxnMarkers) only with "
+        "--execute. Give --start-offset (brokers 3.0+) or the legacy --producer-id/--producer-epoch/"
+        "--coordinator-epoch. Exit 2 when the re-validation refuses.",
+        "txnlog abort --bootstrap-servers kafka-1:9092 --topic orders --partition 5 --start-offset 614",
+        lambda a, o: cmd_abort(a, o),
+        reads_tables=False,
+    ),
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--output", default="./out", help="the job's output directory (default ./out)")
     common.add_argument("--cluster", help="cluster name (needed when the tables hold several)")
-    common.add_argument("--as-of", help="which run to show (default: the newest)")
+    common.add_argument(
+        "--as-of", help="which run to show, by its as_of (ISO-8601 or epoch ms; default: the newest complete run)"
+    )
+    common.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="table",
+        help="table (as kafka-transactions.sh prints), json (one object per line, for jq) or csv",
+    )
     p = argparse.ArgumentParser(
         prog="txnlog", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("list", parents=[common], help="transactional.ids and their state")
-    s.set_defaults(func=cmd_list)
-    s = sub.add_parser("describe", parents=[common], help="one transactional.id, with its history")
-    s.add_argument("--transactional-id", required=True)
-    s.set_defaults(func=cmd_describe)
-    s = sub.add_parser("describe-producers", parents=[common], help="producers of one partition")
-    s.add_argument("--topic", required=True)
-    s.add_argument("--partition", type=int, required=True)
-    s.set_defaults(func=cmd_describe_producers)
-    s = sub.add_parser("find-hanging", parents=[common], help="late and hanging transactions")
-    s.add_argument("--topic")
-    s.add_argument("--partition", type=int)
-    s.add_argument("-v", "--verbose", action="store_true", help="print evidence and advice")
-    s.set_defaults(func=cmd_find_hanging)
-    s = sub.add_parser("timeline", parents=[common], help="transactions of one partition in offset order")
-    s.add_argument("--topic", required=True)
-    s.add_argument("--partition", type=int, required=True)
-    s.add_argument("--producer-id", type=int)
-    s.set_defaults(func=cmd_timeline)
-    s = sub.add_parser("abort", help="abort one hanging transaction on a live cluster (re-validated; needs --execute)")
+    parsers = {}
+    for verb in VERBS:
+        parsers[verb.name] = sub.add_parser(
+            verb.name,
+            parents=[common] if verb.reads_tables else [],
+            help=verb.summary,
+            description=verb.description,
+            epilog=f"example:\n  {verb.example}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        parsers[verb.name].set_defaults(func=verb.func)
+    s = parsers["list"]
+    s.add_argument(
+        "--duration-filter",
+        type=int,
+        metavar="MS",
+        help="only transactions running longer than MS milliseconds at as_of (KIP-994; < 0: all)",
+    )
+    s.add_argument("--state", action="append", metavar="STATE", help="only this state, e.g. Ongoing (repeatable)")
+    s.add_argument("--producer-id", type=int, action="append", metavar="PID", help="only this producer id (repeatable)")
+    s.add_argument(
+        "--transactional-id-pattern", metavar="REGEX", help="only ids that this regular expression fully matches"
+    )
+    s = parsers["describe"]
+    s.add_argument("--transactional-id", required=True, help="the transactional.id")
+    for name in ("describe-producers", "timeline"):
+        parsers[name].add_argument("--topic", required=True, help="topic name")
+        parsers[name].add_argument("--partition", type=int, required=True, help="partition number")
+    parsers["timeline"].add_argument("--producer-id", type=int, help="only this producer's transactions")
+    s = parsers["find-hanging"]
+    s.add_argument("--topic", help="only this topic")
+    s.add_argument("--partition", type=int, help="only this partition (with --topic)")
+    s.add_argument("--replica", metavar="NAME", help="only findings open on this replica (a broker dir's name)")
+    s.add_argument(
+        "--verdict", choices=["hanging", "late", "all"], default="all", help="which findings to list (default all)"
+    )
+    s.add_argument(
+        "--fail-on",
+        choices=["hanging", "late"],
+        default="hanging",
+        help="exit 1 when a HANGING finding is listed (default), or a LATE one too (late)",
+    )
+    s.add_argument("-v", "--verbose", action="store_true", help="print each finding's evidence and advice")
+    s = parsers["plan"]
+    s.add_argument("--topic", help="only this topic's partitions")
+    s.add_argument("--script", metavar="FILE", help="write the SAFE aborts as a shell script of 'txnlog abort' calls")
+    s.add_argument(
+        "--bootstrap-servers",
+        help="the cluster the script's commands talk to (default: $BOOTSTRAP_SERVERS at run time)",
+    )
+    s = parsers["abort"]
     s.add_argument("--bootstrap-servers", help="the cluster (default: bootstrap_servers of --config)")
     s.add_argument("--config", help="YAML config (its kafka: settings are the client's SASL/SSL settings)")
-    s.add_argument("--topic", required=True)
-    s.add_argument("--partition", type=int, required=True)
+    s.add_argument("--topic", required=True, help="topic name")
+    s.add_argument("--partition", type=int, required=True, help="partition number")
     s.add_argument("--start-offset", type=int, help="first offset of the open transaction (brokers 3.0+)")
     s.add_argument("--producer-id", type=int, help="legacy form, with --producer-epoch and --coordinator-epoch")
-    s.add_argument("--producer-epoch", type=int)
-    s.add_argument("--coordinator-epoch", type=int)
+    s.add_argument("--producer-epoch", type=int, help="legacy form: the producer's epoch")
+    s.add_argument("--coordinator-epoch", type=int, help="legacy form: the coordinator epoch of its last marker")
     s.add_argument(
         "--max-transaction-timeout-ms",
         type=int,
         help="the brokers' transaction.max.timeout.ms (default: the config's, 900000)",
     )
     s.add_argument("--execute", action="store_true", help="really send the ABORT marker (default: dry run)")
-    s.set_defaults(func=cmd_abort)
     return p
 
 

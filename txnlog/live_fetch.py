@@ -129,6 +129,10 @@ class FetchClient:
 
             self.settings = settings or FetchSettings()
             kw = {"client_id": "txnlog-live-batches", **kafka_python_settings(kafka_conf)}
+            # a Fetch response carries up to max_bytes of records (and one whole batch beyond, KIP-74) plus its
+            # headers; kafka-python's connection refuses frames above 1,000,000 bytes by default
+            frame = self.settings.max_bytes + self.settings.partition_max_bytes + 2**20
+            kw.setdefault("receive_message_max_bytes", frame)
             self._client = KafkaNetClient(bootstrap_servers=bootstrap.split(","), **kw)
         try:
             self._client.check_version(timeout_ms=int(self.settings.timeout_s * 1000))

@@ -554,7 +554,7 @@ def build_tables(
         ),
         "findings": keep(output.findings(classified, stuck, thresholds.as_of_ms)),
         "abort_recommendations": output.abort_recommendations(
-            classified, thresholds.bootstrap_servers or classify.BOOTSTRAP_PLACEHOLDER
+            classified, thresholds.bootstrap_servers or classify.BOOTSTRAP_PLACEHOLDER, it
         ),
         "partition_health": keep(output.partition_health(it, thresholds)),
         "coordinator_state": output.coordinator_state(it),

@@ -117,6 +117,10 @@ ABORT_RECOMMENDATIONS = _schema(
     ("safety", STR),  # SAFE / VERIFY_FIRST
     ("command", STR),
     ("legacy_command", STR),
+    # the impact (issue 15): aborting this one and the HANGING ones before it on the partition moves the LSO
+    # to lso_after_abort, releasing offsets_released offsets to read_committed consumers (txnlog plan)
+    ("lso_after_abort", I64),
+    ("offsets_released", I64),
     # beyond the contract
     ("source", STR),  # the input the finding came from (see TRANSACTIONS.source)
 )

@@ -436,13 +436,15 @@ def test_offline_kafka_transactions_cli(readme_run):
 
     from txnlog.cli import main
 
-    def cli(*args: str) -> str:
+    def cli(*args: str, code: int = 0) -> str:
         buf = io.StringIO()
         # the README run's as_of: test_rerun_... may have appended a later run (more findings by then)
-        assert main([*args, "--output", readme_run.out, "--as-of", str(readme_run.truth.as_of_ms)], out=buf) == 0
+        assert main([*args, "--output", readme_run.out, "--as-of", str(readme_run.truth.as_of_ms)], out=buf) == code
         return buf.getvalue()
 
-    hanging = cli("find-hanging")
+    # exit 1: the run has HANGING findings (the contract cron and CI checks rely on)
+    assert any(f.verdict == "HANGING" for f in readme_run.truth.findings)
+    hanging = cli("find-hanging", code=1)
     lines = hanging.splitlines()
     assert lines[0].split()[:6] == [
         "Topic",

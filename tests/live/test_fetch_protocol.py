@@ -754,9 +754,12 @@ def test_kafka_python_settings_maps_sasl_ssl_names() -> None:
 def test_fetch_client_passes_the_settings_to_kafka_net_client(broker: RecordedBroker) -> None:
     with client(broker, SECURE):
         pass
+    # frames up to a whole Fetch response (kafka-python refuses frames above 1,000,000 bytes by default)
+    settings = FetchSettings()
     assert broker.kwargs == {
         "bootstrap_servers": ["b1:9092", "b2:9092"],
         "client_id": "txnlog-live-batches",
+        "receive_message_max_bytes": settings.max_bytes + settings.partition_max_bytes + 2**20,
         **SECURE_KW,
     }
     with client(broker, {**SECURE, "client.id": "etl-7"}):

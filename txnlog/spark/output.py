@@ -241,9 +241,67 @@ def findings(classified: DataFrame, stuck: DataFrame, as_of_ms: int) -> DataFram
     return project(data, "findings").unionByName(project(coordinator, "findings"))
 
 
-def abort_recommendations(classified: DataFrame, bootstrap: str) -> DataFrame:
-    """One per HANGING transaction: the kafka-transactions.sh abort commands (KIP-664 and the legacy form)."""
-    hanging = classified.filter(F.col("verdict") == classify.Verdict.HANGING)
+def abort_impact(it: Intermediates, hanging: DataFrame) -> DataFrame:
+    """``hanging`` with ``lso_after_abort`` and ``offsets_released``: aborted in offset order on each partition.
+
+    The LSO is the first offset of the earliest unstable transaction (open on the leader, or ended by a
+    marker the high watermark has not passed), else the high watermark (``UnifiedLog.lastStableOffset``,
+    ``ProducerStateManager.firstUnstableOffset``; txnlog.spark.transforms.with_lso). Aborting a HANGING
+    transaction removes it from that set once its ABORT marker is replicated: after the aborts of the
+    partition's HANGING transactions up to this one, the LSO moves to the first offset of the earliest
+    unstable transaction left (a LATE or active one, or the next HANGING one), else to the log end at
+    ``as_of`` (the marker itself is one more offset), never below the log start. ``offsets_released``:
+    the LSO after this abort minus the LSO before it (the partition's LSO for the first).
+    """
+    from pyspark.sql import Window
+
+    key = ["topic", "partition", "producer_id", "start_offset"]
+    pending = F.col("marker_offset").isNotNull() & (F.col("marker_offset") >= F.col("high_watermark"))
+    unstable = it.txns.filter(F.col("open_on_lead") | pending).select(
+        "topic", "partition", "producer_id", F.col("first_offset").alias("start_offset")
+    )
+    marked = hanging.select(*key).distinct()
+    blockers = (
+        unstable.join(marked, key, "left_anti")
+        .groupBy("topic", "partition")
+        .agg(F.min("start_offset").alias("first_blocker"))
+    )
+    later = unstable.join(marked, key, "left_semi").select(
+        "topic", "partition", F.col("start_offset").alias("later_start")
+    )
+    nxt = (
+        marked.alias("h")
+        .join(later.alias("u"), ["topic", "partition"])
+        .filter(F.col("u.later_start") > F.col("h.start_offset"))
+        .groupBy("topic", "partition", "producer_id", "start_offset")
+        .agg(F.min("u.later_start").alias("next_hanging"))
+    )
+    bounds = it.health.select(
+        "topic",
+        "partition",
+        F.col("last_stable_offset").alias("_lso"),
+        F.col("log_start_offset").alias("_log_start"),
+        F.col("log_end_offset").alias("_log_end"),
+    )
+    rows = (
+        hanging.join(bounds, ["topic", "partition"], "left")
+        .join(blockers, ["topic", "partition"], "left")
+        .join(nxt, key, "left")
+    )
+    after = F.greatest(F.least("first_blocker", "next_hanging", "_log_end"), F.col("_log_start"))
+    order = Window.partitionBy("topic", "partition").orderBy("start_offset", "producer_id")
+    rows = rows.withColumn("lso_after_abort", after)
+    before = F.coalesce(F.lag("lso_after_abort").over(order), F.col("_lso"))
+    released = F.greatest(F.col("lso_after_abort") - before, F.lit(0))
+    return rows.withColumn("offsets_released", released).drop(
+        "_lso", "_log_start", "_log_end", "first_blocker", "next_hanging"
+    )
+
+
+def abort_recommendations(classified: DataFrame, bootstrap: str, it: Intermediates) -> DataFrame:
+    """One per HANGING transaction: the kafka-transactions.sh abort commands (KIP-664 and the legacy form)
+    and what the abort releases (:func:`abort_impact`)."""
+    hanging = abort_impact(it, classified.filter(F.col("verdict") == classify.Verdict.HANGING))
     return project(
         hanging.withColumns(
             {
