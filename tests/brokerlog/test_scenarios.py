@@ -35,6 +35,12 @@ SINGLE_PURPOSE = {
     "deleted_segment_snapshot": {"COORDINATOR_COMPLETED"},
     "extreme_values": {"NO_TRANSACTIONAL_ID"},
     "messy_incident": {"COORDINATOR_COMPLETED", "NO_TRANSACTIONAL_ID"},
+    "several_open_transactions": {
+        "TRANSACTIONAL_ID_EXPIRED",
+        "MARKERS_PENDING",
+        "NO_TRANSACTIONAL_ID",
+        "COORDINATOR_COMPLETED",
+    },
 }
 
 

@@ -860,6 +860,112 @@ def deleted_segment_snapshot(out: str | Path, seed: int = 0, *, overwrite: bool 
     return result
 
 
+def _abort_plan_truth(twins: dict[TopicPartition, PartitionLog], result: ScenarioResult) -> list[dict[str, int | str]]:
+    """What aborting every HANGING transaction of a partition, in start-offset order, does to its LSO.
+
+    ``twins`` are copies of the leaders' logs taken at ``as_of`` (before close), writing to a scratch
+    directory: each abort is the ABORT marker WriteTxnMarkers makes the leader append
+    (``append_end_txn_marker``), and ``last_stable_offset`` is read after each one. The marker is one more
+    offset at the log end, so with no unstable transaction left the LSO is the log end *including* the
+    markers appended so far (``log_end_after``; ``log_end_at_as_of`` is the log end without them)."""
+    plan: list[dict[str, int | str]] = []
+    for tp, twin in sorted(twins.items()):
+        hanging = sorted(
+            (f for f in result.findings if f.verdict == HANGING and (f.topic, f.partition) == tp),
+            key=lambda f: (f.start_offset or 0, f.producer_id),
+        )
+        log_end_at_as_of = twin.log_end_offset
+        for step, f in enumerate(hanging, start=1):
+            txn = twin.open_txns[f.producer_id]
+            assert txn.first_offset == f.start_offset, (tp, f)
+            lso_before = twin.last_stable_offset
+            marker = twin.append_end_txn_marker(
+                producer_id=f.producer_id,
+                producer_epoch=twin.producers[f.producer_id].producer_epoch,
+                control_type=wire.ControlType.ABORT,
+                coordinator_epoch=twin.producers[f.producer_id].coordinator_epoch,
+                timestamp=result.as_of_ms,
+            )
+            plan.append(
+                {
+                    "topic": tp[0],
+                    "partition": tp[1],
+                    "step": step,
+                    "producer_id": f.producer_id,
+                    "start_offset": txn.first_offset,
+                    "marker_offset": marker.base_offset,
+                    "lso_before": lso_before,
+                    "lso_after": twin.last_stable_offset,
+                    "log_end_at_as_of": log_end_at_as_of,
+                    "log_end_after": twin.log_end_offset,
+                }
+            )
+    return plan
+
+
+def several_open_transactions(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
+    """Several open transactions on one partition, HANGING ones around LATE and ongoing ones (issue 15's plan).
+
+    * ``payments-1`` (committed traffic from a transactional app): a transaction whose id later expired
+      (TRANSACTIONAL_ID_EXPIRED), then a PrepareCommit whose marker never arrived (LATE, MARKERS_PENDING),
+      then a NO_TRANSACTIONAL_ID one and a KAFKA-14053 late batch (COORDINATOR_COMPLETED): aborting the first
+      moves the LSO only to the LATE transaction; the two after it release nothing while it stays open;
+    * ``orders-3``: one COORDINATOR_COMPLETED transaction, nothing else open: its abort releases everything;
+    * ``orders-5``: two HANGING ones, then an ongoing transaction within its timeout (opened 4 minutes
+      before ``as_of``): the first abort moves the LSO to the second, the second to the ongoing one.
+
+    ``notes["abort_plan"]``: the LSO before and after each abort of a HANGING transaction, in start-offset order
+    per partition, from the writer's own ABORT markers on copies of the leaders' logs
+    (:func:`_abort_plan_truth`)."""
+    import copy
+    import tempfile
+
+    started = time.perf_counter()
+    out = _prepare_out(out, overwrite)
+    c, w = _small_cluster(out, seed)
+    blocked, single, chained = ("payments", 1), ("orders", 3), ("orders", 5)
+    intents = situation_transactional_id_expired(c, blocked, ("payments", 2))
+    c.advance(7 * DAY + 2 * HOUR)  # the coordinator expires the idle ids (tombstones)
+    w.run_until(c.now + 10 * MINUTE)
+    intents += situation_markers_pending(c, ("orders", 1), blocked)
+    w.run_until(c.now + 3 * MINUTE)
+    intents += situation_no_transactional_id(c, blocked)
+    w.run_until(c.now + 3 * MINUTE)
+    intents += situation_coordinator_completed(c, blocked, ("payments", 2))
+    w.run_until(c.now + 3 * MINUTE)
+    intents += situation_coordinator_completed(c, single, ("orders", 4), txn_id="refund-writer")
+    w.run_until(c.now + 3 * MINUTE)
+    intents += situation_no_transactional_id(c, chained, txn_id="audit-loader")
+    w.run_until(c.now + 3 * MINUTE)
+    intents += situation_coordinator_completed(c, chained, ("orders", 2), txn_id="metrics-rollup")
+    w.run_until(c.now + 30 * MINUTE)
+    intents += situation_ongoing_within_timeout(c, [chained])
+    scratch = tempfile.TemporaryDirectory(prefix="txnlog-abort-plan-")
+    twins: dict[TopicPartition, PartitionLog] = {}
+
+    def copy_leaders() -> None:  # at as_of, before close: the twins write to the scratch directory only
+        for tp in (blocked, single, chained):
+            twin = copy.deepcopy(c.partition(*tp).leader_log)
+            twin.log_dir = Path(scratch.name)
+            twin.dir = twin.log_dir / twin.dir.name
+            twin.dir.mkdir()
+            twins[tp] = twin
+
+    result = _finish(
+        c,
+        w,
+        name="several_open_transactions",
+        started=started,
+        intents=intents,
+        tail_ms=4 * MINUTE,
+        before_close=copy_leaders,
+        description="several HANGING transactions on one partition around a LATE and an ongoing one",
+    )
+    with scratch:
+        result.notes["abort_plan"] = _abort_plan_truth(twins, result)
+    return result
+
+
 def _roll_to(c: Cluster, producer: IdempotentProducer, tp: TopicPartition, segments: int) -> None:
     """Keep ``producer`` writing to ``tp`` until its leader's log has ``segments`` segments."""
     log = c.partition(*tp).leader_log
@@ -1260,6 +1366,7 @@ SCENARIOS: dict[str, Callable[..., ScenarioResult]] = {
     "replicas_disagree": replicas_disagree,
     "deleted_segment_snapshot": deleted_segment_snapshot,
     "messy_incident": messy_incident,
+    "several_open_transactions": several_open_transactions,
     "sample": sample,
     "extreme_values": extreme_values,
     "bulk": bulk,
