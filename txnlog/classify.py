@@ -299,6 +299,14 @@ def _duration(ms: float | int | None) -> str:
     return f"{s}s"
 
 
+def _offset_suffix(offset: int | None) -> str:
+    return "" if offset is None else f" offset {offset}"
+
+
+def _timeout(ms: int | None) -> str:
+    return "unknown" if ms is None else f"{ms} ms"
+
+
 def _offsets(first: int, last: int) -> str:
     return f"offset {first}" if first == last else f"offsets {first}–{last}"
 
@@ -317,8 +325,8 @@ def evidence_and_advice(row: dict, reason: Reason | str, thresholds: Thresholds)
     if row.get("started_before_log_start"):
         what = (
             f"producer {pid} epoch {epoch} has had a transaction open since offset {row['start_offset']}, "
-            f"before the log start offset {row.get('log_start_offset')} (known from {snap_name}, as the broker "
-            "rebuilds its producer state from it)"
+            f"before the log start{_offset_suffix(row.get('log_start_offset'))} (known from {snap_name}, as the "
+            "broker rebuilds its producer state from it)"
             + (
                 f", with {batches} retained batch{'es' if batches != 1 else ''} up to offset {row['last_offset']}"
                 if batches
@@ -339,8 +347,9 @@ def evidence_and_advice(row: dict, reason: Reason | str, thresholds: Thresholds)
                 f"{row.get('log_start_offset')}; --live-lookback-bytes reads further back)"
             )
     idle = f"last written {_utc(row.get('last_timestamp_ms'))}, idle {_duration(row.get('idle_ms'))}"
-    tid = row.get("transactional_id")
+    tid = row.get("transactional_id") or "its transactional.id"  # the sentences name it, known or not
     state = row.get("owner_state")
+    is_state = f"is {state}" if state else "is in an unknown state"
     since = _utc(row.get("owner_last_update_ms"))
     tp = f"{row['topic']}-{row['partition']}"
     open_on = row.get("open_replicas") or []
@@ -387,20 +396,21 @@ def evidence_and_advice(row: dict, reason: Reason | str, thresholds: Thresholds)
             )
         advice = "Abort it: nothing will ever end this transaction."
     elif reason == Reason.TRANSACTIONAL_ID_EXPIRED:
-        coord = f"its transactional.id {tid} has expired (tombstoned or Dead since {since})"
+        named = f"its transactional.id {row['transactional_id']}" if row.get("transactional_id") else tid
+        coord = f"{named} has expired (tombstoned or Dead since {since})"
         advice = "Abort it: the transactional.id that owned it no longer exists."
     elif reason == Reason.COORDINATOR_COMPLETED:
-        coord = f"the coordinator shows {tid} {state} since {since}, with nothing in flight"
+        coord = f"the coordinator shows {tid} {state or 'in an unknown state'} since {since}, with nothing in flight"
         if prev_type == ControlType.ABORT:
             coord += " — the signature of a produce request that arrived after the abort (KAFKA-14053 / KIP-890)"
         advice = "Abort it: the coordinator believes this transaction is over and will never write its marker."
     elif reason == Reason.PARTITION_NOT_IN_TRANSACTION:
         listed = ", ".join(row.get("owner_partitions") or []) or "no partitions"
-        coord = f"{tid} is {state} but its transaction lists {listed}, not {tp}"
+        coord = f"{tid} {is_state} but its transaction lists {listed}, not {tp}"
         advice = "Abort it: the coordinator will not send a marker to this partition."
     elif reason == Reason.MARKERS_PENDING:
         coord = (
-            f"{tid} is {state} since {since}, listing {tp}: "
+            f"{tid} {is_state} since {since}, listing {tp}: "
             "the coordinator decided but the markers were never delivered"
         )
         advice = (
@@ -419,15 +429,16 @@ def evidence_and_advice(row: dict, reason: Reason | str, thresholds: Thresholds)
     elif reason == Reason.COORDINATOR_TIMEOUT_OVERDUE:
         timeout = row.get("owner_timeout_ms")
         coord = (
-            f"{tid} is {state} since {_utc(_first_known(row, 'owner_txn_start_ms', 'owner_last_update_ms'))} "
-            f"with timeout {timeout} ms: "
+            f"{tid} {is_state} since {_utc(_first_known(row, 'owner_txn_start_ms', 'owner_last_update_ms'))} "
+            f"with timeout {_timeout(timeout)}: "
             "the coordinator should already have aborted it"
         )
         advice = "Check the transaction coordinator: it should time this transaction out on its own."
     else:
-        coord = f"{tid} is {state}"
+        coord = f"{tid} {is_state}"
         advice = "Investigate."
-    return f"{what} on {tp} ({idle}); {coord}{replica_note}.", advice
+    evidence = f"{what} on {tp} ({idle}); {coord}{replica_note}."
+    return evidence[:1].upper() + evidence[1:], advice
 
 
 def _doubt_row(row: dict) -> bool:
@@ -463,11 +474,12 @@ def coordinator_stuck(coordinator: pa.Table, thresholds: Thresholds) -> np.ndarr
 
 def coordinator_stuck_evidence(row: dict, thresholds: Thresholds) -> tuple[str, str]:
     since_ms = max(x for x in (row.get("txn_start_ms"), row.get("last_update_ms")) if x is not None)
-    parts = ", ".join(row.get("partitions") or []) or "no partitions"
+    listed = row.get("partitions") or []
+    parts = f"it lists {', '.join(listed)}, none of which is in the input" if listed else "it lists no partitions"
     evidence = (
         f"{row['transactional_id']} (producer {row['producer_id']} epoch {row['producer_epoch']}) has been "
         f"{row['state']} since {_utc(since_ms)} ({_duration(thresholds.as_of_ms - since_ms)}), far past its "
-        f"{row['timeout_ms']} ms timeout; it lists {parts}, none of which is in the input."
+        f"{_timeout(row.get('timeout_ms'))} timeout; {parts}."
     )
     advice = (
         f"Check the transaction coordinator for __transaction_state-{row['coordinator_partition']}; "

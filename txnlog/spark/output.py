@@ -249,15 +249,17 @@ def abort_impact(it: Intermediates, hanging: DataFrame) -> DataFrame:
     ``ProducerStateManager.firstUnstableOffset``; txnlog.spark.transforms.with_lso). Aborting a HANGING
     transaction removes it from that set once its ABORT marker is replicated: after the aborts of the
     partition's HANGING transactions up to this one, the LSO moves to the first offset of the earliest
-    unstable transaction left (a LATE or active one, or the next HANGING one), else to the log end at
+    transaction left open on the leader (a LATE or active one, or the next HANGING one), else to the log end at
     ``as_of`` (the marker itself is one more offset), never below the log start. ``offsets_released``:
     the LSO after this abort minus the LSO before it (the partition's LSO for the first).
     """
     from pyspark.sql import Window
 
     key = ["topic", "partition", "producer_id", "start_offset"]
-    pending = F.col("marker_offset").isNotNull() & (F.col("marker_offset") >= F.col("high_watermark"))
-    unstable = it.txns.filter(F.col("open_on_lead") | pending).select(
+    # Open on the leader only: a completed transaction whose marker the high watermark has not passed yet
+    # does not hold the LSO after an abort, because the abort's marker lands at the log end, after its
+    # marker, and the high watermark passes both at once (ProducerStateManager.removeUnreplicatedTransactions).
+    unstable = it.txns.filter(F.col("open_on_lead")).select(
         "topic", "partition", "producer_id", F.col("first_offset").alias("start_offset")
     )
     marked = hanging.select(*key).distinct()

@@ -1,0 +1,131 @@
+"""Evidence and advice read as finished English in every case (issue 15): every reason × every input kind
+(copied segments, a kafka-dump-log.sh dump, the live Kafka source, replicas that diverged, damage nearby)
+× what may be unknown (transactional.id, coordinator state and times, the log start, the previous marker)
+× one or several batches. No ``None``/``nan``, no singular/plural slip, no empty clause or stray punctuation."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+
+from txnlog import classify as C
+from txnlog.kafka.wire import ControlType
+
+AS_OF = 1_763_800_000_000
+
+BASE = {
+    "topic": "orders",
+    "partition": 5,
+    "producer_id": 40015,
+    "producer_epoch": 3,
+    "start_offset": 614,
+    "last_offset": 620,
+    "last_timestamp_ms": AS_OF - 3_600_000,
+    "idle_ms": 3_600_000,
+    "owner_partitions": ["orders-4"],
+    "owner_timeout_ms": 60_000,
+    "owner_coordinator_partition": 17,
+}
+
+INPUTS = {
+    "segments": {"replicas": ["broker-1", "broker-2"], "open_replicas": ["broker-1", "broker-2"]},
+    "dump_log": {"replicas": ["dumps/b1"], "open_replicas": ["dumps/b1"]},
+    "live": {"replicas": ["live"], "open_replicas": ["live"], "log_start_offset": 600},
+    "diverged": {
+        "replicas": ["broker-1", "broker-2", "broker-3"],
+        "open_replicas": ["broker-2"],
+        "behind_replicas": ["broker-3"],
+        "diverged": True,
+    },
+    "damaged": {
+        "replicas": ["broker-1"],
+        "open_replicas": ["broker-1"],
+        "damage_after": True,
+        "damaged_files": ["broker-1/orders-5/00000000000000000600.log"],
+        "txn_state_damaged": True,
+        "checkpoint_note": "replication-offset-checkpoint of broker-1 lags the segments",
+    },
+}
+
+OWNERS = {
+    "known": {
+        "transactional_id": "payments-7",
+        "owner_state": "CompleteAbort",
+        "owner_last_update_ms": AS_OF - 1_800_000,
+        "owner_txn_start_ms": AS_OF - 3_700_000,
+    },
+    "unknown": {"transactional_id": None, "owner_state": None, "owner_last_update_ms": None},
+}
+
+STARTS = {
+    "in-log": {"started_before_log_start": False},
+    "before-log-start": {"started_before_log_start": True, "snapshot_offset": 600, "log_start_offset": 610},
+    "before-log-start-unknown": {"started_before_log_start": True, "snapshot_offset": None, "log_start_offset": None},
+}
+
+MARKERS = {
+    "none": {"prev_marker_type": None},
+    "abort": {"prev_marker_type": int(ControlType.ABORT), "prev_marker_offset": 613, "prev_marker_epoch": 3},
+    "commit-no-epoch": {"prev_marker_type": int(ControlType.COMMIT), "prev_marker_offset": 600},
+}
+
+SLIPS = [
+    (r"\bNone\b", "a None"),
+    (r"\bnan\b", "a nan"),
+    (r"\b1 batches\b", "singular/plural"),
+    (r"\b(?:[02-9]|\d{2,}) batch\b(?!es)", "singular/plural"),
+    (r"\b1 batch(?:es)? (?:follow|are)\b", "verb agreement"),
+    (r"\bbatches (?:follows|is)\b", "verb agreement"),
+    (r"  ", "a double space"),
+    (r" [,;.:)]", "a space before punctuation"),
+    (r"[,;:]\s*[,;.)]", "an empty clause"),
+    (r"\(\s*\)", "empty parentheses"),
+    (r"\.\.", "a doubled full stop"),
+]
+
+
+def _slips(text: str) -> list[str]:
+    return [what for pattern, what in SLIPS if re.search(pattern, text)]
+
+
+#: coordinator-only findings (COORDINATOR_STUCK) have their own sentence: test_coordinator_stuck_sentence
+PARTITION_REASONS = [r for r in C.Reason if r != C.Reason.COORDINATOR_STUCK]
+CASES = list(itertools.product(PARTITION_REASONS, INPUTS, OWNERS, STARTS, MARKERS, (0, 1, 2), (True, False)))
+
+
+@pytest.mark.parametrize(
+    ("reason", "inputs", "owner", "start", "marker", "batches", "all_read"),
+    CASES,
+    ids=["-".join(str(p) for p in c) for c in CASES],
+)
+def test_evidence_reads_as_english(reason, inputs, owner, start, marker, batches, all_read) -> None:
+    row = {**BASE, **INPUTS[inputs], **OWNERS[owner], **STARTS[start], **MARKERS[marker], "batch_count": batches}
+    if batches == 1:
+        row["last_offset"] = row["start_offset"]
+    thresholds = C.Thresholds(as_of_ms=AS_OF, all_txn_state_partitions_read=all_read)
+    evidence, advice = C.evidence_and_advice(row, reason, thresholds)
+    for text in (evidence, advice):
+        assert not _slips(text), (_slips(text), text)
+        assert text[0].isupper() or text[0].isdigit(), text
+        assert text.endswith("."), text
+
+
+@pytest.mark.parametrize("partitions", [["orders-4", "orders-9"], []])
+def test_coordinator_stuck_sentence(partitions) -> None:
+    row = {
+        "transactional_id": "archiver",
+        "producer_id": 7,
+        "producer_epoch": 1,
+        "state": "PrepareAbort",
+        "txn_start_ms": AS_OF - 7_200_000,
+        "last_update_ms": None,
+        "timeout_ms": 60_000,
+        "partitions": partitions,
+        "coordinator_partition": 17,
+    }
+    evidence, advice = C.coordinator_stuck_evidence(row, C.Thresholds(as_of_ms=AS_OF))
+    for text in (evidence, advice):
+        assert not _slips(text), (_slips(text), text)
+        assert text.endswith(".")
