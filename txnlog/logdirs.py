@@ -1,14 +1,26 @@
 """Find Kafka log files under the paths an operator hands us.
 
-``--logs <dir>`` (DESIGN.md §4a): if ``<dir>`` holds partition directories
-(``<topic>-<n>``) it is one broker's log dir; otherwise every subdirectory
-that holds partition directories is a broker log dir, and replicas of one
-partition on several brokers are compared later.
+``--logs <path>`` (DESIGN.md §4a, ``locate``), in this order:
 
-What the broker itself ignores is skipped: ``*.deleted``, ``*.cleaned``,
-``*.swap`` files, directories ending in ``-delete`` / ``-future`` and the KRaft
-metadata log ``__cluster_metadata``. Pure module (stdlib only): listing a few
-thousand directories is driver work; reading bytes happens in executors.
+* a directory holding partition directories (``<topic>-<n>``) is one broker's log dir;
+* a partition directory itself (named ``<topic>-<n>`` and holding ``<20-digit offset>.log`` /
+  ``.snapshot`` / index files or ``partition.metadata``) is one replica of that partition, named
+  after its parent directory as a log dir's partitions are after the log dir;
+* a single ``<20-digit offset>.log`` segment or ``.snapshot`` file is read alone, its topic and
+  partition from its parent directory's name, its replica named after the directory above that;
+* otherwise every subdirectory that holds partition directories is a broker log dir.
+
+Replicas of one partition on several brokers are compared later. A partition directory's name is
+parsed as Kafka parses it (``LocalLog.parseTopicPartitionName``): the partition is what follows the
+last ``-``, so topics may hold ``-`` and ``.``.
+
+What the broker itself ignores is skipped: ``*.deleted``, ``*.cleaned``, ``*.swap`` files,
+directories ending in ``-delete`` / ``-future`` / ``-stray`` (``LocalLog.DeleteDirSuffix`` /
+``FutureDirSuffix`` / ``StrayDirSuffix``: ``<topic>-<n>.<uuid>-delete`` is being deleted, ``-future``
+a replica still being copied to another log dir, ``-stray`` one the broker no longer hosts) and the
+KRaft metadata log ``__cluster_metadata``; given as a ``--logs`` path themselves, they are refused
+(``Located.problem``). Pure module (stdlib only): listing a few thousand directories is driver work;
+reading bytes happens in executors.
 """
 
 from __future__ import annotations
@@ -23,6 +35,11 @@ _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _OFFSET_FILE = re.compile(r"^(?P<offset>\d{20})\.(?P<suffix>log|snapshot|index|timeindex|txnindex)$")
 _IGNORED_DIR_SUFFIXES = ("-delete", "-future", "-stray")
 IGNORED_TOPICS = {"__cluster_metadata"}
+_SUFFIX_MEANING = {
+    "-delete": "a partition directory Kafka has marked for deletion",
+    "-future": "a replica Kafka is still copying to another log dir (it serves the original)",
+    "-stray": "a replica the broker no longer hosts (marked stray)",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,10 +175,10 @@ def _holds_partition_dirs(path: str) -> bool:
 
 
 def broker_dirs(root: str) -> list[tuple[str, str]]:
-    """(broker name, log dir) pairs under ``root`` per the ``--logs`` rule."""
+    """(broker name, log dir) pairs under ``root`` per the ``--logs`` rule (whole log dirs only)."""
     root = os.path.abspath(root)
     if _holds_partition_dirs(root):
-        return [(os.path.basename(root.rstrip(os.sep)) or root, root)]
+        return [(_dir_name(root), root)]
     found = []
     with os.scandir(root) as it:
         for e in sorted(it, key=lambda e: e.name):
@@ -170,8 +187,133 @@ def broker_dirs(root: str) -> list[tuple[str, str]]:
     return found
 
 
+def _dir_name(path: str) -> str:
+    return os.path.basename(path.rstrip(os.sep)) or path
+
+
+#: ``Located.kind``
+LOG_DIRS, PARTITION_DIR, LOG_FILE, NOTHING = "log_dirs", "partition_dir", "file", "nothing"
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """What one ``--logs`` path is (``locate``).
+
+    ``log_dirs``: (broker name, log dir) of whole log dirs (LOG_DIRS), or the one replica a partition
+    directory or file belongs to (its parent log dir). ``topic``/``partition``: of a PARTITION_DIR or
+    LOG_FILE. ``problem`` (NOTHING): what the path is instead, one clause naming what was expected.
+    """
+
+    path: str
+    kind: str
+    log_dirs: tuple[tuple[str, str], ...] = ()
+    topic: str = ""
+    partition: int = -1
+    problem: str = ""
+
+
+def _holds_kafka_files(path: str) -> bool:
+    try:
+        with os.scandir(path) as it:
+            return any(_OFFSET_FILE.match(f.name) or f.name in _PARTITION_MARKERS for f in it)
+    except OSError:
+        return False
+
+
+#: what ``--logs`` accepts, for messages
+LOGS_EXPECTED = (
+    "give a broker log dir (log.dirs), a directory of them, a partition directory (<topic>-<partition>/) "
+    "or a segment file (<topic>-<partition>/<20-digit base offset>.log)"
+)
+
+
+def _partition_of(dir_path: str, subject: str) -> tuple[tuple[str, int] | None, str]:
+    """(topic, partition) of a partition directory, as Kafka parses its name; else None and why not
+    (``subject``: how the message names the directory's name, e.g. "its directory")."""
+    name = _dir_name(dir_path)
+    suffix = next((x for x in _IGNORED_DIR_SUFFIXES if name.endswith(x)), None)
+    if suffix is not None:
+        return None, (
+            f"{name} is {_SUFFIX_MEANING[suffix]} (Kafka's {suffix} suffix), which txnlog skips as the broker does; "
+            "give the <topic>-<partition>/ directory the broker serves"
+        )
+    tp = parse_partition_dir(name)
+    if tp is None and _PARTITION_DIR.match(name):
+        return None, f"{name} is the KRaft metadata log, which holds no transactions"
+    if tp is None:
+        return None, (
+            f"{subject} {name!r} is not <topic>-<partition> as Kafka names a partition directory, so the topic and "
+            "partition are unknown; copy the files into a directory named after their partition (e.g. orders-7/)"
+        )
+    return tp, ""
+
+
+def locate(path: str) -> Located:
+    """What the ``--logs`` path ``path`` is (module doc); NOTHING with a ``problem`` when none of them."""
+    path = os.path.abspath(path)
+    if os.path.isfile(path):
+        name = os.path.basename(path)
+        m = _OFFSET_FILE.match(name)
+        if m and m.group("suffix") not in ("log", "snapshot"):
+            return Located(path, NOTHING, problem=f"an index file; give the segment {m.group('offset')}.log beside it")
+        if not m:
+            return Located(
+                path,
+                NOTHING,
+                problem="not a Kafka segment or producer snapshot (<20-digit base offset>.log or .snapshot); "
+                + LOGS_EXPECTED,
+            )
+        part_dir = os.path.dirname(path)
+        tp, why = _partition_of(part_dir, "its directory")
+        if tp is None:
+            return Located(path, NOTHING, problem=why)
+        log_dir = os.path.dirname(part_dir)
+        return Located(path, LOG_FILE, ((_dir_name(log_dir), log_dir),), *tp)
+    if not os.path.isdir(path):
+        return Located(path, NOTHING, problem=f"no such file or directory; {LOGS_EXPECTED}")
+    if _holds_partition_dirs(path):
+        return Located(path, LOG_DIRS, tuple(broker_dirs(path)))
+    if _holds_kafka_files(path):
+        tp, why = _partition_of(path, "it holds Kafka log files, but its name")
+        if tp is None:
+            return Located(path, NOTHING, problem=why)
+        log_dir = os.path.dirname(path)
+        return Located(path, PARTITION_DIR, ((_dir_name(log_dir), log_dir),), *tp)
+    found = broker_dirs(path)
+    if not found:
+        return Located(
+            path,
+            NOTHING,
+            problem="no Kafka logs found (expected <topic>-<partition>/ directories holding 0000….log segments, "
+            f"or the segments themselves); {LOGS_EXPECTED}",
+        )
+    return Located(path, LOG_DIRS, tuple(found))
+
+
+def looks_like_dump_log(path: str, *, max_files: int = 20, head_bytes: int = 8192) -> bool:
+    """Whether ``path`` (a file, or a few files under a directory) is kafka-dump-log.sh output: text
+    that starts with ``Dumping `` or has ``baseOffset: `` lines within its first ``head_bytes``."""
+    if os.path.isdir(path):
+        files: list[str] = []
+        for dirpath, dirs, names in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            files.extend(os.path.join(dirpath, n) for n in sorted(names) if not n.startswith("."))
+            if len(files) >= max_files:
+                break
+        return any(looks_like_dump_log(f) for f in files[:max_files])
+    try:
+        with open(path, "rb") as f:
+            head = f.read(head_bytes)
+    except OSError:
+        return False
+    text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
+    return text.startswith(("Dumping ", "baseOffset: ")) or "\nbaseOffset: " in text
+
+
 def discover(paths: list[str] | tuple[str, ...]) -> Inventory:
-    """List every segment and snapshot below ``paths`` (see module doc)."""
+    """List every segment and snapshot below ``paths`` (see module doc); a path that ``locate`` finds
+    nothing in adds nothing. A file reached twice (a segment given inside a partition directory also
+    given) is listed once; one log dir reached twice is one replica."""
     segments: list[LogFile] = []
     snapshots: list[LogFile] = []
     txn_state: list[LogFile] = []
@@ -179,56 +321,92 @@ def discover(paths: list[str] | tuple[str, ...]) -> Inventory:
     skipped: list[str] = []
     checkpoints: list[Checkpoint] = []
     clean: list[str] = []
-    for root in paths:
-        for broker, log_dir in broker_dirs(root):
-            if broker in brokers:  # two roots with the same basename: keep them apart
-                broker = f"{broker}@{log_dir}"
-            brokers.append(broker)
-            checkpoints.extend(read_checkpoints(broker, log_dir))
+    replicas: dict[str, str] = {}  # log dir (real path) -> broker name
+    whole: set[str] = set()  # log dirs (real paths) given whole: their checkpoints are read
+    seen: set[str] = set()  # files listed (real paths)
+
+    def replica(name: str, log_dir: str, *, whole_dir: bool) -> str:
+        key = os.path.realpath(log_dir)
+        if key not in replicas:
+            if name in brokers:  # two roots with the same basename: keep them apart
+                name = f"{name}@{log_dir}"
+            replicas[key] = name
+            brokers.append(name)
+        name = replicas[key]
+        if whole_dir and key not in whole:  # the log dir's checkpoints and clean-shutdown file
+            whole.add(key)
+            checkpoints.extend(read_checkpoints(name, log_dir))
             if os.path.exists(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)):
-                clean.append(broker)
-            with os.scandir(log_dir) as it:
-                entries = sorted(it, key=lambda e: e.name)
-            for entry in entries:
-                if not entry.is_dir():
-                    continue
-                tp = parse_partition_dir(entry.name)
-                if tp is None:
-                    if _PARTITION_DIR.match(entry.name) or entry.name.endswith(_IGNORED_DIR_SUFFIXES):
-                        skipped.append(entry.path)
-                    continue
-                topic, partition = tp
-                with os.scandir(entry.path) as files:
-                    names = sorted(files, key=lambda f: f.name)
-                for f in names:
-                    m = _OFFSET_FILE.match(f.name)
-                    if not m:
-                        if f.name.endswith((".deleted", ".cleaned", ".swap")):
-                            skipped.append(f.path)
+                clean.append(name)
+        return name
+
+    def add(broker: str, topic: str, partition: int, f: os.DirEntry[str] | str) -> None:
+        fpath, fname = (f, os.path.basename(f)) if isinstance(f, str) else (f.path, f.name)
+        m = _OFFSET_FILE.match(fname)
+        if not m:
+            if fname.endswith((".deleted", ".cleaned", ".swap")):
+                skipped.append(fpath)
+            return
+        suffix = m.group("suffix")
+        if suffix not in ("log", "snapshot"):
+            return
+        real = os.path.realpath(fpath)
+        if real in seen:
+            return
+        seen.add(real)
+        lf = LogFile(
+            path=fpath,
+            broker=broker,
+            topic=topic,
+            partition=partition,
+            base_offset=int(m.group("offset")),
+            size=os.stat(fpath).st_size if isinstance(f, str) else f.stat().st_size,
+            kind=suffix,
+        )
+        if suffix == "snapshot":
+            if topic != TRANSACTION_STATE_TOPIC:
+                snapshots.append(lf)
+        elif topic == TRANSACTION_STATE_TOPIC:
+            txn_state.append(lf)
+        else:
+            segments.append(lf)
+
+    def add_partition(broker: str, topic: str, partition: int, part_dir: str) -> None:
+        with os.scandir(part_dir) as files:
+            for f in sorted(files, key=lambda f: f.name):
+                add(broker, topic, partition, f)
+
+    for root in paths:
+        found = locate(root)
+        if found.kind == LOG_DIRS:
+            for name, log_dir in found.log_dirs:
+                broker = replica(name, log_dir, whole_dir=True)
+                with os.scandir(log_dir) as it:
+                    entries = sorted(it, key=lambda e: e.name)
+                for entry in entries:
+                    if not entry.is_dir():
                         continue
-                    suffix = m.group("suffix")
-                    if suffix not in ("log", "snapshot"):
+                    tp = parse_partition_dir(entry.name)
+                    if tp is None:
+                        if _PARTITION_DIR.match(entry.name) or entry.name.endswith(_IGNORED_DIR_SUFFIXES):
+                            skipped.append(entry.path)
                         continue
-                    lf = LogFile(
-                        path=f.path,
-                        broker=broker,
-                        topic=topic,
-                        partition=partition,
-                        base_offset=int(m.group("offset")),
-                        size=f.stat().st_size,
-                        kind=suffix,
-                    )
-                    if suffix == "snapshot":
-                        if topic != TRANSACTION_STATE_TOPIC:
-                            snapshots.append(lf)
-                    elif topic == TRANSACTION_STATE_TOPIC:
-                        txn_state.append(lf)
-                    else:
-                        segments.append(lf)
+                    add_partition(broker, *tp, entry.path)
+        elif found.kind in (PARTITION_DIR, LOG_FILE):
+            ((name, log_dir),) = found.log_dirs
+            broker = replica(name, log_dir, whole_dir=False)
+            if found.kind == PARTITION_DIR:
+                add_partition(broker, found.topic, found.partition, found.path)
+            else:
+                add(broker, found.topic, found.partition, found.path)
+
+    def key(f: LogFile) -> tuple[int, str, str]:  # a log dir's listing order, whatever order paths came in
+        return brokers.index(f.broker), os.path.basename(os.path.dirname(f.path)), os.path.basename(f.path)
+
     return Inventory(
-        segments=tuple(segments),
-        snapshots=tuple(snapshots),
-        txn_state_segments=tuple(txn_state),
+        segments=tuple(sorted(segments, key=key)),
+        snapshots=tuple(sorted(snapshots, key=key)),
+        txn_state_segments=tuple(sorted(txn_state, key=key)),
         brokers=tuple(brokers),
         skipped=tuple(skipped),
         checkpoints=tuple(checkpoints),

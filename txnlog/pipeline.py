@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from txnlog import __version__, classify
 from txnlog.errors import UsageError
-from txnlog.logdirs import Checkpoint, Inventory, discover
+from txnlog.logdirs import LOGS_EXPECTED, NOTHING, Checkpoint, Inventory, discover, locate, looks_like_dump_log
 from txnlog.tables import InputSource
 
 if TYPE_CHECKING:
@@ -102,19 +102,24 @@ class RunResult:
 
 
 def check_inputs(paths: list[str]) -> Inventory:
-    """Discover logs under ``paths`` or raise a one-line UsageError saying what to do."""
+    """Discover logs under ``paths`` or raise a one-line UsageError saying what to do: each path is a log
+    dir, a directory of them, a partition directory or a segment/snapshot file (txnlog.logdirs.locate);
+    kafka-dump-log.sh text is pointed at --dump-log."""
     for p in paths:
-        if not os.path.exists(p):
+        found = locate(p)
+        if found.kind != NOTHING:
+            continue
+        if os.path.exists(p) and looks_like_dump_log(p):
             raise UsageError(
-                f"--logs {p}: no such file or directory; give a broker log dir (log.dirs) or a dir of them"
+                f"--logs {p}: {'holds ' if os.path.isdir(p) else 'is '}kafka-dump-log.sh output, not Kafka's "
+                f"log files; use --dump-log {p}"
             )
-        if not os.path.isdir(p):
-            raise UsageError(f"--logs {p}: not a directory; give a broker log dir (log.dirs) or a dir of them")
+        raise UsageError(f"--logs {p}: {found.problem}")
     inventory = discover(paths)
     if not inventory.segments and not inventory.txn_state_segments:
         raise UsageError(
             f"--logs {', '.join(paths)}: no Kafka logs found (expected <topic>-<partition>/ directories holding "
-            "0000….log segments); point --logs at a broker's log.dirs or at a directory of broker log dirs"
+            f"0000….log segments); {LOGS_EXPECTED}"
         )
     return inventory
 
@@ -231,6 +236,11 @@ def _describe(inventory: Inventory, dump_files: int, live: str | None, txn_state
         note += f"; {dump_files} kafka-dump-log.sh output file(s)"
     if live:
         note += f"; __transaction_state read live from {live}"
+    elif not inventory.txn_state_segments and not dump_files:
+        note += (
+            "; __transaction_state was not read (no __transaction_state-<n>/ in the input): a transaction no "
+            "transactional.id is seen to own is NO_TRANSACTIONAL_ID with a VERIFY_FIRST abort"
+        )
     return note
 
 
