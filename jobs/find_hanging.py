@@ -70,7 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MS",
         help="the cluster's transaction.max.timeout.ms (default 900000)",
     )
-    p.add_argument("--cluster", metavar="NAME", help="cluster name written in every row")
+    p.add_argument(
+        "--cluster",
+        metavar="NAME",
+        help="cluster name written in every row (default: named after the input, the same name for the same "
+        "input: 'sample', 'live-<bootstrap servers>', or '<first input>-<8 hex digits>')",
+    )
     p.add_argument(
         "--transaction-state-partitions",
         type=int,

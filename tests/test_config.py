@@ -25,7 +25,7 @@ def write(tmp_path: Path, text: str, name: str = "env.yaml") -> Path:
 def test_defaults():
     cfg = load_config(None, {})
     assert cfg == Config(
-        cluster="sample",
+        cluster=None,
         logs=[],
         dump_log=[],
         bootstrap_servers=None,

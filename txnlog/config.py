@@ -51,7 +51,8 @@ class Config:
     ('prod-eu', '2026-11-02T00:00:00+00:00')
     """
 
-    cluster: str = "sample"
+    #: None: named after the input when the run starts (txnlog.pipeline.cluster_name)
+    cluster: str | None = None
     logs: list[str] = field(default_factory=list)
     dump_log: list[str] = field(default_factory=list)
     bootstrap_servers: str | None = None
@@ -342,7 +343,7 @@ def _is_secret(key: str) -> bool:
 
 
 _KEYS: dict[str, Callable[[Any, str], Any]] = {
-    "cluster": _as_str,
+    "cluster": _as_optional_str,
     "logs": _as_str_list,
     "dump_log": _as_str_list,
     "bootstrap_servers": _as_optional_str,

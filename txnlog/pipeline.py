@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import sys
 import time
 import uuid
@@ -66,10 +67,12 @@ class RunResult:
     seconds: float = 0.0
     inventory_note: str = ""
     as_of_source: str = ""  # --as-of / markers / transaction_state / log_append_time (txnlog.as_of)
+    cluster_derived: bool = False  # the name was made from the input (no --cluster)
 
     def summary_text(self) -> str:
         lines = [
-            f"txnlog {__version__}: run {self.run_id} of cluster '{self.cluster}' as of "
+            f"txnlog {__version__}: run {self.run_id} of cluster '{self.cluster}'"
+            f"{' (named after the input; --cluster names it)' if self.cluster_derived else ''} as of "
             f"{self.as_of.strftime('%Y-%m-%dT%H:%M:%SZ')}"
             f"{f' (from {self.as_of_source})' if self.as_of_source else ''} ({self.seconds:.1f} s)",
         ]
@@ -157,6 +160,7 @@ class Inputs:
     live: str | None = None  # bootstrap servers whose __transaction_state is read (no offline input)
     note: str = ""
     dump_bytes: int = 0  # the kafka-dump-log.sh files' size
+    sample: bool = False  # no input was given: the embedded sample cluster
 
     @property
     def bytes(self) -> int:
@@ -203,7 +207,40 @@ def plan_inputs(config: Config, progress: Progress | None = None, *, sample: boo
         progress(f"found {note}")
     # a remote file's size is not looked up: such an input counts as unbounded (Spark tasks read it)
     dump_bytes = sum(os.path.getsize(f) if "://" not in f else sys.maxsize for f in dump_files)
-    return Inputs(tuple(logs), inventory, tuple(config.dump_log), tuple(dump_files), live, note, dump_bytes)
+    return Inputs(
+        tuple(logs), inventory, tuple(config.dump_log), tuple(dump_files), live, note, dump_bytes,
+        sample=not config.logs and not config.dump_log and not config.bootstrap_servers,
+    )  # fmt: skip
+
+
+SAMPLE_CLUSTER = "sample"
+
+
+def _named(config: Config) -> str:
+    """The run's cluster name (``run`` names an unnamed one after the input before anything is written)."""
+    if not config.cluster:
+        raise ValueError("the cluster is named by pipeline.run (cluster_name) before tables are written")
+    return config.cluster
+
+
+def cluster_name(given: str | None, inputs: Inputs) -> tuple[str, bool]:
+    """(the run's cluster name, whether it was derived): ``--cluster`` when given, else a name made from the
+    input, the same for the same input so that reruns replace their run and ``since-last-run`` finds the
+    previous one: ``sample`` for the embedded sample, ``live-<bootstrap servers>`` for a live cluster, else
+    ``<first input's name>-<8 hex digits of a hash of every input's absolute path>``."""
+    import hashlib
+
+    if given:
+        return given, False
+    if inputs.sample:
+        return SAMPLE_CLUSTER, True
+    if inputs.live:
+        return "live-" + ",".join(sorted(h.strip() for h in inputs.live.split(",") if h.strip())), True
+    paths = sorted(p if "://" in p else os.path.abspath(p) for p in (*inputs.logs, *inputs.dump_log))
+    first = (inputs.logs or inputs.dump_log)[0].split("=", 1)[-1].rstrip("/\\")
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", os.path.basename(first) or "input").strip("-") or "input"
+    digest = hashlib.sha1("\n".join(paths).encode()).hexdigest()[:8]
+    return f"{stem}-{digest}", True
 
 
 def _dump_files(args: list[str]) -> list[str]:
@@ -462,7 +499,8 @@ def capture_live(config: Config, inputs: Inputs, progress: Progress | None = Non
         return None
     from txnlog.spark.live_batches import RANGE_SINCE_LAST_RUN, capture_cut, previous_cut
 
-    previous = previous_cut(config.output, config.cluster) if config.live_range == RANGE_SINCE_LAST_RUN else None
+    cluster = _named(config)
+    previous = previous_cut(config.output, cluster) if config.live_range == RANGE_SINCE_LAST_RUN else None
     if config.live_range == RANGE_SINCE_LAST_RUN and progress:
         progress(
             f"since-last-run: continuing the run of {previous.as_of.isoformat()}"
@@ -653,7 +691,7 @@ def write(
                     spark,
                     config.output,
                     {name: table},
-                    cluster=config.cluster,
+                    cluster=_named(config),
                     as_of=as_of,
                     writer=config.delta_writer,
                     supersede=supersede,
@@ -695,6 +733,10 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
 
     t0, started_at, run_id = time.monotonic(), datetime.now(UTC), uuid.uuid4().hex[:12]
     inputs = plan_inputs(config, progress)
+    cluster, derived = cluster_name(config.cluster, inputs)
+    config = dataclasses.replace(config, cluster=cluster)
+    if derived and not inputs.sample:
+        progress(f"cluster '{cluster}': named after the input (the same input gives the same name; --cluster names it)")
     placement = Placement.for_input(inputs.bytes, config.driver_max_bytes, live=bool(inputs.live))
     spark = spark or get_session("txnlog", conf=dict(config.spark))
     with run_scope(spark, config.output, run_id, placement) as (scratch, cache):
@@ -724,7 +766,8 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
         if config.verify_live:
             tables = verify_live(spark, tables, config, progress=progress)
         counts = write(spark, tables, config, as_of, placement, supersede=_superseded(live_cut))
-        result = RunResult(run_id, config.cluster, as_of, config.output, counts, inputs=inputs.names)
+        result = RunResult(run_id, _named(config), as_of, config.output, counts, inputs=inputs.names)
+        result.cluster_derived = derived and not inputs.sample
         result.inventory_note, result.as_of_source = inputs.note, as_of_source
         result, late_partitions = summarize(spark, tables, counts, run=result)
         result.seconds = time.monotonic() - t0
