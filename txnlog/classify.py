@@ -33,7 +33,7 @@ from txnlog.kafka.wire import (
     ControlType,
     TransactionState,
 )
-from txnlog.live_fetch import LIVE_REPLICA
+from txnlog.tables import LIVE_REPLICA
 
 
 class Verdict(StrEnum):

@@ -50,8 +50,6 @@ READ_UNCOMMITTED = 0
 #: the Java consumer's defaults: ``fetch.max.bytes`` and ``max.partition.fetch.bytes``
 DEFAULT_FETCH_MAX_BYTES = 52_428_800
 DEFAULT_PARTITION_MAX_BYTES = 1_048_576
-#: the replica name of what the Kafka source reads (the partition's leader answers, whichever it is)
-LIVE_REPLICA = "live"
 #: the look-back's first window when nothing says how many bytes an offset takes
 _FIRST_WINDOW_OFFSETS = 64
 

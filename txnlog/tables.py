@@ -28,6 +28,11 @@ class InputSource(StrEnum):
     LIVE = "live"  # admin-API answers of --verify-live (ListOffsets, DescribeProducers, DescribeTransactions)
 
 
+#: the replica name of what a live cluster answers (the Kafka source reads from each partition's leader,
+#: whichever broker that is), in ``replicas``/``open_replicas`` and quarantine's ``replica``
+LIVE_REPLICA = "live"
+
+
 class Outcome(StrEnum):
     """``transactions.outcome`` (DESIGN.md §3)."""
 

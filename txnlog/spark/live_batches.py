@@ -55,9 +55,10 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from txnlog.config import LIVE_RANGES
-from txnlog.live_fetch import LIVE_REPLICA, FetchSettings, LiveRange
+from txnlog.live_fetch import FetchSettings, LiveRange
 from txnlog.logdirs import Checkpoint, LogFile
 from txnlog.spark.sources import SEGMENT_SUMMARY_SCHEMA, SegmentRows, arrow_to_spark_schema, summarize_segment
+from txnlog.tables import LIVE_REPLICA
 
 if TYPE_CHECKING:
     from txnlog.live_fetch import RangeRead
