@@ -1,37 +1,32 @@
-"""The forensic notebook runs top to bottom on a written incident (cells executed in-process)."""
+"""The forensic notebook runs the job itself, top to bottom, in a real Jupyter kernel (its own Spark
+session), on a written incident; tests/reports/test_notebooks.py runs both notebooks over a sample history."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
+from tests.reports.kernel import execute
 from txnlog.brokerlog.scenarios import write_scenario
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "forensics.ipynb"
 
 
 @pytest.mark.spark
-def test_forensics_notebook_runs(spark, tmp_path, capsys):
-    import matplotlib
-
-    matplotlib.use("Agg")
+def test_forensics_notebook_runs_the_job(tmp_path):
     truth = write_scenario("coordinator_completed", tmp_path / "logs", seed=1)
-    cells = [c for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code"]
-    namespace: dict = {}
-    exec("".join(cells[0]["source"]), namespace)  # the parameters cell
-    namespace.update(LOGS=str(tmp_path / "logs"), OUTPUT=str(tmp_path / "out"), CLUSTER="nb")
-    for cell in cells[1:]:
-        exec("".join(cell["source"]), namespace)
-    printed = capsys.readouterr().out
+    done = execute(
+        NOTEBOOK,
+        tmp_path / "executed",
+        {"LOGS": str(tmp_path / "logs"), "OUTPUT": str(tmp_path / "out"), "CLUSTER": "nb"},
+        collect='{"findings": len(findings), "plan": len(plan)}',
+    )
+    printed = done.text()
     hanging = [f for f in truth.findings if f.verdict == "HANGING"]
     assert hanging
     for f in hanging:
         assert f"--start-offset {f.start_offset}" in printed
         assert f"[HANGING {f.reason}] {f.topic}-{f.partition}" in printed
-    assert len(namespace["findings"]) == len(truth.findings)
-    import matplotlib.pyplot as plt
-
-    assert plt.get_fignums(), "the notebook should draw its plots"
-    plt.close("all")
+    assert done.values == {"findings": len(truth.findings), "plan": len(hanging)}
+    assert len(done.figures) == 3, "the notebook should draw its three plots"
