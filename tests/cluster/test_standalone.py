@@ -1,0 +1,92 @@
+"""The job on a real Spark standalone cluster (issue 14): a master and two workers started from pip's
+pyspark on 127.0.0.1 (tests/cluster/standalone.py), ``./spark-submit.sh --master spark://…`` on a
+writer-made kafka-dump-log.sh dump, every table compared with a ``local[2]`` run of the same dump (chispa),
+and exactly the started processes stopped. ``--driver-max-bytes 0``: the Python steps run in executors on
+the workers, not in the driver (a small input would otherwise never leave the driver process)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.standalone import ROOT, StandaloneCluster
+from tests.e2e.test_messy import render_broker_dumps
+
+pytestmark = pytest.mark.cluster
+
+SUBMIT = ROOT / "spark-submit.sh"
+TABLES = (
+    "transactions",
+    "findings",
+    "abort_recommendations",
+    "partition_health",
+    "coordinator_state",
+    "coordinator_history",
+    "quarantine",
+)
+AS_OF = "1718020807806"  # fixed: both runs are the same (cluster, as_of)
+
+
+def _submit(master: str, dumps: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    args = [a for d in sorted(dumps.iterdir()) for a in ("--dump-log", str(d))]
+    cmd = [
+        str(SUBMIT), "--master", master, "--driver-memory", "1g", *extra, *args,
+        "--output", str(out), "--cluster", "standalone", "--as-of", AS_OF, "--driver-max-bytes", "0",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr[-6000:])
+    return proc
+
+
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory) -> Path:
+    from txnlog.brokerlog.scenarios import write_scenario
+
+    work = tmp_path_factory.mktemp("standalone")
+    write_scenario("messy_incident", work / "logs", seed=3)
+    render_broker_dumps(work / "logs", work / "dumps")
+    return work / "dumps"
+
+
+def test_standalone_cluster_writes_the_local_tables(dumps, tmp_path, spark) -> None:
+    from chispa import assert_df_equality
+
+    from txnlog.delta import read_table
+
+    with StandaloneCluster(tmp_path / "cluster", workers=2, cores=1) as cluster:
+        remote = _submit(
+            cluster.master_url, dumps, tmp_path / "standalone",
+            "--conf", "spark.executor.memory=512m", "--conf", "spark.cores.max=2",
+        )  # fmt: skip
+        assert remote.returncode == 0, remote.stderr[-3000:]
+        apps = cluster.state().get("completedapps", []) + cluster.state().get("activeapps", [])
+        assert apps, "the job did not run on the standalone master"
+        pids = [p.pid for p in cluster.procs.values()]
+    for pid in pids:  # stopped: exactly the processes the cluster started, none left
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    local = _submit("local[2]", dumps, tmp_path / "local")
+    assert local.returncode == 0, local.stderr[-3000:]
+    # the executors did the work: each worker that ran an executor keeps the application's dir
+    worked = list((tmp_path / "cluster" / "work").glob("w*/app-*"))
+    assert len(worked) >= 2, worked
+    rows = 0
+    for table in TABLES:
+        a = read_table(str(tmp_path / "standalone"), table)
+        b = read_table(str(tmp_path / "local"), table)
+        assert a.num_rows == b.num_rows, table
+        rows += a.num_rows
+        if a.num_rows:
+            assert_df_equality(
+                spark.createDataFrame(a),
+                spark.createDataFrame(b),
+                ignore_row_order=True,
+                ignore_nullable=True,
+            )
+    assert rows > 0
