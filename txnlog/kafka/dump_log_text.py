@@ -2,10 +2,11 @@
 
 Two halves, both pure (stdlib + numpy, no pyspark):
 
-* **Format knowledge** used by ``txnlog.spark.dump_log``: Java-compatible
-  regular expressions (Spark's ``regexp_extract``/``rlike`` run them), token
-  positions of the batch line, quarantine reasons and the path rule that turns
-  ``Dumping <path>`` into (broker, topic, partition, file offset).
+* **Format knowledge** used by ``txnlog.spark.dump_log``: regular expressions in
+  Java syntax (the form Spark ran; ``pyarrow.compute`` runs them as :func:`re2`
+  translates them, with Java's meaning), token positions of the batch line,
+  quarantine reasons and the path rule that turns ``Dumping <path>`` into
+  (broker, topic, partition, file offset).
 * **A renderer**, :func:`render_dump`, that prints a segment / snapshot file the
   way each Kafka version's ``DumpLogSegments`` does, so tests can check that the
   text path and the binary path give the same rows. It is a test helper: a
@@ -70,7 +71,8 @@ DETAIL_CHARS = 200  # detail = the start of the offending line
 
 _I = r"(-?\d+)"
 
-# --- line patterns (Java regex syntax; also valid for Python ``re``) ------------------------------
+# --- line patterns (Java regex syntax; also valid for Python ``re``; :func:`re2` gives the RE2 form
+# ``pyarrow.compute`` runs with Java's meaning: none uses lookarounds or backreferences) -----------
 DUMPING_LINE = r"^Dumping (.+)$"
 START_OFFSET_LINE = r"^(?:Log starting offset|Starting offset): (-?\d+)\s*$"
 #: magic >= 2. Fields are space separated ``name: value`` (spec §5.2); codec case-insensitive
@@ -194,8 +196,9 @@ TOOL_ERROR_LINE = (
     # FileLogInputStream.nextBatch / FileChannelRecordBatch.loadBatch messages (the Java port prints the bare message)
     r"|Found record size -?\d+ smaller than minimum record overhead |Failed to (?:read|load) record batch at position )"
 )
-#: "..." / "…" a user put where lines were cut out of a paste (never Kafka output); a record line too
-ELISION_LINE = r"^\s*(?:\|\s*)?(?:\.{3,}|\u2026|\[\.{3,}\]|\[\u2026\])"
+#: "..." / "…" a user put where lines were cut out of a paste (never Kafka output); a record line too.
+#: The ellipsis is the character itself: RE2 has no ``\u2026`` escape (Java and Python read both).
+ELISION_LINE = "^\\s*(?:\\|\\s*)?(?:\\.{3,}|\u2026|\\[\\.{3,}\\]|\\[\u2026\\])"
 #: Dumping path → parts. Group 1: the directory above the partition dir (may be empty),
 #: 2: topic, 3: partition, 4: the file's offset (segment base / snapshot offset), 5: suffix.
 PARTITION_PATH = r"^(?:(?:.*/)?([^/]+)/)?([^/]+)-(\d+)/(\d+)\.(log|snapshot|index|timeindex|txnindex)$"
@@ -203,6 +206,61 @@ FILE_NAME = r"(?:^|/)(\d+)\.(log|snapshot|index|timeindex|txnindex)$"
 #: a directory name that looks like a broker log dir (kafka-logs, broker-1, kafka-0-logs, data, 3)
 BROKER_DIR = r"(?i)(broker|kafka|log|data|node|^\d+$)"
 UNKNOWN_BROKER = "dump"
+
+#: what Java's ``.`` does not match (Pattern: the line terminators) and what its ``\\s`` matches;
+#: RE2's ``.`` only stops at ``\\n`` and its ``\\s`` lacks ``\\x0B``
+_JAVA_TERMINATORS = r"\n\r\x{85}\x{2028}\x{2029}"
+_JAVA_SPACE = r"\t\n\x0B\f\r "
+
+
+def re2(pattern: str, named: bool = False) -> str:
+    r"""``pattern`` (Java syntax, as Spark ran it) in RE2 syntax with Java's meaning, for ``pyarrow.compute``.
+
+    Java's ``.`` stops at any line terminator and its ``$`` (no MULTILINE) also matches before one
+    final terminator; its ``\s``/``\S`` include ``\x0B``. RE2 differs on all three, so they are
+    spelled out; ``named`` names the capturing groups ``g1``, ``g2``, .. (``extract_regex`` needs names).
+
+    >>> re2(r"^(\d+)\s(.*)$", named=True).replace(_JAVA_TERMINATORS, "T").replace(_JAVA_SPACE, "S")
+    '^(?P<g1>\\d+)[S](?P<g2>[^T]*)(?:\\r\\n|[T])?$'
+    """
+    out: list[str] = []
+    group = 0
+    in_class = False
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            e = pattern[i : i + 2]
+            if e in (r"\s", r"\S"):
+                if in_class:
+                    if e == r"\S":
+                        raise ValueError(f"\\S in a character class: {pattern!r}")
+                    out.append(_JAVA_SPACE)
+                else:
+                    out.append(("[" if e == r"\s" else "[^") + _JAVA_SPACE + "]")
+            else:
+                out.append(e)
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if pattern[i + 1 : i + 2] == "^":
+                out.append("[^")
+                i += 2
+                continue
+        elif c == ".":
+            c = "[^" + _JAVA_TERMINATORS + "]"
+        elif c == "$":
+            c = r"(?:\r\n|[" + _JAVA_TERMINATORS + "])?$"
+        elif c == "(" and pattern[i + 1 : i + 2] != "?":
+            group += 1
+            c = f"(?P<g{group}>" if named else "("
+        out.append(c)
+        i += 1
+    return "".join(out)
+
 
 #: The state names the dump prints → TransactionStatus ids (plain ints: they go into numpy and Spark).
 STATE_IDS = {s.kafka_name: int(s) for s in TransactionState}
@@ -215,7 +273,7 @@ CONTROL_TYPE_IDS = {t.name: int(t) for t in (ControlType.ABORT, ControlType.COMM
 def split_dump_path(path: str) -> tuple[str, str | None, int | None, int | None, str | None]:
     """(broker, topic, partition, file offset, suffix) of a ``Dumping <path>`` path.
 
-    Reference implementation of the Spark expressions in ``txnlog.spark.dump_log``.
+    Reference implementation of the Arrow parse in ``txnlog.spark.dump_log``.
 
     >>> split_dump_path("/tmp/kafka-logs/foo-0/00000000000000000000.log")
     ('kafka-logs', 'foo', 0, 0, 'log')

@@ -1,16 +1,22 @@
 """``--dump-log``: read ``kafka-dump-log.sh`` text into the same rows as the binary sources.
 
-Three steps, all in Spark:
+Three steps:
 
 1. **Lines** (``txnlog_dump_lines``, a Python Data Source): one input partition per
    dump file, read in chunks and split on ``\\n`` with numpy (no loop per line).
-   Each row is ``(file, line_no, line)`` with the true 1-based line number, plus two
-   pieces of *context* that only a sequential reader can give cheaply: the
-   ``Dumping <path>`` line that governs it (``section``/``section_header``) and
-   whether the previous line is a batch line (``after_batch``). Detecting those
-   is a fixed-prefix byte compare, vectorized; no field is parsed here.
-2. **Parse** with Spark column expressions only (``rlike``, ``split``,
-   ``regexp_extract``, ``from_json``): patterns from ``txnlog.kafka.dump_log_text``.
+   Each line gets its true 1-based line number, plus two pieces of *context* that
+   only a sequential reader can give cheaply: the ``Dumping <path>`` line that
+   governs it (``section``/``section_header``) and whether the previous line is a
+   batch line (``after_batch``). Detecting those is a fixed-prefix byte compare,
+   vectorized.
+2. **Parse**, in the same reader, chunk by chunk (:func:`parse_lines`): each line's
+   kind and typed fields (``PARSED_SCHEMA``: batch, record, snapshot and
+   ``__transaction_state`` fields, what the path says, the quarantine reason) with
+   ``pyarrow.compute`` - the patterns of ``txnlog.kafka.dump_log_text`` in RE2 form,
+   token positions, Spark's ``try_cast`` rules, ``pyarrow.json`` for the 4.x JSON
+   decoder output. The reader is the same function in both placements
+   (txnlog.spark.placement), so Spark plans no regular expression: it only filters
+   the typed lines, unions them and names the replicas (:func:`_replica_names`).
 3. **Assemble** per dumped segment with ``groupBy(file, section).applyInArrow``:
    the batch lines of one segment (and the few record lines needed: control
    markers and each batch's first record) become ``BATCH_COLUMNS`` arrays, and
@@ -40,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
@@ -66,6 +73,7 @@ if TYPE_CHECKING:
 DUMP_LINES_SOURCE = "txnlog_dump_lines"
 DEFAULT_CHUNK_BYTES = 16 * 2**20
 
+#: the lines as read, before the parse (what :func:`iter_line_batches` yields to :func:`parse_lines`)
 DUMP_LINES_SCHEMA = pa.schema(
     [
         ("file", pa.string()),
@@ -287,18 +295,20 @@ class _DumpLinesReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         for path in partition.value:
             loc, named = self.locations.get(path, (None, False))
-            yield from iter_line_batches(path, self.chunk_bytes, loc, bool(named))
+            for batch in iter_line_batches(path, self.chunk_bytes, loc, bool(named)):
+                yield parse_lines(batch)
 
 
 class DumpLinesSource(DataSource):
-    """``spark.read.format("txnlog_dump_lines").option("paths", json.dumps([...])).load()``"""
+    """``spark.read.format("txnlog_dump_lines").option("paths", json.dumps([...])).load()``: the
+    parsed lines (``PARSED_SCHEMA``) of the dump files."""
 
     @classmethod
     def name(cls) -> str:
         return DUMP_LINES_SOURCE
 
     def schema(self) -> StructType:
-        return arrow_to_spark_schema(DUMP_LINES_SCHEMA)
+        return arrow_to_spark_schema(PARSED_SCHEMA)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return _DumpLinesReader(dict(self.options))
@@ -313,144 +323,633 @@ K_ELIDED, K_TOOL_ERROR, K_SNAPSHOT_CORRUPT = 11, 12, 13
 #: kinds that say a dumped segment is damaged or incomplete: quarantined by byte range of the
 #: segment (assemble_segment / assemble_txn_state), as the segment reader would
 DAMAGE_KINDS = (K_INVALID_BYTES, K_ELIDED, K_TOOL_ERROR)
+#: the kinds in the order they are tried (the first pattern that matches wins): lines starting
+#: with "| " are record-ish and only tried against the first list; "Dumping " lines are K_DUMPING
+_RECORDISH = (
+    (D.RECORD_LINE, K_RECORD),
+    (D.MALFORMED_2_8, K_MALFORMED_28),
+    (D.RECORD_NO_METADATA_LINE, K_RECORD_NO_META),
+    (D.ELISION_LINE, K_ELIDED),
+)
+_OTHER = (
+    (D.BATCH_LINE, K_BATCH),
+    (D.START_OFFSET_LINE, K_START),
+    (D.SNAPSHOT_LINE, K_SNAPSHOT),
+    (D.LEGACY_LINE, K_LEGACY),
+    (D.INVALID_BYTES_LINE, K_INVALID_BYTES),
+    (D.IGNORED_LINES, K_IGNORED),
+    (D.SNAPSHOT_CORRUPT_LINE, K_SNAPSHOT_CORRUPT),
+    (D.TOOL_ERROR_LINE, K_TOOL_ERROR),
+    (D.ELISION_LINE, K_ELIDED),
+)
+_BAD_BATCH = r" isvalid: false\s*$"
+_CHECKPOINT = r"\.checkpoint$"
+_LOG_FILE = r"\.log$"
+#: the dump file's name without its extension (names a replica when nothing else does: _replica_names)
+_STEM = r"([^/\\]+?)(?:\.[^./\\]*)?$"
+_KEY_JSON = pa.struct([("type", pa.string()), ("data", pa.struct([("transactionalId", pa.string())]))])
+_PARTITIONS_JSON = pa.list_(pa.struct([("topic", pa.string()), ("partitionIds", pa.list_(pa.int32()))]))
+_VALUE_JSON = pa.struct(
+    [
+        ("version", pa.string()),
+        ("type", pa.string()),
+        (
+            "data",
+            pa.struct(
+                [
+                    ("producerId", pa.int64()),
+                    ("previousProducerId", pa.int64()),
+                    ("nextProducerId", pa.int64()),
+                    ("producerEpoch", pa.int32()),
+                    ("nextProducerEpoch", pa.int32()),
+                    ("transactionTimeoutMs", pa.int64()),
+                    ("transactionStatus", pa.string()),
+                    ("transactionPartitions", _PARTITIONS_JSON),
+                    ("transactionLastUpdateTimestampMs", pa.int64()),
+                    ("transactionStartTimestampMs", pa.int64()),
+                    ("clientTransactionVersion", pa.int32()),
+                ]
+            ),
+        ),
+    ]
+)
+#: string fields a Kafka version may print as a JSON number (a string field reads a number as its text)
+_NUMBER_AS_TEXT = (r'"(version|type|transactionStatus)":(-?[0-9]+)([,}])', r'"\1":"\2"\3')
+
+#: what the reader yields: every line's kind and typed fields (null where they do not apply)
+PARSED_SCHEMA = pa.schema(
+    [
+        ("file", pa.string()),  # the dump file
+        ("line_no", pa.int64()),
+        ("section", pa.int64()),  # line number of the governing "Dumping" line, 0 before any
+        ("kind_code", pa.int32()),  # K_*
+        ("after_batch", pa.bool_()),  # the previous line is a batch line
+        ("loc", pa.string()),  # the replica name the dump file's location gives (list_dump_inputs)
+        ("loc_named", pa.bool_()),  # that name was given explicitly (--dump-log NAME=PATH)
+        ("stem", pa.string()),  # Dumping lines: the dump file's name without extension
+        # the governing "Dumping <path>" line: the path printed and what it says (section > 0)
+        ("dpath", pa.string()),
+        ("broker", pa.string()),  # the broker directory in the path, else "dump" (D.UNKNOWN_BROKER)
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("file_offset", pa.int64()),
+        ("is_txn_state", pa.bool_()),
+        ("data_section", pa.bool_()),  # a dumped data-partition segment (its lines are assembled)
+        ("ignored", pa.bool_()),  # the KRaft metadata log or a KRaft snapshot: skipped
+        # damage the dump shows (DAMAGE_KINDS, batch lines with isvalid: false)
+        ("damage_text", pa.string()),
+        ("invalid_bytes", pa.int64()),
+        # batch lines (and legacy entries: position, size, compression)
+        ("base_offset", pa.int64()),
+        ("last_offset", pa.int64()),  # also a snapshot entry's lastOffset (-1 when not printed)
+        ("record_count", pa.int32()),
+        ("base_sequence", pa.int32()),
+        ("producer_id", pa.int64()),  # also snapshot entries and __transaction_state records
+        ("producer_epoch", pa.int32()),  # also snapshot entries and __transaction_state records
+        ("partition_leader_epoch", pa.int32()),
+        ("is_transactional", pa.bool_()),
+        ("is_control", pa.bool_()),
+        ("delete_horizon", pa.int64()),
+        ("position", pa.int64()),
+        ("timestamp_type", pa.int32()),
+        ("max_timestamp", pa.int64()),
+        ("size", pa.int64()),
+        ("magic", pa.int32()),
+        ("compression", pa.int32()),
+        ("crc", pa.int64()),
+        ("crc_valid", pa.bool_()),
+        # record lines
+        ("rec_offset", pa.int64()),
+        ("rec_timestamp", pa.int64()),
+        ("marker_type", pa.string()),  # "" when " endTxnMarker: " is printed in no known form
+        ("marker_epoch", pa.int32()),
+        # producer snapshot entries
+        ("first_offset", pa.int64()),
+        ("last_timestamp", pa.int64()),
+        ("coordinator_epoch", pa.int32()),
+        # __transaction_state record lines (--transaction-log-decoder: 3.x Scala text or JSON)
+        ("txn_decoded", pa.bool_()),
+        ("transactional_id", pa.string()),
+        ("is_tombstone", pa.bool_()),
+        ("key_version", pa.int32()),
+        ("value_version", pa.int32()),
+        ("timeout_ms", pa.int64()),
+        ("state", pa.int32()),
+        ("partitions", pa.list_(pa.string())),
+        ("last_update_timestamp", pa.int64()),
+        ("txn_start_timestamp", pa.int64()),
+        ("previous_producer_id", pa.int64()),
+        ("next_producer_id", pa.int64()),
+        ("next_producer_epoch", pa.int32()),
+        ("client_transaction_version", pa.int32()),
+        # quarantine: a line no format knows or one outside any readable segment (position = line_no),
+        # and a corrupt producer snapshot (kind K_SNAPSHOT_CORRUPT, whole file)
+        ("reason", pa.string()),
+        ("detail", pa.string()),
+    ]
+)
 
 
-def line_kind(line: Any) -> Any:
-    """The kind of each dump line (a Spark column expression over the line text)."""
-    from pyspark.sql import functions as F
+def _match(strings: pa.Array, pattern: str) -> np.ndarray:
+    """``strings rlike pattern`` (Java meaning: :func:`D.re2`), nulls false."""
+    if len(strings) == 0:
+        return np.zeros(0, bool)
+    m = pc.match_substring_regex(strings, D.re2(pattern))
+    return np.asarray(m.fill_null(False).to_numpy(zero_copy_only=False), bool)
 
-    return (
-        F.when(line.startswith("Dumping "), K_DUMPING)
-        .when(
-            line.startswith("| "),
-            F.when(line.rlike(D.RECORD_LINE), K_RECORD)
-            .when(line.rlike(D.MALFORMED_2_8), K_MALFORMED_28)
-            .when(line.rlike(D.RECORD_NO_METADATA_LINE), K_RECORD_NO_META)
-            .when(line.rlike(D.ELISION_LINE), K_ELIDED)
-            .otherwise(K_UNPARSED),
-        )
-        .when(line.rlike(D.BATCH_LINE), K_BATCH)
-        .when(line.rlike(D.START_OFFSET_LINE), K_START)
-        .when(line.rlike(D.SNAPSHOT_LINE), K_SNAPSHOT)
-        .when(line.rlike(D.LEGACY_LINE), K_LEGACY)
-        .when(line.rlike(D.INVALID_BYTES_LINE), K_INVALID_BYTES)
-        .when(line.rlike(D.IGNORED_LINES), K_IGNORED)
-        .when(line.rlike(D.SNAPSHOT_CORRUPT_LINE), K_SNAPSHOT_CORRUPT)
-        .when(line.rlike(D.TOOL_ERROR_LINE), K_TOOL_ERROR)
-        .when(line.rlike(D.ELISION_LINE), K_ELIDED)
-        .otherwise(K_UNPARSED)
+
+def _groups(strings: pa.Array, pattern: str) -> list[pa.Array]:
+    """``regexp_extract(strings, pattern, i)`` for every group i: "" where the pattern or the group
+    does not match (as Spark's), null where the string is null."""
+    if len(strings) == 0:
+        return [pa.array([], pa.string())] * D.re2(pattern, named=True).count("(?P<")
+    found = pc.extract_regex(strings, D.re2(pattern, named=True))
+    fields = found.flatten()  # null where no match
+    return [pc.if_else(strings.is_null(), None, f.fill_null("")) for f in fields]
+
+
+def _nullif_empty(strings: pa.Array) -> pa.Array:
+    return pc.if_else(pc.equal(strings, ""), None, strings)
+
+
+def _try_int(strings: pa.Array, typ: pa.DataType) -> pa.Array:
+    """Spark's ``try_cast(s AS INT|BIGINT)``: surrounding whitespace and control characters ignored,
+    an optional sign, decimal digits only; null on anything else and on overflow."""
+    bits = 32 if typ == pa.int32() else 64
+    if len(strings) == 0 or strings.null_count == len(strings):
+        return pa.nulls(len(strings), typ)
+    trimmed = pc.utf8_trim(strings, "".join(map(chr, [*range(0x21), 0x7F])))
+    ok = pc.match_substring_regex(trimmed, r"^[+-]?[0-9]+$").fill_null(False)
+    neg = pc.starts_with(trimmed, "-")
+    digits = pc.utf8_ltrim(pc.utf8_ltrim(trimmed, "+-"), "0")
+    limit = {32: ("2147483647", "2147483648"), 64: ("9223372036854775807", "9223372036854775808")}[bits]
+    width = pc.utf8_length(digits)
+    fits = pc.or_(
+        pc.less(width, len(limit[0])),
+        pc.and_(pc.equal(width, len(limit[0])), pc.less_equal(digits, pc.if_else(neg, limit[1], limit[0]))),
     )
+    valid = pc.and_(ok, fits.fill_null(False))
+    text = pc.if_else(valid, pc.binary_join_element_wise(pc.if_else(neg, "-", ""), digits, ""), "0")
+    text = pc.if_else(pc.equal(text, "-"), "0", pc.if_else(pc.equal(text, ""), "0", text))
+    return pc.if_else(valid, pc.cast(text, typ), pa.scalar(None, typ))
 
 
-def _parsed_lines(spark: Any, inputs: list[tuple[str, str | None, bool]], placement: Placement) -> Any:
-    from pyspark.sql import functions as F
+def _spread(values: pa.Array, idx: np.ndarray, n: int) -> pa.Array:
+    """``values`` (one per row ``idx``) placed in an array of ``n`` rows, null elsewhere."""
+    pos = np.full(n, len(values), np.int64)
+    pos[idx] = np.arange(idx.size)
+    return pa.concat_arrays([values, pa.nulls(1, values.type)]).take(pa.array(pos))
 
-    options = {
-        "paths": json.dumps([f for f, _, _ in inputs]),
-        "locations": json.dumps({f: [loc, named] for f, loc, named in inputs}),
+
+def _pick(n: int, typ: pa.DataType, *choices: tuple[np.ndarray, pa.Array]) -> pa.Array:
+    """Row i from the first (mask, values) whose mask is true at i (``CASE WHEN``), else null."""
+    pos = np.full(n, -1, np.int64)
+    base = 0
+    arrays = []
+    for mask, values in choices:
+        take = mask & (pos < 0)
+        pos[take] = base + np.flatnonzero(take)
+        base += len(values)
+        arrays.append(values.cast(typ))
+    pos[pos < 0] = base
+    return pa.concat_arrays([*arrays, pa.nulls(1, typ)]).take(pa.array(pos))
+
+
+def _np_bool(values: pa.Array) -> np.ndarray:
+    return np.asarray(values.fill_null(False).to_numpy(zero_copy_only=False), bool)
+
+
+def _kinds(lines: pa.Array) -> np.ndarray:
+    """The kind of each line: the first pattern of the cascade that matches (a prefix first)."""
+    n = len(lines)
+    kind = np.full(n, K_UNPARSED, np.int32)
+    dumping = _np_bool(pc.starts_with(lines, "Dumping "))
+    recordish = ~dumping & _np_bool(pc.starts_with(lines, "| "))
+    kind[dumping] = K_DUMPING
+    for idx, cascade in ((np.flatnonzero(recordish), _RECORDISH), (np.flatnonzero(~dumping & ~recordish), _OTHER)):
+        for pattern, k in cascade:
+            if idx.size == 0:
+                break
+            m = _match(lines.take(pa.array(idx)), pattern)
+            kind[idx[m]] = k
+            idx = idx[~m]
+    return kind
+
+
+def _path_columns(headers: pa.Array, section: np.ndarray) -> dict[str, pa.Array]:
+    """What each line's governing ``Dumping <path>`` line says (D.split_dump_path), computed once per
+    distinct header (a chunk holds few) and spread to the lines."""
+    enc = pc.dictionary_encode(headers)
+    hdr = enc.dictionary
+    idx = enc.indices
+    dpath = _groups(hdr, D.DUMPING_LINE)[0]
+    parent, topic, pnum, _, _ = (_nullif_empty(g) for g in _groups(dpath, D.PARTITION_PATH))
+    offset = _nullif_empty(_groups(dpath, D.FILE_NAME)[0])
+    has_topic = _np_bool(topic.is_valid())
+    broker_dir = has_topic & _match(parent, D.BROKER_DIR)
+    broker = pc.if_else(pa.array(broker_dir), parent, D.UNKNOWN_BROKER)
+    is_txn = _np_bool(pc.equal(topic, "__transaction_state"))
+    checkpoint = _match(dpath, _CHECKPOINT)
+    ignored = (has_topic & _np_bool(pc.is_in(topic, pa.array(sorted(IGNORED_TOPICS), pa.string())))) | checkpoint
+    data_section = (
+        (~has_topic | ~is_txn & ~ignored) & (_match(dpath, _LOG_FILE) | ~_match(dpath, D.FILE_NAME)) & ~checkpoint
+    )
+    governed = pa.array(section > 0)
+
+    def spread(values: pa.Array, default: Any = None) -> pa.Array:
+        out = values.take(idx)
+        return pc.if_else(governed, out, pa.scalar(default, values.type))
+
+    return {
+        "dpath": spread(dpath),
+        "broker": spread(broker, D.UNKNOWN_BROKER),
+        "topic": spread(topic),
+        "partition": spread(_try_int(pnum, pa.int32())),
+        "file_offset": spread(_try_int(offset, pa.int64())),
+        "is_txn_state": spread(pa.array(is_txn), False),
+        "data_section": spread(pa.array(data_section), False),
+        "ignored": spread(pa.array(ignored), False),
     }
-    df = placement.read(spark, DumpLinesSource, options)
-    line = F.col("line")
-    kind = line_kind(line)
-    dpath = F.regexp_extract("section_header", D.DUMPING_LINE, 1)
-    df = df.withColumn("kind_code", kind).withColumn("dpath", F.when(F.col("section") > 0, dpath))
 
-    def pp(i: int) -> Any:
-        return F.nullif(F.regexp_extract("dpath", D.PARTITION_PATH, i), F.lit(""))
 
-    parent = pp(1)
-    return (
-        df.withColumn("topic", pp(2))
-        .withColumn("partition", pp(3).try_cast("int"))
-        .withColumn(
-            "broker",
-            F.when(F.col("topic").isNotNull() & parent.rlike(D.BROKER_DIR), parent).otherwise(F.lit(D.UNKNOWN_BROKER)),
+def _tokens(lines: pa.Array, positions: list[np.ndarray]) -> list[pa.Array]:
+    """The ``split(line, " ")`` token at 1-based ``positions`` (one number per line) of every line."""
+    tokens = pc.split_pattern(lines, " ")
+    starts = tokens.offsets.to_numpy()[:-1]
+    values = tokens.values
+    return [values.take(pa.array(starts + p - 1)) for p in positions]
+
+
+def _batch_fields(lines: pa.Array) -> dict[str, pa.Array]:
+    """Batch line fields by token position (BATCH_LINE has matched: every token is where it should be)."""
+    n = len(lines)
+    shift = np.where(_np_bool(pc.match_substring(lines, " deleteHorizonMs: ")), 2, 0)
+    names = list(D.BATCH_TOKENS)
+    at = [np.full(n, D.BATCH_TOKENS[k]) + (shift if k in D.BATCH_TOKENS_AFTER_CONTROL else 0) for k in names]
+    tok = dict(zip(names, _tokens(lines, at), strict=True))
+    out = {
+        "base_offset": _try_int(tok["base_offset"], pa.int64()),
+        "last_offset": _try_int(tok["last_offset"], pa.int64()),
+        "record_count": _try_int(tok["count"], pa.int32()),
+        "base_sequence": _try_int(tok["base_sequence"], pa.int32()),
+        "producer_id": _try_int(tok["producer_id"], pa.int64()),
+        "producer_epoch": _try_int(tok["producer_epoch"], pa.int32()),
+        "partition_leader_epoch": _try_int(tok["partition_leader_epoch"], pa.int32()),
+        "is_transactional": pc.equal(tok["is_transactional"], "true"),
+        "is_control": pc.equal(tok["is_control"], "true"),
+        "delete_horizon": _try_int(_groups(lines, D.DELETE_HORIZON)[0], pa.int64()),
+        "position": _try_int(tok["position"], pa.int64()),
+        "timestamp_type": pc.cast(pc.equal(tok["timestamp_type"], "LogAppendTime:"), pa.int32()),
+        "max_timestamp": _try_int(tok["max_timestamp"], pa.int64()),
+        "size": _try_int(tok["size"], pa.int64()),
+        "magic": _try_int(tok["magic"], pa.int32()),
+        "compression": _codec(tok["compresscodec"]),
+        "crc": _try_int(tok["crc"], pa.int64()),
+        "crc_valid": pc.equal(tok["isvalid"], "true"),
+    }
+    return out
+
+
+def _codec(names: pa.Array) -> pa.Array:
+    lower = pc.utf8_lower(names)
+    found = pc.index_in(lower, pa.array(list(D.CODEC_IDS), pa.string()))
+    return pa.array(list(D.CODEC_IDS.values()), pa.int32()).take(found)
+
+
+def _state_ids(names: pa.Array) -> pa.Array:
+    """The TransactionStatus id of each state name (null for any other text)."""
+    found = pc.index_in(names, pa.array(list(D.STATE_IDS), pa.string()))
+    return pa.array(list(D.STATE_IDS.values()), pa.int32()).take(found)
+
+
+def _spark_json(value: Any, typ: pa.DataType) -> Any:
+    """One JSON value as Spark's ``from_json`` converts it to ``typ`` (a value it cannot convert makes
+    the innermost struct field holding it null; a number or object read as a string is its text)."""
+    if value is None:
+        return None
+    if pa.types.is_struct(typ):
+        if not isinstance(value, dict):
+            raise ValueError(value)
+        out = {}
+        for f in typ:
+            try:
+                out[f.name] = _spark_json(value.get(f.name), f.type)
+            except ValueError:
+                out[f.name] = None
+        return out
+    if pa.types.is_list(typ):
+        if not isinstance(value, list):
+            raise ValueError(value)
+        return [_spark_json(v, typ.value_type) for v in value]
+    if pa.types.is_string(typ):
+        if isinstance(value, str):
+            return value
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return json.dumps(value, separators=(",", ":"))
+    bits = typ.bit_width - 1
+    if isinstance(value, bool) or not isinstance(value, int) or not -(2**bits) <= value < 2**bits:
+        raise ValueError(value)
+    return value
+
+
+def _double_quoted(text: str) -> str:
+    """``text`` with its 'single-quoted' strings double-quoted (Spark's JSON reader allows them)."""
+    if "'" not in text:
+        return text
+    out: list[str] = []
+    quote = ""  # the quote of the string we are in
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if quote and c == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            out.append("'" if quote == "'" and nxt == "'" else c + nxt)
+            i += 2
+            continue
+        if not quote and c in "\"'":
+            quote = c
+            c = '"'
+        elif quote and c == quote:
+            quote = ""
+            c = '"'
+        elif quote == "'" and c == '"':
+            c = '\\"'
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _from_json(strings: pa.Array, typ: pa.StructType) -> pa.StructArray:
+    """Spark's ``from_json(s, typ)`` over JSON objects, with ``pyarrow.json``; a batch it rejects (a
+    value of another JSON type than ``typ`` says, a duplicate key, broken JSON: never in the tool's
+    output) is converted line by line as Spark would."""
+    if len(strings) == 0:
+        return pa.array([], typ)
+    import io
+
+    import pyarrow.json as pj
+
+    text = pc.replace_substring_regex(strings, *_NUMBER_AS_TEXT)
+    data = ("\n".join(text.to_pylist()) + "\n").encode()
+    try:
+        table = pj.read_json(
+            io.BytesIO(data),
+            read_options=pj.ReadOptions(use_threads=False, block_size=max(len(data) + 1, 1 << 16)),
+            parse_options=pj.ParseOptions(explicit_schema=pa.schema(list(typ)), unexpected_field_behavior="ignore"),
         )
-        .withColumn("file_offset", F.nullif(F.regexp_extract("dpath", D.FILE_NAME, 1), F.lit("")).try_cast("long"))
-        .withColumn("suffix", F.nullif(F.regexp_extract("dpath", D.FILE_NAME, 2), F.lit("")))
-        .withColumn("is_txn_state", F.coalesce(F.col("topic") == "__transaction_state", F.lit(False)))
+        if table.num_rows == len(strings):
+            return pa.StructArray.from_arrays(
+                [table.column(f.name).combine_chunks().cast(f.type) for f in typ], fields=list(typ)
+            )
+    except (pa.ArrowInvalid, ValueError):
+        pass
+    rows = []
+    decoder = json.JSONDecoder()
+    for s in strings.to_pylist():
+        try:  # the first JSON value: Spark ignores what follows it
+            rows.append(_spark_json(decoder.raw_decode(_double_quoted(s))[0], typ))
+        except ValueError:  # not JSON (json.JSONDecodeError), or not an object
+            rows.append(None)
+    return pa.array(rows, typ)
+
+
+def _json_partitions(parts: pa.Array) -> pa.Array:
+    """``transactionPartitions`` → ``["topic-p", ..]`` (null when it or any entry's partitionIds is null)."""
+    n = len(parts)
+    entries = parts.flatten()
+    entry_row = np.asarray(pc.list_parent_indices(parts).to_numpy(zero_copy_only=False), np.int64)
+    topic, ids = entries.flatten()
+    bad = np.zeros(n, bool)
+    bad[entry_row[_np_bool(ids.is_null())]] = True
+    id_entry = np.asarray(pc.list_parent_indices(ids).to_numpy(zero_copy_only=False), np.int64)
+    names = pc.binary_join_element_wise(
+        topic.take(pa.array(id_entry, pa.int64())), pc.cast(ids.flatten(), pa.string()), "-"
     )
+    counts = np.bincount(entry_row[id_entry], minlength=n)
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    valid = _np_bool(parts.is_valid()) & ~bad
+    return pa.ListArray.from_arrays(pa.array(offsets), names, mask=pa.array(~valid))
 
 
-def _tok(tokens: Any, i: int, shift: Any = None) -> Any:
-    from pyspark.sql import functions as F
+def _txn_fields(lines: pa.Array) -> dict[str, pa.Array]:
+    """``__transaction_state`` record lines → TXN_STATE fields (the 3.x Scala text or the 4.x JSON)."""
+    n = len(lines)
+    scala_key, scala_val = _groups(lines, D.TXN_SCALA)
+    is_scala = _match(lines, D.TXN_SCALA)
+    json_key, json_val = _groups(lines, D.TXN_JSON)
+    is_json = ~is_scala & _match(lines, D.TXN_JSON)
+    tomb = np.where(is_scala, _np_bool(pc.equal(scala_val, "<DELETE>")), _np_bool(pc.equal(json_val, "<DELETE>")))
+    sc = is_scala & ~tomb
+    js = is_json & ~tomb
+    sv = _groups(scala_val, D.TXN_SCALA_VALUE)
+    ji = np.flatnonzero(is_json)
+    jv_i = np.flatnonzero(js)
+    key_full = _spread(_from_json(json_key.take(pa.array(ji, pa.int64())), _KEY_JSON), ji, n)
+    value_full = _spread(_from_json(json_val.take(pa.array(jv_i, pa.int64())), _VALUE_JSON), jv_i, n)
+    kf = key_full.flatten()  # type, data
+    vf = dict(zip(["version", "type", "data"], value_full.flatten(), strict=True))
+    data = dict(zip([f.name for f in _VALUE_JSON["data"].type], vf["data"].flatten(), strict=True))
 
-    idx = F.lit(i) if shift is None else F.lit(i) + shift
-    return F.element_at(tokens, idx)
+    def field(name: str, typ: pa.DataType, default: int | None = None) -> pa.Array:
+        """The JSON value's ``data.<name>`` (or ``default`` when it is absent: a tagged field)."""
+        value = data[name] if default is None else pc.coalesce(data[name], pa.scalar(default, data[name].type))
+        return _pick(n, typ, (js, value))
 
+    def coalesce(typ: pa.DataType, *values: pa.Array) -> pa.Array:
+        return pc.coalesce(*[v.cast(typ) for v in values])
 
-def _batch_columns(df: Any) -> Any:
-    """Typed batch/legacy/record fields (null where they do not apply). Column expressions only."""
-    from pyspark.sql import functions as F
-
-    tokens = F.split("line", " ")
-    k = F.col("kind_code")
-    is_batch = k == K_BATCH
-    is_legacy = k == K_LEGACY
-    is_record = k == K_RECORD
-    has_dh = F.col("line").contains(" deleteHorizonMs: ")
-    shift = F.when(has_dh, 2).otherwise(0)
-
-    def b(name: str, typ: str) -> Any:
-        i = D.BATCH_TOKENS[name]
-        t = _tok(tokens, i, shift) if name in D.BATCH_TOKENS_AFTER_CONTROL else _tok(tokens, i)
-        return F.when(is_batch, t.try_cast(typ) if typ != "string" else t)
-
-    codec = F.lower(
-        F.when(is_batch, _tok(tokens, D.BATCH_TOKENS["compresscodec"], shift)).when(is_legacy, _tok(tokens, 12))
+    status = data["transactionStatus"]
+    scala_parts = sv[3]
+    scala_list = _pick(
+        n,
+        pa.list_(pa.string()),
+        (_np_bool(pc.equal(scala_parts, "")), pa.array([[]] * n, pa.list_(pa.string()))),
+        (np.ones(n, bool), pc.split_pattern(scala_parts, ",")),
     )
-    codec_id = F.create_map(*[x for kv in D.CODEC_IDS.items() for x in (F.lit(kv[0]), F.lit(kv[1]))])[codec]
-    marker = F.col("line").contains(" endTxnMarker: ")
-    damage = k.isin(*DAMAGE_KINDS) | (is_batch & F.col("line").rlike(r" isvalid: false\s*$"))
-    return df.select(
-        "file",
-        "line_no",
-        "section",
-        "kind_code",
-        "after_batch",
-        "dpath",
-        "broker",
-        "topic",
-        "partition",
-        "file_offset",
-        "is_txn_state",
-        "loc",
-        "loc_named",
-        F.when(damage, F.substring("line", 1, D.DETAIL_CHARS)).alias("damage_text"),
-        F.when(k == K_INVALID_BYTES, F.regexp_extract("line", D.INVALID_BYTES_LINE, 1).try_cast("long")).alias(
-            "invalid_bytes"
+    return {
+        "txn_decoded": pa.array(is_scala | is_json),
+        "transactional_id": _pick(n, pa.string(), (is_scala, scala_key), (is_json, kf[1].flatten()[0])),
+        "is_tombstone": pa.array(tomb),
+        "key_version": _pick(
+            n, pa.int32(), (is_scala, pa.array(np.zeros(n, np.int32))), (is_json, _try_int(kf[0], pa.int32()))
         ),
-        b("base_offset", "long").alias("base_offset"),
-        b("last_offset", "long").alias("last_offset"),
-        b("count", "int").alias("record_count"),
-        b("base_sequence", "int").alias("base_sequence"),
-        b("producer_id", "long").alias("producer_id"),
-        b("producer_epoch", "int").alias("producer_epoch"),
-        b("partition_leader_epoch", "int").alias("partition_leader_epoch"),
-        (b("is_transactional", "string") == "true").alias("is_transactional"),
-        (b("is_control", "string") == "true").alias("is_control"),
-        F.when(is_batch, F.nullif(F.regexp_extract("line", D.DELETE_HORIZON, 1), F.lit("")).try_cast("long")).alias(
-            "delete_horizon"
+        "value_version": _pick(n, pa.int32(), (js, _try_int(pc.coalesce(vf["version"], vf["type"]), pa.int32()))),
+        "producer_id": coalesce(
+            pa.int64(), _pick(n, pa.int64(), (sc, _try_int(sv[0], pa.int64()))), field("producerId", pa.int64())
         ),
-        F.when(is_batch, _tok(tokens, D.BATCH_TOKENS["position"], shift))
-        .when(is_legacy, _tok(tokens, 4))
-        .try_cast("long")
-        .alias("position"),
-        F.when(is_batch, (b("timestamp_type", "string") == "LogAppendTime:").cast("int")).alias("timestamp_type"),
-        b("max_timestamp", "long").alias("max_timestamp"),
-        F.when(is_batch, _tok(tokens, D.BATCH_TOKENS["size"], shift))
-        .when(is_legacy, _tok(tokens, 8))
-        .try_cast("long")
-        .alias("size"),
-        b("magic", "int").alias("magic"),
-        codec_id.alias("compression"),
-        b("crc", "long").alias("crc"),
-        (b("isvalid", "string") == "true").alias("crc_valid"),
-        F.when(is_record, _tok(tokens, 3).try_cast("long")).alias("rec_offset"),
-        F.when(is_record, _tok(tokens, 5).try_cast("long")).alias("rec_timestamp"),
-        F.when(is_record & marker, F.regexp_extract("line", D.END_TXN_MARKER, 1)).alias("marker_type"),
-        F.when(is_record & marker, F.regexp_extract("line", D.END_TXN_MARKER, 2).try_cast("int")).alias("marker_epoch"),
+        "producer_epoch": coalesce(
+            pa.int32(), _pick(n, pa.int32(), (sc, _try_int(sv[1], pa.int32()))), field("producerEpoch", pa.int32())
+        ),
+        "timeout_ms": coalesce(
+            pa.int64(),
+            _pick(n, pa.int64(), (sc, _try_int(sv[5], pa.int64()))),
+            field("transactionTimeoutMs", pa.int64()),
+        ),
+        "state": coalesce(
+            pa.int32(),
+            _pick(n, pa.int32(), (sc, _state_ids(sv[2]))),
+            _pick(n, pa.int32(), (js, _try_int(status, pa.int32()))),
+            _pick(n, pa.int32(), (js, _state_ids(status))),
+        ),
+        "partitions": _pick(
+            n, pa.list_(pa.string()), (sc, scala_list), (js, _json_partitions(data["transactionPartitions"]))
+        ),
+        "last_update_timestamp": coalesce(
+            pa.int64(),
+            _pick(n, pa.int64(), (sc, _try_int(sv[4], pa.int64()))),
+            field("transactionLastUpdateTimestampMs", pa.int64()),
+        ),
+        "txn_start_timestamp": field("transactionStartTimestampMs", pa.int64()),
+        "previous_producer_id": field("previousProducerId", pa.int64(), default=-1),
+        "next_producer_id": field("nextProducerId", pa.int64(), default=-1),
+        "next_producer_epoch": field("nextProducerEpoch", pa.int32(), default=-1),
+        "client_transaction_version": field("clientTransactionVersion", pa.int32(), default=0),
+    }
+
+
+def _valid_utf8(lines: pa.Array) -> pa.Array:
+    """``lines`` as valid UTF-8 (the tool prints UTF-8; a file in another encoding gets U+FFFD, as a
+    decoder would give it, instead of failing the UTF-8 kernels below)."""
+    try:
+        lines.validate(full=True)
+        return lines
+    except pa.ArrowInvalid:
+        raw = lines.cast(pa.binary()).to_pylist()
+        return pa.array([None if b is None else b.decode("utf-8", "replace") for b in raw], pa.string())
+
+
+def parse_lines(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``DUMP_LINES_SCHEMA`` → ``PARSED_SCHEMA``: each line's kind and typed fields, with ``pyarrow.compute``.
+
+    Every pattern runs only on the lines it can apply to (a batch line is tried against BATCH_LINE
+    first, a record line only against the record forms), so a dump costs about one pattern per line.
+    """
+    n = batch.num_rows
+    lines = _valid_utf8(batch.column("line"))
+    section = np.asarray(batch.column("section").to_numpy(zero_copy_only=False), np.int64)
+    line_no = batch.column("line_no")
+    kind = _kinds(lines)
+    path = _path_columns(batch.column("section_header"), section)
+
+    def rows(k: int, also: np.ndarray | None = None) -> np.ndarray:
+        return np.flatnonzero((kind == k) & (True if also is None else also))
+
+    def sub(idx: np.ndarray) -> pa.Array:
+        return lines.take(pa.array(idx, pa.int64()))
+
+    # the dump file's name without extension, on the Dumping lines (_replica_names)
+    dumping = rows(K_DUMPING)
+    files = batch.column("file").take(pa.array(dumping, pa.int64()))
+    stem = _spread(_groups(files, _STEM)[0], dumping, n)
+
+    # batch lines, legacy entries, record lines
+    b = rows(K_BATCH)
+    fields = {k: _spread(v, b, n) for k, v in _batch_fields(sub(b)).items()}
+    legacy = rows(K_LEGACY)
+    lpos, lsize, lcodec = _tokens(sub(legacy), [np.full(legacy.size, i) for i in (4, 8, 12)])
+    for name, values in (
+        ("position", _try_int(lpos, pa.int64())),
+        ("size", _try_int(lsize, pa.int64())),
+        ("compression", _codec(lcodec)),
+    ):
+        fields[name] = pc.coalesce(fields[name], _spread(values, legacy, n))
+    r = rows(K_RECORD)
+    rec_offset, rec_ts = _tokens(sub(r), [np.full(r.size, 3), np.full(r.size, 5)])
+    marker = r[_np_bool(pc.match_substring(sub(r), " endTxnMarker: "))]
+    marker_type, marker_epoch = _groups(sub(marker), D.END_TXN_MARKER)
+
+    # damage shown inside a segment (quarantined by its byte range in assemble_*)
+    bad_batch = np.zeros(n, bool)
+    bad_batch[b[_match(sub(b), _BAD_BATCH)]] = True
+    damage = np.isin(kind, DAMAGE_KINDS) | bad_batch
+    first_chars = pc.utf8_slice_codeunits(lines, 0, D.DETAIL_CHARS)
+    invalid = rows(K_INVALID_BYTES)
+
+    # producer snapshot entries
+    s = rows(K_SNAPSHOT)
+    sg = _groups(sub(s), D.SNAPSHOT_LINE)
+
+    def sn(i: int, typ: pa.DataType | None = None) -> pa.Array:  # group i (1-based), try_cast
+        return _try_int(sg[i - 1], typ or pa.int64())
+
+    minus_one = pa.scalar(-1, pa.int64())
+    snap = {
+        "producer_id": sn(1),
+        "producer_epoch": sn(2, pa.int32()),
+        "coordinator_epoch": sn(3, pa.int32()),
+        "first_offset": pc.coalesce(sn(5), sn(6), minus_one),
+        "last_offset": pc.coalesce(sn(10), minus_one),
+        "last_timestamp": pc.coalesce(sn(7), sn(12)),
+    }
+
+    # __transaction_state record lines
+    is_txn = _np_bool(path["is_txn_state"])
+    t = rows(K_RECORD, is_txn)
+    txn = {k: _spread(v, t, n) for k, v in _txn_fields(sub(t)).items()}
+    unknown_key = np.zeros(n, bool)
+    unknown_key[t[_match(sub(t), D.TXN_UNKNOWN_KEY)]] = True
+
+    # quarantine: lines no format knows, lines outside any readable segment; corrupt snapshots
+    governed = section > 0
+    ignored = _np_bool(path["ignored"])
+    in_segment = _np_bool(path["data_section"]) | (is_txn & governed)
+    outside = ~in_segment & ~ignored
+    orphan = ~governed & np.isin(kind, (K_BATCH, K_LEGACY, K_RECORD, K_SNAPSHOT, K_START))
+    no_partition = (kind == K_DUMPING) & _np_bool(path["topic"].is_null()) & ~ignored
+    corrupt = rows(K_SNAPSHOT_CORRUPT, governed)
+    snapshot_crc = np.zeros(n, bool)
+    snapshot_crc[corrupt[_np_bool(pc.not_equal(_groups(sub(corrupt), D.SNAPSHOT_CORRUPT_LINE)[0], ""))]] = True
+    reasons = [
+        (kind == K_UNPARSED, D.REASON_UNPARSED),
+        (kind == K_MALFORMED_28, D.REASON_MALFORMED_2_8),
+        (orphan, "dump_log_no_dumping_line"),
+        (outside & (kind == K_INVALID_BYTES), D.REASON_INVALID_BYTES),
+        (outside & (kind == K_ELIDED), D.REASON_ELIDED),
+        (outside & (kind == K_TOOL_ERROR), D.REASON_TOOL_ERROR),
+        (outside & bad_batch, D.REASON_CRC),
+        (unknown_key, D.REASON_TXN_UNKNOWN_KEY),
+        (no_partition, D.REASON_NO_PARTITION),
+        (snapshot_crc, D.REASON_SNAPSHOT_CRC),
+        ((kind == K_SNAPSHOT_CORRUPT) & governed, D.REASON_BAD_SNAPSHOT),
+    ]
+    code = np.select([m for m, _ in reasons], np.arange(1, len(reasons) + 1), 0)
+    reason = pa.array([None, *(r for _, r in reasons)], pa.string()).take(pa.array(code))
+    entries_ignored = pc.binary_join_element_wise(
+        batch.column("file"), ":", pc.cast(line_no, pa.string()), ": entries ignored: ", first_chars, ""
     )
+    is_corrupt = (kind == K_SNAPSHOT_CORRUPT) & governed
+    detail = _pick(n, pa.string(), (is_corrupt, entries_ignored), (code > 0, first_chars))
+
+    columns: dict[str, pa.Array] = {
+        "file": batch.column("file"),
+        "line_no": line_no,
+        "section": batch.column("section"),
+        "kind_code": pa.array(kind, pa.int32()),
+        "after_batch": batch.column("after_batch"),
+        "loc": batch.column("loc"),
+        "loc_named": batch.column("loc_named"),
+        "stem": stem,
+        **path,
+        "damage_text": pc.if_else(pa.array(damage), first_chars, None),
+        "invalid_bytes": _spread(_try_int(_groups(sub(invalid), D.INVALID_BYTES_LINE)[0], pa.int64()), invalid, n),
+        **fields,
+        "rec_offset": _spread(_try_int(rec_offset, pa.int64()), r, n),
+        "rec_timestamp": _spread(_try_int(rec_ts, pa.int64()), r, n),
+        "marker_type": _spread(marker_type, marker, n),
+        "marker_epoch": _spread(_try_int(marker_epoch, pa.int32()), marker, n),
+        "first_offset": _spread(snap["first_offset"], s, n),
+        "last_timestamp": _spread(snap["last_timestamp"], s, n),
+        "coordinator_epoch": _spread(snap["coordinator_epoch"], s, n),
+        **txn,
+        "reason": reason,
+        "detail": detail,
+    }
+    for name in ("producer_id", "producer_epoch"):
+        columns[name] = pc.coalesce(fields[name], _spread(snap[name], s, n), txn[name])
+    columns["last_offset"] = pc.coalesce(fields["last_offset"], _spread(snap["last_offset"], s, n))
+    return pa.RecordBatch.from_arrays([columns[f.name].cast(f.type) for f in PARSED_SCHEMA], schema=PARSED_SCHEMA)
 
 
 # ============================================================================ 3. assemble
@@ -790,108 +1289,57 @@ def register_dump_log_source(spark: SparkSession) -> None:
     spark.dataSource.register(DumpLinesSource)
 
 
-def _state_id(name: Any) -> Any:
-    from pyspark.sql import functions as F
-
-    return F.create_map(*[x for kv in D.STATE_IDS.items() for x in (F.lit(kv[0]), F.lit(kv[1]))])[name]
-
-
-_KEY_JSON = "struct<type:string,data:struct<transactionalId:string>>"
-_VALUE_JSON = (
-    "struct<version:string,type:string,data:struct<producerId:bigint,previousProducerId:bigint,nextProducerId:bigint,"
-    "producerEpoch:int,nextProducerEpoch:int,transactionTimeoutMs:bigint,transactionStatus:string,"
-    "transactionPartitions:array<struct<topic:string,partitionIds:array<int>>>,"
-    "transactionLastUpdateTimestampMs:bigint,transactionStartTimestampMs:bigint,clientTransactionVersion:int>>"
-)
+def _sql(value: str) -> str:
+    """A SQL string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _records(lines: Any, batches: Any, placement: Placement) -> Any:
-    """TXN_STATE rows from ``--transaction-log-decoder`` record lines (3.x Scala and trunk JSON)."""
-    from pyspark.sql import functions as F
+def _in(*kinds: int) -> str:
+    return "kind_code IN (" + ", ".join(map(str, kinds)) + ")"
 
-    line = F.col("line")
-    recs = lines.filter(F.col("is_txn_state") & (F.col("kind_code") == K_RECORD))
-    scala_key = F.regexp_extract(line, D.TXN_SCALA, 1)
-    scala_val = F.regexp_extract(line, D.TXN_SCALA, 2)
-    is_scala = line.rlike(D.TXN_SCALA)
-    is_json = ~is_scala & line.rlike(D.TXN_JSON)
-    jkey = F.from_json(F.regexp_extract(line, D.TXN_JSON, 1), _KEY_JSON)
-    jval_str = F.regexp_extract(line, D.TXN_JSON, 2)
-    jval = F.from_json(F.when(jval_str != "<DELETE>", jval_str), _VALUE_JSON)
-    tomb = F.when(is_scala, scala_val == "<DELETE>").otherwise(jval_str == "<DELETE>")
 
-    def sv(i: int, typ: str) -> Any:
-        return F.when(is_scala & ~tomb, F.regexp_extract(scala_val, D.TXN_SCALA_VALUE, i).try_cast(typ))
+#: the parsed columns assemble_segment reads
+_SEGMENT_COLUMNS = (
+    "file line_no section kind_code after_batch dpath broker topic partition file_offset damage_text invalid_bytes "
+    "base_offset last_offset record_count base_sequence producer_id producer_epoch partition_leader_epoch "
+    "is_transactional is_control delete_horizon position timestamp_type max_timestamp size magic compression crc "
+    "crc_valid rec_offset rec_timestamp marker_type marker_epoch"
+).split()
+#: TXN_STATE columns a decoded record line carries as parsed (the rest are null or set by assemble_txn_state)
+_RECORD_COLUMNS = (
+    "transactional_id is_tombstone key_version value_version producer_id producer_epoch timeout_ms state partitions "
+    "last_update_timestamp txn_start_timestamp previous_producer_id next_producer_id next_producer_epoch "
+    "client_transaction_version"
+).split()
 
-    def jv(field: str) -> Any:
-        return F.when(is_json & ~tomb, jval["data"][field])
 
-    def tagged(field: str, default: int) -> Any:
-        return F.when(is_json & ~tomb, F.coalesce(jval["data"][field], F.lit(default)))
-
-    scala_parts = F.regexp_extract(scala_val, D.TXN_SCALA_VALUE, 4)
-    json_parts = F.flatten(
-        F.transform(
-            jval["data"]["transactionPartitions"],
-            lambda x: F.transform(x["partitionIds"], lambda p: F.concat(x["topic"], F.lit("-"), p.cast("string"))),
-        )
-    )
-    decoded = recs.filter(is_scala | is_json).select(
-        F.lit("record").alias("kind"),
-        "broker",
-        F.col("partition").alias("coordinator_partition"),
-        F.col("dpath").alias("file"),
-        F.split(line, " ").getItem(2).try_cast("long").alias("record_offset"),
-        F.split(line, " ").getItem(4).try_cast("long").alias("record_timestamp"),
-        F.lit(None).cast("int").alias("coordinator_epoch"),
-        F.when(is_scala, scala_key).otherwise(jkey["data"]["transactionalId"]).alias("transactional_id"),
-        tomb.alias("is_tombstone"),
-        F.when(is_scala, F.lit(0)).otherwise(jkey["type"].try_cast("int")).alias("key_version"),
-        # "version" (a Dec 2024 trunk build printed it as "type": MINOR #18505)
-        F.when(is_json & ~tomb, F.coalesce(jval["version"], jval["type"]).try_cast("int")).alias("value_version"),
-        F.coalesce(sv(1, "long"), jv("producerId")).alias("producer_id"),
-        F.coalesce(sv(2, "int"), jv("producerEpoch")).alias("producer_epoch"),
-        F.coalesce(sv(6, "long"), jv("transactionTimeoutMs")).alias("timeout_ms"),
-        # the 4.x JSON prints the status id (4.0-); KAFKA-20712 prints its name ("CompleteCommit")
-        F.coalesce(
-            F.when(is_scala & ~tomb, _state_id(F.regexp_extract(scala_val, D.TXN_SCALA_VALUE, 3))),
-            jv("transactionStatus").try_cast("int"),
-            _state_id(jv("transactionStatus")),
-        ).alias("state"),
-        F.when(
-            is_scala & ~tomb,
-            F.when(scala_parts == "", F.array().cast("array<string>")).otherwise(F.split(scala_parts, ",")),
-        )
-        .when(is_json & ~tomb, json_parts)
-        .alias("partitions"),
-        F.coalesce(sv(5, "long"), jv("transactionLastUpdateTimestampMs")).alias("last_update_timestamp"),
-        jv("transactionStartTimestampMs").alias("txn_start_timestamp"),
-        tagged("previousProducerId", -1).alias("previous_producer_id"),
-        tagged("nextProducerId", -1).alias("next_producer_id"),
-        tagged("nextProducerEpoch", -1).cast("int").alias("next_producer_epoch"),
-        tagged("clientTransactionVersion", 0).alias("client_transaction_version"),
-        F.lit(None).cast("long").alias("position"),
-        F.lit(None).cast("long").alias("length"),
-        F.lit(None).cast("string").alias("reason"),
-        F.lit(None).cast("string").alias("detail"),
+def _records(lines: DataFrame, placement: Placement) -> DataFrame:
+    """TXN_STATE rows of the ``__transaction_state`` lines: the decoded record lines (3.x Scala text
+    and 4.x JSON, parsed by the reader) with their batch lines, assembled per dumped segment."""
+    parsed = {"kind": _sql("record"), "broker": "broker", "coordinator_partition": "partition", "file": "dpath"}
+    parsed |= {"record_offset": "rec_offset", "record_timestamp": "rec_timestamp"}
+    parsed |= {c: quoted(c) for c in _RECORD_COLUMNS}
+    txn_fields = arrow_to_spark_schema(TXN_STATE_SCHEMA).fields
+    decoded = lines.filter(f"is_txn_state AND kind_code = {K_RECORD} AND txn_decoded").selectExpr(
+        *[f"CAST({parsed.get(f.name, 'NULL')} AS {f.dataType.simpleString()}) AS {quoted(f.name)}" for f in txn_fields],
         "line_no",
         "section",
-        F.col("file").alias("dump_file"),
+        "file AS dump_file",
         "kind_code",
         "dpath",
-        F.lit(None).cast("int").alias("partition_leader_epoch"),
-        F.lit(None).cast("long").alias("record_count"),
-        F.col("partition"),
-        F.lit(None).cast("boolean").alias("crc_valid"),
-        F.lit(None).cast("long").alias("batch_position"),
-        F.lit(None).cast("long").alias("batch_size"),
-        F.lit(None).cast("string").alias("damage_text"),
-        F.lit(None).cast("long").alias("invalid_bytes"),
+        "CAST(NULL AS int) AS partition_leader_epoch",
+        "CAST(NULL AS bigint) AS record_count",
+        "partition",
+        "CAST(NULL AS boolean) AS crc_valid",
+        "CAST(NULL AS bigint) AS batch_position",
+        "CAST(NULL AS bigint) AS batch_size",
+        "CAST(NULL AS string) AS damage_text",
+        "CAST(NULL AS bigint) AS invalid_bytes",
     )
-    txn_batches = batches.filter(F.col("kind_code").isin(K_BATCH, K_LEGACY, *DAMAGE_KINDS)).selectExpr(
+    txn_batches = lines.filter(f"is_txn_state AND {_in(K_BATCH, K_LEGACY, *DAMAGE_KINDS)}").selectExpr(
         *[
             f"CAST(NULL AS {f.dataType.simpleString()}) AS {quoted(f.name)}"
-            for f in arrow_to_spark_schema(TXN_STATE_SCHEMA).fields
+            for f in txn_fields
             if f.name not in ("broker", "file")
         ],
         "`broker`",
@@ -915,7 +1363,7 @@ def _records(lines: Any, batches: Any, placement: Placement) -> Any:
     return placement.apply_in_arrow(both, ("dump_file", "section"), assemble_txn_state, out_schema)
 
 
-def _replica_names(lines: Any) -> Any:
+def _replica_names(lines: DataFrame) -> DataFrame:
     """(dump_file, path broker) → replica name, for every dumped file (README, kafka-dump-log.sh).
 
     Deterministic, from the whole input:
@@ -932,34 +1380,33 @@ def _replica_names(lines: Any) -> Any:
        one, or lying side by side in one directory) are told apart by the dump file's name
        (``b1.txt`` → ``b1``; under a location ``dumps/b1``).
     """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
     d = (
-        lines.filter(F.col("kind_code") == K_DUMPING)
-        .select(
-            F.col("file").alias("dump_file"),
-            "loc",
-            F.coalesce("loc_named", F.lit(False)).alias("named"),
-            F.col("broker").alias("pbroker"),
-            "dpath",
+        lines.filter(f"kind_code = {K_DUMPING}")
+        .selectExpr(
+            "file AS dump_file", "loc", "coalesce(loc_named, false) AS named", "broker AS pbroker", "dpath", "stem"
         )
         .distinct()
     )
-    clash = F.size(F.collect_set("dump_file").over(Window.partitionBy("pbroker", "dpath"))) > 1
-    d = d.withColumn("clash", clash.cast("int"))
-    loc_clash = F.max("clash").over(Window.partitionBy("loc", "pbroker")) > 0
-    use_loc = F.col("loc").isNotNull() & (F.col("named") | loc_clash | (F.col("pbroker") == D.UNKNOWN_BROKER))
-    d = d.withColumn("base", F.when(use_loc, F.col("loc")).otherwise(F.col("pbroker")))
-    clash2 = F.size(F.collect_set("dump_file").over(Window.partitionBy("base", "dpath"))) > 1
-    d = d.withColumn("clash2", (clash2 & ~F.col("named")).cast("int"))
-    file_clash = F.max("clash2").over(Window.partitionBy("dump_file", "base")) > 0
-    stem = F.regexp_extract("dump_file", r"([^/\\]+?)(?:\.[^./\\]*)?$", 1)
-    name = F.when(file_clash, F.when(use_loc, F.concat_ws("/", "base", stem)).otherwise(stem)).otherwise(F.col("base"))
-    return d.select("dump_file", "pbroker", name.alias("replica")).distinct()
+    # the same printed path in several dump files: per printed broker, then per chosen base name
+    d = d.selectExpr("*", "CAST(size(collect_set(dump_file) OVER (PARTITION BY pbroker, dpath)) > 1 AS int) AS clash")
+    d = d.selectExpr(
+        "*",
+        "loc IS NOT NULL AND (named OR max(clash) OVER (PARTITION BY loc, pbroker) > 0 "
+        f"OR pbroker = {_sql(D.UNKNOWN_BROKER)}) AS use_loc",
+    )
+    d = d.selectExpr("*", "CASE WHEN use_loc THEN loc ELSE pbroker END AS base")
+    d = d.selectExpr(
+        "*", "CAST(size(collect_set(dump_file) OVER (PARTITION BY base, dpath)) > 1 AND NOT named AS int) AS clash2"
+    )
+    return d.selectExpr(
+        "dump_file",
+        "pbroker",
+        "CASE WHEN max(clash2) OVER (PARTITION BY dump_file, base) > 0 "
+        "THEN CASE WHEN use_loc THEN concat_ws('/', base, stem) ELSE stem END ELSE base END AS replica",
+    ).distinct()
 
 
-def _named(df: Any, names: Any, dump_col: str = "dump_file") -> Any:
+def _named(df: DataFrame, names: DataFrame, dump_col: str = "dump_file") -> DataFrame:
     """``df`` with ``broker`` replaced by the replica name of its (dump file, path broker)."""
     from pyspark.sql import functions as F
 
@@ -990,122 +1437,65 @@ def read_dump_logs(spark: SparkSession, paths: list[str], placement: Placement |
     a line no format knows is quarantined by the dump file and its line number (``length`` 1).
     ``broker`` is the replica name (:func:`_replica_names`). ``placement``: Python steps in Spark tasks
     (the default) or in this process (txnlog.spark.placement).
-    """
-    from pyspark.sql import functions as F
 
+    Spark only filters the parsed lines on their typed columns, names the replicas and groups the
+    lines of each dumped segment for ``assemble_*``; the parse happened in the reader.
+    """
     placement = placement or Placement()
     inputs = list_dump_inputs(paths)
     files = [f for f, _, _ in inputs]
-    # held once in the driver placement: every branch below starts from the parsed lines, not the parse
-    lines = placement.localize(_parsed_lines(spark, inputs, placement))
-    batches = placement.localize(_batch_columns(lines))
+    options = {
+        "paths": json.dumps(files),
+        "locations": json.dumps({f: [loc, named] for f, loc, named in inputs}),
+    }
+    # the driver placement holds the parsed lines as Arrow already: every branch below starts from them
+    lines = placement.read(spark, DumpLinesSource, options)
     names = _replica_names(lines)
-    k = F.col("kind_code")
 
-    # --- segments: groups of the lines needed to rebuild each dumped data segment
-    # the KRaft metadata log is no data partition: skipped as the log-dir reader skips it, and so
-    # are KRaft snapshots (.checkpoint: "Snapshot end offset: ..")
-    ignored = F.col("topic").isin(*sorted(IGNORED_TOPICS)) | F.coalesce(
-        F.col("dpath").rlike(r"\.checkpoint$"), F.lit(False)
-    )
-    data_section = (
-        (F.col("section") > 0)
-        & (F.col("topic").isNull() | ((F.col("topic") != "__transaction_state") & ~ignored))
-        & (F.col("dpath").rlike(r"\.log$") | ~F.col("dpath").rlike(D.FILE_NAME))
-        & ~F.coalesce(F.col("dpath").rlike(r"\.checkpoint$"), F.lit(False))
-    )
-    seg_lines = batches.filter(
-        data_section
-        & (
-            k.isin(K_DUMPING, K_START, K_BATCH, K_LEGACY, *DAMAGE_KINDS)
-            | ((k == K_RECORD) & (F.col("after_batch") | F.col("marker_type").isNotNull()))
-        )
-    )
+    # --- segments: the lines needed to rebuild each dumped data segment (the KRaft metadata log
+    # and KRaft snapshots are no data partition: skipped as the log-dir reader skips them)
+    seg_lines = lines.filter(
+        f"data_section AND ({_in(K_DUMPING, K_START, K_BATCH, K_LEGACY, *DAMAGE_KINDS)} "
+        f"OR (kind_code = {K_RECORD} AND (after_batch OR marker_type IS NOT NULL)))"
+    ).select(*_SEGMENT_COLUMNS)
     seg_schema = arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA.append(pa.field("dump_file", pa.string())))
     segments = placement.apply_in_arrow(seg_lines, ("file", "section"), assemble_segment, seg_schema)
 
     # --- producer snapshots
-    line = F.col("line")
-
-    def sn(i: int, typ: str) -> Any:
-        return F.nullif(F.regexp_extract(line, D.SNAPSHOT_LINE, i), F.lit("")).try_cast(typ)
-
     snapshots = lines.filter(
-        (k == K_SNAPSHOT) & (F.col("section") > 0) & ~F.col("is_txn_state") & ~F.coalesce(ignored, F.lit(False))
-    ).select(
-        F.lit(KIND_SNAPSHOT).alias("kind"),
+        f"kind_code = {K_SNAPSHOT} AND section > 0 AND NOT is_txn_state AND NOT ignored"
+    ).selectExpr(
+        f"{_sql(KIND_SNAPSHOT)} AS kind",
         "broker",
         "topic",
         "partition",
-        F.col("dpath").alias("file"),
+        "dpath AS file",
         "file_offset",
-        sn(1, "long").alias("producer_id"),
-        sn(2, "int").alias("producer_epoch"),
-        F.coalesce(sn(5, "long"), sn(6, "long"), F.lit(-1).cast("long")).alias("first_offset"),
-        F.coalesce(sn(10, "long"), F.lit(-1).cast("long")).alias("last_offset"),
-        F.coalesce(sn(7, "long"), sn(12, "long")).alias("last_timestamp"),
-        sn(3, "int").alias("coordinator_epoch"),
-        F.col("file").alias("dump_file"),
+        "producer_id",
+        "producer_epoch",
+        "first_offset",
+        "last_offset",
+        "last_timestamp",
+        "coordinator_epoch",
+        "file AS dump_file",
     )
-    # a corrupt producer snapshot: its entries are not printed (dumpProducerIdSnapshot prints the
-    # CorruptSnapshotException message instead); quarantined as the segment reader does, whole file
-    bad_snapshot = lines.filter((k == K_SNAPSHOT_CORRUPT) & (F.col("section") > 0)).select(
-        F.lit(KIND_QUARANTINE).alias("kind"),
+    # --- quarantine: lines we cannot or must not read, by the dump file and line number (damage
+    # inside a dumped segment is quarantined above, by the segment's own byte positions); a corrupt
+    # producer snapshot (its entries are not printed: dumpProducerIdSnapshot prints the
+    # CorruptSnapshotException message instead) by the whole file, as the segment reader does
+    corrupt = f"kind_code = {K_SNAPSHOT_CORRUPT}"
+    quarantine = lines.filter("reason IS NOT NULL").selectExpr(
+        f"{_sql(KIND_QUARANTINE)} AS kind",
         "broker",
         "topic",
         "partition",
-        F.col("dpath").alias("file"),
+        f"CASE WHEN {corrupt} THEN dpath ELSE file END AS file",
         "file_offset",
-        F.lit(0).cast("long").alias("position"),
-        F.lit(None).cast("long").alias("length"),
-        F.when(F.regexp_extract(line, D.SNAPSHOT_CORRUPT_LINE, 1) != "", F.lit(D.REASON_SNAPSHOT_CRC))
-        .otherwise(F.lit(D.REASON_BAD_SNAPSHOT))
-        .alias("reason"),
-        F.concat(
-            F.col("file"),
-            F.lit(":"),
-            F.col("line_no").cast("string"),
-            F.lit(": entries ignored: "),
-            F.substring(line, 1, D.DETAIL_CHARS),
-        ).alias("detail"),
-        F.col("file").alias("dump_file"),
-    )
-
-    # --- quarantine: lines we cannot or must not read, with the dump file and line number
-    # (damage inside a dumped segment is quarantined above, by the segment's own byte positions)
-    in_segment = data_section | (F.col("is_txn_state") & (F.col("section") > 0))
-    bad_batch = (k == K_BATCH) & line.rlike(r" isvalid: false\s*$")
-    unknown_key = (k == K_RECORD) & F.col("is_txn_state") & line.rlike(D.TXN_UNKNOWN_KEY)
-    no_partition = (k == K_DUMPING) & F.col("topic").isNull() & ~F.coalesce(ignored, F.lit(False))
-    orphan = (F.col("section") == 0) & k.isin(K_BATCH, K_LEGACY, K_RECORD, K_SNAPSHOT, K_START)
-    outside = ~F.coalesce(in_segment, F.lit(False)) & ~F.coalesce(ignored, F.lit(False))
-    reason = (
-        F.when(k == K_UNPARSED, D.REASON_UNPARSED)
-        .when(k == K_MALFORMED_28, D.REASON_MALFORMED_2_8)
-        .when(orphan, F.lit("dump_log_no_dumping_line"))
-        .when(outside & (k == K_INVALID_BYTES), D.REASON_INVALID_BYTES)
-        .when(outside & (k == K_ELIDED), D.REASON_ELIDED)
-        .when(outside & (k == K_TOOL_ERROR), D.REASON_TOOL_ERROR)
-        .when(outside & bad_batch, D.REASON_CRC)
-        .when(unknown_key, D.REASON_TXN_UNKNOWN_KEY)
-        .when(no_partition, D.REASON_NO_PARTITION)
-    )
-    quarantine = (
-        lines.withColumn("reason", reason)
-        .filter(F.col("reason").isNotNull())
-        .select(
-            F.lit(KIND_QUARANTINE).alias("kind"),
-            "broker",
-            "topic",
-            "partition",
-            "file",
-            "file_offset",
-            F.col("line_no").alias("position"),
-            F.lit(1).cast("long").alias("length"),
-            "reason",
-            F.substring(line, 1, D.DETAIL_CHARS).alias("detail"),
-            F.col("file").alias("dump_file"),
-        )
+        f"CASE WHEN {corrupt} THEN CAST(0 AS bigint) ELSE line_no END AS position",
+        f"CASE WHEN {corrupt} THEN CAST(NULL AS bigint) ELSE CAST(1 AS bigint) END AS length",
+        "reason",
+        "detail",
+        "file AS dump_file",
     )
 
     cols = [f.name for f in SEGMENT_SUMMARY_SCHEMA]
@@ -1113,22 +1503,20 @@ def read_dump_logs(spark: SparkSession, paths: list[str], placement: Placement |
     summary = (
         shaped(segments, summary_schema, "dump_file")
         .unionByName(shaped(snapshots, summary_schema, "dump_file"))
-        .unionByName(shaped(bad_snapshot, summary_schema, "dump_file"))
         .unionByName(shaped(quarantine, summary_schema, "dump_file"))
     )
     summary = _named(summary, names).select(*cols)
 
-    txn_lines = batches.filter(F.col("is_txn_state") & k.isin(K_BATCH, K_LEGACY, *DAMAGE_KINDS))
-    records = _records(lines.filter(F.col("is_txn_state")), txn_lines, placement)
+    records = _records(lines, placement)
     # one row per dumped __transaction_state segment, records or not: which coordinator partitions
     # the dumps hold (an empty one too, as a copied empty __transaction_state-<n>/ directory counts)
     txn_schema = arrow_to_spark_schema(TXN_STATE_SCHEMA)
-    dumped = lines.filter(F.col("is_txn_state") & (k == K_DUMPING)).select(
-        F.lit(KIND_SEGMENT).alias("kind"),
+    dumped = lines.filter(f"is_txn_state AND kind_code = {K_DUMPING}").selectExpr(
+        f"{_sql(KIND_SEGMENT)} AS kind",
         "broker",
-        F.col("partition").alias("coordinator_partition"),
-        F.col("dpath").alias("file"),
-        F.col("file").alias("dump_file"),
+        "partition AS coordinator_partition",
+        "dpath AS file",
+        "file AS dump_file",
     )
     records = records.unionByName(shaped(dumped, txn_schema, "dump_file"))
     records = _named(records, names).select(*txn_schema.fieldNames())

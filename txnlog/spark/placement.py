@@ -131,7 +131,9 @@ def frame(
     tables = [_conform(t, target) for t in tables if t.num_rows]
     if not tables:
         return spark.createDataFrame([], schema)
-    table = pa.concat_tables(tables)
+    # without empty record batches: PySpark's createDataFrame drops every row after one (a step's
+    # output may hold an empty chunk, e.g. a segment with no decoded record in assemble_txn_state)
+    table = pa.Table.from_batches([b for t in tables for b in t.to_batches() if b.num_rows], target)
     if scratch is None or table.nbytes <= LOCAL_RELATION_BYTES:
         return spark.createDataFrame(table, schema=schema)
     import posixpath
