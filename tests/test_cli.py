@@ -149,6 +149,19 @@ def test_formats_print_the_same_rows(tmp_path: Path, verb: str) -> None:
         else:
             runs[fmt] = [{k: v or "-" for k, v in r.items()} for r in csv.DictReader(io.StringIO(text))]
     assert runs["table"] and runs["table"] == runs["csv"] == runs["json"]
+    # and they are the rows written above, as printed
+    if verb == "list":
+        want = [
+            {"TransactionalId": "a", "Coordinator": "__transaction_state-7", "ProducerId": "1",
+             "TransactionState": "Ongoing"},
+            {"TransactionalId": "b", "Coordinator": "__transaction_state-7", "ProducerId": "2",
+             "TransactionState": "CompleteCommit"},
+        ]  # fmt: skip
+        assert runs["table"] == want
+    else:
+        got = {(r["Topic"], r["Partition"], r["ProducerId"], r["Verdict"], r["Duration(min)"]) for r in runs["table"]}
+        assert got == {("orders", "1", "11", "HANGING", "60"), ("orders", "2", "12", "LATE", "60"),
+                       ("-", "-", "13", "HANGING", "60")}  # fmt: skip
 
 
 def test_list_filters_as_the_coordinator_applies_them() -> None:

@@ -51,11 +51,13 @@ class Run:
     cluster: str
     as_of: datetime
 
-    def rows(self, table: str) -> list[dict[str, Any]]:
-        """The run's rows of one output table."""
+    def rows(self, table: str, columns: list[str] | None = None, **where: Any) -> list[dict[str, Any]]:
+        """The run's rows of one output table whose columns equal ``where`` (filtered in the scan), only
+        ``columns`` when given."""
         from txnlog.delta import read_table
 
-        return _datetime_safe(read_table(self.output, table, cluster=self.cluster, as_of=self.as_of)).to_pylist()
+        data = read_table(self.output, table, cluster=self.cluster, as_of=self.as_of, where=where, columns=columns)
+        return _datetime_safe(data).to_pylist()
 
 
 def _run(args: argparse.Namespace) -> Run:
@@ -149,21 +151,18 @@ def emit(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]], fmt
         print("".join(v.ljust(w) + "\t" for v, w in zip(line, widths, strict=True)), file=out)
 
 
-# kept for callers that print a table directly
-def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]], out: TextIO) -> None:
-    emit(rows, columns, "table", out)
-
-
 def _known_partition(run: Run, topic: str | None, partition: int | None) -> None:
     """One clear line when the run has no such topic or partition (rather than an empty table)."""
     if topic is None:
         return
     seen: set[tuple[str, int]] = set()
-    for table in ("partition_health", "transactions"):
+    for table in ("partition_health", "transactions"):  # every partition read has a health row
         try:
-            seen |= {(r["topic"], r["partition"]) for r in run.rows(table)}
+            seen = {(r["topic"], r["partition"]) for r in run.rows(table, columns=["topic", "partition"])}
         except UsageError:  # a table this output does not have (written by hand, or by another tool)
             continue
+        if seen:
+            break
     topics = sorted({t for t, _ in seen if t})
     if topic not in topics:
         shown = ", ".join(topics[:10]) + (" ..." if len(topics) > 10 else "")
@@ -263,7 +262,7 @@ def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
     from txnlog.classify import IN_FLIGHT_STATES
 
     run = _run(args)
-    rows = [r for r in run.rows("coordinator_state") if r["transactional_id"] == args.transactional_id]
+    rows = run.rows("coordinator_state", transactional_id=args.transactional_id)
     if not rows:
         raise UsageError(f"--transactional-id {args.transactional_id}: not in coordinator_state; try 'txnlog list'")
     for r in rows:  # as kafka-transactions.sh: time since the transaction started, for one in flight
@@ -292,7 +291,7 @@ def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
         args.format,
         out,
     )
-    history = [r for r in run.rows("coordinator_history") if r["transactional_id"] == args.transactional_id]
+    history = run.rows("coordinator_history", transactional_id=args.transactional_id)
     if history and args.format == "table":
         print(file=out)
         emit(
@@ -323,7 +322,7 @@ def cmd_describe_producers(args: argparse.Namespace, out: TextIO) -> int:
 
     run = _run(args)
     _known_partition(run, args.topic, args.partition)
-    rows = [r for r in run.rows("transactions") if r["topic"] == args.topic and r["partition"] == args.partition]
+    rows = run.rows("transactions", topic=args.topic, partition=args.partition)
     latest: dict[int, dict[str, Any]] = {}
     for r in sorted(rows, key=lambda r: r["first_offset"]):
         cur = latest.setdefault(r["producer_id"], {"producer_id": r["producer_id"], "current_start": None})
@@ -357,11 +356,8 @@ def cmd_find_hanging(args: argparse.Namespace, out: TextIO) -> int:
 
     run = _run(args)
     _known_partition(run, args.topic, args.partition)
-    rows = run.rows("findings")
-    if args.topic:
-        rows = [r for r in rows if r["topic"] == args.topic]
-    if args.partition is not None:
-        rows = [r for r in rows if r["partition"] == args.partition]
+    where = {"topic": args.topic, "partition": args.partition}
+    rows = run.rows("findings", **{k: v for k, v in where.items() if v is not None})
     if args.replica:
         rows = [r for r in rows if args.replica in (r.get("open_replicas") or [])]
     if args.verdict != "all":
@@ -409,13 +405,8 @@ def _finding_name(r: dict[str, Any]) -> str:
 def cmd_timeline(args: argparse.Namespace, out: TextIO) -> int:
     run = _run(args)
     _known_partition(run, args.topic, args.partition)
-    rows = [
-        r
-        for r in run.rows("transactions")
-        if r["topic"] == args.topic
-        and r["partition"] == args.partition
-        and (args.producer_id is None or r["producer_id"] == args.producer_id)
-    ]
+    producer = {} if args.producer_id is None else {"producer_id": args.producer_id}
+    rows = run.rows("transactions", topic=args.topic, partition=args.partition, **producer)
     rows.sort(key=lambda r: r["first_offset"])
     emit(
         rows,
@@ -496,8 +487,8 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
 
     run = _run(args)
     _known_partition(run, args.topic, None)
-    recs = [r for r in run.rows("abort_recommendations") if args.topic is None or r["topic"] == args.topic]
-    steps = plan_steps(recs, run.rows("partition_health"))
+    topic = {} if args.topic is None else {"topic": args.topic}
+    steps = plan_steps(run.rows("abort_recommendations", **topic), run.rows("partition_health", **topic))
     columns = [
         ("Topic", "topic"),
         ("Partition", "partition"),

@@ -39,7 +39,7 @@ import logging
 import posixpath
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -234,8 +234,12 @@ def read_table(
     *,
     cluster: str | None = None,
     as_of: datetime | str | int | None = None,
+    where: Mapping[str, Any] | None = None,
+    columns: Sequence[str] | None = None,
 ) -> pa.Table:
-    """Read one output table (optionally one cluster and/or one run) as a pyarrow.Table.
+    """Read one output table (optionally one cluster and/or one run, and rows whose columns equal ``where``'s
+    values; only ``columns`` when given) as a pyarrow.Table. The conditions are pushed into the scan (file
+    statistics skip files), so a reader never loads a whole history to keep a few rows.
 
     >>> read_table("./out", "findings", cluster="prod-eu-1", as_of="2026-11-02T00:00:00Z")  # doctest: +SKIP
     pyarrow.Table
@@ -255,10 +259,15 @@ def read_table(
         instant = pa.scalar(_run_as_of(parse_as_of(as_of)), pa.timestamp("us", tz="UTC"))
         term = pc.field("as_of") == instant
         condition = term if condition is None else condition & term
+    for column, value in (where or {}).items():
+        term = pc.field(column) == value
+        condition = term if condition is None else condition & term
     # Read through a pyarrow filesystem rather than deltalake's default Python
     # filesystem handler: with the latter the interpreter aborts at exit now and
     # then ("terminate called without an active exception", delta-rs #2184).
-    return table.to_pyarrow_table(filesystem=location.subtree_fs(), filters=condition)
+    return table.to_pyarrow_table(
+        filesystem=location.subtree_fs(), filters=condition, columns=list(columns) if columns else None
+    )
 
 
 # --- where tables live ------------------------------------------------------------------------

@@ -365,6 +365,8 @@ class FetchClient:
                 break  # at the end: nothing (more) below stop
             chunks.append(buf[:used].copy() if used < buf.size else buf)
             offset = after
+            if buf.size - used >= 12 and int(buf[used : used + 8].view(">i8")[0]) >= stop:
+                break  # the response already shows the next entry at or past stop: no request to learn it again
         return chunks
 
     def read_range(self, r: LiveRange) -> RangeRead:

@@ -8,40 +8,27 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.cluster.standalone import ROOT, StandaloneCluster
+from tests.e2e.test_job import run_job
 from tests.e2e.test_messy import render_broker_dumps
+from tests.e2e.test_previous_pipeline import TABLES
 
 pytestmark = pytest.mark.cluster
 
-SUBMIT = ROOT / "spark-submit.sh"
-TABLES = (
-    "transactions",
-    "findings",
-    "abort_recommendations",
-    "partition_health",
-    "coordinator_state",
-    "coordinator_history",
-    "quarantine",
-)
 AS_OF = "1718020807806"  # fixed: both runs are the same (cluster, as_of)
 
 
 def _submit(master: str, dumps: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
     args = [a for d in sorted(dumps.iterdir()) for a in ("--dump-log", str(d))]
-    cmd = [
-        str(SUBMIT), "--master", master, "--driver-memory", "1g", *extra, *args,
+    return run_job(
+        "--master", master, *extra, *args,
         "--output", str(out), "--cluster", "standalone", "--as-of", AS_OF, "--driver-max-bytes", "0",
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stderr[-6000:])
-    return proc
+        cwd=ROOT, timeout=900,
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
