@@ -57,22 +57,82 @@ def test_describe_shows_a_duration_only_while_in_flight(tmp_path: Path) -> None:
     assert dict(zip(header, done, strict=True))["TransactionDurationMs"].strip() == "-"
 
 
-def test_describe_producers_shows_the_open_transactions_start(tmp_path: Path) -> None:
-    t0 = AS_OF - timedelta(hours=1)
-    txn = {"topic": "orders", "partition": 0, "producer_epoch": 1, "last_timestamp": t0, "coordinator_epoch": 2}
-    transactions = _table(
-        tables.TRANSACTIONS,
+def _printed(text: str, fmt: str) -> list[dict[str, str]]:
+    """A verb's output parsed back into rows of header → value as printed (none: '-' in every format)."""
+    if fmt == "table":
+        head, *body = [[c.strip() for c in line.split("\t")[:-1]] for line in text.splitlines() if line]
+        return [dict(zip(head, r, strict=True)) for r in body]
+    if fmt == "json":
+        return [{k: "-" if v is None else str(v) for k, v in json.loads(line).items()} for line in text.splitlines()]
+    return [{k: v or "-" for k, v in r.items()} for r in csv.DictReader(io.StringIO(text))]
+
+
+def test_describe_producers_prints_producer_state_as_kafka_transactions_does(tmp_path: Path) -> None:
+    """Every producer_state row of the partition, kafka-transactions.sh's columns and spellings: epoch ms,
+    -1 for no coordinator epoch / sequence, None for no open transaction (null in json, empty in csv)."""
+    t0 = datetime(2026, 11, 1, 23, 0, 0, 123000, tzinfo=UTC)
+    key = {"topic": "orders", "partition": 0, "replica": "broker-1", "source": "segments"}
+    state = _table(
+        tables.PRODUCER_STATE,
         [
-            {**txn, "producer_id": 1, "first_offset": 0, "outcome": "COMMIT", "marker_timestamp": t0},
-            {**txn, "producer_id": 1, "first_offset": 10, "outcome": "OPEN"},
-            {**txn, "producer_id": 2, "first_offset": 5, "outcome": "ABORT", "marker_timestamp": t0},
+            {**key, "producer_id": 9, "producer_epoch": 4, "last_sequence": -1, "last_timestamp": t0,
+             "coordinator_epoch": 2, "current_txn_start_offset": None, "from_snapshot": False},
+            {**key, "producer_id": 3, "producer_epoch": 0, "last_sequence": 41, "last_timestamp": t0,
+             "coordinator_epoch": -1, "current_txn_start_offset": None, "from_snapshot": True},
+            {**key, "producer_id": 5, "producer_epoch": 1, "last_sequence": 7, "last_timestamp": t0,
+             "coordinator_epoch": 0, "current_txn_start_offset": 120, "from_snapshot": False},
+            {**key, "partition": 1, "producer_id": 6, "producer_epoch": 1, "last_sequence": 7, "last_timestamp": t0,
+             "coordinator_epoch": 0, "current_txn_start_offset": None, "from_snapshot": False},
         ],
-    )
-    _write(tmp_path, {"transactions": transactions})
-    header, *rows = _cli(tmp_path, "describe-producers", "--topic", "orders", "--partition", "0")
-    header = [h.strip() for h in header]
-    start = {r[0].strip(): dict(zip(header, r, strict=True))["CurrentTransactionStartOffset"].strip() for r in rows}
-    assert start == {"1": "10", "2": "-"}
+    )  # fmt: skip
+    health = _table(tables.PARTITION_HEALTH, [{"topic": "orders", "partition": p} for p in (0, 1, 2)])
+    _write(tmp_path, {"producer_state": state, "partition_health": health})
+    from txnlog.delta import read_table
+
+    written = read_table(str(tmp_path), "producer_state", where={"topic": "orders", "partition": 0}).to_pylist()
+    epoch_ms = 1_793_577_600_000 - 3_600_000 + 123  # t0: 2026-11-02T00:00Z is 1793577600000 (txnlog.config)
+    want = [
+        {
+            "ProducerId": str(r["producer_id"]),
+            "ProducerEpoch": str(r["producer_epoch"]),
+            "LatestCoordinatorEpoch": str(r["coordinator_epoch"]),
+            "LastSequence": str(r["last_sequence"]),
+            "LastTimestamp": str(epoch_ms),
+            "CurrentTransactionStartOffset": "-"
+            if r["current_txn_start_offset"] is None
+            else str(r["current_txn_start_offset"]),
+        }
+        for r in sorted(written, key=lambda r: r["producer_id"])
+    ]
+    assert [w["ProducerId"] for w in want] == ["3", "5", "9"]
+    printed = {}
+    for fmt in ("table", "json", "csv"):
+        out = io.StringIO()
+        argv = [
+            "describe-producers",
+            "--topic",
+            "orders",
+            "--partition",
+            "0",
+            "--format",
+            fmt,
+            "--output",
+            str(tmp_path),
+        ]
+        assert main(argv, out=out) == 0
+        printed[fmt] = _printed(out.getvalue(), fmt)
+    # the table prints None as kafka-transactions.sh does; json null and csv empty read back as '-'
+    table = [{k: "-" if v == "None" else v for k, v in r.items()} for r in printed["table"]]
+    assert table == printed["json"] == printed["csv"] == want
+    assert list(printed["table"][0]) == [
+        "ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp",
+        "CurrentTransactionStartOffset",
+    ]  # fmt: skip
+    assert {r["CurrentTransactionStartOffset"] for r in printed["table"]} == {"None", "120"}
+    # a known partition without producers: the header only; an unknown one: one line, exit 2
+    assert _cli(tmp_path, "describe-producers", "--topic", "orders", "--partition", "2")[1:] == []
+    _cli(tmp_path, "describe-producers", "--topic", "orders", "--partition", "7", code=2)
+    _cli(tmp_path, "describe-producers", "--topic", "nope", "--partition", "0", code=2)
 
 
 def _findings(tmp_path: Path) -> None:

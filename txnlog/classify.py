@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from txnlog.kafka.wire import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     LATE_TRANSACTION_BUFFER_MS,
     TWO_PHASE_COMMIT_TIMEOUT_MS,
     ControlType,
@@ -111,6 +112,8 @@ class Thresholds:
     max_transaction_timeout_ms: int = 900_000
     all_txn_state_partitions_read: bool = True
     bootstrap_servers: str | None = None
+    #: the brokers' producer.id.expiration.ms: producers idle longer (and with nothing open) have no state
+    producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 
 def abort_command(bootstrap: str | None, topic: str, partition: int, start_offset: int) -> str:

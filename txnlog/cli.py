@@ -318,34 +318,39 @@ def _ms(value: datetime | None) -> int | None:
 
 
 def cmd_describe_producers(args: argparse.Namespace, out: TextIO) -> int:
-    from txnlog.tables import Outcome
-
+    """kafka-transactions.sh describe-producers (``TransactionsCommand.DescribeProducersCommand``), offline:
+    the ``producer_state`` rows of one partition, with its columns and the values it prints for none —
+    LatestCoordinatorEpoch −1 (``coordinatorEpoch().orElse(-1)``), LastSequence −1, LastTimestamp in epoch ms,
+    CurrentTransactionStartOffset ``None`` in the table (null in json, empty in csv)."""
     run = _run(args)
     _known_partition(run, args.topic, args.partition)
-    rows = run.rows("transactions", topic=args.topic, partition=args.partition)
-    latest: dict[int, dict[str, Any]] = {}
-    for r in sorted(rows, key=lambda r: r["first_offset"]):
-        cur = latest.setdefault(r["producer_id"], {"producer_id": r["producer_id"], "current_start": None})
-        cur["producer_epoch"] = r["producer_epoch"]
-        cur["last_timestamp"] = _ms(r["marker_timestamp"] or r["last_timestamp"])
-        cur["coordinator_epoch"] = (
-            r["coordinator_epoch"] if r["coordinator_epoch"] is not None else cur.get("coordinator_epoch", -1)
-        )
-        cur["current_start"] = r["first_offset"] if r["outcome"] == Outcome.OPEN else None
+    rows = run.rows("producer_state", topic=args.topic, partition=args.partition)
+    for r in rows:
+        r["last_timestamp_ms"] = _ms(r.get("last_timestamp"))
+        if r["last_timestamp_ms"] is None:
+            r["last_timestamp_ms"] = -1  # RecordBatch.NO_TIMESTAMP, as the broker would answer
+        if r.get("coordinator_epoch") is None:
+            r["coordinator_epoch"] = -1
+        if args.format == "table" and r.get("current_txn_start_offset") is None:
+            r["current_txn_start_offset"] = "None"  # as kafka-transactions.sh prints an empty Optional
     emit(
-        list(latest.values()),
-        [
-            ("ProducerId", "producer_id"),
-            ("ProducerEpoch", "producer_epoch"),
-            ("LatestCoordinatorEpoch", "coordinator_epoch"),
-            ("LastSequence", "last_sequence"),
-            ("LastTimestamp", "last_timestamp"),
-            ("CurrentTransactionStartOffset", "current_start"),
-        ],
+        sorted(rows, key=lambda r: r["producer_id"]),
+        DESCRIBE_PRODUCERS_COLUMNS,
         args.format,
         out,
     )
     return 0
+
+
+#: kafka-transactions.sh describe-producers' headers (``DescribeProducersCommand.HEADERS``) → producer_state
+DESCRIBE_PRODUCERS_COLUMNS = (
+    ("ProducerId", "producer_id"),
+    ("ProducerEpoch", "producer_epoch"),
+    ("LatestCoordinatorEpoch", "coordinator_epoch"),
+    ("LastSequence", "last_sequence"),
+    ("LastTimestamp", "last_timestamp_ms"),
+    ("CurrentTransactionStartOffset", "current_txn_start_offset"),
+)
 
 
 # --- find-hanging -----------------------------------------------------------------------------------
@@ -669,10 +674,13 @@ VERBS = (
     Verb(
         "describe-producers",
         "producers of one partition",
-        "The producers with transactions on one partition and the first offset of the one each has open "
-        "(CurrentTransactionStartOffset: what an abort --start-offset needs), reconstructed from the logs "
-        "as DescribeProducers would have answered at the run's as_of. LastSequence is not reconstructed yet "
-        "(printed -).",
+        "Every producer with state on one partition at the run's as_of, idempotent and transactional, as "
+        "kafka-transactions.sh describe-producers prints them (what DescribeProducers would have answered, "
+        "rebuilt from the logs and producer snapshots): epoch, the coordinator epoch of its last marker (-1: "
+        "none), the last sequence (-1: none since its epoch changed), its last batch's or marker's timestamp "
+        "(epoch ms) and the first offset of its open transaction (None: none; what abort --start-offset needs). "
+        "The state is the most advanced replica's (the leader's); producers idle longer than "
+        "producer.id.expiration.ms with nothing open are gone, as on the broker.",
         "txnlog describe-producers --output ./out --topic orders --partition 5",
         lambda a, o: cmd_describe_producers(a, o),
     ),

@@ -59,6 +59,7 @@ class Config:
     output: str = "./out"
     as_of: str | None = None
     max_transaction_timeout_ms: int = 900_000
+    producer_id_expiration_ms: int = 86_400_000
     transaction_state_partitions: int = 50
     check_crc: bool = True
     delta_writer: DeltaWriter = "auto"
@@ -350,6 +351,7 @@ _KEYS: dict[str, Callable[[Any, str], Any]] = {
     "output": _as_str,
     "as_of": _as_as_of,
     "max_transaction_timeout_ms": lambda v, w: _int(v, w, minimum=0),
+    "producer_id_expiration_ms": lambda v, w: _int(v, w, minimum=0),
     "transaction_state_partitions": lambda v, w: _int(v, w, minimum=1),
     "check_crc": _as_bool,
     "delta_writer": _as_delta_writer,

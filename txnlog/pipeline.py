@@ -605,6 +605,7 @@ def build_tables(
             classified, thresholds.bootstrap_servers or classify.BOOTSTRAP_PLACEHOLDER, it
         ),
         "partition_health": keep(output.partition_health(it, thresholds)),
+        "producer_state": output.producer_state(it, thresholds),
         "coordinator_state": output.coordinator_state(it),
         "coordinator_history": output.coordinator_history(spark, scratch=scratch, placement=placement),
         "quarantine": quarantine,
@@ -755,6 +756,7 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
             all_txn_state_partitions_read=bool(inputs.live)
             or len(decoded.txn_state_read) >= config.transaction_state_partitions,
             bootstrap_servers=config.bootstrap_servers,
+            producer_id_expiration_ms=config.producer_id_expiration_ms,
         )
         tables = build_tables(
             spark, decoded.summary, decoded.records, thresholds, scratch=scratch, cache=cache,
@@ -847,6 +849,7 @@ def _runs_table(result: RunResult, started_at: datetime, late_partitions: int, c
                 "findings",
                 "abort_recommendations",
                 "partition_health",
+                "producer_state",
                 "coordinator_state",
                 "coordinator_history",
                 "quarantine",

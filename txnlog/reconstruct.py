@@ -350,19 +350,32 @@ def _take(c: Col, rows: np.ndarray, ok: np.ndarray) -> Col:
     return c[0][rows], c[1][rows] & ok
 
 
+def chosen_snapshot_rows(replica: np.ndarray, offset: np.ndarray, replicas: ReplicaLogs) -> np.ndarray:
+    """Which snapshot entries (rows: their replica, their snapshot's offset) belong to the snapshot each
+    replica's producer state is loaded from: the newest at or below its log end, skipping those at or below
+    its log start after a clean shutdown (``ProducerStateManager.truncateAndReload``, ``loadFromSnapshot``)."""
+    eligible = (
+        replicas.has_segments[replica]
+        & (offset <= replicas.log_end[replica])
+        & (~replicas.clean_shutdown[replica] | (offset > replicas.log_start[replica]))
+    )
+    newest = snapshot_offsets(replica, offset, eligible, replicas.tp.size)
+    return eligible & (offset == newest[replica])
+
+
+def snapshot_offsets(replica: np.ndarray, offset: np.ndarray, chosen: np.ndarray, replicas_n: int) -> np.ndarray:
+    """Per replica: the largest ``offset`` among the ``chosen`` rows, ``I64_MIN`` where it has none."""
+    newest = np.full(replicas_n, I64_MIN, np.int64)
+    np.maximum.at(newest, replica[chosen], offset[chosen])
+    return newest
+
+
 def _snapshot_fragments(snaps: Mapping[str, Col], replicas: ReplicaLogs) -> tuple[dict[str, Col], dict[str, Col]]:
     """(the chosen snapshots' open transactions as SNAPSHOT_OPEN fragments, every chosen entry:
     replica, producer_id, coordinator_epoch, snapshot_offset)."""
     r = snaps["replica"][0]
     offset = snaps["file_offset"][0]
-    eligible = (
-        replicas.has_segments[r]
-        & (offset <= replicas.log_end[r])
-        & (~replicas.clean_shutdown[r] | (offset > replicas.log_start[r]))
-    )
-    newest = np.full(replicas.tp.size, I64_MIN, np.int64)
-    np.maximum.at(newest, r[eligible], offset[eligible])
-    chosen = np.flatnonzero(eligible & (offset == newest[r]))
+    chosen = np.flatnonzero(chosen_snapshot_rows(r, offset, replicas))
     entries = {
         "replica": col(r[chosen]),
         "producer_id": _take(snaps["producer_id"], chosen, np.ones(chosen.size, bool)),

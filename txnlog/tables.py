@@ -149,6 +149,24 @@ PARTITION_HEALTH = _schema(
     ("source", STR),  # segments / dump_log (the offline inputs) / live (ListOffsets, --verify-live)
 )
 
+#: What DescribeProducers would have answered at as_of (txnlog.producer_state): the producers with state on
+#: the partition's leader (the most advanced replica, as for partition_health), transactional and idempotent,
+#: without those producer.id.expiration.ms removed (idle that long, nothing open).
+PRODUCER_STATE = _schema(
+    ("topic", STR),
+    ("partition", I32),
+    ("producer_id", I64),
+    ("producer_epoch", I32),
+    ("last_sequence", I32),  # -1: none (no batch since the epoch changed), as the broker answers
+    ("last_timestamp", TS),
+    ("coordinator_epoch", I32),  # of its last marker, else the snapshot's; -1: none, as the broker answers
+    ("current_txn_start_offset", I64),  # first offset of its open transaction; null if none
+    # beyond the contract
+    ("replica", STR),  # the replica (broker log dir) whose state this is: the most advanced one
+    ("from_snapshot", BOOL),  # known only from a producer snapshot: no batch of it after the snapshot's offset
+    ("source", STR),  # the partition's input (see TRANSACTIONS.source)
+)
+
 COORDINATOR_STATE = _schema(
     ("transactional_id", STR),
     ("producer_id", I64),
@@ -216,6 +234,7 @@ RUNS = _schema(
     ("findings_count", I64),
     ("abort_recommendations_count", I64),
     ("partition_health_count", I64),
+    ("producer_state_count", I64),
     ("coordinator_state_count", I64),
     ("coordinator_history_count", I64),
     ("quarantine_count", I64),
@@ -236,6 +255,7 @@ TABLES: dict[str, pa.Schema] = {
     "findings": FINDINGS,
     "abort_recommendations": ABORT_RECOMMENDATIONS,
     "partition_health": PARTITION_HEALTH,
+    "producer_state": PRODUCER_STATE,
     "coordinator_state": COORDINATOR_STATE,
     "coordinator_history": COORDINATOR_HISTORY,
     "quarantine": QUARANTINE,

@@ -64,6 +64,7 @@ from txnlog.spark.sources import (
     arrow_to_spark_schema,
     batch_of,
     broker_timestamps,
+    producer_rows,
 )
 from txnlog.spark.txn_state_source import TXN_STATE_SCHEMA
 
@@ -427,6 +428,7 @@ PARSED_SCHEMA = pa.schema(
         ("first_offset", pa.int64()),
         ("last_timestamp", pa.int64()),
         ("coordinator_epoch", pa.int32()),
+        ("last_sequence", pa.int32()),  # a snapshot entry's lastSequence (-1 when not printed)
         # __transaction_state record lines (--transaction-log-decoder: 3.x Scala text or JSON)
         ("txn_decoded", pa.bool_()),
         ("transactional_id", pa.string()),
@@ -881,6 +883,7 @@ def parse_lines(batch: pa.RecordBatch) -> pa.RecordBatch:
         "coordinator_epoch": sn(3, pa.int32()),
         "first_offset": pc.coalesce(sn(5), sn(6), minus_one),
         "last_offset": pc.coalesce(sn(10), minus_one),
+        "last_sequence": pc.coalesce(sn(9, pa.int32()), pa.scalar(-1, pa.int32())),
         "last_timestamp": pc.coalesce(sn(7), sn(12)),
     }
 
@@ -942,6 +945,7 @@ def parse_lines(batch: pa.RecordBatch) -> pa.RecordBatch:
         "first_offset": _spread(snap["first_offset"], s, n),
         "last_timestamp": _spread(snap["last_timestamp"], s, n),
         "coordinator_epoch": _spread(snap["coordinator_epoch"], s, n),
+        "last_sequence": _spread(snap["last_sequence"], s, n),
         **txn,
         "reason": reason,
         "detail": detail,
@@ -1039,6 +1043,7 @@ def assemble_segment(table: pa.Table) -> pa.Table:
     """
     from txnlog.kafka.control import ControlStatus
     from txnlog.kafka.record_batch import BATCH_COLUMNS
+    from txnlog.producer_state import segment_producers
     from txnlog.reconstruct import SUMMARY_FRAGMENT_COLUMNS, segment_fragments
 
     table = table.sort_by("line_no")
@@ -1140,6 +1145,8 @@ def assemble_segment(table: pa.Table) -> pa.Table:
     frags = segment_fragments(batches)
     n = len(frags["kind"])
     base = {"broker": broker, "topic": topic, "file": dpath}
+    # the producers' state in this segment, as summarize_segment gives it for the bytes (producer_state)
+    out.append(producer_rows(broker, topic, partition, dpath, file_offset, segment_producers(batches)))
     if n:
         out.append(
             batch_of(
@@ -1477,6 +1484,7 @@ def read_dump_logs(spark: SparkSession, paths: list[str], placement: Placement |
         "last_offset",
         "last_timestamp",
         "coordinator_epoch",
+        "last_sequence",
         "file AS dump_file",
     )
     # --- quarantine: lines we cannot or must not read, by the dump file and line number (damage

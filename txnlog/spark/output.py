@@ -47,6 +47,7 @@ class Intermediates:
     history: DataFrame  # __transaction_state records the verdicts need (txnlog.spark.coordinator)
     state: DataFrame  # coordinator state per transactional.id
     owner_ids: DataFrame  # producer_id → transactional.id (current owner, else the history's)
+    producers: DataFrame  # each partition's leader's producer state, before expiry (txnlog.spark.producers)
 
 
 def intermediates(
@@ -62,6 +63,7 @@ def intermediates(
     cached: Callable[[DataFrame], DataFrame],
     placement: Placement = T.IN_TASKS,
 ) -> Intermediates:
+    from txnlog.spark.producers import leader_producer_state
     from txnlog.spark.transactions import checkpoints_of
 
     checkpoint_rows = None
@@ -108,7 +110,8 @@ def intermediates(
         .filter(F.col("transactional_id").isNotNull())
     )
     partitions = pstats.select(F.concat_ws("-", "topic", F.col("partition").cast("string")).alias("tp_name"))
-    return Intermediates(cached(txns), cached(health), partitions, history, state, owner_ids)
+    producers = leader_producer_state(summary, checkpoints_of(checkpoints), placement)
+    return Intermediates(cached(txns), cached(health), partitions, history, state, owner_ids, producers)
 
 
 def transactions(
@@ -345,6 +348,28 @@ def partition_health(it: Intermediates, thresholds: classify.Thresholds) -> Data
         ),
         "partition_health",
     )
+
+
+def producer_state(it: Intermediates, thresholds: classify.Thresholds) -> DataFrame:
+    """Per partition: what DescribeProducers would have answered at as_of (txnlog.producer_state).
+
+    The leader's producers (the most advanced replica's, as for ``partition_health``), each with the first
+    offset of the transaction open on that replica (the ``transactions`` merge's, so the same offset the
+    findings and the LSO use), less the producers ``producer.id.expiration.ms`` removed: nothing open and
+    ``last_timestamp + producer.id.expiration.ms ≤ as_of`` (``ProducerStateManager.isProducerExpired``; an
+    unknown timestamp is Kafka's −1: expired).
+    """
+    key = ["topic", "partition", "producer_id"]
+    open_txn = (
+        it.txns.filter(F.col("open_on_lead")).groupBy(*key).agg(F.min("first_offset").alias("current_txn_start_offset"))
+    )
+    sources = it.health.select("topic", "partition", "source")
+    rows = it.producers.join(open_txn, key, "left").join(sources, ["topic", "partition"], "left")
+    horizon = thresholds.as_of_ms - thresholds.producer_id_expiration_ms
+    expired = F.col("current_txn_start_offset").isNull() & (
+        F.coalesce("last_timestamp_ms", F.lit(-1)) <= F.lit(horizon)
+    )
+    return project(rows.filter(~expired).withColumn("last_timestamp", T.ts("last_timestamp_ms")), "producer_state")
 
 
 def coordinator_state(it: Intermediates) -> DataFrame:

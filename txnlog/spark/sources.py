@@ -42,6 +42,9 @@ KIND_MARKER = "marker"
 KIND_SEGMENT = "segment"
 KIND_QUARANTINE = "quarantine"
 KIND_SNAPSHOT = "snapshot"
+#: what one segment (or, with ``snapshot_offset`` set, one producer snapshot entry) says of a producer id's
+#: state: txnlog.producer_state.segment_producers, reduced per partition by txnlog.spark.producers
+KIND_PRODUCER = "producer"
 
 SEGMENT_SUMMARY_SCHEMA = pa.schema(
     [
@@ -87,6 +90,14 @@ SEGMENT_SUMMARY_SCHEMA = pa.schema(
         ("prev_coordinator_epoch", pa.int32()),
         ("snapshot_coordinator_epoch", pa.int32()),
         ("snapshot_offset", pa.int64()),
+        # producer rows (kind "producer", txnlog.producer_state.PRODUCER_COLUMNS; producer_epoch, last_offset,
+        # last_timestamp, marker_offset and coordinator_epoch above are its last event's and last marker's)
+        # and snapshot rows (last_sequence: the entry's LastSequence)
+        ("last_sequence", pa.int32()),
+        ("data_offset", pa.int64()),
+        ("data_epoch", pa.int32()),
+        ("after_min_epoch", pa.int32()),
+        ("after_max_epoch", pa.int32()),
     ]
 )
 
@@ -343,10 +354,16 @@ class SegmentRows:
 
     def __init__(self) -> None:
         self.values: dict[str, list[Any]] = {name: [] for name in _SEGMENT_ROW_TYPES}
+        self.producers: list[pa.RecordBatch] = []
 
     def add(self, file: LogFile, batches: dict[str, np.ndarray], legacy_entries: int) -> None:
-        """The row of ``file``, a data segment whose batch columns are ``batches``."""
+        """The row of ``file``, a data segment whose batch columns are ``batches``, and its producer rows."""
+        from txnlog.producer_state import segment_producers
+
         b = batches
+        self.producers.append(
+            producer_rows(file.broker, file.topic, file.partition, file.path, file.base_offset, segment_producers(b))
+        )
         has = len(b["base_offset"]) > 0
         row = {
             "broker": file.broker,
@@ -375,6 +392,10 @@ class SegmentRows:
         columns = {name: pa.array(values, _SEGMENT_ROW_TYPES[name]) for name, values in self.values.items()}
         self.values = {name: [] for name in _SEGMENT_ROW_TYPES}
         yield batch_of(SEGMENT_SUMMARY_SCHEMA, n, {"kind": KIND_SEGMENT, **columns})
+        producers = [b for b in self.producers if b.num_rows]
+        self.producers = []
+        if producers:
+            yield pa.Table.from_batches(producers, SEGMENT_SUMMARY_SCHEMA).combine_chunks().to_batches()[0]
 
 
 #: the columns a ``segment`` row sets besides its kind (the others are null)
@@ -398,6 +419,27 @@ _SEGMENT_ROW_TYPES: dict[str, pa.DataType] = {
         "log_append_timestamp",
     )
 }
+
+
+def producer_rows(
+    broker: str, topic: str, partition: int | None, path: str, base_offset: int | None, producers: dict[str, Any]
+) -> pa.RecordBatch:
+    """Rows of kind ``producer`` of one segment (txnlog.producer_state.segment_producers: (values, valid)
+    columns)."""
+    n = producers["producer_id"][0].size
+    return batch_of(
+        SEGMENT_SUMMARY_SCHEMA,
+        n,
+        {
+            "kind": KIND_PRODUCER,
+            "broker": broker,
+            "topic": topic,
+            "partition": pa.array([partition] * n, pa.int32()),
+            "file": path,
+            "file_offset": pa.array([base_offset] * n, pa.int64()),
+            **{name: pa.array(values, mask=~valid) for name, (values, valid) in producers.items()},
+        },
+    )
 
 
 def _newest(max_timestamp: np.ndarray, mask: np.ndarray) -> int | None:
@@ -496,6 +538,27 @@ def summarize_snapshot(file: LogFile, merge: PartitionTransactions | None = None
                 "coordinator_epoch": col(entries["coordinator_epoch"]),
             },
         )
+        # the entries leave as producer rows (snapshot_offset set) for the producer_state table, not as
+        # snapshot rows: the merge above took those, and a fragments merge downstream would take them again
+        yield batch_of(
+            SEGMENT_SUMMARY_SCHEMA,
+            n,
+            {
+                "kind": KIND_PRODUCER,
+                "broker": file.broker,
+                "topic": file.topic,
+                "partition": np.full(n, file.partition, np.int32),
+                "file": file.path,
+                "file_offset": np.full(n, file.base_offset, np.int64),
+                "snapshot_offset": np.full(n, file.base_offset, np.int64),
+                "producer_id": entries["producer_id"],
+                "producer_epoch": entries["producer_epoch"].astype(np.int32),
+                "first_offset": entries["current_txn_first_offset"],
+                "last_sequence": entries["last_sequence"],
+                "last_timestamp": entries["timestamp"],
+                "coordinator_epoch": entries["coordinator_epoch"],
+            },
+        )
         return
     yield batch_of(
         SEGMENT_SUMMARY_SCHEMA,
@@ -513,6 +576,7 @@ def summarize_snapshot(file: LogFile, merge: PartitionTransactions | None = None
             "last_offset": entries["last_offset"],
             "last_timestamp": entries["timestamp"],
             "coordinator_epoch": entries["coordinator_epoch"],
+            "last_sequence": entries["last_sequence"],
         },
     )
 

@@ -1,0 +1,146 @@
+"""The partitions' producer state (the ``producer_state`` table) from the segments source's rows.
+
+Every segment leaves one ``producer`` row per producer id (:func:`txnlog.producer_state.segment_producers`),
+wherever it was decoded, and every producer snapshot its entries (``snapshot`` rows, or ``producer`` rows
+with ``snapshot_offset`` set where the decode task merged the transactions itself). They are grouped by
+partition — all replicas, whichever tasks decoded them — and reduced by
+:func:`txnlog.producer_state.leader_producers`: the state of the partition's most advanced replica, the
+one whose offsets ``partition_health`` reports (the leader answers DescribeProducers:
+``ReplicaManager.activeProducerState`` → ``Partition.activeProducerState`` → ``UnifiedLog.activeProducers``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from txnlog import producer_state as P
+from txnlog import reconstruct as R
+from txnlog.spark.transactions import Checkpoints, _arrow_col
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from txnlog.spark.placement import Placement
+
+#: one row per producer id of a partition, on its leader, before expiry (times in epoch ms)
+PRODUCER_ROWS = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("replica", pa.string()),
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int32()),
+        ("last_sequence", pa.int32()),
+        ("last_timestamp_ms", pa.int64()),
+        ("coordinator_epoch", pa.int32()),
+        ("last_offset", pa.int64()),
+        ("from_snapshot", pa.bool_()),
+    ]
+)
+
+#: the summary rows the reduction reads
+KINDS = ("producer", "snapshot", "segment")
+_COLUMNS = (
+    "kind",
+    "broker",
+    "topic",
+    "partition",
+    "file_offset",
+    "snapshot_offset",
+    *P.PRODUCER_COLUMNS,
+)
+
+
+def producers_of_summary(table: pa.Table, checkpoints: Checkpoints) -> pa.Table:
+    """``producer``, ``snapshot`` and ``segment`` rows of whole partitions (every replica) → their
+    leaders' producer state (:data:`PRODUCER_ROWS`); other kinds are ignored."""
+    table = table.filter(
+        pc.and_(
+            pc.is_in(table.column("kind"), pa.array(list(KINDS))),
+            pc.and_(pc.is_valid(table.column("topic")), pc.is_valid(table.column("partition"))),
+        )
+    )
+    if table.num_rows == 0:
+        return PRODUCER_ROWS.empty_table()
+    broker = table.column("broker").to_pylist()
+    topic = table.column("topic").to_pylist()
+    partition = table.column("partition").to_pylist()
+    names = sorted({(t, int(p), b) for b, t, p in zip(broker, topic, partition, strict=True)})
+    index = {key: i for i, key in enumerate(names)}
+    partitions = sorted({(t, p) for t, p, _ in names})
+    tp_index = {tp: i for i, tp in enumerate(partitions)}
+    replica = np.array([index[(t, int(p), b)] for b, t, p in zip(broker, topic, partition, strict=True)], np.int64)
+    kind = table.column("kind").to_numpy(zero_copy_only=False)
+    snapshot_offset = _arrow_col(table, "snapshot_offset", np.dtype(np.int64))
+    seg = kind == "segment"
+    event = (kind == "producer") & ~snapshot_offset[1]
+    snap = (kind == "snapshot") | ((kind == "producer") & snapshot_offset[1])
+
+    ck = [checkpoints.get((b, t, p), (None, False, None)) for t, p, b in names]
+    base = _arrow_col(table, "file_offset", np.dtype(np.int64))
+    last = _arrow_col(table, "last_offset", np.dtype(np.int64))
+    replicas = R.replica_logs(
+        np.array([tp_index[(t, p)] for t, p, _ in names], np.int32),
+        replica[seg],
+        base[0][seg],
+        (last[0][seg], last[1][seg]),
+        R.col(np.array([c[0] or 0 for c in ck], np.int64), np.array([c[0] is not None for c in ck], bool)),
+        np.array([c[1] for c in ck], bool),
+    )
+    event_rows = table.filter(pa.array(event))
+    events = {name: _arrow_col(event_rows, name, dtype) for name, dtype in P.PRODUCER_COLUMNS.items()}
+    events["replica"] = R.col(replica[event])
+    snap_rows = table.filter(pa.array(snap))
+    snaps = {
+        name: _arrow_col(snap_rows, name, np.dtype(dtype))
+        for name, dtype in (
+            ("file_offset", np.int64),
+            ("producer_id", np.int64),
+            ("producer_epoch", np.int32),
+            ("last_sequence", np.int32),
+            ("last_timestamp", np.int64),
+            ("coordinator_epoch", np.int32),
+        )
+    }
+    # a snapshot entry printed without its sequence (an old kafka-dump-log.sh): none (-1)
+    snaps["last_sequence"] = (
+        np.where(snaps["last_sequence"][1], snaps["last_sequence"][0], -1),
+        snaps["file_offset"][1],
+    )
+    snaps["replica"] = R.col(replica[snap])
+    out = P.leader_producers(events, snaps, replicas)
+    r = out["replica"][0].astype(np.int64)
+    n = r.size
+    columns = {
+        "topic": pa.array([names[i][0] for i in r], pa.string()),
+        "partition": pa.array([names[i][1] for i in r], pa.int32()),
+        "replica": pa.array([names[i][2] for i in r], pa.string()),
+        "last_timestamp_ms": pa.array(out["last_timestamp"][0], mask=~out["last_timestamp"][1]),
+    }
+    for name in ("producer_id", "producer_epoch", "last_sequence", "coordinator_epoch", "last_offset", "from_snapshot"):
+        values, valid = out[name]
+        columns[name] = pa.array(values, mask=~valid)
+    if not n:
+        return PRODUCER_ROWS.empty_table()
+    return pa.Table.from_arrays([columns[f.name].cast(f.type) for f in PRODUCER_ROWS], schema=PRODUCER_ROWS)
+
+
+def leader_producer_state(summary: DataFrame, checkpoints: Checkpoints, placement: Placement) -> DataFrame:
+    """Per partition, its leader's producer state (:data:`PRODUCER_ROWS`): the rows of each partition
+    grouped (one shuffle of a row per segment and producer) and reduced by :func:`producers_of_summary`."""
+    from pyspark.sql import functions as F
+
+    from txnlog.spark.sources import arrow_to_spark_schema
+
+    known = dict(checkpoints)
+
+    def reduce_group(table: pa.Table) -> pa.Table:  # typed: applyInArrow reads the hints
+        return producers_of_summary(table, known)
+
+    rows = summary.filter(F.col("kind").isin(*KINDS) & F.col("topic").isNotNull() & F.col("partition").isNotNull())
+    rows = rows.select(*_COLUMNS)
+    return placement.apply_in_arrow(rows, ("topic", "partition"), reduce_group, arrow_to_spark_schema(PRODUCER_ROWS))
