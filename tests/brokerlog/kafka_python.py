@@ -79,6 +79,31 @@ class Replay:
     batches: int = 0
     legacy: int = 0
     last_offset: int = -1
+    #: pid -> ProducerStateEntry as DescribeProducers shows it: epoch, last_sequence, last_timestamp,
+    #: coordinator_epoch, current_txn_first_offset (-1: none)
+    producers: dict[int, dict] = field(default_factory=dict)
+
+    def seed_producers(self, entries: list[dict]) -> None:
+        """A loaded snapshot's entries as the producer state (ProducerStateManager.loadFromSnapshot)."""
+        for e in entries:
+            self.producers[e["producer_id"]] = {
+                "epoch": e["epoch"],
+                "last_sequence": e["last_sequence"],
+                "last_timestamp": e["timestamp"],
+                "coordinator_epoch": e["coordinator_epoch"],
+                "current_txn_first_offset": e["current_txn_first_offset"],
+            }
+
+    def _producer(self, pid: int, epoch: int) -> dict:
+        """ProducerStateEntry.empty, then maybeUpdateProducerEpoch: a new epoch clears the batch metadata."""
+        e = self.producers.setdefault(
+            pid,
+            {"epoch": -1, "last_sequence": -1, "last_timestamp": -1, "coordinator_epoch": -1,
+             "current_txn_first_offset": -1},
+        )  # fmt: skip
+        if e["epoch"] != epoch:
+            e["epoch"], e["last_sequence"] = epoch, -1
+        return e
 
     def seed_from_snapshot(self, entries: list[dict]) -> None:
         for e in entries:
@@ -112,13 +137,23 @@ class Replay:
             rec = records[0]
             self.markers["ABORT" if rec.type == 0 else "COMMIT"] += 1
             self.coordinator_epoch[pid] = struct.unpack(">hi", rec.value)[1]
+            # ProducerAppendInfo.appendEndTxnMarker: epoch, coordinator epoch, the record's timestamp
+            p = self._producer(pid, batch.producer_epoch)
+            p.update(coordinator_epoch=self.coordinator_epoch[pid], last_timestamp=rec.timestamp)
+            p["current_txn_first_offset"] = -1
             txn = self.open.pop(pid, None)
             if txn is not None:
                 txn["marker_offset"] = batch.base_offset
                 txn["outcome"] = "ABORT" if rec.type == 0 else "COMMIT"
                 txn["marker_epoch"] = batch.producer_epoch
                 self.closed.append(txn)
-        elif batch.is_transactional:
+            return
+        # ProducerAppendInfo.appendDataBatch: every data batch of a producer id, idempotent or transactional
+        p = self._producer(pid, batch.producer_epoch)
+        p.update(last_sequence=batch.last_sequence, last_timestamp=batch.max_timestamp)
+        if batch.is_transactional and p["current_txn_first_offset"] < 0:
+            p["current_txn_first_offset"] = batch.base_offset
+        if batch.is_transactional:
             txn = self.open.get(pid)
             if txn is None:
                 txn = self.open[pid] = {

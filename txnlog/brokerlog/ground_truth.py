@@ -32,6 +32,7 @@ __all__ = [
     "ExpectedFinding",
     "ExpectedOpenTransaction",
     "ExpectedPartition",
+    "ExpectedProducer",
     "ExpectedTransaction",
     "Intent",
     "ScenarioResult",
@@ -138,6 +139,24 @@ class ExpectedPartition:
 
 
 @dataclass(frozen=True, slots=True)
+class ExpectedProducer:
+    """A ``producer_state`` row: the writer's own producer state of the reference replica (its simulated
+    ``ProducerStateManager``, fed by every batch and marker it appended, never read back from disk), less the
+    producers expired at as_of (``ProducerStateManager.isProducerExpired``: nothing open and ``last_timestamp
+    + producer.id.expiration.ms ≤ as_of``)."""
+
+    topic: str
+    partition: int
+    broker: int
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class ExpectedCoordinatorState:
     """The latest ``__transaction_state`` record of a transactional.id, if its partition was copied."""
 
@@ -202,6 +221,8 @@ class ScenarioResult:
     #: (broker, topic, partition, producer_id, first_offset) of transactions open in a copy that is only
     #: behind another replica's marker for them: not open (DESIGN §4), but open if that copy is read alone
     behind: tuple[tuple[int, str, int, int, int], ...] = ()
+    #: producer_state: every producer with state on each partition's reference replica at as_of
+    producers: tuple[ExpectedProducer, ...] = ()
 
     @property
     def as_of(self) -> datetime:
@@ -244,6 +265,7 @@ class ScenarioResult:
             "files_written": self.files_written,
             "elapsed_s": round(self.elapsed_s, 3),
             "notes": self.notes,
+            "producers": [asdict(p) for p in self.producers],
         }
 
     def write_json(self, path: str | Path) -> Path:
@@ -459,6 +481,7 @@ def assemble(
     marker_counts: dict[TopicPartition, dict[str, int]] = {}
     legacy = 0
     behind: list[tuple[int, str, int, int, int]] = []
+    producers: list[ExpectedProducer] = []
 
     for tp in data_tps:
         rp = cluster.partitions[tp]
@@ -478,6 +501,7 @@ def assemble(
             "ABORT": sum(1 for m in retained if m.control_type == ControlType.ABORT),
         }
         legacy += ref_log.legacy_entry_count
+        producers.extend(_producer_truth(tp, ref_broker, ref_log, as_of_ms))
         for t in ref_log.transactions:
             if t.first_offset >= ref_log.log_start_offset or t.outcome == "OPEN":
                 transactions.append(_transaction_row(tp, t))
@@ -654,9 +678,35 @@ def assemble(
         elapsed_s=elapsed_s,
         notes=dict(notes or {}),
         behind=tuple(behind),
+        producers=tuple(producers),
     )
     _check_intents(result, list(intents), strict=strict_intents)
     return result
+
+
+def _producer_truth(tp: TopicPartition, broker: int, log: PartitionLog, as_of: int) -> list[ExpectedProducer]:
+    """The reference replica's producers at ``as_of``: its producer state as the writer kept it, without the
+    expired ones (``ProducerStateManager.removeExpiredProducers``: no open transaction and idle for at
+    least ``producer.id.expiration.ms``)."""
+    out = []
+    for pid, state in sorted(log.producers.items()):
+        open_txn = state.current_txn_first_offset >= 0
+        if not open_txn and as_of - state.last_timestamp >= log.producer_id_expiration_ms:
+            continue
+        out.append(
+            ExpectedProducer(
+                topic=tp[0],
+                partition=tp[1],
+                broker=broker,
+                producer_id=pid,
+                producer_epoch=state.producer_epoch,
+                last_sequence=state.last_sequence,
+                last_timestamp=state.last_timestamp,
+                coordinator_epoch=state.coordinator_epoch,
+                current_txn_start_offset=state.current_txn_first_offset if open_txn else None,
+            )
+        )
+    return out
 
 
 def _transaction_row(tp: TopicPartition, t: TxnRecord) -> ExpectedTransaction:

@@ -642,6 +642,8 @@ class PartitionLog:
             return
         coordinator_epoch = struct.unpack_from(">i", value, 2)[0]
         state = self._producer(pid)
+        if epoch != state.producer_epoch:  # ProducerStateEntry.maybeUpdateProducerEpoch clears the batch metadata
+            state.last_sequence, state.last_offset, state.offset_delta = wire.NO_SEQUENCE, -1, 0
         state.producer_epoch = epoch
         state.coordinator_epoch = coordinator_epoch
         state.current_txn_first_offset = -1
