@@ -342,6 +342,7 @@ TABLES = (
     "abort_recommendations",
     "transactions",
     "partition_health",
+    "producer_state",
     "coordinator_state",
     "coordinator_history",
 )
@@ -350,6 +351,7 @@ KEYS = {
     "abort_recommendations": ("topic", "partition", "producer_id", "start_offset"),
     "transactions": ("topic", "partition", "producer_id", "first_offset"),
     "partition_health": ("topic", "partition"),
+    "producer_state": ("topic", "partition", "producer_id"),
     "coordinator_state": ("transactional_id",),
     "coordinator_history": ("coordinator_partition", "record_offset"),
 }
@@ -422,6 +424,8 @@ _SHALLOW_LOSSES = {
     "findings": {"first_timestamp", "open_ms", "evidence", "coordinator_epoch"},
     "abort_recommendations": {"coordinator_epoch", "legacy_command"},
     "partition_health": {"max_open_ms", "stuck_since"},
+    # a marker's coordinator epoch is in its record line
+    "producer_state": {"coordinator_epoch"},
 }
 
 
