@@ -52,6 +52,7 @@ TABLES = (
     "findings",
     "abort_recommendations",
     "partition_health",
+    "producer_state",
     "coordinator_state",
     "coordinator_history",
     "quarantine",
