@@ -22,7 +22,8 @@ snapshots exactly as the broker's ``ProducerStateManager`` keeps them (Kafka's s
 * a producer with no open transaction whose ``lastTimestamp + producer.id.expiration.ms`` ≤ now is
   removed (``ProducerStateManager.isProducerExpired``/``removeExpiredProducers``): :func:`expired`.
 
-The broker runs that expiry check every ``producer.id.expiration.check.interval.ms`` (10 min), so a
+The broker runs that expiry check every ``producer.id.expiration.check.interval.ms`` (10 min,
+``TransactionLogConfig``; defaults there: ``producer.id.expiration.ms`` 1 day), so a
 producer idle longer than the expiration that wrote again afterwards restarts from an empty entry
 (coordinator epoch −1) on a live broker; offline that reset is visible only through the snapshots
 and is not replayed between them.
@@ -172,7 +173,9 @@ RESULT_COLUMNS = (
 )
 
 
-def _last_in_group(group: np.ndarray, offset: np.ndarray, rank: np.ndarray, valid: np.ndarray, groups_n: int):
+def _last_in_group(
+    group: np.ndarray, offset: np.ndarray, rank: np.ndarray, valid: np.ndarray, groups_n: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Per group: the valid row with the largest (offset, rank), and whether there is one."""
     rows = np.flatnonzero(valid)
     order = rows[np.lexsort((rank[rows], offset[rows], group[rows]))]
@@ -197,7 +200,10 @@ def leader_producers(events: Mapping[str, Col], snaps: Mapping[str, Col], replic
     snapshot is chosen as for transactions (:func:`txnlog.reconstruct.chosen_snapshot_rows`); its entries
     stand just before its offset: a segment row counts only when its last event is at or after it, and a
     newer event wins field by field (epoch and last timestamp: the last event; last sequence: the last data
-    batch, −1 when a later marker changed the epoch; coordinator epoch: the last marker).
+    batch, −1 when a later marker changed the epoch; coordinator epoch: the last marker). Rows are per segment:
+    for a producer the snapshot lacks, a segment that holds batches on both sides of the snapshot's offset (a
+    snapshot written at the log end on restart, then more appends to that segment) also lends what it held
+    before that offset.
     """
     lead = replicas.is_lead
     n_rep = replicas.tp.size
