@@ -67,6 +67,9 @@ def _printed(text: str, fmt: str) -> list[dict[str, str]]:
     return [{k: v or "-" for k, v in r.items()} for r in csv.DictReader(io.StringIO(text))]
 
 
+MICROS_CLOCK = 1_793_577_600_000_000  # 2026-11-02 in µs: a year past 9999 read as ms
+
+
 def test_describe_producers_prints_producer_state_as_kafka_transactions_does(tmp_path: Path) -> None:
     """Every producer_state row of the partition, kafka-transactions.sh's columns and spellings: epoch ms,
     -1 for no coordinator epoch / sequence, None for no open transaction (null in json, empty in csv)."""
@@ -81,7 +84,8 @@ def test_describe_producers_prints_producer_state_as_kafka_transactions_does(tmp
              "coordinator_epoch": -1, "current_txn_start_offset": None, "from_snapshot": True},
             {**key, "producer_id": 5, "producer_epoch": 1, "last_sequence": 7, "last_timestamp": t0,
              "coordinator_epoch": 0, "current_txn_start_offset": 120, "from_snapshot": False},
-            {**key, "partition": 1, "producer_id": 6, "producer_epoch": 1, "last_sequence": 7, "last_timestamp": t0,
+            {**key, "partition": 1, "producer_id": 6, "producer_epoch": 1, "last_sequence": 7, "last_timestamp": None,
+             "last_timestamp_ms": MICROS_CLOCK,
              "coordinator_epoch": 0, "current_txn_start_offset": None, "from_snapshot": False},
         ],
     )  # fmt: skip
@@ -129,6 +133,9 @@ def test_describe_producers_prints_producer_state_as_kafka_transactions_does(tmp
         "CurrentTransactionStartOffset",
     ]  # fmt: skip
     assert {r["CurrentTransactionStartOffset"] for r in printed["table"]} == {"None", "120"}
+    # a client clock in microseconds: no timestamp a reader holds, but the broker's value is printed as it is
+    (_, row) = _cli(tmp_path, "describe-producers", "--topic", "orders", "--partition", "1")
+    assert row[4].strip() == str(MICROS_CLOCK)
     # a known partition without producers: the header only; an unknown one: one line, exit 2
     assert _cli(tmp_path, "describe-producers", "--topic", "orders", "--partition", "2")[1:] == []
     _cli(tmp_path, "describe-producers", "--topic", "orders", "--partition", "7", code=2)

@@ -326,7 +326,8 @@ def cmd_describe_producers(args: argparse.Namespace, out: TextIO) -> int:
     _known_partition(run, args.topic, args.partition)
     rows = run.rows("producer_state", topic=args.topic, partition=args.partition)
     for r in rows:
-        r["last_timestamp_ms"] = _ms(r.get("last_timestamp"))
+        if r.get("last_timestamp_ms") is None:  # a table written before the column: from the timestamp
+            r["last_timestamp_ms"] = _ms(r.get("last_timestamp"))
         if r["last_timestamp_ms"] is None:
             r["last_timestamp_ms"] = -1  # RecordBatch.NO_TIMESTAMP, as the broker would answer
         if r.get("coordinator_epoch") is None:

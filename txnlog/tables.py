@@ -164,6 +164,9 @@ PRODUCER_STATE = _schema(
     # beyond the contract
     ("replica", STR),  # the replica (broker log dir) whose state this is: the most advanced one
     ("from_snapshot", BOOL),  # known only from a producer snapshot: no batch of it after the snapshot's offset
+    # last_timestamp as the broker holds it, epoch ms (also -1 and clocks past the year 9999, which
+    # last_timestamp shows as null): what DescribeProducers answers and kafka-transactions.sh prints
+    ("last_timestamp_ms", I64),
     ("source", STR),  # the partition's input (see TRANSACTIONS.source)
 )
 
