@@ -61,6 +61,7 @@ class Config:
     max_transaction_timeout_ms: int = 900_000
     transaction_state_partitions: int = 50
     check_crc: bool = True
+    max_decompressed_bytes: int = 64 * 2**20
     delta_writer: DeltaWriter = "auto"
     topics: list[str] = field(default_factory=list)
     verify_live: bool = False
@@ -352,6 +353,7 @@ _KEYS: dict[str, Callable[[Any, str], Any]] = {
     "max_transaction_timeout_ms": lambda v, w: _int(v, w, minimum=0),
     "transaction_state_partitions": lambda v, w: _int(v, w, minimum=1),
     "check_crc": _as_bool,
+    "max_decompressed_bytes": lambda v, w: _int(v, w, minimum=1),
     "delta_writer": _as_delta_writer,
     "topics": _as_str_list,
     "verify_live": _as_bool,

@@ -347,10 +347,12 @@ def decode(
     live_cut: LiveCut | None = None,
     min_partitions: int = 2,
     fetch: FetchSettings | None = None,
+    max_decompressed_bytes: int | None = None,
 ) -> Decoded:
     """Read every input with the Data Sources (one action decodes and caches them all), in Spark tasks or,
     for a small input, in this process (``placement``, txnlog.spark.placement). ``live_cut``: the data
-    partitions' ranges of a live run (txnlog.spark.live_batches), read with ``fetch``'s bounds."""
+    partitions' ranges of a live run (txnlog.spark.live_batches), read with ``fetch``'s bounds.
+    ``max_decompressed_bytes``: what the compressed batches of one file may expand to (None: the default)."""
 
     from txnlog import as_of as as_of_rule
     from txnlog.spark.placement import Placement
@@ -358,7 +360,7 @@ def decode(
     placement = placement or Placement()
     shared = bool(inputs.dump_files or inputs.live)  # other inputs may hold the same partitions
     summary, records = _log_dir_sources(
-        spark, inputs.inventory, check_crc, scratch, shared, bool(inputs.dump_files), placement
+        spark, inputs.inventory, check_crc, scratch, shared, bool(inputs.dump_files), placement, max_decompressed_bytes
     )
     summary, records = _other_inputs(spark, inputs, summary, records, kafka, placement)
     if inputs.live and live_cut is not None:
@@ -395,6 +397,7 @@ def _log_dir_sources(
     shared: bool,
     dumps: bool,
     placement: Placement,
+    max_decompressed_bytes: int | None = None,
 ) -> tuple[DataFrame, DataFrame]:
     """The copied log dirs' Data Sources: segment summaries and transactions, coordinator records."""
     from pyspark.sql import functions as F
@@ -406,6 +409,8 @@ def _log_dir_sources(
         "check_crc": str(check_crc).lower(),
         "min_partitions": str(max(2, spark.sparkContext.defaultParallelism * 2)),
     }
+    if max_decompressed_bytes is not None:
+        common["max_decompressed_bytes"] = str(max_decompressed_bytes)
     segments = {
         "files": files_option(list(inv.segments) + list(inv.snapshots)),
         # whole partitions per task, merged into transactions there, unless dumps hold replicas too
@@ -746,6 +751,7 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
         decoded = decode(
             spark, inputs, check_crc=config.check_crc, kafka=dict(config.kafka), scratch=scratch, cache=cache,
             placement=placement, live_cut=live_cut, fetch=_fetch_settings(config),
+            max_decompressed_bytes=config.max_decompressed_bytes,
         )  # fmt: skip
         as_of, as_of_source = resolve_as_of(config.as_of, decoded.times, live_cut)
         progress(f"decoded in {time.monotonic() - t0:.1f} s; as_of = {as_of.isoformat()} ({as_of_source})")

@@ -28,6 +28,9 @@ TRUNCATED_TAIL = "truncated_tail"
 # A record inside a CRC-valid batch whose framing is broken (DefaultRecord.readFrom).
 BAD_RECORD = "bad_record"
 DECOMPRESSION_FAILED = "decompression_failed"
+# A compressed records section that expands past max_decompressed_bytes (a decompression bomb, or a
+# batch far larger than any broker writes): quarantined instead of allocated (txnlog.kafka.compression).
+DECOMPRESSED_TOO_LARGE = "decompressed_too_large"
 # Control records (spec §2).
 BAD_CONTROL_RECORD = "bad_control_record"
 # __transaction_state (spec §3).
@@ -56,6 +59,7 @@ REASONS: tuple[str, ...] = (
     BAD_SNAPSHOT,
     SNAPSHOT_CRC_MISMATCH,
     BAD_INDEX,
+    DECOMPRESSED_TOO_LARGE,  # appended: the codes above stay what they were
 )
 REASON_CODES: dict[str, int] = {reason: code for code, reason in enumerate(REASONS)}
 

@@ -24,6 +24,7 @@ from txnlog.spark.sources import (
     FilesReader,
     arrow_to_spark_schema,
     batch_of,
+    limit_kwargs,
     option_flag,
     partition_files,
     read_file_bytes,
@@ -161,7 +162,12 @@ class _TxnStateReader(FilesReader):
         files = partition_files(partition)
         for file in files:
             try:
-                scan = scan_transaction_log(read_file_bytes(file.path), file=file.path, check_crc=self.check_crc)
+                scan = scan_transaction_log(
+                    read_file_bytes(file.path),
+                    file=file.path,
+                    check_crc=self.check_crc,
+                    **limit_kwargs(self.max_decompressed_bytes),
+                )
             except OSError as e:
                 yield _with_transitions(
                     quarantine_of(file, [QuarantineEntry(file.path, 0, file.size, "unreadable_file", str(e))])
