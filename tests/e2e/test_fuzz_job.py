@@ -51,7 +51,14 @@ def _run(spark: Any, logs: Path, out: Path, as_of: str | None) -> Any:
     from txnlog.config import load_config
     from txnlog.pipeline import run
 
-    overrides = {"logs": [str(logs)], "output": str(out), "cluster": CLUSTER, "progress": False}
+    overrides = {
+        "logs": [str(logs)],
+        "output": str(out),
+        "cluster": CLUSTER,
+        "progress": False,
+        # the fuzzer's limit: its bombs (8 or 64 MiB) all pass it
+        "max_decompressed_bytes": F.LIMIT,
+    }
     if as_of is not None:
         overrides["as_of"] = as_of
     return run(load_config(None, overrides), spark=spark, progress=lambda _m: None)
@@ -193,10 +200,15 @@ def check_mutated_run(spark: Any, clean: Clean, work: Path, seed: int, copies: i
     out = work / "out"
     _run(spark, work / "logs", out, clean.as_of)  # the job succeeds: run() returns
 
-    quarantined = {Path(q["file"]).resolve() for q in T.rows(str(out), "quarantine") if q["file"]}
+    rows = T.rows(str(out), "quarantine")
+    quarantined = {Path(q["file"]).resolve() for q in rows if q["file"]}
     damaged = [(f, kind) for f, kind in damage.files if not sound_by_independent_reader(f)]
     missing = [f"{f} ({kind})" for f, kind in damaged if f.resolve() not in quarantined]
     assert not missing, f"damaged files without quarantine rows: {missing[:10]}"
+    # a bomb is a sound batch to a reader that does not decompress, and a quarantine row to txnlog
+    bombed = {Path(q["file"]).resolve() for q in rows if q["reason"] == "decompressed_too_large"}
+    bombs = [f.resolve() for f, kind in damage.files if kind == "bomb"]
+    assert bombs and set(bombs) <= bombed
     assert len(damaged) > len(damage.files) // 2  # most mutations damage: the check is not vacuous
 
     findings = findings_by_partition(str(out))
