@@ -797,13 +797,13 @@ def crosscheck_txn_state(data: bytes, scan) -> None:  # type: ignore[no-untyped-
 # ------------------------------------------------------------------------------------ driver
 
 
-def mutants(seeds: list[Seed], count: int, seed: int, input_kind: str):  # type: ignore[no-untyped-def]
-    """``count`` mutants of ``input_kind`` seeds, round-robin over the mutation kinds; index i is
-    reproducible on its own: its rng is ``Random(f"{seed}/{input_kind}/{i}")``."""
+def mutants(seeds: list[Seed], count: int, seed: int, input_kind: str, first: int = 0):  # type: ignore[no-untyped-def]
+    """Mutants ``first .. first + count - 1`` of ``input_kind`` seeds, round-robin over the mutation kinds;
+    index i is reproducible on its own: its rng is ``Random(f"{seed}/{input_kind}/{i}")``."""
     pool = [s for s in seeds if s.kind == input_kind and (s.kind == "snapshot" or s.spans)]
     donors = [s for s in seeds if s.kind != "snapshot" and s.spans]
     kinds = SNAPSHOT_KINDS if input_kind == "snapshot" else SEGMENT_KINDS
-    for i in range(count):
+    for i in range(first, first + count):
         rng = random.Random(f"{seed}/{input_kind}/{i}")
         target = rng.choice(pool)
         kind = kinds[i % len(kinds)]
@@ -813,7 +813,7 @@ def mutants(seeds: list[Seed], count: int, seed: int, input_kind: str):  # type:
             yield i, mutate_log(target, kind, rng, donors)
 
 
-def run(seeds: list[Seed], counts: dict[str, int], seed: int, oracle: Oracle | None = None) -> Tally:
+def run(seeds: list[Seed], counts: dict[str, int], seed: int, oracle: Oracle | None = None, first: int = 0) -> Tally:
     """Fuzz ``counts[kind]`` inputs of each kind; violations are collected (with their reproducer)."""
     oracle = oracle or Oracle(seeds)
     started = not tracemalloc.is_tracing()
@@ -821,7 +821,7 @@ def run(seeds: list[Seed], counts: dict[str, int], seed: int, oracle: Oracle | N
         tracemalloc.start()
     try:
         for input_kind, count in counts.items():
-            for i, m in mutants(seeds, count, seed, input_kind):
+            for i, m in mutants(seeds, count, seed, input_kind, first):
                 try:
                     oracle.check(m)
                 except Violation as v:
