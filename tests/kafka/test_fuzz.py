@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import random
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -101,18 +100,18 @@ def test_a_reproducer_is_one_seed_and_index(seeds: list[F.Seed]) -> None:
     assert len(set(first)) > 25
 
 
-def test_memory_check_is_not_vacuous(tmp_path: Path, seeds: list[F.Seed]) -> None:
-    """The oracle's memory bound catches an allocation driven by an untrusted length."""
+def test_memory_check_is_not_vacuous() -> None:
+    """The oracle's measure catches an allocation driven by an untrusted length (here: 100 MiB from 12 bytes)."""
+    import tracemalloc
+
     import numpy as np
 
     def greedy(buf: bytes) -> np.ndarray:
-        return np.ones(int.from_bytes(buf[8:12], "big", signed=True) & 0x7FFFFFF, np.uint8)
-
-    import tracemalloc
+        return np.ones(int.from_bytes(buf[8:12], "big", signed=True), np.uint8)
 
     tracemalloc.start()
     try:
         _, err, peak = F._traced(greedy, b"\x00" * 8 + (100 << 20).to_bytes(4, "big"))
     finally:
         tracemalloc.stop()
-    assert err is None and peak > F._memory_bound(12, decompresses=True)
+    assert err is None and peak >= 100 << 20 > F._memory_bound(12, decompresses=True)
