@@ -22,7 +22,9 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import logging
 import os
 import re
 import sys
@@ -38,6 +40,8 @@ from txnlog import __version__, classify
 from txnlog.errors import UsageError
 from txnlog.logdirs import LOGS_EXPECTED, NOTHING, Checkpoint, Inventory, discover, locate, looks_like_dump_log
 from txnlog.tables import InputSource
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -697,7 +701,21 @@ def write(
                     supersede=supersede,
                 )  # fmt: skip
             )
+        _pause_for_fault_tests(name)
     return counts
+
+
+def _pause_for_fault_tests(table: str) -> None:
+    """The fault tests' seam (tests/e2e/test_faults_job.py): with ``TXNLOG_TEST_PAUSE_AFTER`` set to
+    ``<table>:<file>[:<seconds>]``, the driver creates ``<file>`` after committing ``<table>`` and sleeps
+    (default 600 s), so a test can kill it between two tables' commits or run another job meanwhile."""
+    spec = os.environ.get("TXNLOG_TEST_PAUSE_AFTER")
+    if not spec or not spec.startswith(table + ":"):
+        return
+    target, _, seconds = spec[len(table) + 1 :].partition(":")
+    with open(target, "w", encoding="utf-8") as f:
+        f.write(f"{os.getpid()}\n")
+    time.sleep(float(seconds or 600))
 
 
 def summarize(
@@ -728,6 +746,7 @@ def summarize(
 
 def run(config: Config, *, spark: SparkSession | None = None, progress: Progress = stderr_progress) -> RunResult:
     """Run the whole job for ``config`` (a ``txnlog.config.Config``) and write the Delta tables."""
+    from txnlog import delta
     from txnlog.spark.placement import Placement
     from txnlog.spark.session import get_session
 
@@ -765,16 +784,47 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
         )  # fmt: skip
         if config.verify_live:
             tables = verify_live(spark, tables, config, progress=progress)
-        counts = write(spark, tables, config, as_of, placement, supersede=_superseded(live_cut))
-        result = RunResult(run_id, _named(config), as_of, config.output, counts, inputs=inputs.names)
+        result = RunResult(run_id, _named(config), as_of, config.output, {}, inputs=inputs.names)
         result.cluster_derived = derived and not inputs.sample
         result.inventory_note, result.as_of_source = inputs.note, as_of_source
-        result, late_partitions = summarize(spark, tables, counts, run=result)
-        result.seconds = time.monotonic() - t0
-        result.counts.update(
-            write(spark, {"runs": _runs_table(result, started_at, late_partitions, config)}, config, as_of)
-        )
+        with delta.output_lock(config.output, run_id, wait_s=config.write_lock_wait_s, progress=progress):
+            # The run's `runs` row says RUNNING before its first table and SUCCEEDED after its last: a run
+            # killed in between is not complete, and every reader shows the newest complete run.
+            mark = functools.partial(_mark_run, spark, config, result, started_at)
+            mark("RUNNING")
+            try:
+                counts = write(spark, tables, config, as_of, placement, supersede=_superseded(live_cut))
+                result, late_partitions = summarize(spark, tables, counts, run=result)
+                result.seconds = time.monotonic() - t0
+                mark("SUCCEEDED", late_partitions=late_partitions)
+            except BaseException as e:
+                mark("FAILED", error=f"{type(e).__name__}: {e}", best_effort=True)
+                raise
         return result
+
+
+def _mark_run(
+    spark: SparkSession,
+    config: Config,
+    result: RunResult,
+    started_at: datetime,
+    status: str,
+    *,
+    late_partitions: int = 0,
+    error: str | None = None,
+    best_effort: bool = False,
+) -> None:
+    """Write the run's ``runs`` row with ``status`` (replacing the row of the same (cluster, as_of))."""
+    try:
+        table = _runs_table(result, started_at, late_partitions, config, status=status, error=error)
+        counts = write(spark, {"runs": table}, config, result.as_of)
+    except Exception:
+        if not best_effort:
+            raise
+        log.warning("could not mark run %s %s in %s", result.run_id, status, config.output, exc_info=True)
+        return
+    if status == "SUCCEEDED":
+        result.counts.update(counts)
 
 
 def _file_count(inputs: Inputs) -> int:
@@ -825,7 +875,15 @@ def warm_decoders(progress: Progress | None = None) -> None:
         progress(f"decoders compiled and cached in {jit.cache_dir()}")
 
 
-def _runs_table(result: RunResult, started_at: datetime, late_partitions: int, config: Any):  # -> pa.Table
+def _runs_table(
+    result: RunResult,
+    started_at: datetime,
+    late_partitions: int,
+    config: Any,
+    *,
+    status: str = "SUCCEEDED",
+    error: str | None = None,
+):  # -> pa.Table
     import pyarrow as pa
 
     from txnlog.tables import RUNS
@@ -838,7 +896,7 @@ def _runs_table(result: RunResult, started_at: datetime, late_partitions: int, c
         "as_of": result.as_of,
         "run_id": result.run_id,
         "started_at": started_at,
-        "finished_at": datetime.now(UTC),
+        "finished_at": None if status == "RUNNING" else datetime.now(UTC),
         "inputs": [p if "://" in p else os.path.abspath(p) for p in result.inputs],
         **{
             f"{t}_count": int(c.get(t, 0))
@@ -856,7 +914,8 @@ def _runs_table(result: RunResult, started_at: datetime, late_partitions: int, c
         "late_count": late,
         "partitions_with_late_transactions": int(late_partitions),
         "txnlog_version": __version__,
-        "status": "SUCCEEDED",
+        "status": status,
+        "error": error,
         "as_of_source": result.as_of_source,
         "config": json.dumps(config.to_dict(), default=str, sort_keys=True),
     }
