@@ -265,7 +265,7 @@ def test_plan_orders_the_aborts_and_writes_a_dry_run_script(tmp_path: Path) -> N
     argv = ["plan", "--output", str(tmp_path), "--script", str(script), "--bootstrap-servers", "k1:9092"]
     assert main(argv, out=out) == 0
     text = out.getvalue()
-    assert text.startswith("3 abort(s), in this order, release 896 offsets")
+    assert text.startswith("3 aborts, in this order, release 896 offsets")
     table = [[c.strip() for c in line.split("\t")[:-1]] for line in text.splitlines() if "\t" in line]
     head = table[0]
     steps = [dict(zip(head, r, strict=True)) for r in table[1:] if r != head]

@@ -37,6 +37,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from txnlog.errors import UsageError
+from txnlog.words import count
 
 FORMATS = ("table", "json", "csv")
 #: find-hanging's exit code when it lists what --fail-on names (0 otherwise; 2 is a usage error)
@@ -510,7 +511,8 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
         verify = [s for s in steps if s.get("safety") != Safety.SAFE]
         released = sum(s.get("offsets_released") or 0 for s in safe)
         print(
-            f"{len(safe)} abort(s), in this order, release {released} offsets to read_committed consumers "
+            f"{count(len(safe), 'abort')}, in this order, release{'s' if len(safe) == 1 else ''} "
+            f"{count(released, 'offset')} to read_committed consumers "
             f"(run of {_fmt(run.as_of)}, cluster {run.cluster}):",
             file=out,
         )

@@ -40,6 +40,7 @@ from txnlog import __version__, classify
 from txnlog.errors import UsageError
 from txnlog.logdirs import LOGS_EXPECTED, NOTHING, Checkpoint, Inventory, discover, locate, looks_like_dump_log
 from txnlog.tables import InputSource
+from txnlog.words import count
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,10 @@ def check_inputs(paths: list[str]) -> Inventory:
     dir, a directory of them, a partition directory or a segment/snapshot file (txnlog.logdirs.locate);
     kafka-dump-log.sh text is pointed at --dump-log."""
     for p in paths:
-        found = locate(p)
+        try:
+            found = locate(p)
+        except OSError as e:  # a symlink loop, a directory without read permission, a vanished file
+            raise _unreadable(p, e) from e
         if found.kind != NOTHING:
             continue
         if os.path.exists(p) and looks_like_dump_log(p):
@@ -122,13 +126,24 @@ def check_inputs(paths: list[str]) -> Inventory:
                 f"log files; use --dump-log {p}"
             )
         raise UsageError(f"--logs {p}: {found.problem}")
-    inventory = discover(paths)
+    try:
+        inventory = discover(paths)
+    except OSError as e:
+        raise _unreadable(", ".join(paths), e) from e
     if not inventory.segments and not inventory.txn_state_segments:
         raise UsageError(
             f"--logs {', '.join(paths)}: no Kafka logs found (expected <topic>-<partition>/ directories holding "
             f"0000….log segments); {LOGS_EXPECTED}"
         )
     return inventory
+
+
+def _unreadable(given: str, e: OSError) -> UsageError:
+    where = e.filename or given
+    return UsageError(
+        f"--logs {given}: cannot read {where}: {e.strerror or e}; fix that path (a symlink loop, missing read "
+        "permission) or give --logs the directories to read without it"
+    )
 
 
 # Spark caches a DataFrame's plan with adaptive execution switched off unless this is true, so every
@@ -271,10 +286,10 @@ def _describe(inventory: Inventory, dump_files: int, live: str | None, txn_state
         f"{len(inventory.segments)} segments and {len(inventory.snapshots)} snapshots of "
         f"{len(inventory.data_partitions)} partitions, {len(inventory.txn_state_segments)} __transaction_state "
         f"segments of {len(inventory.txn_state_partitions)}/{txn_state_partitions} partitions "
-        f"on {len(inventory.brokers)} broker(s), {inventory.total_bytes / 2**30:.2f} GiB"
+        f"on {count(len(inventory.brokers), 'broker')}, {inventory.total_bytes / 2**30:.2f} GiB"
     )
     if dump_files:
-        note += f"; {dump_files} kafka-dump-log.sh output file(s)"
+        note += f"; {count(dump_files, 'kafka-dump-log.sh output file')}"
     if live:
         note += f"; __transaction_state read live from {live}"
     elif not inventory.txn_state_segments and not dump_files:
@@ -653,7 +668,7 @@ def verify_live(
     findings = tables["findings"].filter(F.col("topic").isNotNull()).select("topic", "partition").distinct().collect()
     partitions = sorted((r["topic"], int(r["partition"])) for r in findings)
     progress(
-        f"verify-live: asking {config.bootstrap_servers} about {len(partitions)} finding partition(s)"
+        f"verify-live: asking {config.bootstrap_servers} about {count(len(partitions), 'finding partition')}"
         + (f" and topics {', '.join(config.topics)}" if config.topics else "")
     )
     rows = live_rows(config, partitions, as_of_ms=int(time.time() * 1000), cluster=config.cluster, progress=progress)

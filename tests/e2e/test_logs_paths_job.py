@@ -116,7 +116,7 @@ def test_mixed_log_dir_partition_dir_and_segment(sample, tmp_path) -> None:
     given = [str(logs / "broker-3"), str(logs / "broker-2" / "orders-5"), str(last)]
     proc = run_job(*[a for p in given for a in ("--logs", p)], "--output", "out", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "on 3 broker(s)" in proc.stdout and NOT_READ not in proc.stdout
+    assert "on 3 brokers" in proc.stdout and NOT_READ not in proc.stdout
     out = str(tmp_path / "out")
     health = {(h["topic"], h["partition"]): h for h in T.rows(out, "partition_health") if h["topic"][0] != "_"}
     on_broker_3 = {tp for tp, r in truth.partitions.items() if 3 in r.brokers and tp[0][0] != "_"}
