@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -821,6 +822,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     except UsageError as e:
         print(f"txnlog: error: {e}", file=sys.stderr)
         return e.exit_code
+    except BrokenPipeError:  # `txnlog timeline ... | head`: the reader has what it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout at exit
+        return 141  # what a shell reports for a command ended by SIGPIPE (128 + 13)
 
 
 if __name__ == "__main__":
