@@ -815,7 +815,29 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
             except BaseException as e:
                 mark("FAILED", error=f"{type(e).__name__}: {e}", best_effort=True)
                 raise
+            retain(config, progress)
         return result
+
+
+def retain(config: Config, progress: Progress) -> None:
+    """The history's retention after a complete run (``retain_runs``/``retain_days``; 0 = keep): the run's
+    cluster's runs older than both are deleted from every table (txnlog.retention, ``txnlog retain``)."""
+    from txnlog import delta, retention
+
+    if not config.retain_runs and not config.retain_days:
+        return
+    runs = delta.read_table(config.output, "runs", cluster=_named(config), columns=["cluster", "as_of", "status"])
+    chosen = retention.plan(
+        runs.to_pylist(), keep_runs=config.retain_runs or None, keep_days=config.retain_days or None
+    )
+    cutoffs = {c: cut for c, cut in chosen.cutoffs.items() if chosen.dropped[c]}
+    if cutoffs:
+        deleted = delta.drop_runs_before(config.output, cutoffs)
+        runs_gone = sum(len(chosen.dropped[c]) for c in cutoffs)
+        progress(
+            f"retention: deleted {count(runs_gone, 'run')} older than {min(cutoffs.values()).isoformat()} "
+            f"({count(sum(deleted.values()), 'row')}; 'txnlog retain --vacuum-hours' frees their files)"
+        )
 
 
 def _mark_run(
