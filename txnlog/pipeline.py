@@ -283,9 +283,10 @@ def _dump_files(args: list[str]) -> list[str]:
 
 def _describe(inventory: Inventory, dump_files: int, live: str | None, txn_state_partitions: int) -> str:
     note = (
-        f"{len(inventory.segments)} segments and {len(inventory.snapshots)} snapshots of "
-        f"{len(inventory.data_partitions)} partitions, {len(inventory.txn_state_segments)} __transaction_state "
-        f"segments of {len(inventory.txn_state_partitions)}/{txn_state_partitions} partitions "
+        f"{count(len(inventory.segments), 'segment')} and {count(len(inventory.snapshots), 'snapshot')} of "
+        f"{count(len(inventory.data_partitions), 'partition')}, "
+        f"{count(len(inventory.txn_state_segments), '__transaction_state segment')} "
+        f"of {len(inventory.txn_state_partitions)}/{txn_state_partitions} partitions "
         f"on {count(len(inventory.brokers), 'broker')}, {inventory.total_bytes / 2**30:.2f} GiB"
     )
     if dump_files:
@@ -788,6 +789,8 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
             max_transaction_timeout_ms=config.max_transaction_timeout_ms,
             all_txn_state_partitions_read=bool(inputs.live)
             or len(decoded.txn_state_read) >= config.transaction_state_partitions,
+            txn_state_partitions_read=None if inputs.live else len(decoded.txn_state_read),
+            txn_state_partitions=config.transaction_state_partitions,
             bootstrap_servers=config.bootstrap_servers,
         )
         tables = build_tables(
