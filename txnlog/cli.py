@@ -67,7 +67,8 @@ def _run(args: argparse.Namespace) -> Run:
     """The run to show: ``--cluster``/``--as-of`` if given, else the only cluster's newest complete run."""
     from txnlog.delta import read_table
 
-    runs = _datetime_safe(read_table(args.output, "runs", cluster=args.cluster)).to_pylist()
+    columns = ["cluster", "as_of", "status"]  # a year of runs rows holds a year of configs: not those
+    runs = _datetime_safe(read_table(args.output, "runs", cluster=args.cluster, columns=columns)).to_pylist()
     clusters = sorted({r["cluster"] for r in runs})
     if args.cluster is None and len(clusters) > 1:
         raise UsageError(

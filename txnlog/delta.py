@@ -262,12 +262,47 @@ def read_table(
     for column, value in (where or {}).items():
         term = pc.field(column) == value
         condition = term if condition is None else condition & term
-    # Read through a pyarrow filesystem rather than deltalake's default Python
-    # filesystem handler: with the latter the interpreter aborts at exit now and
-    # then ("terminate called without an active exception", delta-rs #2184).
-    return table.to_pyarrow_table(
-        filesystem=location.subtree_fs(), filters=condition, columns=list(columns) if columns else None
-    )
+    protocol = table.protocol()
+    if protocol.min_reader_version > 1 or protocol.reader_features:  # not written by txnlog: let delta-rs read it
+        # Read through a pyarrow filesystem rather than deltalake's default Python
+        # filesystem handler: with the latter the interpreter aborts at exit now and
+        # then ("terminate called without an active exception", delta-rs #2184).
+        return table.to_pyarrow_table(
+            filesystem=location.subtree_fs(), filters=condition, columns=list(columns) if columns else None
+        )
+    # A year of nightly runs is 365 files per table: deltalake's dataset turns every file's statistics into
+    # an expression first (~1 s per table read, benchmarks/RESULTS.md "History"). Skip the files whose
+    # statistics rule out the run asked for, then scan the rest with pyarrow.
+    import pyarrow.dataset as pads
+
+    files = _files_that_may_hold(table, cluster, None if as_of is None else _run_as_of(parse_as_of(as_of)))
+    dataset = pads.dataset(files, schema=pa.schema(table.schema().to_arrow()), format="parquet",
+                           filesystem=location.subtree_fs())  # fmt: skip
+    return dataset.to_table(filter=condition, columns=list(columns) if columns else None)
+
+
+def _files_that_may_hold(table: DeltaTable, cluster: str | None, as_of: datetime | None) -> list[str]:
+    """The live data files of ``table`` whose min/max statistics do not rule out ``cluster``/``as_of``
+    (None: any); a file without statistics may hold anything."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    names = set(actions.column_names)
+    keep = pa.repeat(pa.scalar(True), actions.num_rows)
+
+    def within(low: str, high: str, value: Any, slack: Any = None) -> pa.Array:
+        if low not in names or high not in names:
+            return pa.repeat(pa.scalar(True), actions.num_rows)
+        lo, hi = actions.column(low), actions.column(high)
+        top = hi if slack is None else pc.add(hi, slack)
+        inside = pc.and_(pc.less_equal(lo, value), pc.greater_equal(top, value))
+        return pc.or_kleene(inside, pc.or_(pc.is_null(lo), pc.is_null(hi)))
+
+    if cluster is not None:
+        keep = pc.and_(keep, within("min.cluster", "max.cluster", pa.scalar(cluster, pa.string())))
+    if as_of is not None and "min.as_of" in names:
+        moment = pa.scalar(as_of).cast(actions.schema.field("min.as_of").type)
+        # max statistics may be truncated to the millisecond (delta-spark): a millisecond of slack
+        keep = pc.and_(keep, within("min.as_of", "max.as_of", moment, pa.scalar(_MS, pa.duration("us"))))
+    return [unquote(p) for p in actions.column("path").filter(keep.fill_null(True)).to_pylist()]
 
 
 # --- where tables live ------------------------------------------------------------------------
