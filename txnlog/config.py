@@ -73,6 +73,9 @@ class Config:
     live_lookback_bytes: int = 2**20
     live_fetch_max_bytes: int = 52_428_800
     live_fetch_partition_max_bytes: int = 1_048_576
+    write_lock_wait_s: int = 900
+    retain_runs: int = 0
+    retain_days: int = 0
 
     @property
     def as_of_datetime(self) -> datetime | None:
@@ -365,5 +368,8 @@ _KEYS: dict[str, Callable[[Any, str], Any]] = {
     "live_lookback_bytes": lambda v, w: _int(v, w, minimum=0),
     "live_fetch_max_bytes": lambda v, w: _int(v, w, minimum=1024),
     "live_fetch_partition_max_bytes": lambda v, w: _int(v, w, minimum=1024),
+    "write_lock_wait_s": lambda v, w: _int(v, w, minimum=0),
+    "retain_runs": lambda v, w: _int(v, w, minimum=0),
+    "retain_days": lambda v, w: _int(v, w, minimum=0),
 }
 assert list(_KEYS) == [f.name for f in dataclasses.fields(Config)], "every Config field needs a validator"
