@@ -42,6 +42,8 @@ BAD_SNAPSHOT = "bad_snapshot"
 SNAPSHOT_CRC_MISMATCH = "snapshot_crc_mismatch"
 # Index files (spec §1.1, §1.6).
 BAD_INDEX = "bad_index"
+# A file the task could not open or read at all (gone since discovery, permissions, an I/O error).
+UNREADABLE_FILE = "unreadable_file"
 
 #: Every reason, in code order. The code of a reason is its index; 0 is "no error".
 REASONS: tuple[str, ...] = (
@@ -60,6 +62,7 @@ REASONS: tuple[str, ...] = (
     SNAPSHOT_CRC_MISMATCH,
     BAD_INDEX,
     DECOMPRESSED_TOO_LARGE,  # appended: the codes above stay what they were
+    UNREADABLE_FILE,
 )
 REASON_CODES: dict[str, int] = {reason: code for code, reason in enumerate(REASONS)}
 

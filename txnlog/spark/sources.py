@@ -564,11 +564,11 @@ class _SegmentsReader(FilesReader):
                     yield from segments.batches()
                     yield batch
             except OSError as e:  # vanished/unreadable file: a quarantine row, never a crash
-                from txnlog.kafka.errors import QuarantineEntry
+                from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
 
                 yield from segments.batches()
                 yield quarantine_batch(
-                    SEGMENT_SUMMARY_SCHEMA, file, [QuarantineEntry(file.path, 0, file.size, "unreadable_file", str(e))]
+                    SEGMENT_SUMMARY_SCHEMA, file, [QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(e))]
                 )
         yield from segments.batches()
         if merge is not None and isinstance(partition, _FilesPartition):

@@ -154,7 +154,7 @@ class _TxnStateReader(FilesReader):
     the records the verdicts need (txnlog.spark.coordinator), staging all of them under ``stage``."""
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from txnlog.kafka.errors import QuarantineEntry
+        from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
         from txnlog.kafka.txn_state import scan_transaction_log
 
         reduce = option_flag(self.options, "reduce", False)
@@ -170,7 +170,7 @@ class _TxnStateReader(FilesReader):
                 )
             except OSError as e:
                 yield _with_transitions(
-                    quarantine_of(file, [QuarantineEntry(file.path, 0, file.size, "unreadable_file", str(e))])
+                    quarantine_of(file, [QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(e))])
                 )
                 continue
             batch = record_batch_of(scan, file)
