@@ -62,6 +62,7 @@ class Config:
     producer_id_expiration_ms: int = 86_400_000
     transaction_state_partitions: int = 50
     check_crc: bool = True
+    max_decompressed_bytes: int = 64 * 2**20
     delta_writer: DeltaWriter = "auto"
     topics: list[str] = field(default_factory=list)
     verify_live: bool = False
@@ -73,6 +74,9 @@ class Config:
     live_lookback_bytes: int = 2**20
     live_fetch_max_bytes: int = 52_428_800
     live_fetch_partition_max_bytes: int = 1_048_576
+    write_lock_wait_s: int = 900
+    retain_runs: int = 0
+    retain_days: int = 0
 
     @property
     def as_of_datetime(self) -> datetime | None:
@@ -354,6 +358,7 @@ _KEYS: dict[str, Callable[[Any, str], Any]] = {
     "producer_id_expiration_ms": lambda v, w: _int(v, w, minimum=0),
     "transaction_state_partitions": lambda v, w: _int(v, w, minimum=1),
     "check_crc": _as_bool,
+    "max_decompressed_bytes": lambda v, w: _int(v, w, minimum=1),
     "delta_writer": _as_delta_writer,
     "topics": _as_str_list,
     "verify_live": _as_bool,
@@ -365,5 +370,8 @@ _KEYS: dict[str, Callable[[Any, str], Any]] = {
     "live_lookback_bytes": lambda v, w: _int(v, w, minimum=0),
     "live_fetch_max_bytes": lambda v, w: _int(v, w, minimum=1024),
     "live_fetch_partition_max_bytes": lambda v, w: _int(v, w, minimum=1024),
+    "write_lock_wait_s": lambda v, w: _int(v, w, minimum=0),
+    "retain_runs": lambda v, w: _int(v, w, minimum=0),
+    "retain_days": lambda v, w: _int(v, w, minimum=0),
 }
 assert list(_KEYS) == [f.name for f in dataclasses.fields(Config)], "every Config field needs a validator"
