@@ -110,7 +110,8 @@ def test_the_readme_runbook_prints_what_it_shows(readme_run):
     here): the README shows the dry run."""
     steps = _runbook()
     assert [c.split()[:2] for c, _ in steps] == [
-        ["txnlog", "find-hanging"], ["txnlog", "plan"], ["cat", "unblock.sh"], ["sh", "unblock.sh"]
+        ["txnlog", "find-hanging"], ["txnlog", "describe-producers"], ["txnlog", "plan"], ["cat", "unblock.sh"],
+        ["sh", "unblock.sh"],
     ]  # fmt: skip
     env = {**os.environ, "PATH": f"{ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}"}
     for command, expected in steps:
