@@ -11,9 +11,15 @@ source as an option; the files are dealt into a few balanced input partitions
 * ``txnlog_batches`` — every batch header, for forensics (notebooks, timeline).
 * ``txnlog_txn_state`` — every ``__transaction_state`` record, decoded.
 
-Options: ``files`` (JSON list of ``txnlog.logdirs.LogFile`` dicts),
-``check_crc`` ("true"/"false"), ``min_partitions`` and ``max_partition_bytes``
-(see ``pack_files``).
+Options: ``manifest`` (an Arrow file listing the files, :func:`write_manifest`) or, for a few files,
+``files`` (JSON list of ``txnlog.logdirs.LogFile`` dicts); ``check_crc`` ("true"/"false"),
+``min_partitions`` and ``max_partition_bytes`` (see ``pack_files``); ``storage`` (the shared-storage
+settings, ``txnlog.storage``).
+
+What a task receives is proportional to its own files: the file list is read once while planning (in
+the driver's planning worker) and dealt into the input partitions; the reader that Spark pickles into
+every task keeps no list of all files (a JSON option of 300,000 files is ~45 MB, and Spark ships the
+reader, its options and the data source's with each task).
 """
 
 from __future__ import annotations
@@ -131,11 +137,113 @@ def arrow_to_spark_schema(schema: pa.Schema) -> StructType:
 
 
 def files_option(files: list[LogFile] | tuple[LogFile, ...]) -> str:
+    """The ``files`` option for a few files (tests, notebooks); a run passes a manifest (write_manifest)."""
     return json.dumps([asdict(f) for f in files])
 
 
-def _parse_files(options: dict[str, str]) -> list[LogFile]:
-    return [LogFile(**d) for d in json.loads(options.get("files", "[]"))]
+#: the manifest's columns: LogFile's fields
+_MANIFEST_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("broker", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("base_offset", pa.int64()),
+        ("size", pa.int64()),
+        ("kind", pa.string()),
+    ]
+)
+_CHECKPOINT_SCHEMA = pa.schema(
+    [
+        ("broker", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("log_start_offset", pa.int64()),
+        ("clean_shutdown", pa.bool_()),
+        ("high_watermark", pa.int64()),
+    ]
+)
+
+
+def write_manifest(
+    directory: str, name: str, files: list[LogFile] | tuple[LogFile, ...], checkpoints: Any = ()
+) -> dict[str, str]:
+    """Options that hand ``files`` (and the log-dir ``checkpoints``, ``txnlog.logdirs.Checkpoint``) to a
+    source as one Arrow IPC file under ``directory`` (the run's scratch dir: local or shared storage),
+    read once by the planning worker: the options stay a few bytes whatever the number of files."""
+    import posixpath
+
+    from pyarrow import ipc
+
+    from txnlog.spark.staged import filesystem_of
+
+    table = pa.Table.from_arrays(
+        [
+            pa.array([f.path for f in files], pa.string()),
+            pa.array([f.broker for f in files], pa.string()).dictionary_encode(),
+            pa.array([f.topic for f in files], pa.string()).dictionary_encode(),
+            pa.array([f.partition for f in files], pa.int32()),
+            pa.array([f.base_offset for f in files], pa.int64()),
+            pa.array([f.size for f in files], pa.int64()),
+            pa.array([f.kind for f in files], pa.string()).dictionary_encode(),
+        ],
+        names=_MANIFEST_SCHEMA.names,
+    )
+    cps = list(checkpoints)
+    cp_table = pa.Table.from_arrays(
+        [
+            pa.array([c.broker for c in cps], pa.string()),
+            pa.array([c.topic for c in cps], pa.string()),
+            pa.array([c.partition for c in cps], pa.int32()),
+            pa.array([c.log_start_offset for c in cps], pa.int64()),
+            pa.array([c.clean_shutdown for c in cps], pa.bool_()),
+            pa.array([c.high_watermark for c in cps], pa.int64()),
+        ],
+        schema=_CHECKPOINT_SCHEMA,
+    )
+    filesystem, path = filesystem_of(directory)
+    filesystem.create_dir(path, recursive=True)
+    out: dict[str, str] = {}
+    for option, data in (("manifest", table), ("checkpoints_manifest", cp_table)):
+        target = posixpath.join(path, f"{name}-{option}.arrow")
+        with filesystem.open_output_stream(target) as sink, ipc.new_file(sink, data.schema) as writer:
+            writer.write_table(data)
+        out[option] = posixpath.join(directory, f"{name}-{option}.arrow")
+    return out
+
+
+def _read_arrow(uri: str) -> pa.Table:
+    from pyarrow import ipc
+
+    from txnlog.spark.staged import filesystem_of
+
+    filesystem, path = filesystem_of(uri)
+    with filesystem.open_input_file(path) as f:
+        return ipc.open_file(f).read_all()
+
+
+def _manifest_files(options: dict[str, str]) -> list[LogFile]:
+    """The files of the ``manifest`` option, else of the ``files`` option."""
+    uri = options.get("manifest")
+    if not uri:
+        return [LogFile(**d) for d in json.loads(options.get("files", "[]"))]
+    t = _read_arrow(uri)
+    cols = [t.column(name).to_pylist() for name in _MANIFEST_SCHEMA.names]
+    return [LogFile(*row) for row in zip(*cols, strict=True)]
+
+
+def _manifest_checkpoints(options: dict[str, str]) -> list[list[Any]]:
+    """Rows of ``checkpoints_option`` from the ``checkpoints_manifest`` option, else the ``checkpoints`` one."""
+    uri = options.get("checkpoints_manifest")
+    if not uri:
+        rows: list[list[Any]] = json.loads(options.get("checkpoints", "[]"))
+        return rows
+    t = _read_arrow(uri)
+    return [list(r) for r in zip(*(t.column(n).to_pylist() for n in _CHECKPOINT_SCHEMA.names), strict=True)]
+
+
+#: options that only planning reads: a reader drops them once its partitions are made
+_PLANNING_OPTIONS = ("files", "checkpoints", "manifest", "checkpoints_manifest")
 
 
 def option_flag(options: dict[str, str], name: str, default: bool) -> bool:
@@ -144,16 +252,12 @@ def option_flag(options: dict[str, str], name: str, default: bool) -> bool:
 
 
 def read_file_bytes(path: str) -> np.ndarray:
-    """The whole file as a uint8 array (local: one read; remote URIs through pyarrow.fs)."""
-    if "://" in path and not path.startswith("file://"):
-        from pyarrow import fs
+    """The whole file as a uint8 array (local: one read; s3a://, hdfs://, ... through txnlog.storage)."""
+    from txnlog import storage
 
-        filesystem, inner = fs.FileSystem.from_uri(path)
-        with filesystem.open_input_file(inner) as f:
-            return np.frombuffer(f.read(), dtype=np.uint8)
-    if path.startswith("file://"):
-        path = path[len("file://") :]
-    return np.fromfile(path, dtype=np.uint8)
+    if storage.is_remote(path):
+        return np.frombuffer(storage.read_bytes(path), dtype=np.uint8)
+    return np.fromfile(storage.local_path(path), dtype=np.uint8)
 
 
 def scan_log_file(path: str, check_crc: bool) -> Any:
@@ -166,26 +270,35 @@ def scan_log_file(path: str, check_crc: bool) -> Any:
     another process truncates *while* it is mapped makes this process fault (SIGBUS) instead of
     reading fewer bytes: point txnlog at copies of a live broker's log dirs, as the README does.
     """
+    from txnlog import storage
     from txnlog.kafka.record_batch import mapped_file, scan_segment
 
-    if "://" in path and not path.startswith("file://"):
+    if storage.is_remote(path):
         return scan_segment(read_file_bytes(path), file=path, check_crc=check_crc)
-    local = path[len("file://") :] if path.startswith("file://") else path
-    with mapped_file(local) as buf:
+    with mapped_file(storage.local_path(path)) as buf:
         return scan_segment(buf, file=path, check_crc=check_crc)
 
 
 class _FilesPartition(InputPartition):
-    """The files one task reads (see pack_files), and the log-dir checkpoints of their partitions."""
+    """The files one task reads (see pack_files), and the log-dir checkpoints of their partitions.
+
+    Held as one tuple per LogFile field (pickled with this task only; repeated broker/topic/kind
+    strings are one object each, which pickle writes once)."""
 
     def __init__(self, files: list[LogFile], checkpoints: list[list[Any]] | None = None):
-        super().__init__({"files": [asdict(f) for f in files], "checkpoints": checkpoints or []})
+        columns = tuple(zip(*(astuple_file(f) for f in files), strict=True)) if files else ()
+        super().__init__({"columns": columns, "checkpoints": checkpoints or []})
 
     def files(self) -> list[LogFile]:
-        return [LogFile(**d) for d in self.value["files"]]
+        return [LogFile(*row) for row in zip(*self.value["columns"], strict=True)]
 
     def checkpoints(self) -> dict[tuple[str, str, int], tuple[int | None, bool, int | None]]:
         return {(b, t, int(p)): (ls, bool(clean), hw) for b, t, p, ls, clean, hw in self.value["checkpoints"]}
+
+
+def astuple_file(f: LogFile) -> tuple[Any, ...]:
+    """A LogFile's fields, in order (``dataclasses.astuple`` deep-copies: ~10x slower)."""
+    return (f.path, f.broker, f.topic, f.partition, f.base_offset, f.size, f.kind)
 
 
 def partition_files(partition: InputPartition) -> list[LogFile]:
@@ -255,7 +368,7 @@ def _partitions(options: dict[str, str], files: list[LogFile]) -> list[InputPart
     if not (option_flag(options, "transactions", False) or option_flag(options, "reduce", False)):
         return [_FilesPartition(g) for g in pack_files(files, max_bytes=limit, min_partitions=minimum)]
     checkpoints: dict[tuple[str, int], list[list[Any]]] = {}
-    for row in json.loads(options.get("checkpoints", "[]")):
+    for row in _manifest_checkpoints(options):
         checkpoints.setdefault((row[1], int(row[2])), []).append(row)
     out: list[InputPartition] = []
     for group in pack_partitions(files, max_bytes=limit, min_partitions=minimum):
@@ -518,21 +631,40 @@ def summarize_snapshot(file: LogFile, merge: PartitionTransactions | None = None
 
 
 class FilesReader(DataSourceReader):
-    """A reader over the ``files`` option, packed into input partitions (see pack_files)."""
+    """A reader over the ``manifest`` (or ``files``) option, packed into input partitions (see pack_files).
+
+    Spark pickles the reader into every task: after :meth:`partitions` it keeps only the small options,
+    each partition carries its own files."""
 
     def __init__(self, options: dict[str, str]):
-        self.files = _parse_files(options)
+        from txnlog import storage
+
         self.check_crc = option_flag(options, "check_crc", True)
-        self.options = options
+        self.options = {k: v for k, v in options.items() if k not in _PLANNING_OPTIONS}
+        self._planning: dict[str, str] | None = {k: options[k] for k in _PLANNING_OPTIONS if k in options}
+        storage.configure_from_options(options)
+
+    @property
+    def files(self) -> list[LogFile]:
+        """Every file of the source (planning only)."""
+        return _manifest_files(self._planning or {})
 
     def partitions(self) -> list[InputPartition]:
-        return _partitions(self.options, self.files)
+        planning, self._planning = self._planning or {}, None  # not pickled into the tasks
+        return _partitions({**self.options, **planning}, _manifest_files(planning))
+
+    def start_task(self) -> None:
+        """In a task, before reading: the driver's shared-storage settings (txnlog.storage)."""
+        from txnlog import storage
+
+        storage.configure_from_options(self.options)
 
 
 class _SegmentsReader(FilesReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         # option "transactions": the input partitions hold whole partitions (pack_partitions), so this
         # task finishes their transactions itself (txnlog.spark.transactions) instead of yielding fragments
+        self.start_task()
         merge = PartitionTransactions() if option_flag(self.options, "transactions", False) else None
         # segment rows wait in `segments` and leave as one batch before any other row: rows keep file order
         segments = SegmentRows()
@@ -573,6 +705,7 @@ class SegmentsSource(DataSource):
 
 class _BatchesReader(_SegmentsReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        self.start_task()
         for file in partition_files(partition):
             if file.kind != "log":
                 continue
