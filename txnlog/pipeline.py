@@ -111,8 +111,9 @@ def check_inputs(paths: list[str]) -> Inventory:
     from txnlog import storage
 
     try:
+        located = {}
         for p in paths:
-            found = locate(p)
+            found = located[p] = locate(p)
             if found.kind != NOTHING:
                 continue
             if storage.exists(p) and looks_like_dump_log(p):
@@ -121,7 +122,7 @@ def check_inputs(paths: list[str]) -> Inventory:
                     f"log files; use --dump-log {p}"
                 )
             raise UsageError(f"--logs {p}: {found.problem}")
-        inventory = discover(paths)
+        inventory = discover(paths, located)
     except storage.StorageError as e:
         raise UsageError(f"--logs {e}") from e
     if not inventory.segments and not inventory.txn_state_segments:
