@@ -114,12 +114,8 @@ def read_checkpoints(broker: str, log_dir: str) -> list[Checkpoint]:
     }
     clean = CLEAN_SHUTDOWN_FILE in present
     keys = sorted(set().union(*files.values()))
-    return [
-        Checkpoint(
-            broker, topic, partition, clean_shutdown=clean, **{col: files[col].get((topic, partition)) for col in files}
-        )
-        for topic, partition in keys
-    ]
+    hw, start, recovery = files["high_watermark"], files["log_start_offset"], files["recovery_point"]
+    return [Checkpoint(broker, *tp, hw.get(tp), start.get(tp), recovery.get(tp), clean) for tp in keys]
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,7 +378,7 @@ def discover(paths: list[str] | tuple[str, ...], located: dict[str, Located] | N
 
     def add_partition(broker: str, topic: str, partition: int, part_dir: str, real_dir: str) -> None:
         dir_name = _dir_name(part_dir)
-        for f in storage.scandir(part_dir):
+        for f in storage.scandir(part_dir, sort=False):  # sorted once at the end
             # a file's identity without resolving every path (lstat per component): its directory's real path
             real = storage.realpath(f.path) if f.is_symlink() else f"{real_dir}/{f.name}"
             add(broker, topic, partition, f.path, f.name, real, f, dir_name)

@@ -374,11 +374,12 @@ def getsize(path: str) -> int:
     return size
 
 
-def scandir(path: str) -> list[Any]:
-    """The entries of a directory (``os.DirEntry`` locally, :class:`RemoteEntry` remotely), by name."""
+def scandir(path: str, *, sort: bool = True) -> list[Any]:
+    """The entries of a directory (``os.DirEntry`` locally, :class:`RemoteEntry` remotely), by name
+    (``sort`` false: in the order the directory lists them)."""
     if not is_remote(path):
         with os.scandir(local_path(path)) as it:
-            return sorted(it, key=lambda e: e.name)
+            return sorted(it, key=lambda e: e.name) if sort else list(it)
     uri = _strip(path)
     if not _under(uri):
         prefetch(uri)
