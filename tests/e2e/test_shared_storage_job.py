@@ -23,8 +23,10 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -47,15 +49,16 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def s3_endpoint(tmp_path_factory) -> Iterator[str]:
-    """moto's S3 server as a subprocess on 127.0.0.1; stopped (exactly that process) at the end."""
+@contextmanager
+def moto_server(log_dir: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    """moto's S3 server as a subprocess on 127.0.0.1 at a free port; stopped (exactly that process) at the end."""
     port = _free_port()
-    log = open(tmp_path_factory.mktemp("moto") / "moto.log", "w")  # noqa: SIM115 (closed below)
+    log = open(log_dir / "moto.log", "w")  # noqa: SIM115 (closed below)
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         stdout=log,
         stderr=subprocess.STDOUT,
+        env={**os.environ, **(env or {})},
     )
     endpoint = f"http://127.0.0.1:{port}"
     try:
@@ -63,6 +66,8 @@ def s3_endpoint(tmp_path_factory) -> Iterator[str]:
         while True:
             try:
                 urllib.request.urlopen(endpoint, timeout=2).close()
+                break
+            except urllib.error.HTTPError:  # it answers (403 once it checks credentials)
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
@@ -78,6 +83,12 @@ def s3_endpoint(tmp_path_factory) -> Iterator[str]:
             proc.wait(timeout=20)
         log.close()
         assert proc.returncode is not None  # the server we started is gone
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint(tmp_path_factory) -> Iterator[str]:
+    with moto_server(tmp_path_factory.mktemp("moto")) as endpoint:
+        yield endpoint
 
 
 @pytest.fixture(scope="module")
@@ -245,3 +256,26 @@ def test_storage_mistakes_are_one_line(copies, args: tuple[str, ...], message: s
     (line,) = [x for x in proc.stderr.splitlines() if x.strip()]
     assert line.startswith("txnlog: error: ") and message in line, line
     assert not (copies["work"] / "out-bad").exists()
+
+
+def test_refused_credentials_are_one_line(tmp_path) -> None:
+    """A server that checks credentials (moto with IAM authentication from the first request) refuses an
+    unknown access key: one line naming the path and the settings to check, exit 2, nothing written."""
+    with moto_server(tmp_path, {"INITIAL_NO_AUTH_ACTION_COUNT": "0"}) as endpoint:
+        config = tmp_path / "storage.yaml"
+        config.write_text(
+            f"storage:\n  s3.endpoint: {endpoint}\n  s3.region: us-east-1\n"
+            f"  s3.access_key: AKIAUNKNOWN\n  s3.secret_key: {PLANTED}\n"
+        )
+        proc = subprocess.run(
+            [str(Path(__file__).resolve().parents[2] / "spark-submit.sh"), "--logs", f"s3a://{BUCKET}/logs",
+             "--config", str(config), "--output", str(tmp_path / "out")],
+            cwd=tmp_path, env={k: v for k, v in _env().items() if not k.startswith("PYSPARK_")},
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    (line,) = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert line.startswith(f"txnlog: error: --logs s3a://{BUCKET}/logs: the storage refused the credentials"), line
+    assert "AWS_ACCESS_KEY_ID" in line and "s3.secret_key" in line
+    _no_secret(proc.stdout, proc.stderr)
+    assert not (tmp_path / "out").exists()
