@@ -144,39 +144,36 @@ _filesystems: dict[tuple[str, str], Any] = {}
 
 
 def filesystem(uri: str) -> tuple[Any, str]:
-    """(pyarrow filesystem, path inside it) for a remote ``uri``; one filesystem per scheme and host."""
+    """(pyarrow filesystem, path inside it) for a remote ``uri``; one filesystem per scheme and host, made
+    once per process (a task reads many files: an HDFS or Azure client is not set up for each)."""
     check_scheme(uri)
     scheme = scheme_of(uri) or "file"
     family = SCHEMES.get(scheme, "file")
     parts = urlsplit(uri)
-    if family == "s3":
-        inner = parts.netloc + parts.path
-        key = ("s3", "")
-    elif family == "gs":
-        inner = parts.netloc + parts.path
-        key = ("gs", "")
-    else:
-        inner = ""
-        key = (scheme, parts.netloc)
+    key = (family, "") if family in ("s3", "gs") else (scheme, parts.netloc)
     with _lock:
         cached = _filesystems.get(key)
-    if cached is not None and family in ("s3", "gs"):
-        return cached, inner.rstrip("/")
-    from pyarrow import fs as pafs
+    if cached is None:
+        from pyarrow import fs as pafs
 
-    try:
-        if family == "s3":
-            made: Any = _s3(pafs)
-        elif family == "gs":
-            made, _ = pafs.FileSystem.from_uri("gs://" + inner)
-        else:
-            made, inner = pafs.FileSystem.from_uri(uri)
-            return made, inner.rstrip("/") or inner
-    except (OSError, ValueError, ImportError) as e:
-        raise StorageError(f"{uri}: cannot open {scheme}:// storage ({_first_line(e)}){_fix_for(family)}") from e
-    with _lock:
-        _filesystems[key] = made
-    return made, inner.rstrip("/")
+        try:
+            if family == "s3":
+                made: Any = _s3(pafs)
+                prefix = None  # bucket/key
+            elif family == "gs":
+                made, _ = pafs.FileSystem.from_uri(f"gs://{parts.netloc}{parts.path}")
+                prefix = None
+            else:  # hdfs: the path; abfs: container/path: what from_uri puts before the URI's path
+                made, inner = pafs.FileSystem.from_uri(uri)
+                prefix = inner[: len(inner) - len(parts.path)] if inner.endswith(parts.path) else ""
+        except (OSError, ValueError, ImportError) as e:
+            raise StorageError(f"{uri}: cannot open {scheme}:// storage ({_first_line(e)}){_fix_for(family)}") from e
+        cached = (made, prefix)
+        with _lock:
+            _filesystems[key] = cached
+    made, prefix = cached
+    inner = parts.netloc + parts.path if prefix is None else prefix + parts.path
+    return made, inner.rstrip("/") or inner
 
 
 def _s3(pafs: Any) -> Any:
