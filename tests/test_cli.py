@@ -265,7 +265,7 @@ def test_plan_orders_the_aborts_and_writes_a_dry_run_script(tmp_path: Path) -> N
     argv = ["plan", "--output", str(tmp_path), "--script", str(script), "--bootstrap-servers", "k1:9092"]
     assert main(argv, out=out) == 0
     text = out.getvalue()
-    assert text.startswith("3 abort(s), in this order, release 896 offsets")
+    assert text.startswith("3 aborts, in this order, release 896 offsets")
     table = [[c.strip() for c in line.split("\t")[:-1]] for line in text.splitlines() if "\t" in line]
     head = table[0]
     steps = [dict(zip(head, r, strict=True)) for r in table[1:] if r != head]
@@ -291,3 +291,26 @@ def test_plan_orders_the_aborts_and_writes_a_dry_run_script(tmp_path: Path) -> N
         "abort --bootstrap-servers k1:9092 --topic orders --partition 5 --start-offset 900 --execute",
         "abort --bootstrap-servers k1:9092 --topic audit --partition 0 --start-offset 10 --execute",
     ]
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path: Path) -> None:
+    """`txnlog find-hanging | head -c 10` on more rows than a pipe holds: exit 141 (a shell's SIGPIPE), no
+    traceback, nothing printed at interpreter exit."""
+    import subprocess
+    import sys
+
+    f = {"producer_epoch": 0, "idle_ms": 3_600_000, "last_timestamp": AS_OF - timedelta(hours=1)}
+    rows = [
+        {**f, "topic": "orders", "partition": 1, "producer_id": i, "start_offset": i, "verdict": "LATE",
+         "reason": "MARKERS_PENDING", "evidence": "e" * 200, "advice": "a"}
+        for i in range(2000)
+    ]  # fmt: skip
+    health = _table(tables.PARTITION_HEALTH, [{"topic": "orders", "partition": 1}])
+    _write(tmp_path, {"findings": _table(tables.FINDINGS, rows), "partition_health": health})
+    script = "import sys; from txnlog.cli import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.run(
+        f"{sys.executable} -c {script!r} find-hanging --output {tmp_path} -v | head -c 10; exit ${{PIPESTATUS[0]}}",
+        shell=True, capture_output=True, text=True, executable="/bin/bash", timeout=120,
+    )  # fmt: skip
+    assert proc.stderr == "", proc.stderr
+    assert len(proc.stdout) == 10 and proc.returncode == 141

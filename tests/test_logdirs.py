@@ -217,7 +217,7 @@ def test_partition_dir_run_says_transaction_state_was_not_read(logs, tmp_path) -
     """The run's input line (summary, progress) says so; a full log dir's does not."""
     config = load_config(None, {"logs": [str(logs / "broker-3" / "orders-2")], "output": str(tmp_path / "out")})
     note = plan_inputs(config).note
-    assert note.startswith("1 segments and 1 snapshots of 1 partitions, 0 __transaction_state segments")
+    assert note.startswith("1 segment and 1 snapshot of 1 partition, 0 __transaction_state segments")
     assert "; __transaction_state was not read (no __transaction_state-<n>/ in the input)" in note
     assert "NO_TRANSACTIONAL_ID with a VERIFY_FIRST abort" in note
     config = load_config(None, {"logs": [str(logs)], "output": str(tmp_path / "out")})

@@ -111,6 +111,9 @@ class Thresholds:
     max_transaction_timeout_ms: int = 900_000
     all_txn_state_partitions_read: bool = True
     bootstrap_servers: str | None = None
+    #: how many __transaction_state partitions the input held (None: not counted), of how many
+    txn_state_partitions_read: int | None = None
+    txn_state_partitions: int = 50
 
 
 def abort_command(bootstrap: str | None, topic: str, partition: int, start_offset: int) -> str:
@@ -389,10 +392,17 @@ def evidence_and_advice(row: dict, reason: Reason | str, thresholds: Thresholds)
         seen = row.get("history_transactional_id")
         if seen:
             coord += f" (it was last seen under {seen}, which has moved on to another producer id)"
-        if not thresholds.all_txn_state_partitions_read:
+        read = thresholds.txn_state_partitions_read
+        if not thresholds.all_txn_state_partitions_read and read == 0:
+            coord = (
+                f"no transactional.id is known to own producer id {pid}: __transaction_state was not read (the "
+                "input holds none of its partitions), so verify with kafka-transactions.sh describe-producers first"
+            )
+        elif not thresholds.all_txn_state_partitions_read:
+            share = "not every" if read is None else f"only {read} of {thresholds.txn_state_partitions}"
             coord += (
-                "; not every __transaction_state partition was read, "
-                "so verify with kafka-transactions.sh describe-producers first"
+                f"; {share} __transaction_state partition{'' if read == 1 else 's'} "
+                f"{'was' if read == 1 else 'were'} read, so verify with kafka-transactions.sh describe-producers first"
             )
         advice = "Abort it: nothing will ever end this transaction."
     elif reason == Reason.TRANSACTIONAL_ID_EXPIRED:

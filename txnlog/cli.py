@@ -6,6 +6,7 @@
     txnlog find-hanging [--topic T [--partition P]] [--replica R] [--verdict hanging|late|all] [--fail-on ...]
     txnlog timeline --topic T --partition P [--producer-id PID]
     txnlog plan [--topic T] [--script FILE]       the ordered aborts that unblock consumers
+    txnlog retain --keep-runs N [--execute]       drop old runs from the history
     txnlog abort --bootstrap-servers B --topic T --partition P --start-offset O [--execute]
     txnlog abort --bootstrap-servers B --topic T --partition P --producer-id PID
                  --producer-epoch E --coordinator-epoch CE [--execute]
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -37,6 +39,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from txnlog.errors import UsageError
+from txnlog.words import count
 
 FORMATS = ("table", "json", "csv")
 #: find-hanging's exit code when it lists what --fail-on names (0 otherwise; 2 is a usage error)
@@ -64,7 +67,8 @@ def _run(args: argparse.Namespace) -> Run:
     """The run to show: ``--cluster``/``--as-of`` if given, else the only cluster's newest complete run."""
     from txnlog.delta import read_table
 
-    runs = _datetime_safe(read_table(args.output, "runs", cluster=args.cluster)).to_pylist()
+    columns = ["cluster", "as_of", "status"]  # a year of runs rows holds a year of configs: not those
+    runs = _datetime_safe(read_table(args.output, "runs", cluster=args.cluster, columns=columns)).to_pylist()
     clusters = sorted({r["cluster"] for r in runs})
     if args.cluster is None and len(clusters) > 1:
         raise UsageError(
@@ -510,7 +514,8 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
         verify = [s for s in steps if s.get("safety") != Safety.SAFE]
         released = sum(s.get("offsets_released") or 0 for s in safe)
         print(
-            f"{len(safe)} abort(s), in this order, release {released} offsets to read_committed consumers "
+            f"{count(len(safe), 'abort')}, in this order, release{'s' if len(safe) == 1 else ''} "
+            f"{count(released, 'offset')} to read_committed consumers "
             f"(run of {_fmt(run.as_of)}, cluster {run.cluster}):",
             file=out,
         )
@@ -631,6 +636,62 @@ def cmd_abort(args: argparse.Namespace, out: TextIO) -> int:
         admin.close()
 
 
+# --- retain -----------------------------------------------------------------------------------------
+
+
+def cmd_retain(args: argparse.Namespace, out: TextIO) -> int:
+    from txnlog import delta, retention
+
+    if args.keep_runs is None and args.keep_days is None:
+        raise UsageError("retain: give --keep-runs N, --keep-days D or both")
+    if args.keep_runs is not None and args.keep_runs < 1:
+        raise UsageError(f"--keep-runs {args.keep_runs}: keep at least 1 run (the newest complete run is always kept)")
+    if args.keep_days is not None and args.keep_days < 0:
+        raise UsageError(f"--keep-days {args.keep_days}: must not be negative")
+    runs = delta.read_table(args.output, "runs", columns=["cluster", "as_of", "status"]).to_pylist()
+    if args.cluster is not None and args.cluster not in {r["cluster"] for r in runs}:
+        raise UsageError(f"--cluster {args.cluster}: no run of that cluster in {args.output}")
+    chosen = retention.plan(
+        runs,
+        keep_runs=args.keep_runs,
+        keep_days=args.keep_days,
+        clusters=None if args.cluster is None else [args.cluster],
+    )
+    rows = [
+        {
+            "cluster": c,
+            "cutoff": cut,
+            "dropped": len(chosen.dropped[c]),
+            "kept": chosen.kept[c],
+            "oldest": chosen.dropped[c][0] if chosen.dropped[c] else None,
+            "newest": chosen.dropped[c][-1] if chosen.dropped[c] else None,
+        }
+        for c, cut in chosen.cutoffs.items()
+    ]
+    columns = [
+        ("Cluster", "cluster"),
+        ("KeepFrom", "cutoff"),
+        ("RunsDropped", "dropped"),
+        ("RunsKept", "kept"),
+        ("OldestDropped", "oldest"),
+        ("NewestDropped", "newest"),
+    ]
+    emit(rows, columns, args.format, out)
+    cutoffs = {c: cut for c, cut in chosen.cutoffs.items() if chosen.dropped[c]}
+    if not args.execute:
+        print("dry run: nothing deleted; --execute deletes the runs listed", file=sys.stderr)
+        return 0
+    with delta.output_lock(args.output, "retain", wait_s=args.wait_s, progress=lambda m: print(m, file=sys.stderr)):
+        deleted = delta.drop_runs_before(args.output, cutoffs) if cutoffs else {}
+        files = delta.vacuum(args.output, retention_hours=args.vacuum_hours) if args.vacuum_hours is not None else {}
+    print(
+        f"deleted {count(sum(deleted.values()), 'row')} of {count(sum(len(v) for v in chosen.dropped.values()), 'run')}"
+        + (f"; vacuum removed {count(sum(files.values()), 'file')}" if args.vacuum_hours is not None else ""),
+        file=sys.stderr,
+    )
+    return 0
+
+
 @dataclass(frozen=True)
 class Verb:
     """One subcommand: what it does (a paragraph for ``--help``) and a copy-paste example."""
@@ -708,6 +769,19 @@ VERBS = (
         "every abort is re-validated live, and the script is a dry run unless run with --execute.",
         "txnlog plan --output ./out --script unblock.sh --bootstrap-servers kafka-1:9092",
         lambda a, o: cmd_plan(a, o),
+    ),
+    Verb(
+        "retain",
+        "drop old runs from the history (dry run unless --execute)",
+        "Keeps, per cluster, the newest --keep-runs complete runs and every run of the last --keep-days days "
+        "(counted back from the cluster's newest complete run), and deletes every older run's rows from every "
+        "table, runs first (one Delta commit per table; a run never shows with rows missing). Without "
+        "--execute it lists what it would delete. The deleted rows' files stay for time travel and readers "
+        "still on an older version until a vacuum: --vacuum-hours H deletes the files no version of the last H "
+        "hours uses (Delta's default retention is 168). The job does the same after each run with "
+        "retain_runs/retain_days in its config.",
+        "txnlog retain --output /data/txnlog --keep-runs 90 --keep-days 30 --vacuum-hours 168 --execute",
+        lambda a, o: cmd_retain(a, o),
     ),
     Verb(
         "abort",
@@ -791,6 +865,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--bootstrap-servers",
         help="the cluster the script's commands talk to (default: $BOOTSTRAP_SERVERS at run time)",
     )
+    s = parsers["retain"]
+    s.add_argument("--keep-runs", type=int, metavar="N", help="keep each cluster's newest N complete runs")
+    s.add_argument("--keep-days", type=float, metavar="D", help="keep each cluster's runs of its newest D days")
+    s.add_argument("--vacuum-hours", type=int, metavar="H", help="then delete files unused for H hours (vacuum)")
+    s.add_argument("--wait-s", type=float, default=900, help="wait this long for a run writing the output")
+    s.add_argument("--execute", action="store_true", help="really delete (default: list what would go)")
     s = parsers["abort"]
     s.add_argument("--bootstrap-servers", help="the cluster (default: bootstrap_servers of --config)")
     s.add_argument("--config", help="YAML config (its kafka: settings are the client's SASL/SSL settings)")
@@ -819,6 +899,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     except UsageError as e:
         print(f"txnlog: error: {e}", file=sys.stderr)
         return e.exit_code
+    except BrokenPipeError:  # `txnlog timeline ... | head`: the reader has what it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout at exit
+        return 141  # what a shell reports for a command ended by SIGPIPE (128 + 13)
 
 
 if __name__ == "__main__":

@@ -63,6 +63,7 @@ class Config:
     max_transaction_timeout_ms: int = 900_000
     transaction_state_partitions: int = 50
     check_crc: bool = True
+    max_decompressed_bytes: int = 64 * 2**20
     delta_writer: DeltaWriter = "auto"
     topics: list[str] = field(default_factory=list)
     verify_live: bool = False
@@ -74,6 +75,9 @@ class Config:
     live_lookback_bytes: int = 2**20
     live_fetch_max_bytes: int = 52_428_800
     live_fetch_partition_max_bytes: int = 1_048_576
+    write_lock_wait_s: int = 900
+    retain_runs: int = 0
+    retain_days: int = 0
     #: shared storage of the inputs (txnlog.storage): s3.endpoint, s3.region, s3.access_key, ...
     storage: dict[str, str] = field(default_factory=dict)
 
@@ -369,6 +373,7 @@ _KEYS: dict[str, Callable[[Any, str], Any]] = {
     "max_transaction_timeout_ms": lambda v, w: _int(v, w, minimum=0),
     "transaction_state_partitions": lambda v, w: _int(v, w, minimum=1),
     "check_crc": _as_bool,
+    "max_decompressed_bytes": lambda v, w: _int(v, w, minimum=1),
     "delta_writer": _as_delta_writer,
     "topics": _as_str_list,
     "verify_live": _as_bool,
@@ -380,6 +385,9 @@ _KEYS: dict[str, Callable[[Any, str], Any]] = {
     "live_lookback_bytes": lambda v, w: _int(v, w, minimum=0),
     "live_fetch_max_bytes": lambda v, w: _int(v, w, minimum=1024),
     "live_fetch_partition_max_bytes": lambda v, w: _int(v, w, minimum=1024),
+    "write_lock_wait_s": lambda v, w: _int(v, w, minimum=0),
+    "retain_runs": lambda v, w: _int(v, w, minimum=0),
+    "retain_days": lambda v, w: _int(v, w, minimum=0),
     "storage": _as_storage_conf,
 }
 assert list(_KEYS) == [f.name for f in dataclasses.fields(Config)], "every Config field needs a validator"

@@ -39,7 +39,7 @@ import logging
 import posixpath
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -262,12 +262,47 @@ def read_table(
     for column, value in (where or {}).items():
         term = pc.field(column) == value
         condition = term if condition is None else condition & term
-    # Read through a pyarrow filesystem rather than deltalake's default Python
-    # filesystem handler: with the latter the interpreter aborts at exit now and
-    # then ("terminate called without an active exception", delta-rs #2184).
-    return table.to_pyarrow_table(
-        filesystem=location.subtree_fs(), filters=condition, columns=list(columns) if columns else None
-    )
+    protocol = table.protocol()
+    if protocol.min_reader_version > 1 or protocol.reader_features:  # not written by txnlog: let delta-rs read it
+        # Read through a pyarrow filesystem rather than deltalake's default Python
+        # filesystem handler: with the latter the interpreter aborts at exit now and
+        # then ("terminate called without an active exception", delta-rs #2184).
+        return table.to_pyarrow_table(
+            filesystem=location.subtree_fs(), filters=condition, columns=list(columns) if columns else None
+        )
+    # A year of nightly runs is 365 files per table: deltalake's dataset turns every file's statistics into
+    # an expression first (~1 s per table read, benchmarks/RESULTS.md "History"). Skip the files whose
+    # statistics rule out the run asked for, then scan the rest with pyarrow.
+    import pyarrow.dataset as pads
+
+    files = _files_that_may_hold(table, cluster, None if as_of is None else _run_as_of(parse_as_of(as_of)))
+    dataset = pads.dataset(files, schema=pa.schema(table.schema().to_arrow()), format="parquet",
+                           filesystem=location.subtree_fs())  # fmt: skip
+    return dataset.to_table(filter=condition, columns=list(columns) if columns else None)
+
+
+def _files_that_may_hold(table: DeltaTable, cluster: str | None, as_of: datetime | None) -> list[str]:
+    """The live data files of ``table`` whose min/max statistics do not rule out ``cluster``/``as_of``
+    (None: any); a file without statistics may hold anything."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    names = set(actions.column_names)
+    keep = pa.repeat(pa.scalar(True), actions.num_rows)
+
+    def within(low: str, high: str, value: Any, slack: Any = None) -> pa.Array:
+        if low not in names or high not in names:
+            return pa.repeat(pa.scalar(True), actions.num_rows)
+        lo, hi = actions.column(low), actions.column(high)
+        top = hi if slack is None else pc.add(hi, slack)
+        inside = pc.and_(pc.less_equal(lo, value), pc.greater_equal(top, value))
+        return pc.or_kleene(inside, pc.or_(pc.is_null(lo), pc.is_null(hi)))
+
+    if cluster is not None:
+        keep = pc.and_(keep, within("min.cluster", "max.cluster", pa.scalar(cluster, pa.string())))
+    if as_of is not None and "min.as_of" in names:
+        moment = pa.scalar(as_of).cast(actions.schema.field("min.as_of").type)
+        # max statistics may be truncated to the millisecond (delta-spark): a millisecond of slack
+        keep = pc.and_(keep, within("min.as_of", "max.as_of", moment, pa.scalar(_MS, pa.duration("us"))))
+    return [unquote(p) for p in actions.column("path").filter(keep.fill_null(True)).to_pylist()]
 
 
 # --- where tables live ------------------------------------------------------------------------
@@ -625,6 +660,29 @@ def _rewrite_without_run(
 ) -> _File | None:
     """Copy a mixed file without the run's rows (and the rows it supersedes). None: the file has none of
     them (keep it)."""
+
+    def is_run(batch: pa.RecordBatch) -> pa.Array:
+        mask = pc.and_(
+            pc.equal(batch.column("cluster"), pa.scalar(cluster, batch.schema.field("cluster").type)),
+            pc.equal(batch.column("as_of"), pa.scalar(as_of).cast(batch.schema.field("as_of").type)),
+        ).fill_null(False)
+        return mask if supersede is None else pc.or_(mask, supersede.matches(batch, cluster))
+
+    outcome = _rewrite_without(location, path, stage, is_run)
+    return None if outcome is None else outcome.file
+
+
+@dataclass(frozen=True)
+class _Rewritten:
+    file: _File  # the remainder (0 rows: nothing to add)
+    dropped: int
+
+
+def _rewrite_without(
+    location: _Location, path: str, stage: str, drop: Callable[[pa.RecordBatch], pa.Array]
+) -> _Rewritten | None:
+    """Copy the data file ``path`` without the rows ``drop`` marks, streamed batch by batch, into ``stage``.
+    None: ``drop`` marks none of its rows (keep the file)."""
     source = _data_file_path(location, path)
     reader = pq.ParquetFile(source, filesystem=location.fs)
     arrow_schema = reader.schema_arrow
@@ -634,13 +692,7 @@ def _rewrite_without_run(
     writer: pq.ParquetWriter | None = None
     try:
         for batch in reader.iter_batches():
-            is_run = pc.and_(
-                pc.equal(batch.column("cluster"), pa.scalar(cluster, batch.schema.field("cluster").type)),
-                pc.equal(batch.column("as_of"), pa.scalar(as_of).cast(batch.schema.field("as_of").type)),
-            ).fill_null(False)
-            if supersede is not None:
-                is_run = pc.or_(is_run, supersede.matches(batch, cluster))
-            remainder = batch.filter(pc.invert(is_run))
+            remainder = batch.filter(pc.invert(drop(batch)))
             dropped += batch.num_rows - remainder.num_rows
             if remainder.num_rows:
                 if writer is None:
@@ -658,9 +710,10 @@ def _rewrite_without_run(
             location.fs.delete_file(target_fs_path)
         return None
     if kept == 0:
-        return _File(target, 0, 0, "")
+        return _Rewritten(_File(target, 0, 0, ""), dropped)
     info = location.fs.get_file_info(target_fs_path)
-    return _File(target, info.size, kept, _stats_json(pq.read_metadata(target_fs_path, filesystem=location.fs)))
+    stats = _stats_json(pq.read_metadata(target_fs_path, filesystem=location.fs))
+    return _Rewritten(_File(target, info.size, kept, stats), dropped)
 
 
 def _data_file_path(location: _Location, path: str) -> str:
@@ -743,6 +796,179 @@ def _write_with_delta_spark(
         )
     last = DeltaTable(table.uri).history(1)[0]
     return int(last.get("operationMetrics", {}).get("numOutputRows", 0))
+
+
+# --- retention ---------------------------------------------------------------------------------
+
+
+def drop_runs_before(output: str, cutoffs: Mapping[str, datetime]) -> dict[str, int]:
+    """Delete every row of cluster ``c`` whose ``as_of`` is before ``cutoffs[c]``, from every output table;
+    return the rows deleted per table.
+
+    One commit per table, ``runs`` first: a run whose ``runs`` row is gone is invisible to every reader
+    before its other rows go, so an interrupted retention never shows a run with missing rows, and the
+    next one (the same cutoffs, not a list of runs) deletes what is left. Files that hold only deleted rows
+    are removed whole (a run's files hold that run alone unless someone compacted the table); any other
+    file that may hold such rows is rewritten without them. The removed files stay on disk for time
+    travel and running readers until :func:`vacuum` deletes them.
+    """
+    from deltalake import DeltaTable
+    from deltalake.transaction import CommitProperties, RemoveAction
+
+    base = _Location.of(output)
+    cuts = {c: _run_as_of(t) for c, t in cutoffs.items()}
+    deleted: dict[str, int] = {}
+    for name in ["runs", *(t for t in contract.TABLES if t != "runs")]:
+        location = base.child(name)
+        if not DeltaTable.is_deltatable(location.uri) or not cuts:
+            continue
+        table = DeltaTable(location.uri)
+        actions = pa.table(table.get_add_actions(flatten=True))
+        names = set(actions.column_names)
+
+        def column(key: str, actions: pa.Table = actions, names: set[str] = names) -> list[Any]:
+            return actions.column(key).to_pylist() if key in names else [None] * actions.num_rows
+
+        stage = f"{STAGE_PREFIX}{uuid.uuid4().hex}"
+        removes: list[Any] = []
+        adds: list[_File] = []
+        rows = 0
+        now_ms = int(time.time() * 1000)
+        files = zip(
+            column("path"), column("size_bytes"), column("num_records"), column("min.cluster"),
+            column("max.cluster"), column("min.as_of"), column("max.as_of"), strict=True,
+        )  # fmt: skip
+        for path, size, records, c_lo, c_hi, t_lo, t_hi in files:
+            known = None not in (c_lo, c_hi, t_lo, t_hi)
+            if known and c_lo == c_hi and c_lo in cuts and t_hi + _MS <= cuts[c_lo] and records is not None:
+                removes.append(RemoveAction(path, True, now_ms, size=size, partition_values={}))
+                rows += int(records)
+                continue
+            if known and not any(c_lo <= c <= c_hi and t_lo < cut for c, cut in cuts.items()):
+                continue
+            outcome = _rewrite_without(location, path, stage, lambda b: _before(b, cuts))
+            if outcome is not None:
+                removes.append(RemoveAction(path, True, now_ms, size=size, partition_values={}))
+                rows += outcome.dropped
+                if outcome.file.rows:
+                    adds.append(outcome.file)
+        if removes:
+            commit = CommitProperties(custom_metadata={"txnlog.retention": json.dumps(
+                {c: _iso_ms(t) for c, t in sorted(cuts.items())})})  # fmt: skip
+            from deltalake.transaction import AddAction
+
+            new = [AddAction(f.path, f.size, {}, now_ms, True, f.stats) for f in adds]
+            table.create_write_transaction([*removes, *new], "append", contract.TABLES[name], commit_properties=commit)
+        deleted[name] = rows
+        log.info("%s: %d rows before the cutoffs deleted (%d files)", location.uri, rows, len(removes))
+    return deleted
+
+
+def vacuum(output: str, *, retention_hours: int) -> dict[str, int]:
+    """Delete the data files no version of the last ``retention_hours`` references, in every output table
+    (delta-rs vacuum; Delta's default retention is 168 hours: a shorter one can break readers still on an
+    older version and time travel); then checkpoint each table's log. Returns the files deleted per table."""
+    from deltalake import DeltaTable
+
+    base = _Location.of(output)
+    deleted: dict[str, int] = {}
+    for name in contract.TABLES:
+        location = base.child(name)
+        if not DeltaTable.is_deltatable(location.uri):
+            continue
+        table = DeltaTable(location.uri)
+        gone = table.vacuum(retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False)
+        table.create_checkpoint()
+        deleted[name] = len(gone)
+    return deleted
+
+
+def _before(batch: pa.RecordBatch, cuts: Mapping[str, datetime]) -> pa.Array:
+    as_of_type = batch.schema.field("as_of").type
+    mask = pa.repeat(pa.scalar(False), batch.num_rows)
+    for cluster, cut in cuts.items():
+        term = pc.and_(
+            pc.equal(batch.column("cluster"), pa.scalar(cluster, batch.schema.field("cluster").type)),
+            pc.less(batch.column("as_of"), pa.scalar(cut).cast(as_of_type)),
+        )
+        mask = pc.or_(mask, term)
+    return mask.fill_null(False)
+
+
+# --- one writer per output -------------------------------------------------------------------
+
+
+#: the lock file under a local output while a run writes its tables (see :func:`output_lock`)
+LOCK_FILE = "_txnlog_write.lock"
+
+
+class OutputBusy(UsageError):
+    """Another run held the output's write lock for longer than the wait allows (exit code 3)."""
+
+    exit_code = 3
+
+
+@contextmanager
+def output_lock(
+    output: str, run_id: str, *, wait_s: float, progress: Any = None, poll_s: float = 1.0
+) -> Iterator[None]:
+    """Hold the output's write lock while a run writes its tables, so two runs into one output write in
+    turn, never interleaved (two first runs of one (cluster, as_of) would otherwise both append).
+
+    A local output (a path or ``file://``) is locked with ``flock`` on ``<output>/_txnlog_write.lock``:
+    the kernel releases it when the holder exits, however it exits (a killed driver leaves no stale
+    lock). The file names the holder (run id, host, pid, since) for the one line a waiting run prints.
+    A run that cannot take the lock within ``wait_s`` seconds raises :class:`OutputBusy`, having written
+    nothing. An output on object storage is not locked here: Delta's optimistic concurrency rejects a
+    commit whose files another commit removed, but two first runs of one (cluster, as_of) racing there
+    could both append, so schedule one run per output at a time (README, "Running it every night").
+    """
+    import fcntl
+    import os
+    import socket
+
+    location = _Location.of(output)
+    if not isinstance(location.fs, pafs.LocalFileSystem):
+        yield
+        return
+    Path(location.fs_path).mkdir(parents=True, exist_ok=True)
+    path = os.path.join(location.fs_path, LOCK_FILE)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline, told = time.monotonic() + wait_s, False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = _lock_holder(path)
+                if time.monotonic() >= deadline:
+                    raise OutputBusy(
+                        f"{output}: another run is writing this output ({holder}) and did not finish within "
+                        f"{wait_s:g} s (write_lock_wait_s); wait for it, or give this run another --output"
+                    ) from None
+                if not told and progress is not None:
+                    progress(f"waiting for the run writing {output} to finish ({holder})")
+                    told = True
+                time.sleep(poll_s)
+        since = datetime.now(UTC).isoformat(timespec="seconds")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"run {run_id} on {socket.gethostname()} pid {os.getpid()} since {since}\n".encode(), 0)
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _lock_holder(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip() or "holder unknown"
+    except OSError:
+        return "holder unknown"
 
 
 # --- small helpers ---------------------------------------------------------------------------

@@ -34,6 +34,7 @@ import pyarrow as pa
 from txnlog import classify, live
 from txnlog import tables as contract
 from txnlog.errors import UsageError
+from txnlog.words import count
 
 __all__ = ["LIVE_TABLES", "TIMEOUT_S", "live_rows"]
 
@@ -83,7 +84,7 @@ def live_rows(
         gone = sorted(wanted - existing)
         if gone:
             say(
-                f"verify-live: {len(gone)} partition(s) not on {bootstrap}, not checked: "
+                f"verify-live: {count(len(gone), 'partition')} not on {bootstrap}, not checked: "
                 + ", ".join(f"{t}-{p}" for t, p in gone[:5])
                 + (" ..." if len(gone) > 5 else "")
             )
@@ -111,9 +112,9 @@ def live_rows(
 
     health = _health_rows(offsets, producers, as_of_ms, config.max_transaction_timeout_ms)
     say(
-        f"verify-live: {len(tps)} partition(s) on {bootstrap}: {len(findings)} live finding(s), "
+        f"verify-live: {count(len(tps), 'partition')} on {bootstrap}: {count(len(findings), 'live finding')}, "
         f"{sum(1 for h in health if (h['lso_lag'] or 0) > 0)} with the LSO behind the high watermark, "
-        f"{len(coordinator)} transactional.id(s) in flight"
+        f"{count(len(coordinator), 'transactional.id')} in flight"
     )
     return {
         "findings": _table("findings", findings, config, cluster, as_of_ms),

@@ -22,7 +22,9 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import logging
 import os
 import re
 import sys
@@ -38,6 +40,9 @@ from txnlog import __version__, classify
 from txnlog.errors import UsageError
 from txnlog.logdirs import LOGS_EXPECTED, NOTHING, Checkpoint, Inventory, discover, locate, looks_like_dump_log
 from txnlog.tables import InputSource
+from txnlog.words import count
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -110,10 +115,13 @@ def check_inputs(paths: list[str]) -> Inventory:
     kafka-dump-log.sh text is pointed at --dump-log."""
     from txnlog import storage
 
+    located = {}
     try:
-        located = {}
         for p in paths:
-            found = located[p] = locate(p)
+            try:
+                found = located[p] = locate(p)
+            except OSError as e:  # a symlink loop, a directory without read permission, a vanished file
+                raise _unreadable(p, e) from e
             if found.kind != NOTHING:
                 continue
             if storage.exists(p) and looks_like_dump_log(p):
@@ -122,8 +130,11 @@ def check_inputs(paths: list[str]) -> Inventory:
                     f"log files; use --dump-log {p}"
                 )
             raise UsageError(f"--logs {p}: {found.problem}")
-        inventory = discover(paths, located)
-    except storage.StorageError as e:
+        try:
+            inventory = discover(paths, located)
+        except OSError as e:
+            raise _unreadable(", ".join(paths), e) from e
+    except storage.StorageError as e:  # shared storage refused or lacks the path (txnlog.storage)
         raise UsageError(f"--logs {e}") from e
     if not inventory.segments and not inventory.txn_state_segments:
         raise UsageError(
@@ -131,6 +142,14 @@ def check_inputs(paths: list[str]) -> Inventory:
             f"0000….log segments); {LOGS_EXPECTED}"
         )
     return inventory
+
+
+def _unreadable(given: str, e: OSError) -> UsageError:
+    where = e.filename or given
+    return UsageError(
+        f"--logs {given}: cannot read {where}: {e.strerror or e}; fix that path (a symlink loop, missing read "
+        "permission) or give --logs the directories to read without it"
+    )
 
 
 # Spark caches a DataFrame's plan with adaptive execution switched off unless this is true, so every
@@ -279,13 +298,14 @@ def _dump_files(args: list[str]) -> list[str]:
 
 def _describe(inventory: Inventory, dump_files: int, live: str | None, txn_state_partitions: int) -> str:
     note = (
-        f"{len(inventory.segments)} segments and {len(inventory.snapshots)} snapshots of "
-        f"{len(inventory.data_partitions)} partitions, {len(inventory.txn_state_segments)} __transaction_state "
-        f"segments of {len(inventory.txn_state_partitions)}/{txn_state_partitions} partitions "
-        f"on {len(inventory.brokers)} broker(s), {inventory.total_bytes / 2**30:.2f} GiB"
+        f"{count(len(inventory.segments), 'segment')} and {count(len(inventory.snapshots), 'snapshot')} of "
+        f"{count(len(inventory.data_partitions), 'partition')}, "
+        f"{count(len(inventory.txn_state_segments), '__transaction_state segment')} "
+        f"of {len(inventory.txn_state_partitions)}/{txn_state_partitions} partitions "
+        f"on {count(len(inventory.brokers), 'broker')}, {inventory.total_bytes / 2**30:.2f} GiB"
     )
     if dump_files:
-        note += f"; {dump_files} kafka-dump-log.sh output file(s)"
+        note += f"; {count(dump_files, 'kafka-dump-log.sh output file')}"
     if live:
         note += f"; __transaction_state read live from {live}"
     elif not inventory.txn_state_segments and not dump_files:
@@ -362,10 +382,12 @@ def decode(
     live_cut: LiveCut | None = None,
     min_partitions: int = 2,
     fetch: FetchSettings | None = None,
+    max_decompressed_bytes: int | None = None,
 ) -> Decoded:
     """Read every input with the Data Sources (one action decodes and caches them all), in Spark tasks or,
     for a small input, in this process (``placement``, txnlog.spark.placement). ``live_cut``: the data
-    partitions' ranges of a live run (txnlog.spark.live_batches), read with ``fetch``'s bounds."""
+    partitions' ranges of a live run (txnlog.spark.live_batches), read with ``fetch``'s bounds.
+    ``max_decompressed_bytes``: what the compressed batches of one file may expand to (None: the default)."""
 
     from txnlog import as_of as as_of_rule
     from txnlog.spark.placement import Placement
@@ -373,7 +395,7 @@ def decode(
     placement = placement or Placement()
     shared = bool(inputs.dump_files or inputs.live)  # other inputs may hold the same partitions
     summary, records = _log_dir_sources(
-        spark, inputs.inventory, check_crc, scratch, shared, bool(inputs.dump_files), placement
+        spark, inputs.inventory, check_crc, scratch, shared, bool(inputs.dump_files), placement, max_decompressed_bytes
     )
     summary, records = _other_inputs(spark, inputs, summary, records, kafka, placement)
     if inputs.live and live_cut is not None:
@@ -410,6 +432,7 @@ def _log_dir_sources(
     shared: bool,
     dumps: bool,
     placement: Placement,
+    max_decompressed_bytes: int | None = None,
 ) -> tuple[DataFrame, DataFrame]:
     """The copied log dirs' Data Sources: segment summaries and transactions, coordinator records."""
     from pyspark.sql import functions as F
@@ -423,6 +446,8 @@ def _log_dir_sources(
         "min_partitions": str(max(2, spark.sparkContext.defaultParallelism * 2)),
         "storage": storage.settings_option(),
     }
+    if max_decompressed_bytes is not None:
+        common["max_decompressed_bytes"] = str(max_decompressed_bytes)
     # the file lists go to the planning worker as files in the scratch dir, never as options that
     # Spark would ship with every task (txnlog.spark.sources module doc)
     segments = {
@@ -667,7 +692,7 @@ def verify_live(
     findings = tables["findings"].filter(F.col("topic").isNotNull()).select("topic", "partition").distinct().collect()
     partitions = sorted((r["topic"], int(r["partition"])) for r in findings)
     progress(
-        f"verify-live: asking {config.bootstrap_servers} about {len(partitions)} finding partition(s)"
+        f"verify-live: asking {config.bootstrap_servers} about {count(len(partitions), 'finding partition')}"
         + (f" and topics {', '.join(config.topics)}" if config.topics else "")
     )
     rows = live_rows(config, partitions, as_of_ms=int(time.time() * 1000), cluster=config.cluster, progress=progress)
@@ -715,7 +740,21 @@ def write(
                     supersede=supersede,
                 )  # fmt: skip
             )
+        _pause_for_fault_tests(name)
     return counts
+
+
+def _pause_for_fault_tests(table: str) -> None:
+    """The fault tests' seam (tests/e2e/test_faults_job.py): with ``TXNLOG_TEST_PAUSE_AFTER`` set to
+    ``<table>:<file>[:<seconds>]``, the driver creates ``<file>`` after committing ``<table>`` and sleeps
+    (default 600 s), so a test can kill it between two tables' commits or run another job meanwhile."""
+    spec = os.environ.get("TXNLOG_TEST_PAUSE_AFTER")
+    if not spec or not spec.startswith(table + ":"):
+        return
+    target, _, seconds = spec[len(table) + 1 :].partition(":")
+    with open(target, "w", encoding="utf-8") as f:
+        f.write(f"{os.getpid()}\n")
+    time.sleep(float(seconds or 600))
 
 
 def summarize(
@@ -746,6 +785,7 @@ def summarize(
 
 def run(config: Config, *, spark: SparkSession | None = None, progress: Progress = stderr_progress) -> RunResult:
     """Run the whole job for ``config`` (a ``txnlog.config.Config``) and write the Delta tables."""
+    from txnlog import delta
     from txnlog.spark.placement import Placement
     from txnlog.spark.session import get_session
 
@@ -764,6 +804,7 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
         decoded = decode(
             spark, inputs, check_crc=config.check_crc, kafka=dict(config.kafka), scratch=scratch, cache=cache,
             placement=placement, live_cut=live_cut, fetch=_fetch_settings(config),
+            max_decompressed_bytes=config.max_decompressed_bytes,
         )  # fmt: skip
         as_of, as_of_source = resolve_as_of(config.as_of, decoded.times, live_cut)
         progress(f"decoded in {time.monotonic() - t0:.1f} s; as_of = {as_of.isoformat()} ({as_of_source})")
@@ -772,6 +813,8 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
             max_transaction_timeout_ms=config.max_transaction_timeout_ms,
             all_txn_state_partitions_read=bool(inputs.live)
             or len(decoded.txn_state_read) >= config.transaction_state_partitions,
+            txn_state_partitions_read=None if inputs.live else len(decoded.txn_state_read),
+            txn_state_partitions=config.transaction_state_partitions,
             bootstrap_servers=config.bootstrap_servers,
         )
         tables = build_tables(
@@ -783,16 +826,69 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
         )  # fmt: skip
         if config.verify_live:
             tables = verify_live(spark, tables, config, progress=progress)
-        counts = write(spark, tables, config, as_of, placement, supersede=_superseded(live_cut))
-        result = RunResult(run_id, _named(config), as_of, config.output, counts, inputs=inputs.names)
+        result = RunResult(run_id, _named(config), as_of, config.output, {}, inputs=inputs.names)
         result.cluster_derived = derived and not inputs.sample
         result.inventory_note, result.as_of_source = inputs.note, as_of_source
-        result, late_partitions = summarize(spark, tables, counts, run=result)
-        result.seconds = time.monotonic() - t0
-        result.counts.update(
-            write(spark, {"runs": _runs_table(result, started_at, late_partitions, config)}, config, as_of)
-        )
+        with delta.output_lock(config.output, run_id, wait_s=config.write_lock_wait_s, progress=progress):
+            # The run's `runs` row says RUNNING before its first table and SUCCEEDED after its last: a run
+            # killed in between is not complete, and every reader shows the newest complete run.
+            mark = functools.partial(_mark_run, spark, config, result, started_at)
+            mark("RUNNING")
+            try:
+                counts = write(spark, tables, config, as_of, placement, supersede=_superseded(live_cut))
+                result, late_partitions = summarize(spark, tables, counts, run=result)
+                result.seconds = time.monotonic() - t0
+                mark("SUCCEEDED", late_partitions=late_partitions)
+            except BaseException as e:
+                mark("FAILED", error=f"{type(e).__name__}: {e}", best_effort=True)
+                raise
+            retain(config, progress)
         return result
+
+
+def retain(config: Config, progress: Progress) -> None:
+    """The history's retention after a complete run (``retain_runs``/``retain_days``; 0 = keep): the run's
+    cluster's runs older than both are deleted from every table (txnlog.retention, ``txnlog retain``)."""
+    from txnlog import delta, retention
+
+    if not config.retain_runs and not config.retain_days:
+        return
+    runs = delta.read_table(config.output, "runs", cluster=_named(config), columns=["cluster", "as_of", "status"])
+    chosen = retention.plan(
+        runs.to_pylist(), keep_runs=config.retain_runs or None, keep_days=config.retain_days or None
+    )
+    cutoffs = {c: cut for c, cut in chosen.cutoffs.items() if chosen.dropped[c]}
+    if cutoffs:
+        deleted = delta.drop_runs_before(config.output, cutoffs)
+        runs_gone = sum(len(chosen.dropped[c]) for c in cutoffs)
+        progress(
+            f"retention: deleted {count(runs_gone, 'run')} older than {min(cutoffs.values()).isoformat()} "
+            f"({count(sum(deleted.values()), 'row')}; 'txnlog retain --vacuum-hours' frees their files)"
+        )
+
+
+def _mark_run(
+    spark: SparkSession,
+    config: Config,
+    result: RunResult,
+    started_at: datetime,
+    status: str,
+    *,
+    late_partitions: int = 0,
+    error: str | None = None,
+    best_effort: bool = False,
+) -> None:
+    """Write the run's ``runs`` row with ``status`` (replacing the row of the same (cluster, as_of))."""
+    try:
+        table = _runs_table(result, started_at, late_partitions, config, status=status, error=error)
+        counts = write(spark, {"runs": table}, config, result.as_of)
+    except Exception:
+        if not best_effort:
+            raise
+        log.warning("could not mark run %s %s in %s", result.run_id, status, config.output, exc_info=True)
+        return
+    if status == "SUCCEEDED":
+        result.counts.update(counts)
 
 
 def _file_count(inputs: Inputs) -> int:
@@ -843,7 +939,15 @@ def warm_decoders(progress: Progress | None = None) -> None:
         progress(f"decoders compiled and cached in {jit.cache_dir()}")
 
 
-def _runs_table(result: RunResult, started_at: datetime, late_partitions: int, config: Any):  # -> pa.Table
+def _runs_table(
+    result: RunResult,
+    started_at: datetime,
+    late_partitions: int,
+    config: Any,
+    *,
+    status: str = "SUCCEEDED",
+    error: str | None = None,
+):  # -> pa.Table
     import pyarrow as pa
 
     from txnlog.tables import RUNS
@@ -856,7 +960,7 @@ def _runs_table(result: RunResult, started_at: datetime, late_partitions: int, c
         "as_of": result.as_of,
         "run_id": result.run_id,
         "started_at": started_at,
-        "finished_at": datetime.now(UTC),
+        "finished_at": None if status == "RUNNING" else datetime.now(UTC),
         "inputs": [p if "://" in p else os.path.abspath(p) for p in result.inputs],
         **{
             f"{t}_count": int(c.get(t, 0))
@@ -874,7 +978,8 @@ def _runs_table(result: RunResult, started_at: datetime, late_partitions: int, c
         "late_count": late,
         "partitions_with_late_transactions": int(late_partitions),
         "txnlog_version": __version__,
-        "status": "SUCCEEDED",
+        "status": status,
+        "error": error,
         "as_of_source": result.as_of_source,
         "config": json.dumps(config.to_dict(), default=str, sort_keys=True),
     }

@@ -19,6 +19,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from txnlog.words import count
+
 OUTCOME_COLORS = {"COMMIT": "#4c9a2a", "ABORT": "#c0504d", "OPEN": "#f0a30a", "UNKNOWN": "#7f7f7f"}
 #: reasons of HANGING findings in reds, LATE ones in blues (the same reason keeps its colour in every plot)
 REASON_COLORS = {
@@ -235,7 +237,10 @@ def plot_impact_plan(plan: Any, *, ax: Any = None) -> Any:
         ax.annotate(f" LSO {r.lso_before} -> {r.lso_after_abort}", (v, i), va="center", fontsize=8)
     safe = plan[plan["safety"] == "SAFE"]["offsets_released"].fillna(0).sum()
     ax.set_xlabel("offsets released to read_committed consumers")
-    ax.set_title(f"Abort plan: {len(plan)} abort(s), the SAFE ones release {int(safe)} offsets (grey: VERIFY_FIRST)")
+    ax.set_title(
+        f"Abort plan: {count(len(plan), 'abort')}, the SAFE ones release {count(int(safe), 'offset')} "
+        "(grey: VERIFY_FIRST)"
+    )
     return ax
 
 

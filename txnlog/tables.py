@@ -223,11 +223,13 @@ RUNS = _schema(
     ("late_count", I64),
     ("partitions_with_late_transactions", I64),
     ("txnlog_version", STR),
-    ("status", STR),  # SUCCEEDED / FAILED
+    ("status", STR),  # RUNNING (writing its tables) / SUCCEEDED (complete) / FAILED
     ("config", STR),  # the effective configuration, as JSON
     # beyond the contract
     # where as_of came from: --as-of / markers / transaction_state / log_append_time (txnlog.as_of)
     ("as_of_source", STR),
+    # a FAILED run's error, one line (null otherwise)
+    ("error", STR),
 )
 
 #: table name -> schema, in the order they are written.

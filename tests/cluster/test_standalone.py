@@ -7,6 +7,7 @@ the workers, not in the driver (a small input would otherwise never leave the dr
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -41,11 +42,37 @@ def dumps(tmp_path_factory) -> Path:
     return work / "dumps"
 
 
-def test_standalone_cluster_writes_the_local_tables(dumps, tmp_path, spark) -> None:
+@pytest.fixture(scope="module")
+def local(dumps, tmp_path_factory) -> Path:
+    """The same dump on local[2]: what every cluster run must write."""
+    out = tmp_path_factory.mktemp("local") / "out"
+    proc = _submit("local[2]", dumps, out)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+def _assert_same_tables(spark, got: Path, expected: Path) -> None:
     from chispa import assert_df_equality
 
     from txnlog.delta import read_table
 
+    rows = 0
+    for table in TABLES:
+        a = read_table(str(got), table)
+        b = read_table(str(expected), table)
+        assert a.num_rows == b.num_rows, table
+        rows += a.num_rows
+        if a.num_rows:
+            assert_df_equality(
+                spark.createDataFrame(a),
+                spark.createDataFrame(b),
+                ignore_row_order=True,
+                ignore_nullable=True,
+            )
+    assert rows > 0
+
+
+def test_standalone_cluster_writes_the_local_tables(dumps, local, tmp_path, spark) -> None:
     with StandaloneCluster(tmp_path / "cluster", workers=2, cores=1) as cluster:
         remote = _submit(
             cluster.master_url, dumps, tmp_path / "standalone",
@@ -58,22 +85,36 @@ def test_standalone_cluster_writes_the_local_tables(dumps, tmp_path, spark) -> N
     for pid in pids:  # stopped: exactly the processes the cluster started, none left
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
-    local = _submit("local[2]", dumps, tmp_path / "local")
-    assert local.returncode == 0, local.stderr[-3000:]
     # the executors did the work: each worker that ran an executor keeps the application's dir
     worked = list((tmp_path / "cluster" / "work").glob("w*/app-*"))
     assert len(worked) >= 2, worked
-    rows = 0
-    for table in TABLES:
-        a = read_table(str(tmp_path / "standalone"), table)
-        b = read_table(str(tmp_path / "local"), table)
-        assert a.num_rows == b.num_rows, table
-        rows += a.num_rows
-        if a.num_rows:
-            assert_df_equality(
-                spark.createDataFrame(a),
-                spark.createDataFrame(b),
-                ignore_row_order=True,
-                ignore_nullable=True,
-            )
-    assert rows > 0
+    _assert_same_tables(spark, tmp_path / "standalone", local)
+
+
+def test_a_worker_lost_mid_run_still_gives_the_local_tables(dumps, local, tmp_path, spark) -> None:
+    """SIGKILL one worker (the pid the test started) while the driver is between two tables' commits
+    (tests/e2e/test_faults_job.py's seam): its executor and the cached blocks on it are gone; Spark
+    recomputes them on the other worker and the run completes with the local tables."""
+    from tests.e2e.test_faults_job import _start, _wait_for
+    from txnlog.delta import read_table
+
+    paused = tmp_path / "paused"
+    with StandaloneCluster(tmp_path / "cluster", workers=2, cores=1) as cluster:
+        args = [a for d in sorted(dumps.iterdir()) for a in ("--dump-log", str(d))]
+        proc = _start(
+            "--master", cluster.master_url, "--conf", "spark.executor.memory=512m", "--conf", "spark.cores.max=2",
+            *args, "--output", str(tmp_path / "out"), "--cluster", "standalone", "--as-of", AS_OF,
+            "--driver-max-bytes", "0", cwd=ROOT, pause=f"transactions:{paused}:15",
+        )  # fmt: skip
+        try:
+            _wait_for(paused, proc)
+            assert len(list((tmp_path / "cluster" / "work").glob("w*/app-*"))) >= 2, "both workers ran executors"
+            cluster.kill_worker(1)
+            stdout, stderr = proc.communicate(timeout=900)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    [run] = read_table(str(tmp_path / "out"), "runs").to_pylist()
+    assert run["status"] == "SUCCEEDED"
+    _assert_same_tables(spark, tmp_path / "out", local)

@@ -92,7 +92,9 @@ def _slips(text: str) -> list[str]:
 
 #: coordinator-only findings (COORDINATOR_STUCK) have their own sentence: test_coordinator_stuck_sentence
 PARTITION_REASONS = [r for r in C.Reason if r != C.Reason.COORDINATOR_STUCK]
-CASES = list(itertools.product(PARTITION_REASONS, INPUTS, OWNERS, STARTS, MARKERS, (0, 1, 2), (True, False)))
+#: all read, or how many of the 50 __transaction_state partitions were (None: not counted)
+READ = {"all": (True, None), "uncounted": (False, None), "none": (False, 0), "one": (False, 1), "some": (False, 12)}
+CASES = list(itertools.product(PARTITION_REASONS, INPUTS, OWNERS, STARTS, MARKERS, (0, 1, 2), READ))
 
 
 @pytest.mark.parametrize(
@@ -104,12 +106,17 @@ def test_evidence_reads_as_english(reason, inputs, owner, start, marker, batches
     row = {**BASE, **INPUTS[inputs], **OWNERS[owner], **STARTS[start], **MARKERS[marker], "batch_count": batches}
     if batches == 1:
         row["last_offset"] = row["start_offset"]
-    thresholds = C.Thresholds(as_of_ms=AS_OF, all_txn_state_partitions_read=all_read)
+    everything, read = READ[all_read]
+    thresholds = C.Thresholds(as_of_ms=AS_OF, all_txn_state_partitions_read=everything, txn_state_partitions_read=read)
     evidence, advice = C.evidence_and_advice(row, reason, thresholds)
     for text in (evidence, advice):
         assert not _slips(text), (_slips(text), text)
         assert text[0].isupper() or text[0].isdigit(), text
         assert text.endswith("."), text
+    if reason == C.Reason.NO_TRANSACTIONAL_ID and read == 0:
+        assert "__transaction_state was not read" in evidence and "currently owns" not in evidence, evidence
+    if reason == C.Reason.NO_TRANSACTIONAL_ID and read == 12:
+        assert "only 12 of 50 __transaction_state partitions were read" in evidence, evidence
 
 
 @pytest.mark.parametrize("partitions", [["orders-4", "orders-9"], []])

@@ -85,6 +85,47 @@ def test_readme_command_succeeds_and_prints_a_summary(readme_run):
         assert (readme_run.workdir / "out" / table / "_delta_log").is_dir()
 
 
+def _runbook() -> list[tuple[str, list[str]]]:
+    """README's runbook: (command, the lines it prints) for every ``$ `` line of the marked blocks."""
+    import re
+
+    steps: list[tuple[str, list[str]]] = []
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    for block in re.findall(r"<!-- runbook -->\n```console\n(.*?)```", text, flags=re.S):
+        for line in block.splitlines():
+            if line.startswith("$ "):
+                steps.append((line[2:], []))
+            else:
+                steps[-1][1].append(line)
+    return steps
+
+
+def _words(lines: list[str]) -> list[list[str]]:
+    return [line.split() for line in lines]
+
+
+def test_the_readme_runbook_prints_what_it_shows(readme_run):
+    """Each runbook command, run in the sample run's directory as printed, prints the README's lines (tabs
+    shown as spaces there). `sh unblock.sh` prints its dry run, then fails to reach kafka-1:9092 (no broker
+    here): the README shows the dry run."""
+    steps = _runbook()
+    assert [c.split()[:2] for c, _ in steps] == [
+        ["txnlog", "find-hanging"], ["txnlog", "plan"], ["cat", "unblock.sh"], ["sh", "unblock.sh"]
+    ]  # fmt: skip
+    env = {**os.environ, "PATH": f"{ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    for command, expected in steps:
+        proc = subprocess.run(
+            command, shell=True, cwd=readme_run.workdir, env=env, capture_output=True, text=True, timeout=300
+        )
+        printed = proc.stdout.splitlines()
+        if command == "sh unblock.sh":
+            assert proc.returncode == 2 and "cannot reach kafka-1:9092" in proc.stderr, proc.stderr
+            printed = printed[: len(expected)]
+        else:
+            assert proc.returncode == (1 if "find-hanging" in command else 0), proc.stderr
+        assert _words(printed) == _words(expected), command
+
+
 def test_sample_has_every_verdict_class(readme_run):
     reasons = {f.reason for f in readme_run.truth.findings}
     assert reasons == set(Reason), "the embedded sample should exercise every reason of DESIGN.md §4"

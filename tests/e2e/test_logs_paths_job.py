@@ -60,14 +60,14 @@ def test_partition_directory(sample, tmp_path) -> None:
     shutil.copytree(work / "logs" / T.broker_name(broker) / "orders-2", tmp_path / "copies" / "orders-2")
     proc = run_job("--logs", "copies/orders-2/", "--output", "out", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert NOT_READ in proc.stdout and "1 segments and 1 snapshots of 1 partitions" in proc.stdout
+    assert NOT_READ in proc.stdout and "1 segment and 1 snapshot of 1 partition" in proc.stdout
     out = str(tmp_path / "out")
     assert _open_rows(out) == [
         ("orders", 2, hang.producer_id, hang.start_offset, "HANGING", "NO_TRANSACTIONAL_ID"),
     ]
     (f,) = T.rows(out, "findings")
     assert f["open_replicas"] == ["copies"]
-    assert "not every __transaction_state partition was read" in f["evidence"]
+    assert "__transaction_state was not read (the input holds none of its partitions)" in f["evidence"]
     (rec,) = T.rows(out, "abort_recommendations")
     assert rec["safety"] == "VERIFY_FIRST" and rec["command"] == (
         f"kafka-transactions.sh --bootstrap-server <bootstrap> abort --topic orders --partition 2 "
@@ -93,7 +93,7 @@ def test_single_segment_file(sample, tmp_path) -> None:
     given = f"incident/orders-{no_id.partition}/{seg.name}"
     proc = run_job("--logs", given, "--output", "out", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert NOT_READ in proc.stdout and "1 segments and 0 snapshots of 1 partitions" in proc.stdout
+    assert NOT_READ in proc.stdout and "1 segment and 0 snapshots of 1 partition" in proc.stdout
     out = str(tmp_path / "out")
     assert _open_rows(out) == [
         ("orders", no_id.partition, no_id.producer_id, no_id.start_offset, "HANGING", "NO_TRANSACTIONAL_ID")
@@ -116,7 +116,7 @@ def test_mixed_log_dir_partition_dir_and_segment(sample, tmp_path) -> None:
     given = [str(logs / "broker-3"), str(logs / "broker-2" / "orders-5"), str(last)]
     proc = run_job(*[a for p in given for a in ("--logs", p)], "--output", "out", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "on 3 broker(s)" in proc.stdout and NOT_READ not in proc.stdout
+    assert "on 3 brokers" in proc.stdout and NOT_READ not in proc.stdout
     out = str(tmp_path / "out")
     health = {(h["topic"], h["partition"]): h for h in T.rows(out, "partition_health") if h["topic"][0] != "_"}
     on_broker_3 = {tp for tp, r in truth.partitions.items() if 3 in r.brokers and tp[0][0] != "_"}

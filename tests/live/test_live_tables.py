@@ -252,7 +252,7 @@ def test_topics_and_missing_partitions(stuck) -> None:
         progress=notes.append,
     )
     assert sorted(r["partition"] for r in got["partition_health"].to_pylist()) == [0, 1, 2]
-    assert any("2 partition(s) not on" in n and "no-such-topic-0" in n for n in notes)
+    assert any("2 partitions not on" in n and "no-such-topic-0" in n for n in notes)
     with pytest.raises(UsageError, match=r"--topic nope-topic: no such topic on 127\.0\.0\.1:"):
         live_rows(_config(b, topics=["nope-topic"]), [], as_of_ms=0)
 
@@ -298,7 +298,7 @@ def test_pipeline_verify_live(stuck, spark, tmp_path) -> None:
     )
     result = run(config, spark=spark, progress=notes.append)
     assert result.as_of == truth.as_of
-    assert any(n.startswith(f"verify-live: 3 partition(s) on {b}") for n in notes), notes
+    assert any(n.startswith(f"verify-live: 3 partitions on {b}") for n in notes), notes
 
     def rows(name: str) -> list[dict[str, Any]]:
         got = read_table(str(tmp_path / "out"), name).to_pylist()

@@ -22,17 +22,14 @@ Broker-written time (markers, ``__transaction_state``, LogAppendTime) keeps runn
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
 from typing import Any
 
 from txnlog.brokerlog import encode
-from txnlog.brokerlog.cluster import IdempotentProducer, RecordSpec
-from txnlog.brokerlog.ground_truth import HANGING, Intent, ScenarioResult
+from txnlog.brokerlog.cluster import Cluster, IdempotentProducer, RecordSpec
+from txnlog.brokerlog.ground_truth import HANGING, Intent
 
 LONG_MAX = (1 << 63) - 1
 SHORT_MAX = (1 << 15) - 1
-MINUTE = 60_000
 
 #: value class → (topic, partition) it is written to
 PARTITIONS: dict[str, tuple[str, int]] = {
@@ -72,12 +69,13 @@ def _fixed_timestamp_batch(
     )
 
 
-def extreme_values(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
-    """µs and ns CreateTime, CreateTime −1 and 0, producer id and offsets at Long.MAX (one HANGING finding)."""
-    from txnlog.brokerlog import scenarios as S
+#: what the scenario says about itself (txnlog.brokerlog.scenarios.extreme_values)
+DESCRIPTION = "client clocks in µs and ns, CreateTime −1 and 0, ids and offsets at Long.MAX"
 
-    started = time.perf_counter()
-    c, w = S._small_cluster(S._prepare_out(out, overwrite), seed)
+
+def write_extreme_values(c: Cluster) -> list[Intent]:
+    """µs and ns CreateTime, CreateTime −1 and 0, producer id and offsets at Long.MAX (one HANGING finding),
+    on a small cluster with background traffic (txnlog.brokerlog.scenarios.extreme_values runs it)."""
     for topic, partitions in (("micros", 1), ("nanos", 1), ("epoch", 2), ("limits", 2)):
         c.create_topic(topic, partitions, replication_factor=1)
     micros = ClockScaledProducer(
@@ -123,13 +121,4 @@ def extreme_values(out: str | Path, seed: int = 0, *, overwrite: bool = False) -
             label="producer id and offset at Long.MAX",
         )
     ]
-    w.run_until(c.now + 20 * MINUTE)
-    return S._finish(
-        c,
-        w,
-        name="extreme_values",
-        started=started,
-        intents=intents,
-        description="client clocks in µs and ns, CreateTime −1 and 0, ids and offsets at Long.MAX",
-        notes={"partitions": {k: f"{t}-{p}" for k, (t, p) in PARTITIONS.items()}},
-    )
+    return intents

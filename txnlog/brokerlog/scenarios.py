@@ -40,7 +40,9 @@ from txnlog.brokerlog.cluster import (
     TopicPartition,
     TransactionalProducer,
 )
-from txnlog.brokerlog.extreme import extreme_values  # values at the limits of their types (issue 11 rule 8)
+from txnlog.brokerlog.extreme import DESCRIPTION as EXTREME_VALUES
+from txnlog.brokerlog.extreme import PARTITIONS as EXTREME_PARTITIONS
+from txnlog.brokerlog.extreme import write_extreme_values  # values at the limits of their types (issue 11 rule 8)
 from txnlog.brokerlog.ground_truth import HANGING, LATE, Intent, ScenarioResult, assemble
 from txnlog.brokerlog.partition import PartitionLog
 from txnlog.kafka import wire
@@ -1348,6 +1350,19 @@ def _bulk_send(
 # ---------------------------------------------------------------------------
 # Registry
 # ---------------------------------------------------------------------------
+
+
+def extreme_values(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
+    """µs and ns CreateTime, CreateTime −1 and 0, producer id and offsets at Long.MAX (txnlog.brokerlog.extreme)."""
+    started = time.perf_counter()
+    c, w = _small_cluster(_prepare_out(out, overwrite), seed)
+    intents = write_extreme_values(c)
+    w.run_until(c.now + 20 * MINUTE)
+    return _finish(
+        c, w, name="extreme_values", started=started, intents=intents, description=EXTREME_VALUES,
+        notes={"partitions": {k: f"{t}-{p}" for k, (t, p) in EXTREME_PARTITIONS.items()}},
+    )  # fmt: skip
+
 
 SCENARIOS: dict[str, Callable[..., ScenarioResult]] = {
     "healthy": healthy,

@@ -28,6 +28,9 @@ TRUNCATED_TAIL = "truncated_tail"
 # A record inside a CRC-valid batch whose framing is broken (DefaultRecord.readFrom).
 BAD_RECORD = "bad_record"
 DECOMPRESSION_FAILED = "decompression_failed"
+# A compressed records section that expands past max_decompressed_bytes (a decompression bomb, or a
+# batch far larger than any broker writes): quarantined instead of allocated (txnlog.kafka.compression).
+DECOMPRESSED_TOO_LARGE = "decompressed_too_large"
 # Control records (spec §2).
 BAD_CONTROL_RECORD = "bad_control_record"
 # __transaction_state (spec §3).
@@ -39,6 +42,8 @@ BAD_SNAPSHOT = "bad_snapshot"
 SNAPSHOT_CRC_MISMATCH = "snapshot_crc_mismatch"
 # Index files (spec §1.1, §1.6).
 BAD_INDEX = "bad_index"
+# A file the task could not open or read at all (gone since discovery, permissions, an I/O error).
+UNREADABLE_FILE = "unreadable_file"
 
 #: Every reason, in code order. The code of a reason is its index; 0 is "no error".
 REASONS: tuple[str, ...] = (
@@ -56,6 +61,8 @@ REASONS: tuple[str, ...] = (
     BAD_SNAPSHOT,
     SNAPSHOT_CRC_MISMATCH,
     BAD_INDEX,
+    DECOMPRESSED_TOO_LARGE,  # appended: the codes above stay what they were
+    UNREADABLE_FILE,
 )
 REASON_CODES: dict[str, int] = {reason: code for code, reason in enumerate(REASONS)}
 

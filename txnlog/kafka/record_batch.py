@@ -47,7 +47,10 @@ says ``crc_checked=False``.
 
 Data batches are never decompressed. Control batches (markers) are parsed: the
 first record's key (version, type) and, for ABORT/COMMIT, the EndTxnMarker value
-(version, coordinator epoch) — spec §2 and :mod:`txnlog.kafka.control`.
+(version, coordinator epoch) — spec §2 and :mod:`txnlog.kafka.control`. A broker
+never compresses them; one that is compressed is decompressed within
+``max_decompressed_bytes`` for the whole scan (a budget, so that a segment of
+many small bombs costs no more than one), else ``decompressed_too_large``.
 
 All per-batch work is compiled with numba, in one pass: the walk follows the chain,
 checks CRCs and, while each valid header is in cache, writes all its fields and
@@ -74,7 +77,7 @@ import numpy as np
 
 from txnlog.kafka import errors
 from txnlog.kafka.binary import be_i16, be_i32, be_i64, be_u32
-from txnlog.kafka.compression import decompress
+from txnlog.kafka.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, budget_detail, decompress
 from txnlog.kafka.control import ControlStatus
 from txnlog.kafka.crc import NUMBA_CACHEABLE, crc32_ieee, crc32c_update
 from txnlog.kafka.errors import DecodeError, QuarantineEntry
@@ -835,7 +838,9 @@ def _trim(cols: dict[str, np.ndarray], nb: int) -> dict[str, np.ndarray]:
     return cols
 
 
-def _fill_control_columns(buf: np.ndarray, cols: dict[str, np.ndarray], file: str) -> list[QuarantineEntry]:
+def _fill_control_columns(
+    buf: np.ndarray, cols: dict[str, np.ndarray], file: str, max_decompressed_bytes: int
+) -> list[QuarantineEntry]:
     idx = np.flatnonzero(cols["is_control"])
     if idx.size == 0:
         return []
@@ -849,12 +854,17 @@ def _fill_control_columns(buf: np.ndarray, cols: dict[str, np.ndarray], file: st
     quarantine: list[QuarantineEntry] = []
     # Brokers never compress control batches (spec §2.3); if someone did, read them the slow way.
     compressed = np.flatnonzero((cols["compression"][idx] != Compression.NONE) & (counts != 0))
+    budget = max_decompressed_bytes  # for the whole scan: the total work stays bounded, not only each batch
     for k in compressed:
         i = int(idx[k])
         position = int(cols["position"][i])
         try:
             records = decompress(
-                int(cols["compression"][i]), buf[int(starts[k]) : int(ends[k])], file=file, position=position
+                int(cols["compression"][i]),
+                buf[int(starts[k]) : int(ends[k])],
+                file=file,
+                position=position,
+                limit=budget,
             )
         except DecodeError as e:
             for arr in parsed[:5]:
@@ -862,9 +872,12 @@ def _fill_control_columns(buf: np.ndarray, cols: dict[str, np.ndarray], file: st
             parsed[5][k] = _CS_BAD_KEY
             parsed[6][k] = _CD_DECOMPRESSION
             quarantine.append(
-                QuarantineEntry(file, position, int(ends[k]) - position, errors.DECOMPRESSION_FAILED, e.detail)
+                QuarantineEntry(
+                    file, position, int(ends[k]) - position, e.reason, budget_detail(e, max_decompressed_bytes)
+                )
             )
             continue
+        budget -= len(records)
         one = _parse_control_records(
             as_uint8(records),
             np.zeros(1, np.int64),
@@ -886,7 +899,7 @@ def _fill_control_columns(buf: np.ndarray, cols: dict[str, np.ndarray], file: st
     # A control record we cannot understand is recorded, but its batch header still counts.
     for k in np.flatnonzero((status == _CS_BAD_KEY) | (status == _CS_BAD_VALUE)):
         if detail[k] == _CD_DECOMPRESSION:
-            continue  # already quarantined as decompression_failed
+            continue  # already quarantined as decompression_failed / decompressed_too_large
         i = int(idx[k])
         position = int(cols["position"][i])
         quarantine.append(
@@ -901,18 +914,32 @@ def _fill_control_columns(buf: np.ndarray, cols: dict[str, np.ndarray], file: st
     return quarantine
 
 
-def scan_segment(buf: Buffer, *, file: str = "", check_crc: bool = True) -> SegmentScan:
+def scan_segment(
+    buf: Buffer,
+    *,
+    file: str = "",
+    check_crc: bool = True,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> SegmentScan:
     """Walk the batches of one ``.log`` segment held in memory.
 
-    Never raises on bad input: damage is reported in ``quarantine``.
+    Never raises on bad input: damage is reported in ``quarantine``. ``max_decompressed_bytes``
+    bounds what the (rare) compressed control batches of the segment may expand to, together.
 
     >>> scan = scan_segment(open("00000000000000000000.log", "rb").read(), file="00000000000000000000.log")
     >>> scan.batches["base_offset"][:3], scan.quarantine  # doctest: +SKIP
     """
-    return _scan(as_uint8(buf), file, bool(check_crc), tight_loop=True)
+    return _scan(as_uint8(buf), file, bool(check_crc), tight_loop=True, max_decompressed_bytes=max_decompressed_bytes)
 
 
-def _scan(arr: np.ndarray, file: str, check_crc: bool, *, tight_loop: bool) -> SegmentScan:
+def _scan(
+    arr: np.ndarray,
+    file: str,
+    check_crc: bool,
+    *,
+    tight_loop: bool,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> SegmentScan:
     batches = _allocate_batches(arr.size)
     nb, q_pos, q_len, q_code, legacy_entries, legacy_bytes, zero_padding, overlap = _walk(
         arr, check_crc, tuple(batches.values()), tight_loop
@@ -921,7 +948,7 @@ def _scan(arr: np.ndarray, file: str, check_crc: bool, *, tight_loop: bool) -> S
     quarantine = [
         QuarantineEntry(file, int(p), int(length), errors.REASONS[int(c)]) for p, length, c in zip(q_pos, q_len, q_code)
     ]
-    control_quarantine = _fill_control_columns(arr, batches, file)
+    control_quarantine = _fill_control_columns(arr, batches, file, max_decompressed_bytes)
     if control_quarantine:
         quarantine = sorted(quarantine + control_quarantine, key=lambda e: e.position)
     return SegmentScan(
@@ -957,7 +984,14 @@ def mapped_file(path: str | os.PathLike[str]) -> Iterator[np.ndarray]:
                 pass  # a view is still alive (the caller's name for it): unmapped when it is collected
 
 
-def scan_segment_file(path: str | os.PathLike[str], check_crc: bool = True) -> SegmentScan:
+def scan_segment_file(
+    path: str | os.PathLike[str],
+    check_crc: bool = True,
+    *,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> SegmentScan:
     """:func:`scan_segment` over a file, memory-mapped."""
     with mapped_file(path) as arr:
-        return scan_segment(arr, file=os.fspath(path), check_crc=check_crc)
+        return scan_segment(
+            arr, file=os.fspath(path), check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes
+        )

@@ -58,7 +58,7 @@ import numpy as np
 
 from txnlog.kafka import errors
 from txnlog.kafka.binary import be_i16, be_i32, be_i64, is_valid_utf8, read_uvarint
-from txnlog.kafka.compression import decompress
+from txnlog.kafka.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, budget_detail, decompress
 from txnlog.kafka.errors import DecodeError, QuarantineEntry
 from txnlog.kafka.jit import jit
 from txnlog.kafka.record_batch import Buffer, SegmentScan, as_uint8, mapped_file, scan_segment
@@ -813,16 +813,26 @@ def _record_quarantine(file: str, quar: np.ndarray, positions: np.ndarray, ends:
     return out
 
 
-def scan_transaction_log(buf: Buffer, *, file: str = "", check_crc: bool = True) -> TxnLogScan:
+def scan_transaction_log(
+    buf: Buffer,
+    *,
+    file: str = "",
+    check_crc: bool = True,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> TxnLogScan:
     """Decode every record of a ``__transaction_state`` segment into columns.
 
-    Never raises on bad input; see :class:`TxnLogScan`.
+    Never raises on bad input; see :class:`TxnLogScan`. ``max_decompressed_bytes`` bounds the
+    decompressed bytes of the segment's compressed batches *together*: they are all held until
+    their records are decoded in one pass, and the records decoded from them are output, so a
+    budget per file is what keeps memory bounded by the input plus the limit. A batch that would
+    pass it is quarantined (``decompressed_too_large``) and the rest of the segment still decodes.
 
     >>> scan = scan_transaction_log(open("00000000000000000000.log", "rb").read())  # doctest: +SKIP
     >>> scan.transactional_ids()[:2], scan.records["state"][:2]  # doctest: +SKIP
     """
     arr = as_uint8(buf)
-    segment = scan_segment(arr, file=file, check_crc=check_crc)
+    segment = scan_segment(arr, file=file, check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes)
     b = segment.batches
     # Control batches are not coordinator records (and should not occur in this topic).
     data_idx = np.flatnonzero(~b["is_control"])
@@ -840,10 +850,18 @@ def scan_transaction_log(buf: Buffer, *, file: str = "", check_crc: bool = True)
     for k in np.flatnonzero(codecs != Compression.NONE):
         position = int(positions[k])
         try:
-            plain = decompress(int(codecs[k]), arr[int(starts[k]) : int(ends[k])], file=file, position=position)
+            plain = decompress(
+                int(codecs[k]),
+                arr[int(starts[k]) : int(ends[k])],
+                file=file,
+                position=position,
+                limit=max_decompressed_bytes - extra_size,
+            )
         except DecodeError as e:
             quarantine.append(
-                QuarantineEntry(file, position, int(ends[k]) - position, errors.DECOMPRESSION_FAILED, e.detail)
+                QuarantineEntry(
+                    file, position, int(ends[k]) - position, e.reason, budget_detail(e, max_decompressed_bytes)
+                )
             )
             counts[k] = 0
             starts[k] = ends[k] = 0
@@ -896,7 +914,14 @@ def scan_transaction_log(buf: Buffer, *, file: str = "", check_crc: bool = True)
     )
 
 
-def scan_transaction_log_file(path: str | os.PathLike[str], check_crc: bool = True) -> TxnLogScan:
+def scan_transaction_log_file(
+    path: str | os.PathLike[str],
+    check_crc: bool = True,
+    *,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> TxnLogScan:
     """:func:`scan_transaction_log` over a file, memory-mapped."""
     with mapped_file(path) as arr:
-        return scan_transaction_log(arr, file=os.fspath(path), check_crc=check_crc)
+        return scan_transaction_log(
+            arr, file=os.fspath(path), check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes
+        )

@@ -13,12 +13,13 @@ source as an option; the files are dealt into a few balanced input partitions
 
 Options: ``manifest`` (an Arrow file listing the files, :func:`write_manifest`) or, for a few files,
 ``files`` (JSON list of ``txnlog.logdirs.LogFile`` dicts); ``check_crc`` ("true"/"false"),
-``min_partitions`` and ``max_partition_bytes`` (see ``pack_files``); ``storage`` (the shared-storage
-settings, ``txnlog.storage``).
+``max_decompressed_bytes`` (what compressed control and ``__transaction_state`` batches of one file may
+expand to, ``txnlog.kafka.compression``), ``min_partitions`` and ``max_partition_bytes`` (see
+``pack_files``); ``storage`` (the shared-storage settings, ``txnlog.storage``).
 
 What a task receives is proportional to its own files: the file list is read once while planning (in
 the driver's planning worker) and dealt into the input partitions; the reader that Spark pickles into
-every task keeps no list of all files (a JSON option of 300,000 files is ~45 MB, and Spark ships the
+every task keeps no list of all files (a JSON option of 300,000 files is ~59 MB, and Spark ships the
 reader, its options and the data source's with each task).
 """
 
@@ -273,7 +274,18 @@ def read_file_bytes(path: str) -> np.ndarray:
     return np.fromfile(storage.local_path(path), dtype=np.uint8)
 
 
-def scan_log_file(path: str, check_crc: bool) -> Any:
+def option_limit(options: dict[str, str]) -> int | None:
+    """The ``max_decompressed_bytes`` option (None: the decoders' default)."""
+    value = options.get("max_decompressed_bytes")
+    return None if value is None else int(value)
+
+
+def limit_kwargs(max_decompressed_bytes: int | None) -> dict[str, int]:
+    """``max_decompressed_bytes=`` for a scan, or nothing (the scan's default)."""
+    return {} if max_decompressed_bytes is None else {"max_decompressed_bytes": max_decompressed_bytes}
+
+
+def scan_log_file(path: str, check_crc: bool, max_decompressed_bytes: int | None = None) -> Any:
     """``scan_segment`` of a ``.log`` file (a ``txnlog.kafka.record_batch.SegmentScan``).
 
     Local files are memory-mapped, as ``scan_segment_file`` does: the walk reads the page cache
@@ -287,9 +299,11 @@ def scan_log_file(path: str, check_crc: bool) -> Any:
     from txnlog.kafka.record_batch import mapped_file, scan_segment
 
     if storage.is_remote(path):
-        return scan_segment(read_file_bytes(path), file=path, check_crc=check_crc)
+        return scan_segment(
+            read_file_bytes(path), file=path, check_crc=check_crc, **limit_kwargs(max_decompressed_bytes)
+        )
     with mapped_file(storage.local_path(path)) as buf:
-        return scan_segment(buf, file=path, check_crc=check_crc)
+        return scan_segment(buf, file=path, check_crc=check_crc, **limit_kwargs(max_decompressed_bytes))
 
 
 class _FilesPartition(InputPartition):
@@ -568,6 +582,7 @@ def summarize_segment(
     segments: SegmentRows,
     merge: PartitionTransactions | None = None,
     scan: Any = None,
+    max_decompressed_bytes: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Decode one segment in this process: its ``segment`` row goes to ``segments``, its fragments to
     ``merge`` when given (which then yields the partition's transactions), else they are yielded as
@@ -576,7 +591,7 @@ def summarize_segment(
     from txnlog.reconstruct import SUMMARY_FRAGMENT_COLUMNS, col, segment_fragments
 
     if scan is None:
-        scan = scan_log_file(file.path, check_crc)
+        scan = scan_log_file(file.path, check_crc, max_decompressed_bytes)
     b = scan.batches
     frags = segment_fragments(b)
     n = len(frags["kind"])
@@ -684,6 +699,7 @@ class FilesReader(DataSourceReader):
         from txnlog import storage
 
         self.check_crc = option_flag(options, "check_crc", True)
+        self.max_decompressed_bytes = option_limit(options)
         self.options = {k: v for k, v in options.items() if k not in _PLANNING_OPTIONS}
         self._planning: dict[str, str] | None = {k: options[k] for k in _PLANNING_OPTIONS if k in options}
         storage.configure_from_options(options)
@@ -717,16 +733,18 @@ class _SegmentsReader(FilesReader):
                 if file.kind == "snapshot":
                     rows = summarize_snapshot(file, merge)
                 else:
-                    rows = summarize_segment(file, self.check_crc, segments, merge)
+                    rows = summarize_segment(
+                        file, self.check_crc, segments, merge, max_decompressed_bytes=self.max_decompressed_bytes
+                    )
                 for batch in rows:
                     yield from segments.batches()
                     yield batch
             except OSError as e:  # vanished/unreadable file: a quarantine row, never a crash
-                from txnlog.kafka.errors import QuarantineEntry
+                from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
 
                 yield from segments.batches()
                 yield quarantine_batch(
-                    SEGMENT_SUMMARY_SCHEMA, file, [QuarantineEntry(file.path, 0, file.size, "unreadable_file", str(e))]
+                    SEGMENT_SUMMARY_SCHEMA, file, [QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(e))]
                 )
         yield from segments.batches()
         if merge is not None and isinstance(partition, _FilesPartition):
@@ -753,7 +771,7 @@ class _BatchesReader(_SegmentsReader):
         for file in partition_files(partition):
             if file.kind != "log":
                 continue
-            scan = scan_log_file(file.path, self.check_crc)
+            scan = scan_log_file(file.path, self.check_crc, self.max_decompressed_bytes)
             b = scan.batches
             n = len(b["base_offset"])
             cols: dict[str, Any] = {name: b[name] for name in BATCH_SCHEMA.names if name in b}

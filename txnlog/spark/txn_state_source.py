@@ -24,6 +24,7 @@ from txnlog.spark.sources import (
     FilesReader,
     arrow_to_spark_schema,
     batch_of,
+    limit_kwargs,
     option_flag,
     partition_files,
     read_file_bytes,
@@ -153,7 +154,7 @@ class _TxnStateReader(FilesReader):
     the records the verdicts need (txnlog.spark.coordinator), staging all of them under ``stage``."""
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from txnlog.kafka.errors import QuarantineEntry
+        from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
         from txnlog.kafka.txn_state import scan_transaction_log
 
         self.start_task()
@@ -162,10 +163,15 @@ class _TxnStateReader(FilesReader):
         files = partition_files(partition)
         for file in files:
             try:
-                scan = scan_transaction_log(read_file_bytes(file.path), file=file.path, check_crc=self.check_crc)
+                scan = scan_transaction_log(
+                    read_file_bytes(file.path),
+                    file=file.path,
+                    check_crc=self.check_crc,
+                    **limit_kwargs(self.max_decompressed_bytes),
+                )
             except OSError as e:
                 yield _with_transitions(
-                    quarantine_of(file, [QuarantineEntry(file.path, 0, file.size, "unreadable_file", str(e))])
+                    quarantine_of(file, [QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(e))])
                 )
                 continue
             batch = record_batch_of(scan, file)
