@@ -185,6 +185,29 @@ def test_environment_variables_fill_secrets(tmp_path, monkeypatch):
         load_config(path, {})
 
 
+def test_storage_settings_are_checked_and_their_secrets_redacted(tmp_path, monkeypatch):
+    monkeypatch.setenv("TXNLOG_TEST_S3_SECRET", "s3-planted-secret")
+    path = write(
+        tmp_path,
+        "storage:\n  s3.endpoint: http://127.0.0.1:9000\n  s3.region: eu-west-1\n  s3.access_key: AKIA-TEST\n"
+        "  s3.secret_key: ${TXNLOG_TEST_S3_SECRET}\n  s3.anonymous: false\n",
+    )
+    cfg = load_config(path, {})
+    assert cfg.storage == {
+        "s3.endpoint": "http://127.0.0.1:9000",
+        "s3.region": "eu-west-1",
+        "s3.access_key": "AKIA-TEST",
+        "s3.secret_key": "s3-planted-secret",
+        "s3.anonymous": "false",
+    }
+    shown = cfg.to_dict()["storage"]
+    assert shown["s3.secret_key"] == "***" and shown["s3.access_key"] == "***"
+    assert shown["s3.endpoint"] == "http://127.0.0.1:9000"
+    assert "s3-planted-secret" not in repr(cfg) and "AKIA-TEST" not in repr(cfg)
+    with pytest.raises(ConfigError, match="storage: unknown setting 's3.endpoint_url'; valid settings: s3.endpoint"):
+        load_config(write(tmp_path, "storage:\n  s3.endpoint_url: http://x\n", "bad.yaml"), {})
+
+
 def test_prod_example_loads(monkeypatch):
     monkeypatch.setenv("KAFKA_SASL_USERNAME", "txnlog")
     monkeypatch.setenv("KAFKA_SASL_PASSWORD", "x")

@@ -39,7 +39,9 @@ DELTA_WRITERS: tuple[str, ...] = ("auto", "deltalake", "spark")
 
 # Values of these settings are replaced by "***" in Config.to_dict() (the copy
 # of the configuration that goes into the runs table and into logs).
-_SECRET_WORDS = ("password", "secret", "token", "jaas", "credential", "private", "ssl.key.pem", "access.key")
+_SECRET_WORDS = (
+    "password", "secret", "token", "jaas", "credential", "private", "ssl.key.pem", "access.key", "access_key",
+)  # fmt: skip
 
 
 @dataclass(frozen=True, repr=False)
@@ -77,6 +79,8 @@ class Config:
     write_lock_wait_s: int = 900
     retain_runs: int = 0
     retain_days: int = 0
+    #: shared storage of the inputs (txnlog.storage): s3.endpoint, s3.region, s3.access_key, ...
+    storage: dict[str, str] = field(default_factory=dict)
 
     @property
     def as_of_datetime(self) -> datetime | None:
@@ -88,10 +92,10 @@ class Config:
         return f"Config({fields})"
 
     def to_dict(self, *, redact_secrets: bool = True) -> dict[str, Any]:
-        """A JSON-ready copy; secret-looking ``kafka``/``spark`` values become ``"***"``."""
+        """A JSON-ready copy; secret-looking ``kafka``/``spark``/``storage`` values become ``"***"``."""
         out = dataclasses.asdict(self)
         if redact_secrets:
-            for key in ("kafka", "spark"):
+            for key in ("kafka", "spark", "storage"):
                 out[key] = {k: ("***" if _is_secret(k) else v) for k, v in out[key].items()}
         return out
 
@@ -312,6 +316,19 @@ def _as_kafka_conf(value: Any, where: str) -> dict[str, Any]:
     return dict(value)
 
 
+def _as_storage_conf(value: Any, where: str) -> dict[str, str]:
+    from txnlog.storage import SETTING_KEYS
+
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(k, str) and _scalar(v) for k, v in value.items()):
+        raise _wrong(where, "a mapping of storage settings (s3.endpoint: http://host:9000, ...)", value)
+    unknown = [k for k in value if k not in SETTING_KEYS]
+    if unknown:
+        raise ConfigError(f"{where}: unknown setting '{unknown[0]}'; valid settings: {', '.join(SETTING_KEYS)}")
+    return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items() if v is not None}
+
+
 def _parse_as_of(value: Any) -> datetime | None:
     if isinstance(value, bool):
         return None
@@ -373,5 +390,6 @@ _KEYS: dict[str, Callable[[Any, str], Any]] = {
     "write_lock_wait_s": lambda v, w: _int(v, w, minimum=0),
     "retain_runs": lambda v, w: _int(v, w, minimum=0),
     "retain_days": lambda v, w: _int(v, w, minimum=0),
+    "storage": _as_storage_conf,
 }
 assert list(_KEYS) == [f.name for f in dataclasses.fields(Config)], "every Config field needs a validator"

@@ -19,8 +19,8 @@ directories ending in ``-delete`` / ``-future`` / ``-stray`` (``LocalLog.DeleteD
 ``FutureDirSuffix`` / ``StrayDirSuffix``: ``<topic>-<n>.<uuid>-delete`` is being deleted, ``-future``
 a replica still being copied to another log dir, ``-stray`` one the broker no longer hosts) and the
 KRaft metadata log ``__cluster_metadata``; given as a ``--logs`` path themselves, they are refused
-(``Located.problem``). Pure module (stdlib only): listing a few thousand directories is driver work;
-reading bytes happens in executors.
+(``Located.problem``). Listing is driver work, through ``txnlog.storage`` (local paths with ``os``,
+``s3a://…`` and other shared storage with ``pyarrow.fs``); reading segment bytes happens in executors.
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
+from txnlog import storage
 from txnlog.kafka.wire import TRANSACTION_STATE_TOPIC
 
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
@@ -88,8 +90,7 @@ def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
     broker would fail to read it: no partial answer.
     """
     try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
+        lines = storage.read_bytes(path).decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
         return {}
     if len(lines) < 2 or lines[0].strip() != "0" or not lines[1].strip().isdigit():
@@ -106,15 +107,15 @@ def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
 
 def read_checkpoints(broker: str, log_dir: str) -> list[Checkpoint]:
     """Every partition named in ``log_dir``'s checkpoint files, merged per partition."""
-    files = {col: read_offset_checkpoint(os.path.join(log_dir, name)) for name, col in CHECKPOINT_FILES.items()}
-    clean = os.path.exists(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE))
+    present = {e.name for e in storage.scandir(log_dir)}
+    files = {
+        col: read_offset_checkpoint(storage.join(log_dir, name)) if name in present else {}
+        for name, col in CHECKPOINT_FILES.items()
+    }
+    clean = CLEAN_SHUTDOWN_FILE in present
     keys = sorted(set().union(*files.values()))
-    return [
-        Checkpoint(
-            broker, topic, partition, clean_shutdown=clean, **{col: files[col].get((topic, partition)) for col in files}
-        )
-        for topic, partition in keys
-    ]
+    hw, start, recovery = files["high_watermark"], files["log_start_offset"], files["recovery_point"]
+    return [Checkpoint(broker, *tp, hw.get(tp), start.get(tp), recovery.get(tp), clean) for tp in keys]
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,40 +156,30 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
 _PARTITION_MARKERS = ("partition.metadata", "leader-epoch-checkpoint")
 
 
-def _is_partition_dir(entry: os.DirEntry[str]) -> bool:
+def _is_partition_dir(entry: Any) -> bool:
     """A ``<topic>-<n>`` directory that holds Kafka files (a broker dir may be named ``broker-1``)."""
-    if not (entry.is_dir() and _PARTITION_DIR.match(entry.name)):
+    if not (_PARTITION_DIR.match(entry.name) and entry.is_dir()):
         return False
-    try:
-        with os.scandir(entry.path) as it:
-            return any(_OFFSET_FILE.match(f.name) or f.name in _PARTITION_MARKERS for f in it)
-    except OSError:
-        return False
+    return _holds_kafka_files(entry.path)
 
 
 def _holds_partition_dirs(path: str) -> bool:
     try:
-        with os.scandir(path) as it:
-            return any(_is_partition_dir(e) for e in it)
+        return any(_is_partition_dir(e) for e in storage.scandir(path))
     except OSError:
         return False
 
 
 def broker_dirs(root: str) -> list[tuple[str, str]]:
     """(broker name, log dir) pairs under ``root`` per the ``--logs`` rule (whole log dirs only)."""
-    root = os.path.abspath(root)
+    root = storage.abspath(root)
     if _holds_partition_dirs(root):
         return [(_dir_name(root), root)]
-    found = []
-    with os.scandir(root) as it:
-        for e in sorted(it, key=lambda e: e.name):
-            if e.is_dir() and _holds_partition_dirs(e.path):
-                found.append((e.name, e.path))
-    return found
+    return [(e.name, e.path) for e in storage.scandir(root) if e.is_dir() and _holds_partition_dirs(e.path)]
 
 
 def _dir_name(path: str) -> str:
-    return os.path.basename(path.rstrip(os.sep)) or path
+    return storage.basename(path) or path
 
 
 #: ``Located.kind``
@@ -214,8 +205,10 @@ class Located:
 
 def _holds_kafka_files(path: str) -> bool:
     try:
-        with os.scandir(path) as it:
-            return any(_OFFSET_FILE.match(f.name) or f.name in _PARTITION_MARKERS for f in it)
+        if not storage.is_remote(path):  # stops at the first Kafka file (a partition may hold thousands)
+            with os.scandir(storage.local_path(path)) as it:
+                return any(_OFFSET_FILE.match(f.name) or f.name in _PARTITION_MARKERS for f in it)
+        return any(_OFFSET_FILE.match(f.name) or f.name in _PARTITION_MARKERS for f in storage.scandir(path))
     except OSError:
         return False
 
@@ -250,9 +243,12 @@ def _partition_of(dir_path: str, subject: str) -> tuple[tuple[str, int] | None, 
 
 def locate(path: str) -> Located:
     """What the ``--logs`` path ``path`` is (module doc); NOTHING with a ``problem`` when none of them."""
-    path = os.path.abspath(path)
-    if os.path.isfile(path):
-        name = os.path.basename(path)
+    storage.check_scheme(path)
+    path = storage.abspath(path)
+    if storage.is_remote(path):
+        storage.prefetch(path)
+    if storage.isfile(path):
+        name = storage.basename(path)
         m = _OFFSET_FILE.match(name)
         if m and m.group("suffix") not in ("log", "snapshot"):
             return Located(path, NOTHING, problem=f"an index file; give the segment {m.group('offset')}.log beside it")
@@ -263,21 +259,21 @@ def locate(path: str) -> Located:
                 problem="not a Kafka segment or producer snapshot (<20-digit base offset>.log or .snapshot); "
                 + LOGS_EXPECTED,
             )
-        part_dir = os.path.dirname(path)
+        part_dir = storage.dirname(path)
         tp, why = _partition_of(part_dir, "its directory")
         if tp is None:
             return Located(path, NOTHING, problem=why)
-        log_dir = os.path.dirname(part_dir)
+        log_dir = storage.dirname(part_dir)
         return Located(path, LOG_FILE, ((_dir_name(log_dir), log_dir),), *tp)
-    if not os.path.isdir(path):
-        return Located(path, NOTHING, problem=f"no such file or directory; {LOGS_EXPECTED}")
-    if _holds_partition_dirs(path):
-        return Located(path, LOG_DIRS, tuple(broker_dirs(path)))
+    if not storage.isdir(path):
+        return Located(path, NOTHING, problem=f"{storage.missing_reason(path)}; {LOGS_EXPECTED}")
+    if _holds_partition_dirs(path):  # one broker's log dir (what broker_dirs would list again)
+        return Located(path, LOG_DIRS, ((_dir_name(path), path),))
     if _holds_kafka_files(path):
         tp, why = _partition_of(path, "it holds Kafka log files, but its name")
         if tp is None:
             return Located(path, NOTHING, problem=why)
-        log_dir = os.path.dirname(path)
+        log_dir = storage.dirname(path)
         return Located(path, PARTITION_DIR, ((_dir_name(log_dir), log_dir),), *tp)
     found = broker_dirs(path)
     if not found:
@@ -293,31 +289,36 @@ def locate(path: str) -> Located:
 def looks_like_dump_log(path: str, *, max_files: int = 20, head_bytes: int = 8192) -> bool:
     """Whether ``path`` (a file, or a few files under a directory) is kafka-dump-log.sh output: text
     that starts with ``Dumping `` or has ``baseOffset: `` lines within its first ``head_bytes``."""
-    if os.path.isdir(path):
+    if storage.isdir(path):
         files: list[str] = []
-        for dirpath, dirs, names in os.walk(path):
+        for dirpath, dirs, names in storage.walk(path):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            files.extend(os.path.join(dirpath, n) for n in sorted(names) if not n.startswith("."))
+            files.extend(storage.join(dirpath, n) for n in sorted(names) if not n.startswith("."))
             if len(files) >= max_files:
                 break
         return any(looks_like_dump_log(f) for f in files[:max_files])
     try:
-        with open(path, "rb") as f:
-            head = f.read(head_bytes)
+        head = storage.read_bytes(path, head_bytes)
     except OSError:
         return False
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
     return text.startswith(("Dumping ", "baseOffset: ")) or "\nbaseOffset: " in text
 
 
-def discover(paths: list[str] | tuple[str, ...]) -> Inventory:
+def discover(paths: list[str] | tuple[str, ...], located: dict[str, Located] | None = None) -> Inventory:
     """List every segment and snapshot below ``paths`` (see module doc); a path that ``locate`` finds
     nothing in adds nothing. A file reached twice (a segment given inside a partition directory also
-    given) is listed once; one log dir reached twice is one replica."""
-    segments: list[LogFile] = []
-    snapshots: list[LogFile] = []
-    txn_state: list[LogFile] = []
+    given) is listed once; one log dir reached twice is one replica. ``located``: what ``locate`` already
+    said of some of the paths (the input check), not asked again.
+
+    Costs one directory listing per partition and one ``stat`` per kept file (a file's identity is its
+    directory's real path and its name; only a symlinked file is resolved itself): 300,000 files are a
+    few seconds of driver time (benchmarks/RESULTS.md, "Planning 100,000 partitions")."""
+    segments: list[tuple[tuple[int, str, str], LogFile]] = []
+    snapshots: list[tuple[tuple[int, str, str], LogFile]] = []
+    txn_state: list[tuple[tuple[int, str, str], LogFile]] = []
     brokers: list[str] = []
+    order: dict[str, int] = {}  # broker name -> its place in ``brokers``
     skipped: list[str] = []
     checkpoints: list[Checkpoint] = []
     clean: list[str] = []
@@ -326,22 +327,25 @@ def discover(paths: list[str] | tuple[str, ...]) -> Inventory:
     seen: set[str] = set()  # files listed (real paths)
 
     def replica(name: str, log_dir: str, *, whole_dir: bool) -> str:
-        key = os.path.realpath(log_dir)
+        key = storage.realpath(log_dir)
         if key not in replicas:
-            if name in brokers:  # two roots with the same basename: keep them apart
+            if name in order:  # two roots with the same basename: keep them apart
                 name = f"{name}@{log_dir}"
             replicas[key] = name
+            order[name] = len(brokers)
             brokers.append(name)
         name = replicas[key]
         if whole_dir and key not in whole:  # the log dir's checkpoints and clean-shutdown file
             whole.add(key)
-            checkpoints.extend(read_checkpoints(name, log_dir))
-            if os.path.exists(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)):
+            found = read_checkpoints(name, log_dir)
+            checkpoints.extend(found)
+            if storage.exists(storage.join(log_dir, CLEAN_SHUTDOWN_FILE)):
                 clean.append(name)
         return name
 
-    def add(broker: str, topic: str, partition: int, f: os.DirEntry[str] | str) -> None:
-        fpath, fname = (f, os.path.basename(f)) if isinstance(f, str) else (f.path, f.name)
+    def add(
+        broker: str, topic: str, partition: int, fpath: str, fname: str, real: str, entry: Any, dir_name: str
+    ) -> None:
         m = _OFFSET_FILE.match(fname)
         if not m:
             if fname.endswith((".deleted", ".cleaned", ".swap")):
@@ -350,7 +354,6 @@ def discover(paths: list[str] | tuple[str, ...]) -> Inventory:
         suffix = m.group("suffix")
         if suffix not in ("log", "snapshot"):
             return
-        real = os.path.realpath(fpath)
         if real in seen:
             return
         seen.add(real)
@@ -360,30 +363,33 @@ def discover(paths: list[str] | tuple[str, ...]) -> Inventory:
             topic=topic,
             partition=partition,
             base_offset=int(m.group("offset")),
-            size=os.stat(fpath).st_size if isinstance(f, str) else f.stat().st_size,
+            size=storage.getsize(fpath) if entry is None else entry.stat().st_size,
             kind=suffix,
         )
+        # a log dir's listing order, whatever order paths came in
+        key = (order[broker], dir_name, fname)
         if suffix == "snapshot":
             if topic != TRANSACTION_STATE_TOPIC:
-                snapshots.append(lf)
+                snapshots.append((key, lf))
         elif topic == TRANSACTION_STATE_TOPIC:
-            txn_state.append(lf)
+            txn_state.append((key, lf))
         else:
-            segments.append(lf)
+            segments.append((key, lf))
 
-    def add_partition(broker: str, topic: str, partition: int, part_dir: str) -> None:
-        with os.scandir(part_dir) as files:
-            for f in sorted(files, key=lambda f: f.name):
-                add(broker, topic, partition, f)
+    def add_partition(broker: str, topic: str, partition: int, part_dir: str, real_dir: str) -> None:
+        dir_name = _dir_name(part_dir)
+        for f in storage.scandir(part_dir, sort=False):  # sorted once at the end
+            # a file's identity without resolving every path (lstat per component): its directory's real path
+            real = storage.realpath(f.path) if f.is_symlink() else f"{real_dir}/{f.name}"
+            add(broker, topic, partition, f.path, f.name, real, f, dir_name)
 
     for root in paths:
-        found = locate(root)
+        found = (located or {}).get(root) or locate(root)
         if found.kind == LOG_DIRS:
             for name, log_dir in found.log_dirs:
                 broker = replica(name, log_dir, whole_dir=True)
-                with os.scandir(log_dir) as it:
-                    entries = sorted(it, key=lambda e: e.name)
-                for entry in entries:
+                real_log_dir = storage.realpath(log_dir)
+                for entry in storage.scandir(log_dir):
                     if not entry.is_dir():
                         continue
                     tp = parse_partition_dir(entry.name)
@@ -391,22 +397,35 @@ def discover(paths: list[str] | tuple[str, ...]) -> Inventory:
                         if _PARTITION_DIR.match(entry.name) or entry.name.endswith(_IGNORED_DIR_SUFFIXES):
                             skipped.append(entry.path)
                         continue
-                    add_partition(broker, *tp, entry.path)
+                    real = storage.realpath(entry.path) if entry.is_symlink() else f"{real_log_dir}/{entry.name}"
+                    add_partition(broker, *tp, entry.path, real)
         elif found.kind in (PARTITION_DIR, LOG_FILE):
             ((name, log_dir),) = found.log_dirs
             broker = replica(name, log_dir, whole_dir=False)
             if found.kind == PARTITION_DIR:
-                add_partition(broker, found.topic, found.partition, found.path)
+                add_partition(broker, found.topic, found.partition, found.path, storage.realpath(found.path))
             else:
-                add(broker, found.topic, found.partition, found.path)
+                path = found.path
+                real = storage.realpath(path)
+                add(
+                    broker,
+                    found.topic,
+                    found.partition,
+                    path,
+                    storage.basename(path),
+                    real,
+                    None,
+                    _dir_name(storage.dirname(path)),
+                )
 
-    def key(f: LogFile) -> tuple[int, str, str]:  # a log dir's listing order, whatever order paths came in
-        return brokers.index(f.broker), os.path.basename(os.path.dirname(f.path)), os.path.basename(f.path)
+    def ordered(files: list[tuple[tuple[int, str, str], LogFile]]) -> tuple[LogFile, ...]:
+        files.sort(key=lambda kf: kf[0])
+        return tuple(f for _, f in files)
 
     return Inventory(
-        segments=tuple(sorted(segments, key=key)),
-        snapshots=tuple(sorted(snapshots, key=key)),
-        txn_state_segments=tuple(sorted(txn_state, key=key)),
+        segments=ordered(segments),
+        snapshots=ordered(snapshots),
+        txn_state_segments=ordered(txn_state),
         brokers=tuple(brokers),
         skipped=tuple(skipped),
         checkpoints=tuple(checkpoints),

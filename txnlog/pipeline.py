@@ -113,23 +113,29 @@ def check_inputs(paths: list[str]) -> Inventory:
     """Discover logs under ``paths`` or raise a one-line UsageError saying what to do: each path is a log
     dir, a directory of them, a partition directory or a segment/snapshot file (txnlog.logdirs.locate);
     kafka-dump-log.sh text is pointed at --dump-log."""
-    for p in paths:
-        try:
-            found = locate(p)
-        except OSError as e:  # a symlink loop, a directory without read permission, a vanished file
-            raise _unreadable(p, e) from e
-        if found.kind != NOTHING:
-            continue
-        if os.path.exists(p) and looks_like_dump_log(p):
-            raise UsageError(
-                f"--logs {p}: {'holds ' if os.path.isdir(p) else 'is '}kafka-dump-log.sh output, not Kafka's "
-                f"log files; use --dump-log {p}"
-            )
-        raise UsageError(f"--logs {p}: {found.problem}")
+    from txnlog import storage
+
+    located = {}
     try:
-        inventory = discover(paths)
-    except OSError as e:
-        raise _unreadable(", ".join(paths), e) from e
+        for p in paths:
+            try:
+                found = located[p] = locate(p)
+            except OSError as e:  # a symlink loop, a directory without read permission, a vanished file
+                raise _unreadable(p, e) from e
+            if found.kind != NOTHING:
+                continue
+            if storage.exists(p) and looks_like_dump_log(p):
+                raise UsageError(
+                    f"--logs {p}: {'holds ' if storage.isdir(p) else 'is '}kafka-dump-log.sh output, not Kafka's "
+                    f"log files; use --dump-log {p}"
+                )
+            raise UsageError(f"--logs {p}: {found.problem}")
+        try:
+            inventory = discover(paths, located)
+        except OSError as e:
+            raise _unreadable(", ".join(paths), e) from e
+    except storage.StorageError as e:  # shared storage refused or lacks the path (txnlog.storage)
+        raise UsageError(f"--logs {e}") from e
     if not inventory.segments and not inventory.txn_state_segments:
         raise UsageError(
             f"--logs {', '.join(paths)}: no Kafka logs found (expected <topic>-<partition>/ directories holding "
@@ -205,6 +211,9 @@ def plan_inputs(config: Config, progress: Progress | None = None, *, sample: boo
         raise UsageError(
             "--verify-live: needs --bootstrap-servers (the live cluster to check); give it or drop --verify-live"
         )
+    from txnlog import storage
+
+    storage.configure(config.storage)  # shared-storage settings for every later listing and read
     logs = list(config.logs)
     if not logs and not config.dump_log and not config.bootstrap_servers:
         if not sample:
@@ -225,7 +234,9 @@ def plan_inputs(config: Config, progress: Progress | None = None, *, sample: boo
     if progress:
         progress(f"found {note}")
     # a remote file's size is not looked up: such an input counts as unbounded (Spark tasks read it)
-    dump_bytes = sum(os.path.getsize(f) if "://" not in f else sys.maxsize for f in dump_files)
+    dump_bytes = sum(
+        sys.maxsize if storage.is_remote(f) else os.path.getsize(storage.local_path(f)) for f in dump_files
+    )
     return Inputs(
         tuple(logs), inventory, tuple(config.dump_log), tuple(dump_files), live, note, dump_bytes,
         sample=not config.logs and not config.dump_log and not config.bootstrap_servers,
@@ -265,15 +276,19 @@ def cluster_name(given: str | None, inputs: Inputs) -> tuple[str, bool]:
 def _dump_files(args: list[str]) -> list[str]:
     if not args:
         return []
+    from txnlog import storage
     from txnlog.spark.dump_log import dump_arg_path, list_dump_files
 
-    missing = [p for p in args if not os.path.exists(dump_arg_path(p))]
-    if missing:
-        raise UsageError(
-            f"--dump-log {missing[0]}: no such file or directory; "
-            "give kafka-dump-log.sh output files or a directory of them"
-        )
-    files = list_dump_files(args)
+    try:
+        missing = [p for p in args if not storage.exists(dump_arg_path(p))]
+        if missing:
+            raise UsageError(
+                f"--dump-log {missing[0]}: {storage.missing_reason(dump_arg_path(missing[0]))}; "
+                "give kafka-dump-log.sh output files or a directory of them"
+            )
+        files = list_dump_files(args)
+    except storage.StorageError as e:
+        raise UsageError(f"--dump-log {e}") from e
     if not files:
         raise UsageError(
             f"--dump-log {', '.join(args)}: no files found; give kafka-dump-log.sh output files or a directory of them"
@@ -422,24 +437,27 @@ def _log_dir_sources(
     """The copied log dirs' Data Sources: segment summaries and transactions, coordinator records."""
     from pyspark.sql import functions as F
 
-    from txnlog.spark.sources import SegmentsSource, checkpoints_option, files_option
+    from txnlog import storage
+    from txnlog.spark.sources import SegmentsSource, write_manifest
     from txnlog.spark.txn_state_source import TxnStateSource
 
     common = {
         "check_crc": str(check_crc).lower(),
         "min_partitions": str(max(2, spark.sparkContext.defaultParallelism * 2)),
+        "storage": storage.settings_option(),
     }
     if max_decompressed_bytes is not None:
         common["max_decompressed_bytes"] = str(max_decompressed_bytes)
+    # the file lists go to the planning worker as files in the scratch dir, never as options that
+    # Spark would ship with every task (txnlog.spark.sources module doc)
     segments = {
-        "files": files_option(list(inv.segments) + list(inv.snapshots)),
+        **write_manifest(f"{scratch}/inputs", "segments", [*inv.segments, *inv.snapshots], inv.checkpoints),
         # whole partitions per task, merged into transactions there, unless dumps hold replicas too
         "transactions": str(not dumps).lower(),
-        "checkpoints": checkpoints_option(inv.checkpoints),
         "stage": f"{scratch}/transactions",
     }
     txn_state = {
-        "files": files_option(list(inv.txn_state_segments)),
+        **write_manifest(f"{scratch}/inputs", "txn_state", inv.txn_state_segments),
         # reduced where decoded (txnlog.spark.coordinator), unless other inputs hold the same partitions
         "reduce": str(not shared).lower(),
         "stage": f"{scratch}/coordinator_history",

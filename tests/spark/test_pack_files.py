@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from txnlog.logdirs import LogFile
@@ -60,3 +62,38 @@ def test_every_file_once_balanced_and_in_order(sizes: list[int], max_bytes: int,
         assert max(loads) - min(loads) <= max(max(f.size, 1) for f in files)
         assert len(groups) <= len(files)
         assert len(groups) >= min(len(files), min_partitions)
+
+
+@given(
+    sizes=st.lists(st.integers(min_value=0, max_value=300 * MiB), max_size=60),
+    partitions=st.lists(st.integers(min_value=0, max_value=4), min_size=60, max_size=60),
+    max_bytes=st.integers(min_value=1, max_value=2048 * MiB),
+    min_partitions=st.integers(min_value=1, max_value=9),
+    whole=st.booleans(),
+)
+@settings(deadline=None)  # the first example imports pyarrow's compute kernels
+def test_planning_on_the_manifest_columns_is_pack_files(
+    sizes: list[int], partitions: list[int], max_bytes: int, min_partitions: int, whole: bool
+) -> None:
+    """The Data Sources plan on the manifest's Arrow columns (txnlog.spark.sources._partitions); the
+    groups are exactly pack_files' (pack_partitions' when whole partitions go to one task), each with
+    only its own files and the checkpoints of its own partitions."""
+    from txnlog.spark.sources import _partitions, files_table, pack_partitions
+
+    files = [
+        LogFile(f"/logs/b{i % 2}/t{p % 2}-{p}/{i:020d}.log", f"b{i % 2}", f"t{p % 2}", p, i, size, "log")
+        for i, (size, p) in enumerate(zip(sizes, partitions, strict=False))
+    ]
+    checkpoints = [[f"b{b}", f"t{p % 2}", p, 10 * p, True, None] for b in (0, 1) for p in range(5)]
+    options = {"max_partition_bytes": str(max_bytes), "min_partitions": str(min_partitions)}
+    if whole:
+        options["transactions"] = "true"
+        options["checkpoints"] = json.dumps(checkpoints)
+    planned = _partitions(options, files_table(files))
+    pack = pack_partitions if whole else pack_files
+    want = pack(files, max_bytes=max_bytes, min_partitions=min_partitions)
+    assert [p.files() for p in planned] == want
+    for p, group in zip(planned, want, strict=True):
+        held = {(f.topic, f.partition) for f in group}
+        want_rows = [r for tp in sorted(held) for r in checkpoints if (r[1], r[2]) == tp]  # by (topic, partition)
+        assert p.value["checkpoints"] == (want_rows if whole else [])

@@ -50,6 +50,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from txnlog import storage
 from txnlog.kafka import dump_log_text as D
 from txnlog.logdirs import IGNORED_TOPICS
 from txnlog.spark.placement import Placement
@@ -116,7 +117,7 @@ def split_dump_arg(arg: str) -> tuple[str | None, str]:
     >>> split_dump_arg("dumps/b1.txt")
     (None, 'dumps/b1.txt')
     """
-    if "=" in arg and not os.path.exists(arg):
+    if "=" in arg and not (storage.is_remote(arg) or os.path.exists(arg)):
         name, path = arg.split("=", 1)
         if _NAME.fullmatch(name) and path:
             return name, path
@@ -136,16 +137,19 @@ def list_dump_inputs(paths: list[str]) -> list[tuple[str, str | None, bool]]:
     seen: set[str] = set()
     for arg in paths:
         name, p = split_dump_arg(arg)
-        if os.path.isdir(p):
-            root = os.path.abspath(p)
-            own = os.path.basename(root.rstrip(os.sep)) or None
-            for dirpath, dirs, names in os.walk(p):
+        if storage.isdir(p):
+            root = storage.abspath(p)
+            own = storage.basename(root) or None
+            for dirpath, dirs, names in storage.walk(p):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 for n in sorted(names):
                     if n.startswith("."):
                         continue
-                    f = os.path.join(dirpath, n)
-                    rel = os.path.relpath(os.path.abspath(f), root).split(os.sep)
+                    f = storage.join(dirpath, n)
+                    if storage.is_remote(f):
+                        rel = f[len(root) :].strip("/").split("/")
+                    else:
+                        rel = os.path.relpath(os.path.abspath(f), root).split(os.sep)
                     loc = name or (rel[0] if len(rel) > 1 else own)
                     if f not in seen:
                         seen.add(f)
@@ -167,12 +171,7 @@ def dump_arg_path(arg: str) -> str:
 
 
 def _open(path: str):
-    if "://" in path and not path.startswith("file://"):
-        from pyarrow import fs
-
-        filesystem, inner = fs.FileSystem.from_uri(path)
-        return filesystem.open_input_stream(inner)
-    return open(path[len("file://") :] if path.startswith("file://") else path, "rb")
+    return storage.open_input(path)  # local paths with open(); s3a://, hdfs://, ... through pyarrow.fs
 
 
 def _prefix_mask(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray, prefix: bytes) -> np.ndarray:
@@ -294,6 +293,7 @@ class _DumpLinesReader(DataSourceReader):
         return [_DumpFilePartition(g) for g in groups]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        storage.configure_from_options(self.options)
         for path in partition.value:
             loc, named = self.locations.get(path, (None, False))
             for batch in iter_line_batches(path, self.chunk_bytes, loc, bool(named)):
@@ -1453,6 +1453,7 @@ def read_dump_logs(spark: SparkSession, paths: list[str], placement: Placement |
     files = [f for f, _, _ in inputs]
     options = {
         "paths": json.dumps(files),
+        "storage": storage.settings_option(),
         "locations": json.dumps({f: [loc, named] for f, loc, named in inputs}),
     }
     # the driver placement holds the parsed lines as Arrow already: every branch below starts from them

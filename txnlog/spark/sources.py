@@ -11,10 +11,16 @@ source as an option; the files are dealt into a few balanced input partitions
 * ``txnlog_batches`` — every batch header, for forensics (notebooks, timeline).
 * ``txnlog_txn_state`` — every ``__transaction_state`` record, decoded.
 
-Options: ``files`` (JSON list of ``txnlog.logdirs.LogFile`` dicts),
-``check_crc`` ("true"/"false"), ``max_decompressed_bytes`` (what compressed control and
-``__transaction_state`` batches of one file may expand to, ``txnlog.kafka.compression``),
-``min_partitions`` and ``max_partition_bytes`` (see ``pack_files``).
+Options: ``manifest`` (an Arrow file listing the files, :func:`write_manifest`) or, for a few files,
+``files`` (JSON list of ``txnlog.logdirs.LogFile`` dicts); ``check_crc`` ("true"/"false"),
+``max_decompressed_bytes`` (what compressed control and ``__transaction_state`` batches of one file may
+expand to, ``txnlog.kafka.compression``), ``min_partitions`` and ``max_partition_bytes`` (see
+``pack_files``); ``storage`` (the shared-storage settings, ``txnlog.storage``).
+
+What a task receives is proportional to its own files: the file list is read once while planning (in
+the driver's planning worker) and dealt into the input partitions; the reader that Spark pickles into
+every task keeps no list of all files (a JSON option of 300,000 files is ~59 MB, and Spark ships the
+reader, its options and the data source's with each task).
 """
 
 from __future__ import annotations
@@ -143,11 +149,126 @@ def arrow_to_spark_schema(schema: pa.Schema) -> StructType:
 
 
 def files_option(files: list[LogFile] | tuple[LogFile, ...]) -> str:
+    """The ``files`` option for a few files (tests, notebooks); a run passes a manifest (write_manifest)."""
     return json.dumps([asdict(f) for f in files])
 
 
-def _parse_files(options: dict[str, str]) -> list[LogFile]:
-    return [LogFile(**d) for d in json.loads(options.get("files", "[]"))]
+#: the manifest's columns: LogFile's fields
+_MANIFEST_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("broker", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("base_offset", pa.int64()),
+        ("size", pa.int64()),
+        ("kind", pa.string()),
+    ]
+)
+_CHECKPOINT_SCHEMA = pa.schema(
+    [
+        ("broker", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("log_start_offset", pa.int64()),
+        ("clean_shutdown", pa.bool_()),
+        ("high_watermark", pa.int64()),
+    ]
+)
+
+
+def write_manifest(
+    directory: str, name: str, files: list[LogFile] | tuple[LogFile, ...], checkpoints: Any = ()
+) -> dict[str, str]:
+    """Options that hand ``files`` (and the log-dir ``checkpoints``, ``txnlog.logdirs.Checkpoint``) to a
+    source as one Arrow IPC file under ``directory`` (the run's scratch dir: local or shared storage),
+    read once by the planning worker: the options stay a few bytes whatever the number of files."""
+    import posixpath
+
+    from pyarrow import ipc
+
+    from txnlog.spark.staged import filesystem_of
+
+    table = files_table(files)
+    cps = list(checkpoints)
+    cp_table = pa.Table.from_arrays(
+        [
+            pa.array([c.broker for c in cps], pa.string()),
+            pa.array([c.topic for c in cps], pa.string()),
+            pa.array([c.partition for c in cps], pa.int32()),
+            pa.array([c.log_start_offset for c in cps], pa.int64()),
+            pa.array([c.clean_shutdown for c in cps], pa.bool_()),
+            pa.array([c.high_watermark for c in cps], pa.int64()),
+        ],
+        schema=_CHECKPOINT_SCHEMA,
+    )
+    filesystem, path = filesystem_of(directory)
+    filesystem.create_dir(path, recursive=True)
+    out: dict[str, str] = {}
+    for option, data in (("manifest", table), ("checkpoints_manifest", cp_table)):
+        target = posixpath.join(path, f"{name}-{option}.arrow")
+        with filesystem.open_output_stream(target) as sink, ipc.new_file(sink, data.schema) as writer:
+            writer.write_table(data)
+        out[option] = posixpath.join(directory, f"{name}-{option}.arrow")
+    return out
+
+
+def _read_arrow(uri: str) -> pa.Table:
+    from pyarrow import ipc
+
+    from txnlog.spark.staged import filesystem_of
+
+    filesystem, path = filesystem_of(uri)
+    with filesystem.open_input_file(path) as f:
+        return ipc.open_file(f).read_all()
+
+
+def files_table(files: list[LogFile] | tuple[LogFile, ...]) -> pa.Table:
+    """``files`` as a table of ``_MANIFEST_SCHEMA`` (repeated strings dictionary-encoded)."""
+    return pa.Table.from_arrays(
+        [
+            pa.array([f.path for f in files], pa.string()),
+            pa.array([f.broker for f in files], pa.string()).dictionary_encode(),
+            pa.array([f.topic for f in files], pa.string()).dictionary_encode(),
+            pa.array([f.partition for f in files], pa.int32()),
+            pa.array([f.base_offset for f in files], pa.int64()),
+            pa.array([f.size for f in files], pa.int64()),
+            pa.array([f.kind for f in files], pa.string()).dictionary_encode(),
+        ],
+        names=_MANIFEST_SCHEMA.names,
+    )
+
+
+def table_files(table: pa.Table) -> list[LogFile]:
+    """The LogFiles of a ``files_table``."""
+    cols = [table.column(name).to_pylist() for name in _MANIFEST_SCHEMA.names]
+    return [LogFile(*row) for row in zip(*cols, strict=True)]
+
+
+def _manifest_table(options: dict[str, str]) -> pa.Table:
+    """The files of the ``manifest`` option, else of the ``files`` option, as a ``files_table``."""
+    uri = options.get("manifest")
+    if not uri:
+        return files_table([LogFile(**d) for d in json.loads(options.get("files", "[]"))])
+    return _read_arrow(uri)
+
+
+def _manifest_files(options: dict[str, str]) -> list[LogFile]:
+    return table_files(_manifest_table(options))
+
+
+def _manifest_checkpoints(options: dict[str, str]) -> list[list[Any]]:
+    """Rows of ``checkpoints_option`` from the ``checkpoints_manifest`` option, else the ``checkpoints`` one."""
+    uri = options.get("checkpoints_manifest")
+    if not uri:
+        rows: list[list[Any]] = json.loads(options.get("checkpoints", "[]"))
+        return rows
+    t = _read_arrow(uri)
+    return [list(r) for r in zip(*(t.column(n).to_pylist() for n in _CHECKPOINT_SCHEMA.names), strict=True)]
+
+
+#: options that only planning reads: a reader drops them once its partitions are made
+_PLANNING_OPTIONS = ("files", "checkpoints", "manifest", "checkpoints_manifest")
 
 
 def option_flag(options: dict[str, str], name: str, default: bool) -> bool:
@@ -156,16 +277,12 @@ def option_flag(options: dict[str, str], name: str, default: bool) -> bool:
 
 
 def read_file_bytes(path: str) -> np.ndarray:
-    """The whole file as a uint8 array (local: one read; remote URIs through pyarrow.fs)."""
-    if "://" in path and not path.startswith("file://"):
-        from pyarrow import fs
+    """The whole file as a uint8 array (local: one read; s3a://, hdfs://, ... through txnlog.storage)."""
+    from txnlog import storage
 
-        filesystem, inner = fs.FileSystem.from_uri(path)
-        with filesystem.open_input_file(inner) as f:
-            return np.frombuffer(f.read(), dtype=np.uint8)
-    if path.startswith("file://"):
-        path = path[len("file://") :]
-    return np.fromfile(path, dtype=np.uint8)
+    if storage.is_remote(path):
+        return np.frombuffer(storage.read_bytes(path), dtype=np.uint8)
+    return np.fromfile(storage.local_path(path), dtype=np.uint8)
 
 
 def option_limit(options: dict[str, str]) -> int | None:
@@ -189,25 +306,29 @@ def scan_log_file(path: str, check_crc: bool, max_decompressed_bytes: int | None
     another process truncates *while* it is mapped makes this process fault (SIGBUS) instead of
     reading fewer bytes: point txnlog at copies of a live broker's log dirs, as the README does.
     """
+    from txnlog import storage
     from txnlog.kafka.record_batch import mapped_file, scan_segment
 
-    if "://" in path and not path.startswith("file://"):
+    if storage.is_remote(path):
         return scan_segment(
             read_file_bytes(path), file=path, check_crc=check_crc, **limit_kwargs(max_decompressed_bytes)
         )
-    local = path[len("file://") :] if path.startswith("file://") else path
-    with mapped_file(local) as buf:
+    with mapped_file(storage.local_path(path)) as buf:
         return scan_segment(buf, file=path, check_crc=check_crc, **limit_kwargs(max_decompressed_bytes))
 
 
 class _FilesPartition(InputPartition):
-    """The files one task reads (see pack_files), and the log-dir checkpoints of their partitions."""
+    """The files one task reads (see pack_files), and the log-dir checkpoints of their partitions.
 
-    def __init__(self, files: list[LogFile], checkpoints: list[list[Any]] | None = None):
-        super().__init__({"files": [asdict(f) for f in files], "checkpoints": checkpoints or []})
+    Held as the task's rows of the manifest (an Arrow table: pickled as Arrow IPC buffers, with this
+    task only) and its checkpoint rows."""
+
+    def __init__(self, files: list[LogFile] | pa.Table, checkpoints: list[list[Any]] | None = None):
+        table = files if isinstance(files, pa.Table) else files_table(files)
+        super().__init__({"table": table, "checkpoints": checkpoints or []})
 
     def files(self) -> list[LogFile]:
-        return [LogFile(**d) for d in self.value["files"]]
+        return table_files(self.value["table"])
 
     def checkpoints(self) -> dict[tuple[str, str, int], tuple[int | None, bool, int | None]]:
         return {(b, t, int(p)): (ls, bool(clean), hw) for b, t, p, ls, clean, hw in self.value["checkpoints"]}
@@ -257,35 +378,71 @@ def pack_partitions(files: list[LogFile], *, max_bytes: int, min_partitions: int
 
 def pack_units(units: list[list[LogFile]], max_bytes: int, min_partitions: int) -> list[list[list[LogFile]]]:
     """Deal units (lists of files that stay together) into balanced groups (see pack_files)."""
-    if not units:
+    sizes = [max(sum(f.size for f in u), 1) for u in units]
+    return [[units[i] for i in m] for m in pack_sizes(sizes, max_bytes, min_partitions)]
+
+
+def pack_sizes(sizes: list[int], max_bytes: int, min_partitions: int) -> list[list[int]]:
+    """The balanced groups of :func:`pack_units` as unit indexes (ascending in each group), heaviest group first;
+    ``sizes``: each unit's bytes (at least 1)."""
+    if not sizes:
         return []
     slots = max(min_partitions, 1)
-    sizes = [max(sum(f.size for f in u), 1) for u in units]
     needed = -(-sum(sizes) // max(max_bytes, 1))
-    groups_n = min(len(units), max(slots, -(-needed // slots) * slots))
+    groups_n = min(len(sizes), max(slots, -(-needed // slots) * slots))
     lightest = [(0, g) for g in range(groups_n)]  # a heap of (bytes so far, group)
     members: list[list[int]] = [[] for _ in range(groups_n)]
-    for i in sorted(range(len(units)), key=lambda i: -sizes[i]):
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
         load, g = heapq.heappop(lightest)
         members[g].append(i)
         heapq.heappush(lightest, (load + sizes[i], g))
-    ordered = sorted((sorted(m) for m in members if m), key=lambda m: -sum(sizes[i] for i in m))
-    return [[units[i] for i in m] for m in ordered]
+    return sorted((sorted(m) for m in members if m), key=lambda m: -sum(sizes[i] for i in m))
 
 
-def _partitions(options: dict[str, str], files: list[LogFile]) -> list[InputPartition]:
+def _partitions(options: dict[str, str], table: pa.Table) -> list[InputPartition]:
+    """The input partitions of the manifest ``table``: :func:`pack_files` (or, with the ``transactions`` /
+    ``reduce`` options, :func:`pack_partitions`), computed on its columns with numpy — no Python object
+    per file: 300,000 files are planned in about a second — each partition holding its rows only."""
     limit = int(options.get("max_partition_bytes", DEFAULT_MAX_PARTITION_BYTES))
     minimum = int(options.get("min_partitions", 4))
+    n = table.num_rows
+    if n == 0:
+        return []
+    size = np.asarray(table.column("size").to_numpy(), np.int64)
     # whole partitions per task (every replica): to finish their transactions, or reduce their records
-    if not (option_flag(options, "transactions", False) or option_flag(options, "reduce", False)):
-        return [_FilesPartition(g) for g in pack_files(files, max_bytes=limit, min_partitions=minimum)]
+    whole = option_flag(options, "transactions", False) or option_flag(options, "reduce", False)
+    if whole:
+        topic = table.column("topic").combine_chunks()
+        topic_codes = (topic.dictionary_encode() if not pa.types.is_dictionary(topic.type) else topic).indices
+        key = np.asarray(topic_codes.to_numpy(zero_copy_only=False), np.int64) << 32
+        key |= np.asarray(table.column("partition").to_numpy(), np.int64) & 0xFFFFFFFF
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        # units numbered in order of their first file (the listing's order), as pack_partitions does
+        rank = np.empty(len(first), np.int64)
+        rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+        unit = rank[inverse.reshape(-1)]
+        unit_bytes = np.maximum(np.bincount(unit, weights=size, minlength=len(first)).astype(np.int64), 1)
+    else:
+        unit = np.arange(n, dtype=np.int64)
+        unit_bytes = np.maximum(size, 1)
+    groups = pack_sizes(unit_bytes.tolist(), limit, minimum)
+    group_of = np.empty(len(unit_bytes), np.int64)
+    for g, members in enumerate(groups):
+        group_of[members] = g
+    order = np.argsort(unit, kind="stable")  # rows by unit, the listing's order inside a unit
+    row_group = group_of[unit[order]]
     checkpoints: dict[tuple[str, int], list[list[Any]]] = {}
-    for row in json.loads(options.get("checkpoints", "[]")):
-        checkpoints.setdefault((row[1], int(row[2])), []).append(row)
+    if whole:
+        for row in _manifest_checkpoints(options):
+            checkpoints.setdefault((row[1], int(row[2])), []).append(row)
     out: list[InputPartition] = []
-    for group in pack_partitions(files, max_bytes=limit, min_partitions=minimum):
-        held = sorted({(f.topic, f.partition) for f in group})
-        out.append(_FilesPartition(group, [row for tp in held for row in checkpoints.get(tp, [])]))
+    for g in range(len(groups)):
+        part = table.take(pa.array(order[row_group == g]))
+        held: list[list[Any]] = []
+        if checkpoints:
+            pairs = zip(part.column("topic").to_pylist(), part.column("partition").to_pylist(), strict=True)
+            held = [row for tp in sorted(set(pairs)) for row in checkpoints.get(tp, [])]
+        out.append(_FilesPartition(part.combine_chunks(), held))
     return out
 
 
@@ -597,22 +754,41 @@ def summarize_snapshot(file: LogFile, merge: PartitionTransactions | None = None
 
 
 class FilesReader(DataSourceReader):
-    """A reader over the ``files`` option, packed into input partitions (see pack_files)."""
+    """A reader over the ``manifest`` (or ``files``) option, packed into input partitions (see pack_files).
+
+    Spark pickles the reader into every task: after :meth:`partitions` it keeps only the small options,
+    each partition carries its own files."""
 
     def __init__(self, options: dict[str, str]):
-        self.files = _parse_files(options)
+        from txnlog import storage
+
         self.check_crc = option_flag(options, "check_crc", True)
         self.max_decompressed_bytes = option_limit(options)
-        self.options = options
+        self.options = {k: v for k, v in options.items() if k not in _PLANNING_OPTIONS}
+        self._planning: dict[str, str] | None = {k: options[k] for k in _PLANNING_OPTIONS if k in options}
+        storage.configure_from_options(options)
+
+    @property
+    def files(self) -> list[LogFile]:
+        """Every file of the source (planning only)."""
+        return _manifest_files(self._planning or {})
 
     def partitions(self) -> list[InputPartition]:
-        return _partitions(self.options, self.files)
+        planning, self._planning = self._planning or {}, None  # not pickled into the tasks
+        return _partitions({**self.options, **planning}, _manifest_table(planning))
+
+    def start_task(self) -> None:
+        """In a task, before reading: the driver's shared-storage settings (txnlog.storage)."""
+        from txnlog import storage
+
+        storage.configure_from_options(self.options)
 
 
 class _SegmentsReader(FilesReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         # option "transactions": the input partitions hold whole partitions (pack_partitions), so this
         # task finishes their transactions itself (txnlog.spark.transactions) instead of yielding fragments
+        self.start_task()
         merge = PartitionTransactions() if option_flag(self.options, "transactions", False) else None
         # segment rows wait in `segments` and leave as one batch before any other row: rows keep file order
         segments = SegmentRows()
@@ -655,6 +831,7 @@ class SegmentsSource(DataSource):
 
 class _BatchesReader(_SegmentsReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        self.start_task()
         for file in partition_files(partition):
             if file.kind != "log":
                 continue

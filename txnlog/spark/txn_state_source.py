@@ -157,6 +157,7 @@ class _TxnStateReader(FilesReader):
         from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
         from txnlog.kafka.txn_state import scan_transaction_log
 
+        self.start_task()
         reduce = option_flag(self.options, "reduce", False)
         records: list[pa.RecordBatch] = []
         files = partition_files(partition)
