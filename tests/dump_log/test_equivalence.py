@@ -275,6 +275,13 @@ def test_fragments_equal(worlds, scenario, variant) -> None:  # type: ignore[no-
     # the base timestamp of such a segment's first batch is not in the text
     lat = lambda df: (df["kind"] == "segment") & df["topic"].isin(LOG_APPEND_TIME_TOPICS)  # noqa: E731
     exact = [c for c in cols if c != "first_timestamp"]
+    if variant.version in ("2.7", "2.8"):
+        # 2.x prints a snapshot entry's timestamp only inside its batch metadata
+        # (DumpLogSegments.dumpProducerIdSnapshot: entry.batchMetadata.headOption), and readSnapshot keeps
+        # none when lastOffset < 0: an entry whose metadata a marker with a new epoch cleared
+        # (ProducerStateEntry.maybeUpdateProducerEpoch) shows no timestamp in that text
+        cleared = (theirs["kind"] == "snapshot") & (theirs["last_offset"] < 0)
+        theirs.loc[cleared, "last_timestamp"] = None
     assert _rows(mine[lat(mine)], exact) == _rows(theirs[lat(theirs)], exact)
     assert _rows(mine[~lat(mine)], cols) == _rows(theirs[~lat(theirs)], cols)
     by_file = lambda df: dict(zip(df["file"], df["first_timestamp"]))  # noqa: E731
