@@ -813,7 +813,7 @@ def drop_runs_before(output: str, cutoffs: Mapping[str, datetime]) -> dict[str, 
     travel and running readers until :func:`vacuum` deletes them.
     """
     from deltalake import DeltaTable
-    from deltalake.transaction import CommitProperties, RemoveAction
+    from deltalake.transaction import AddAction, CommitProperties, RemoveAction
 
     base = _Location.of(output)
     cuts = {c: _run_as_of(t) for c, t in cutoffs.items()}
@@ -855,8 +855,6 @@ def drop_runs_before(output: str, cutoffs: Mapping[str, datetime]) -> dict[str, 
         if removes:
             commit = CommitProperties(custom_metadata={"txnlog.retention": json.dumps(
                 {c: _iso_ms(t) for c, t in sorted(cuts.items())})})  # fmt: skip
-            from deltalake.transaction import AddAction
-
             new = [AddAction(f.path, f.size, {}, now_ms, True, f.stats) for f in adds]
             table.create_write_transaction([*removes, *new], "append", contract.TABLES[name], commit_properties=commit)
         deleted[name] = rows

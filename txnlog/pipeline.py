@@ -842,7 +842,7 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
                 result.seconds = time.monotonic() - t0
                 mark("SUCCEEDED", late_partitions=late_partitions)
             except BaseException as e:
-                mark("FAILED", error=f"{type(e).__name__}: {e}", best_effort=True)
+                mark("FAILED", error=" ".join(f"{type(e).__name__}: {e}".split()), best_effort=True)  # one line
                 raise
             retain(config, progress)
         return result

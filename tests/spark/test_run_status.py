@@ -59,7 +59,7 @@ def test_a_run_whose_write_fails_says_failed_with_the_error(spark, logs, tmp_pat
     assert row["status"] == "FAILED"
     assert row["as_of"] == datetime(2024, 6, 10, 12, tzinfo=UTC)
     assert type(raised.value).__name__ in row["error"]
-    assert "\n" not in row["error"] or row["error"].count("\n") < 50
+    assert "\n" not in row["error"]  # one line, whatever the exception's message held
     assert read_table(str(out), "transactions").num_rows > 0  # written before the failure, invisible to readers
 
 
