@@ -25,6 +25,7 @@ master_given=0
 # decode (txnlog/spark/session.py DRIVER_JAVA_OPTIONS says why; benchmarks/RESULTS.md §2 measured it).
 # Your own --driver-java-options or --conf spark.driver.extraJavaOptions=... replaces these.
 driver_java_options="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+own_java_options=0
 while [ $# -gt 0 ]; do
   arg="$1"; name="${arg%%=*}"
   if [[ "$with_value" == *" $name "* ]]; then
@@ -35,9 +36,9 @@ while [ $# -gt 0 ]; do
       value="$2"; shift 2
     fi
     # the driver's JVM options are merged with the log4j setting below instead of replacing it
-    if [ "$name" = "--driver-java-options" ]; then driver_java_options="$value"
+    if [ "$name" = "--driver-java-options" ]; then driver_java_options="$value"; own_java_options=1
     elif [[ ( "$name" = "--conf" || "$name" = "-c" ) && "$value" == spark.driver.extraJavaOptions=* ]]; then
-      driver_java_options="${value#spark.driver.extraJavaOptions=}"
+      driver_java_options="${value#spark.driver.extraJavaOptions=}"; own_java_options=1
     else spark_args+=("$name" "$value")
     fi
   elif [[ "$flags" == *" $arg "* ]]; then
@@ -48,6 +49,11 @@ while [ $# -gt 0 ]; do
   fi
 done
 [ "$master_given" = 1 ] || spark_args+=(--master "local[*]")
+# With txnlog's own JVM options, the driver also maps the archive of Spark's classes that
+# scripts/bootstrap.sh recorded (txnlog/spark/jvm_archive.py: ~4 s off a cold start).
+if [ "$own_java_options" = 0 ]; then
+  driver_java_options="$driver_java_options $(python "$ROOT/txnlog/spark/jvm_archive.py" --options)"
+fi
 
 # Check the job's input and configuration before starting a JVM: a wrong path or
 # an unknown config key fails at once, with one line that says what to fix.

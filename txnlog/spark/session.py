@@ -107,6 +107,11 @@ def get_session(
         preset = _preset_conf()
         chosen_master = master or extra.get("spark.master") or preset.get("spark.master") or DEFAULT_MASTER
     settings: dict[str, str] = {k: v for k, v in DEFAULT_CONF.items() if k not in preset}
+    if _launches_jvm() and "spark.driver.extraJavaOptions" not in extra:
+        from txnlog.spark.jvm_archive import java_options
+
+        # the JVM about to start maps the archive of Spark's classes, when bootstrap recorded one
+        settings["spark.driver.extraJavaOptions"] = f"{DRIVER_JAVA_OPTIONS} {java_options()}".strip()
     if chosen_master.startswith("local"):
         settings.update({k: v for k, v in LOCAL_CONF.items() if k not in preset})
     settings.update(extra)
