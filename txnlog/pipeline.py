@@ -399,7 +399,9 @@ def decode(
     )
     summary, records = _other_inputs(spark, inputs, summary, records, kafka, placement)
     if inputs.live and live_cut is not None:
-        summary = summary.unionByName(_live_batches(spark, inputs.live, kafka, live_cut, check_crc, fetch))
+        summary = summary.unionByName(
+            _live_batches(spark, inputs.live, kafka, live_cut, check_crc, fetch, max_decompressed_bytes)
+        )
     with job_description(spark, "txnlog: decode"):
         if placement.driver:  # held here once: every later plan starts from these rows, not from the parse
             summary, records = placement.localize(summary), placement.localize(records)
@@ -503,6 +505,7 @@ def _live_batches(
     cut: LiveCut,
     check_crc: bool,
     fetch: FetchSettings | None,
+    max_decompressed_bytes: int | None = None,
 ) -> DataFrame:
     """The live data partitions' batches (the Kafka source), as segment-summary rows."""
     from pyspark.sql import functions as F
@@ -512,7 +515,7 @@ def _live_batches(
     spark.dataSource.register(LiveBatchesSource)
     options = batches_options(
         bootstrap, kafka, cut, settings=fetch, check_crc=check_crc,
-        min_partitions=max(2, spark.sparkContext.defaultParallelism),
+        min_partitions=max(2, spark.sparkContext.defaultParallelism), max_decompressed_bytes=max_decompressed_bytes,
     )  # fmt: skip
     df = spark.read.format(LiveBatchesSource.name()).options(**options).load()
     return df.withColumn("input", F.lit(InputSource.LIVE_LOG))

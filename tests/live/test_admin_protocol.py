@@ -988,7 +988,9 @@ def fetch_answer(topic: str, partition: int, batches: list[tuple[int, bytes]], e
     return answer
 
 
-def read_partition(wire: Any, topic: str, batches: list[tuple[int, bytes]]) -> tuple[pa.Table, WireBrokers, list[Any]]:
+def read_partition(
+    wire: Any, topic: str, batches: list[tuple[int, bytes]], max_decompressed_bytes: int | None = None
+) -> tuple[pa.Table, WireBrokers, list[Any]]:
     from txnlog.spark.live_batches import read_ranges
     from txnlog.spark.sources import SEGMENT_SUMMARY_SCHEMA
 
@@ -998,7 +1000,7 @@ def read_partition(wire: Any, topic: str, batches: list[tuple[int, bytes]]) -> t
     brokers = wire({"Metadata": metadata_answer(leaders), "Fetch": fetch_answer(topic, partition, batches, 5, 2)})
     r = LiveRange(topic, partition, 0, 5, 0, 4, 5)  # [log start, high watermark); the LSO pinned at 4
     reads: list[Any] = []
-    rows = list(read_ranges(BOOTSTRAP, {}, [r], reads=reads))
+    rows = list(read_ranges(BOOTSTRAP, {}, [r], reads=reads, max_decompressed_bytes=max_decompressed_bytes))
     return pa.Table.from_batches(rows, schema=SEGMENT_SUMMARY_SCHEMA), brokers, reads
 
 
@@ -1082,3 +1084,25 @@ def test_consumer_offsets_open_commit_is_an_open_transaction(wire: Any) -> None:
     ]
     (open_txn,) = [t for t in txns if t["marker_offset"] is None]
     assert open_txn["open_on_lead"] is True and open_txn["replicas"] == ["live"]
+
+
+def test_a_fetched_compression_bomb_is_quarantined_not_expanded(wire: Any) -> None:
+    """A control batch whose zstd records expand to 16 MiB, fetched with a 1 MiB limit: the range's rows
+    quarantine it as decompressed_too_large (as the segment reader does, issue 14) and keep every other batch."""
+    from tests.kafka.bombs import bomb
+    from tests.kafka.encoders import Batch
+
+    log = offsets_log(data_records)
+    base, marker_bytes = log[1]  # the COMMIT marker of producer 7001 at offset 2
+    (attrs,) = struct.unpack_from(">h", marker_bytes, 21)
+    bombed = Batch(
+        base_offset=base, attributes=attrs | 4, producer_id=7001, producer_epoch=2, record_count=1,
+        base_timestamp=T0 + base, body=bomb(4, 16 * 2**20),
+    ).encode()  # fmt: skip
+    rows, _, _ = read_partition(wire, "orders", [log[0], (base, bombed), *log[2:]], max_decompressed_bytes=2**20)
+    quarantined = rows.filter(pa.compute.equal(rows["kind"], "quarantine")).to_pylist()
+    assert [(q["reason"], q["position"]) for q in quarantined] == [("decompressed_too_large", len(log[0][1]))]
+    runs = rows.filter(pa.compute.equal(rows["kind"], "run")).to_pylist()
+    assert {(r["producer_id"], r["first_offset"]) for r in runs} == {(7001, 0), (7002, 4)}
+    unlimited, _, _ = read_partition(wire, "orders", [log[0], (base, bombed), *log[2:]])
+    assert "decompressed_too_large" not in unlimited["reason"].to_pylist()  # 16 MiB is under the 64 MiB default

@@ -57,7 +57,14 @@ from pyspark.sql.types import StructType
 from txnlog.config import LIVE_RANGES
 from txnlog.live_fetch import FetchSettings, LiveRange
 from txnlog.logdirs import Checkpoint, LogFile
-from txnlog.spark.sources import SEGMENT_SUMMARY_SCHEMA, SegmentRows, arrow_to_spark_schema, summarize_segment
+from txnlog.spark.sources import (
+    SEGMENT_SUMMARY_SCHEMA,
+    SegmentRows,
+    arrow_to_spark_schema,
+    limit_kwargs,
+    option_limit,
+    summarize_segment,
+)
 from txnlog.tables import LIVE_REPLICA
 
 if TYPE_CHECKING:
@@ -217,9 +224,13 @@ def batches_options(
     settings: FetchSettings | None = None,
     check_crc: bool = True,
     min_partitions: int = 2,
+    max_decompressed_bytes: int | None = None,
 ) -> dict[str, str]:
-    """Reader options: the cluster, the client settings and the captured ranges."""
+    """Reader options: the cluster, the client settings and the captured ranges; ``max_decompressed_bytes``
+    bounds what one range's compressed control batches may expand to (None: the decoders' default)."""
+    limit = {} if max_decompressed_bytes is None else {"max_decompressed_bytes": str(max_decompressed_bytes)}
     return {
+        **limit,
         "bootstrap_servers": bootstrap,
         "conf": json.dumps(dict(kafka_conf or {})),
         "ranges": json.dumps([asdict(r) for r in cut.ranges]),
@@ -276,8 +287,10 @@ def read_ranges(
     check_crc: bool = True,
     fetch: bool = True,
     reads: list[RangeRead] | None = None,
+    max_decompressed_bytes: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """SEGMENT_SUMMARY rows of ``ranges``, read now (``reads`` collects what each read cost)."""
+    """SEGMENT_SUMMARY rows of ``ranges``, read now (``reads`` collects what each read cost); a range whose
+    compressed batches expand past ``max_decompressed_bytes`` is quarantined there, as a segment file is."""
     from txnlog.kafka.record_batch import scan_segment
     from txnlog.live_fetch import FetchClient
 
@@ -293,7 +306,7 @@ def read_ranges(
             if reads is not None:
                 reads.append(read)
             file = range_file(r, read)
-            scan = scan_segment(read.data, file=r.name, check_crc=check_crc)
+            scan = scan_segment(read.data, file=r.name, check_crc=check_crc, **limit_kwargs(max_decompressed_bytes))
             for batch in summarize_segment(file, check_crc, segments, scan=scan):
                 yield from segments.batches()
                 yield batch
@@ -306,6 +319,7 @@ class _LiveBatchesReader(DataSourceReader):
         self.ranges = [LiveRange(**d) for d in json.loads(options.get("ranges", "[]"))]
         self.settings = FetchSettings(**json.loads(options.get("settings", "{}")))
         self.check_crc = options.get("check_crc", "true").lower() in ("1", "true", "yes")
+        self.max_decompressed_bytes = option_limit(options)
 
     def partitions(self) -> list[InputPartition]:
         tasks = max(1, int(self.options.get("min_partitions", "2"))) * 4
@@ -320,6 +334,7 @@ class _LiveBatchesReader(DataSourceReader):
             settings=self.settings,
             check_crc=self.check_crc,
             fetch=bool(partition.value["fetch"]),
+            max_decompressed_bytes=self.max_decompressed_bytes,
         )
 
 
