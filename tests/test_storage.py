@@ -117,3 +117,51 @@ def test_discovery_and_reads_on_s3_are_the_local_ones(tmp_path, monkeypatch) -> 
         finally:
             storage.configure(None)
             storage.forget()
+
+
+def test_delta_tables_on_s3_take_the_storage_settings(tmp_path, monkeypatch) -> None:
+    """``--output s3a://…`` with the config's ``storage`` settings only (no AWS_* environment, an http://
+    endpoint as a MinIO has): the deltalake writer commits there, a rerun of the same run replaces its rows,
+    a second run appends, ``read_table`` filters by run and retention drops the older one, as on a local path."""
+    from datetime import UTC, datetime
+
+    import pyarrow as pa
+    from pyarrow import fs as pafs
+
+    from tests.moto_s3 import moto_server
+    from txnlog import delta
+    from txnlog.tables import RUNS
+
+    for key in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(key)
+    first, second = datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC)
+
+    def runs_row(as_of: datetime, run_id: str) -> pa.Table:
+        row = dict.fromkeys(RUNS.names) | {"cluster": "c", "as_of": as_of, "run_id": run_id, "status": "SUCCEEDED"}
+        return pa.Table.from_pylist([row], schema=RUNS)
+
+    with moto_server(tmp_path) as endpoint:
+        s3 = pafs.S3FileSystem(
+            endpoint_override=endpoint, scheme="http", region="us-east-1", access_key="a", secret_key="b",
+            allow_bucket_creation=True,
+        )  # fmt: skip
+        s3.create_dir("txnlog")
+        storage.forget()
+        storage.configure(
+            {"s3.endpoint": endpoint, "s3.region": "us-east-1", "s3.access_key": "a", "s3.secret_key": "b"}
+        )
+        try:
+            out = "s3a://txnlog/out"
+            written = delta.write_tables(None, out, {"runs": runs_row(first, "r1")}, cluster="c", as_of=first)
+            assert written == {"runs": 1}
+            delta.write_tables(None, out, {"runs": runs_row(first, "r1-again")}, cluster="c", as_of=first)
+            delta.write_tables(None, out, {"runs": runs_row(second, "r2")}, cluster="c", as_of=second)
+            ids = sorted(delta.read_table(out, "runs").column("run_id").to_pylist())
+            assert ids == ["r1-again", "r2"]
+            assert delta.read_table(out, "runs", as_of=second).column("run_id").to_pylist() == ["r2"]
+            assert delta.drop_runs_before(out, {"c": second}) == {"runs": 1}
+            assert delta.read_table(out, "runs").column("run_id").to_pylist() == ["r2"]
+            assert s3.get_file_info("txnlog/out/runs/_delta_log").type == pafs.FileType.Directory
+        finally:
+            storage.configure(None)
+            storage.forget()

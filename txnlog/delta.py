@@ -42,6 +42,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
@@ -52,7 +53,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from txnlog import __version__
+from txnlog import __version__, storage
 from txnlog import tables as contract
 from txnlog.config import parse_as_of
 from txnlog.errors import UsageError
@@ -246,12 +247,11 @@ def read_table(
     cluster: string not null
     ...
     """
-    from deltalake import DeltaTable
 
     location = _Location.of(output).child(name)
-    if not DeltaTable.is_deltatable(location.uri):
+    if not location.is_table():
         raise UsageError(f"{location.uri}: no Delta table there; check the output path, or run txnlog to write it")
-    table = DeltaTable(location.uri)
+    table = location.table()
     condition = None
     if cluster is not None:
         condition = pc.field("cluster") == pa.scalar(cluster, pa.string())
@@ -316,6 +316,17 @@ class _Location:
     spark_path: str  # for Spark: file:///... for local paths, else the URI
     fs: pafs.FileSystem
     fs_path: str  # the path inside ``fs``
+    options: dict[str, str] = dataclass_field(default_factory=dict)  # delta-rs storage_options (txnlog.storage)
+
+    def table(self) -> DeltaTable:
+        from deltalake import DeltaTable
+
+        return DeltaTable(self.uri, storage_options=self.options or None)
+
+    def is_table(self) -> bool:
+        from deltalake import DeltaTable
+
+        return bool(DeltaTable.is_deltatable(self.uri, self.options or None))
 
     @staticmethod
     def of(path: str) -> _Location:
@@ -323,10 +334,11 @@ class _Location:
         if len(parsed.scheme) <= 1 or parsed.scheme == "file":  # "C:" is a drive, not a scheme
             local = Path(unquote(parsed.path) if parsed.scheme == "file" else str(path)).expanduser().resolve()
             return _Location(str(local), local.as_uri(), pafs.LocalFileSystem(), str(local))
-        # Hadoop's s3a:// is s3:// to pyarrow.
-        arrow_uri = "s3://" + str(path)[len("s3a://") :] if parsed.scheme == "s3a" else str(path)
-        fs, fs_path = pafs.FileSystem.from_uri(arrow_uri)
-        return _Location(str(path).rstrip("/"), str(path).rstrip("/"), fs, fs_path.rstrip("/"))
+        # the filesystem and settings the inputs use (s3a:// is s3:// to pyarrow and delta-rs)
+        fs, fs_path = storage.filesystem(str(path))
+        uri = str(path).rstrip("/")
+        uri = "s3://" + uri[len("s3a://") :] if parsed.scheme == "s3a" else uri
+        return _Location(uri, str(path).rstrip("/"), fs, fs_path.rstrip("/"), storage.delta_options(uri))
 
     def child(self, name: str) -> _Location:
         return _Location(
@@ -334,6 +346,7 @@ class _Location:
             posixpath.join(self.spark_path, name),
             self.fs,
             posixpath.join(self.fs_path, name),
+            self.options,
         )
 
     def subtree_fs(self) -> pafs.FileSystem:
@@ -362,14 +375,13 @@ def _write_with_deltalake(
     as_of: datetime,
     supersede: Supersede | None = None,
 ) -> int:
-    from deltalake import DeltaTable
     from deltalake import Schema as DeltaSchema
     from deltalake.transaction import AddAction, CommitProperties, RemoveAction, create_table_with_add_actions
 
     schema = contract.TABLES[name]
     stage = f"{STAGE_PREFIX}{uuid.uuid4().hex}"
     stage_fs_path = posixpath.join(table.fs_path, stage)
-    existing = DeltaTable(table.uri) if DeltaTable.is_deltatable(table.uri) else None
+    existing = table.table() if table.is_table() else None
     if existing is not None:
         _evolve_schema(existing, schema, table.uri)
     committing = False
@@ -404,7 +416,13 @@ def _write_with_deltalake(
         committing = True
         if existing is None:
             create_table_with_add_actions(
-                table.uri, DeltaSchema.from_arrow(schema), adds, mode="error", name=name, commit_properties=commit
+                table.uri,
+                DeltaSchema.from_arrow(schema),
+                adds,
+                mode="error",
+                name=name,
+                commit_properties=commit,
+                storage_options=table.options or None,
             )
         elif adds or removes:
             existing.create_write_transaction([*removes, *adds], "append", schema, commit_properties=commit)
@@ -412,7 +430,7 @@ def _write_with_deltalake(
         # Unless the commit made them live (a commit call can fail after the
         # log entry is written, e.g. a timeout on object storage), the staged
         # files are orphans: remove them.
-        if not (committing and _stage_is_live(table.uri, stage)):
+        if not (committing and _stage_is_live(table, stage)):
             _delete_dir(table.fs, stage_fs_path)
         raise
     if not new_files:
@@ -420,11 +438,9 @@ def _write_with_deltalake(
     return rows
 
 
-def _stage_is_live(uri: str, stage: str) -> bool:
-    from deltalake import DeltaTable
-
+def _stage_is_live(location: _Location, stage: str) -> bool:
     try:
-        paths = pa.table(DeltaTable(uri).get_add_actions()).column("path").to_pylist()
+        paths = pa.table(location.table().get_add_actions()).column("path").to_pylist()
     except Exception:  # no table, unreadable log: assume the worst, keep the files
         return True
     return any(p.startswith(stage + "/") for p in paths)
@@ -770,7 +786,6 @@ def _write_with_delta_spark(
     as_of: datetime,
     supersede: Supersede | None = None,
 ) -> int:
-    from deltalake import DeltaTable
 
     from txnlog.spark.schemas import spark_schema
 
@@ -794,7 +809,7 @@ def _write_with_delta_spark(
             .option("userMetadata", metadata)
             .save(table.spark_path)
         )
-    last = DeltaTable(table.uri).history(1)[0]
+    last = table.table().history(1)[0]
     return int(last.get("operationMetrics", {}).get("numOutputRows", 0))
 
 
@@ -812,7 +827,6 @@ def drop_runs_before(output: str, cutoffs: Mapping[str, datetime]) -> dict[str, 
     file that may hold such rows is rewritten without them. The removed files stay on disk for time
     travel and running readers until :func:`vacuum` deletes them.
     """
-    from deltalake import DeltaTable
     from deltalake.transaction import AddAction, CommitProperties, RemoveAction
 
     base = _Location.of(output)
@@ -820,9 +834,9 @@ def drop_runs_before(output: str, cutoffs: Mapping[str, datetime]) -> dict[str, 
     deleted: dict[str, int] = {}
     for name in ["runs", *(t for t in contract.TABLES if t != "runs")]:
         location = base.child(name)
-        if not DeltaTable.is_deltatable(location.uri) or not cuts:
+        if not location.is_table() or not cuts:
             continue
-        table = DeltaTable(location.uri)
+        table = location.table()
         actions = pa.table(table.get_add_actions(flatten=True))
         names = set(actions.column_names)
 
@@ -866,15 +880,14 @@ def vacuum(output: str, *, retention_hours: int) -> dict[str, int]:
     """Delete the data files no version of the last ``retention_hours`` references, in every output table
     (delta-rs vacuum; Delta's default retention is 168 hours: a shorter one can break readers still on an
     older version and time travel); then checkpoint each table's log. Returns the files deleted per table."""
-    from deltalake import DeltaTable
 
     base = _Location.of(output)
     deleted: dict[str, int] = {}
     for name in contract.TABLES:
         location = base.child(name)
-        if not DeltaTable.is_deltatable(location.uri):
+        if not location.is_table():
             continue
-        table = DeltaTable(location.uri)
+        table = location.table()
         gone = table.vacuum(retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False)
         table.create_checkpoint()
         deleted[name] = len(gone)

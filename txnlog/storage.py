@@ -176,6 +176,31 @@ def filesystem(uri: str) -> tuple[Any, str]:
     return made, inner.rstrip("/") or inner
 
 
+def delta_options(uri: str) -> dict[str, str]:
+    """delta-rs ``storage_options`` for an output ``uri`` from the same settings the inputs use (the writer
+    and readers of the Delta tables, txnlog.delta). S3 only; other stores take their own environment."""
+    if SCHEMES.get(scheme_of(uri) or "") != "s3":
+        return {}
+    s = _settings
+    options: dict[str, str] = {}
+    endpoint = s.s3_endpoint()
+    if endpoint:
+        options["AWS_ENDPOINT_URL"] = endpoint
+        if endpoint.startswith("http://"):
+            options["AWS_ALLOW_HTTP"] = "true"  # delta-rs refuses plain HTTP unless told (a MinIO, a test server)
+    for key, name in (
+        ("s3.region", "AWS_REGION"),
+        ("s3.access_key", "AWS_ACCESS_KEY_ID"),
+        ("s3.secret_key", "AWS_SECRET_ACCESS_KEY"),
+        ("s3.session_token", "AWS_SESSION_TOKEN"),
+    ):
+        if s.get(key):
+            options[name] = str(s.get(key))
+    if (s.get("s3.anonymous") or "").lower() in ("1", "true", "yes"):
+        options["AWS_SKIP_SIGNATURE"] = "true"
+    return options
+
+
 def _s3(pafs: Any) -> Any:
     s = _settings
     kwargs: dict[str, Any] = {}
