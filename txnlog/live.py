@@ -642,7 +642,42 @@ def send_abort(admin: Any, plan: AbortPlan) -> None:
     spec = AbortTransactionSpec(
         TopicPartition(plan.topic, plan.partition), plan.producer_id, plan.producer_epoch, plan.coordinator_epoch
     )
+
+    # kafka-python's abort_transaction, with the response read as Kafka's Admin reads it: its own check
+    # passes a response that lacks the partition's result (no error code to look at). The steps are
+    # kafka-python 3.0's (_async_abort_transaction), pinned in pyproject.toml.
+    async def write_marker() -> Any:
+        leaders = await admin._async_get_leader_for_partitions([spec.topic_partition])
+        return await admin._manager.send(admin._abort_transaction_request(spec), node_id=next(iter(leaders)))
+
     try:
-        admin.abort_transaction(spec)
+        response = admin._manager.run(write_marker)
     except IncompatibleBrokerVersion as e:
         raise AbortUnsupported(f"the broker does not support WriteTxnMarkers (admin abort): {e}") from e
+    check_abort_response(response, plan)
+
+
+def check_abort_response(response: Any, plan: AbortPlan) -> None:
+    """Raise unless the WriteTxnMarkers response holds exactly one result, for the plan's producer, topic and
+    partition, without error: ``AbortTransactionHandler.handleResponse`` (clients/.../admin/internals)."""
+    from kafka import errors as kafka_errors
+
+    def unexpected(what: str) -> Exception:
+        return kafka_errors.KafkaError(
+            f"WriteTxnMarkers response included unexpected {what} (expected exactly one entry for producer "
+            f"{plan.producer_id} on {plan.topic}-{plan.partition}): the marker may not have been written; "
+            f"check with 'txnlog find-hanging' before retrying"
+        )
+
+    markers = list(response.markers)
+    if len(markers) != 1 or markers[0].producer_id != plan.producer_id:
+        raise unexpected("marker entries")
+    topics = list(markers[0].topics)
+    if len(topics) != 1 or topics[0].name != plan.topic:
+        raise unexpected("topic entries")
+    partitions = list(topics[0].partitions)
+    if len(partitions) != 1 or partitions[0].partition_index != plan.partition:
+        raise unexpected("partition entries")
+    error = kafka_errors.for_code(partitions[0].error_code)
+    if error is not kafka_errors.NoError:
+        raise error(f"WriteTxnMarkers (abort) failed for {plan.topic}-{plan.partition}")

@@ -875,15 +875,27 @@ def test_abort_error_in_the_response_is_an_error_not_a_success(wire: Any, admin_
     assert len(brokers.sent("WriteTxnMarkers")) == 2  # one per attempt (the CLI's, the call's): no retry
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kafka-python's abort_transaction checks only the error codes present: a response without the "
-    "partition's result passes as success (AbortTransactionHandler fails it: 'included unexpected marker entries')",
-)
-def test_abort_response_without_the_partition_is_not_a_success(wire: Any) -> None:
-    wire(scene_answers(now_ms(), markers=write_txn_markers_answer(markers=False)))
-    code, out, _ = run_cli("--partition", "1", "--start-offset", "40", "--execute")
+@pytest.mark.parametrize("shape", ["no markers", "another partition", "another producer"])
+def test_abort_response_without_the_partition_is_not_a_success(wire: Any, shape: str) -> None:
+    """kafka-python's abort_transaction checks only the error codes present, so a response without this
+    partition's result would pass as a success; txnlog reads it as AbortTransactionHandler.handleResponse
+    does: a failure, one line, exit 1, never 'aborted'."""
+    R = WriteTxnMarkersResponse.WritableTxnMarkerResult
+    T = R.WritableTxnMarkerTopicResult
+    P = T.WritableTxnMarkerPartitionResult
+
+    def answer(node: Any, request: Any) -> Any:
+        ((m,),) = [request.markers]
+        pid = m.producer_id + (1 if shape == "another producer" else 0)
+        index = 1 + (1 if shape == "another partition" else 0)
+        result = R(producer_id=pid, topics=[T(name=TOPIC, partitions=[P(partition_index=index, error_code=0)])])
+        return WriteTxnMarkersResponse(markers=[] if shape == "no markers" else [result])
+
+    brokers = wire(scene_answers(now_ms(), markers=answer))
+    code, out, err = run_cli("--partition", "1", "--start-offset", "40", "--execute")
     assert code != 0 and "aborted" not in out
+    assert "WriteTxnMarkers response included unexpected" in err and "\n" not in err.strip()
+    assert len(brokers.sent("WriteTxnMarkers")) == 1
 
 
 def test_abort_unsupported_by_the_broker_says_so(wire: Any) -> None:
