@@ -1,4 +1,4 @@
-"""A class-data-sharing archive of the driver JVM's classes: ~4 s off every run's start (issue 12).
+"""The driver JVM: its JIT and collector options, and a class-data-sharing archive of Spark's classes (issue 12).
 
 A txnlog run on a small input spends most of its time in a cold driver JVM: Spark's SQL engine loads,
 verifies and links ~20,000 classes from its jars while it plans the run's first queries. A JDK 13+
@@ -8,8 +8,8 @@ instead of parsing and verifying the jars again. On this machine an 8-line kafka
 from 18–19.5 s to 14.5–15.5 s (benchmarks/RESULTS.md, "Startup").
 
 ``scripts/bootstrap.sh`` makes the archive once per (JDK, Spark jars), after the decoders' warm-up,
-with a training run of the job on the embedded sample and a kafka-dump-log.sh rendering of it, in the
-driver and in Spark tasks (``--create``, ~40 s). ``./spark-submit.sh`` and :func:`txnlog.spark.session.get_session`
+with a training run of the job on the embedded sample and a kafka-dump-log.sh rendering of it
+(``--create``, ~40 s). ``./spark-submit.sh`` and :func:`txnlog.spark.session.get_session`
 add :func:`java_options` to the driver's JVM options when the archive is there. The JVM checks the
 archive against its own class path and silently runs without it when they differ (another
 ``SPARK_HOME``, ``--driver-class-path``): the options below switch its ``cds`` warnings off, so a stale
@@ -28,6 +28,16 @@ import sys
 import tempfile
 from importlib.util import find_spec
 from pathlib import Path
+
+# The driver JVM's JIT and garbage collector. txnlog's driver plans ~50 short Spark jobs over a few
+# thousand summary rows (the bytes are decoded in Python workers), and in local mode it runs them too.
+# The JVM's default tiered JIT spends most of its CPU compiling with C2, and G1 runs concurrent GC
+# threads: on a 2-core machine, 45 CPU-s of a 30 s job, taken from the Python workers that decode.
+# C1 alone and the serial collector cut the job's CPU to 26 s and its time per extra GiB of input from
+# 1.7 to 0.6 s (benchmarks/RESULTS.md §2, "Driver JVM and balanced
+# decode tasks"). ./spark-submit.sh passes the same options;
+# a user's own spark.driver.extraJavaOptions replaces them.
+DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 #: TXNLOG_JVM_ARCHIVE=0 never uses or makes one; a path uses that directory for the archives
 ENV = "TXNLOG_JVM_ARCHIVE"
@@ -77,46 +87,20 @@ def java_options() -> str:
 
 
 def create(progress: bool = True) -> Path | None:
-    """Make the archive with a training run under ``spark-submit`` (idempotent: an existing one is kept)."""
+    """Make the archive with a training run: the job itself (``jobs/find_hanging.py`` under
+    ``spark-submit``) on the embedded sample plus a kafka-dump-log.sh rendering of some of its segments,
+    its Python steps in the driver (the small inputs whose start this speeds up). Idempotent: an existing
+    archive is kept; None when there is nothing to key one by or no job script beside the package."""
     path = archive_path()
-    if path is None or path.is_file():
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    from txnlog.spark.session import DRIVER_JAVA_OPTIONS
-
-    command = [
-        os.path.join(os.path.dirname(sys.executable), "spark-submit"),
-        "--master", "local[2]",
-        "--conf", "spark.ui.enabled=false",
-        "--driver-java-options", f"{DRIVER_JAVA_OPTIONS} -XX:ArchiveClassesAtExit={tmp} -Xlog:cds=off",
-        os.path.abspath(__file__), "--train",
-    ]  # fmt: skip
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    try:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-        if done.returncode != 0 or not tmp.is_file():
-            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-            raise RuntimeError(f"the training run exited {done.returncode}: {' | '.join(tail)}")
-        os.replace(tmp, path)  # another bootstrap's archive of the same key is as good
-    finally:
-        tmp.unlink(missing_ok=True)
-    if progress:
-        print(f"txnlog: driver JVM classes archived in {path}", file=sys.stderr)
-    return path
-
-
-def train() -> None:
-    """What the archive records: the job on the sample and on a kafka-dump-log.sh rendering of its
-    segments, once with the Python steps in the driver (a small input) and once in Spark tasks."""
-    from txnlog.config import load_config
+    job = Path(__file__).resolve().parents[2] / "jobs" / "find_hanging.py"
+    if path is None or path.is_file() or not job.is_file():
+        return path if path is not None and path.is_file() else None
     from txnlog.kafka.dump_log_text import render_dump
     from txnlog.logdirs import discover
-    from txnlog.pipeline import run
     from txnlog.sample import sample_logs
-    from txnlog.spark.session import get_session
 
-    spark = get_session("txnlog-jvm-archive")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     work = tempfile.mkdtemp(prefix="txnlog-jvm-archive-")
     try:
         logs = sample_logs()
@@ -125,13 +109,25 @@ def train() -> None:
         with open(dump, "w", encoding="utf-8") as f:
             for seg in [*inventory.segments[:8], *inventory.txn_state_segments[:2]]:
                 f.write(render_dump(seg.path))
-        quiet = lambda _message: None  # noqa: E731
-        for i, driver_max_bytes in enumerate((64 * 2**20, 0)):
-            settings = {"logs": [logs], "dump_log": [dump], "output": os.path.join(work, f"out{i}")}
-            run(load_config(None, {**settings, "driver_max_bytes": driver_max_bytes}), spark=spark, progress=quiet)
+        command = [
+            os.path.join(os.path.dirname(sys.executable), "spark-submit"),
+            "--master", "local[2]",
+            "--conf", "spark.ui.enabled=false",
+            "--driver-java-options", f"{DRIVER_JAVA_OPTIONS} -XX:ArchiveClassesAtExit={tmp} -Xlog:cds=off",
+            str(job), "--logs", logs, "--dump-log", dump, "--output", os.path.join(work, "out"),
+        ]  # fmt: skip
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+        if done.returncode != 0 or not tmp.is_file():
+            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+            raise RuntimeError(f"the training run exited {done.returncode}: {' | '.join(tail)}")
+        os.replace(tmp, path)  # another bootstrap's archive of the same key is as good
     finally:
+        tmp.unlink(missing_ok=True)
         shutil.rmtree(work, ignore_errors=True)
-        spark.stop()
+    if progress:
+        print(f"txnlog: driver JVM classes archived in {path}", file=sys.stderr)
+    return path
 
 
 def main(argv: list[str]) -> int:
@@ -144,10 +140,7 @@ def main(argv: list[str]) -> int:
     if argv == ["--create"]:
         create()
         return 0
-    if argv == ["--train"]:
-        train()
-        return 0
-    print("usage: jvm_archive.py --options | --is-ready | --create | --train", file=sys.stderr)
+    print("usage: jvm_archive.py --options | --is-ready | --create", file=sys.stderr)
     return 2
 
 

@@ -17,6 +17,9 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+# the driver JVM's JIT and collector options, and its class archive (txnlog.spark.jvm_archive says why)
+from txnlog.spark.jvm_archive import DRIVER_JAVA_OPTIONS, java_options
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -28,16 +31,6 @@ REQUIRED_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
 }
-
-# The driver JVM's JIT and garbage collector. txnlog's driver plans ~50 short Spark jobs over a few
-# thousand summary rows (the bytes are decoded in Python workers), and in local mode it runs them too.
-# The JVM's default tiered JIT spends most of its CPU compiling with C2, and G1 runs concurrent GC
-# threads: on a 2-core machine, 45 CPU-s of a 30 s job, taken from the Python workers that decode.
-# C1 alone and the serial collector cut the job's CPU to 26 s and its time per extra GiB of input from
-# 1.7 to 0.6 s (benchmarks/RESULTS.md §2, "Driver JVM and balanced
-# decode tasks"). ./spark-submit.sh passes the same options;
-# a user's own spark.driver.extraJavaOptions replaces them.
-DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 # Defaults for a session txnlog builds. Under spark-submit, its --conf and
 # spark-defaults.conf win over these; an explicit ``conf`` wins over all.
@@ -108,8 +101,6 @@ def get_session(
         chosen_master = master or extra.get("spark.master") or preset.get("spark.master") or DEFAULT_MASTER
     settings: dict[str, str] = {k: v for k, v in DEFAULT_CONF.items() if k not in preset}
     if _launches_jvm() and "spark.driver.extraJavaOptions" not in extra:
-        from txnlog.spark.jvm_archive import java_options
-
         # the JVM about to start maps the archive of Spark's classes, when bootstrap recorded one
         settings["spark.driver.extraJavaOptions"] = f"{DRIVER_JAVA_OPTIONS} {java_options()}".strip()
     if chosen_master.startswith("local"):
@@ -136,15 +127,20 @@ def delta_spark_available(spark: SparkSession) -> bool:
     >>> delta_spark_available(get_session())
     False
     """
+    known = getattr(spark, "_txnlog_delta_jars", None)  # asked once per session: ~20 py4j calls each time
+    if known is not None:
+        return bool(known)
     jvm = getattr(spark, "_jvm", None)
     if jvm is None:
         return False
     try:
         loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
         jvm.java.lang.Class.forName(DELTA_TABLE_CLASS, False, loader)
+        found = True
     except Exception:  # py4j wraps ClassNotFoundException in Py4JJavaError
-        return False
-    return True
+        found = False
+    spark._txnlog_delta_jars = found  # type: ignore[attr-defined]  # a memo on the session object itself
+    return found
 
 
 def _launches_jvm() -> bool:

@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from txnlog import classify
 from txnlog.kafka.wire import TransactionState
 from txnlog.spark.placement import Placement
+from txnlog.spark.schemas import quoted
 from txnlog.spark.staged import RAW_COLUMNS
 from txnlog.spark.transactions import KIND_TRANSACTION, Checkpoints, transactions_of_summary
 
@@ -96,7 +97,8 @@ def partition_transactions(
         )
         done = done.unionByName(merged)
     ms = {"first_timestamp", "last_timestamp", "marker_timestamp"}
-    return done.select(*[F.col(c).alias(f"{c}_ms" if c in ms else c) for c in RAW_COLUMNS])
+    # SQL text: one call into the JVM for the projection (txnlog.spark.schemas.shaped)
+    return done.selectExpr(*[f"{quoted(c)} AS {quoted(f'{c}_ms' if c in ms else c)}" for c in RAW_COLUMNS])
 
 
 CHECKPOINT_SCHEMA = (
@@ -355,9 +357,9 @@ def coordinator_state(history: DataFrame) -> DataFrame:
         # records reduced where they were decoded carry their id's count (txnlog.spark.coordinator)
         F.sum(F.coalesce(F.col("transitions"), F.lit(1))).alias("transitions"),
     )
-    latest = latest.select(
+    latest = latest.selectExpr(
         "transactional_id",
-        *[F.col(f"v.{c}").alias(c) for c in cols],
+        *[f"v.{quoted(c)} AS {quoted(c)}" for c in cols],
         "is_tombstoned",
         "coordinator_partition",
         "record_offset",
