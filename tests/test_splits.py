@@ -203,3 +203,17 @@ def test_random_positions_never_change_the_result(tmp_path: Path) -> None:
             np.array(positions, np.int64), np.array(offsets, np.int64), np.full(len(positions), -1, np.int64)
         )
         assert_same_as_whole(buf, points)
+
+
+def test_stitch_keeps_live_pieces_and_one_unreadable_row() -> None:
+    from txnlog.spark.splits import live_and_dead
+
+    def row(file: str, piece: int, nxt: int | None) -> dict:
+        return {"broker": "b", "file": file, "piece": piece, "next_piece": nxt}
+
+    live, dead = live_and_dead(
+        [row("a", 0, 2), row("a", 1, 2), row("a", 2, 4), row("a", 3, None), row("u", 0, -1), row("u", 1, -1)]
+    )
+    assert [r["piece"] for r in live[("b", "a")]] == [0, 2]
+    assert live[("b", "u")] == []
+    assert dead == {("b", "a", 1), ("b", "a", 3), ("b", "u", 1)}

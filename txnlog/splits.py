@@ -44,8 +44,11 @@ cut at a stop is two runs of one transaction, and the merge reduces them to the 
 ``piece`` rows become the file's one ``segment`` row (:func:`segment_row`: min/max/sum of the pieces'),
 so log bounds, damage ranges and as_of are those of the whole file.
 
-One known difference: the budget of ``max_decompressed_bytes`` for compressed *control* batches
-(a broker never compresses them) is per piece instead of per file.
+Limits: remote files (s3a://, hdfs://) are not split — every piece would fetch the whole object;
+the budget of ``max_decompressed_bytes`` for compressed *control* batches (a broker never compresses
+them) is per piece instead of per file; a piece task whose file cannot be read at all says so
+(``next_piece`` = :data:`UNREADABLE`) and the stitch keeps one ``unreadable_file`` row for the file and
+nothing else of it, as a whole read of a file that vanished would.
 
 Pure module: numpy only.
 """
@@ -135,6 +138,10 @@ def valid_points(buf: Buffer, points: SplitPoints, check_crc: bool) -> np.ndarra
         batch = valid_batch_at(arr, position, check_crc)
         ok[i] = batch is not None and previous < batch[0] <= batch[1] <= offset
     return ok
+
+
+#: ``next_piece`` of a piece whose file could not be read at all (the task's I/O failed)
+UNREADABLE = -1
 
 
 def piece_of_stop(positions: np.ndarray, stopped_at: int) -> int:

@@ -122,6 +122,18 @@ def test_a_hot_partitions_big_segment_becomes_several_tasks(spark, tmp_path: Pat
     assert tasks(-(-hot.size // 6)) == 8
     # not above the threshold: nothing changes
     assert tasks(hot.size) == 2
+    # the forensic batches source reads files whole, whatever the option: every batch once
+    from txnlog.spark.sources import BatchesSource
+
+    spark.dataSource.register(BatchesSource)
+    batches = spark.read.format(BatchesSource.name()).options(**options, split_segment_bytes=str(hot.size // 6))
+    assert batches.load().count() == _batch_count(inv)
+
+
+def _batch_count(inv: Inventory) -> int:
+    from txnlog.kafka.record_batch import scan_segment_file
+
+    return sum(scan_segment_file(f.path).batch_count for f in inv.segments)
 
 
 def test_missing_or_corrupt_index_reads_the_file_whole(spark, tmp_path: Path) -> None:

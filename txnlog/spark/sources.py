@@ -1025,8 +1025,12 @@ class _SegmentsReader(FilesReader):
             except OSError as e:  # vanished/unreadable file: a quarantine row, never a crash
                 from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
 
+                if piece is not None:  # every piece of the file says so; the stitch keeps one (txnlog.spark.splits)
+                    from txnlog.kafka.record_batch import empty_batches
+                    from txnlog.splits import UNREADABLE
+
+                    segments.add(file, empty_batches(), 0, piece=piece.index, next_piece=UNREADABLE)
                 yield from segments.batches()
-                # (a piece: every piece of the file says so; the stitch keeps piece 0's)
                 yield quarantine_batch(
                     SEGMENT_SUMMARY_SCHEMA,
                     file,
@@ -1053,6 +1057,10 @@ class SegmentsSource(DataSource):
 
 
 class _BatchesReader(_SegmentsReader):
+    def partitions(self) -> list[InputPartition]:
+        self.options.pop("split_segment_bytes", None)  # every batch of a file once: files are read whole
+        return super().partitions()
+
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         self.start_task()
         for file in partition_files(partition):

@@ -30,6 +30,11 @@ def live_and_dead(pieces: Iterable[Any]) -> tuple[dict[tuple[str, str], list[Any
     live: dict[tuple[str, str], list[Any]] = {}
     dead: set[tuple[str, str, int]] = set()
     for key, rows in by_file.items():
+        unreadable = sorted(k for k, r in rows.items() if r["next_piece"] == S.UNREADABLE)
+        if unreadable:  # as a whole read of an unreadable file: its one quarantine row, no segment row
+            live[key] = []
+            dead |= {(*key, k) for k in rows if k != unreadable[0]}
+            continue
         chain = S.live_pieces({k: r["next_piece"] for k, r in rows.items()})
         live[key] = [rows[k] for k in chain]
         dead |= {(*key, k) for k in rows if k not in chain}
