@@ -368,6 +368,8 @@ class Decoded:
     fragments: bool  # summary holds fragments still to merge (kafka-dump-log.sh input)
     records_reduced: bool
     txn_state_read: frozenset[int]  # the __transaction_state partitions the input holds
+    #: the only partitions with fragments to merge (split segments' only: txnlog.splits); None: any
+    fragment_partitions: frozenset[tuple[str, int]] | None = None
 
 
 def decode(
@@ -413,11 +415,13 @@ def decode(
         # while the last big segments are still being walked. It returns the broker-written times.
         times = as_of_rule.broker_times(summary, records)
     split = False
+    split_partitions: frozenset[tuple[str, int]] = frozenset()
     if split_segment_bytes > 0 and any(f.size > split_segment_bytes for f in inputs.inventory.segments):
         from txnlog.spark.splits import stitch_pieces
 
         with job_description(spark, "txnlog: stitch split segments"):
-            summary, split, dead = stitch_pieces(summary)
+            summary, split_partitions, dead = stitch_pieces(summary)
+            split = bool(split_partitions)
             if dead:  # a piece the whole walk passes over may have seen other times
                 times = as_of_rule.broker_times(summary, records)
     read = set(inputs.inventory.txn_state_partitions)
@@ -432,6 +436,7 @@ def decode(
         times,
         # split partitions' transactions are merged from their pieces' fragments
         fragments=bool(inputs.dump_files or live_cut is not None or split),
+        fragment_partitions=None if inputs.dump_files or live_cut is not None else split_partitions,
         records_reduced=not shared,
         txn_state_read=frozenset(read),
     )
@@ -612,6 +617,7 @@ def build_tables(
     cache: Callable[[DataFrame], DataFrame] | list[DataFrame] | None = None,
     checkpoints: Sequence[Checkpoint] = (),
     fragments: bool = True,
+    fragment_partitions: frozenset[tuple[str, int]] | None = None,
     records_reduced: bool = False,
     as_of: datetime | None = None,
     as_of_source: str = "",
@@ -621,7 +627,8 @@ def build_tables(
     """Every output table (txnlog.spark.output): DataFrames, and ``transactions`` / ``coordinator_history``
     as ``txnlog.spark.staged.StagedTable`` values (staged under ``scratch``, finished by the writer).
 
-    ``fragments``: ``summary`` may hold fragments still to merge into transactions; ``records_reduced``:
+    ``fragments``: ``summary`` may hold fragments still to merge into transactions (``fragment_partitions``:
+    only those partitions' rows, else any); ``records_reduced``:
     ``records`` were reduced where decoded (txnlog.spark.coordinator), else they are reduced here.
     ``as_of``: adds the quarantine's warning rows for client clocks far past it. ``placement``: the Python
     steps in Spark tasks or, for a small input, in this process, whose intermediates are then held here
@@ -642,6 +649,7 @@ def build_tables(
         records = records.withColumn("input", F.lit(InputSource.SEGMENTS))
     it = output.intermediates(
         spark, summary, records, as_of_ms=thresholds.as_of_ms, checkpoints=checkpoints, fragments=fragments,
+        fragment_partitions=fragment_partitions,
         records_reduced=records_reduced, scratch=scratch, cached=keep, placement=placement,
     )  # fmt: skip
     damage = T.damage_map(summary, records)
@@ -837,7 +845,7 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
         tables = build_tables(
             spark, decoded.summary, decoded.records, thresholds, scratch=scratch, cache=cache,
             checkpoints=[*inputs.inventory.checkpoints, *(live_cut.checkpoints() if live_cut else ())],
-            fragments=decoded.fragments,
+            fragments=decoded.fragments, fragment_partitions=decoded.fragment_partitions,
             records_reduced=decoded.records_reduced, as_of=as_of, as_of_source=as_of_source, placement=placement,
             history_bounds=live_cut.history_bounds() if live_cut else None,
         )  # fmt: skip

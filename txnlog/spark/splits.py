@@ -41,13 +41,14 @@ def live_and_dead(pieces: Iterable[Any]) -> tuple[dict[tuple[str, str], list[Any
     return live, dead
 
 
-def stitch_pieces(summary: DataFrame) -> tuple[DataFrame, bool, bool]:
-    """(the summary with split segments stitched, whether any segment was split, whether any piece was
-    dead). One small Spark job: the ``piece`` rows are collected (a few per big segment)."""
+def stitch_pieces(summary: DataFrame) -> tuple[DataFrame, frozenset[tuple[str, int]], bool]:
+    """(the summary with split segments stitched, the (topic, partition)s that had a split segment, whether
+    any piece was dead). One small Spark job: the ``piece`` rows are collected (a few per big segment)."""
     pieces = summary.filter(F.col("kind") == KIND_PIECE).collect()
     rest = summary.filter(F.col("kind") != KIND_PIECE)
     if not pieces:
-        return rest, False, False
+        return rest, frozenset(), False
+    split = frozenset((r["topic"], int(r["partition"])) for r in pieces)
     live, dead = live_and_dead(pieces)
     if dead:
         key = F.concat_ws(_KEY_SEPARATOR, "broker", "file", F.col("piece").cast("string"))
@@ -62,4 +63,4 @@ def stitch_pieces(summary: DataFrame) -> tuple[DataFrame, bool, bool]:
         values.update(kind=KIND_SEGMENT, piece=None, next_piece=None)
         rows.append(tuple(values.get(name) for name in summary.columns))
     segments = summary.sparkSession.createDataFrame(rows, schema=summary.schema)
-    return rest.unionByName(segments), True, bool(dead)
+    return rest.unionByName(segments), split, bool(dead)
