@@ -106,6 +106,13 @@ def build_parser() -> argparse.ArgumentParser:
         "seconds faster on small inputs, same tables (default 67108864 = 64 MiB; 0 = always in tasks)",
     )
     p.add_argument(
+        "--split-segment-bytes",
+        type=int,
+        metavar="BYTES",
+        help="local segments larger than this are read by several tasks, cut at their offset index, and "
+        "stitched back exactly (default 134217728 = 128 MiB; 0 = never split)",
+    )
+    p.add_argument(
         "--live-range",
         choices=["unstable", "since-last-run", "all"],
         help="with --bootstrap-servers and no offline input, which offsets of each data partition to read: "
@@ -145,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         "verify_live": True if (args.verify_live or args.topic) else None,
         "topics": args.topic,
         "driver_max_bytes": args.driver_max_bytes,
+        "split_segment_bytes": args.split_segment_bytes,
         "live_range": args.live_range,
         "live_lookback_bytes": args.live_lookback_bytes,
     }

@@ -58,13 +58,14 @@ def broker_times(summary: Any, records: Any) -> dict[str, int | None]:
     """Newest broker-written timestamp (ms) per source, in one Spark action over both inputs.
 
     ``summary``: SEGMENT_SUMMARY_SCHEMA rows (``segment`` rows carry ``marker_timestamp`` and
-    ``log_append_timestamp``); ``records``: TXN_STATE_SCHEMA rows (``record`` rows carry
-    ``record_timestamp``). The action also decodes and caches both inputs when they are persisted.
+    ``log_append_timestamp``, and so do the ``piece`` rows of a split segment before its stitch,
+    txnlog.splits); ``records``: TXN_STATE_SCHEMA rows (``record`` rows carry ``record_timestamp``).
+    The action also decodes and caches both inputs when they are persisted.
     """
     from pyspark.sql import functions as F
 
     none = F.lit(None).cast("long")
-    segment = F.col("kind") == "segment"
+    segment = F.col("kind").isin("segment", "piece")
     rows = (
         summary.select(
             F.max(F.when(segment, F.col("marker_timestamp"))).alias(MARKERS),

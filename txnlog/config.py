@@ -65,6 +65,8 @@ class Config:
     transaction_state_partitions: int = 50
     check_crc: bool = True
     max_decompressed_bytes: int = 64 * 2**20
+    #: segments above it are read by several tasks, cut at their offset index (txnlog.splits); 0: never
+    split_segment_bytes: int = 128 * 2**20
     delta_writer: DeltaWriter = "auto"
     topics: list[str] = field(default_factory=list)
     verify_live: bool = False
@@ -376,6 +378,7 @@ _KEYS: dict[str, Callable[[Any, str], Any]] = {
     "transaction_state_partitions": lambda v, w: _int(v, w, minimum=1),
     "check_crc": _as_bool,
     "max_decompressed_bytes": lambda v, w: _int(v, w, minimum=1),
+    "split_segment_bytes": lambda v, w: _int(v, w, minimum=0),
     "delta_writer": _as_delta_writer,
     "topics": _as_str_list,
     "verify_live": _as_bool,

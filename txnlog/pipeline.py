@@ -368,6 +368,8 @@ class Decoded:
     fragments: bool  # summary holds fragments still to merge (kafka-dump-log.sh input)
     records_reduced: bool
     txn_state_read: frozenset[int]  # the __transaction_state partitions the input holds
+    #: the only partitions with fragments to merge (split segments' only: txnlog.splits); None: any
+    fragment_partitions: frozenset[tuple[str, int]] | None = None
 
 
 def decode(
@@ -383,11 +385,14 @@ def decode(
     min_partitions: int = 2,
     fetch: FetchSettings | None = None,
     max_decompressed_bytes: int | None = None,
+    split_segment_bytes: int = 0,
 ) -> Decoded:
     """Read every input with the Data Sources (one action decodes and caches them all), in Spark tasks or,
     for a small input, in this process (``placement``, txnlog.spark.placement). ``live_cut``: the data
     partitions' ranges of a live run (txnlog.spark.live_batches), read with ``fetch``'s bounds.
-    ``max_decompressed_bytes``: what the compressed batches of one file may expand to (None: the default)."""
+    ``max_decompressed_bytes``: what the compressed batches of one file may expand to (None: the default).
+    ``split_segment_bytes``: segments above it are read in pieces (txnlog.splits; 0: never), stitched
+    here (txnlog.spark.splits) so that the summary is the one a whole read gives."""
 
     from txnlog import as_of as as_of_rule
     from txnlog.spark.placement import Placement
@@ -395,8 +400,9 @@ def decode(
     placement = placement or Placement()
     shared = bool(inputs.dump_files or inputs.live)  # other inputs may hold the same partitions
     summary, records = _log_dir_sources(
-        spark, inputs.inventory, check_crc, scratch, shared, bool(inputs.dump_files), placement, max_decompressed_bytes
-    )
+        spark, inputs.inventory, check_crc, scratch, shared, bool(inputs.dump_files), placement, max_decompressed_bytes,
+        split_segment_bytes,
+    )  # fmt: skip
     summary, records = _other_inputs(spark, inputs, summary, records, kafka, placement)
     if inputs.live and live_cut is not None:
         summary = summary.unionByName(
@@ -410,6 +416,16 @@ def decode(
         # One action decodes (and caches) every input: the __transaction_state tasks fill the cores
         # while the last big segments are still being walked. It returns the broker-written times.
         times = as_of_rule.broker_times(summary, records)
+    split = False
+    split_partitions: frozenset[tuple[str, int]] = frozenset()
+    if split_segment_bytes > 0 and any(f.size > split_segment_bytes for f in inputs.inventory.segments):
+        from txnlog.spark.splits import stitch_pieces
+
+        with job_description(spark, "txnlog: stitch split segments"):
+            summary, split_partitions, dead = stitch_pieces(summary)
+            split = bool(split_partitions)
+            if dead:  # a piece the whole walk passes over may have seen other times
+                times = as_of_rule.broker_times(summary, records)
     read = set(inputs.inventory.txn_state_partitions)
     if shared:  # a handful of ids: which __transaction_state partitions the other inputs held
         read |= {r[0] for r in records.select("coordinator_partition").distinct().collect()}
@@ -420,7 +436,9 @@ def decode(
         summary.coalesce(downstream),
         records.coalesce(downstream),
         times,
-        fragments=bool(inputs.dump_files or live_cut is not None),
+        # split partitions' transactions are merged from their pieces' fragments
+        fragments=bool(inputs.dump_files or live_cut is not None or split),
+        fragment_partitions=None if inputs.dump_files or live_cut is not None else split_partitions,
         records_reduced=not shared,
         txn_state_read=frozenset(read),
     )
@@ -435,6 +453,7 @@ def _log_dir_sources(
     dumps: bool,
     placement: Placement,
     max_decompressed_bytes: int | None = None,
+    split_segment_bytes: int = 0,
 ) -> tuple[DataFrame, DataFrame]:
     """The copied log dirs' Data Sources: segment summaries and transactions, coordinator records."""
     from pyspark.sql import functions as F
@@ -457,6 +476,7 @@ def _log_dir_sources(
         # whole partitions per task, merged into transactions there, unless dumps hold replicas too
         "transactions": str(not dumps).lower(),
         "stage": f"{scratch}/transactions",
+        "split_segment_bytes": str(split_segment_bytes),
     }
     txn_state = {
         **write_manifest(f"{scratch}/inputs", "txn_state", inv.txn_state_segments),
@@ -600,6 +620,7 @@ def build_tables(
     cache: Callable[[DataFrame], DataFrame] | list[DataFrame] | None = None,
     checkpoints: Sequence[Checkpoint] = (),
     fragments: bool = True,
+    fragment_partitions: frozenset[tuple[str, int]] | None = None,
     records_reduced: bool = False,
     as_of: datetime | None = None,
     as_of_source: str = "",
@@ -609,7 +630,8 @@ def build_tables(
     """Every output table (txnlog.spark.output): DataFrames, and ``transactions`` / ``coordinator_history``
     as ``txnlog.spark.staged.StagedTable`` values (staged under ``scratch``, finished by the writer).
 
-    ``fragments``: ``summary`` may hold fragments still to merge into transactions; ``records_reduced``:
+    ``fragments``: ``summary`` may hold fragments still to merge into transactions (``fragment_partitions``:
+    only those partitions' rows, else any); ``records_reduced``:
     ``records`` were reduced where decoded (txnlog.spark.coordinator), else they are reduced here.
     ``as_of``: adds the quarantine's warning rows for client clocks far past it. ``placement``: the Python
     steps in Spark tasks or, for a small input, in this process, whose intermediates are then held here
@@ -630,6 +652,7 @@ def build_tables(
         records = records.withColumn("input", F.lit(InputSource.SEGMENTS))
     it = output.intermediates(
         spark, summary, records, as_of_ms=thresholds.as_of_ms, checkpoints=checkpoints, fragments=fragments,
+        fragment_partitions=fragment_partitions,
         records_reduced=records_reduced, scratch=scratch, cached=keep, placement=placement,
     )  # fmt: skip
     damage = T.damage_map(summary, records)
@@ -808,7 +831,7 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
         decoded = decode(
             spark, inputs, check_crc=config.check_crc, kafka=dict(config.kafka), scratch=scratch, cache=cache,
             placement=placement, live_cut=live_cut, fetch=_fetch_settings(config),
-            max_decompressed_bytes=config.max_decompressed_bytes,
+            max_decompressed_bytes=config.max_decompressed_bytes, split_segment_bytes=config.split_segment_bytes,
         )  # fmt: skip
         as_of, as_of_source = resolve_as_of(config.as_of, decoded.times, live_cut)
         progress(f"decoded in {time.monotonic() - t0:.1f} s; as_of = {as_of.isoformat()} ({as_of_source})")
@@ -825,7 +848,7 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
         tables = build_tables(
             spark, decoded.summary, decoded.records, thresholds, scratch=scratch, cache=cache,
             checkpoints=[*inputs.inventory.checkpoints, *(live_cut.checkpoints() if live_cut else ())],
-            fragments=decoded.fragments,
+            fragments=decoded.fragments, fragment_partitions=decoded.fragment_partitions,
             records_reduced=decoded.records_reduced, as_of=as_of, as_of_source=as_of_source, placement=placement,
             history_bounds=live_cut.history_bounds() if live_cut else None,
         )  # fmt: skip

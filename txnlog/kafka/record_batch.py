@@ -477,14 +477,20 @@ def _emit(cols, i: int, buf: np.ndarray, p: int, size: int) -> None:
 
 
 @jit(cacheable=NUMBA_CACHEABLE)
-def _walk(buf: np.ndarray, check_crc: bool, cols, tight_loop: bool):
+def _walk(buf: np.ndarray, check_crc: bool, cols, tight_loop: bool, start: int, stops: np.ndarray):
     """Follow the chain of entries, writing each valid batch's header into ``cols`` as it passes.
 
     One pass: the header is read while it is in cache (the walk has just read its length and
     magic), and the flags are derived here, not in numpy passes over the columns. ``cols`` are
     the arrays of BATCH_COLUMNS, with room for :func:`_max_batches` rows. Returns (batch count,
-    quarantine arrays, counters). ``tight_loop=False`` sends every entry the careful way (the
-    tests' reference: both must give the same result).
+    quarantine arrays, counters, where it stopped). ``tight_loop=False`` sends every entry the
+    careful way (the tests' reference: both must give the same result).
+
+    A piece of a segment (txnlog.spark.splits) starts at ``start``, a valid v2 batch, and stops at
+    the first entry start of its chain that is one of ``stops`` (sorted positions after ``start``):
+    the position returned last; ``buf.size`` when the walk reached the end of the data. The whole
+    buffer is still what the walk sees (resync scans, the zero tail, the truncated tail), so from a
+    valid batch on it does exactly what the walk from 0 does when it reaches that batch.
     """
     n = buf.size
     nb = 0
@@ -506,14 +512,25 @@ def _walk(buf: np.ndarray, check_crc: bool, cols, tight_loop: bool):
     # The previous valid entry; its last offset + 1 (min_base) is only needed at damage.
     last_entry = -1
     last_is_legacy = False
-    pos = 0
+    pos = start
+    stop_k = 0
+    next_stop = stops[0] if stops.size else n + 1
+    stopped = n
     while pos < n:
+        if pos >= next_stop:
+            # An entry start at or past the next stop: hand over if it is a stop, else walk on.
+            while stop_k < stops.size and stops[stop_k] < pos:
+                stop_k += 1
+            if stop_k < stops.size and stops[stop_k] == pos:
+                stopped = pos
+                break
+            next_stop = stops[stop_k] if stop_k < stops.size else n + 1
         # The common case, a run of valid v2 batches, in a tight loop: the same checks as
         # _entry_status makes of a v2 entry (a batch of at least 61 bytes inside the buffer, CRC).
         # Anything else -- legacy entries, damage, a cut tail, padding -- goes the careful way below.
         if tight_loop:
             run_start = nb
-            while pos + RECORD_BATCH_OVERHEAD <= n:
+            while pos + RECORD_BATCH_OVERHEAD <= n and pos < next_stop:
                 size = be_i32(buf, pos + BATCH_LENGTH_OFFSET)
                 if (
                     buf[pos + MAGIC_OFFSET] != CURRENT_MAGIC
@@ -533,6 +550,8 @@ def _walk(buf: np.ndarray, check_crc: bool, cols, tight_loop: bool):
                 prev_end = pos
             if pos >= n:
                 break
+            if pos >= next_stop:
+                continue
         status = _entry_status(buf, pos, n, check_crc)
         if status == _ENTRY_V2:
             size = be_i32(buf, pos + BATCH_LENGTH_OFFSET)
@@ -598,6 +617,7 @@ def _walk(buf: np.ndarray, check_crc: bool, cols, tight_loop: bool):
         legacy_bytes,
         zero_padding,
         overlap,
+        stopped,
     )
 
 
@@ -706,6 +726,8 @@ class SegmentScan:
     crc_checked: bool = True
     #: Bytes read as part of two consecutive batches (only after bytes went missing: _overlapping_next).
     overlap_bytes: int = 0
+    #: Where the walk stopped: ``size`` (the end of the data), or a piece's stop (scan_segment_piece).
+    stopped_at: int = -1
 
     @property
     def batch_count(self) -> int:
@@ -932,6 +954,47 @@ def scan_segment(
     return _scan(as_uint8(buf), file, bool(check_crc), tight_loop=True, max_decompressed_bytes=max_decompressed_bytes)
 
 
+def scan_segment_piece(
+    buf: Buffer,
+    start: int,
+    stops: np.ndarray,
+    *,
+    file: str = "",
+    check_crc: bool = True,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> SegmentScan:
+    """:func:`scan_segment` of the entries of ``buf`` (a whole segment) from ``start`` on, up to the first
+    entry start of the chain that is one of ``stops`` (``SegmentScan.stopped_at``; the data's end if none).
+
+    ``start`` must be 0 or a valid v2 batch (:func:`valid_batch_at`): the walk then emits exactly what
+    the walk from 0 emits from that batch on (txnlog.spark.splits stitches pieces on that)."""
+    arr = as_uint8(buf)
+    return _scan(
+        arr,
+        file,
+        bool(check_crc),
+        tight_loop=True,
+        max_decompressed_bytes=max_decompressed_bytes,
+        start=int(start),
+        stops=np.asarray(stops, np.int64),
+    )
+
+
+def valid_batch_at(buf: Buffer, position: int, check_crc: bool = True) -> tuple[int, int] | None:
+    """(base offset, last offset) of the v2 batch that starts at ``position`` if the walk would take it
+    as one (magic 2, a length inside the buffer, the CRC when checked), else None."""
+    arr = as_uint8(buf)
+    if position < 0 or position + RECORD_BATCH_OVERHEAD > arr.size:
+        return None
+    if _entry_status(arr, int(position), int(arr.size), bool(check_crc)) != _ENTRY_V2:
+        return None
+    base = int(be_i64(arr, int(position) + BASE_OFFSET_OFFSET))
+    return base, base + int(be_i32(arr, int(position) + LAST_OFFSET_DELTA_OFFSET))
+
+
+_NO_STOPS = np.empty(0, np.int64)
+
+
 def _scan(
     arr: np.ndarray,
     file: str,
@@ -939,10 +1002,12 @@ def _scan(
     *,
     tight_loop: bool,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+    start: int = 0,
+    stops: np.ndarray = _NO_STOPS,
 ) -> SegmentScan:
-    batches = _allocate_batches(arr.size)
-    nb, q_pos, q_len, q_code, legacy_entries, legacy_bytes, zero_padding, overlap = _walk(
-        arr, check_crc, tuple(batches.values()), tight_loop
+    batches = _allocate_batches(arr.size - start)
+    nb, q_pos, q_len, q_code, legacy_entries, legacy_bytes, zero_padding, overlap, stopped = _walk(
+        arr, check_crc, tuple(batches.values()), tight_loop, start, stops
     )
     batches = _trim(batches, int(nb))
     quarantine = [
@@ -961,6 +1026,7 @@ def _scan(
         zero_padding_bytes=int(zero_padding),
         crc_checked=bool(check_crc),
         overlap_bytes=int(overlap),
+        stopped_at=int(stopped),
     )
 
 

@@ -21,7 +21,7 @@ from txnlog import tables as contract
 from txnlog.spark import transforms as T
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Collection, Sequence
 
     import pyarrow as pa
     from pyspark.sql import SparkSession
@@ -62,6 +62,7 @@ def intermediates(
     scratch: str,
     cached: Callable[[DataFrame], DataFrame],
     placement: Placement = T.IN_TASKS,
+    fragment_partitions: Collection[tuple[str, int]] | None = None,
 ) -> Intermediates:
     from txnlog.spark.producers import leader_producer_state
     from txnlog.spark.transactions import checkpoints_of
@@ -87,7 +88,12 @@ def intermediates(
     stage = f"{scratch}/transactions"
     txns = cached(
         T.partition_transactions(
-            summary, checkpoints_of(checkpoints), fragments=fragments, stage=stage, placement=placement
+            summary,
+            checkpoints_of(checkpoints),
+            fragments=fragments,
+            stage=stage,
+            placement=placement,
+            fragment_partitions=fragment_partitions,
         )
     )
     pstats = cached(T.partition_stats(stats))

@@ -15,7 +15,10 @@ Options: ``manifest`` (an Arrow file listing the files, :func:`write_manifest`) 
 ``files`` (JSON list of ``txnlog.logdirs.LogFile`` dicts); ``check_crc`` ("true"/"false"),
 ``max_decompressed_bytes`` (what compressed control and ``__transaction_state`` batches of one file may
 expand to, ``txnlog.kafka.compression``), ``min_partitions`` and ``max_partition_bytes`` (see
-``pack_files``); ``storage`` (the shared-storage settings, ``txnlog.storage``).
+``pack_files``); ``storage`` (the shared-storage settings, ``txnlog.storage``); ``split_segment_bytes``
+(``txnlog_segments``: local ``.log`` files above it are read in pieces cut at their offset index,
+``txnlog.splits``; 0 or absent: never — the summary then holds ``piece`` rows and fragments that
+``txnlog.spark.splits.stitch_pieces`` and the fragment merge finish).
 
 What a task receives is proportional to its own files: the file list is read once while planning (in
 the driver's planning worker) and dealt into the input partitions; the reader that Spark pickles into
@@ -28,7 +31,7 @@ from __future__ import annotations
 import heapq
 import json
 from collections.abc import Iterator
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -52,6 +55,9 @@ KIND_SNAPSHOT = "snapshot"
 #: what one segment (or, with ``snapshot_offset`` set, one producer snapshot entry) says of a producer id's
 #: state: txnlog.producer_state.segment_producers, reduced per partition by txnlog.spark.producers
 KIND_PRODUCER = "producer"
+#: a piece of a split segment (txnlog.splits): the ``segment`` columns of its batches, and the piece its
+#: walk handed over to; txnlog.spark.splits.stitch_pieces turns a file's pieces into its segment row
+KIND_PIECE = "piece"
 
 SEGMENT_SUMMARY_SCHEMA = pa.schema(
     [
@@ -105,6 +111,11 @@ SEGMENT_SUMMARY_SCHEMA = pa.schema(
         ("data_epoch", pa.int32()),
         ("after_min_epoch", pa.int32()),
         ("after_max_epoch", pa.int32()),
+        # rows of a split segment's piece (txnlog.splits): which piece (0: from byte 0; k: from split point
+        # k - 1), and on ``piece`` rows the piece its walk stopped at (pieces + 1: the end; null: the piece
+        # did not start, its split point failed the checks)
+        ("piece", pa.int32()),
+        ("next_piece", pa.int32()),
     ]
 )
 
@@ -330,8 +341,58 @@ class _FilesPartition(InputPartition):
     def files(self) -> list[LogFile]:
         return table_files(self.value["table"])
 
+    def pieces(self) -> list[Piece | None]:
+        """Per file: the piece of a split segment it stands for (None: the whole file)."""
+        return _table_pieces(self.value["table"])
+
+    def fragments(self) -> list[bool]:
+        """Per file: whether its partition is split, so its transactions are merged downstream (its
+        fragments leave the task) instead of in this task."""
+        table = self.value["table"]
+        if _FRAGMENTS not in table.column_names:
+            return [False] * table.num_rows
+        return [bool(v) for v in table.column(_FRAGMENTS).to_pylist()]
+
     def checkpoints(self) -> dict[tuple[str, str, int], tuple[int | None, bool, int | None]]:
         return {(b, t, int(p)): (ls, bool(clean), hw) for b, t, p, ls, clean, hw in self.value["checkpoints"]}
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """One piece of a split segment (txnlog.splits): piece ``index`` starts at byte 0 (index 0) or at
+    split point ``index - 1``; every piece of the file carries all its split points."""
+
+    index: int
+    positions: np.ndarray
+    offsets: np.ndarray
+    previous: np.ndarray
+
+
+#: columns a split adds to a task's manifest rows
+_PIECE = "piece"
+_SPLIT_POSITIONS = "split_positions"
+_SPLIT_OFFSETS = "split_offsets"
+_SPLIT_PREVIOUS = "split_previous"
+_FRAGMENTS = "emit_fragments"
+
+
+def _table_pieces(table: pa.Table) -> list[Piece | None]:
+    if _PIECE not in table.column_names:
+        return [None] * table.num_rows
+    out: list[Piece | None] = []
+    columns = [table.column(n).to_pylist() for n in (_PIECE, _SPLIT_POSITIONS, _SPLIT_OFFSETS, _SPLIT_PREVIOUS)]
+    for index, positions, offsets, previous in zip(*columns, strict=True):
+        out.append(
+            None
+            if index is None
+            else Piece(
+                int(index),
+                np.asarray(positions, np.int64),
+                np.asarray(offsets, np.int64),
+                np.asarray(previous, np.int64),
+            )
+        )
+    return out
 
 
 def partition_files(partition: InputPartition) -> list[LogFile]:
@@ -408,14 +469,25 @@ def _partitions(options: dict[str, str], table: pa.Table) -> list[InputPartition
     n = table.num_rows
     if n == 0:
         return []
+    split_bytes = int(options.get("split_segment_bytes") or 0)
+    split = split_bytes > 0 and bool(np.any(np.asarray(table.column("size").to_numpy(), np.int64) > split_bytes))
+    if split:
+        table = split_segments(table, split_bytes)
+        n = table.num_rows
+        split = _PIECE in table.column_names
     size = np.asarray(table.column("size").to_numpy(), np.int64)
     # whole partitions per task (every replica): to finish their transactions, or reduce their records
     whole = option_flag(options, "transactions", False) or option_flag(options, "reduce", False)
+    if split:  # a piece weighs its own bytes
+        size = np.asarray(table.column("piece_bytes").to_numpy(zero_copy_only=False), np.int64)
     if whole:
         topic = table.column("topic").combine_chunks()
         topic_codes = (topic.dictionary_encode() if not pa.types.is_dictionary(topic.type) else topic).indices
         key = np.asarray(topic_codes.to_numpy(zero_copy_only=False), np.int64) << 32
         key |= np.asarray(table.column("partition").to_numpy(), np.int64) & 0xFFFFFFFF
+        if split:  # every file (and piece) of a split partition is its own unit: merged downstream
+            alone = np.asarray(table.column(_FRAGMENTS).to_numpy(zero_copy_only=False), bool)
+            key = np.where(alone, -1 - np.arange(n, dtype=np.int64), key)
         _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
         # units numbered in order of their first file (the listing's order), as pack_partitions does
         rank = np.empty(len(first), np.int64)
@@ -446,6 +518,72 @@ def _partitions(options: dict[str, str], table: pa.Table) -> list[InputPartition
     return out
 
 
+def _read_index(path: str) -> bytes | None:
+    """The ``.index`` next to a local ``.log`` file, None when there is none (or it cannot be read)."""
+    from txnlog import storage
+
+    try:
+        with open(storage.local_path(path[: -len(".log")] + ".index"), "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def split_segments(table: pa.Table, split_bytes: int) -> pa.Table:
+    """The manifest ``table`` with each local ``.log`` file above ``split_bytes`` whose offset index passes the
+    checks (txnlog.splits) replaced by one row per piece, plus the columns saying so: ``piece`` and the
+    file's split points (null for whole files), ``piece_bytes`` (what a row weighs when packed), and
+    ``emit_fragments`` (every row of a partition that has a split file: it is merged downstream)."""
+    from txnlog import splits as S
+    from txnlog import storage
+
+    paths = table.column("path").to_pylist()
+    sizes = table.column("size").to_pylist()
+    kinds = table.column("kind").to_pylist()
+    bases = table.column("base_offset").to_pylist()
+    rows: list[int] = []
+    piece: list[int | None] = []
+    weight: list[int] = []
+    split_lists: list[list[list[int]] | None] = []
+    split_partitions: set[tuple[str, int]] = set()
+    topics = table.column("topic").to_pylist()
+    partitions = table.column("partition").to_pylist()
+    for i, (path, size, kind, base) in enumerate(zip(paths, sizes, kinds, bases, strict=True)):
+        plan = None
+        # Remote objects are read whole: every piece would fetch the whole object (txnlog.splits)
+        if kind == "log" and size > split_bytes and not storage.is_remote(path) and path.endswith(".log"):
+            points = S.index_split_points(_read_index(path), int(base), int(size))
+            if isinstance(points, S.SplitPoints):
+                plan = S.plan_pieces(points, int(size), split_bytes)
+        if plan is None or plan.positions.size == 0:
+            rows.append(i)
+            piece.append(None)
+            weight.append(int(size))
+            split_lists.append(None)
+            continue
+        split_partitions.add((topics[i], int(partitions[i])))
+        bounds = [0, *plan.positions.tolist(), int(size)]
+        lists = [plan.positions.tolist(), plan.offsets.tolist(), plan.previous.tolist()]
+        for k in range(len(bounds) - 1):
+            rows.append(i)
+            piece.append(k)
+            weight.append(bounds[k + 1] - bounds[k])
+            split_lists.append(lists)
+    if not split_partitions:
+        return table
+    out = table.take(pa.array(rows, pa.int64()))
+    fragments = [(topics[i], int(partitions[i])) in split_partitions for i in rows]
+    longs = pa.list_(pa.int64())
+    return (
+        out.append_column(_PIECE, pa.array(piece, pa.int32()))
+        .append_column(_SPLIT_POSITIONS, pa.array([v[0] if v else None for v in split_lists], longs))
+        .append_column(_SPLIT_OFFSETS, pa.array([v[1] if v else None for v in split_lists], longs))
+        .append_column(_SPLIT_PREVIOUS, pa.array([v[2] if v else None for v in split_lists], longs))
+        .append_column("piece_bytes", pa.array(weight, pa.int64()))
+        .append_column(_FRAGMENTS, pa.array(fragments, pa.bool_()))
+    )
+
+
 def checkpoints_option(checkpoints: Any) -> str:
     """The ``checkpoints`` option: the log-dir checkpoints (``txnlog.logdirs.Checkpoint``) the
     transaction merge needs — (broker, topic, partition, checkpointed log start, clean shutdown, high watermark)."""
@@ -470,8 +608,8 @@ def batch_of(schema: pa.Schema, n: int, columns: dict[str, Any]) -> pa.RecordBat
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def quarantine_batch(schema: pa.Schema, file: LogFile, entries: list[Any]) -> pa.RecordBatch:
-    """Rows of kind ``quarantine`` from decoder QuarantineEntry values."""
+def quarantine_batch(schema: pa.Schema, file: LogFile, entries: list[Any], piece: int | None = None) -> pa.RecordBatch:
+    """Rows of kind ``quarantine`` from decoder QuarantineEntry values (``piece``: of that piece of the file)."""
     n = len(entries)
     return batch_of(
         schema,
@@ -487,6 +625,7 @@ def quarantine_batch(schema: pa.Schema, file: LogFile, entries: list[Any]) -> pa
             "length": pa.array([e.length for e in entries], pa.int64()),
             "reason": pa.array([e.reason for e in entries], pa.string()),
             "detail": pa.array([getattr(e, "detail", "") for e in entries], pa.string()),
+            "piece": None if piece is None else pa.array([piece] * n, pa.int32()),
         },
     )
 
@@ -525,16 +664,34 @@ class SegmentRows:
 
     def __init__(self) -> None:
         self.values: dict[str, list[Any]] = {name: [] for name in _SEGMENT_ROW_TYPES}
+        self.kinds: list[str] = []
         self.producers: list[pa.RecordBatch] = []
 
-    def add(self, file: LogFile, batches: dict[str, np.ndarray], legacy_entries: int) -> None:
-        """The row of ``file``, a data segment whose batch columns are ``batches``, and its producer rows."""
+    def add(
+        self,
+        file: LogFile,
+        batches: dict[str, np.ndarray],
+        legacy_entries: int,
+        *,
+        piece: int | None = None,
+        next_piece: int | None = None,
+    ) -> None:
+        """The row of ``file``, a data segment whose batch columns are ``batches``, and its producer rows;
+        with ``piece``, a ``piece`` row of that piece of it (txnlog.splits)."""
         from txnlog.producer_state import segment_producers
 
         b = batches
-        self.producers.append(
-            producer_rows(file.broker, file.topic, file.partition, file.path, file.base_offset, segment_producers(b))
+        producers = producer_rows(
+            file.broker, file.topic, file.partition, file.path, file.base_offset, segment_producers(b)
         )
+        if piece is not None:
+            producers = producers.set_column(
+                SEGMENT_SUMMARY_SCHEMA.get_field_index("piece"),
+                "piece",
+                pa.array([piece] * producers.num_rows, pa.int32()),
+            )
+        self.producers.append(producers)
+        self.kinds.append(KIND_SEGMENT if piece is None else KIND_PIECE)
         has = len(b["base_offset"]) > 0
         row = {
             "broker": file.broker,
@@ -551,6 +708,8 @@ class SegmentRows:
             "size_bytes": file.size,
             "legacy_entries": legacy_entries,
             **{name: _newest(b["max_timestamp"], mask) for name, mask in broker_written(b).items()},
+            "piece": piece,
+            "next_piece": next_piece,
         }
         for name, value in row.items():
             self.values[name].append(value)
@@ -561,8 +720,10 @@ class SegmentRows:
         if not n:
             return
         columns = {name: pa.array(values, _SEGMENT_ROW_TYPES[name]) for name, values in self.values.items()}
+        kinds = pa.array(self.kinds, pa.string())
         self.values = {name: [] for name in _SEGMENT_ROW_TYPES}
-        yield batch_of(SEGMENT_SUMMARY_SCHEMA, n, {"kind": KIND_SEGMENT, **columns})
+        self.kinds = []
+        yield batch_of(SEGMENT_SUMMARY_SCHEMA, n, {"kind": kinds, **columns})
         producers = [b for b in self.producers if b.num_rows]
         self.producers = []
         if producers:
@@ -588,6 +749,8 @@ _SEGMENT_ROW_TYPES: dict[str, pa.DataType] = {
         "legacy_entries",
         "marker_timestamp",
         "log_append_timestamp",
+        "piece",
+        "next_piece",
     )
 }
 
@@ -625,11 +788,15 @@ def summarize_segment(
     merge: PartitionTransactions | None = None,
     scan: Any = None,
     max_decompressed_bytes: int | None = None,
+    *,
+    piece: int | None = None,
+    next_piece: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Decode one segment in this process: its ``segment`` row goes to ``segments``, its fragments to
     ``merge`` when given (which then yields the partition's transactions), else they are yielded as
     rows, and so are its quarantine rows. ``scan``: the segment already walked (a live range's bytes,
-    txnlog.spark.live_batches), else ``file.path`` is read."""
+    txnlog.spark.live_batches; a piece of it, :func:`summarize_piece`: every row then says ``piece``),
+    else ``file.path`` is read."""
     from txnlog.reconstruct import SUMMARY_FRAGMENT_COLUMNS, col, segment_fragments
 
     if scan is None:
@@ -660,11 +827,54 @@ def summarize_segment(
                 "file_offset": np.full(n, file.base_offset, np.int64),
                 **{k: frags[k] for k in SUMMARY_FRAGMENT_COLUMNS},
                 "control_type": pa.array(frags["control_type"].astype(np.int32)).cast(pa.int32()),
+                "piece": None if piece is None else np.full(n, piece, np.int32),
             },
         )
-    segments.add(file, b, scan.legacy_entries)
+    segments.add(file, b, scan.legacy_entries, piece=piece, next_piece=next_piece)
     if scan.quarantine:
-        yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, list(scan.quarantine))
+        yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, list(scan.quarantine), piece)
+
+
+def summarize_piece(
+    file: LogFile,
+    piece: Piece,
+    check_crc: bool,
+    segments: SegmentRows,
+    max_decompressed_bytes: int | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """:func:`summarize_segment` of one piece of a split segment (txnlog.splits): the file is mapped whole,
+    every split point checked, and the piece walked from its start to the first valid split point its
+    chain reaches. A piece whose split point fails the checks reads nothing: its ``piece`` row says so
+    (``next_piece`` null) and the piece before it walks on through its bytes."""
+    from txnlog import splits as S
+    from txnlog import storage
+    from txnlog.kafka.record_batch import empty_batches, mapped_file, scan_segment_piece
+
+    points = S.SplitPoints(piece.positions, piece.offsets, piece.previous)
+    with mapped_file(storage.local_path(file.path)) as buf:
+        ok = S.valid_points(buf, points, check_crc)
+        if piece.index > 0 and not ok[piece.index - 1]:
+            segments.add(file, empty_batches(), 0, piece=piece.index, next_piece=None)
+            return
+        start = 0 if piece.index == 0 else int(piece.positions[piece.index - 1])
+        stops = piece.positions[ok]
+        scan = scan_segment_piece(
+            buf,
+            start,
+            stops[stops > start],
+            file=file.path,
+            check_crc=check_crc,
+            **limit_kwargs(max_decompressed_bytes),
+        )
+    yield from summarize_segment(
+        file,
+        check_crc,
+        segments,
+        None,
+        scan,
+        piece=piece.index,
+        next_piece=S.piece_of_stop(piece.positions, scan.stopped_at),
+    )
 
 
 def summarize_snapshot(file: LogFile, merge: PartitionTransactions | None = None) -> Iterator[pa.RecordBatch]:
@@ -792,13 +1002,22 @@ class _SegmentsReader(FilesReader):
         merge = PartitionTransactions() if option_flag(self.options, "transactions", False) else None
         # segment rows wait in `segments` and leave as one batch before any other row: rows keep file order
         segments = SegmentRows()
-        for file in partition_files(partition):
+        files = partition_files(partition)
+        pieces: list[Piece | None] = [None] * len(files)
+        downstream = [False] * len(files)
+        if isinstance(partition, _FilesPartition):
+            pieces, downstream = partition.pieces(), partition.fragments()
+        for file, piece, alone in zip(files, pieces, downstream, strict=True):
+            # a split partition's files leave as fragments: its pieces are in other tasks
+            file_merge = None if alone else merge
             try:
                 if file.kind == "snapshot":
-                    rows = summarize_snapshot(file, merge)
+                    rows = summarize_snapshot(file, file_merge)
+                elif piece is not None:
+                    rows = summarize_piece(file, piece, self.check_crc, segments, self.max_decompressed_bytes)
                 else:
                     rows = summarize_segment(
-                        file, self.check_crc, segments, merge, max_decompressed_bytes=self.max_decompressed_bytes
+                        file, self.check_crc, segments, file_merge, max_decompressed_bytes=self.max_decompressed_bytes
                     )
                 for batch in rows:
                     yield from segments.batches()
@@ -806,9 +1025,17 @@ class _SegmentsReader(FilesReader):
             except OSError as e:  # vanished/unreadable file: a quarantine row, never a crash
                 from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
 
+                if piece is not None:  # every piece of the file says so; the stitch keeps one (txnlog.spark.splits)
+                    from txnlog.kafka.record_batch import empty_batches
+                    from txnlog.splits import UNREADABLE
+
+                    segments.add(file, empty_batches(), 0, piece=piece.index, next_piece=UNREADABLE)
                 yield from segments.batches()
                 yield quarantine_batch(
-                    SEGMENT_SUMMARY_SCHEMA, file, [QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(e))]
+                    SEGMENT_SUMMARY_SCHEMA,
+                    file,
+                    [QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(e))],
+                    None if piece is None else piece.index,
                 )
         yield from segments.batches()
         if merge is not None and isinstance(partition, _FilesPartition):
@@ -830,6 +1057,10 @@ class SegmentsSource(DataSource):
 
 
 class _BatchesReader(_SegmentsReader):
+    def partitions(self) -> list[InputPartition]:
+        self.options.pop("split_segment_bytes", None)  # every batch of a file once: files are read whole
+        return super().partitions()
+
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         self.start_task()
         for file in partition_files(partition):

@@ -8,7 +8,7 @@ epoch milliseconds (``*_ms``) until the output tables are shaped.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from functools import partial
 
 import pyarrow as pa
@@ -67,6 +67,7 @@ def partition_transactions(
     fragments: bool,
     stage: str | None = None,
     placement: Placement = IN_TASKS,
+    fragment_partitions: Collection[tuple[str, int]] | None = None,
 ) -> DataFrame:
     """One row per transaction of a partition, every replica merged (``txnlog.reconstruct``).
 
@@ -75,7 +76,9 @@ def partition_transactions(
     segment and snapshot rows of the other inputs (kafka-dump-log.sh output, a source that yields
     fragments) are grouped by partition and merged by the same code (one shuffle of fragments).
     With ``stage`` those merges stage every transaction for the ``transactions`` table and keep only
-    the ones the verdicts need, as the decode tasks do (txnlog.spark.staged).
+    the ones the verdicts need, as the decode tasks do (txnlog.spark.staged). ``fragment_partitions``: the
+    only (topic, partition)s whose rows may still need the merge (split segments' partitions, txnlog.splits),
+    so that the other partitions' segment rows are not shuffled for nothing; None: any.
     """
     from txnlog.spark.sources import SEGMENT_SUMMARY_SCHEMA, arrow_to_spark_schema
 
@@ -87,6 +90,9 @@ def partition_transactions(
             & F.col("topic").isNotNull()
             & F.col("partition").isNotNull()
         )
+        if fragment_partitions is not None:
+            split = sorted({f"{t}-{p}" for t, p in fragment_partitions})
+            pieces = pieces.filter(F.concat_ws("-", "topic", F.col("partition").cast("string")).isin(split))
         known = dict(checkpoints)
 
         def merge_group(table: pa.Table) -> pa.Table:  # typed: applyInArrow reads the hints

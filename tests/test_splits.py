@@ -1,0 +1,219 @@
+"""Splitting big segments at index positions (issue 14), without Spark: planning from the ``.index``,
+its sanity checks (fallback), and the stitch property — the live pieces of any split walk exactly the
+batches and quarantine regions of the whole-file walk, damage included."""
+
+from __future__ import annotations
+
+import random
+import struct
+from pathlib import Path
+
+import google_crc32c
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.hot_segments import write_hot_segment
+from txnlog import splits as S
+from txnlog.kafka.record_batch import SegmentScan, scan_segment, scan_segment_piece
+from txnlog.reconstruct import merge_fragments, segment_fragments
+
+
+def _points(path: Path) -> S.SplitPoints:
+    buf = path.read_bytes()
+    points = S.index_split_points(path.with_suffix(".index").read_bytes(), 0, len(buf))
+    assert isinstance(points, S.SplitPoints), points
+    return points
+
+
+def stitched(buf: np.ndarray, points: S.SplitPoints, check_crc: bool = True) -> tuple[list[SegmentScan], list[int]]:
+    """Every piece's scan as the reader makes it, and the live ones (txnlog.splits)."""
+    ok = S.valid_points(buf, points, check_crc)
+    stops = points.positions[ok]
+    scans: list[SegmentScan] = []
+    nxt: dict[int, int | None] = {}
+    for k in range(points.positions.size + 1):
+        start = 0 if k == 0 else int(points.positions[k - 1])
+        if k and not ok[k - 1]:
+            nxt[k] = None
+            scans.append(SegmentScan("x", int(buf.size), {}))
+            continue
+        scan = scan_segment_piece(buf, start, stops[stops > start], file="x", check_crc=check_crc)
+        scans.append(scan)
+        nxt[k] = S.piece_of_stop(points.positions, scan.stopped_at)
+    return scans, S.live_pieces(nxt)
+
+
+def assert_same_as_whole(buf: np.ndarray, points: S.SplitPoints, check_crc: bool = True) -> list[int]:
+    whole = scan_segment(buf, file="x", check_crc=check_crc)
+    scans, live = stitched(buf, points, check_crc)
+    assert live and live[0] == 0
+    parts = [scans[k] for k in live]
+    for name, column in whole.batches.items():
+        np.testing.assert_array_equal(np.concatenate([p.batches[name] for p in parts]), column, err_msg=name)
+    assert [q for p in parts for q in p.quarantine] == whole.quarantine
+    for name in ("legacy_entries", "legacy_bytes", "zero_padding_bytes", "overlap_bytes"):
+        assert sum(getattr(p, name) for p in parts) == getattr(whole, name), name
+    assert parts[-1].stopped_at == buf.size
+    # the transactions the fragments of the live pieces merge into are the whole file's
+    frags = [segment_fragments(p.batches) for p in parts]
+    merged = {n: np.concatenate([f[n] for f in frags]) for n in frags[0]}
+    assert merge_fragments(merged) == merge_fragments(segment_fragments(whole.batches))
+    return live
+
+
+def _subset(points: S.SplitPoints, chosen: list[int]) -> S.SplitPoints:
+    idx = np.array(sorted(set(chosen)), np.int64)
+    return S.SplitPoints(points.positions[idx], points.offsets[idx], points.previous[idx])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    seed=st.integers(0, 10_000),
+    damage=st.integers(0, 6),
+    tail=st.booleans(),
+    picks=st.lists(st.floats(0, 1, exclude_max=True), min_size=1, max_size=12),
+    check_crc=st.booleans(),
+)
+def test_any_split_stitches_to_the_whole_walk(
+    tmp_path_factory: pytest.TempPathFactory, seed: int, damage: int, tail: bool, picks: list[float], check_crc: bool
+) -> None:
+    hot = write_hot_segment(tmp_path_factory.mktemp("hot"), seed, batches=150, damage=damage, truncated_tail=tail)
+    buf = np.fromfile(hot.path, np.uint8)
+    points = _points(hot.path)
+    assert_same_as_whole(buf, _subset(points, [int(p * points.positions.size) for p in picks]), check_crc)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10_000), where=st.sampled_from(["at", "before", "spanning"]), kind=st.integers(0, 2))
+def test_damage_at_a_split_edge_stitches(
+    tmp_path_factory: pytest.TempPathFactory, seed: int, where: str, kind: int
+) -> None:
+    """Damage on the batch at a split point (the point fails its check: the previous piece walks on), on
+    the batch just before it (the damage region ends at the split point), or a batch whose length now
+    spans the split point (the whole walk passes over it: that piece is dead)."""
+    directory = tmp_path_factory.mktemp("edge")
+    probe = write_hot_segment(directory / "probe", seed, batches=150)
+    points = _points(probe.path)
+    k = int(points.positions.size // 2)
+    at = next(i for i, info in enumerate(probe.infos) if info.position == int(points.positions[k]))
+    hot = write_hot_segment(directory / "hot", seed, batches=150, damage_at=[at if where == "at" else at - 1])
+    assert _points(hot.path).positions.tolist() == points.positions.tolist()
+    if where == "spanning":  # instead: the batch before the split point grows past it, with a valid CRC
+        hot = write_hot_segment(directory / "span", seed, batches=150)
+        info = hot.infos[at - 1]
+        data = bytearray(hot.path.read_bytes())
+        length = info.size - 12 + [20, 200, 4000][kind]
+        struct.pack_into(">i", data, info.position + 8, length)
+        crc = google_crc32c.value(bytes(data[info.position + 21 : info.position + 12 + length]))
+        struct.pack_into(">I", data, info.position + 17, crc)
+        hot.path.write_bytes(bytes(data))
+    buf = np.fromfile(hot.path, np.uint8)
+    live = assert_same_as_whole(buf, _subset(points, [k - 1, k, k + 1]))
+    if where in ("at", "spanning"):
+        assert 2 not in live  # the piece at the damaged/passed-over point (subset index 1) was not used
+    whole = scan_segment(buf)
+    split = int(points.positions[k])
+    if where == "spanning":  # one valid batch now covers the split point
+        ends = whole.batches["position"] + 12 + whole.batches["batch_length"]
+        assert ((whole.batches["position"] < split) & (ends > split)).any()
+    else:  # a quarantine region at or right before the split point
+        assert any(q.position <= split <= q.position + q.length for q in whole.quarantine)
+
+
+def test_index_planning_picks_positions_near_equal_cuts(tmp_path: Path) -> None:
+    hot = write_hot_segment(tmp_path, 3, batches=400)
+    size = hot.path.stat().st_size
+    points = _points(hot.path)
+    positions = {info.position for info in hot.infos}
+    assert set(points.positions.tolist()) <= positions  # every index entry points at a batch start
+    plan = S.plan_pieces(points, size, -(-size // 4))
+    assert plan.positions.size == 3
+    for k, p in enumerate(plan.positions.tolist(), start=1):
+        assert abs(p - k * size / 4) < 2 * 512 + 400  # the nearest entry: entries every ~index.interval.bytes
+    assert S.plan_pieces(points, size, size).positions.size == 0  # not above the piece size: whole
+    assert S.plan_pieces(points, size, size + 1).positions.size == 0
+
+
+def _index(entries: list[tuple[int, int]]) -> bytes:
+    return b"".join(struct.pack(">ii", r, p) for r, p in entries)
+
+
+@pytest.mark.parametrize(
+    ("index", "why"),
+    [
+        (None, S.INDEX_MISSING),
+        (b"", S.INDEX_EMPTY),
+        (bytes(8 * 100), S.INDEX_EMPTY),  # preallocated, never written
+        (_index([(3, 100), (7, 200)]) + b"\x00\x00\x00", S.INDEX_BAD_LENGTH),
+        (_index([(3, 100), (-2, 200)]), S.INDEX_BELOW_BASE),
+        (_index([(3, 100), (3, 200)]), S.INDEX_OFFSETS_NOT_INCREASING),
+        (_index([(3, 200), (7, 100)]), S.INDEX_POSITIONS_NOT_INCREASING),
+        (_index([(3, 100), (7, 5000)]), S.INDEX_POSITION_PAST_END),
+    ],
+    ids=["missing", "empty", "preallocated", "partial-entry", "below-base", "offsets", "positions", "past-end"],
+)
+def test_index_sanity_checks_fall_back(index: bytes | None, why: str) -> None:
+    assert S.index_split_points(index, 1000, 4096) == why
+
+
+def test_index_of_another_segment_fails_at_read_time(tmp_path: Path) -> None:
+    """An index whose offsets do not fit the batches (another segment's, or shifted) passes the sanity
+    checks, but no split point validates: piece 0 reads the whole file, the others nothing."""
+    hot = write_hot_segment(tmp_path, 5, batches=200)
+    buf = np.fromfile(hot.path, np.uint8)
+    points = _points(hot.path)
+    shifted = S.SplitPoints(points.positions, points.offsets + 1000, points.previous + 1000)
+    assert not S.valid_points(buf, shifted, True).any()
+    assert assert_same_as_whole(buf, shifted) == [0]
+    inside = S.SplitPoints(points.positions + 3, points.offsets, points.previous)  # not batch starts
+    assert not S.valid_points(buf, inside, True).any()
+    assert assert_same_as_whole(buf, inside) == [0]
+
+
+def test_live_pieces_follow_the_chain() -> None:
+    assert S.live_pieces({0: 1, 1: 2, 2: 3}) == [0, 1, 2]
+    assert S.live_pieces({0: 2, 1: 2, 2: 4, 3: 4}) == [0, 2]  # 0 walked over 1's start; 3 passed over
+    assert S.live_pieces({0: 3, 1: None, 2: None}) == [0]  # points 1, 2 invalid: 0 read everything
+
+
+def test_segment_row_of_pieces() -> None:
+    rows = [
+        {"first_offset": 0, "last_offset": 9, "batch_count": 3, "marker_timestamp": None, "size_bytes": 10},
+        {"first_offset": None, "last_offset": None, "batch_count": 0, "marker_timestamp": 7, "size_bytes": 10},
+        {"first_offset": 10, "last_offset": 20, "batch_count": 2, "marker_timestamp": 5, "size_bytes": 10},
+    ]
+    row = S.segment_row(rows)
+    assert (row["first_offset"], row["last_offset"], row["batch_count"], row["marker_timestamp"]) == (0, 20, 5, 7)
+    assert row["first_timestamp"] is None and row["legacy_entries"] == 0
+
+
+def test_random_positions_never_change_the_result(tmp_path: Path) -> None:
+    """Split points that are not batch starts at all (a garbled index): whatever validates, the stitch holds."""
+    hot = write_hot_segment(tmp_path, 9, batches=200, damage=4, truncated_tail=True)
+    buf = np.fromfile(hot.path, np.uint8)
+    starts = {info.position: info for info in hot.infos}
+    rng = random.Random(1)
+    for _ in range(20):
+        positions = sorted(rng.sample(range(1, buf.size - 1), 8) + rng.sample(sorted(starts), 4))
+        positions = sorted(set(positions))
+        offsets = [starts[p].last_offset if p in starts else 0 for p in positions]
+        points = S.SplitPoints(
+            np.array(positions, np.int64), np.array(offsets, np.int64), np.full(len(positions), -1, np.int64)
+        )
+        assert_same_as_whole(buf, points)
+
+
+def test_stitch_keeps_live_pieces_and_one_unreadable_row() -> None:
+    from txnlog.spark.splits import live_and_dead
+
+    def row(file: str, piece: int, nxt: int | None) -> dict:
+        return {"broker": "b", "file": file, "piece": piece, "next_piece": nxt}
+
+    live, dead = live_and_dead(
+        [row("a", 0, 2), row("a", 1, 2), row("a", 2, 4), row("a", 3, None), row("u", 0, -1), row("u", 1, -1)]
+    )
+    assert [r["piece"] for r in live[("b", "a")]] == [0, 2]
+    assert live[("b", "u")] == []
+    assert dead == {("b", "a", 1), ("b", "a", 3), ("b", "u", 1)}
