@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_messy import render_broker_dumps
 from tests.e2e.test_previous_pipeline import TABLES, differences, read_delta
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -41,13 +40,9 @@ def _run(spark, out: Path, *, driver: bool, **inputs) -> None:
 
 
 @pytest.fixture(scope="module")
-def messy(tmp_path_factory) -> Path:
-    from txnlog.brokerlog.scenarios import write_scenario
-
-    work = tmp_path_factory.mktemp("placement")
-    write_scenario("messy_incident", work / "logs", seed=3)
-    render_broker_dumps(work / "logs", work / "dumps")
-    return work
+def messy(messy_incident) -> Path:
+    """The messy_incident scenario's logs/ and dumps/ (the session's, tests/e2e/shared.py)."""
+    return messy_incident.work
 
 
 def _inputs(work: Path, kind: str) -> dict:
