@@ -30,3 +30,30 @@ def spark() -> Iterator[SparkSession]:  # noqa: F821
     )
     yield session
     session.stop()
+
+
+# --- job runs several modules read (tests/e2e/shared.py says which): one each per test session ----------
+
+
+@pytest.fixture(scope="session")
+def readme_run(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """``./spark-submit.sh`` as the README runs it (the embedded sample), in a fresh directory."""
+    from tests.e2e import shared
+
+    return shared.readme_run(tmp_path_factory.mktemp("readme"))
+
+
+@pytest.fixture(scope="session")
+def messy_incident(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """The writer's messy_incident scenario (seed 3): its log dirs and the brokers' kafka-dump-log.sh files."""
+    from tests.e2e import shared
+
+    return shared.messy_incident(tmp_path_factory.mktemp("messy-incident"))
+
+
+@pytest.fixture(scope="session")
+def messy_dumps_run(messy_incident, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """``./spark-submit.sh --dump-log`` over the messy incident's dumps (cluster messy-dumps, its as_of)."""
+    from tests.e2e import shared
+
+    return shared.messy_dumps_run(messy_incident, tmp_path_factory.mktemp("messy-dumps"))

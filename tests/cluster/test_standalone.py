@@ -1,7 +1,8 @@
 """The job on a real Spark standalone cluster (issue 14): a master and two workers started from pip's
 pyspark on 127.0.0.1 (tests/cluster/standalone.py), ``./spark-submit.sh --master spark://…`` on a
-writer-made kafka-dump-log.sh dump, every table compared with a ``local[2]`` run of the same dump (chispa),
-and exactly the started processes stopped. ``--driver-max-bytes 0``: the Python steps run in executors on
+writer-made kafka-dump-log.sh dump, every table compared with a local run of the same dump (chispa: the
+session's shared ``./spark-submit.sh`` run of those dumps, same ``--cluster`` and ``--as-of``,
+tests/e2e/shared.py), and exactly the started processes stopped. ``--driver-max-bytes 0``: the Python steps run in executors on
 the workers, not in the driver (a small input would otherwise never leave the driver process)."""
 
 from __future__ import annotations
@@ -14,41 +15,35 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.standalone import ROOT, StandaloneCluster
-from tests.e2e.test_job import run_job
-from tests.e2e.test_messy import render_broker_dumps
+from tests.e2e.jobrun import run_job
+from tests.e2e.shared import MESSY_AS_OF, MESSY_CLUSTER
 from tests.e2e.test_previous_pipeline import TABLES
 
 pytestmark = pytest.mark.cluster
 
-AS_OF = "1718020807806"  # fixed: both runs are the same (cluster, as_of)
+AS_OF, CLUSTER = MESSY_AS_OF, MESSY_CLUSTER  # fixed: the cluster runs and the local one are the same (cluster, as_of)
 
 
 def _submit(master: str, dumps: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
     args = [a for d in sorted(dumps.iterdir()) for a in ("--dump-log", str(d))]
     return run_job(
         "--master", master, *extra, *args,
-        "--output", str(out), "--cluster", "standalone", "--as-of", AS_OF, "--driver-max-bytes", "0",
+        "--output", str(out), "--cluster", CLUSTER, "--as-of", AS_OF, "--driver-max-bytes", "0",
         cwd=ROOT, timeout=900,
     )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
-def dumps(tmp_path_factory) -> Path:
-    from txnlog.brokerlog.scenarios import write_scenario
-
-    work = tmp_path_factory.mktemp("standalone")
-    write_scenario("messy_incident", work / "logs", seed=3)
-    render_broker_dumps(work / "logs", work / "dumps")
-    return work / "dumps"
+def dumps(messy_incident) -> Path:
+    """The writer's messy_incident scenario (seed 3) as each broker's kafka-dump-log.sh files."""
+    return messy_incident.dumps
 
 
 @pytest.fixture(scope="module")
-def local(dumps, tmp_path_factory) -> Path:
-    """The same dump on local[2]: what every cluster run must write."""
-    out = tmp_path_factory.mktemp("local") / "out"
-    proc = _submit("local[2]", dumps, out)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return out
+def local(messy_dumps_run) -> Path:
+    """The same dumps, same cluster and as_of, run locally (./spark-submit.sh, the session's shared run):
+    what every cluster run must write."""
+    return Path(messy_dumps_run.out)
 
 
 def _assert_same_tables(spark, got: Path, expected: Path) -> None:
@@ -103,7 +98,7 @@ def test_a_worker_lost_mid_run_still_gives_the_local_tables(dumps, local, tmp_pa
         args = [a for d in sorted(dumps.iterdir()) for a in ("--dump-log", str(d))]
         proc = _start(
             "--master", cluster.master_url, "--conf", "spark.executor.memory=512m", "--conf", "spark.cores.max=2",
-            *args, "--output", str(tmp_path / "out"), "--cluster", "standalone", "--as-of", AS_OF,
+            *args, "--output", str(tmp_path / "out"), "--cluster", CLUSTER, "--as-of", AS_OF,
             "--driver-max-bytes", "0", cwd=ROOT, pause=f"transactions:{paused}:15",
         )  # fmt: skip
         try:

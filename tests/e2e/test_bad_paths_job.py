@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_job import run_job
+from tests.e2e.jobrun import run_job
 from txnlog.brokerlog.scenarios import write_scenario
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]

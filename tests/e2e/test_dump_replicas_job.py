@@ -1,10 +1,11 @@
-"""Two brokers' kafka-dump-log.sh outputs with identical paths, run as a user runs them (issue 11 rule 2).
+"""Two brokers' kafka-dump-log.sh outputs with identical paths, given as a user gives them (issue 11 rule 2).
 
 Every broker's log dir is /var/lib/kafka/data, so both brokers print ``Dumping
 /var/lib/kafka/data/<topic>-<n>/<file>``. The operator keeps one directory per broker
 (``dumps/broker-1/``, ``dumps/broker-2/``, Kafka 4.x Java tool output) and runs
 ``./spark-submit.sh --dump-log dumps``: every transaction must be on two replicas with the counts of
-one copy (never every batch twice).
+one copy (never every batch twice). The job script's ``main`` runs in process, on the shared Spark session
+(tests/e2e/jobrun.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 
 from tests.e2e import truth as T
-from tests.e2e.test_job import run_job
+from tests.e2e.jobrun import run_in_process
 from txnlog.brokerlog.scenarios import write_scenario
 from txnlog.kafka.dump_log_text import render_dump
 
@@ -27,7 +28,7 @@ SCENARIO = "coordinator_completed"  # the KAFKA-14053 seed case: one broker, a h
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> dict[str, Any]:
+def run(spark, tmp_path_factory) -> dict[str, Any]:
     from txnlog.logdirs import discover
     from txnlog.spark.sources import scan_log_file
 
@@ -48,7 +49,7 @@ def run(tmp_path_factory) -> dict[str, Any]:
     for f in inv.segments:
         if f.path.endswith(".log"):
             batches[(f.topic, f.partition, f.path)] = scan_log_file(f.path, True).batches
-    proc = run_job("--dump-log", "dumps", "--cluster", "two-brokers", "--output", "out", cwd=work)
+    proc = run_in_process(spark, "--dump-log", "dumps", "--cluster", "two-brokers", "--output", "out", cwd=work)
     return {"proc": proc, "out": str(work / "out"), "batches": batches}
 
 

@@ -1,10 +1,11 @@
-"""Values at the edges of their types, and the ``as_of`` rule, through ``./spark-submit.sh`` (issue 11 rules 6, 8).
+"""Values at the edges of their types, and the ``as_of`` rule (issue 11 rules 6, 8).
 
 One run over the ``extreme_values`` scenario holds every value class (µs and ns CreateTime,
 CreateTime −1 and 0, producer id and offsets at Long.MAX): the run completes, ``as_of`` is the newest
 broker-written time (never the µs/ns clocks), the far-future segments are reported, every table reads
-back with duckdb, delta-rs and the ``txnlog`` verbs. One more run over a log dir without any
-broker-written time stops with one line asking for ``--as-of`` (exit 2).
+back with duckdb, delta-rs and the ``txnlog`` verbs (the job script's ``main`` in process, on the shared
+Spark session: tests/e2e/jobrun.py). One more run over a log dir without any broker-written time, through
+``./spark-submit.sh``, stops with one line asking for ``--as-of`` (exit 2); with ``--as-of`` it runs.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import Any
 import pytest
 
 from tests.e2e import truth as T
-from tests.e2e.test_job import duckdb_delta_extension, run_job
+from tests.e2e.jobrun import run_in_process, run_job
+from tests.e2e.test_job import duckdb_delta_extension
 from txnlog.as_of import AS_OF_FLAG, FUTURE_BOUND_MS, REASON_FUTURE, SOURCES
 from txnlog.brokerlog.extreme import LONG_MAX, PARTITIONS
 from txnlog.brokerlog.scenarios import write_scenario
@@ -26,10 +28,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")
-def extreme_run(tmp_path_factory) -> dict[str, Any]:
+def extreme_run(spark, tmp_path_factory) -> dict[str, Any]:
     work = tmp_path_factory.mktemp("extreme")
     truth = write_scenario("extreme_values", work / "logs")
-    proc = run_job("--logs", "logs", "--output", "out", "--cluster", "edge", cwd=work)
+    proc = run_in_process(spark, "--logs", "logs", "--output", "out", "--cluster", "edge", cwd=work)
     return {"proc": proc, "out": str(work / "out"), "truth": truth, "work": work}
 
 
@@ -149,7 +151,7 @@ def test_txnlog_verbs_read_the_tables(extreme_run) -> None:
     assert str(LONG_MAX) in producers and str(LONG_MAX - 1) in producers
 
 
-def test_no_broker_written_time_asks_for_as_of(tmp_path) -> None:
+def test_no_broker_written_time_asks_for_as_of(spark, tmp_path) -> None:
     """Only CreateTime data (no marker, no __transaction_state, no LogAppendTime): one line, exit 2;
     with --as-of the same input runs."""
     from txnlog.brokerlog.encode import RecordSpec, encode_record_batch
@@ -169,7 +171,7 @@ def test_no_broker_written_time_asks_for_as_of(tmp_path) -> None:
     last = proc.stdout.strip().splitlines()[-1]
     assert last.startswith("txnlog: error: ") and "no broker-written time" in last and "--as-of" in last
     assert not (tmp_path / "out" / "runs").exists()
-    proc = run_job("--logs", "logs", "--output", "out", "--as-of", "1717000000002", cwd=tmp_path, timeout=300)
+    proc = run_in_process(spark, "--logs", "logs", "--output", "out", "--as-of", "1717000000002", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run,) = T.rows(str(tmp_path / "out"), "runs")
     assert run["as_of_source"] == AS_OF_FLAG and T.ms(run["as_of"]) == 1_717_000_000_002

@@ -7,7 +7,10 @@ one local output take turns on ``<output>/_txnlog_write.lock`` (flock: a killed 
 
 The driver is paused between two commits through the ``TXNLOG_TEST_PAUSE_AFTER`` seam
 (txnlog.pipeline._pause_for_fault_tests) and then killed with SIGKILL, process group and all, as an OOM
-killer or a lost node would.
+killer or a lost node would. Every run that is paused, killed or gives up is ``./spark-submit.sh``; the others
+-- the reference run, the complete run before a killed one, the rerun after it, the run that waits for a
+paused one's lock -- are the job script's ``main`` in this process, on the shared Spark session
+(tests/e2e/jobrun.py): another process to the paused one, as the lock (flock) sees it.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_job import SUBMIT, run_job
+from tests.e2e.jobrun import SUBMIT, run_in_process, run_job
 from tests.reports.test_dashboards import DASHBOARDS, _duckdb
 from txnlog import cli
 from txnlog.brokerlog.scenarios import write_scenario
@@ -93,16 +96,16 @@ def logs(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def clean(logs) -> str:
+def clean(spark, logs) -> str:
     """One uninterrupted run at T2 into its own output: what every interrupted output must end up holding."""
-    proc = run_job("--logs", "logs", "--output", "clean", "--cluster", CLUSTER, "--as-of", T2, cwd=logs)
+    proc = run_in_process(spark, "--logs", "logs", "--output", "clean", "--cluster", CLUSTER, "--as-of", T2, cwd=logs)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return str(logs / "clean")
 
 
-def test_a_driver_killed_between_commits_leaves_no_visible_run_and_the_rerun_replaces_it(logs, clean):
+def test_a_driver_killed_between_commits_leaves_no_visible_run_and_the_rerun_replaces_it(spark, logs, clean):
     out = str(logs / "killed")
-    done = run_job("--logs", "logs", "--output", "killed", "--cluster", CLUSTER, "--as-of", T1, cwd=logs)
+    done = run_in_process(spark, "--logs", "logs", "--output", "killed", "--cluster", CLUSTER, "--as-of", T1, cwd=logs)
     assert done.returncode == 0, done.stderr[-3000:]
 
     paused = logs / "paused-findings"
@@ -127,7 +130,7 @@ def test_a_driver_killed_between_commits_leaves_no_visible_run_and_the_rerun_rep
     dashboard = _duckdb(out).sql((DASHBOARDS / "current_findings.sql").read_text()).fetchall()
     assert {r[1].astimezone(UTC) for r in dashboard} == {datetime(2024, 6, 10, 12, tzinfo=UTC)}
     # The lock died with the driver: the rerun does not wait, and replaces the killed run's rows.
-    rerun = run_job("--logs", "logs", "--output", "killed", "--cluster", CLUSTER, "--as-of", T2, cwd=logs)
+    rerun = run_in_process(spark, "--logs", "logs", "--output", "killed", "--cluster", CLUSTER, "--as-of", T2, cwd=logs)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert "waiting for the run writing" not in rerun.stdout + rerun.stderr
     for table in TABLES:
@@ -135,9 +138,9 @@ def test_a_driver_killed_between_commits_leaves_no_visible_run_and_the_rerun_rep
     assert _content(_rows(out, "findings", T1)) == _content(t1_findings)
 
 
-def test_two_runs_into_one_output_write_in_turn(logs, clean):
-    """Two first runs of one (cluster, as_of) at once: the second waits for the first's lock, then replaces
-    its rows; one copy of each row, one SUCCEEDED runs row."""
+def test_two_runs_into_one_output_write_in_turn(spark, logs, clean):
+    """Two first runs of one (cluster, as_of) at once: the second (this process) waits for the first's lock,
+    then replaces its rows; one copy of each row, one SUCCEEDED runs row."""
     out = str(logs / "shared")
     paused = logs / "paused-transactions"
     first = _start(
@@ -146,7 +149,9 @@ def test_two_runs_into_one_output_write_in_turn(logs, clean):
     )  # fmt: skip
     _wait_for(paused, first)
     assert (Path(out) / LOCK_FILE).read_text().startswith("run ")
-    second = run_job("--logs", "logs", "--output", "shared", "--cluster", CLUSTER, "--as-of", T2, cwd=logs)
+    second = run_in_process(
+        spark, "--logs", "logs", "--output", "shared", "--cluster", CLUSTER, "--as-of", T2, cwd=logs
+    )
     first_out, first_err = first.communicate(timeout=600)
     assert first.returncode == 0, first_err[-3000:]
     assert second.returncode == 0, second.stderr[-3000:]

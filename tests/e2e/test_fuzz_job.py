@@ -18,8 +18,8 @@ time, and every age with it):
   coordinator partition may hide or drop an owner: DESIGN §4 "safety never rests on what could not
   be read").
 
-A separate test runs a decompression bomb through ``./spark-submit.sh`` with a config file that
-sets ``max_decompressed_bytes``.
+A separate test runs a decompression bomb through the job's command line (its script's ``main`` in process,
+tests/e2e/jobrun.py) with a config file that sets ``max_decompressed_bytes``.
 """
 
 from __future__ import annotations
@@ -284,11 +284,11 @@ def test_many_mutated_partitions_through_the_job(spark: Any, clean: Clean, tmp_p
         check_mutated_run(spark, clean, tmp_path / f"run{seed}", seed, copies=200)
 
 
-def test_decompression_bomb_through_spark_submit(tmp_path: Path) -> None:
+def test_decompression_bomb_through_the_command_line(spark: Any, tmp_path: Path) -> None:
     """A gzip bomb in a marker and a zstd bomb in a __transaction_state batch, 16 MiB each, under a
     config file's max_decompressed_bytes of 1 MiB: the job exits 0 and quarantines both batches with
     the configured limit in the detail (the default, 64 MiB, would have decoded them)."""
-    from tests.e2e.test_job import run_job
+    from tests.e2e.jobrun import run_in_process
     from tests.kafka import encoders as E
     from tests.kafka.bombs import bomb
     from txnlog.brokerlog.scenarios import write_scenario
@@ -324,8 +324,8 @@ def test_decompression_bomb_through_spark_submit(tmp_path: Path) -> None:
     config = tmp_path / "bombs.yaml"
     config.write_text("max_decompressed_bytes: 1048576\n")
     out = tmp_path / "out"
-    proc = run_job(
-        "--config", str(config), "--logs", str(logs), "--output", str(out), "--cluster", "bombs", cwd=tmp_path
+    proc = run_in_process(
+        spark, "--config", str(config), "--logs", str(logs), "--output", str(out), "--cluster", "bombs", cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [q for q in T.rows(str(out), "quarantine") if q["reason"] == "decompressed_too_large"]

@@ -3,7 +3,8 @@
 * ``--dump-log``: the embedded sample cluster (3 brokers, every verdict, a truncated tail and a
   CRC mismatch) printed as ``kafka-dump-log.sh --deep-iteration`` of Kafka 4.x per broker and
   partition (segments and producer snapshots), ``__transaction_state`` with
-  ``--transaction-log-decoder``; then the README's own command (Kafka 3.x) on one partition's dump.
+  ``--transaction-log-decoder`` (the job script's ``main`` in process, on the shared Spark session:
+  tests/e2e/jobrun.py); then the README's own command (Kafka 3.x) on one partition's dump.
 * ``--bootstrap-servers`` alone (live mode) with ``--topic``: a noida-db server on 127.0.0.1
   serves a scenario's ``__transaction_state`` records from its own ``__transaction_state`` topic
   (noida-db's coordinator does not write records there: shared/FEASIBILITY.md §1), and a real
@@ -24,7 +25,8 @@ from typing import Any
 import pytest
 
 from tests.e2e import truth as T
-from tests.e2e.test_job import README_DUCKDB_QUERY, duckdb_delta_extension, run_job
+from tests.e2e.jobrun import run_in_process, run_job
+from tests.e2e.test_job import README_DUCKDB_QUERY, duckdb_delta_extension
 from txnlog.brokerlog.scenarios import write_scenario
 from txnlog.kafka.dump_log_text import render_dump
 from txnlog.sample import SAMPLE_SEED
@@ -61,12 +63,21 @@ def _dump_sample(logs: Path, dumps: Path) -> tuple[list[Path], Path]:
 
 
 @pytest.fixture(scope="module")
-def dump_run(tmp_path_factory) -> dict[str, Any]:
+def dump_run(spark, tmp_path_factory) -> dict[str, Any]:
     work = tmp_path_factory.mktemp("dumplog")
     truth = write_scenario("sample", work / "logs", seed=SAMPLE_SEED)
     files, txn = _dump_sample(work / "logs", work / "dumps")
-    proc = run_job(
-        "--dump-log", "dumps", "--dump-log", "txn-state.txt", "--cluster", "ticket-4711", "--output", "out", cwd=work
+    proc = run_in_process(
+        spark,
+        "--dump-log",
+        "dumps",
+        "--dump-log",
+        "txn-state.txt",
+        "--cluster",
+        "ticket-4711",
+        "--output",
+        "out",
+        cwd=work,
     )
     return {"proc": proc, "out": str(work / "out"), "truth": truth, "work": work, "files": files, "txn": txn}
 

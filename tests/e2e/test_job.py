@@ -10,61 +10,20 @@ delta-rs / duckdb / polars, with the ground truth the broker-log writer knows.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
-import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.e2e import truth as T
+from tests.e2e.jobrun import run_in_process, run_job
 from txnlog.brokerlog.scenarios import write_scenario
 from txnlog.classify import Reason
-from txnlog.sample import SAMPLE_SEED
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
-SUBMIT = ROOT / "spark-submit.sh"
-
-
-def run_job(
-    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 600
-) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, **(env or {})}
-    # the job must find its own venv through spark-submit.sh, not ours
-    full_env.pop("PYSPARK_PYTHON", None)
-    full_env.pop("PYSPARK_DRIVER_PYTHON", None)
-    proc = subprocess.run(
-        [str(SUBMIT), "--driver-memory", "1g", *args],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    if proc.returncode not in (0, 2):
-        sys.stderr.write(proc.stdout[-5000:] + proc.stderr[-10000:])
-    return proc
-
-
-@dataclass
-class Run:
-    proc: subprocess.CompletedProcess
-    out: str
-    truth: Any
-    workdir: Path
-
-
-@pytest.fixture(scope="module")
-def readme_run(tmp_path_factory) -> Run:
-    """The README's run command, verbatim, in a fresh working directory."""
-    work = tmp_path_factory.mktemp("readme")
-    env = {"TXNLOG_CACHE": str(work / "cache")}
-    proc = run_job(cwd=work, env=env)
-    truth = write_scenario("sample", work / "truth", seed=SAMPLE_SEED)
-    return Run(proc, str(work / "out"), truth, work)
 
 
 def test_readme_command_succeeds_and_prints_a_summary(readme_run):
@@ -395,23 +354,29 @@ def _snapshot(out: str) -> dict[str, list]:
     return snap
 
 
-def test_rerun_same_as_of_is_idempotent_and_new_as_of_appends(readme_run):
+def test_rerun_same_as_of_is_idempotent_and_new_as_of_appends(readme_run, spark, tmp_path):
+    """The README command run again where it ran (a copy of its directory: other modules read the README
+    run's output as it was), then with a later --as-of. The job's main in process: the command is the same."""
     before = _snapshot(readme_run.out)
-    env = {"TXNLOG_CACHE": str(readme_run.workdir / "cache")}
-    again = run_job(cwd=readme_run.workdir, env=env)
+    work = tmp_path / "rerun"
+    shutil.copytree(readme_run.workdir / "out", work / "out")
+    out = str(work / "out")
+    assert _snapshot(out) == before
+    env = {"TXNLOG_CACHE": str(readme_run.workdir / "cache")}  # the same sample files, named as before
+    again = run_in_process(spark, cwd=work, env=env)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert _snapshot(readme_run.out) == before
-    assert len(T.rows(readme_run.out, "runs")) == 1
+    assert _snapshot(out) == before
+    assert len(T.rows(out, "runs")) == 1
 
     later = readme_run.truth.as_of_ms + 3_600_000
-    third = run_job("--as-of", str(later), cwd=readme_run.workdir, env=env)
+    third = run_in_process(spark, "--as-of", str(later), cwd=work, env=env)
     assert third.returncode == 0, third.stderr[-3000:]
-    runs = T.rows(readme_run.out, "runs")
+    runs = T.rows(out, "runs")
     assert sorted(T.ms(r["as_of"]) for r in runs) == [readme_run.truth.as_of_ms, later]
-    first_run = _snapshot_as_of(readme_run.out, readme_run.truth.as_of_ms)
+    first_run = _snapshot_as_of(out, readme_run.truth.as_of_ms)
     assert first_run == before
-    assert len(T.rows(readme_run.out, "transactions", as_of=later)) == len(
-        T.rows(readme_run.out, "transactions", as_of=readme_run.truth.as_of_ms)
+    assert len(T.rows(out, "transactions", as_of=later)) == len(
+        T.rows(out, "transactions", as_of=readme_run.truth.as_of_ms)
     )
 
 
@@ -429,12 +394,12 @@ def _snapshot_as_of(out: str, as_of_ms: int) -> dict[str, list]:
 
 
 @pytest.mark.parametrize("scenario", ["partial_txn_state", "corrupt_and_truncated"])
-def test_dedicated_scenario(tmp_path, scenario):
+def test_dedicated_scenario(spark, tmp_path, scenario):
     """partial __transaction_state → VERIFY_FIRST; damaged segments → quarantine rows and the
-    hanging transaction written after the damage is still found."""
+    hanging transaction written after the damage is still found (the job's main in process)."""
     truth = write_scenario(scenario, tmp_path / "logs", seed=3)
     out = str(tmp_path / "out")
-    proc = run_job("--logs", str(tmp_path / "logs"), "--output", out, "--cluster", scenario, cwd=tmp_path)
+    proc = run_in_process(spark, "--logs", str(tmp_path / "logs"), "--output", out, "--cluster", scenario, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     recs = T.recommendations_by_key(out)
     assert T.actual_findings(out, recs) == T.expected_findings(truth)
@@ -481,7 +446,7 @@ def test_offline_kafka_transactions_cli(readme_run):
 
     def cli(*args: str, code: int = 0) -> str:
         buf = io.StringIO()
-        # the README run's as_of: test_rerun_... may have appended a later run (more findings by then)
+        # the README run's as_of (its output holds one run; pinned all the same)
         assert main([*args, "--output", readme_run.out, "--as-of", str(readme_run.truth.as_of_ms)], out=buf) == code
         return buf.getvalue()
 

@@ -1,4 +1,4 @@
-"""``--logs`` given what an operator copies first, run as a user runs it: ``./spark-submit.sh`` in a shell.
+"""``--logs`` given what an operator copies first, as a user gives it (relative paths, in the working directory).
 
 * the stuck partition's directory alone (``--logs copies/orders-2/``): one replica, named after the
   parent directory; no ``__transaction_state``, so the run's input line and the finding say it was
@@ -9,7 +9,9 @@
   ``use --dump-log``.
 
 The logs are the embedded sample cluster's (``txnlog.brokerlog``); expectations come from its ground
-truth and the files' names, never from the job's output.
+truth and the files' names, never from the job's output. The three runs are the job script's ``main`` in
+process, on the shared Spark session (tests/e2e/jobrun.py: what they check is the job's, not the wrapper's);
+the refused input goes through ``./spark-submit.sh``, whose exit code and last line it checks.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.e2e import truth as T
-from tests.e2e.test_job import run_job
+from tests.e2e.jobrun import run_in_process, run_job
 from txnlog.brokerlog.scenarios import write_scenario
 from txnlog.kafka.dump_log_text import render_dump
 from txnlog.sample import SAMPLE_SEED
@@ -49,7 +51,7 @@ def _open_rows(out: str) -> list[tuple]:
     ]
 
 
-def test_partition_directory(sample, tmp_path) -> None:
+def test_partition_directory(spark, sample, tmp_path) -> None:
     """The stuck partition's directory, the first thing an operator copies: its open transaction is
     found; with no __transaction_state it is NO_TRANSACTIONAL_ID and the abort VERIFY_FIRST, as the
     run's input line and the finding's evidence say."""
@@ -58,7 +60,7 @@ def test_partition_directory(sample, tmp_path) -> None:
     (broker,) = hang.brokers
     assert hang.partition == 2
     shutil.copytree(work / "logs" / T.broker_name(broker) / "orders-2", tmp_path / "copies" / "orders-2")
-    proc = run_job("--logs", "copies/orders-2/", "--output", "out", cwd=tmp_path)
+    proc = run_in_process(spark, "--logs", "copies/orders-2/", "--output", "out", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert NOT_READ in proc.stdout and "1 segment and 1 snapshot of 1 partition" in proc.stdout
     out = str(tmp_path / "out")
@@ -82,7 +84,7 @@ def test_partition_directory(sample, tmp_path) -> None:
     assert run["inputs"] == [str(tmp_path / "copies" / "orders-2")] and run["status"] == "SUCCEEDED"
 
 
-def test_single_segment_file(sample, tmp_path) -> None:
+def test_single_segment_file(spark, sample, tmp_path) -> None:
     """One segment file, copied into a directory named after its partition: topic and partition from
     that name, the replica from the directory above."""
     work, truth = sample
@@ -91,7 +93,7 @@ def test_single_segment_file(sample, tmp_path) -> None:
     (tmp_path / "incident" / f"orders-{no_id.partition}").mkdir(parents=True)
     shutil.copy(seg, tmp_path / "incident" / f"orders-{no_id.partition}" / seg.name)
     given = f"incident/orders-{no_id.partition}/{seg.name}"
-    proc = run_job("--logs", given, "--output", "out", cwd=tmp_path)
+    proc = run_in_process(spark, "--logs", given, "--output", "out", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert NOT_READ in proc.stdout and "1 segment and 0 snapshots of 1 partition" in proc.stdout
     out = str(tmp_path / "out")
@@ -105,7 +107,7 @@ def test_single_segment_file(sample, tmp_path) -> None:
     assert [r["inputs"] for r in T.rows(out, "runs")] == [[str(tmp_path / given)]]
 
 
-def test_mixed_log_dir_partition_dir_and_segment(sample, tmp_path) -> None:
+def test_mixed_log_dir_partition_dir_and_segment(spark, sample, tmp_path) -> None:
     """broker-3's log dir, broker-2's copy of orders-5 and broker-1's last metrics-0 segment: three
     replicas; orders-5 is compared across brokers 2 and 3; metrics-0 starts at the segment's base offset."""
     work, truth = sample
@@ -114,7 +116,7 @@ def test_mixed_log_dir_partition_dir_and_segment(sample, tmp_path) -> None:
     assert sorted(no_id.brokers) == [2, 3]
     last = sorted((logs / "broker-1" / "metrics-0").glob("*.log"))[-1]
     given = [str(logs / "broker-3"), str(logs / "broker-2" / "orders-5"), str(last)]
-    proc = run_job(*[a for p in given for a in ("--logs", p)], "--output", "out", cwd=tmp_path)
+    proc = run_in_process(spark, *[a for p in given for a in ("--logs", p)], "--output", "out", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "on 3 brokers" in proc.stdout and NOT_READ not in proc.stdout
     out = str(tmp_path / "out")

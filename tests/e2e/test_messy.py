@@ -1,7 +1,9 @@
-"""Logs copied during a real incident, through ``./spark-submit.sh``: the broker's rules, not intuition.
+"""Logs copied during a real incident: the broker's rules, not intuition.
 
 One run of the writer's ``messy_incident`` scenario (lagging and diverged followers, a restarted
-broker, DeleteRecords, a coordinator failover whose records go back in time, a damaged marker);
+broker, DeleteRecords, a coordinator failover whose records go back in time, a damaged marker) --
+the job's main in process, on the shared Spark session -- and one of the same brokers' files as
+kafka-dump-log.sh output through ``./spark-submit.sh`` (the session's shared run, tests/e2e/shared.py);
 every expectation comes from the writer's ground truth, which applies the broker's rules
 (``txnlog.brokerlog.ground_truth``), or from the scenario's own notes (which broker lagged, where
 the log start moved to).
@@ -17,8 +19,8 @@ from typing import Any
 import pytest
 
 from tests.e2e import truth as T
-from tests.e2e.test_job import run_job
-from txnlog.brokerlog.scenarios import write_scenario
+from tests.e2e.jobrun import run_in_process
+from tests.e2e.shared import MESSY_AS_OF
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -34,11 +36,11 @@ class Messy:
 
 
 @pytest.fixture(scope="module")
-def messy(tmp_path_factory) -> Messy:
+def messy(spark, messy_incident, tmp_path_factory) -> Messy:
     work = tmp_path_factory.mktemp("messy")
-    truth = write_scenario("messy_incident", work / "logs", seed=3)
+    truth = messy_incident.truth
     out = str(work / "out")
-    proc = run_job("--logs", str(work / "logs"), "--output", out, "--cluster", "messy", cwd=work)
+    proc = run_in_process(spark, "--logs", str(messy_incident.logs), "--output", out, "--cluster", "messy", cwd=work)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return Messy(
         out=out,
@@ -155,41 +157,17 @@ def test_one_transaction_one_set_of_numbers(messy):
 # --- the same copies as kafka-dump-log.sh output --------------------------------------------------
 
 
-def render_broker_dumps(logs: Path, dumps: Path) -> None:
-    """Each broker's files dumped where operators keep them: one directory per broker, every broker's
-    log dir printed as /var/lib/kafka/data (identical paths, rule 2); brokers 1 and 2 run Kafka 3.x's
-    Scala tool, broker 3 the 4.x Java tool (a rolling upgrade); --deep-iteration on data segments,
-    --transaction-log-decoder on __transaction_state."""
-    from txnlog.kafka.dump_log_text import render_dump
-    from txnlog.logdirs import discover
-
-    inv = discover([str(logs)])
-    for f in list(inv.segments) + list(inv.snapshots) + list(inv.txn_state_segments):
-        version = "4.x" if f.broker == "broker-3" else "3.x"
-        txn = f.topic == "__transaction_state"
-        out = dumps / f.broker / ("txn-state.txt" if txn else f"{f.topic}-{f.partition}.txt")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        shown = "/var/lib/kafka/data/" + "/".join(Path(f.path).parts[-2:])
-        with open(out, "a") as fh:
-            fh.write(
-                render_dump(f.path, version, deep_iteration=not txn, transaction_log_decoder=txn, dumping_path=shown)
-            )
-
-
 @pytest.fixture(scope="module")
-def messy_dumps(messy) -> Messy:
-    dumps = messy.work / "dumps"
-    render_broker_dumps(messy.work / "logs", dumps)
-    out = str(messy.work / "out-dumps")
-    args = [a for b in sorted(p.name for p in dumps.iterdir()) for a in ("--dump-log", str(dumps / b))]
-    proc = run_job(
-        *args, "--output", out, "--cluster", "messy-dumps", "--as-of", str(messy.truth.as_of_ms), cwd=messy.work
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def messy_dumps(messy_dumps_run) -> Messy:
+    """Each broker's dumps (tests/e2e/shared.py render_broker_dumps), ``--dump-log`` per broker directory,
+    ``--as-of`` the scenario's as_of (the dumps hold no checkpoint files): the session's shared run."""
+    run = messy_dumps_run
+    assert str(run.truth.as_of_ms) == MESSY_AS_OF
+    out = run.out
     return Messy(
         out=out,
-        truth=messy.truth,
-        work=messy.work,
+        truth=run.truth,
+        work=run.workdir,
         findings={T.finding_key(f): f for f in T.rows(out, "findings") if f["topic"] is not None},
         recs=T.recommendations_by_key(out),
         health={(p["topic"], p["partition"]): p for p in T.rows(out, "partition_health")},

@@ -6,6 +6,10 @@ twice in the shared session, once per placement, at the same ``as_of`` and ``clu
 table (but ``runs``: run id, timings, config) must be equal row for row: copied log dirs with
 replicas, checkpoints, snapshots and damage; the same brokers as kafka-dump-log.sh output; both
 together (fragments merged with the decode's transactions); and an empty __transaction_state.
+
+The dumps' driver-placed tables are the session's ``./spark-submit.sh`` run of the same dumps, at the same
+``as_of`` and ``cluster`` (tests/e2e/shared.py messy_dumps_run: a small input, so placed in the driver,
+as its progress line says): the same run, not made twice.
 """
 
 from __future__ import annotations
@@ -14,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_messy import render_broker_dumps
+from tests.e2e.shared import MESSY_AS_OF, MESSY_CLUSTER
 from tests.e2e.test_previous_pipeline import TABLES, differences, read_delta
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
-AS_OF = "1717404903421"
+AS_OF, CLUSTER = MESSY_AS_OF, MESSY_CLUSTER  # those of the shared dumps run
 
 
 def _run(spark, out: Path, *, driver: bool, **inputs) -> None:
@@ -32,7 +36,7 @@ def _run(spark, out: Path, *, driver: bool, **inputs) -> None:
             **inputs,
             "output": str(out),
             "as_of": AS_OF,
-            "cluster": "placement",
+            "cluster": CLUSTER,
             "driver_max_bytes": 64 * 2**20 if driver else 0,
             "progress": False,
         },
@@ -41,13 +45,9 @@ def _run(spark, out: Path, *, driver: bool, **inputs) -> None:
 
 
 @pytest.fixture(scope="module")
-def messy(tmp_path_factory) -> Path:
-    from txnlog.brokerlog.scenarios import write_scenario
-
-    work = tmp_path_factory.mktemp("placement")
-    write_scenario("messy_incident", work / "logs", seed=3)
-    render_broker_dumps(work / "logs", work / "dumps")
-    return work
+def messy(messy_incident) -> Path:
+    """The messy_incident scenario's logs/ and dumps/ (the session's, tests/e2e/shared.py)."""
+    return messy_incident.work
 
 
 def _inputs(work: Path, kind: str) -> dict:
@@ -61,20 +61,27 @@ def _inputs(work: Path, kind: str) -> dict:
 
 
 @pytest.mark.parametrize("kind", ["logs", "dumps", "logs_and_dumps"])
-def test_driver_and_tasks_write_the_same_tables(spark, messy, tmp_path, kind):
+def test_driver_and_tasks_write_the_same_tables(spark, messy, tmp_path, kind, request):
     inputs = _inputs(messy, kind)
-    _run(spark, tmp_path / "driver", driver=True, **inputs)
+    driver = tmp_path / "driver"
+    if kind == "dumps":  # the shared spark-submit run: --dump-log per broker directory, in that order
+        shared = request.getfixturevalue("messy_dumps_run")
+        assert [a for a in shared.proc.args if a in inputs["dump_log"]] == inputs["dump_log"]
+        assert "here (a small input)" in shared.proc.stdout + shared.proc.stderr, "placed in the driver"
+        driver = Path(shared.out)
+    else:
+        _run(spark, driver, driver=True, **inputs)
     _run(spark, tmp_path / "tasks", driver=False, **inputs)
     problems: list[str] = []
     for table in TABLES:
         want = read_delta(tmp_path / "tasks", table, {})
-        got = read_delta(tmp_path / "driver", table, {})
+        got = read_delta(driver, table, {})
         problems += differences(table, want, got)
     assert not problems, "\n".join(problems)
     # not vacuous: the scenario's hanging transactions and damage are in both
-    findings = read_delta(tmp_path / "driver", "findings", {})
+    findings = read_delta(driver, "findings", {})
     assert findings.num_rows > 0
-    assert read_delta(tmp_path / "driver", "transactions", {}).num_rows > 0
+    assert read_delta(driver, "transactions", {}).num_rows > 0
 
 
 def test_placement_follows_the_input_size():

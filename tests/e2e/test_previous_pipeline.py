@@ -1,13 +1,15 @@
 """A pipeline refactor changes no output: every table, row for row, equals what the previous pipeline wrote.
 
 The fixtures under ``tests/fixtures/previous_pipeline/<input>/<table>.parquet`` were written by the
-pipeline of commit 4810dc3 (the README next to them says how). This test runs the *current* job
-through ``./spark-submit.sh`` on the same two inputs, with the same ``--as-of`` and ``--cluster``:
+pipeline of commit 4810dc3 (the README next to them says how). This test reads the tables the *current*
+job wrote through ``./spark-submit.sh`` on the same two inputs, with the same ``as_of`` and ``cluster`` --
+the session's shared runs (tests/e2e/shared.py), which other modules read too:
 
-* ``sample``: the embedded sample cluster (no input; deterministic, ``txnlog.sample``);
+* ``sample``: the README's command (no input: the embedded sample cluster, deterministic,
+  ``txnlog.sample``), whose cluster ``sample`` and natural ``as_of`` are the fixture's (asserted);
 * ``messy_dumps``: the writer's ``messy_incident`` scenario (seed 3) printed as kafka-dump-log.sh
-  output, one directory per broker, passed as ``--dump-log <dir>`` per broker (as tests/e2e/test_messy.py
-  does).
+  output, one directory per broker, passed as ``--dump-log <dir>`` per broker with ``--cluster messy-dumps
+  --as-of`` the scenario's as_of (tests/e2e/test_messy.py reads the same run).
 
 and compares every table except ``runs`` (which holds a run id, wall-clock durations and the
 effective config): same row count and, after sorting both sides by every column, equal values in
@@ -31,16 +33,13 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-from tests.e2e.test_job import run_job
-from tests.e2e.test_messy import render_broker_dumps  # the same broker dumps as the messy tests
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -59,12 +58,11 @@ TABLES = (
 )
 NOT_COMPARED = {"runs"}  # run id, wall-clock timings, effective config: per run by design
 
-# The --as-of each input was run with: what the previous pipeline picked on its own (runs.as_of,
-# as_of_source log_append_time), pinned so that the fixture is the job's natural output.
+# The as_of of each input: what the previous pipeline picked on its own (runs.as_of, as_of_source
+# log_append_time), pinned so that the fixture is the job's natural output (the messy dumps' is
+# tests/e2e/shared.py MESSY_AS_OF, given with --as-of; the sample's is the README run's own, asserted).
 SAMPLE_AS_OF = "1718020807806"  # 2024-06-10T12:00:07.806Z
-MESSY_AS_OF = "1717404903421"  # 2024-06-03T08:55:03.421Z (= write_scenario("messy_incident", seed=3).as_of_ms)
 SAMPLE_CLUSTER = "sample"
-MESSY_CLUSTER = "messy-dumps"
 
 SHOW = 5  # differing rows shown in a failure
 
@@ -75,41 +73,27 @@ class Output:
     placeholders: dict[str, str]  # path prefix -> placeholder
 
 
-# --- the inputs ------------------------------------------------------------------------------------
+# --- the inputs: the session's shared runs (tests/e2e/shared.py) ----------------------------------------
 
 
 @pytest.fixture(scope="module")
-def sample_output(tmp_path_factory) -> Output:
-    work = tmp_path_factory.mktemp("prev-sample")
-    out = work / "out"
-    proc = run_job(
-        "--output",
-        str(out),
-        "--cluster",
-        SAMPLE_CLUSTER,
-        "--as-of",
-        SAMPLE_AS_OF,
-        cwd=work,
-        env={"TXNLOG_CACHE": str(work / "cache")},
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (logs,) = (work / "cache").glob("sample-*/logs")
-    return Output(out, {str(logs): "<sample-logs>"})
+def sample_output(readme_run) -> Output:
+    """The README command's run: the embedded sample, cluster ``sample``, its natural as_of (pinned here)."""
+    assert readme_run.proc.returncode == 0, readme_run.proc.stderr[-3000:]
+    (run,) = read_delta(Path(readme_run.out), "runs", {}).to_pylist()
+    assert (run["cluster"], str(_epoch_ms(run["as_of"]))) == (SAMPLE_CLUSTER, SAMPLE_AS_OF)
+    (logs,) = (readme_run.workdir / "cache").glob("sample-*/logs")
+    return Output(Path(readme_run.out), {str(logs): "<sample-logs>"})
 
 
 @pytest.fixture(scope="module")
-def messy_dumps_output(tmp_path_factory) -> Output:
-    from txnlog.brokerlog.scenarios import write_scenario
+def messy_dumps_output(messy_dumps_run, messy_incident) -> Output:
+    """``--dump-log`` per broker directory, ``--cluster messy-dumps --as-of`` MESSY_AS_OF."""
+    return Output(Path(messy_dumps_run.out), {str(messy_incident.dumps): "<dumps>"})
 
-    work = tmp_path_factory.mktemp("prev-messy")
-    write_scenario("messy_incident", work / "logs", seed=3)
-    dumps = work / "dumps"
-    render_broker_dumps(work / "logs", dumps)
-    args = [a for b in sorted(p.name for p in dumps.iterdir()) for a in ("--dump-log", str(dumps / b))]
-    out = work / "out"
-    proc = run_job(*args, "--output", str(out), "--cluster", MESSY_CLUSTER, "--as-of", MESSY_AS_OF, cwd=work)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return Output(out, {str(dumps): "<dumps>"})
+
+def _epoch_ms(moment: datetime) -> int:
+    return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
 
 
 INPUTS = {"sample": "sample_output", "messy_dumps": "messy_dumps_output"}

@@ -1,5 +1,6 @@
-"""``producer_state`` through ``./spark-submit.sh``, against the writer's ground truth (``ScenarioResult.producers``:
-its own producer state, never the job's output), and ``txnlog describe-producers`` printing it.
+"""``producer_state`` written by the job (its script's ``main`` in process, on the shared Spark session:
+tests/e2e/jobrun.py), against the writer's ground truth (``ScenarioResult.producers``: its own producer
+state, never the job's output), and ``txnlog describe-producers`` printing it.
 
 * ``healthy``: idempotent producers (no coordinator epoch, a sequence) next to TV0/TV1/TV2 transactional ones;
 * ``deleted_segment_snapshot``: retention deleted the oldest segments; with the log-end snapshots removed (a
@@ -20,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_job import run_job
+from tests.e2e.jobrun import run_in_process
 from tests.e2e.truth import broker_name, ms, rows
 from txnlog.brokerlog.ground_truth import ScenarioResult
 from txnlog.brokerlog.scenarios import write_scenario
@@ -40,7 +41,7 @@ def _drop_snapshots(logs: Path) -> int:
 
 
 def _run(
-    work: Path, name: str, *, drop: bool, expiration_ms: Callable[[ScenarioResult], int] | None = None
+    spark: Any, work: Path, name: str, *, drop: bool, expiration_ms: Callable[[ScenarioResult], int] | None = None
 ) -> tuple[str, ScenarioResult]:
     """Write scenario ``name``, drop its log-end snapshots if asked, run the job (``producer_id_expiration_ms``:
     ``expiration_ms`` of the written truth, when given)."""
@@ -53,7 +54,7 @@ def _run(
         conf = work / "expiry.yaml"
         conf.write_text(f"producer_id_expiration_ms: {expiration_ms(truth)}\n")
         args += ["--config", str(conf)]
-    proc = run_job(*args, cwd=work)
+    proc = run_in_process(spark, *args, cwd=work)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return str(work / "out"), truth
 
@@ -93,8 +94,8 @@ def _compare(out: str, want: dict[tuple, dict[str, Any]], truth: ScenarioResult)
 
 
 @pytest.fixture(scope="module")
-def healthy(tmp_path_factory) -> tuple[str, ScenarioResult]:
-    return _run(tmp_path_factory.mktemp("ps-healthy"), "healthy", drop=False)
+def healthy(spark, tmp_path_factory) -> tuple[str, ScenarioResult]:
+    return _run(spark, tmp_path_factory.mktemp("ps-healthy"), "healthy", drop=False)
 
 
 def test_idempotent_and_transactional_producers(healthy) -> None:
@@ -106,8 +107,8 @@ def test_idempotent_and_transactional_producers(healthy) -> None:
     assert {r["source"] for r in got.values()} == {"segments"}
 
 
-def test_retention_leaves_the_snapshots_state(tmp_path) -> None:
-    out, truth = _run(tmp_path, "deleted_segment_snapshot", drop=True)
+def test_retention_leaves_the_snapshots_state(spark, tmp_path) -> None:
+    out, truth = _run(spark, tmp_path, "deleted_segment_snapshot", drop=True)
     got = _compare(out, _want(truth), truth)
     start = truth.partitions[("metrics", 0)].log_start_offset
     metrics = [r for k, r in got.items() if k[:2] == ("metrics", 0)]
@@ -126,10 +127,12 @@ def _median_idle(truth: ScenarioResult) -> int:
     return idle[len(idle) // 2]
 
 
-def test_expired_producers_are_gone(expired_logs) -> None:
-    out, truth = _run(expired_logs / "default", "transactional_id_expired", drop=True)
+def test_expired_producers_are_gone(spark, expired_logs) -> None:
+    out, truth = _run(spark, expired_logs / "default", "transactional_id_expired", drop=True)
     _compare(out, _want(truth), truth)
-    out, truth = _run(expired_logs / "shorter", "transactional_id_expired", drop=True, expiration_ms=_median_idle)
+    out, truth = _run(
+        spark, expired_logs / "shorter", "transactional_id_expired", drop=True, expiration_ms=_median_idle
+    )
     shorter = _want(truth, _median_idle(truth))
     assert 0 < len(shorter) < len(_want(truth))
     _compare(out, shorter, truth)

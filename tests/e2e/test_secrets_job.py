@@ -22,7 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tests.e2e.test_job import run_job
+from tests.e2e.jobrun import run_job
 from tests.reports.kernel import ROOT, execute
 from txnlog import cli
 from txnlog.brokerlog.scenarios import write_scenario

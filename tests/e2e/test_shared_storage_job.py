@@ -4,7 +4,8 @@ moto's S3 server (``moto[server]``: a real HTTP S3 endpoint) is started on 127.0
 a bucket is filled with the writer-made sample cluster's log dirs and its kafka-dump-log.sh files, and
 the job reads them through ``pyarrow.fs`` (txnlog.storage) — the listing in the driver, every segment,
 snapshot and checkpoint file in the Spark tasks (``--driver-max-bytes 0``) — writing to a local
-``--output``. Every table is compared with a run on the same files from a local path.
+``--output``. Every table is compared with a run on the same files from a local path (the job script's
+``main`` in process, on the shared Spark session, with the same options: tests/e2e/jobrun.py).
 
 The endpoint and a planted secret key are given only in the ``--config`` file's ``storage`` mapping
 (the AWS environment has none), so a task can reach the bucket only if the driver's settings reach
@@ -27,7 +28,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_messy import render_broker_dumps
+from tests.e2e.jobrun import run_in_process
+from tests.e2e.shared import render_broker_dumps
 from tests.moto_s3 import moto_server
 from txnlog.brokerlog.scenarios import write_scenario
 from txnlog.sample import SAMPLE_SEED
@@ -89,6 +91,18 @@ def _run(copies: dict[str, Any], out: str, *inputs: str) -> subprocess.Completed
     return proc
 
 
+def _run_local(spark: Any, copies: dict[str, Any], out: str, *inputs: str) -> subprocess.CompletedProcess:
+    """What :func:`_run` runs, on local paths, in this process (Spark tasks included: --driver-max-bytes 0)."""
+    work = copies["work"]
+    args = [*inputs, "--config", copies["config"], "--cluster", CLUSTER, "--output", str(work / out)]
+    try:
+        return run_in_process(spark, *args, "--driver-max-bytes", "0", cwd=work)
+    finally:
+        from txnlog import storage
+
+        storage.configure(None)  # the config's S3 settings stay with that run, not this process's later ones
+
+
 def _tables(output: str) -> list[str]:
     return sorted(p.name for p in Path(output).iterdir() if p.is_dir() and not p.name.startswith("_"))
 
@@ -140,8 +154,8 @@ def _no_secret(*texts: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def logs_runs(copies) -> dict[str, subprocess.CompletedProcess]:
-    local = _run(copies, "out-local", "--logs", str(copies["work"] / "logs"))
+def logs_runs(spark, copies) -> dict[str, subprocess.CompletedProcess]:
+    local = _run_local(spark, copies, "out-local", "--logs", str(copies["work"] / "logs"))
     remote = _run(copies, "out-s3a", "--logs", f"s3a://{BUCKET}/logs")
     return {"local": local, "remote": remote}
 
@@ -175,9 +189,9 @@ def test_the_secret_is_never_printed_or_written(copies, logs_runs) -> None:
     assert "s3.secret_key" in str(config) and "***" in str(config)
 
 
-def test_dump_log_on_s3_gives_the_local_tables(copies) -> None:
+def test_dump_log_on_s3_gives_the_local_tables(spark, copies) -> None:
     work = copies["work"]
-    local = _run(copies, "out-dump-local", "--dump-log", str(work / "dumps"))
+    local = _run_local(spark, copies, "out-dump-local", "--dump-log", str(work / "dumps"))
     remote = _run(copies, "out-dump-s3", "--dump-log", f"s3://{BUCKET}/dumps")
     assert local.returncode == 0, local.stderr[-3000:]
     assert remote.returncode == 0, remote.stderr[-3000:]
