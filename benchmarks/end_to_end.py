@@ -205,11 +205,16 @@ def wait_for_quiet(log, *, max_wait: float, threshold: float = 0.25, window: flo
             return waited
 
 
-def watch(cmd: list[str], *, cwd: Path, env: dict[str, str], log) -> dict[str, Any]:
+def watch(cmd: list[str], *, cwd: Path, env: dict[str, str], log, timeout_s: float | None = None) -> dict[str, Any]:
     """Run ``cmd`` as its own process tree and watch it: wall time, CPU seconds and peak RSS per kind of
     process (TreeSampler), the share of the CPUs other processes used meanwhile, and the job's
     ``[txnlog]`` progress lines with their times. Raises RuntimeError (after logging the output's tail)
-    when the command fails. startup.py measures its runs with it too."""
+    when the command fails. startup.py and scale.py measure their runs with it too.
+
+    ``timeout_s``: run it under coreutils ``timeout`` (its own process group, killed whole after that many
+    seconds, SIGKILL 30 s later); a run that timed out fails with exit code 124 or 137."""
+    if timeout_s is not None:
+        cmd = ["timeout", "-k", "30", f"{timeout_s:.0f}", *cmd]
     load_before = os.getloadavg()[0]
     busy0 = busy_cpu_seconds()
     t0_epoch = time.time()
@@ -279,6 +284,8 @@ def run_job(
     spark_args: list[str],
     log,
     env_extra: dict[str, str] | None = None,
+    job_args: list[str] | None = None,
+    timeout_s: float | None = None,
 ) -> dict[str, Any]:
     if out.exists():
         shutil.rmtree(out)
@@ -286,9 +293,9 @@ def run_job(
     # the job finds its own venv through spark-submit.sh, as a user's shell would
     env.pop("PYSPARK_PYTHON", None)
     env.pop("PYSPARK_DRIVER_PYTHON", None)
-    cmd = [str(code / "spark-submit.sh"), *spark_args, "--logs", str(logs), "--output", str(out)]
+    cmd = [str(code / "spark-submit.sh"), *spark_args, "--logs", str(logs), "--output", str(out), *(job_args or [])]
     try:
-        res = watch(cmd, cwd=code, env=env, log=log)
+        res = watch(cmd, cwd=code, env=env, log=log, timeout_s=timeout_s)
     except RuntimeError as e:
         raise RuntimeError(f"job failed: {e}") from e
     wall, events = res["wall_s"], res["progress"]
