@@ -97,8 +97,12 @@ def classify(proc) -> str:
     joined = " ".join(cmd)
     if name == "java" or (cmd and cmd[0].endswith("/java")):
         return "jvm"
-    if name in ("bash", "sh", "dash") or (cmd and cmd[0].endswith(("bash", "/sh"))):
-        return "launcher"  # spark-submit.sh, spark-submit, spark-class (until they exec java)
+    # spark-submit.sh, spark-submit, spark-class (until they exec java). A ``#!/usr/bin/env bash`` script is
+    # first ``/usr/bin/env`` named after the script (spark-class), with the job's command line: not the driver
+    if name in ("bash", "sh", "dash", "env", "spark-submit", "spark-class") or (
+        cmd and cmd[0].endswith(("bash", "/sh", "/env"))
+    ):
+        return "launcher"
     if "find_hanging.py" in joined:
         return "validate" if "--validate-only" in joined else "driver"
     if "pyspark.daemon" in joined or "pyspark/daemon.py" in joined or "pyspark.worker" in joined:

@@ -573,14 +573,18 @@ def cluster_part(args: argparse.Namespace) -> int:  # noqa: C901 - one measureme
         ys = [x["wall_s"] for s in sizes for x in size_runs[s]]
         fit = fit_line(xs, ys)
         resid = {s: [x["wall_s"] - (fit["slope"] * gib[s] + fit["intercept"]) for x in size_runs[s]] for s in sizes}
+        # the CPU seconds of the job's process tree: what contention from other processes changes least
+        cpu_fit = fit_line(xs, [x["cpu_s"].get("tree", 0.0) for s in sizes for x in size_runs[s]])
         results["sizes"] = {
-            "mix": args.mix, "gib": {str(s): gib[s] for s in sizes}, "fit": fit,
+            "mix": args.mix, "gib": {str(s): gib[s] for s in sizes}, "fit": fit, "cpu_fit": cpu_fit,
             "residuals_s": {str(s): v for s, v in resid.items()}, "runs": {str(k): v for k, v in size_runs.items()},
         }  # fmt: skip
         lines += [
             f"## {args.mix} mix on local[2] at {', '.join(f'{s:g}' for s in sizes)} GiB ({args.repeat} repeats, rotating order)",
             f"fit over {fit['n']} runs: {fit['slope']:.2f} ± {fit['slope_se']:.2f} s/GiB (95 % {fit['lo95']:.2f}–{fit['hi95']:.2f}), "
             f"intercept {fit['intercept']:.1f} s, residual sd {fit['residual_sd']:.2f} s",
+            f"the job's CPU seconds (process tree): {cpu_fit['slope']:.2f} ± {cpu_fit['slope_se']:.2f} CPU-s/GiB, "
+            f"intercept {cpu_fit['intercept']:.1f} CPU-s, residual sd {cpu_fit['residual_sd']:.2f}",
             "| input | runs s | residuals s | peak RSS MiB: driver / driver JVM / Python workers | load before → after |",
             "|---|---|---|---|---|",
         ]
