@@ -209,6 +209,25 @@ def wait_for_quiet(log, *, max_wait: float, threshold: float = 0.25, window: flo
             return waited
 
 
+def _stop_tree(proc: subprocess.Popen, *, group: bool) -> None:
+    """Stop a watched command: under ``timeout`` (``group``) its whole process group, else the process."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            if group:
+                os.killpg(proc.pid, sig)
+            else:
+                proc.send_signal(sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(20)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def watch(cmd: list[str], *, cwd: Path, env: dict[str, str], log, timeout_s: float | None = None) -> dict[str, Any]:
     """Run ``cmd`` as its own process tree and watch it: wall time, CPU seconds and peak RSS per kind of
     process (TreeSampler), the share of the CPUs other processes used meanwhile, and the job's
@@ -243,7 +262,11 @@ def watch(cmd: list[str], *, cwd: Path, env: dict[str, str], log, timeout_s: flo
     ]
     for t in threads:
         t.start()
-    rc = proc.wait()
+    try:
+        rc = proc.wait()
+    except BaseException:  # interrupted (Ctrl-C, or the SIGTERM scale.py turns into SystemExit): stop the job too
+        _stop_tree(proc, group=timeout_s is not None)
+        raise
     wall = time.perf_counter() - t0
     busy = busy_cpu_seconds() - busy0
     for t in threads:

@@ -503,7 +503,11 @@ def cluster_part(args: argparse.Namespace) -> int:  # noqa: C901 - one measureme
                 )
                 for out in outs.values():
                     shutil.rmtree(out, ignore_errors=True)
-            apps = cluster.state().get("completedapps", []) + cluster.state().get("activeapps", [])
+            try:
+                state = cluster.state()
+                apps = state.get("completedapps", []) + state.get("activeapps", [])
+            except (OSError, ValueError):
+                apps = []
         stopped = []
         for name, pid in pids.items():
             try:
