@@ -365,7 +365,15 @@ def cluster_part(args: argparse.Namespace) -> int:  # noqa: C901 - one measureme
     sys.path.insert(0, str(ROOT / "benchmarks"))
     sys.path.insert(0, str(ROOT))
     from _common import GiB, code_version, dataset, fmt_size, machine_info, parse_size, write_json
-    from end_to_end import check_output, fit_line, mix_dataset, run_job, wait_for_quiet, warm_page_cache
+    from end_to_end import (
+        check_output,
+        fit_line,
+        mix_dataset,
+        run_job,
+        truth_transactions,
+        wait_for_quiet,
+        warm_page_cache,
+    )
 
     from tests.cluster.standalone import StandaloneCluster
 
@@ -508,6 +516,7 @@ def cluster_part(args: argparse.Namespace) -> int:  # noqa: C901 - one measureme
                 apps = state.get("completedapps", []) + state.get("activeapps", [])
             except (OSError, ValueError):
                 apps = []
+        shutil.rmtree(scratch / "cluster", ignore_errors=True)  # the daemons' and executors' logs (kept on a failure)
         stopped = []
         for name, pid in pids.items():
             try:
@@ -524,7 +533,7 @@ def cluster_part(args: argparse.Namespace) -> int:  # noqa: C901 - one measureme
             "ratio_standalone_over_local": ratios,
         }  # fmt: skip
         lines += [
-            f"## {ds.name} ({size:.2f} GiB of segments, {ds.truth().get('transactions_count', '?')} transactions): local[2] vs standalone (2 workers x 1 core)",
+            f"## {ds.name} ({size:.2f} GiB of segments, {truth_transactions(ds):,} transactions): local[2] vs standalone (2 workers x 1 core)",
             f"cluster start {cluster_start:.1f} s (not in the job times); {len(apps)} apps on the master; {', '.join(stopped)}",
         ]
         for r in range(len(equal)):
