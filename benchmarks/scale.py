@@ -25,6 +25,27 @@ options and the reader's file list: three copies per task). Peak RSS: the Python
 
     nice timeout 3600 python benchmarks/scale.py                       # 10k, 30k, 100k partitions
     python benchmarks/scale.py --partitions 1000 --data /tmp/scale     # a smoke check
+
+Cluster part (``--cluster``; ``--parts compare,sizes,hot``), the job as users run it (``./spark-submit.sh --logs DIR
+--output OUT``, end_to_end.run_job: a separate process tree, bounded by ``--timeout``, RSS and CPU per kind of process):
+
+* ``compare``: the same ``--compare-size`` GiB data set (``--mix``) on ``local[2]`` and on a standalone cluster this
+  script starts from the installed pyspark (tests/cluster/standalone.py: ``spark-class`` master + 2 workers x 1 core
+  on 127.0.0.1, stopped by the pids it started on every way out; SIGTERM unwinds too), interleaved; after each pair
+  every Delta table of the two outputs is compared as a row multiset (duckdb ``EXCEPT ALL`` both ways; ``runs``
+  without RUN_SPECIFIC columns and the output path). The executors' processes are sampled under the worker daemons.
+* ``sizes``: ``local[2]`` at ``--sizes`` GiB (rotating order, ``--repeat``), the least-squares fit of wall time and of
+  the job's CPU seconds (end_to_end.fit_line) and each run's residual.
+* ``hot``: one topic-partition of ``--hot-size`` GiB in ``--hot-segment`` segments with their ``.index`` files
+  (``scenarios.bulk(large_partitions=1, partitions=0)``), per ``--splits`` mode (SPLIT_KEY), interleaved with the bulk
+  mix of the same size spread over 68 partitions.
+
+Every run's tables are checked against the writer's ground truth; load averages before/after go in the JSON
+(``<data-dir>/results/scale-cluster-<time>.json``) and the report.
+
+    PYTHONPATH=. timeout 5400 python benchmarks/scale.py --cluster --data-dir benchmarks/data
+    python benchmarks/scale.py --cluster --data-dir /tmp/s --compare-size 0.5 --compare-repeat 1 --sizes 0.25,0.5 \
+        --repeat 1 --hot-size 0.25 --hot-segment 64MiB --hot-repeat 1                  # a smoke check
 """
 
 from __future__ import annotations
