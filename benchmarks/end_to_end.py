@@ -97,8 +97,12 @@ def classify(proc) -> str:
     joined = " ".join(cmd)
     if name == "java" or (cmd and cmd[0].endswith("/java")):
         return "jvm"
-    if name in ("bash", "sh", "dash") or (cmd and cmd[0].endswith(("bash", "/sh"))):
-        return "launcher"  # spark-submit.sh, spark-submit, spark-class (until they exec java)
+    # spark-submit.sh, spark-submit, spark-class (until they exec java). A ``#!/usr/bin/env bash`` script is
+    # first ``/usr/bin/env`` named after the script (spark-class), with the job's command line: not the driver
+    if name in ("bash", "sh", "dash", "env", "spark-submit", "spark-class") or (
+        cmd and cmd[0].endswith(("bash", "/sh", "/env"))
+    ):
+        return "launcher"
     if "find_hanging.py" in joined:
         return "validate" if "--validate-only" in joined else "driver"
     if "pyspark.daemon" in joined or "pyspark/daemon.py" in joined or "pyspark.worker" in joined:
@@ -205,11 +209,35 @@ def wait_for_quiet(log, *, max_wait: float, threshold: float = 0.25, window: flo
             return waited
 
 
-def watch(cmd: list[str], *, cwd: Path, env: dict[str, str], log) -> dict[str, Any]:
+def _stop_tree(proc: subprocess.Popen, *, group: bool) -> None:
+    """Stop a watched command: under ``timeout`` (``group``) its whole process group, else the process."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            if group:
+                os.killpg(proc.pid, sig)
+            else:
+                proc.send_signal(sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(20)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def watch(cmd: list[str], *, cwd: Path, env: dict[str, str], log, timeout_s: float | None = None) -> dict[str, Any]:
     """Run ``cmd`` as its own process tree and watch it: wall time, CPU seconds and peak RSS per kind of
     process (TreeSampler), the share of the CPUs other processes used meanwhile, and the job's
     ``[txnlog]`` progress lines with their times. Raises RuntimeError (after logging the output's tail)
-    when the command fails. startup.py measures its runs with it too."""
+    when the command fails. startup.py and scale.py measure their runs with it too.
+
+    ``timeout_s``: run it under coreutils ``timeout`` (its own process group, killed whole after that many
+    seconds, SIGKILL 30 s later); a run that timed out fails with exit code 124 or 137."""
+    if timeout_s is not None:
+        cmd = ["timeout", "-k", "30", f"{timeout_s:.0f}", *cmd]
     load_before = os.getloadavg()[0]
     busy0 = busy_cpu_seconds()
     t0_epoch = time.time()
@@ -234,7 +262,11 @@ def watch(cmd: list[str], *, cwd: Path, env: dict[str, str], log) -> dict[str, A
     ]
     for t in threads:
         t.start()
-    rc = proc.wait()
+    try:
+        rc = proc.wait()
+    except BaseException:  # interrupted (Ctrl-C, or the SIGTERM scale.py turns into SystemExit): stop the job too
+        _stop_tree(proc, group=timeout_s is not None)
+        raise
     wall = time.perf_counter() - t0
     busy = busy_cpu_seconds() - busy0
     for t in threads:
@@ -279,6 +311,8 @@ def run_job(
     spark_args: list[str],
     log,
     env_extra: dict[str, str] | None = None,
+    job_args: list[str] | None = None,
+    timeout_s: float | None = None,
 ) -> dict[str, Any]:
     if out.exists():
         shutil.rmtree(out)
@@ -286,9 +320,9 @@ def run_job(
     # the job finds its own venv through spark-submit.sh, as a user's shell would
     env.pop("PYSPARK_PYTHON", None)
     env.pop("PYSPARK_DRIVER_PYTHON", None)
-    cmd = [str(code / "spark-submit.sh"), *spark_args, "--logs", str(logs), "--output", str(out)]
+    cmd = [str(code / "spark-submit.sh"), *spark_args, "--logs", str(logs), "--output", str(out), *(job_args or [])]
     try:
-        res = watch(cmd, cwd=code, env=env, log=log)
+        res = watch(cmd, cwd=code, env=env, log=log, timeout_s=timeout_s)
     except RuntimeError as e:
         raise RuntimeError(f"job failed: {e}") from e
     wall, events = res["wall_s"], res["progress"]

@@ -384,3 +384,20 @@ def test_bulk_one_gib_wall_clock(tmp_path: Path) -> None:
     speed = result.bytes_written / (time.perf_counter() - started) / 1e6
     assert result.bytes_written >= 1 << 30
     assert speed >= 100, f"bulk wrote {speed:.0f} MB/s"
+
+
+def test_bulk_one_hot_partition(tmp_path: Path) -> None:
+    """``large_partitions=1, partitions=0`` (benchmarks/scale.py's hot partition): every data byte in one
+    topic-partition, in full segments each with its ``.index`` as a broker writes it; its hanging transaction kept."""
+    result = scenarios.bulk(
+        tmp_path / "hot", 0, total_bytes=8 << 20, partitions=0, large_partitions=1, segment_bytes=2 << 20
+    )
+    data = [d for d in (tmp_path / "hot" / "broker-1").iterdir() if d.is_dir() and not d.name.startswith("__")]
+    assert [d.name for d in data] == ["bulk-large-0"]
+    logs = sorted(data[0].glob("*.log"))
+    assert len(logs) >= 4
+    for log in logs[:-1]:  # full segments (the last is the active one)
+        assert log.stat().st_size > (2 << 20) - 4096
+        index = log.with_suffix(".index")
+        assert index.stat().st_size > 0 and index.stat().st_size % 8 == 0
+    assert [(f.topic, f.partition) for f in result.findings] == [("bulk-large", 0)]

@@ -60,6 +60,15 @@ class StandaloneCluster:
             return json.loads(r.read())
 
     def start(self, timeout_s: float = 90.0) -> StandaloneCluster:
+        """Start the daemons and wait until every worker is ALIVE; on any failure (an interrupt too) stop
+        whatever was started before raising: ``__exit__`` does not run when ``__enter__`` raises."""
+        try:
+            return self._start_all(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_all(self, timeout_s: float) -> StandaloneCluster:
         self.work.mkdir(parents=True, exist_ok=True)
         self._start(
             "master",
@@ -78,7 +87,6 @@ class StandaloneCluster:
         while time.monotonic() < deadline:
             for name, p in self.procs.items():
                 if p.poll() is not None:
-                    self.stop()
                     raise RuntimeError(
                         f"{name} exited ({p.returncode}): {(self.work / f'{name}.out').read_text()[-2000:]}"
                     )
@@ -86,10 +94,9 @@ class StandaloneCluster:
                 alive = [w for w in self.state().get("workers", []) if w.get("state") == "ALIVE"]
                 if len(alive) >= self.workers:
                     return self
-            except OSError:
+            except (OSError, ValueError):  # not up yet: refused, or an empty / partial answer while it starts
                 pass
             time.sleep(0.5)
-        self.stop()
         raise RuntimeError(f"the standalone cluster did not come up within {timeout_s:.0f} s (logs in {self.work})")
 
     def kill_worker(self, n: int) -> int:

@@ -1225,10 +1225,12 @@ def bulk(
     segment_bytes: int = 256 * 1024 * 1024,
     small_batch_bytes: int = 150,
     small_fraction: float = 0.2,
+    large_partitions: int = 4,
     overwrite: bool = False,
 ) -> ScenarioResult:
-    """Benchmark input of about ``total_bytes``: a few big partitions (``segment_bytes``
+    """Benchmark input of about ``total_bytes``: ``large_partitions`` big partitions (``segment_bytes``
     segments, ``batch_bytes`` batches) and ``partitions`` small ones (~150-byte batches).
+    ``large_partitions=1, partitions=0``: one hot partition holding (nearly) every byte.
 
     Transactional (TV2) runs with COMMIT/ABORT markers and ``__transaction_state``
     records, idempotent runs in between, and two hanging transactions
@@ -1237,7 +1239,7 @@ def bulk(
     started = time.perf_counter()
     out = _prepare_out(out, overwrite)
     c = Cluster(out, seed=seed, name="bulk", broker_ids=(1,))
-    large_parts = 4
+    large_parts = large_partitions
     c.create_topic("bulk-large", large_parts, segment_bytes=segment_bytes)
     c.create_topic("bulk-small", partitions, segment_bytes=min(segment_bytes, 64 * 1024 * 1024))
     codecs = (Compression.LZ4, Compression.ZSTD, Compression.NONE, Compression.SNAPPY)
@@ -1301,7 +1303,7 @@ def bulk(
     c.advance(MAX_TIMEOUT // 10)
     plain = c.plain_producer()
     records, _ = c.records.batch(end_ts=c.now, n_records=1, value_bytes=100, key_prefix="bulk-large", linger_ms=0)
-    plain.send("bulk-large", 1, records=records)
+    plain.send("bulk-large", 1 % large_parts, records=records)
     c.close()
     result = assemble(
         c,
