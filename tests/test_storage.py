@@ -1,10 +1,14 @@
 """txnlog.storage without a server: which paths are remote, URI arithmetic, local parity with ``os``,
-the settings' redaction. Listing and reading a real S3 endpoint: tests/e2e/test_shared_storage_job.py."""
+the settings' redaction; listing, reading and the Delta output on moto's S3 server (the job on it:
+tests/e2e/test_shared_storage_job.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
@@ -74,18 +78,14 @@ def test_settings_never_show_their_values() -> None:
     assert storage.Settings.of({"s3.secret_key": "planted"}) == s.of({"s3.secret_key": "planted"})
 
 
-def test_discovery_and_reads_on_s3_are_the_local_ones(tmp_path, monkeypatch) -> None:
-    """The sample cluster's log dirs uploaded to moto's S3 server: ``discover`` over ``s3a://`` lists the
-    same files with the same sizes and checkpoints as over the local copy (paths re-rooted), and every
-    segment's bytes read back through ``txnlog.spark.sources.read_file_bytes`` are the local bytes."""
+@contextmanager
+def s3_bucket(tmp_path, monkeypatch, bucket: str) -> Iterator[Any]:
+    """moto's S3 server with ``bucket``, no AWS_* environment, txnlog.storage configured for it (and reset
+    after): yields a pyarrow S3 filesystem on it for the test's own uploads and checks."""
     from pyarrow import fs as pafs
 
     from tests.moto_s3 import moto_server
-    from txnlog.brokerlog.scenarios import write_scenario
-    from txnlog.logdirs import discover
-    from txnlog.spark.sources import read_file_bytes
 
-    write_scenario("sample", tmp_path / "logs", seed=7)
     for key in [k for k in os.environ if k.startswith("AWS_")]:
         monkeypatch.delenv(key)
     with moto_server(tmp_path) as endpoint:
@@ -93,30 +93,45 @@ def test_discovery_and_reads_on_s3_are_the_local_ones(tmp_path, monkeypatch) -> 
             endpoint_override=endpoint, scheme="http", region="us-east-1", access_key="a", secret_key="b",
             allow_bucket_creation=True,
         )  # fmt: skip
-        s3.create_dir("copies")
-        pafs.copy_files(str(tmp_path / "logs"), "copies/logs", destination_filesystem=s3)
+        s3.create_dir(bucket)
         storage.forget()
         storage.configure(
             {"s3.endpoint": endpoint, "s3.region": "us-east-1", "s3.access_key": "a", "s3.secret_key": "b"}
         )
         try:
-            remote = discover(["s3a://copies/logs"])
-            local = discover([str(tmp_path / "logs")])
-            root = str(tmp_path / "logs")
-
-            def local_view(files):  # the remote listing with its paths re-rooted
-                return [dataclasses.replace(f, path=f.path.replace("s3a://copies/logs", root)) for f in files]
-
-            for kind in ("segments", "snapshots", "txn_state_segments"):
-                assert local_view(getattr(remote, kind)) == list(getattr(local, kind)), kind
-            assert remote.checkpoints == local.checkpoints and remote.brokers == local.brokers
-            assert len(remote.segments) > 10
-            for f in remote.segments[:20] + remote.snapshots[:5]:
-                local_path = f.path.replace("s3a://copies/logs", root)
-                assert read_file_bytes(f.path).tobytes() == open(local_path, "rb").read()
+            yield s3
         finally:
             storage.configure(None)
             storage.forget()
+
+
+def test_discovery_and_reads_on_s3_are_the_local_ones(tmp_path, monkeypatch) -> None:
+    """The sample cluster's log dirs uploaded to moto's S3 server: ``discover`` over ``s3a://`` lists the
+    same files with the same sizes and checkpoints as over the local copy (paths re-rooted), and every
+    segment's bytes read back through ``txnlog.spark.sources.read_file_bytes`` are the local bytes."""
+    from pyarrow import fs as pafs
+
+    from txnlog.brokerlog.scenarios import write_scenario
+    from txnlog.logdirs import discover
+    from txnlog.spark.sources import read_file_bytes
+
+    write_scenario("sample", tmp_path / "logs", seed=7)
+    with s3_bucket(tmp_path, monkeypatch, "copies") as s3:
+        pafs.copy_files(str(tmp_path / "logs"), "copies/logs", destination_filesystem=s3)
+        remote = discover(["s3a://copies/logs"])
+        local = discover([str(tmp_path / "logs")])
+        root = str(tmp_path / "logs")
+
+        def local_view(files):  # the remote listing with its paths re-rooted
+            return [dataclasses.replace(f, path=f.path.replace("s3a://copies/logs", root)) for f in files]
+
+        for kind in ("segments", "snapshots", "txn_state_segments"):
+            assert local_view(getattr(remote, kind)) == list(getattr(local, kind)), kind
+        assert remote.checkpoints == local.checkpoints and remote.brokers == local.brokers
+        assert len(remote.segments) > 10
+        for f in remote.segments[:20] + remote.snapshots[:5]:
+            local_path = f.path.replace("s3a://copies/logs", root)
+            assert read_file_bytes(f.path).tobytes() == open(local_path, "rb").read()
 
 
 def test_delta_tables_on_s3_take_the_storage_settings(tmp_path, monkeypatch) -> None:
@@ -128,40 +143,24 @@ def test_delta_tables_on_s3_take_the_storage_settings(tmp_path, monkeypatch) -> 
     import pyarrow as pa
     from pyarrow import fs as pafs
 
-    from tests.moto_s3 import moto_server
     from txnlog import delta
     from txnlog.tables import RUNS
 
-    for key in [k for k in os.environ if k.startswith("AWS_")]:
-        monkeypatch.delenv(key)
     first, second = datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC)
 
     def runs_row(as_of: datetime, run_id: str) -> pa.Table:
         row = dict.fromkeys(RUNS.names) | {"cluster": "c", "as_of": as_of, "run_id": run_id, "status": "SUCCEEDED"}
         return pa.Table.from_pylist([row], schema=RUNS)
 
-    with moto_server(tmp_path) as endpoint:
-        s3 = pafs.S3FileSystem(
-            endpoint_override=endpoint, scheme="http", region="us-east-1", access_key="a", secret_key="b",
-            allow_bucket_creation=True,
-        )  # fmt: skip
-        s3.create_dir("txnlog")
-        storage.forget()
-        storage.configure(
-            {"s3.endpoint": endpoint, "s3.region": "us-east-1", "s3.access_key": "a", "s3.secret_key": "b"}
-        )
-        try:
-            out = "s3a://txnlog/out"
-            written = delta.write_tables(None, out, {"runs": runs_row(first, "r1")}, cluster="c", as_of=first)
-            assert written == {"runs": 1}
-            delta.write_tables(None, out, {"runs": runs_row(first, "r1-again")}, cluster="c", as_of=first)
-            delta.write_tables(None, out, {"runs": runs_row(second, "r2")}, cluster="c", as_of=second)
-            ids = sorted(delta.read_table(out, "runs").column("run_id").to_pylist())
-            assert ids == ["r1-again", "r2"]
-            assert delta.read_table(out, "runs", as_of=second).column("run_id").to_pylist() == ["r2"]
-            assert delta.drop_runs_before(out, {"c": second}) == {"runs": 1}
-            assert delta.read_table(out, "runs").column("run_id").to_pylist() == ["r2"]
-            assert s3.get_file_info("txnlog/out/runs/_delta_log").type == pafs.FileType.Directory
-        finally:
-            storage.configure(None)
-            storage.forget()
+    with s3_bucket(tmp_path, monkeypatch, "txnlog") as s3:
+        out = "s3a://txnlog/out"
+        written = delta.write_tables(None, out, {"runs": runs_row(first, "r1")}, cluster="c", as_of=first)
+        assert written == {"runs": 1}
+        delta.write_tables(None, out, {"runs": runs_row(first, "r1-again")}, cluster="c", as_of=first)
+        delta.write_tables(None, out, {"runs": runs_row(second, "r2")}, cluster="c", as_of=second)
+        ids = sorted(delta.read_table(out, "runs").column("run_id").to_pylist())
+        assert ids == ["r1-again", "r2"]
+        assert delta.read_table(out, "runs", as_of=second).column("run_id").to_pylist() == ["r2"]
+        assert delta.drop_runs_before(out, {"c": second}) == {"runs": 1}
+        assert delta.read_table(out, "runs").column("run_id").to_pylist() == ["r2"]
+        assert s3.get_file_info("txnlog/out/runs/_delta_log").type == pafs.FileType.Directory

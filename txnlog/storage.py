@@ -181,45 +181,42 @@ def delta_options(uri: str) -> dict[str, str]:
     and readers of the Delta tables, txnlog.delta). S3 only; other stores take their own environment."""
     if SCHEMES.get(scheme_of(uri) or "") != "s3":
         return {}
-    s = _settings
-    options: dict[str, str] = {}
-    endpoint = s.s3_endpoint()
-    if endpoint:
-        options["AWS_ENDPOINT_URL"] = endpoint
-        if endpoint.startswith("http://"):
+    v = _s3_values()
+    names = {
+        "region": "AWS_REGION",
+        "access_key": "AWS_ACCESS_KEY_ID",
+        "secret_key": "AWS_SECRET_ACCESS_KEY",
+        "session_token": "AWS_SESSION_TOKEN",
+    }
+    options = {name: str(v[k]) for k, name in names.items() if v[k]}
+    if v["endpoint"]:
+        options["AWS_ENDPOINT_URL"] = v["endpoint"]
+        if v["endpoint"].startswith("http://"):
             options["AWS_ALLOW_HTTP"] = "true"  # delta-rs refuses plain HTTP unless told (a MinIO, a test server)
-    for key, name in (
-        ("s3.region", "AWS_REGION"),
-        ("s3.access_key", "AWS_ACCESS_KEY_ID"),
-        ("s3.secret_key", "AWS_SECRET_ACCESS_KEY"),
-        ("s3.session_token", "AWS_SESSION_TOKEN"),
-    ):
-        if s.get(key):
-            options[name] = str(s.get(key))
-    if (s.get("s3.anonymous") or "").lower() in ("1", "true", "yes"):
+    if v["anonymous"]:
         options["AWS_SKIP_SIGNATURE"] = "true"
     return options
 
 
-def _s3(pafs: Any) -> Any:
+def _s3_values() -> dict[str, Any]:
+    """The S3 settings in effect (the config's ``storage``, else the AWS environment's endpoint and region;
+    keys not given are left to each library's own lookup of the environment and ~/.aws)."""
     s = _settings
-    kwargs: dict[str, Any] = {}
-    endpoint = s.s3_endpoint()
-    if endpoint:
-        kwargs["endpoint_override"] = endpoint
-        if endpoint.startswith("http://"):
+    values: dict[str, Any] = {k: s.get(f"s3.{k}") for k in ("access_key", "secret_key", "session_token")}
+    values["endpoint"] = s.s3_endpoint()
+    values["region"] = s.get("s3.region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    values["anonymous"] = (s.get("s3.anonymous") or "").lower() in ("1", "true", "yes")
+    return values
+
+
+def _s3(pafs: Any) -> Any:
+    v = _s3_values()
+    kwargs: dict[str, Any] = {k: v[k] for k in ("region", "access_key", "secret_key", "session_token") if v[k]}
+    if v["endpoint"]:
+        kwargs["endpoint_override"] = v["endpoint"]
+        if v["endpoint"].startswith("http://"):
             kwargs["scheme"] = "http"
-    region = s.get("s3.region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    if region:
-        kwargs["region"] = region
-    for key, arg in (
-        ("s3.access_key", "access_key"),
-        ("s3.secret_key", "secret_key"),
-        ("s3.session_token", "session_token"),
-    ):
-        if s.get(key):
-            kwargs[arg] = s.get(key)
-    if (s.get("s3.anonymous") or "").lower() in ("1", "true", "yes"):
+    if v["anonymous"]:
         kwargs["anonymous"] = True
     return pafs.S3FileSystem(**kwargs)
 
