@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Startup benchmark: the fixed cost of a run, as ratios measured in one run (issue 12).
 
-Four measurements, interleaved in every repeat (floor, tiny, sample, warm, floor, tiny, ...):
+Five measurements, interleaved in every repeat (floor, floor_archive, tiny, sample, warm, floor, ...):
 
 * ``floor``: the least any Spark job that writes Delta pays. The venv's ``spark-submit`` with the
   ``--conf`` flags ``./spark-submit.sh`` passes (``--master local[*]``, UTC, TIMESTAMP_MICROS,
@@ -9,6 +9,9 @@ Four measurements, interleaved in every repeat (floor, tiny, sample, warm, floor
   ``--child-floor``: ``txnlog.spark.session.get_session()``, then one small Delta table (3 rows of
   ``txnlog.tables.RUNS``) written with txnlog's own ``txnlog.delta.write_tables``, then
   ``spark.stop()``. No ``bootstrap.sh``, no input check.
+* ``floor_archive``: the floor with its driver JVM mapping txnlog's class-data-sharing archive of Spark's
+  classes, as ``./spark-submit.sh`` starts its JVM (txnlog/spark/jvm_archive.py): the tiny and sample
+  ratios against it say how much of their gain is the JVM's start alone. The issue's target is against ``floor``.
 * ``tiny``: ``./spark-submit.sh --dump-log FILE --output FRESH`` on one 8-line kafka-dump-log.sh
   output: the ``Dumping`` and ``Starting offset`` lines and the 6 batch lines of the real Kafka dump
   ``../shared/realdata/dump-log/klog-testWithDeepIterationWithControlRecords.txt`` (its record
@@ -72,7 +75,7 @@ HERE = Path(__file__).resolve()
 VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
 SPARK_SUBMIT = ROOT / ".venv" / "bin" / "spark-submit"
 REAL_DUMP = ROOT.parent / "shared" / "realdata" / "dump-log" / "klog-testWithDeepIterationWithControlRecords.txt"
-KINDS = ("floor", "tiny", "sample", "warm")
+KINDS = ("floor", "floor_archive", "tiny", "sample", "warm")
 TARGETS = {"tiny": 1.5, "sample": 2.0}  # issue 12: wall time over the floor's
 
 
@@ -190,9 +193,14 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def floor_cmd(code: Path, out: Path) -> list[str]:
-    """The venv's spark-submit with the --conf flags ./spark-submit.sh passes (read from it)."""
+def floor_cmd(code: Path, out: Path, *, archive: bool = False) -> list[str]:
+    """The venv's spark-submit with the --conf flags ./spark-submit.sh passes (read from it); ``archive``: the
+    driver JVM also maps txnlog's class archive, as ./spark-submit.sh's does (txnlog/spark/jvm_archive.py)."""
     driver_java_options = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    if archive:
+        from txnlog.spark.jvm_archive import java_options
+
+        driver_java_options += " " + java_options()
     return [
         str(SPARK_SUBMIT),
         "--conf",
@@ -249,8 +257,8 @@ def measure(kind: str, r: int, *, code: Path, dump: Path | None, out_root: Path,
     shutil.rmtree(out, ignore_errors=True)
     if args.quiet_wait > 0:
         wait_for_quiet(log, max_wait=args.quiet_wait)
-    if kind == "floor":
-        res = watch(floor_cmd(code, out), cwd=code, env=child_env(), log=log)
+    if kind in ("floor", "floor_archive"):
+        res = watch(floor_cmd(code, out, archive=kind == "floor_archive"), cwd=code, env=child_env(), log=log)
     elif kind == "tiny":
         cmd = [str(code / "spark-submit.sh"), "--dump-log", str(dump), "--output", str(out)]
         res = watch(cmd, cwd=code, env=job_env(code), log=log)
@@ -422,6 +430,7 @@ def report(runs: dict[str, list[dict[str, Any]]], ev: dict[str, Any] | None, inf
     ]
     label = {
         "floor": "floor: bare spark-submit, session + 3-row Delta table",
+        "floor_archive": "floor with txnlog's JVM class archive (the same JVM start as ./spark-submit.sh's)",
         "tiny": "tiny: ./spark-submit.sh --dump-log (8 lines)",
         "sample": "sample: ./spark-submit.sh (embedded sample)",
         "warm": "warm process: session + 2 pipeline.run calls",
@@ -463,6 +472,13 @@ def report(runs: dict[str, list[dict[str, Any]]], ev: dict[str, Any] | None, inf
             f"| {k} / floor | {r_med:.2f} | {', '.join(f'{x:.2f}' for x in per)} (median {median(per):.2f}) | "
             f"<= {target:g} | {'MET' if r_med <= target else 'MISSED'} |"
         )
+    for k in TARGETS:  # the same targets against a floor whose JVM also maps the class archive
+        if k not in st or "floor_archive" not in st:
+            continue
+        r_med = st[k]["median"] / st["floor_archive"]["median"]
+        per = [a / b for a, b in zip(wall[k], wall["floor_archive"])]
+        ratios[f"{k}/floor_archive"] = {"median_ratio": r_med, "per_repeat": per}
+        lines.append(f"| {k} / floor with the archive | {r_med:.2f} | {', '.join(f'{x:.2f}' for x in per)} | | |")
     if warm_first:
         per = [b / a for a, b in zip(warm_first, warm_second)]
         r_med = median(warm_second) / median(warm_first)
@@ -479,7 +495,7 @@ def report(runs: dict[str, list[dict[str, Any]]], ev: dict[str, Any] | None, inf
             ratios["warm second/floor"] = {"median_ratio": r}
             lines.append(f"| warm second pipeline.run / floor | {r:.2f} | | | |")
     lines += ["", "phases (median s):", "", "| run | phase | median s |", "|---|---|---:|"]
-    for k in ("floor", "tiny", "sample"):
+    for k in ("floor", "floor_archive", "tiny", "sample"):
         for ph in (runs.get(k) or [{}])[0].get("phases_s", {}):
             vals = [x["phases_s"][ph] for x in runs[k] if x["phases_s"].get(ph) is not None]
             if vals:
