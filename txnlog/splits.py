@@ -129,7 +129,8 @@ def plan_pieces(points: SplitPoints, size: int, piece_bytes: int) -> SplitPoints
 
 def valid_points(buf: Buffer, points: SplitPoints, check_crc: bool) -> np.ndarray:
     """Which split points hold the batch their index entry promises (see the module doc). Every piece
-    of a file computes this on the same bytes, so all of them agree on where a piece may start."""
+    of a file computes this on the same bytes for the points from its own on, so all of them agree on
+    where a piece may start."""
     arr = as_uint8(buf)
     ok = np.zeros(points.positions.size, bool)
     for i, (position, offset, previous) in enumerate(

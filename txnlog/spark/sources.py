@@ -850,14 +850,17 @@ def summarize_piece(
     from txnlog import storage
     from txnlog.kafka.record_batch import empty_batches, mapped_file, scan_segment_piece
 
-    points = S.SplitPoints(piece.positions, piece.offsets, piece.previous)
+    # only this piece's own split point and those after it matter here (where it starts, where it may stop)
+    first = max(piece.index - 1, 0)
+    tail = slice(first, None)
+    points = S.SplitPoints(piece.positions[tail], piece.offsets[tail], piece.previous[tail])
     with mapped_file(storage.local_path(file.path)) as buf:
         ok = S.valid_points(buf, points, check_crc)
-        if piece.index > 0 and not ok[piece.index - 1]:
+        if piece.index > 0 and not ok[0]:
             segments.add(file, empty_batches(), 0, piece=piece.index, next_piece=None)
             return
         start = 0 if piece.index == 0 else int(piece.positions[piece.index - 1])
-        stops = piece.positions[ok]
+        stops = points.positions[ok]
         scan = scan_segment_piece(
             buf,
             start,

@@ -43,7 +43,9 @@ def live_and_dead(pieces: Iterable[Any]) -> tuple[dict[tuple[str, str], list[Any
 
 def stitch_pieces(summary: DataFrame) -> tuple[DataFrame, frozenset[tuple[str, int]], bool]:
     """(the summary with split segments stitched, the (topic, partition)s that had a split segment, whether
-    any piece was dead). One small Spark job: the ``piece`` rows are collected (a few per big segment)."""
+    any piece was dead). One small Spark job: the ``piece`` rows are collected to the driver — one per
+    piece, at most one per ``split_segment_bytes`` of the split segments (8 per GiB at the default), the
+    same order as the file listing the driver already holds; never a row per batch or transaction."""
     pieces = summary.filter(F.col("kind") == KIND_PIECE).collect()
     rest = summary.filter(F.col("kind") != KIND_PIECE)
     if not pieces:

@@ -286,8 +286,9 @@ def damaged_ranges(summary: DataFrame) -> DataFrame:
 
 
 def damage_map(summary: DataFrame, records: DataFrame) -> classify.Damage:
-    """The quarantined regions of the input, on the driver: one row per region, so bounded by the
-    damage and not by the data (one Spark job). Applied to the few candidates inside
+    """The quarantined regions of the input, on the driver: at most one row per damaged segment file and
+    reason (``damaged_ranges`` keys a region by its segment) plus one per damaged ``__transaction_state``
+    partition, so bounded by the damaged files and not by the data (one Spark job). Applied to the few candidates inside
     :func:`classify_candidates`, which keeps the plans free of self-joins."""
     ranges = damaged_ranges(summary).select(
         F.lit("partition").alias("what"), "topic", "partition", "damage_from", "damage_to", "file"
