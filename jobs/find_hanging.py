@@ -109,8 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--split-segment-bytes",
         type=int,
         metavar="BYTES",
-        help="local segments larger than this are read by several tasks, cut at their offset index, and "
-        "stitched back exactly (default 134217728 = 128 MiB; 0 = never split)",
+        help="local segments larger than this, of a partition holding more than an even share of the input "
+        "over the cores, are read by several tasks, cut at their offset index, and stitched back exactly "
+        "(default 134217728 = 128 MiB; 0 = never split)",
     )
     p.add_argument(
         "--live-range",

@@ -217,3 +217,25 @@ def test_stitch_keeps_live_pieces_and_one_unreadable_row() -> None:
     assert [r["piece"] for r in live[("b", "a")]] == [0, 2]
     assert live[("b", "u")] == []
     assert dead == {("b", "a", 1), ("b", "a", 3), ("b", "u", 1)}
+
+
+def test_only_a_stragglers_big_segments_are_split() -> None:
+    # ten partitions of 100 bytes, each with one 60-byte segment above the threshold: an even share of
+    # 1000 bytes over 2 cores is 500, no partition comes near it, so none is split (the dense mix's case)
+    sizes = np.array([60, 40] * 10)
+    units = np.repeat(np.arange(10), 2)
+    assert not S.worth_splitting(sizes, units, 50, cores=2).any()
+    # one hot partition of 4 x 250 bytes beside a cold one of 100: 1000 > 550, its big files are split,
+    # the cold partition's 100-byte file (above the threshold too) is not
+    sizes = np.array([250, 250, 250, 250, 100])
+    units = np.array([7, 7, 7, 7, 3])
+    assert S.worth_splitting(sizes, units, 99, cores=2).tolist() == [True, True, True, True, False]
+    # ... and not its files at or below the threshold
+    assert S.worth_splitting(sizes, units, 250, cores=2).tolist() == [False] * 5
+    # files read one by one (their own unit): only a file above the even share
+    sizes = np.array([600, 300, 100])
+    assert S.worth_splitting(sizes, np.arange(3), 50, cores=2).tolist() == [True, False, False]
+    # one core, nothing to spread over; splitting off
+    assert not S.worth_splitting(sizes, np.arange(3), 50, cores=1).any()
+    assert not S.worth_splitting(sizes, np.arange(3), 0, cores=4).any()
+    assert S.worth_splitting(np.array([], np.int64), np.array([], np.int64), 50, cores=2).size == 0

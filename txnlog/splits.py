@@ -85,6 +85,28 @@ class SplitPoints:
     previous: np.ndarray
 
 
+def worth_splitting(sizes: np.ndarray, units: np.ndarray, split_bytes: int, cores: int) -> np.ndarray:
+    """Which files to read in pieces: those above ``split_bytes`` whose *unit* (``units[i]``: the partition
+    when one task reads a partition whole, else the file itself) holds more than an even share of the
+    input over ``cores`` — the task that would still be walking when every other core is done.
+
+    Splitting is not free: the transactions of a split partition are merged from its pieces' fragments
+    downstream (a shuffle of per-transaction rows through the JVM), where a whole partition finishes
+    them in its own task. On 4 GiB of exactly-once traffic (685 partitions, the 12 largest ~0.2 GiB each
+    with one ~200 MiB segment) splitting every segment above 128 MiB took the job from 28 s to 73 s on
+    2 cores and won nothing: no partition was a straggler (benchmarks/RESULTS.md §2, "Index splits
+    only for stragglers"). A hot 4 GiB partition of 1 GiB segments is one (its share is all of it).
+    """
+    sizes = np.asarray(sizes, np.int64)
+    if sizes.size == 0 or split_bytes <= 0 or cores < 2:
+        return np.zeros(sizes.size, bool)
+    units = np.asarray(units, np.int64)
+    _, inverse = np.unique(units, return_inverse=True)
+    unit_bytes = np.bincount(inverse.reshape(-1), weights=sizes).astype(np.int64)
+    share = sizes.sum() / cores
+    return (sizes > split_bytes) & (unit_bytes[inverse.reshape(-1)] > share)
+
+
 def index_split_points(index: Buffer | None, base_offset: int, size: int) -> SplitPoints | str:
     """The usable entries of a segment's ``.index`` bytes (None: no index), or why there are none."""
     if index is None:

@@ -469,22 +469,25 @@ def _partitions(options: dict[str, str], table: pa.Table) -> list[InputPartition
     n = table.num_rows
     if n == 0:
         return []
-    split_bytes = int(options.get("split_segment_bytes") or 0)
-    split = split_bytes > 0 and bool(np.any(np.asarray(table.column("size").to_numpy(), np.int64) > split_bytes))
-    if split:
-        table = split_segments(table, split_bytes)
-        n = table.num_rows
-        split = _PIECE in table.column_names
-    size = np.asarray(table.column("size").to_numpy(), np.int64)
     # whole partitions per task (every replica): to finish their transactions, or reduce their records
     whole = option_flag(options, "transactions", False) or option_flag(options, "reduce", False)
+    split_bytes = int(options.get("split_segment_bytes") or 0)
+    split = False
+    if split_bytes > 0:
+        from txnlog.splits import worth_splitting
+
+        cores = int(options.get("cores") or max(2, minimum // 2))
+        units = _partition_keys(table) if whole else np.arange(n, dtype=np.int64)
+        hot = worth_splitting(np.asarray(table.column("size").to_numpy(), np.int64), units, split_bytes, cores)
+        if hot.any():
+            table = split_segments(table, split_bytes, hot)
+            n = table.num_rows
+            split = _PIECE in table.column_names
+    size = np.asarray(table.column("size").to_numpy(), np.int64)
     if split:  # a piece weighs its own bytes
         size = np.asarray(table.column("piece_bytes").to_numpy(zero_copy_only=False), np.int64)
     if whole:
-        topic = table.column("topic").combine_chunks()
-        topic_codes = (topic.dictionary_encode() if not pa.types.is_dictionary(topic.type) else topic).indices
-        key = np.asarray(topic_codes.to_numpy(zero_copy_only=False), np.int64) << 32
-        key |= np.asarray(table.column("partition").to_numpy(), np.int64) & 0xFFFFFFFF
+        key = _partition_keys(table)
         if split:  # every file (and piece) of a split partition is its own unit: merged downstream
             alone = np.asarray(table.column(_FRAGMENTS).to_numpy(zero_copy_only=False), bool)
             key = np.where(alone, -1 - np.arange(n, dtype=np.int64), key)
@@ -518,6 +521,15 @@ def _partitions(options: dict[str, str], table: pa.Table) -> list[InputPartition
     return out
 
 
+def _partition_keys(table: pa.Table) -> np.ndarray:
+    """One int64 per manifest row, equal for the files of one (topic, partition), every replica."""
+    topic = table.column("topic").combine_chunks()
+    topic_codes = (topic.dictionary_encode() if not pa.types.is_dictionary(topic.type) else topic).indices
+    key = np.asarray(topic_codes.to_numpy(zero_copy_only=False), np.int64) << 32
+    key |= np.asarray(table.column("partition").to_numpy(), np.int64) & 0xFFFFFFFF
+    return key
+
+
 def _read_index(path: str) -> bytes | None:
     """The ``.index`` next to a local ``.log`` file, None when there is none (or it cannot be read)."""
     from txnlog import storage
@@ -529,11 +541,12 @@ def _read_index(path: str) -> bytes | None:
         return None
 
 
-def split_segments(table: pa.Table, split_bytes: int) -> pa.Table:
-    """The manifest ``table`` with each local ``.log`` file above ``split_bytes`` whose offset index passes the
-    checks (txnlog.splits) replaced by one row per piece, plus the columns saying so: ``piece`` and the
-    file's split points (null for whole files), ``piece_bytes`` (what a row weighs when packed), and
-    ``emit_fragments`` (every row of a partition that has a split file: it is merged downstream)."""
+def split_segments(table: pa.Table, split_bytes: int, hot: np.ndarray | None = None) -> pa.Table:
+    """The manifest ``table`` with each local ``.log`` file above ``split_bytes`` (and ``hot``: where true,
+    txnlog.splits.worth_splitting; None: any) whose offset index passes the checks (txnlog.splits) replaced by
+    one row per piece, plus the columns saying so: ``piece`` and the file's split points (null for whole
+    files), ``piece_bytes`` (what a row weighs when packed), and ``emit_fragments`` (every row of a partition
+    that has a split file: it is merged downstream)."""
     from txnlog import splits as S
     from txnlog import storage
 
@@ -551,7 +564,8 @@ def split_segments(table: pa.Table, split_bytes: int) -> pa.Table:
     for i, (path, size, kind, base) in enumerate(zip(paths, sizes, kinds, bases, strict=True)):
         plan = None
         # Remote objects are read whole: every piece would fetch the whole object (txnlog.splits)
-        if kind == "log" and size > split_bytes and not storage.is_remote(path) and path.endswith(".log"):
+        wanted = hot is None or bool(hot[i])
+        if wanted and kind == "log" and size > split_bytes and not storage.is_remote(path) and path.endswith(".log"):
             points = S.index_split_points(_read_index(path), int(base), int(size))
             if isinstance(points, S.SplitPoints):
                 plan = S.plan_pieces(points, int(size), split_bytes)
