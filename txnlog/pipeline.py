@@ -465,6 +465,7 @@ def _log_dir_sources(
     common = {
         "check_crc": str(check_crc).lower(),
         "min_partitions": str(max(2, spark.sparkContext.defaultParallelism * 2)),
+        "cores": str(spark.sparkContext.defaultParallelism),  # which big segments are worth splitting
         "storage": storage.settings_option(),
     }
     if max_decompressed_bytes is not None:
