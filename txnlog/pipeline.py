@@ -382,7 +382,6 @@ def decode(
     cache: Cache,
     placement: Placement | None = None,
     live_cut: LiveCut | None = None,
-    min_partitions: int = 2,
     fetch: FetchSettings | None = None,
     max_decompressed_bytes: int | None = None,
     split_segment_bytes: int = 0,
@@ -416,19 +415,9 @@ def decode(
         # One action decodes (and caches) every input: the __transaction_state tasks fill the cores
         # while the last big segments are still being walked. It returns the broker-written times.
         times = as_of_rule.broker_times(summary, records)
-    split = False
     split_partitions: frozenset[tuple[str, int]] = frozenset()
     if split_segment_bytes > 0 and any(f.size > split_segment_bytes for f in inputs.inventory.segments):
-        from txnlog.spark.splits import stitch_pieces
-
-        with job_description(spark, "txnlog: stitch split segments"):
-            summary, split_partitions, dead = stitch_pieces(summary)
-            split = bool(split_partitions)
-            if dead:  # a piece the whole walk passes over may have seen other times
-                times = as_of_rule.broker_times(summary, records)
-    read = set(inputs.inventory.txn_state_partitions)
-    if shared:  # a handful of ids: which __transaction_state partitions the other inputs held
-        read |= {r[0] for r in records.select("coordinator_partition").distinct().collect()}
+        summary, split_partitions, times = _stitched(spark, summary, records, times)
     # The decode keeps one Spark partition per input partition; what follows reads a few rows per
     # segment and producer, so its scans are coalesced to one partition per core (RESULTS.md E2).
     downstream = max(2, spark.sparkContext.defaultParallelism)
@@ -437,11 +426,35 @@ def decode(
         records.coalesce(downstream),
         times,
         # split partitions' transactions are merged from their pieces' fragments
-        fragments=bool(inputs.dump_files or live_cut is not None or split),
+        fragments=bool(inputs.dump_files or live_cut is not None or split_partitions),
         fragment_partitions=None if inputs.dump_files or live_cut is not None else split_partitions,
         records_reduced=not shared,
-        txn_state_read=frozenset(read),
+        txn_state_read=_txn_state_read(inputs, records, shared),
     )
+
+
+def _txn_state_read(inputs: Inputs, records: DataFrame, shared: bool) -> frozenset[int]:
+    """The ``__transaction_state`` partitions the input holds: the log dirs' (listed), and when other inputs
+    may hold some too, theirs (a handful of ids, collected)."""
+    read = set(inputs.inventory.txn_state_partitions)
+    if shared:
+        read |= {r[0] for r in records.select("coordinator_partition").distinct().collect()}
+    return frozenset(read)
+
+
+def _stitched(
+    spark: SparkSession, summary: DataFrame, records: DataFrame, times: dict[str, int | None]
+) -> tuple[DataFrame, frozenset[tuple[str, int]], dict[str, int | None]]:
+    """The summary with split segments' pieces stitched (txnlog.spark.splits), the partitions that were
+    split, and the broker-written times again if a dropped piece may have seen other times."""
+    from txnlog import as_of as as_of_rule
+    from txnlog.spark.splits import stitch_pieces
+
+    with job_description(spark, "txnlog: stitch split segments"):
+        summary, split_partitions, dead = stitch_pieces(summary)
+        if dead:  # a piece the whole walk passes over may have seen other times
+            times = as_of_rule.broker_times(summary, records)
+    return summary, split_partitions, times
 
 
 def _log_dir_sources(
@@ -632,14 +645,13 @@ def build_tables(
     as ``txnlog.spark.staged.StagedTable`` values (staged under ``scratch``, finished by the writer).
 
     ``fragments``: ``summary`` may hold fragments still to merge into transactions (``fragment_partitions``:
-    only those partitions' rows, else any); ``records_reduced``:
-    ``records`` were reduced where decoded (txnlog.spark.coordinator), else they are reduced here.
+    only those partitions' rows, else any); ``records_reduced``: ``records`` were reduced where decoded
+    (txnlog.spark.coordinator), else they are reduced here.
     ``as_of``: adds the quarantine's warning rows for client clocks far past it. ``placement``: the Python
     steps in Spark tasks or, for a small input, in this process, whose intermediates are then held here
     instead of cached (txnlog.spark.placement). ``history_bounds``: a live run's bounds of the transactions
     it writes (a pyarrow Table, txnlog.spark.live_batches.LiveCut.history_bounds). The run key (cluster,
-    as_of) is set by the writer.
-    """
+    as_of) is set by the writer."""
     from pyspark.sql import functions as F
 
     from txnlog.spark import output
@@ -647,25 +659,16 @@ def build_tables(
 
     placement = placement or T.IN_TASKS
     keep = placement.localize if placement.driver else _cache_function(cache)
-    if "input" not in summary.columns:  # callers that pass a source's output directly
-        summary = summary.withColumn("input", F.lit(InputSource.SEGMENTS))
-    if "input" not in records.columns:
-        records = records.withColumn("input", F.lit(InputSource.SEGMENTS))
+    summary, records = _with_input(summary), _with_input(records)
     it = output.intermediates(
         spark, summary, records, as_of_ms=thresholds.as_of_ms, checkpoints=checkpoints, fragments=fragments,
         fragment_partitions=fragment_partitions,
         records_reduced=records_reduced, scratch=scratch, cached=keep, placement=placement,
     )  # fmt: skip
     damage = T.damage_map(summary, records)
-    classified = keep(
-        T.classify_candidates(output.candidates(it, thresholds), thresholds, damage, placement).filter(
-            F.col("verdict").isNotNull()
-        )
-    )
+    verdicts = T.classify_candidates(output.candidates(it, thresholds), thresholds, damage, placement)
+    classified = keep(verdicts.filter(F.col("verdict").isNotNull()))
     stuck = T.stuck_coordinator_records(it.state, it.input_partitions, thresholds, placement)
-    quarantine = output.quarantine(summary, records)
-    if as_of is not None:  # client timestamps far past as_of: warning rows (kept as read, never "now")
-        quarantine = quarantine.unionByName(output.future_timestamps(summary, as_of, as_of_source))
     return {
         "transactions": output.transactions(
             spark, it, as_of_ms=thresholds.as_of_ms, scratch=scratch, placement=placement, bounds=history_bounds
@@ -678,8 +681,26 @@ def build_tables(
         "producer_state": output.producer_state(it, thresholds),
         "coordinator_state": output.coordinator_state(it),
         "coordinator_history": output.coordinator_history(spark, scratch=scratch, placement=placement),
-        "quarantine": quarantine,
+        "quarantine": _quarantine(summary, records, as_of, as_of_source),
     }
+
+
+def _quarantine(summary: DataFrame, records: DataFrame, as_of: datetime | None, as_of_source: str) -> DataFrame:
+    """The unreadable regions of the input, and with ``as_of`` warning rows for client clocks far past it
+    (kept as read, never "now": txnlog.as_of)."""
+    from txnlog.spark import output
+
+    quarantine = output.quarantine(summary, records)
+    if as_of is None:
+        return quarantine
+    return quarantine.unionByName(output.future_timestamps(summary, as_of, as_of_source))
+
+
+def _with_input(df: DataFrame) -> DataFrame:
+    """``df`` with its ``input`` column (callers that pass a source's output directly have none: segments)."""
+    from pyspark.sql import functions as F
+
+    return df if "input" in df.columns else df.withColumn("input", F.lit(InputSource.SEGMENTS))
 
 
 def _cache_function(
@@ -836,18 +857,9 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
         )  # fmt: skip
         as_of, as_of_source = resolve_as_of(config.as_of, decoded.times, live_cut)
         progress(f"decoded in {time.monotonic() - t0:.1f} s; as_of = {as_of.isoformat()} ({as_of_source})")
-        thresholds = classify.Thresholds(
-            as_of_ms=_epoch_ms(as_of),
-            max_transaction_timeout_ms=config.max_transaction_timeout_ms,
-            all_txn_state_partitions_read=bool(inputs.live)
-            or len(decoded.txn_state_read) >= config.transaction_state_partitions,
-            txn_state_partitions_read=None if inputs.live else len(decoded.txn_state_read),
-            txn_state_partitions=config.transaction_state_partitions,
-            bootstrap_servers=config.bootstrap_servers,
-            producer_id_expiration_ms=config.producer_id_expiration_ms,
-        )
         tables = build_tables(
-            spark, decoded.summary, decoded.records, thresholds, scratch=scratch, cache=cache,
+            spark, decoded.summary, decoded.records, _thresholds(config, inputs, decoded, as_of), scratch=scratch,
+            cache=cache,
             checkpoints=[*inputs.inventory.checkpoints, *(live_cut.checkpoints() if live_cut else ())],
             fragments=decoded.fragments, fragment_partitions=decoded.fragment_partitions,
             records_reduced=decoded.records_reduced, as_of=as_of, as_of_source=as_of_source, placement=placement,
@@ -873,6 +885,21 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
                 raise
             retain(config, progress)
         return result
+
+
+def _thresholds(config: Config, inputs: Inputs, decoded: Decoded, as_of: datetime) -> classify.Thresholds:
+    """What the verdicts of this run weigh: its ``as_of``, the configured limits, and how much of
+    ``__transaction_state`` the input holds (a live run reads all of it)."""
+    return classify.Thresholds(
+        as_of_ms=_epoch_ms(as_of),
+        max_transaction_timeout_ms=config.max_transaction_timeout_ms,
+        all_txn_state_partitions_read=bool(inputs.live)
+        or len(decoded.txn_state_read) >= config.transaction_state_partitions,
+        txn_state_partitions_read=None if inputs.live else len(decoded.txn_state_read),
+        txn_state_partitions=config.transaction_state_partitions,
+        bootstrap_servers=config.bootstrap_servers,
+        producer_id_expiration_ms=config.producer_id_expiration_ms,
+    )
 
 
 def retain(config: Config, progress: Progress) -> None:
