@@ -239,3 +239,14 @@ def test_only_a_stragglers_big_segments_are_split() -> None:
     assert not S.worth_splitting(sizes, np.arange(3), 50, cores=1).any()
     assert not S.worth_splitting(sizes, np.arange(3), 0, cores=4).any()
     assert S.worth_splitting(np.array([], np.int64), np.array([], np.int64), 50, cores=2).size == 0
+
+
+def test_the_drivers_stitch_imports_no_compiled_walk() -> None:
+    """The driver stitches pieces (txnlog.spark.splits) without numba and the compiled walk: ~60 MiB of its
+    memory at every input with a big segment (benchmarks/RESULTS.md §2, "Index splits only for stragglers")."""
+    import subprocess
+    import sys
+
+    code = "import sys, txnlog.spark.splits; print('numba' in sys.modules, 'txnlog.kafka.record_batch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False"]
