@@ -740,7 +740,11 @@ def main() -> int:
     c.add_argument("--hot-repeat", type=int, default=2)
     c.add_argument("--hot-reference", action=argparse.BooleanOptionalAction, default=True,
                    help="interleave the bulk mix of the same size over 68 partitions (default on)")  # fmt: skip
-    c.add_argument("--splits", default="off", help=f"index splits: on,off (off passes {SPLIT_KEY}: 0; default off)")
+    c.add_argument(
+        "--splits",
+        default="on,off",
+        help=f"index splits of the hot part: on,off (off passes {SPLIT_KEY}: 0; default both)",
+    )
     c.add_argument("--executor-memory", default="1g")
     c.add_argument("--worker-memory", default="2g")
     c.add_argument("--timeout", type=float, default=1800, help="seconds per job run (default 1800)")
