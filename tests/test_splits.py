@@ -243,7 +243,8 @@ def test_only_a_stragglers_big_segments_are_split() -> None:
 
 def test_the_drivers_stitch_imports_no_compiled_walk() -> None:
     """The driver stitches pieces (txnlog.spark.splits) without numba and the compiled walk: ~60 MiB of its
-    memory at every input with a big segment (benchmarks/RESULTS.md §2, "Index splits only for stragglers")."""
+    memory at every input with a big segment (benchmarks/RESULTS.md §2, "Both mixes at 1–8 GiB, index splits
+    only for stragglers")."""
     import subprocess
     import sys
 

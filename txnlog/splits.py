@@ -100,8 +100,9 @@ def worth_splitting(sizes: np.ndarray, units: np.ndarray, split_bytes: int, core
     downstream (a shuffle of per-transaction rows through the JVM), where a whole partition finishes
     them in its own task. On 4 GiB of exactly-once traffic (685 partitions, the 12 largest ~0.2 GiB each
     with one ~200 MiB segment) splitting every segment above 128 MiB took the job from 28 s to 73 s on
-    2 cores and won nothing: no partition was a straggler (benchmarks/RESULTS.md §2, "Index splits
-    only for stragglers"). A hot 4 GiB partition of 1 GiB segments is one (its share is all of it).
+    2 cores and won nothing: no partition was a straggler (benchmarks/RESULTS.md §2, "Both mixes at
+    1–8 GiB, index splits only for stragglers"). A hot 4 GiB partition of 1 GiB segments is one (its
+    share is all of it).
     """
     sizes = np.asarray(sizes, np.int64)
     if sizes.size == 0 or split_bytes <= 0 or cores < 2:

@@ -541,12 +541,12 @@ def _read_index(path: str) -> bytes | None:
         return None
 
 
-def split_segments(table: pa.Table, split_bytes: int, hot: np.ndarray | None = None) -> pa.Table:
-    """The manifest ``table`` with each local ``.log`` file above ``split_bytes`` (and ``hot``: where true,
-    txnlog.splits.worth_splitting; None: any) whose offset index passes the checks (txnlog.splits) replaced by
-    one row per piece, plus the columns saying so: ``piece`` and the file's split points (null for whole
-    files), ``piece_bytes`` (what a row weighs when packed), and ``emit_fragments`` (every row of a partition
-    that has a split file: it is merged downstream)."""
+def split_segments(table: pa.Table, split_bytes: int, hot: np.ndarray) -> pa.Table:
+    """The manifest ``table`` with each local ``.log`` file marked ``hot`` (txnlog.splits.worth_splitting:
+    above ``split_bytes``, of a straggler) whose offset index passes the checks (txnlog.splits) replaced by
+    one row per piece of about ``split_bytes``, plus the columns saying so: ``piece`` and the file's split
+    points (null for whole files), ``piece_bytes`` (what a row weighs when packed), and ``emit_fragments``
+    (every row of a partition that has a split file: it is merged downstream)."""
     from txnlog import splits as S
     from txnlog import storage
 
@@ -564,8 +564,7 @@ def split_segments(table: pa.Table, split_bytes: int, hot: np.ndarray | None = N
     for i, (path, size, kind, base) in enumerate(zip(paths, sizes, kinds, bases, strict=True)):
         plan = None
         # Remote objects are read whole: every piece would fetch the whole object (txnlog.splits)
-        wanted = hot is None or bool(hot[i])
-        if wanted and kind == "log" and size > split_bytes and not storage.is_remote(path) and path.endswith(".log"):
+        if hot[i] and kind == "log" and not storage.is_remote(path) and path.endswith(".log"):
             points = S.index_split_points(_read_index(path), int(base), int(size))
             if isinstance(points, S.SplitPoints):
                 plan = S.plan_pieces(points, int(size), split_bytes)
