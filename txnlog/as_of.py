@@ -48,6 +48,11 @@ SOURCES = (MARKERS, TRANSACTION_STATE, LOG_APPEND_TIME)
 #: 4.x broker refuses the produce request (``LogValidator.validateTimestamp``).
 FUTURE_BOUND_MS = 3_600_000
 REASON_FUTURE = "timestamp_in_future"
+#: its detail: the newest timestamp, how far past as_of, as_of (ISO, ms), where as_of came from
+FUTURE_DETAIL = (
+    "newest batch timestamp %d ms since 1970 is %d ms after as_of %s (%s): a client clock in "
+    "microseconds or nanoseconds, or wrong; its batches are analysed as read, never taken as now"
+)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: the newest instant a Python datetime (and so every reader of the tables) can hold
@@ -137,8 +142,7 @@ def future_timestamps(summary: Any, as_of: datetime, as_of_source: str, *, clust
         F.lit(None).cast("long").alias("length"),
         F.lit(REASON_FUTURE).alias("reason"),
         F.format_string(
-            "newest batch timestamp %d ms since 1970 is %d ms after as_of %s (%s): a client clock in "
-            "microseconds or nanoseconds, or wrong; its batches are analysed as read, never taken as now",
+            FUTURE_DETAIL,
             newest,
             newest - F.lit(as_of_ms),
             F.lit(as_of.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"),

@@ -658,7 +658,15 @@ def build_tables(
     from txnlog.spark import transforms as T
 
     placement = placement or T.IN_TASKS
-    keep = placement.localize if placement.driver else _cache_function(cache)
+    if placement.driver:  # a small input: the same tables in Arrow here, without a Spark query
+        from txnlog.spark import arrow_tables
+
+        return arrow_tables.build(
+            spark, summary.toArrow(), records.toArrow(), thresholds, scratch=scratch, checkpoints=checkpoints,
+            fragments=fragments, fragment_partitions=fragment_partitions, records_reduced=records_reduced,
+            as_of=as_of, as_of_source=as_of_source, history_bounds=history_bounds,
+        )  # fmt: skip
+    keep = _cache_function(cache)
     summary, records = _with_input(summary), _with_input(records)
     it = output.intermediates(
         spark, summary, records, as_of_ms=thresholds.as_of_ms, checkpoints=checkpoints, fragments=fragments,
@@ -732,22 +740,35 @@ def verify_live(
 ) -> dict[str, Any]:
     """``tables`` plus :func:`txnlog.live_tables.live_rows` for the offline findings' partitions and
     ``config.topics`` (rows with source = live). Live state is the present, so live ages use the wall clock."""
+    import pyarrow as pa
     from pyspark.sql import functions as F
 
     from txnlog.live_tables import live_rows
     from txnlog.spark.output import project
     from txnlog.spark.schemas import spark_schema
 
-    findings = tables["findings"].filter(F.col("topic").isNotNull()).select("topic", "partition").distinct().collect()
-    partitions = sorted((r["topic"], int(r["partition"])) for r in findings)
+    found = tables["findings"]
+    if isinstance(found, pa.Table):  # a small input's tables, built here (txnlog.spark.arrow_tables)
+        rows = found.select(["topic", "partition"]).to_pylist()
+    else:
+        rows = [
+            r.asDict()
+            for r in found.filter(F.col("topic").isNotNull()).select("topic", "partition").distinct().collect()
+        ]
+    partitions = sorted({(r["topic"], int(r["partition"])) for r in rows if r["topic"] is not None})
     progress(
         f"verify-live: asking {config.bootstrap_servers} about {count(len(partitions), 'finding partition')}"
         + (f" and topics {', '.join(config.topics)}" if config.topics else "")
     )
-    rows = live_rows(config, partitions, as_of_ms=int(time.time() * 1000), cluster=config.cluster, progress=progress)
+    live = live_rows(config, partitions, as_of_ms=int(time.time() * 1000), cluster=config.cluster, progress=progress)
     out = dict(tables)
-    for name, table in rows.items():
-        if table.num_rows:
+    for name, table in live.items():
+        if not table.num_rows:
+            continue
+        if isinstance(out[name], pa.Table):
+            mine = out[name]
+            out[name] = pa.concat_tables([mine, table.select(mine.column_names).cast(mine.schema)])
+        else:
             out[name] = out[name].unionByName(
                 project(spark.createDataFrame(table.to_pylist(), spark_schema(name)), name)
             )
@@ -810,23 +831,48 @@ def summarize(
     spark: SparkSession, tables: dict[str, Any], counts: dict[str, int], *, run: RunResult
 ) -> tuple[RunResult, int]:
     """The run's result for the console (verdict counts, the worst partitions) and its late partitions."""
+    import pyarrow as pa
     from pyspark.sql import functions as F
 
-    with job_description(spark, "txnlog: summary"):
-        findings, health = tables["findings"], tables["partition_health"]
-        verdicts = findings.groupBy("verdict", "reason").count().orderBy("verdict", F.desc("count")).collect()
-        worst = (
-            health.filter(F.col("open_transactions") > 0)
-            .orderBy(F.desc("lso_lag"))
-            .limit(5)
-            .select("topic", "partition", "lso_lag", "open_transactions", "max_open_ms")
-            .collect()
-        )
-        late_partitions = health.filter(F.col("has_late_transaction")).count()
+    findings, health = tables["findings"], tables["partition_health"]
+    if isinstance(findings, pa.Table):  # a small input's tables, built here (txnlog.spark.arrow_tables)
+        verdicts, worst, late_partitions = _arrow_summary(findings, health)
+    else:
+        with job_description(spark, "txnlog: summary"):
+            rows = findings.groupBy("verdict", "reason").count().orderBy("verdict", F.desc("count")).collect()
+            verdicts = [(r["verdict"], r["reason"], r["count"]) for r in rows]
+            worst = [
+                r.asDict()
+                for r in health.filter(F.col("open_transactions") > 0)
+                .orderBy(F.desc("lso_lag"))
+                .limit(5)
+                .select(*WORST_COLUMNS)
+                .collect()
+            ]
+            late_partitions = health.filter(F.col("has_late_transaction")).count()
     run.counts = dict(counts)
-    run.verdicts = [(r["verdict"], r["reason"], r["count"]) for r in verdicts]
-    run.worst_partitions = [r.asDict() for r in worst]
+    run.verdicts, run.worst_partitions = verdicts, worst
     return run, late_partitions
+
+
+#: the summary's worst partitions: the columns it shows
+WORST_COLUMNS = ("topic", "partition", "lso_lag", "open_transactions", "max_open_ms")
+
+
+def _arrow_summary(findings: Any, health: Any) -> tuple[list[tuple[str, str, int]], list[dict[str, Any]], int]:
+    """:func:`summarize`'s three answers from Arrow tables: verdict × reason counts (by verdict, most first),
+    the five partitions with open transactions and the largest LSO lag, how many have a late transaction."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    counts = findings.group_by(["verdict", "reason"], use_threads=False).aggregate([([], "count_all")])
+    verdicts = sorted(
+        ((r["verdict"], r["reason"], r["count_all"]) for r in counts.to_pylist()), key=lambda v: (v[0], -v[2])
+    )
+    opened = health.filter(pc.fill_null(pc.greater(health.column("open_transactions"), 0), False))
+    worst = opened.sort_by([("lso_lag", "descending")]).slice(0, 5).select(list(WORST_COLUMNS)).to_pylist()
+    late = int(pc.sum(pc.fill_null(health.column("has_late_transaction"), False).cast(pa.int64())).as_py() or 0)
+    return verdicts, worst, late
 
 
 # --- the job ----------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from txnlog import classify
 from txnlog import tables as contract
 from txnlog.spark import transforms as T
+from txnlog.spark.arrow_tables import CANDIDATE_COLUMNS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Sequence
@@ -169,47 +170,6 @@ def candidates(it: Intermediates, thresholds: classify.Thresholds) -> DataFrame:
             "owner_match": F.coalesce("owner_match", F.lit(classify.Owner.NONE)),
         }
     ).select(*CANDIDATE_COLUMNS)
-
-
-#: what classify.verdicts / evidence_and_advice read of a candidate (its Arrow batches)
-CANDIDATE_COLUMNS = (
-    "topic",
-    "partition",
-    "producer_id",
-    "producer_epoch",
-    "start_offset",
-    "last_offset",
-    "batch_count",
-    "first_timestamp_ms",
-    "last_timestamp_ms",
-    "open_ms",
-    "idle_ms",
-    "lso_lag",
-    "replicas",
-    "open_replicas",
-    "started_before_log_start",
-    "prev_marker_offset",
-    "prev_marker_type",
-    "prev_marker_epoch",
-    "last_coordinator_epoch",
-    "diverged",
-    "behind_replicas",
-    "snapshot_offset",
-    "log_start_offset",
-    "checkpoint_note",
-    "owner_match",
-    "transactional_id",
-    "history_transactional_id",
-    "owner_state",
-    "owner_partitions",
-    "owner_timeout_ms",
-    "owner_txn_start_ms",
-    "owner_last_update_ms",
-    "owner_coordinator_partition",
-    "owner_coordinator_epoch",
-    "owner_producer_id",
-    "source",
-)
 
 
 def _legacy_epoch() -> Column:

@@ -98,11 +98,20 @@ def groups(table: pa.Table, keys: Sequence[str]) -> Iterator[pa.Table]:
     ``groupBy(...).applyInArrow`` hands them to its function: one table per group."""
     if table.num_rows == 0:
         return
+    order = table.sort_by([(k, "ascending") for k in keys]).combine_chunks()
+    bounds = [*group_starts(order, keys).tolist(), order.num_rows]
+    for begin, end in zip(bounds[:-1], bounds[1:], strict=True):
+        yield order.slice(begin, end - begin)
+
+
+def group_starts(order: pa.Table, keys: Sequence[str]) -> Any:
+    """The row numbers where a new group of ``keys`` starts in ``order`` (sorted by ``keys``; null == null
+    here): a numpy int64 array, empty for an empty table."""
     import numpy as np
 
-    order = table.sort_by([(k, "ascending") for k in keys]).combine_chunks()
-    # a new group starts wherever any key differs from the row before (null == null here)
     starts = np.zeros(order.num_rows, dtype=bool)
+    if order.num_rows == 0:
+        return np.flatnonzero(starts)
     starts[0] = True
     for key in keys:
         column = order.column(key)
@@ -111,9 +120,7 @@ def groups(table: pa.Table, keys: Sequence[str]) -> Iterator[pa.Table]:
         starts[1:] |= valid[1:] != valid[:-1]
         both = valid[1:] & valid[:-1]
         starts[1:] |= both & (values[1:] != values[:-1])
-    bounds = [*np.flatnonzero(starts).tolist(), order.num_rows]
-    for begin, end in zip(bounds[:-1], bounds[1:], strict=True):
-        yield order.slice(begin, end - begin)
+    return np.flatnonzero(starts)
 
 
 def frame(

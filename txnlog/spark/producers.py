@@ -44,7 +44,7 @@ PRODUCER_ROWS = pa.schema(
 
 #: the summary rows the reduction reads
 KINDS = ("producer", "snapshot", "segment")
-_COLUMNS = (
+SUMMARY_COLUMNS = (
     "kind",
     "broker",
     "topic",
@@ -142,5 +142,5 @@ def leader_producer_state(summary: DataFrame, checkpoints: Checkpoints, placemen
         return producers_of_summary(table, known)
 
     rows = summary.filter(F.col("kind").isin(*KINDS) & F.col("topic").isNotNull() & F.col("partition").isNotNull())
-    rows = rows.select(*_COLUMNS)
+    rows = rows.select(*SUMMARY_COLUMNS)
     return placement.apply_in_arrow(rows, ("topic", "partition"), reduce_group, arrow_to_spark_schema(PRODUCER_ROWS))

@@ -165,10 +165,10 @@ class FinishHistory:
         lookup = pa.array(np.searchsorted(np.unique(codes), codes))
         columns = {
             **_run_key(cluster, as_of, n),
-            "record_timestamp": _ts(raw.column("record_timestamp")),
+            "record_timestamp": timestamps(raw.column("record_timestamp")),
             "state": state.take(lookup) if n else pa.array([], pa.string()),
-            "txn_start_timestamp": _ts(raw.column("txn_start_timestamp")),
-            "last_update_timestamp": _ts(raw.column("last_update_timestamp")),
+            "txn_start_timestamp": timestamps(raw.column("txn_start_timestamp")),
+            "last_update_timestamp": timestamps(raw.column("last_update_timestamp")),
         }
         arrays = []
         for field in contract.COORDINATOR_HISTORY:
@@ -185,7 +185,7 @@ def _run_key(cluster: str, as_of: datetime, n: int) -> dict[str, pa.Array]:
     }
 
 
-def _ts(ms: pa.ChunkedArray | pa.Array) -> pa.Array:
+def timestamps(ms: pa.ChunkedArray | pa.Array) -> pa.Array:
     """Epoch ms → timestamp (UTC); unknown (negative) and past-year-9999 values become null, as
     ``txnlog.spark.transforms.ts`` does."""
     from txnlog.as_of import MAX_MS
@@ -195,16 +195,16 @@ def _ts(ms: pa.ChunkedArray | pa.Array) -> pa.Array:
     return pa.array(np.where(ok, values, 0) * 1000, pa.timestamp("us", tz="UTC"), mask=~ok)
 
 
-def _lookup(keys: pa.Table, on: list[str], table: pa.Table, value: str) -> pa.ChunkedArray:
+def lookup(keys: pa.Table, on: list[str], table: pa.Table, value: str) -> pa.ChunkedArray:
     """``table[value]`` for each row of ``keys``: a left join on ``on`` (unique in ``table``), order kept;
     null where a key is null or not in ``table``. Hash lookups of each row's key codes, not a join."""
     found = pa.chunked_array(
-        [pc.index_in(_key_codes(keys, on, table), value_set=_key_codes(table, on, table), skip_nulls=True)]
+        [pc.index_in(key_codes(keys, on, table), value_set=key_codes(table, on, table), skip_nulls=True)]
     )
     return table.column(value).take(found)
 
 
-def _key_codes(rows: pa.Table, on: list[str], table: pa.Table) -> pa.Array:
+def key_codes(rows: pa.Table, on: list[str], table: pa.Table) -> pa.Array:
     """One int64 per row of ``rows`` naming its ``on`` values among ``table``'s (null: a value ``table``
     lacks, or a null)."""
     codes = np.zeros(rows.num_rows, np.int64)
@@ -254,12 +254,12 @@ def finish(raw: pa.Table, how: Finish, cluster: str, as_of: datetime) -> pa.Tabl
     columns = {
         **_run_key(cluster, as_of, n),
         "outcome": outcome,
-        "first_timestamp": _ts(raw.column("first_timestamp")),
-        "last_timestamp": _ts(raw.column("last_timestamp")),
-        "marker_timestamp": _ts(raw.column("marker_timestamp")),
+        "first_timestamp": timestamps(raw.column("first_timestamp")),
+        "last_timestamp": timestamps(raw.column("last_timestamp")),
+        "marker_timestamp": timestamps(raw.column("marker_timestamp")),
         "duration_ms": _duration(end_ms, first_ms),
-        "transactional_id": _lookup(raw, ["producer_id"], how.owners, "transactional_id"),
-        "source": _lookup(raw, ["topic", "partition"], how.sources, "source"),
+        "transactional_id": lookup(raw, ["producer_id"], how.owners, "transactional_id"),
+        "source": lookup(raw, ["topic", "partition"], how.sources, "source"),
     }
     arrays = []
     for field in contract.TRANSACTIONS:
@@ -271,8 +271,8 @@ def finish(raw: pa.Table, how: Finish, cluster: str, as_of: datetime) -> pa.Tabl
 def _within_bounds(raw: pa.Table, bounds: pa.Table) -> pa.ChunkedArray:
     """Rows of ``raw`` the run writes (see :attr:`Finish.bounds`); partitions without bounds: all."""
     on = ["topic", "partition"]
-    marker_from = pc.fill_null(_lookup(raw, on, bounds, "marker_from"), -1)
-    first_from = pc.fill_null(_lookup(raw, on, bounds, "first_from"), -1)
+    marker_from = pc.fill_null(lookup(raw, on, bounds, "marker_from"), -1)
+    first_from = pc.fill_null(lookup(raw, on, bounds, "first_from"), -1)
     marker = raw.column("marker_offset")
     new_end = pc.or_(pc.is_null(marker), pc.greater_equal(pc.fill_null(marker, 0), marker_from))
     return pc.and_(new_end, pc.greater_equal(raw.column("first_offset"), first_from))

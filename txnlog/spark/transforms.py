@@ -8,7 +8,7 @@ epoch milliseconds (``*_ms``) until the output tables are shaped.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from functools import partial
 
 import pyarrow as pa
@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 
 from txnlog import classify
 from txnlog.kafka.wire import TransactionState
+from txnlog.spark.arrow_tables import CANDIDATE_SCHEMA_EXTRA, classify_batches, stuck_batches
 from txnlog.spark.placement import Placement
 from txnlog.spark.schemas import quoted
 from txnlog.spark.staged import RAW_COLUMNS
@@ -465,42 +466,6 @@ def reduced_records(records: DataFrame, stage: str, placement: Placement = IN_TA
 # classification
 # ---------------------------------------------------------------------------
 
-CANDIDATE_SCHEMA_EXTRA = [
-    ("verdict", pa.string()),
-    ("reason", pa.string()),
-    ("safety", pa.string()),
-    ("evidence", pa.string()),
-    ("advice", pa.string()),
-]
-
-
-def _classify_batches(
-    batches: Iterator[pa.RecordBatch], thresholds: classify.Thresholds, damage: classify.Damage, out_schema: pa.Schema
-) -> Iterator[pa.RecordBatch]:
-    for batch in batches:
-        table = pa.Table.from_batches([batch])
-        for name, values in classify.damage_flags(table, damage).items():
-            table = table.append_column(name, values)
-        verdict, reason, safety = classify.verdicts(table, thresholds)
-        rows = table.to_pylist()
-        evidence, advice = [], []
-        for row, r in zip(rows, reason, strict=True):
-            if r:
-                e, a = classify.evidence_and_advice(row, r, thresholds)
-            else:
-                e, a = None, None
-            evidence.append(e)
-            advice.append(a)
-        cols = {name: batch.column(name) for name in batch.schema.names}
-        cols.update(
-            verdict=pa.array([v or None for v in verdict], pa.string()),
-            reason=pa.array([v or None for v in reason], pa.string()),
-            safety=pa.array([v or None for v in safety], pa.string()),
-            evidence=pa.array(evidence, pa.string()),
-            advice=pa.array(advice, pa.string()),
-        )
-        yield pa.RecordBatch.from_arrays([cols[f.name] for f in out_schema], schema=out_schema)
-
 
 def classify_candidates(
     candidates: DataFrame,
@@ -516,24 +481,9 @@ def classify_candidates(
     out_schema = pa.schema(list(in_schema) + [pa.field(n, t) for n, t in CANDIDATE_SCHEMA_EXTRA])
     return placement.map_in_arrow(
         candidates,
-        partial(_classify_batches, thresholds=thresholds, damage=damage, out_schema=out_schema),
+        partial(classify_batches, thresholds=thresholds, damage=damage, out_schema=out_schema),
         from_arrow_schema(out_schema),
     )
-
-
-def _stuck_batches(
-    batches: Iterator[pa.RecordBatch], thresholds: classify.Thresholds, out_schema: pa.Schema
-) -> Iterator[pa.RecordBatch]:
-    for batch in batches:
-        table = pa.Table.from_batches([batch])
-        mask = classify.coordinator_stuck(table, thresholds)
-        if not mask.any():
-            continue
-        batch = batch.filter(pa.array(mask))
-        ev, adv = zip(*(classify.coordinator_stuck_evidence(r, thresholds) for r in batch.to_pylist()), strict=True)
-        cols = {name: batch.column(name) for name in batch.schema.names}
-        cols.update(evidence=pa.array(ev, pa.string()), advice=pa.array(adv, pa.string()))
-        yield pa.RecordBatch.from_arrays([cols[f.name] for f in out_schema], schema=out_schema)
 
 
 def stuck_coordinator_records(
@@ -568,5 +518,5 @@ def stuck_coordinator_records(
     in_schema = to_arrow_schema(cand.schema, timezone="UTC")
     out_schema = pa.schema(list(in_schema) + [pa.field("evidence", pa.string()), pa.field("advice", pa.string())])
     return placement.map_in_arrow(
-        cand, partial(_stuck_batches, thresholds=thresholds, out_schema=out_schema), from_arrow_schema(out_schema)
+        cand, partial(stuck_batches, thresholds=thresholds, out_schema=out_schema), from_arrow_schema(out_schema)
     )
