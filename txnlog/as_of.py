@@ -89,6 +89,28 @@ def broker_times(summary: Any, records: Any) -> dict[str, int | None]:
     return {s: max((r[s] for r in rows if r[s] is not None), default=None) for s in SOURCES}
 
 
+def broker_times_of(summary: Any, records: Any) -> dict[str, int | None]:
+    """:func:`broker_times` of Arrow tables (a small input decoded in the driver)."""
+    import pyarrow.compute as pc
+
+    def newest(table: Any, kinds: list[str], column: str) -> int | None:
+        rows = table.filter(pc.is_in(table.column("kind"), _strings(kinds)))
+        value = pc.max(rows.column(column)).as_py() if rows.num_rows else None
+        return None if value is None else int(value)
+
+    return {
+        MARKERS: newest(summary, ["segment", "piece"], "marker_timestamp"),
+        LOG_APPEND_TIME: newest(summary, ["segment", "piece"], "log_append_timestamp"),
+        TRANSACTION_STATE: newest(records, ["record"], "record_timestamp"),
+    }
+
+
+def _strings(values: list[str]) -> Any:
+    import pyarrow as pa
+
+    return pa.array(values, pa.string())
+
+
 def from_ms(ms: int) -> datetime:
     """The instant ``ms`` milliseconds after 1970 (UTC)."""
     return _EPOCH + timedelta(milliseconds=ms)

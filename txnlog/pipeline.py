@@ -45,6 +45,7 @@ from txnlog.words import count
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
     from txnlog.config import Config
@@ -362,8 +363,9 @@ def run_scope(
 class Decoded:
     """The Data Sources' outputs, cached, and what the decode found out on the way."""
 
-    summary: DataFrame  # segment / quarantine / transaction rows (fragments too with dumps)
-    records: DataFrame  # __transaction_state records (reduced unless other inputs hold them too)
+    # (Arrow tables when the input was decoded in this process: _decode_here)
+    summary: DataFrame | pa.Table  # segment / quarantine / transaction rows (fragments too with dumps)
+    records: DataFrame | pa.Table  # __transaction_state records (reduced unless other inputs hold them too)
     times: dict[str, int | None]  # the newest broker-written time per source (txnlog.as_of)
     fragments: bool  # summary holds fragments still to merge (kafka-dump-log.sh input)
     records_reduced: bool
@@ -397,6 +399,8 @@ def decode(
     from txnlog.spark.placement import Placement
 
     placement = placement or Placement()
+    if placement.driver:
+        return _decode_here(inputs, check_crc, scratch, max_decompressed_bytes)
     shared = bool(inputs.dump_files or inputs.live)  # other inputs may hold the same partitions
     summary, records = _log_dir_sources(
         spark, inputs.inventory, check_crc, scratch, shared, bool(inputs.dump_files), placement, max_decompressed_bytes,
@@ -408,10 +412,7 @@ def decode(
             _live_batches(spark, inputs.live, kafka, live_cut, check_crc, fetch, max_decompressed_bytes)
         )
     with job_description(spark, "txnlog: decode"):
-        if placement.driver:  # held here once: every later plan starts from these rows, not from the parse
-            summary, records = placement.localize(summary), placement.localize(records)
-        else:
-            summary, records = cache(summary), cache(records)
+        summary, records = cache(summary), cache(records)
         # One action decodes (and caches) every input: the __transaction_state tasks fill the cores
         # while the last big segments are still being walked. It returns the broker-written times.
         times = as_of_rule.broker_times(summary, records)
@@ -471,14 +472,38 @@ def _log_dir_sources(
     """The copied log dirs' Data Sources: segment summaries and transactions, coordinator records."""
     from pyspark.sql import functions as F
 
-    from txnlog import storage
-    from txnlog.spark.sources import SegmentsSource, write_manifest
+    from txnlog.spark.sources import SegmentsSource
     from txnlog.spark.txn_state_source import TxnStateSource
+
+    segments, txn_state = _log_dir_options(
+        inv, check_crc, scratch, shared, dumps, spark.sparkContext.defaultParallelism, max_decompressed_bytes,
+        split_segment_bytes,
+    )  # fmt: skip
+    summary = placement.read(spark, SegmentsSource, segments)
+    records = placement.read(spark, TxnStateSource, txn_state)
+    return summary.withColumn("input", F.lit(InputSource.SEGMENTS)), records.withColumn(
+        "input", F.lit(InputSource.SEGMENTS)
+    )
+
+
+def _log_dir_options(
+    inv: Inventory,
+    check_crc: bool,
+    scratch: str,
+    shared: bool,
+    dumps: bool,
+    cores: int,
+    max_decompressed_bytes: int | None,
+    split_segment_bytes: int,
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The options of the segments and ``__transaction_state`` sources for the log dirs ``inv`` lists."""
+    from txnlog import storage
+    from txnlog.spark.sources import write_manifest
 
     common = {
         "check_crc": str(check_crc).lower(),
-        "min_partitions": str(max(2, spark.sparkContext.defaultParallelism * 2)),
-        "cores": str(spark.sparkContext.defaultParallelism),  # which big segments are worth splitting
+        "min_partitions": str(max(2, cores * 2)),
+        "cores": str(cores),  # which big segments are worth splitting
         "storage": storage.settings_option(),
     }
     if max_decompressed_bytes is not None:
@@ -498,11 +523,46 @@ def _log_dir_sources(
         "reduce": str(not shared).lower(),
         "stage": f"{scratch}/coordinator_history",
     }
-    summary = placement.read(spark, SegmentsSource, {**common, **segments})
-    records = placement.read(spark, TxnStateSource, {**common, **txn_state})
-    return summary.withColumn("input", F.lit(InputSource.SEGMENTS)), records.withColumn(
-        "input", F.lit(InputSource.SEGMENTS)
+    return {**common, **segments}, {**common, **txn_state}
+
+
+def _decode_here(inputs: Inputs, check_crc: bool, scratch: str, max_decompressed_bytes: int | None) -> Decoded:
+    """:func:`decode` of a small input in this process, no Spark query: the sources' readers called here
+    (txnlog.spark.placement), the dumps read by txnlog.spark.dump_log_arrow, Arrow tables returned. One
+    process reads every segment whole (split segments are for parallel tasks)."""
+    import pyarrow as pa
+
+    from txnlog import as_of as as_of_rule
+    from txnlog.spark.placement import read_here
+    from txnlog.spark.sources import SEGMENT_SUMMARY_SCHEMA, SegmentsSource
+    from txnlog.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
+
+    shared = bool(inputs.dump_files)  # a live input is never read here (Placement.for_input)
+    segments, txn_state = _log_dir_options(
+        inputs.inventory, check_crc, scratch, shared, shared, 1, max_decompressed_bytes, 0
     )
+    summary = _labelled(read_here(SegmentsSource, segments, SEGMENT_SUMMARY_SCHEMA), InputSource.SEGMENTS)
+    records = _labelled(read_here(TxnStateSource, txn_state, SOURCE_SCHEMA), InputSource.SEGMENTS)
+    read = set(inputs.inventory.txn_state_partitions)
+    if inputs.dump_files:
+        from txnlog.spark.dump_log_arrow import read_dump_logs_here
+
+        dumped, dumped_records = read_dump_logs_here(list(inputs.dump_log))
+        summary = pa.concat_tables([summary, _labelled(dumped, InputSource.DUMP_LOG)], promote_options="default")
+        dumped_records = _labelled(dumped_records, InputSource.DUMP_LOG)
+        records = pa.concat_tables([records, dumped_records], promote_options="default")
+        read |= set(records.column("coordinator_partition").drop_null().to_pylist())
+    return Decoded(
+        summary, records, as_of_rule.broker_times_of(summary, records), fragments=shared,
+        fragment_partitions=None, records_reduced=not shared, txn_state_read=frozenset(read),
+    )  # fmt: skip
+
+
+def _labelled(table: Any, source: InputSource) -> Any:
+    """``table`` (Arrow) with its ``input`` column: which input its rows came from."""
+    import pyarrow as pa
+
+    return table.append_column("input", pa.repeat(pa.scalar(source.value, pa.string()), table.num_rows))
 
 
 def _other_inputs(
@@ -662,7 +722,7 @@ def build_tables(
         from txnlog.spark import arrow_tables
 
         return arrow_tables.build(
-            spark, summary.toArrow(), records.toArrow(), thresholds, scratch=scratch, checkpoints=checkpoints,
+            spark, _arrow(summary), _arrow(records), thresholds, scratch=scratch, checkpoints=checkpoints,
             fragments=fragments, fragment_partitions=fragment_partitions, records_reduced=records_reduced,
             as_of=as_of, as_of_source=as_of_source, history_bounds=history_bounds,
         )  # fmt: skip
@@ -691,6 +751,11 @@ def build_tables(
         "coordinator_history": output.coordinator_history(spark, scratch=scratch, placement=placement),
         "quarantine": _quarantine(summary, records, as_of, as_of_source),
     }
+
+
+def _arrow(rows: DataFrame | pa.Table) -> pa.Table:
+    """``rows`` as an Arrow table (decoded here already, or collected: a small input)."""
+    return rows.toArrow() if hasattr(rows, "toArrow") else rows
 
 
 def _quarantine(summary: DataFrame, records: DataFrame, as_of: datetime | None, as_of_source: str) -> DataFrame:

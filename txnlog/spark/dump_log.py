@@ -1306,14 +1306,14 @@ def _in(*kinds: int) -> str:
 
 
 #: the parsed columns assemble_segment reads
-_SEGMENT_COLUMNS = (
+SEGMENT_COLUMNS = (
     "file line_no section kind_code after_batch dpath broker topic partition file_offset damage_text invalid_bytes "
     "base_offset last_offset record_count base_sequence producer_id producer_epoch partition_leader_epoch "
     "is_transactional is_control delete_horizon position timestamp_type max_timestamp size magic compression crc "
     "crc_valid rec_offset rec_timestamp marker_type marker_epoch"
 ).split()
 #: TXN_STATE columns a decoded record line carries as parsed (the rest are null or set by assemble_txn_state)
-_RECORD_COLUMNS = (
+RECORD_COLUMNS = (
     "transactional_id is_tombstone key_version value_version producer_id producer_epoch timeout_ms state partitions "
     "last_update_timestamp txn_start_timestamp previous_producer_id next_producer_id next_producer_epoch "
     "client_transaction_version"
@@ -1325,7 +1325,7 @@ def _records(lines: DataFrame, placement: Placement) -> DataFrame:
     and 4.x JSON, parsed by the reader) with their batch lines, assembled per dumped segment."""
     parsed = {"kind": _sql("record"), "broker": "broker", "coordinator_partition": "partition", "file": "dpath"}
     parsed |= {"record_offset": "rec_offset", "record_timestamp": "rec_timestamp"}
-    parsed |= {c: quoted(c) for c in _RECORD_COLUMNS}
+    parsed |= {c: quoted(c) for c in RECORD_COLUMNS}
     txn_fields = arrow_to_spark_schema(TXN_STATE_SCHEMA).fields
     decoded = lines.filter(f"is_txn_state AND kind_code = {K_RECORD} AND txn_decoded").selectExpr(
         *[f"CAST({parsed.get(f.name, 'NULL')} AS {f.dataType.simpleString()}) AS {quoted(f.name)}" for f in txn_fields],
@@ -1465,7 +1465,7 @@ def read_dump_logs(spark: SparkSession, paths: list[str], placement: Placement |
     seg_lines = lines.filter(
         f"data_section AND ({_in(K_DUMPING, K_START, K_BATCH, K_LEGACY, *DAMAGE_KINDS)} "
         f"OR (kind_code = {K_RECORD} AND (after_batch OR marker_type IS NOT NULL)))"
-    ).select(*_SEGMENT_COLUMNS)
+    ).select(*SEGMENT_COLUMNS)
     seg_schema = arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA.append(pa.field("dump_file", pa.string())))
     segments = placement.apply_in_arrow(seg_lines, ("file", "section"), assemble_segment, seg_schema)
 

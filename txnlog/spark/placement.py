@@ -93,6 +93,15 @@ class Placement:
         return frame(df.sparkSession, list(function(iter(df.toArrow().to_batches()))), schema, self.scratch)
 
 
+def read_here(source: type[DataSource], options: dict[str, str], schema: pa.Schema) -> pa.Table:
+    """Every batch a Data Source's reader yields for ``options``, read in this process, as one Arrow table of
+    ``schema`` (the source's own, in Arrow): the driver placement's read without a DataFrame."""
+    reader = source(options).reader(None)  # type: ignore[arg-type]  # txnlog's readers take their schema as known
+    tables = [pa.Table.from_batches([b]) for part in reader.partitions() for b in reader.read(part)]
+    tables = [_conform(t, schema) for t in tables if t.num_rows]
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
 def groups(table: pa.Table, keys: Sequence[str]) -> Iterator[pa.Table]:
     """The rows of ``table`` per distinct value of ``keys`` (nulls form their own group), as Spark's
     ``groupBy(...).applyInArrow`` hands them to its function: one table per group."""

@@ -1,0 +1,290 @@
+"""kafka-dump-log.sh outputs of a small input, read in this process: no Spark query (issue 12).
+
+:func:`txnlog.spark.dump_log.read_dump_logs` parses the dump files in Data Source tasks and lets Spark
+filter the parsed lines, name the replicas and group each dumped segment's lines for ``assemble_segment``
+and ``assemble_txn_state``. For a small input (``driver_max_bytes``, txnlog.spark.placement) those Spark
+queries cost seconds on a fresh JVM while the lines are a few thousand rows, so :func:`read_dump_logs_here`
+does the same steps on the same parsed lines with pyarrow and calls the same assemble functions: the same
+rows (tests/e2e/test_placement.py, the dump and dump-plus-logs cases, holds the two to the same tables).
+SQL's three-valued logic is kept: a filter keeps a row only where its condition is true (``_where``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from txnlog import storage
+from txnlog.kafka import dump_log_text as D
+from txnlog.spark.dump_log import (
+    DAMAGE_KINDS,
+    K_BATCH,
+    K_DUMPING,
+    K_LEGACY,
+    K_RECORD,
+    K_SNAPSHOT,
+    K_SNAPSHOT_CORRUPT,
+    K_START,
+    PARSED_SCHEMA,
+    RECORD_COLUMNS,
+    SEGMENT_COLUMNS,
+    DumpLinesSource,
+    assemble_segment,
+    assemble_txn_state,
+    list_dump_inputs,
+)
+from txnlog.spark.placement import groups, read_here
+from txnlog.spark.sources import SEGMENT_SUMMARY_SCHEMA
+from txnlog.spark.txn_state_source import TXN_STATE_SCHEMA
+
+DUMP_FILE = pa.field("dump_file", pa.string())
+
+
+def read_dump_logs_here(paths: list[str]) -> tuple[pa.Table, pa.Table]:
+    """``read_dump_logs(spark, paths, placement)`` in this process: (summary, records) as Arrow tables of
+    SEGMENT_SUMMARY_SCHEMA and TXN_STATE_SCHEMA, ``broker`` the replica name."""
+    inputs = list_dump_inputs(paths)
+    options = {
+        "paths": json.dumps([f for f, _, _ in inputs]),
+        "storage": storage.settings_option(),
+        "locations": json.dumps({f: [loc, named] for f, loc, named in inputs}),
+    }
+    lines = read_here(DumpLinesSource, options, PARSED_SCHEMA)
+    names = replica_names(lines)
+    summary = pa.concat_tables([_segments(lines), _snapshots(lines), _quarantine(lines)], promote_options="default")
+    summary = _shaped(_named(summary, names), SEGMENT_SUMMARY_SCHEMA)
+    records = pa.concat_tables([_records(lines), _dumped(lines)], promote_options="default")
+    return summary, _shaped(_named(records, names), TXN_STATE_SCHEMA)
+
+
+def _where(lines: pa.Table, condition: Any) -> pa.Table:
+    """The rows where ``condition`` is true (null: dropped, as SQL's WHERE does)."""
+    return lines.filter(pc.fill_null(condition, False))
+
+
+def _col(lines: pa.Table, name: str) -> Any:
+    return lines.column(name)
+
+
+def _kinds(lines: pa.Table, *kinds: int) -> Any:
+    return pc.is_in(_col(lines, "kind_code"), pa.array(kinds, pa.int32()))
+
+
+def _shaped(table: pa.Table, schema: pa.Schema, *extra: str) -> pa.Table:
+    """``table`` with exactly ``schema``'s columns (null where it has none), cast, then ``extra`` as they are
+    (``txnlog.spark.schemas.shaped``)."""
+    n = table.num_rows
+    arrays = [
+        table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(n, f.type) for f in schema
+    ]
+    fields = [pa.field(f.name, f.type) for f in schema]
+    for name in extra:
+        arrays.append(table.column(name))
+        fields.append(table.schema.field(name))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _assembled(rows: pa.Table, keys: tuple[str, str], function: Any, schema: pa.Schema) -> pa.Table:
+    """``function`` over each ``keys`` group of ``rows`` (``applyInArrow``), its results cast to ``schema``."""
+    parts = [_shaped(function(group), schema) for group in groups(rows, keys)]
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+# --- replica names ---------------------------------------------------------------------------------------
+
+
+def replica_names(lines: pa.Table) -> dict[tuple[str | None, str | None], str | None]:
+    """(dump file, printed broker) → replica name: the rules of ``dump_log._replica_names``, over the
+    distinct "Dumping" lines (one per dumped file, so few)."""
+    dumping = _where(lines, pc.equal(_col(lines, "kind_code"), K_DUMPING))
+    seen = {
+        (r["file"], r["loc"], bool(r["loc_named"]), r["broker"], r["dpath"], r["stem"])
+        for r in dumping.select(["file", "loc", "loc_named", "broker", "dpath", "stem"]).to_pylist()
+    }
+    d = [dict(zip(("dump_file", "loc", "named", "pbroker", "dpath", "stem"), row, strict=True)) for row in seen]
+    # the same printed path in several dump files: per printed broker, then per chosen base name
+    files = _sets(d, ("pbroker", "dpath"))
+    for r in d:
+        r["clash"] = len(files[(r["pbroker"], r["dpath"])]) > 1
+    clashing = {(r["loc"], r["pbroker"]) for r in d if r["clash"]}
+    for r in d:
+        r["use_loc"] = r["loc"] is not None and (
+            r["named"] or (r["loc"], r["pbroker"]) in clashing or r["pbroker"] == D.UNKNOWN_BROKER
+        )
+        r["base"] = r["loc"] if r["use_loc"] else r["pbroker"]
+    files = _sets(d, ("base", "dpath"))
+    renamed = {(r["dump_file"], r["base"]) for r in d if len(files[(r["base"], r["dpath"])]) > 1 and not r["named"]}
+    names: dict[tuple[str | None, str | None], str | None] = {}
+    for r in d:
+        if (r["dump_file"], r["base"]) in renamed:
+            stem = "/".join(x for x in (r["base"], r["stem"]) if x is not None) if r["use_loc"] else r["stem"]
+            names[(r["dump_file"], r["pbroker"])] = stem
+        else:
+            names[(r["dump_file"], r["pbroker"])] = r["base"]
+    return names
+
+
+def _sets(rows: list[dict[str, Any]], keys: tuple[str, str]) -> dict[tuple[Any, Any], set[str]]:
+    """The dump files per value of ``keys`` (``collect_set(dump_file) OVER (PARTITION BY keys)``)."""
+    out: dict[tuple[Any, Any], set[str]] = {}
+    for r in rows:
+        out.setdefault((r[keys[0]], r[keys[1]]), set()).add(r["dump_file"])
+    return out
+
+
+def _named(table: pa.Table, names: dict[tuple[str | None, str | None], str | None]) -> pa.Table:
+    """``table`` with ``broker`` replaced by the replica name of its (dump file, printed broker)."""
+    files, brokers = table.column("dump_file").to_pylist(), table.column("broker").to_pylist()
+    named = [
+        names.get((f, b)) if f is not None and b is not None else None for f, b in zip(files, brokers, strict=True)
+    ]
+    broker = pc.coalesce(pa.array(named, pa.string()), table.column("broker"))
+    return table.set_column(table.column_names.index("broker"), "broker", broker)
+
+
+# --- the rows --------------------------------------------------------------------------------------------
+
+
+def _segments(lines: pa.Table) -> pa.Table:
+    """Each dumped data segment's lines → its summary rows (``assemble_segment``)."""
+    kinds = _kinds(lines, K_DUMPING, K_START, K_BATCH, K_LEGACY, *DAMAGE_KINDS)
+    record = pc.and_kleene(
+        pc.equal(_col(lines, "kind_code"), K_RECORD),
+        pc.or_kleene(_col(lines, "after_batch"), pc.is_valid(_col(lines, "marker_type"))),
+    )
+    rows = _where(lines, pc.and_kleene(_col(lines, "data_section"), pc.or_kleene(kinds, record)))
+    schema = SEGMENT_SUMMARY_SCHEMA.append(DUMP_FILE)
+    return _assembled(rows.select(list(SEGMENT_COLUMNS)), ("file", "section"), assemble_segment, schema)
+
+
+def _snapshots(lines: pa.Table) -> pa.Table:
+    """Producer snapshot entries as ``snapshot`` rows."""
+    snap = pc.and_kleene(
+        pc.and_kleene(pc.equal(_col(lines, "kind_code"), K_SNAPSHOT), pc.greater(_col(lines, "section"), 0)),
+        pc.and_kleene(pc.invert(_col(lines, "is_txn_state")), pc.invert(_col(lines, "ignored"))),
+    )
+    rows = _where(lines, snap)
+    columns = ["broker", "topic", "partition", "file_offset", "producer_id", "producer_epoch", "first_offset"]
+    columns += ["last_offset", "last_timestamp", "coordinator_epoch", "last_sequence"]
+    return _shaped(
+        pa.table(
+            {
+                "kind": pa.repeat(pa.scalar("snapshot"), rows.num_rows),
+                "file": rows.column("dpath"),
+                **{c: rows.column(c) for c in columns},
+                "dump_file": rows.column("file"),
+            }
+        ),
+        SEGMENT_SUMMARY_SCHEMA,
+        "dump_file",
+    )
+
+
+def _quarantine(lines: pa.Table) -> pa.Table:
+    """Lines that cannot or must not be read, by dump file and line; a corrupt producer snapshot by its file."""
+    rows = _where(lines, pc.is_valid(_col(lines, "reason")))
+    corrupt = pc.equal(rows.column("kind_code"), K_SNAPSHOT_CORRUPT)
+    n = rows.num_rows
+    return _shaped(
+        pa.table(
+            {
+                "kind": pa.repeat(pa.scalar("quarantine"), n),
+                **{c: rows.column(c) for c in ("broker", "topic", "partition", "file_offset", "reason", "detail")},
+                "file": pc.if_else(corrupt, rows.column("dpath"), rows.column("file")),
+                "position": pc.if_else(corrupt, pa.scalar(0, pa.int64()), rows.column("line_no")),
+                "length": pc.if_else(corrupt, pa.scalar(None, pa.int64()), pa.scalar(1, pa.int64())),
+                "dump_file": rows.column("file"),
+            }
+        ),
+        SEGMENT_SUMMARY_SCHEMA,
+        "dump_file",
+    )
+
+
+def _records(lines: pa.Table) -> pa.Table:
+    """The ``__transaction_state`` record lines with their batch lines, per dumped segment → TXN_STATE rows
+    (``assemble_txn_state``)."""
+    txn = _col(lines, "is_txn_state")
+    decoded = _where(
+        lines,
+        pc.and_kleene(pc.and_kleene(txn, pc.equal(_col(lines, "kind_code"), K_RECORD)), _col(lines, "txn_decoded")),
+    )
+    n = decoded.num_rows
+    record_rows = {
+        "kind": pa.repeat(pa.scalar("record"), n),
+        "broker": decoded.column("broker"),
+        "coordinator_partition": decoded.column("partition"),
+        "file": decoded.column("dpath"),
+        "record_offset": decoded.column("rec_offset"),
+        "record_timestamp": decoded.column("rec_timestamp"),
+        **{c: decoded.column(c) for c in RECORD_COLUMNS},
+    }
+    batches = _where(lines, pc.and_kleene(txn, _kinds(lines, K_BATCH, K_LEGACY, *DAMAGE_KINDS)))
+    batch_rows = {
+        "broker": batches.column("broker"),
+        "file": batches.column("dpath"),
+        "partition_leader_epoch": batches.column("partition_leader_epoch"),
+        "record_count": batches.column("record_count").cast(pa.int64()),
+        "crc_valid": batches.column("crc_valid"),
+        "batch_position": batches.column("position"),
+        "batch_size": batches.column("size"),
+        "damage_text": batches.column("damage_text"),
+        "invalid_bytes": batches.column("invalid_bytes"),
+    }
+    both = pa.concat_tables(
+        [_with_lines(pa.table(record_rows), decoded), _with_lines(pa.table(batch_rows), batches)],
+        promote_options="default",
+    )
+    extra = ["line_no", "section", "dump_file", "kind_code", "dpath", "partition_leader_epoch", "record_count"]
+    extra += ["partition", "crc_valid", "batch_position", "batch_size", "damage_text", "invalid_bytes"]
+    both = _shaped(_typed(both), TXN_STATE_SCHEMA, *extra)
+    schema = TXN_STATE_SCHEMA.append(DUMP_FILE)
+    return _assembled(both, ("dump_file", "section"), assemble_txn_state, schema)
+
+
+_LINE_TYPES = {
+    "partition_leader_epoch": pa.int32(),
+    "record_count": pa.int64(),
+    "crc_valid": pa.bool_(),
+    "batch_position": pa.int64(),
+    "batch_size": pa.int64(),
+    "damage_text": pa.string(),
+    "invalid_bytes": pa.int64(),
+}
+
+
+def _with_lines(rows: pa.Table, lines: pa.Table) -> pa.Table:
+    """``rows`` plus the line columns ``assemble_txn_state`` groups and orders by."""
+    for name in ("line_no", "section", "kind_code", "dpath", "partition"):
+        rows = rows.append_column(name, lines.column(name))
+    return rows.append_column("dump_file", lines.column("file"))
+
+
+def _typed(table: pa.Table) -> pa.Table:
+    """The extra line columns in the types the Spark path hands ``assemble_txn_state`` (null-filled ones
+    take the type of a null column otherwise)."""
+    for name, typ in _LINE_TYPES.items():
+        if name not in table.column_names:
+            table = table.append_column(name, pa.nulls(table.num_rows, typ))
+        else:
+            table = table.set_column(table.column_names.index(name), name, table.column(name).cast(typ))
+    return table
+
+
+def _dumped(lines: pa.Table) -> pa.Table:
+    """One ``segment`` row per dumped ``__transaction_state`` segment: the coordinator partitions the dumps
+    hold, records or not."""
+    rows = _where(lines, pc.and_kleene(_col(lines, "is_txn_state"), pc.equal(_col(lines, "kind_code"), K_DUMPING)))
+    table = pa.table(
+        {
+            "kind": pa.repeat(pa.scalar("segment"), rows.num_rows),
+            "broker": rows.column("broker"),
+            "coordinator_partition": rows.column("partition"),
+            "file": rows.column("dpath"),
+            "dump_file": rows.column("file"),
+        }
+    )
+    return _shaped(table, TXN_STATE_SCHEMA, "dump_file")
