@@ -149,7 +149,6 @@ def child(log_dir: str, driver_memory: str) -> dict[str, Any]:
     from pyspark.sql import SparkSession
 
     from txnlog.pipeline import _describe, _log_dir_sources, check_inputs
-    from txnlog.spark.placement import Placement
     from txnlog.spark.sources import SegmentsSource, files_option
 
     peak = _Peak()
@@ -168,7 +167,7 @@ def child(log_dir: str, driver_memory: str) -> dict[str, Any]:
     inv = check_inputs([log_dir])
     note = _describe(inv, 0, None, 50)
     t1, c1 = time.perf_counter(), time.process_time()
-    summary, records = _log_dir_sources(spark, inv, True, scratch, False, False, Placement())
+    summary, records = _log_dir_sources(spark, inv, True, scratch, False, False)
     t2, c2 = time.perf_counter(), time.process_time()
     tasks = summary.rdd.getNumPartitions()
     txn_tasks = records.rdd.getNumPartitions()

@@ -165,11 +165,6 @@ RUN_CONF: dict[str, str] = {
     "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
     "spark.sql.maxPlanStringLength": "1000000",
 }
-# A small input (txnlog.spark.placement) is a few thousand rows: compiling each query's generated code
-# costs more than running it interpreted.
-DRIVER_RUN_CONF: dict[str, str] = {
-    "spark.sql.codegen.wholeStage": "false",
-}
 
 
 # --- 1. plan_inputs: everything that needs no Spark ---------------------------------------------------
@@ -340,18 +335,14 @@ class Cache:
 
 
 @contextmanager
-def run_scope(
-    spark: SparkSession, output: str, run_id: str, placement: Placement | None = None
-) -> Iterator[tuple[str, Cache]]:
+def run_scope(spark: SparkSession, output: str, run_id: str) -> Iterator[tuple[str, Cache]]:
     """A run's scratch directory under the output (txnlog.spark.staged) and its cache, both released on
-    every exit; the run's Spark settings (RUN_CONF, and DRIVER_RUN_CONF for a small input placed in the
-    driver; one the user set explicitly wins) for its duration."""
+    every exit; the run's Spark settings (RUN_CONF; one the user set explicitly wins) for its duration."""
     from txnlog import delta
     from txnlog.spark.session import temporary_conf
 
     cache = Cache()
-    wanted = {**RUN_CONF, **(DRIVER_RUN_CONF if placement and placement.driver else {})}
-    run_conf = {k: v for k, v in wanted.items() if spark.conf.get(k, None) is None}
+    run_conf = {k: v for k, v in RUN_CONF.items() if spark.conf.get(k, None) is None}
     with delta.scratch(output, run_id) as scratch, temporary_conf(spark, run_conf):
         try:
             yield scratch, cache
@@ -403,10 +394,10 @@ def decode(
         return _decode_here(inputs, check_crc, scratch, max_decompressed_bytes)
     shared = bool(inputs.dump_files or inputs.live)  # other inputs may hold the same partitions
     summary, records = _log_dir_sources(
-        spark, inputs.inventory, check_crc, scratch, shared, bool(inputs.dump_files), placement, max_decompressed_bytes,
+        spark, inputs.inventory, check_crc, scratch, shared, bool(inputs.dump_files), max_decompressed_bytes,
         split_segment_bytes,
     )  # fmt: skip
-    summary, records = _other_inputs(spark, inputs, summary, records, kafka, placement)
+    summary, records = _other_inputs(spark, inputs, summary, records, kafka)
     if inputs.live and live_cut is not None:
         summary = summary.unionByName(
             _live_batches(spark, inputs.live, kafka, live_cut, check_crc, fetch, max_decompressed_bytes)
@@ -465,7 +456,6 @@ def _log_dir_sources(
     scratch: str,
     shared: bool,
     dumps: bool,
-    placement: Placement,
     max_decompressed_bytes: int | None = None,
     split_segment_bytes: int = 0,
 ) -> tuple[DataFrame, DataFrame]:
@@ -479,8 +469,10 @@ def _log_dir_sources(
         inv, check_crc, scratch, shared, dumps, spark.sparkContext.defaultParallelism, max_decompressed_bytes,
         split_segment_bytes,
     )  # fmt: skip
-    summary = placement.read(spark, SegmentsSource, segments)
-    records = placement.read(spark, TxnStateSource, txn_state)
+    spark.dataSource.register(SegmentsSource)
+    spark.dataSource.register(TxnStateSource)
+    summary = spark.read.format(SegmentsSource.name()).options(**segments).load()
+    records = spark.read.format(TxnStateSource.name()).options(**txn_state).load()
     return summary.withColumn("input", F.lit(InputSource.SEGMENTS)), records.withColumn(
         "input", F.lit(InputSource.SEGMENTS)
     )
@@ -571,7 +563,6 @@ def _other_inputs(
     summary: DataFrame,
     records: DataFrame,
     kafka: dict[str, Any],
-    placement: Placement,
 ) -> tuple[DataFrame, DataFrame]:
     """``summary`` and ``records`` plus the kafka-dump-log.sh files' and the live cluster's rows."""
     from pyspark.sql import functions as F
@@ -579,7 +570,7 @@ def _other_inputs(
     if inputs.dump_files:
         from txnlog.spark.dump_log import read_dump_logs
 
-        frames = read_dump_logs(spark, list(inputs.dump_log), placement)
+        frames = read_dump_logs(spark, list(inputs.dump_log))
         summary = summary.unionByName(frames.summary.withColumn("input", F.lit(InputSource.DUMP_LOG)))
         dumped = frames.records.withColumn("input", F.lit(InputSource.DUMP_LOG))
         records = records.unionByName(dumped, allowMissingColumns=True)
@@ -686,8 +677,8 @@ def _epoch_ms(moment: datetime) -> int:
 
 def build_tables(
     spark: SparkSession,
-    summary: DataFrame,
-    records: DataFrame,
+    summary: DataFrame | pa.Table,
+    records: DataFrame | pa.Table,
     thresholds: classify.Thresholds,
     *,
     scratch: str,
@@ -707,9 +698,10 @@ def build_tables(
     ``fragments``: ``summary`` may hold fragments still to merge into transactions (``fragment_partitions``:
     only those partitions' rows, else any); ``records_reduced``: ``records`` were reduced where decoded
     (txnlog.spark.coordinator), else they are reduced here.
-    ``as_of``: adds the quarantine's warning rows for client clocks far past it. ``placement``: the Python
-    steps in Spark tasks or, for a small input, in this process, whose intermediates are then held here
-    instead of cached (txnlog.spark.placement). ``history_bounds``: a live run's bounds of the transactions
+    ``as_of``: adds the quarantine's warning rows for client clocks far past it. ``placement``: with
+    ``driver`` (a small input, txnlog.spark.placement) the same tables are built in Arrow in this process
+    (txnlog.spark.arrow_tables), no Spark query; ``summary`` and ``records`` may then be Arrow tables.
+    ``history_bounds``: a live run's bounds of the transactions
     it writes (a pyarrow Table, txnlog.spark.live_batches.LiveCut.history_bounds). The run key (cluster,
     as_of) is set by the writer."""
     from pyspark.sql import functions as F
@@ -717,8 +709,9 @@ def build_tables(
     from txnlog.spark import output
     from txnlog.spark import transforms as T
 
-    placement = placement or T.IN_TASKS
-    if placement.driver:  # a small input: the same tables in Arrow here, without a Spark query
+    if (
+        placement is not None and placement.driver
+    ):  # a small input: the same tables in Arrow here, without a Spark query
         from txnlog.spark import arrow_tables
 
         return arrow_tables.build(
@@ -731,15 +724,15 @@ def build_tables(
     it = output.intermediates(
         spark, summary, records, as_of_ms=thresholds.as_of_ms, checkpoints=checkpoints, fragments=fragments,
         fragment_partitions=fragment_partitions,
-        records_reduced=records_reduced, scratch=scratch, cached=keep, placement=placement,
+        records_reduced=records_reduced, scratch=scratch, cached=keep,
     )  # fmt: skip
     damage = T.damage_map(summary, records)
-    verdicts = T.classify_candidates(output.candidates(it, thresholds), thresholds, damage, placement)
+    verdicts = T.classify_candidates(output.candidates(it, thresholds), thresholds, damage)
     classified = keep(verdicts.filter(F.col("verdict").isNotNull()))
-    stuck = T.stuck_coordinator_records(it.state, it.input_partitions, thresholds, placement)
+    stuck = T.stuck_coordinator_records(it.state, it.input_partitions, thresholds)
     return {
         "transactions": output.transactions(
-            spark, it, as_of_ms=thresholds.as_of_ms, scratch=scratch, placement=placement, bounds=history_bounds
+            spark, it, as_of_ms=thresholds.as_of_ms, scratch=scratch, bounds=history_bounds
         ),
         "findings": keep(output.findings(classified, stuck, thresholds.as_of_ms)),
         "abort_recommendations": output.abort_recommendations(
@@ -748,7 +741,7 @@ def build_tables(
         "partition_health": keep(output.partition_health(it, thresholds)),
         "producer_state": output.producer_state(it, thresholds),
         "coordinator_state": output.coordinator_state(it),
-        "coordinator_history": output.coordinator_history(spark, scratch=scratch, placement=placement),
+        "coordinator_history": output.coordinator_history(spark, scratch=scratch),
         "quarantine": _quarantine(summary, records, as_of, as_of_source),
     }
 
@@ -848,22 +841,17 @@ def write(
     tables: dict[str, Any],
     config: Config,
     as_of: datetime,
-    placement: Placement | None = None,
     supersede: dict[str, Any] | None = None,
 ) -> dict[str, int]:
     """Every table to its Delta table under ``config.output``: the run's rows (``config.cluster``, ``as_of``)
-    replaced, one commit per table, with the configured writer. With the driver ``placement`` (a small
-    input) a DataFrame's rows are collected here and written with pyarrow, not by a Spark job's writers.
-    ``supersede``: per table, an earlier run's rows the same commit drops (txnlog.delta.Supersede)."""
-    from pyspark.sql import DataFrame
-
+    replaced, one commit per table, with the configured writer (a small input's Arrow tables with pyarrow,
+    not by a Spark job's writers, txnlog.delta). ``supersede``: per table, an earlier run's rows the same
+    commit drops (txnlog.delta.Supersede)."""
     from txnlog import delta
 
     counts: dict[str, int] = {}
     for name, table in tables.items():
         with job_description(spark, f"txnlog: write {name}"):
-            if placement is not None and placement.driver and isinstance(table, DataFrame):
-                table = table.toArrow()
             counts.update(
                 delta.write_tables(
                     spark,
@@ -957,8 +945,7 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
         progress(f"cluster '{cluster}': named after the input (the same input gives the same name; --cluster names it)")
     placement = Placement.for_input(inputs.bytes, config.driver_max_bytes, live=bool(inputs.live))
     spark = spark or get_session("txnlog", conf=dict(config.spark))
-    with run_scope(spark, config.output, run_id, placement) as (scratch, cache):
-        placement = dataclasses.replace(placement, scratch=scratch)
+    with run_scope(spark, config.output, run_id) as (scratch, cache):
         live_cut = capture_live(config, inputs, progress)
         progress(f"decoding {_file_count(inputs)} files {'here (a small input)' if placement.driver else 'in Spark'}")
         decoded = decode(
@@ -987,7 +974,7 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
             mark = functools.partial(_mark_run, spark, config, result, started_at)
             mark("RUNNING")
             try:
-                counts = write(spark, tables, config, as_of, placement, supersede=_superseded(live_cut))
+                counts = write(spark, tables, config, as_of, supersede=_superseded(live_cut))
                 result, late_partitions = summarize(spark, tables, counts, run=result)
                 result.seconds = time.monotonic() - t0
                 mark("SUCCEEDED", late_partitions=late_partitions)

@@ -53,7 +53,6 @@ from pyspark.sql.types import StructType
 from txnlog import storage
 from txnlog.kafka import dump_log_text as D
 from txnlog.logdirs import IGNORED_TOPICS
-from txnlog.spark.placement import Placement
 from txnlog.spark.schemas import quoted, shaped
 from txnlog.spark.sources import (
     KIND_MARKER,
@@ -1320,7 +1319,7 @@ RECORD_COLUMNS = (
 ).split()
 
 
-def _records(lines: DataFrame, placement: Placement) -> DataFrame:
+def _records(lines: DataFrame) -> DataFrame:
     """TXN_STATE rows of the ``__transaction_state`` lines: the decoded record lines (3.x Scala text
     and 4.x JSON, parsed by the reader) with their batch lines, assembled per dumped segment."""
     parsed = {"kind": _sql("record"), "broker": "broker", "coordinator_partition": "partition", "file": "dpath"}
@@ -1367,7 +1366,7 @@ def _records(lines: DataFrame, placement: Placement) -> DataFrame:
     )
     both = decoded.unionByName(txn_batches)
     out_schema = arrow_to_spark_schema(TXN_STATE_SCHEMA.append(pa.field("dump_file", pa.string())))
-    return placement.apply_in_arrow(both, ("dump_file", "section"), assemble_txn_state, out_schema)
+    return both.groupBy("dump_file", "section").applyInArrow(assemble_txn_state, out_schema)
 
 
 def _replica_names(lines: DataFrame) -> DataFrame:
@@ -1431,7 +1430,7 @@ def _named(df: DataFrame, names: DataFrame, dump_col: str = "dump_file") -> Data
     )
 
 
-def read_dump_logs(spark: SparkSession, paths: list[str], placement: Placement | None = None) -> DumpLogFrames:
+def read_dump_logs(spark: SparkSession, paths: list[str]) -> DumpLogFrames:
     """``kafka-dump-log.sh`` outputs under ``paths`` → the rows of the segment and txn-state sources.
 
     ``paths`` are ``--dump-log`` values (``PATH`` or ``NAME=PATH``). ``summary`` has
@@ -1442,13 +1441,12 @@ def read_dump_logs(spark: SparkSession, paths: list[str], placement: Placement |
     (``isvalid: false``, invalid bytes at the end, ``...`` elisions, the tool's exceptions) is
     quarantined by that segment's path and byte position, the dump file and line in ``detail``;
     a line no format knows is quarantined by the dump file and its line number (``length`` 1).
-    ``broker`` is the replica name (:func:`_replica_names`). ``placement``: Python steps in Spark tasks
-    (the default) or in this process (txnlog.spark.placement).
+    ``broker`` is the replica name (:func:`_replica_names`). A small input is read in the driver by
+    txnlog.spark.dump_log_arrow instead, with the same steps in Arrow.
 
     Spark only filters the parsed lines on their typed columns, names the replicas and groups the
     lines of each dumped segment for ``assemble_*``; the parse happened in the reader.
     """
-    placement = placement or Placement()
     inputs = list_dump_inputs(paths)
     files = [f for f, _, _ in inputs]
     options = {
@@ -1456,8 +1454,8 @@ def read_dump_logs(spark: SparkSession, paths: list[str], placement: Placement |
         "storage": storage.settings_option(),
         "locations": json.dumps({f: [loc, named] for f, loc, named in inputs}),
     }
-    # the driver placement holds the parsed lines as Arrow already: every branch below starts from them
-    lines = placement.read(spark, DumpLinesSource, options)
+    register_dump_log_source(spark)
+    lines = spark.read.format(DUMP_LINES_SOURCE).options(**options).load()
     names = _replica_names(lines)
 
     # --- segments: the lines needed to rebuild each dumped data segment (the KRaft metadata log
@@ -1467,7 +1465,7 @@ def read_dump_logs(spark: SparkSession, paths: list[str], placement: Placement |
         f"OR (kind_code = {K_RECORD} AND (after_batch OR marker_type IS NOT NULL)))"
     ).select(*SEGMENT_COLUMNS)
     seg_schema = arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA.append(pa.field("dump_file", pa.string())))
-    segments = placement.apply_in_arrow(seg_lines, ("file", "section"), assemble_segment, seg_schema)
+    segments = seg_lines.groupBy("file", "section").applyInArrow(assemble_segment, seg_schema)
 
     # --- producer snapshots
     snapshots = lines.filter(
@@ -1516,7 +1514,7 @@ def read_dump_logs(spark: SparkSession, paths: list[str], placement: Placement |
     )
     summary = _named(summary, names).select(*cols)
 
-    records = _records(lines, placement)
+    records = _records(lines)
     # one row per dumped __transaction_state segment, records or not: which coordinator partitions
     # the dumps hold (an empty one too, as a copied empty __transaction_state-<n>/ directory counts)
     txn_schema = arrow_to_spark_schema(TXN_STATE_SCHEMA)

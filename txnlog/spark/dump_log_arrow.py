@@ -44,7 +44,7 @@ DUMP_FILE = pa.field("dump_file", pa.string())
 
 
 def read_dump_logs_here(paths: list[str]) -> tuple[pa.Table, pa.Table]:
-    """``read_dump_logs(spark, paths, placement)`` in this process: (summary, records) as Arrow tables of
+    """``read_dump_logs(spark, paths)`` in this process: (summary, records) as Arrow tables of
     SEGMENT_SUMMARY_SCHEMA and TXN_STATE_SCHEMA, ``broker`` the replica name."""
     inputs = list_dump_inputs(paths)
     options = {

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from txnlog.logdirs import Checkpoint
-    from txnlog.spark.placement import Placement
     from txnlog.spark.staged import StagedTable
 
 
@@ -62,7 +61,6 @@ def intermediates(
     records_reduced: bool,
     scratch: str,
     cached: Callable[[DataFrame], DataFrame],
-    placement: Placement = T.IN_TASKS,
     fragment_partitions: Collection[tuple[str, int]] | None = None,
 ) -> Intermediates:
     from txnlog.spark.producers import leader_producer_state
@@ -93,14 +91,13 @@ def intermediates(
             checkpoints_of(checkpoints),
             fragments=fragments,
             stage=stage,
-            placement=placement,
             fragment_partitions=fragment_partitions,
         )
     )
     pstats = cached(T.partition_stats(stats))
     txns, health = T.with_lso(txns, pstats, as_of_ms)
     if not records_reduced:
-        records = T.reduced_records(records, f"{scratch}/coordinator_history", placement)
+        records = T.reduced_records(records, f"{scratch}/coordinator_history")
     history = cached(T.coordinator_history(records))
     state = cached(T.coordinator_state(history))
     owners = T.producer_owners(state)
@@ -117,7 +114,7 @@ def intermediates(
         .filter(F.col("transactional_id").isNotNull())
     )
     partitions = pstats.select(F.concat_ws("-", "topic", F.col("partition").cast("string")).alias("tp_name"))
-    producers = leader_producer_state(summary, checkpoints_of(checkpoints), placement)
+    producers = leader_producer_state(summary, checkpoints_of(checkpoints))
     return Intermediates(cached(txns), cached(health), partitions, history, state, owner_ids, producers)
 
 
@@ -127,7 +124,6 @@ def transactions(
     *,
     as_of_ms: int,
     scratch: str,
-    placement: Placement = T.IN_TASKS,
     bounds: pa.Table | None = None,
 ) -> StagedTable:
     """Every transaction: staged by the tasks that rebuilt them, finished in Python tasks with what only
@@ -141,16 +137,14 @@ def transactions(
         sources=it.health.select("topic", "partition", "source").toArrow().cast(SOURCES_SCHEMA),
         bounds=bounds,
     )
-    return StagedTable(spark, f"{scratch}/transactions", finish, driver=placement.driver)
+    return StagedTable(spark, f"{scratch}/transactions", finish)
 
 
-def coordinator_history(spark: SparkSession, *, scratch: str, placement: Placement = T.IN_TASKS) -> StagedTable:
+def coordinator_history(spark: SparkSession, *, scratch: str) -> StagedTable:
     """Every ``__transaction_state`` record once, staged by the tasks that decoded or reduced them."""
     from txnlog.spark.staged import FinishHistory, StagedTable
 
-    return StagedTable(
-        spark, f"{scratch}/coordinator_history", FinishHistory(), "coordinator_history", driver=placement.driver
-    )
+    return StagedTable(spark, f"{scratch}/coordinator_history", FinishHistory(), "coordinator_history")
 
 
 def candidates(it: Intermediates, thresholds: classify.Thresholds) -> DataFrame:

@@ -24,7 +24,6 @@ from txnlog.spark.transactions import Checkpoints, _arrow_col
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from txnlog.spark.placement import Placement
 
 #: one row per producer id of a partition, on its leader, before expiry (times in epoch ms)
 PRODUCER_ROWS = pa.schema(
@@ -129,7 +128,7 @@ def producers_of_summary(table: pa.Table, checkpoints: Checkpoints) -> pa.Table:
     return pa.Table.from_arrays([columns[f.name].cast(f.type) for f in PRODUCER_ROWS], schema=PRODUCER_ROWS)
 
 
-def leader_producer_state(summary: DataFrame, checkpoints: Checkpoints, placement: Placement) -> DataFrame:
+def leader_producer_state(summary: DataFrame, checkpoints: Checkpoints) -> DataFrame:
     """Per partition, its leader's producer state (:data:`PRODUCER_ROWS`): the rows of each partition
     grouped (one shuffle of a row per segment and producer) and reduced by :func:`producers_of_summary`."""
     from pyspark.sql import functions as F
@@ -143,4 +142,4 @@ def leader_producer_state(summary: DataFrame, checkpoints: Checkpoints, placemen
 
     rows = summary.filter(F.col("kind").isin(*KINDS) & F.col("topic").isNotNull() & F.col("partition").isNotNull())
     rows = rows.select(*SUMMARY_COLUMNS)
-    return placement.apply_in_arrow(rows, ("topic", "partition"), reduce_group, arrow_to_spark_schema(PRODUCER_ROWS))
+    return rows.groupBy("topic", "partition").applyInArrow(reduce_group, arrow_to_spark_schema(PRODUCER_ROWS))

@@ -18,13 +18,11 @@ from pyspark.sql import functions as F
 from txnlog import classify
 from txnlog.kafka.wire import TransactionState
 from txnlog.spark.arrow_tables import CANDIDATE_SCHEMA_EXTRA, classify_batches, stuck_batches
-from txnlog.spark.placement import Placement
 from txnlog.spark.schemas import quoted
 from txnlog.spark.staged import RAW_COLUMNS
 from txnlog.spark.transactions import KIND_TRANSACTION, Checkpoints, transactions_of_summary
 
 REPLICA = ["broker", "topic", "partition"]
-IN_TASKS = Placement()  # Python steps in Spark's Python tasks (txnlog.spark.placement)
 
 
 def state_name(col: str) -> Column:
@@ -67,7 +65,6 @@ def partition_transactions(
     *,
     fragments: bool,
     stage: str | None = None,
-    placement: Placement = IN_TASKS,
     fragment_partitions: Collection[tuple[str, int]] | None = None,
 ) -> DataFrame:
     """One row per transaction of a partition, every replica merged (``txnlog.reconstruct``).
@@ -99,8 +96,10 @@ def partition_transactions(
         def merge_group(table: pa.Table) -> pa.Table:  # typed: applyInArrow reads the hints
             return transactions_of_summary(table, known, stage)
 
-        merged = placement.apply_in_arrow(
-            pieces.select(*names), ("topic", "partition"), merge_group, arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA)
+        merged = (
+            pieces.select(*names)
+            .groupBy("topic", "partition")
+            .applyInArrow(merge_group, arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA))
         )
         done = done.unionByName(merged)
     ms = {"first_timestamp", "last_timestamp", "marker_timestamp"}
@@ -439,7 +438,7 @@ def history_owners(history: DataFrame) -> DataFrame:
     )
 
 
-def reduced_records(records: DataFrame, stage: str, placement: Placement = IN_TASKS) -> DataFrame:
+def reduced_records(records: DataFrame, stage: str) -> DataFrame:
     """``records`` whose ``record`` rows were not reduced where they were decoded (kafka-dump-log.sh
     output, the live cluster), reduced per coordinator partition by the same code
     (txnlog.spark.coordinator), every record staged for ``coordinator_history``; other rows as they are."""
@@ -457,7 +456,7 @@ def reduced_records(records: DataFrame, stage: str, placement: Placement = IN_TA
     # every column nullable: the reduced rows are a subset, but a caller's F.lit column is declared non-null
     out = StructType([StructField(f.name, f.dataType, True) for f in recs.schema.fields])
     out = out.add(StructField("transitions", LongType(), True))
-    reduced = placement.apply_in_arrow(recs, ("coordinator_partition",), reduce_group, out)
+    reduced = recs.groupBy("coordinator_partition").applyInArrow(reduce_group, out)
     others = records.filter(F.col("kind") != "record").select(*columns, F.lit(None).cast("long").alias("transitions"))
     return reduced.unionByName(others)
 
@@ -471,7 +470,6 @@ def classify_candidates(
     candidates: DataFrame,
     thresholds: classify.Thresholds,
     damage: classify.Damage | None = None,
-    placement: Placement = IN_TASKS,
 ) -> DataFrame:
     """Apply classify.verdicts + evidence to the candidate rows (vectorized per Arrow batch)."""
     damage = damage or classify.Damage()
@@ -479,15 +477,14 @@ def classify_candidates(
 
     in_schema = to_arrow_schema(candidates.schema, timezone="UTC")
     out_schema = pa.schema(list(in_schema) + [pa.field(n, t) for n, t in CANDIDATE_SCHEMA_EXTRA])
-    return placement.map_in_arrow(
-        candidates,
+    return candidates.mapInArrow(
         partial(classify_batches, thresholds=thresholds, damage=damage, out_schema=out_schema),
         from_arrow_schema(out_schema),
     )
 
 
 def stuck_coordinator_records(
-    state: DataFrame, input_partitions: DataFrame, thresholds: classify.Thresholds, placement: Placement = IN_TASKS
+    state: DataFrame, input_partitions: DataFrame, thresholds: classify.Thresholds
 ) -> DataFrame:
     """COORDINATOR_STUCK rows: records stuck far past their timeout whose partitions are not in the input."""
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
@@ -517,6 +514,6 @@ def stuck_coordinator_records(
     )
     in_schema = to_arrow_schema(cand.schema, timezone="UTC")
     out_schema = pa.schema(list(in_schema) + [pa.field("evidence", pa.string()), pa.field("advice", pa.string())])
-    return placement.map_in_arrow(
-        cand, partial(stuck_batches, thresholds=thresholds, out_schema=out_schema), from_arrow_schema(out_schema)
+    return cand.mapInArrow(
+        partial(stuck_batches, thresholds=thresholds, out_schema=out_schema), from_arrow_schema(out_schema)
     )
