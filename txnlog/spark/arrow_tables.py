@@ -393,7 +393,7 @@ def damage(summary: pa.Table, records: pa.Table) -> classify.Damage:
 _STATE_NAMES = {int(s): s.kafka_name for s in TransactionState}
 
 #: a value record's fields the coordinator's state holds (``T.coordinator_state``)
-_STATE_COLUMNS = (
+STATE_COLUMNS = (
     "producer_id",
     "producer_epoch",
     "state_name",
@@ -440,7 +440,7 @@ def coordinator_state(history: pa.Table) -> pa.Table:
             "source": newest.column("input"),
         }
     )
-    state = _join(state, values.select([tid, *_STATE_COLUMNS]), [tid])
+    state = _join(state, values.select([tid, *STATE_COLUMNS]), [tid])
     state = _join(state, totals, [tid])
     live_name = pc.if_else(
         _true(state.column("is_tombstoned")), pa.scalar(None, pa.string()), state.column("state_name")

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from txnlog import classify
 from txnlog.kafka.wire import TransactionState
-from txnlog.spark.arrow_tables import CANDIDATE_SCHEMA_EXTRA, classify_batches, stuck_batches
+from txnlog.spark.arrow_tables import CANDIDATE_SCHEMA_EXTRA, STATE_COLUMNS, classify_batches, stuck_batches
 from txnlog.spark.schemas import quoted
 from txnlog.spark.staged import RAW_COLUMNS
 from txnlog.spark.transactions import KIND_TRANSACTION, Checkpoints, transactions_of_summary
@@ -339,20 +339,7 @@ def coordinator_state(history: DataFrame) -> DataFrame:
     fields of its last value (which producer id it owned) with ``is_tombstoned`` = true: that is
     what TRANSACTIONAL_ID_EXPIRED needs.
     """
-    cols = [
-        "producer_id",
-        "producer_epoch",
-        "state_name",
-        "timeout_ms",
-        "partitions",
-        "txn_start_timestamp",
-        "last_update_timestamp",
-        "previous_producer_id",
-        "next_producer_id",
-        "next_producer_epoch",
-        "client_transaction_version",
-        "coordinator_epoch",
-    ]
+    cols = list(STATE_COLUMNS)
     order = F.struct("coordinator_partition", "record_offset")
     value = ~F.col("is_tombstone")
     latest = history.groupBy("transactional_id").agg(
