@@ -102,8 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--driver-max-bytes",
         type=int,
         metavar="BYTES",
-        help="inputs up to this size are decoded in the driver process instead of Spark's Python tasks, "
-        "seconds faster on small inputs, same tables (default 67108864 = 64 MiB; 0 = always in tasks)",
+        help="inputs up to this size are read and their tables built in the driver process with pyarrow, "
+        "without a Spark query: seconds faster on small inputs, same tables (default 67108864 = 64 MiB; "
+        "0 = always with Spark)",
     )
     p.add_argument(
         "--split-segment-bytes",

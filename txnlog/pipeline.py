@@ -701,17 +701,11 @@ def build_tables(
     ``as_of``: adds the quarantine's warning rows for client clocks far past it. ``placement``: with
     ``driver`` (a small input, txnlog.spark.placement) the same tables are built in Arrow in this process
     (txnlog.spark.arrow_tables), no Spark query; ``summary`` and ``records`` may then be Arrow tables.
-    ``history_bounds``: a live run's bounds of the transactions
-    it writes (a pyarrow Table, txnlog.spark.live_batches.LiveCut.history_bounds). The run key (cluster,
-    as_of) is set by the writer."""
-    from pyspark.sql import functions as F
-
+    ``history_bounds``: a live run's bounds of the transactions it writes (a pyarrow Table,
+    txnlog.spark.live_batches.LiveCut.history_bounds). The run key (cluster, as_of) is set by the writer."""
     from txnlog.spark import output
-    from txnlog.spark import transforms as T
 
-    if (
-        placement is not None and placement.driver
-    ):  # a small input: the same tables in Arrow here, without a Spark query
+    if placement is not None and placement.driver:  # a small input: the same tables in Arrow, no Spark query
         from txnlog.spark import arrow_tables
 
         return arrow_tables.build(
@@ -719,54 +713,16 @@ def build_tables(
             fragments=fragments, fragment_partitions=fragment_partitions, records_reduced=records_reduced,
             as_of=as_of, as_of_source=as_of_source, history_bounds=history_bounds,
         )  # fmt: skip
-    keep = _cache_function(cache)
-    summary, records = _with_input(summary), _with_input(records)
-    it = output.intermediates(
-        spark, summary, records, as_of_ms=thresholds.as_of_ms, checkpoints=checkpoints, fragments=fragments,
-        fragment_partitions=fragment_partitions,
-        records_reduced=records_reduced, scratch=scratch, cached=keep,
+    return output.build(
+        spark, summary, records, thresholds, scratch=scratch, keep=_cache_function(cache), checkpoints=checkpoints,
+        fragments=fragments, fragment_partitions=fragment_partitions, records_reduced=records_reduced, as_of=as_of,
+        as_of_source=as_of_source, history_bounds=history_bounds,
     )  # fmt: skip
-    damage = T.damage_map(summary, records)
-    verdicts = T.classify_candidates(output.candidates(it, thresholds), thresholds, damage)
-    classified = keep(verdicts.filter(F.col("verdict").isNotNull()))
-    stuck = T.stuck_coordinator_records(it.state, it.input_partitions, thresholds)
-    return {
-        "transactions": output.transactions(
-            spark, it, as_of_ms=thresholds.as_of_ms, scratch=scratch, bounds=history_bounds
-        ),
-        "findings": keep(output.findings(classified, stuck, thresholds.as_of_ms)),
-        "abort_recommendations": output.abort_recommendations(
-            classified, thresholds.bootstrap_servers or classify.BOOTSTRAP_PLACEHOLDER, it
-        ),
-        "partition_health": keep(output.partition_health(it, thresholds)),
-        "producer_state": output.producer_state(it, thresholds),
-        "coordinator_state": output.coordinator_state(it),
-        "coordinator_history": output.coordinator_history(spark, scratch=scratch),
-        "quarantine": _quarantine(summary, records, as_of, as_of_source),
-    }
 
 
 def _arrow(rows: DataFrame | pa.Table) -> pa.Table:
     """``rows`` as an Arrow table (decoded here already, or collected: a small input)."""
     return rows.toArrow() if hasattr(rows, "toArrow") else rows
-
-
-def _quarantine(summary: DataFrame, records: DataFrame, as_of: datetime | None, as_of_source: str) -> DataFrame:
-    """The unreadable regions of the input, and with ``as_of`` warning rows for client clocks far past it
-    (kept as read, never "now": txnlog.as_of)."""
-    from txnlog.spark import output
-
-    quarantine = output.quarantine(summary, records)
-    if as_of is None:
-        return quarantine
-    return quarantine.unionByName(output.future_timestamps(summary, as_of, as_of_source))
-
-
-def _with_input(df: DataFrame) -> DataFrame:
-    """``df`` with its ``input`` column (callers that pass a source's output directly have none: segments)."""
-    from pyspark.sql import functions as F
-
-    return df if "input" in df.columns else df.withColumn("input", F.lit(InputSource.SEGMENTS))
 
 
 def _cache_function(

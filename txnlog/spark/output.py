@@ -345,8 +345,11 @@ def coordinator_state(it: Intermediates) -> DataFrame:
     )
 
 
-def quarantine(summary: DataFrame, records: DataFrame) -> DataFrame:
-    """Regions of the input that could not be read, by file and byte position (or dump file and line)."""
+def quarantine(
+    summary: DataFrame, records: DataFrame, as_of: datetime | None = None, as_of_source: str = ""
+) -> DataFrame:
+    """Regions of the input that could not be read, by file and byte position (or dump file and line), and
+    with ``as_of`` warning rows for client clocks far past it (kept as read, never "now": txnlog.as_of)."""
     data = summary.filter(F.col("kind") == "quarantine").withColumn("replica", F.col("broker"))
     coordinator = records.filter(F.col("kind") == "quarantine").withColumns(
         {
@@ -355,7 +358,10 @@ def quarantine(summary: DataFrame, records: DataFrame) -> DataFrame:
             "replica": F.col("broker"),
         }
     )
-    return project(data, "quarantine").unionByName(project(coordinator, "quarantine"))
+    rows = project(data, "quarantine").unionByName(project(coordinator, "quarantine"))
+    if as_of is None:
+        return rows
+    return rows.unionByName(future_timestamps(summary, as_of, as_of_source))
 
 
 def future_timestamps(summary: DataFrame, as_of: datetime, as_of_source: str) -> DataFrame:
@@ -363,3 +369,51 @@ def future_timestamps(summary: DataFrame, as_of: datetime, as_of_source: str) ->
     from txnlog import as_of as as_of_rule
 
     return project(as_of_rule.future_timestamps(summary, as_of, as_of_source, cluster=""), "quarantine")
+
+
+def build(
+    spark: SparkSession,
+    summary: DataFrame,
+    records: DataFrame,
+    thresholds: classify.Thresholds,
+    *,
+    scratch: str,
+    keep: Callable[[DataFrame], DataFrame],
+    checkpoints: Sequence[Checkpoint] = (),
+    fragments: bool = True,
+    fragment_partitions: Collection[tuple[str, int]] | None = None,
+    records_reduced: bool = False,
+    as_of: datetime | None = None,
+    as_of_source: str = "",
+    history_bounds: pa.Table | None = None,
+) -> dict[str, DataFrame | StagedTable]:
+    """Every output table with Spark (``txnlog.pipeline.build_tables``); ``keep`` persists what several
+    tables read. A small input's are built in Arrow instead (txnlog.spark.arrow_tables)."""
+    summary, records = _with_input(summary), _with_input(records)
+    it = intermediates(
+        spark, summary, records, as_of_ms=thresholds.as_of_ms, checkpoints=checkpoints, fragments=fragments,
+        fragment_partitions=fragment_partitions, records_reduced=records_reduced, scratch=scratch, cached=keep,
+    )  # fmt: skip
+    damage = T.damage_map(summary, records)
+    verdicts = T.classify_candidates(candidates(it, thresholds), thresholds, damage)
+    classified = keep(verdicts.filter(F.col("verdict").isNotNull()))
+    stuck = T.stuck_coordinator_records(it.state, it.input_partitions, thresholds)
+    return {
+        "transactions": transactions(spark, it, as_of_ms=thresholds.as_of_ms, scratch=scratch, bounds=history_bounds),
+        "findings": keep(findings(classified, stuck, thresholds.as_of_ms)),
+        "abort_recommendations": abort_recommendations(
+            classified, thresholds.bootstrap_servers or classify.BOOTSTRAP_PLACEHOLDER, it
+        ),
+        "partition_health": keep(partition_health(it, thresholds)),
+        "producer_state": producer_state(it, thresholds),
+        "coordinator_state": coordinator_state(it),
+        "coordinator_history": coordinator_history(spark, scratch=scratch),
+        "quarantine": quarantine(summary, records, as_of, as_of_source),
+    }
+
+
+def _with_input(df: DataFrame) -> DataFrame:
+    """``df`` with its ``input`` column (callers that pass a source's output directly have none: segments)."""
+    from txnlog.tables import InputSource
+
+    return df if "input" in df.columns else df.withColumn("input", F.lit(InputSource.SEGMENTS))
