@@ -244,8 +244,8 @@ def phases(res: dict[str, Any]) -> dict[str, float | None]:
     return {
         "launch + input check (before the JVM)": jvm,
         "JVM + Python driver start, input listing": (found - jvm) if found and jvm else None,
-        "SparkSession start, plans": (decoding - found) if decoding and found else None,
-        "decode (Spark job)": (decoded - decoding) if decoded and decoding else None,
+        "SparkSession start, sources planned": (decoding - found) if decoding and found else None,
+        "decode (Spark tasks, or the driver for a small input)": (decoded - decoding) if decoded and decoding else None,
         "tables, Delta writes, exit": (res["wall_s"] - decoded) if decoded else None,
     }
 
