@@ -91,10 +91,11 @@ def broker_times(summary: Any, records: Any) -> dict[str, int | None]:
 
 def broker_times_of(summary: Any, records: Any) -> dict[str, int | None]:
     """:func:`broker_times` of Arrow tables (a small input decoded in the driver)."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     def newest(table: Any, kinds: list[str], column: str) -> int | None:
-        rows = table.filter(pc.is_in(table.column("kind"), _strings(kinds)))
+        rows = table.filter(pc.is_in(table.column("kind"), pa.array(kinds, pa.string())))
         value = pc.max(rows.column(column)).as_py() if rows.num_rows else None
         return None if value is None else int(value)
 
@@ -103,12 +104,6 @@ def broker_times_of(summary: Any, records: Any) -> dict[str, int | None]:
         LOG_APPEND_TIME: newest(summary, ["segment", "piece"], "log_append_timestamp"),
         TRANSACTION_STATE: newest(records, ["record"], "record_timestamp"),
     }
-
-
-def _strings(values: list[str]) -> Any:
-    import pyarrow as pa
-
-    return pa.array(values, pa.string())
 
 
 def from_ms(ms: int) -> datetime:

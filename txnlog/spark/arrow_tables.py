@@ -30,6 +30,7 @@ from txnlog import tables as contract
 from txnlog.kafka.wire import TransactionState
 from txnlog.spark import staged
 from txnlog.spark.placement import group_starts
+from txnlog.spark.staged import timestamps as _ts  # epoch ms → UTC timestamps, the writer's rule
 from txnlog.tables import InputSource
 
 if TYPE_CHECKING:
@@ -183,10 +184,6 @@ def _first_rows(table: pa.Table, keys: list[str], order: list[tuple[str, str]]) 
     """The first row of each ``keys`` group in ``order`` (Spark's ``row_number() == 1`` over that window)."""
     ordered = table.sort_by([(k, "ascending") for k in keys] + order)
     return ordered.take(pa.array(group_starts(ordered, keys), pa.int64()))
-
-
-def _ts(values: Any) -> pa.Array:
-    return staged.timestamps(values)
 
 
 def _project(table: pa.Table, name: str, **derived: Any) -> pa.Table:
@@ -362,25 +359,22 @@ def with_lso(txns: pa.Table, pstats: pa.Table, as_of_ms: int) -> tuple[pa.Table,
 def damage(summary: pa.Table, records: pa.Table) -> classify.Damage:
     """The quarantined regions per data partition (from the damaged segment's base offset to the next
     segment's of the same replica) and the damaged ``__transaction_state`` partitions (``T.damage_map``)."""
-    segs = (
-        _kind(summary, "segment")
-        .select([*REPLICA, "file_offset"])
-        .sort_by([(k, "ascending") for k in [*REPLICA, "file_offset"]])
-    )
-    next_base: dict[tuple[Any, ...], int | None] = {}
-    rows = segs.to_pylist()
-    for i, r in enumerate(rows):
-        same = i + 1 < len(rows) and all(rows[i + 1][k] == r[k] for k in REPLICA)
-        next_base[(r["broker"], r["topic"], r["partition"], r["file_offset"])] = (
-            rows[i + 1]["file_offset"] if same else None
-        )
+    key = [*REPLICA, "file_offset"]
+    segs = _first_rows(_kind(summary, "segment").select(key), key, [])  # sorted by replica, then offset
+    after = np.zeros(segs.num_rows, bool)  # the next row is the same replica's next segment
+    after[:-1] = True
+    after[group_starts(segs, REPLICA)[1:] - 1] = False
+    following = segs.column("file_offset").combine_chunks()[1:] if segs.num_rows else pa.array([], pa.int64())
+    nxt = pa.concat_arrays([following, pa.nulls(1, pa.int64())]) if segs.num_rows else following
+    segs = _with(segs, next_base=pc.if_else(pa.array(after), nxt, pa.scalar(None, pa.int64())))
+    quarantined = _kind(summary, "quarantine").select([*key, "file"])
+    quarantined = _join(quarantined, segs, key).to_pylist()  # damaged regions: few
     by_tp: dict[tuple[str, int], set[tuple[int, int | None, str]]] = {}
-    for q in _kind(summary, "quarantine").select([*REPLICA, "file_offset", "file"]).to_pylist():
+    for q in quarantined:
         if q["topic"] is None or q["file_offset"] is None:
             continue
-        key = (q["broker"], q["topic"], q["partition"], q["file_offset"])
         by_tp.setdefault((q["topic"], int(q["partition"])), set()).add(
-            (int(q["file_offset"]), next_base.get(key), q["file"])
+            (int(q["file_offset"]), q["next_base"], q["file"])
         )
     bad = _kind(records, "quarantine").column("coordinator_partition").drop_null().to_pylist()
     return classify.Damage(
@@ -557,12 +551,14 @@ def partition_transactions(
         pieces = _kind(summary, "run", "marker", "segment", "snapshot").select(names)
         pieces = pieces.filter(pc.and_(pc.is_valid(pieces.column("topic")), pc.is_valid(pieces.column("partition"))))
         if fragment_partitions is not None:
-            wanted = {f"{t}-{p}" for t, p in fragment_partitions}
-            keys = [
-                f"{t}-{p}"
-                for t, p in zip(pieces.column("topic").to_pylist(), pieces.column("partition").to_pylist(), strict=True)
-            ]
-            pieces = pieces.filter(pa.array([k in wanted for k in keys], pa.bool_()))
+            wanted = pa.table(
+                {
+                    "topic": pa.array([t for t, _ in fragment_partitions], pa.string()),
+                    "partition": pa.array([p for _, p in fragment_partitions], pa.int32()),
+                    "_split": pa.repeat(True, len(fragment_partitions)),
+                }
+            )
+            pieces = pieces.filter(_true(_join(pieces.select(TP), wanted, TP).column("_split")))
         if pieces.num_rows:
             merged = transactions_of_summary(pieces, checkpoints_of(checkpoints), stage)
             done = pa.concat_tables([done, merged.cast(done.schema)])

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from txnlog import storage
 from txnlog.kafka import dump_log_text as D
+from txnlog.spark import staged
 from txnlog.spark.dump_log import (
     DAMAGE_KINDS,
     K_BATCH,
@@ -137,11 +138,18 @@ def _sets(rows: list[dict[str, Any]], keys: tuple[str, str]) -> dict[tuple[Any, 
 
 def _named(table: pa.Table, names: dict[tuple[str | None, str | None], str | None]) -> pa.Table:
     """``table`` with ``broker`` replaced by the replica name of its (dump file, printed broker)."""
-    files, brokers = table.column("dump_file").to_pylist(), table.column("broker").to_pylist()
-    named = [
-        names.get((f, b)) if f is not None and b is not None else None for f, b in zip(files, brokers, strict=True)
-    ]
-    broker = pc.coalesce(pa.array(named, pa.string()), table.column("broker"))
+    if not names or not table.num_rows:
+        return table
+    keys = list(names)
+    lookup = pa.table(
+        {
+            "dump_file": pa.array([f for f, _ in keys], pa.string()),
+            "broker": pa.array([b for _, b in keys], pa.string()),
+            "replica": pa.array([names[k] for k in keys], pa.string()),
+        }
+    )
+    named = staged.lookup(table, ["dump_file", "broker"], lookup, "replica")
+    broker = pc.coalesce(named, table.column("broker"))
     return table.set_column(table.column_names.index("broker"), "broker", broker)
 
 
