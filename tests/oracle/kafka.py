@@ -1,0 +1,90 @@
+"""Apache Kafka's own code as the judge: a thin runner over ``shared/kafka-oracle/oracle``.
+
+The oracle (``shared/kafka-oracle``, checked out beside the repository; provenance in its NOTICE.md) runs
+Kafka 4.0's unmodified ``LogLoader`` + ``ProducerStateManager`` (``load-partition``), ``DumpLogSegments``
+(``dump``, the real ``kafka-dump-log.sh``), ``TransactionLog`` (``txn-state``) and the ``MemoryRecords``
+builders (``write-sample``) from the command line. Every call here is one JVM (~0.6 s): batch the
+directories of a scenario into one :func:`load_partitions` call.
+
+It builds itself once (35-90 s) into ``/tmp/kafka-oracle`` on first use; ``KAFKA_ORACLE_JARS`` is pointed at
+this venv's ``pyspark/jars`` so that the build needs no pip install. Tests skip with a reason only where the
+oracle or ``java`` is absent (:func:`skip_reason`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+ORACLE = Path(os.environ.get("TXNLOG_KAFKA_ORACLE", ROOT.parent / "shared" / "kafka-oracle" / "oracle"))
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    if "KAFKA_ORACLE_JARS" not in env:
+        import pyspark
+
+        env["KAFKA_ORACLE_JARS"] = str(Path(pyspark.__file__).parent / "jars")
+    return env
+
+
+@functools.cache
+def skip_reason() -> str | None:
+    """Why the oracle cannot run here (None: it can). Builds it on first use."""
+    if not ORACLE.exists():
+        return f"the Kafka oracle is not at {ORACLE} (shared/ is checked out beside the repository in CI)"
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        return "no java on PATH (the Kafka oracle runs Kafka's own classes on Java 17)"
+    proc = subprocess.run([str(ORACLE), "--help"], env=_env(), capture_output=True, text=True, timeout=900)
+    if "usage: oracle" not in proc.stdout + proc.stderr:
+        raise RuntimeError(f"the Kafka oracle did not build: {proc.stderr[-3000:]}")
+    return None
+
+
+def run(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """``oracle ARGS...``; raises with its stderr when it fails."""
+    proc = subprocess.run([str(ORACLE), *args], env=_env(), capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"oracle {' '.join(args[:3])} ... failed ({proc.returncode}): {proc.stderr[-3000:]}")
+    return proc
+
+
+def load_partitions(dirs: list[Path] | list[str], *options: str) -> list[dict[str, Any]]:
+    """``load-partition`` over every directory in one JVM: one dict per directory, in order. A directory
+    Kafka cannot load comes back as ``{"dir", "error"}`` (the oracle's exit status is then 1)."""
+    if not dirs:
+        return []
+    proc = subprocess.run(
+        [str(ORACLE), "load-partition", *map(str, dirs), *options, "--jsonl"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    if len(rows) != len(dirs):
+        raise RuntimeError(f"load-partition gave {len(rows)} answers for {len(dirs)} dirs: {proc.stderr[-3000:]}")
+    return rows
+
+
+def txn_state(directory: Path | str, *options: str) -> list[dict[str, Any]]:
+    """``txn-state``: the newest state of every transactional.id of a ``__transaction_state`` partition,
+    as ``TransactionStateManager.loadTransactionMetadata`` leaves it (sorted by id)."""
+    out = run("txn-state", str(directory), *options).stdout
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def dump(*paths: Path | str, options: tuple[str, ...] = ()) -> str:
+    """The real ``kafka-dump-log.sh`` (``DumpLogSegments.main``) over ``paths``: its standard output."""
+    return run("dump", *map(str, paths), *options).stdout
+
+
+def write_sample(directory: Path | str, *options: str) -> str:
+    """``write-sample``: a partition written by Kafka's own builders (``directory`` named TOPIC-PARTITION)."""
+    return run("write-sample", str(directory), *options).stdout
