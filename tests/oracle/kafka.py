@@ -80,6 +80,32 @@ def txn_state(directory: Path | str, *options: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
+def txn_state_merged(dirs: list[Path] | list[str], work: Path | str) -> list[dict[str, Any]]:
+    """``txn-state`` over several ``__transaction_state`` partition dirs in one JVM.
+
+    ``txn-state`` takes one directory and replays every ``.log`` file in it in the order of their names
+    (``LogFileUtils.offsetFromFile``), keeping one entry per transactional.id. Here the segments of
+    ``dirs`` are hard-linked (copied where links fail) into ``work`` under sequence numbers, in the order
+    given (each dir's segments by base offset), and replayed in one call. Record offsets come from the
+    batches, not the file names, so each row equals that dir's own ``txn-state`` answer **only when no
+    transactional.id has records in two of the dirs** (Kafka hashes an id to one partition,
+    ``TransactionStateManager.partitionFor``; replicas of one partition must go to separate calls): the
+    caller checks that, e.g. from ``dump --transaction-log-decoder``. The log start offset is 0 for all.
+    """
+    work = Path(work)
+    work.mkdir(parents=True)
+    n = 0
+    for d in map(Path, dirs):
+        for seg in sorted(Path(d).glob("*.log"), key=lambda p: int(p.stem)):
+            target = work / f"{n:020d}.log"
+            try:
+                os.link(seg, target)
+            except OSError:
+                shutil.copyfile(seg, target)
+            n += 1
+    return txn_state(work)
+
+
 def dump(*paths: Path | str, options: tuple[str, ...] = ()) -> str:
     """The real ``kafka-dump-log.sh`` (``DumpLogSegments.main``) over ``paths``: its standard output."""
     return run("dump", *map(str, paths), *options).stdout
