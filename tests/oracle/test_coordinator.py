@@ -340,3 +340,74 @@ def test_ground_truth_coordinator_is_what_kafka_loads(judged: Judged):
         if counts.get(tid, 0) != c.records
     ]
     assert not problems, "\n".join(problems)
+
+
+_BATCH = re.compile(
+    r"^baseOffset: (-?\d+) lastOffset: (-?\d+) .* position: (\d+) .* size: (\d+) .* isvalid: (true|false)$"
+)
+#: a v2 batch's CRC field: after baseOffset (8), batchLength (4), partitionLeaderEpoch (4) and magic (1)
+_CRC_AT = 17
+
+
+def test_a_batch_failing_its_crc_in_the_coordinator_log(spark, oracle, tmp_path):
+    """The one difference by design: a ``__transaction_state`` batch whose CRC fails (only the CRC field
+    flipped, its records intact), the newest record of a transactional.id.
+
+    Kafka: ``DumpLogSegments`` prints it (``isvalid: false``) and ``TransactionStateManager``'s load replays
+    it like any other (``loadTransactionMetadata`` reads the log without ``ensureValid``), so a coordinator
+    that already had the batch below its recovery point loads that record as the id's state; one whose
+    unclean restart recovers that segment stops there instead (``LogSegment.recover`` validates each batch and
+    truncates the log at the first invalid one) and loads the record before it.
+    txnlog cannot tell which: it quarantines the batch (``crc_mismatch``, its file and position), leaves its
+    records out of ``coordinator_history`` and ``coordinator_state`` (the state is the record before it, the
+    truncating restart's, which Kafka's load of the segment cut at the batch confirms), and a finding whose
+    owner lives in that partition is ``VERIFY_FIRST`` (README, "How txnlog decides" 5). Every other record
+    equals Kafka's."""
+    from txnlog.brokerlog.scenarios import write_scenario
+
+    truth = write_scenario("coordinator_completed", tmp_path / "logs", seed=SEED)
+    dirs = sorted(d for d in (tmp_path / "logs").rglob("__transaction_state-*") if d.is_dir())
+    d = max(dirs, key=lambda p: sum(f.stat().st_size for f in p.glob("*.log")))
+    (segment,) = d.glob("*.log")
+    before = oracle.dump(segment, options=("--transaction-log-decoder",))
+    batches = [m for m in map(_BATCH.match, before.splitlines()) if m]
+    records = parse_txn_log_dump(before)[str(segment)]
+    # the newest record of the id whose history is longest; one record per batch, as the coordinator writes
+    ids = [r["transactional_id"] for r in records]
+    victim_id = max(set(ids), key=ids.count)
+    victim = max(r["offset"] for r in records if r["transactional_id"] == victim_id)
+    (batch,) = [b for b in batches if int(b[1]) <= victim <= int(b[2])]
+    assert batch[1] == batch[2], "the coordinator writes one record per batch"
+    position, size = int(batch[3]), int(batch[4])
+    data = bytearray(segment.read_bytes())
+    data[position + _CRC_AT] ^= 0xFF
+    segment.write_bytes(bytes(data))
+
+    after = oracle.dump(segment, options=("--transaction-log-decoder",))
+    assert [m[5] for m in map(_BATCH.match, after.splitlines()) if m].count("false") == 1
+    assert parse_txn_log_dump(after)[str(segment)] == records, "Kafka still reads every record, the damaged one too"
+    loaded = {r["transactionalId"]: r for r in oracle.txn_state(d)}
+    assert loaded[victim_id]["recordOffset"] == victim, "Kafka's load takes the damaged record as the state"
+
+    out = tmp_path / "out"
+    run_txnlog(spark, out, as_of=truth.as_of_ms, cluster=CLUSTER, logs=[str(tmp_path / "logs")])
+    history = sorted(
+        (
+            r
+            for r in rows(str(out), "coordinator_history", cluster=CLUSTER)
+            if r["coordinator_partition"] == _partition_of(d)
+        ),
+        key=lambda r: r["record_offset"],
+    )
+    assert [_history_row(r) for r in history] == [_kafka_record(r) for r in records if r["offset"] != victim]
+    (q,) = [q for q in rows(str(out), "quarantine", cluster=CLUSTER) if str(segment) in (q["file"] or "")]
+    assert (q["reason"], q["position"], q["length"]) == ("crc_mismatch", position, size)
+    # txnlog's state is the record before the damaged one: Kafka's load as the truncating restart leaves it
+    previous = max(r["offset"] for r in records if r["transactional_id"] == victim_id and r["offset"] < victim)
+    (state,) = [r for r in rows(str(out), "coordinator_state", cluster=CLUSTER) if r["transactional_id"] == victim_id]
+    assert state["record_offset"] == previous
+    cut = tmp_path / "cut" / d.name
+    cut.mkdir(parents=True)
+    (cut / segment.name).write_bytes(bytes(data[:position]))  # LogSegment.recover truncates at the invalid batch
+    restarted = {r["transactionalId"]: r for r in oracle.txn_state(cut)}
+    assert _state_row(state) == _kafka_state(restarted[victim_id], _partition_of(d))
