@@ -166,15 +166,17 @@ class Damage:
 
 
 def damage_flags(candidates: pa.Table, damage: Damage) -> dict[str, pa.Array]:
-    """Per candidate (DESIGN §4, issue 5 rule 5): ``damage_after`` — a quarantined region of its
-    partition may lie after its last batch, where its marker may be; ``damage_before`` — one may hold
-    an earlier first batch (after the producer's previous marker); ``txn_state_damaged`` — the owner's
-    ``__transaction_state`` partition has a quarantined region, where a newer record may be."""
+    """Per candidate: ``damage_after`` — a quarantined region of its partition lies after its first batch,
+    where its marker may be (after its last batch; or between its batches, which would make those after the
+    region a transaction of their own, with another start offset); ``damage_before`` — one lies before its
+    first batch but after the producer's previous marker, where an earlier batch of it may be;
+    ``txn_state_damaged`` — the owner's ``__transaction_state`` partition has a quarantined region, where a
+    newer record may be. A region wholly before the producer's previous marker can hide nothing of it.
+    ``damaged_files``: each region in doubt, as "offsets FROM-TO of FILE" (txnlog.rules.damage)."""
     n = candidates.num_rows
     topics = candidates.column("topic").to_pylist()
     parts = candidates.column("partition").to_pylist()
     start = candidates.column("start_offset").to_pylist()
-    last = candidates.column("last_offset").to_pylist()
     prev = (
         candidates.column("prev_marker_offset").to_pylist()
         if "prev_marker_offset" in candidates.column_names
@@ -187,12 +189,12 @@ def damage_flags(candidates: pa.Table, damage: Damage) -> dict[str, pa.Array]:
         prev_i = prev[i]
         for lo, hi, file in damage.ranges.get((topics[i], parts[i]), ()):
             end = hi if hi is not None else 2**62
-            a = end > (last[i] if last[i] is not None else start[i])
-            b = lo < start[i] and end > (prev_i if prev_i is not None else -1)
+            a = end > start[i] + 1  # it holds an offset past the first batch (which is valid, so not in it)
+            b = not a and end > (prev_i if prev_i is not None else -1)
             after[i] |= a
             before[i] |= b
             if a or b:
-                files[i].append(file)
+                files[i].append(region_text(lo, hi, file))
     owner_cp = (
         candidates.column("owner_coordinator_partition").to_pylist()
         if "owner_coordinator_partition" in candidates.column_names
@@ -205,6 +207,18 @@ def damage_flags(candidates: pa.Table, damage: Damage) -> dict[str, pa.Array]:
         "txn_state_damaged": pa.array(txn_state),
         "damaged_files": pa.array([sorted(set(f)) for f in files], pa.list_(pa.string())),
     }
+
+
+def region_text(first: int, end: int | None, file: str) -> str:
+    """How evidence names a damaged region: the offsets it may hold and its file.
+
+    >>> region_text(217, 261, "/k/events-0/00000000000000000000.log")
+    'offsets 217-260 of /k/events-0/00000000000000000000.log'
+    >>> region_text(374, None, "x.log")
+    'offsets 374 to the log end of x.log'
+    """
+    span = f"{first}-{end - 1}" if end is not None else f"{first} to the log end"
+    return f"offsets {span} of {file}"
 
 
 #: Candidate columns that, when true, mean the verdict rests on something the input could not show
@@ -369,13 +383,13 @@ def evidence_and_advice(row: dict, reason: Reason | str, thresholds: Thresholds)
             f"{', '.join(closed)} {'has' if len(closed) == 1 else 'have'} for it — verify on the leader before aborting"
         )
     notes = []
+    regions = ", ".join(row.get("damaged_files") or [])
     if row.get("damage_after"):
-        notes.append(
-            "a quarantined region of this partition lies after its last batch, where its marker may be "
-            f"({', '.join(row.get('damaged_files') or [])})"
-        )
+        notes.append(f"a quarantined region after its first batch may hold its marker ({regions})")
     if row.get("damage_before"):
-        notes.append("a quarantined region before its first batch may hold an earlier batch of this transaction")
+        notes.append(
+            f"a quarantined region after the producer's previous marker may hold an earlier batch of it ({regions})"
+        )
     if row.get("txn_state_damaged"):
         notes.append(
             f"__transaction_state-{row.get('owner_coordinator_partition')} has a quarantined region, "

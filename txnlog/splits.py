@@ -35,9 +35,9 @@ or a batch that spans the split point, e.g. a resync that landed beyond it, or a
 inside a batch); its rows are dropped, and the live piece before it simply walked on through its range
 (up to the next split point its chain hits, or the end of the file). So a damaged batch that straddles
 a split point, or a damaged batch at one, gives the same quarantine rows as the whole read: the region
-from the damage to its resync point is found by the one live walk that crosses it. That region lies in
-the segment whose base offset it carries, so ``damage_map`` (txnlog.spark.transforms.damaged_ranges)
-covers the same offsets and later aborts in that partition are VERIFY_FIRST as with a whole read.
+from the damage to its resync point is found by the one live walk that crosses it. Its offsets are bounded
+by the valid batches either side of it in that piece's walk, else by its segment's bounds
+(txnlog.rules.damage): never narrower than a whole read's, so no abort is SAFE that a whole read doubts.
 
 Fragments of live pieces then merge like fragments of consecutive segments (txnlog.reconstruct): a run
 cut at a stop is two runs of one transaction, and the merge reduces them to the same row. The pieces'

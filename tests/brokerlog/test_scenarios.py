@@ -31,6 +31,8 @@ SINGLE_PURPOSE = {
     "coordinator_stuck": {"COORDINATOR_STUCK"},
     "partial_txn_state": {"NO_TRANSACTIONAL_ID"},
     "corrupt_and_truncated": {"COORDINATOR_COMPLETED"},
+    "damage_around_transactions": {"COORDINATOR_COMPLETED"},
+    "clean_restart": set(),
     "replicas_disagree": {"COORDINATOR_COMPLETED"},
     "deleted_segment_snapshot": {"COORDINATOR_COMPLETED"},
     "extreme_values": {"NO_TRANSACTIONAL_ID"},
@@ -48,6 +50,8 @@ def _expected_safety(result: ScenarioResult, name: str, f: Any) -> str:
     """VERIFY_FIRST where the copy cannot show for sure that nothing will end the transaction (DESIGN §4):
     not every __transaction_state partition copied, replicas diverged, or damage where the marker may be."""
     diverged = len(f.brokers) < len(result.partitions[(f.topic, f.partition)].brokers)
+    if name == "damage_around_transactions":  # damage before the producer's previous marker hides nothing
+        return "SAFE" if f.transactional_id == "ledger-before" else "VERIFY_FIRST"
     damaged = {q.file.split("/")[1] for q in result.quarantine}
     if name == "partial_txn_state" or diverged or f"{f.topic}-{f.partition}" in damaged:
         return "VERIFY_FIRST"
@@ -309,10 +313,22 @@ def test_special_scenario_properties(written) -> None:
                 continue
             oldest = min(here, key=lambda t: t.start_offset, default=None)
             assert health.has_late_transaction == (oldest is not None and oldest.idle_ms > 20 * 60_000)
-            # never below the log start (UnifiedLog.updateFirstUnstableOffset)
-            assert health.last_stable_offset == (
-                max(oldest.start_offset, health.log_start_offset) if oldest else health.log_end_offset
-            )
+            # at most the high watermark, never below the log start (UnifiedLog.lastStableOffset,
+            # updateFirstUnstableOffset); lower on a running broker's copy where a completed transaction's
+            # marker is not yet below the high watermark
+            hw = health.high_watermark if health.high_watermark is not None else health.log_end_offset
+            ongoing = max(min(oldest.start_offset if oldest else hw, hw), health.log_start_offset)
+            if health.held_by_unreplicated:
+                assert health.last_stable_offset < ongoing
+            else:
+                assert health.last_stable_offset == ongoing
+    clean = written["clean_restart"].replica_partitions
+    restarted, running = clean[(1, "positions", 0)], clean[(2, "positions", 1)]
+    assert restarted.high_watermark == restarted.last_stable_offset == restarted.log_end_offset - 1
+    assert not restarted.held_by_unreplicated and running.held_by_unreplicated
+    assert running.high_watermark == running.log_end_offset - 1 > running.last_stable_offset
+    assert (written["clean_restart"].root / "broker-1" / ".kafka_cleanshutdown").exists()
+    assert not (written["clean_restart"].root / "broker-2" / ".kafka_cleanshutdown").exists()
     completed = written["coordinator_completed"].open_transactions[0]
     assert completed.previous_marker_offset is not None and completed.previous_marker_offset < completed.start_offset
 

@@ -1013,6 +1013,12 @@ class Cluster:
         self._next_leader = 0
         self.coordinator = TransactionCoordinator(self)
         self.closed = False
+        #: (broker, topic, partition) -> the high watermark its replication-offset-checkpoint says (default:
+        #: the log end); a follower's fetch has not yet moved it past the newest batches
+        self.high_watermarks: dict[tuple[int, str, int], int] = {}
+        #: brokers shut down cleanly before the copy: their log dir holds ``.kafka_cleanshutdown``, so a broker
+        #: restarted on it trusts its snapshots and serves what ``LogLoader`` loads (no recovery)
+        self.clean_shutdown_brokers: set[int] = set()
         rf = txn_state_replication_factor or min(wire.DEFAULT_TRANSACTION_STATE_REPLICATION_FACTOR, len(self.brokers))
         self.create_topic(
             wire.TRANSACTION_STATE_TOPIC,
@@ -1263,6 +1269,10 @@ class Cluster:
             f'"currentVoters":[{voters}],"data_version":0}}'
         )
 
+    def high_watermark(self, broker: int, tp: TopicPartition, log: PartitionLog) -> int:
+        """What ``broker``'s replication-offset-checkpoint says of ``tp``: the log end unless set otherwise."""
+        return min(self.high_watermarks.get((broker, *tp), log.log_end_offset), log.log_end_offset)
+
     def _write_log_dir_files(self, broker: Broker) -> None:
         d = broker.log_dir
         present = [(tp, log) for tp, log in sorted(broker.logs.items()) if log.dir.exists()]
@@ -1272,7 +1282,12 @@ class Cluster:
             (d / name).write_text(f"0\n{len(values)}\n{body}")
 
         checkpoint("recovery-point-offset-checkpoint", [(tp, log.log_end_offset) for tp, log in present])
-        checkpoint("replication-offset-checkpoint", [(tp, log.log_end_offset) for tp, log in present])
+        checkpoint(
+            "replication-offset-checkpoint",
+            [(tp, self.high_watermark(broker.broker_id, tp, log)) for tp, log in present],
+        )
+        if broker.broker_id in self.clean_shutdown_brokers:
+            (d / ".kafka_cleanshutdown").touch()
         checkpoint(
             "log-start-offset-checkpoint",
             [(tp, log.log_start_offset) for tp, log in present if log.log_start_offset > 0],

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -136,6 +136,10 @@ class ExpectedPartition:
     abort_markers: int
     batches: int  # readable v2 batches in the retained segments
     legacy_entries: int
+    high_watermark: int | None = None  # what the copy's replication-offset-checkpoint says
+    #: a completed transaction whose marker is not yet below the high watermark holds this LSO: what the
+    #: running leader serves; a broker restarted on the copy would not hold it (see _last_stable_offset)
+    held_by_unreplicated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,8 +390,34 @@ def _reference_log(cluster: Cluster, tp: TopicPartition) -> tuple[int, Partition
     return None
 
 
+def _last_stable_offset(cluster: Cluster, broker: int, tp: TopicPartition, log: PartitionLog) -> tuple[int, bool]:
+    """The LSO the copy speaks for (``UnifiedLog.lastStableOffset``: the first unstable offset if below the
+    high watermark, else the high watermark; never below the log start, ``updateFirstUnstableOffset``).
+
+    A running broker's copy: what its leader served. A completed transaction whose marker is not yet below
+    the high watermark still holds it (``ProducerStateManager.unreplicatedTxns``). A cleanly shut-down
+    broker's copy: what that broker serves after it restarts on it. It loads its producer state from the
+    snapshot at the log end (``LogLoader``, ``ProducerStateManager.truncateAndReload``), which holds only
+    the ongoing transactions, so only those hold it back."""
+    hw = cluster.high_watermark(broker, tp, log)
+    ongoing = min((t.first_offset for t in log.open_txns.values()), default=hw)
+    unreplicated = hw
+    if broker not in cluster.clean_shutdown_brokers:
+        done = [t.first_offset for t in log.transactions if t.marker_offset is not None and t.marker_offset >= hw]
+        unreplicated = min(done, default=hw)
+    lso = max(min(ongoing, unreplicated, hw), log.log_start_offset)
+    return lso, unreplicated < min(ongoing, hw) and lso < max(min(ongoing, hw), log.log_start_offset)
+
+
 def _partition_truth(
-    tp: TopicPartition, broker: int, brokers: tuple[int, ...], log: PartitionLog, as_of: int, threshold: int
+    tp: TopicPartition,
+    broker: int,
+    brokers: tuple[int, ...],
+    log: PartitionLog,
+    as_of: int,
+    threshold: int,
+    lso: tuple[int, bool],
+    hw: int,
 ) -> ExpectedPartition:
     markers = log.retained_markers()
     oldest = min(log.open_txns.values(), key=lambda t: t.first_offset, default=None)
@@ -398,9 +428,8 @@ def _partition_truth(
         brokers=brokers,
         log_start_offset=log.log_start_offset,
         log_end_offset=log.log_end_offset,
-        # UnifiedLog.updateFirstUnstableOffset: never below the log start offset
-        last_stable_offset=max(log.last_stable_offset, log.log_start_offset),
-        lso_lag=log.log_end_offset - max(log.last_stable_offset, log.log_start_offset),
+        last_stable_offset=lso[0],
+        lso_lag=log.log_end_offset - lso[0],
         open_transactions=len(log.open_txns),
         max_open_ms=as_of - oldest.first_timestamp if oldest else 0,
         has_late_transaction=oldest is not None
@@ -409,30 +438,47 @@ def _partition_truth(
         abort_markers=sum(1 for m in markers if m.control_type == ControlType.ABORT),
         batches=log.retained_batch_count,
         legacy_entries=log.legacy_entry_count,
+        high_watermark=hw,
+        held_by_unreplicated=lso[1],
     )
 
 
 def _damaged_ranges(copies: list[tuple[int, PartitionLog]]) -> list[tuple[int, int | None]]:
-    """(from, to) offset ranges a damaged region may cover: its segment's base to the next segment's."""
+    """(from, to exclusive or None = the log end) offset ranges a damaged region may hold, bounded as its
+    bytes bound it: after the valid batch before it in its file, before the valid batch after it (damaged
+    batches next to each other are one region); the segment's base offset where no valid batch precedes it,
+    the next segment's base offset (or the log end) where none follows it."""
     out: list[tuple[int, int | None]] = []
     for _b, log in copies:
         bases = sorted(s.base_offset for s in log.segments)
+        sizes = {s.base_offset: s.size for s in log.segments}
+        by_file: dict[int, dict[int, QuarantineTruth]] = {}
         for q in log.damage:
-            base = int(Path(q.file).name.split(".")[0])
+            by_file.setdefault(int(Path(q.file).name.split(".")[0]), {})[q.position] = q
+        for base, regions in by_file.items():
             later = [x for x in bases if x > base]
-            out.append((base, later[0] if later else None))
+            for q in regions.values():
+                if any(p + r.length == q.position for p, r in regions.items()):
+                    continue  # the damaged batch before it starts the region
+                lo = q.first_offset if q.position > 0 and q.first_offset is not None else base
+                end, last = q.position + q.length, q
+                while end in regions:  # the region runs on to the next valid batch
+                    last = regions[end]
+                    end += last.length
+                hi = later[0] if later else None
+                if end < sizes[base] and last.last_offset is not None:  # a valid batch follows in the file
+                    hi = last.last_offset + 1
+                out.append((lo, hi))
     return out
 
 
 def _damage_in_doubt(damage: list[tuple[int, int | None]], txn: TxnRecord) -> bool:
-    """DESIGN §4: damage after the transaction's last batch (its marker may be there) or before its
-    first batch after the producer's previous marker (an earlier batch of it may be there)."""
+    """A damaged region may hide something of the transaction unless it lies wholly before the producer's
+    previous marker: after the first batch it may hold the marker (after the last batch, or between batches,
+    which would make those after it a transaction of their own); before the first batch but after the
+    previous marker, an earlier batch of it."""
     prev = txn.previous_marker_offset if txn.previous_marker_offset is not None else -1
-    for lo, hi in damage:
-        end = hi if hi is not None else 2**62
-        if end > txn.last_offset or (lo < txn.first_offset and end > prev):
-            return True
-    return False
+    return any((hi if hi is not None else 2**62) > prev for _lo, hi in damage)
 
 
 def _txn_state_damaged(cluster: Cluster, partition: int) -> bool:
@@ -490,11 +536,18 @@ def assemble(
         ref = _reference_log(cluster, tp)
         assert ref is not None
         ref_broker, ref_log = ref
-        partitions[tp] = _partition_truth(tp, ref_broker, brokers, ref_log, as_of_ms, max_transaction_timeout_ms)
         for b, log in copies:
             replica_partitions[(b, tp[0], tp[1])] = _partition_truth(
-                tp, b, brokers, log, as_of_ms, max_transaction_timeout_ms
+                tp,
+                b,
+                brokers,
+                log,
+                as_of_ms,
+                max_transaction_timeout_ms,
+                _last_stable_offset(cluster, b, tp, log),
+                cluster.high_watermark(b, tp, log),
             )
+        partitions[tp] = replica_partitions[(ref_broker, tp[0], tp[1])]
         retained = ref_log.retained_markers()
         marker_counts[tp] = {
             "COMMIT": sum(1 for m in retained if m.control_type == ControlType.COMMIT),
@@ -648,9 +701,7 @@ def assemble(
             log = cluster.partitions[tp].logs[b]
             if log.dir.exists():
                 for q in log.damage:
-                    quarantine.append(
-                        QuarantineTruth(str(Path(q.file).relative_to(cluster.root)), q.position, q.length, q.reason)
-                    )
+                    quarantine.append(replace(q, file=str(Path(q.file).relative_to(cluster.root))))
 
     files, size = _files_and_bytes(cluster.root)
     result = ScenarioResult(

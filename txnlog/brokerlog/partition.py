@@ -156,6 +156,9 @@ class QuarantineTruth:
     position: int
     length: int
     reason: str  # crc_mismatch / bad_magic / bad_length / truncated_tail
+    #: the offsets the damaged batch held (None for a truncated tail: from the log end on)
+    first_offset: int | None = None
+    last_offset: int | None = None
 
 
 @dataclass(slots=True)
@@ -805,6 +808,8 @@ class PartitionLog:
             position=info.position,
             length=info.size,
             reason=kind,
+            first_offset=info.base_offset,
+            last_offset=info.last_offset,
         )
         self.damage.append(truth)
         return truth
@@ -817,7 +822,11 @@ class PartitionLog:
         _BASE_OFFSET.pack_into(data, 0, self.log_end_offset)
         base, position = self.append_raw(bytes(data[:keep_bytes]))
         truth = QuarantineTruth(
-            file=str(self.segment_path(base)), position=position, length=keep_bytes, reason="truncated_tail"
+            file=str(self.segment_path(base)),
+            position=position,
+            length=keep_bytes,
+            reason="truncated_tail",
+            first_offset=self.log_end_offset,  # where the cut batch would have begun
         )
         self.damage.append(truth)
         return truth

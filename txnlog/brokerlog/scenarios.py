@@ -806,6 +806,98 @@ def corrupt_and_truncated(out: str | Path, seed: int = 0, *, overwrite: bool = F
     )
 
 
+def damage_around_transactions(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
+    """A damaged batch (bad CRC) before, inside and after a hanging transaction, one partition each (each the
+    KAFKA-14053 late batch after an ABORT marker, owner CompleteAbort). Before the producer's ABORT marker
+    the damage hides nothing of the transaction after it: SAFE. Between two of its batches it may hold its
+    marker (the batches after it would then be a transaction of their own): VERIFY_FIRST. After its last
+    batch it may hold its marker: VERIFY_FIRST."""
+    started = time.perf_counter()
+    out = _prepare_out(out, overwrite)
+    c, w = _small_cluster(out, seed)
+    c.create_topic("ledger", 4, segment_bytes=256 * 1024)
+    plain = c.plain_producer(compression=Compression.NONE, value_bytes=150)
+    other = ("ledger", 3)
+
+    def filler(tp: TopicPartition, n: int = 5) -> None:
+        for _ in range(n):
+            plain.send(*tp)
+            c.advance(200)
+
+    def damage(tp: TopicPartition) -> None:
+        c.partition(*tp).leader_log.corrupt_batch(plain.send(*tp), "crc_mismatch")
+
+    intents: list[Intent] = []
+    for tp, txn_id in (
+        (("ledger", 0), "ledger-before"),
+        (("ledger", 1), "ledger-inside"),
+        (("ledger", 2), "ledger-after"),
+    ):
+        filler(tp)
+        if tp[1] == 0:
+            damage(tp)
+            filler(tp)
+        p = c.transactional_producer(txn_id, transaction_version=1, compression=Compression.NONE).init_transactions()
+        p.begin_transaction()
+        p.send(*other)
+        stuck = [p.send_deferred(*tp) for _ in range(2 if tp[1] == 1 else 1)]
+        c.advance(c.rng.randint(2_000, 8_000))
+        p.abort_transaction()
+        c.advance(c.rng.randint(50, 400))
+        stuck[0].deliver()
+        if tp[1] == 1:
+            damage(tp)
+            stuck[1].deliver()
+        if tp[1] == 2:
+            damage(tp)
+        filler(tp)
+        _commit_elsewhere(c, p, other)
+        intents.append(Intent(HANGING, "COORDINATOR_COMPLETED", *tp, transactional_id=txn_id, label=txn_id))
+    w.run_until(c.now + 30 * MINUTE)
+    return _finish(
+        c,
+        w,
+        name="damage_around_transactions",
+        started=started,
+        intents=intents,
+        description="a damaged batch before (SAFE), inside and after (VERIFY_FIRST) a hanging transaction",
+    )
+
+
+def clean_restart(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
+    """Two brokers' copies, the same moment on each: a transaction has just committed on ``positions-N`` (its
+    COMMIT marker the last entry, the log end one past it) and the checkpointed high watermark sits on the
+    marker (the follower has not fetched it yet). Broker 1 was shut down cleanly (``.kafka_cleanshutdown``):
+    restarted on its copy it loads the snapshot at the log end, holds nothing back and serves LSO = HW.
+    Broker 2's copy is a running broker's: its leader still holds the LSO at the transaction's first offset
+    until the marker is below the high watermark (``ProducerStateManager.unreplicatedTxns``)."""
+    started = time.perf_counter()
+    out = _prepare_out(out, overwrite)
+    c, w = _small_cluster(out, seed, brokers=(1, 2))
+    c.create_topic("positions", 2, assignment=[[1], [2]])
+    for partition in (0, 1):
+        tp = ("positions", partition)
+        p = c.transactional_producer(f"position-keeper-{partition}", transaction_version=2).init_transactions()
+        for _ in range(3):
+            p.begin_transaction()
+            p.send(*tp)
+            p.send(*tp)
+            p.commit_transaction()
+            c.advance(c.rng.randint(500, 3_000))
+        log = c.partition(*tp).leader_log
+        c.high_watermarks[(partition + 1, *tp)] = log.markers[-1].offset
+    c.clean_shutdown_brokers.add(1)
+    w.run_until(c.now + 10 * MINUTE)
+    return _finish(
+        c,
+        w,
+        name="clean_restart",
+        started=started,
+        intents=[],
+        description="a clean and a running broker's copy, the HW on a COMMIT marker: LSO by restart and live rules",
+    )
+
+
 def replicas_disagree(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
     """Two replicas of orders-0; the COMMIT marker reached the leader only."""
     started = time.perf_counter()
@@ -1380,6 +1472,8 @@ SCENARIOS: dict[str, Callable[..., ScenarioResult]] = {
     "coordinator_stuck": coordinator_stuck,
     "partial_txn_state": partial_txn_state,
     "corrupt_and_truncated": corrupt_and_truncated,
+    "damage_around_transactions": damage_around_transactions,
+    "clean_restart": clean_restart,
     "replicas_disagree": replicas_disagree,
     "deleted_segment_snapshot": deleted_segment_snapshot,
     "messy_incident": messy_incident,

@@ -232,6 +232,7 @@ def replica_stats(summary: pa.Table, checkpoints: Sequence[Checkpoint]) -> pa.Ta
             "partition": pa.array([int(c.partition) for c in checkpoints], pa.int32()),
             "high_watermark": pa.array([c.high_watermark for c in checkpoints], pa.int64()),
             "checkpoint_log_start": pa.array([c.log_start_offset for c in checkpoints], pa.int64()),
+            "clean_shutdown": pa.array([bool(c.clean_shutdown) for c in checkpoints], pa.bool_()),
         }
     )
     stats = _join(stats, marks, REPLICA)
@@ -258,7 +259,9 @@ def _at_least(table: pa.Table, col: str, end: Any) -> Any:
 def partition_stats(stats: pa.Table) -> pa.Table:
     """Replicas merged per partition: the most advanced replica's offsets, the most advanced checkpoints,
     a note where the brokers' checkpoints disagree (``T.partition_stats``)."""
-    lead = stats.filter(stats.column("is_lead")).select([*TP, "log_end_offset", "segment_log_start", "broker"])
+    lead = stats.filter(stats.column("is_lead")).select(
+        [*TP, "log_end_offset", "segment_log_start", "broker", "clean_shutdown"]
+    )
     aggs = [
         ("checkpoint_log_start", "max"),
         ("high_watermark", "max"),
@@ -285,6 +288,7 @@ def partition_stats(stats: pa.Table) -> pa.Table:
             "source": pa.array(["+".join(sorted(v)) for v in g.column("input_distinct").to_pylist()], pa.string()),
             "checkpoint_log_start": g.column("checkpoint_log_start_max"),
             "segment_log_start": g.column("segment_log_start"),
+            "lead_clean_shutdown": pc.fill_null(g.column("clean_shutdown"), False),
         }
     )
     merged = _with(merged, log_start_offset=_at_least(merged, "segment_log_start", end))
@@ -333,9 +337,18 @@ def with_lso(txns: pa.Table, pstats: pa.Table, as_of_ms: int) -> tuple[pa.Table,
     oldest = _with(
         oldest, oldest_idle_ms=pc.subtract(pa.scalar(as_of_ms, pa.int64()), oldest.column("last_timestamp_ms"))
     )
-    with_hw = _join(txns.select([*TP, "first_offset", "marker_offset", "open_on_lead"]), pstats, TP, ["high_watermark"])
+    with_hw = _join(
+        txns.select([*TP, "first_offset", "marker_offset", "open_on_lead"]),
+        pstats,
+        TP,
+        ["high_watermark", "lead_clean_shutdown"],
+    )
     marker = with_hw.column("marker_offset")
-    late_marker = _true(pc.greater_equal(marker, with_hw.column("high_watermark")))
+    # a clean copy speaks for its broker restarted on it: the snapshot at the log end holds no completed txn
+    late_marker = pc.and_(
+        _true(pc.greater_equal(marker, with_hw.column("high_watermark"))),
+        pc.invert(_true(with_hw.column("lead_clean_shutdown"))),
+    )
     unstable = with_hw.filter(pc.or_(_true(with_hw.column("open_on_lead")), late_marker))
     first_unstable = unstable.group_by(TP, use_threads=False).aggregate([("first_offset", "min")])
     health = _join(pstats, agg, TP)
@@ -357,28 +370,14 @@ def with_lso(txns: pa.Table, pstats: pa.Table, as_of_ms: int) -> tuple[pa.Table,
 
 
 def damage(summary: pa.Table, records: pa.Table) -> classify.Damage:
-    """The quarantined regions per data partition (from the damaged segment's base offset to the next
-    segment's of the same replica) and the damaged ``__transaction_state`` partitions (``T.damage_map``)."""
-    key = [*REPLICA, "file_offset"]
-    segs = _first_rows(_kind(summary, "segment").select(key), key, [])  # sorted by replica, then offset
-    after = np.zeros(segs.num_rows, bool)  # the next row is the same replica's next segment
-    after[:-1] = True
-    after[group_starts(segs, REPLICA)[1:] - 1] = False
-    following = segs.column("file_offset").combine_chunks()[1:] if segs.num_rows else pa.array([], pa.int64())
-    nxt = pa.concat_arrays([following, pa.nulls(1, pa.int64())]) if segs.num_rows else following
-    segs = _with(segs, next_base=pc.if_else(pa.array(after), nxt, pa.scalar(None, pa.int64())))
-    quarantined = _kind(summary, "quarantine").select([*key, "file"])
-    quarantined = _join(quarantined, segs, key).to_pylist()  # damaged regions: few
-    by_tp: dict[tuple[str, int], set[tuple[int, int | None, str]]] = {}
-    for q in quarantined:
-        if q["topic"] is None or q["file_offset"] is None:
-            continue
-        by_tp.setdefault((q["topic"], int(q["partition"])), set()).add(
-            (int(q["file_offset"]), q["next_base"], q["file"])
-        )
+    """The quarantined regions per data partition (txnlog.rules.damage.ranges) and the damaged
+    ``__transaction_state`` partitions (``T.damage_map``)."""
+    from txnlog.rules import damage as rule
+
+    quarantined = _kind(summary, "quarantine")
     bad = _kind(records, "quarantine").column("coordinator_partition").drop_null().to_pylist()
     return classify.Damage(
-        ranges={k: tuple(sorted(v, key=repr)) for k, v in by_tp.items()}, txn_state_partitions=frozenset(bad)
+        ranges=rule.ranges(_kind(summary, "segment"), quarantined), txn_state_partitions=frozenset(bad)
     )
 
 

@@ -70,6 +70,8 @@ SEGMENT_SUMMARY_SCHEMA = pa.schema(
         ("producer_id", pa.int64()),
         ("producer_epoch", pa.int32()),
         ("min_epoch", pa.int32()),
+        # quarantine rows of a data segment: the first and last offset the region may hold, from the valid
+        # batches either side of it in the file (null: none on that side; txnlog.rules.damage)
         ("first_offset", pa.int64()),
         ("last_offset", pa.int64()),
         ("first_timestamp", pa.int64()),  # ms
@@ -621,9 +623,29 @@ def batch_of(schema: pa.Schema, n: int, columns: dict[str, Any]) -> pa.RecordBat
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def quarantine_batch(schema: pa.Schema, file: LogFile, entries: list[Any], piece: int | None = None) -> pa.RecordBatch:
-    """Rows of kind ``quarantine`` from decoder QuarantineEntry values (``piece``: of that piece of the file)."""
+def quarantine_batch(
+    schema: pa.Schema,
+    file: LogFile,
+    entries: list[Any],
+    piece: int | None = None,
+    batches: dict[str, np.ndarray] | None = None,
+) -> pa.RecordBatch:
+    """Rows of kind ``quarantine`` from decoder QuarantineEntry values (``piece``: of that piece of the file).
+    With the file's valid ``batches``, ``first_offset``/``last_offset`` say which offsets each region may
+    hold (txnlog.rules.damage.region_offsets)."""
     n = len(entries)
+    bounds: dict[str, Any] = {}
+    if batches is not None:
+        from txnlog.rules.damage import region_offsets
+
+        first, last = region_offsets(
+            batches["position"],
+            batches["base_offset"],
+            batches["last_offset"],
+            np.array([e.position for e in entries], np.int64),
+            np.array([e.length for e in entries], np.int64),
+        )
+        bounds = {"first_offset": first, "last_offset": last}
     return batch_of(
         schema,
         n,
@@ -639,6 +661,7 @@ def quarantine_batch(schema: pa.Schema, file: LogFile, entries: list[Any], piece
             "reason": pa.array([e.reason for e in entries], pa.string()),
             "detail": pa.array([getattr(e, "detail", "") for e in entries], pa.string()),
             "piece": None if piece is None else pa.array([piece] * n, pa.int32()),
+            **bounds,
         },
     )
 
@@ -845,7 +868,7 @@ def summarize_segment(
         )
     segments.add(file, b, scan.legacy_entries, piece=piece, next_piece=next_piece)
     if scan.quarantine:
-        yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, list(scan.quarantine), piece)
+        yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, list(scan.quarantine), piece, b)
 
 
 def summarize_piece(

@@ -175,6 +175,7 @@ def partition_stats(stats: DataFrame) -> DataFrame:
         hw_pairs.alias("_hw_pairs"),
         ls_pairs.alias("_ls_pairs"),
         F.max(F.when(lead, F.col("broker"))).alias("lead_replica"),
+        F.coalesce(F.max(F.when(lead, F.col("clean_shutdown"))), F.lit(False)).alias("lead_clean_shutdown"),
         F.max("batch_count").alias("batch_count"),
         F.max("max_timestamp_ms").alias("max_timestamp_ms"),
         F.sort_array(F.collect_set("broker")).alias("replicas"),
@@ -213,7 +214,9 @@ def with_lso(txns: DataFrame, pstats: DataFrame, as_of_ms: int) -> tuple[DataFra
     ``UnifiedLog.lastStableOffset``: the first unstable offset if it is below the high watermark,
     else the high watermark; the first unstable offset is the smallest first offset of the ongoing
     transactions and of the completed ones whose marker is not yet below the high watermark
-    (``ProducerStateManager.firstUnstableOffset``, ``unreplicatedTxns``), never below the log start
+    (``ProducerStateManager.firstUnstableOffset``, ``unreplicatedTxns``: a running broker's copy; a
+    cleanly shut-down broker restarted on its copy loads the snapshot at the log end, which holds no
+    completed transaction, ``LogLoader``), never below the log start
     (``UnifiedLog.updateFirstUnstableOffset``). Ongoing = open on the most advanced replica (so are
     ``open_transactions``, ``max_open_ms`` and the late-transaction flag: what the leader reports; a
     transaction open only on a diverged follower is a finding, not part of the leader's numbers);
@@ -229,13 +232,16 @@ def with_lso(txns: DataFrame, pstats: DataFrame, as_of_ms: int) -> tuple[DataFra
             "oldest_first_ms"
         ),
     )
-    hw = pstats.select("topic", "partition", "high_watermark")
+    hw = pstats.select("topic", "partition", "high_watermark", "lead_clean_shutdown")
+    # a clean copy speaks for its broker restarted on it: the snapshot at the log end holds no completed txn
+    late_marker = (
+        F.col("marker_offset").isNotNull()
+        & (F.col("marker_offset") >= F.col("high_watermark"))
+        & ~F.coalesce(F.col("lead_clean_shutdown"), F.lit(False))
+    )
     unstable = (
         txns.join(hw, ["topic", "partition"], "left")
-        .filter(
-            F.col("open_on_lead")
-            | (F.col("marker_offset").isNotNull() & (F.col("marker_offset") >= F.col("high_watermark")))
-        )
+        .filter(F.col("open_on_lead") | late_marker)
         .groupBy("topic", "partition")
         .agg(F.min("first_offset").alias("first_unstable_offset"))
     )
@@ -263,58 +269,27 @@ def with_lso(txns: DataFrame, pstats: DataFrame, as_of_ms: int) -> tuple[DataFra
     return txns, health
 
 
-def damaged_ranges(summary: DataFrame) -> DataFrame:
-    """Per data partition: the offset range each quarantined region may cover (all replicas).
-
-    A region inside a segment lies between that segment's base offset and the next segment's base
-    offset of the same replica (open-ended for the last segment): a marker or a first batch may be
-    hidden anywhere in it.
-    """
-    segs = summary.filter(F.col("kind") == "segment").select(*REPLICA, "file_offset")
-    nxt = Window.partitionBy(*REPLICA).orderBy("file_offset")
-    segs = segs.withColumn("next_base", F.lead("file_offset").over(nxt))
-    q = summary.filter(F.col("kind") == "quarantine").select(*REPLICA, "file_offset", "file", "reason").dropDuplicates()
-    return q.join(segs, REPLICA + ["file_offset"], "left").select(
-        "topic",
-        "partition",
-        "broker",
-        F.col("file_offset").alias("damage_from"),
-        F.col("next_base").alias("damage_to"),  # exclusive; null: up to the log end
-        "file",
-        "reason",
-    )
-
-
 def damage_map(summary: DataFrame, records: DataFrame) -> classify.Damage:
-    """The quarantined regions of the input, on the driver: at most one row per damaged segment file and
-    reason (``damaged_ranges`` keys a region by its segment) plus one per damaged ``__transaction_state``
-    partition, so bounded by the damaged files and not by the data (one Spark job). Applied to the few candidates inside
+    """The quarantined regions of the input, on the driver (txnlog.rules.damage.ranges): the regions and the
+    segments of the replicas that hold one, so bounded by the damaged files and not by the data, plus the
+    damaged ``__transaction_state`` partitions. Applied to the few candidates inside
     :func:`classify_candidates`, which keeps the plans free of self-joins."""
-    ranges = damaged_ranges(summary).select(
-        F.lit("partition").alias("what"), "topic", "partition", "damage_from", "damage_to", "file"
+    from txnlog.rules import damage
+
+    quarantined = summary.filter(F.col("kind") == "quarantine").select(
+        *REPLICA, "file_offset", "file", "first_offset", "last_offset"
     )
-    parts = (
+    damaged = quarantined.select(*REPLICA).distinct()
+    segments = summary.filter(F.col("kind") == "segment").select(*REPLICA, "file_offset").join(damaged, REPLICA)
+    bad = (
         records.filter((F.col("kind") == "quarantine") & F.col("coordinator_partition").isNotNull())
-        .select(
-            F.lit("txn_state").alias("what"),
-            F.lit(None).cast("string").alias("topic"),
-            F.col("coordinator_partition").cast("int").alias("partition"),
-            F.lit(None).cast("long").alias("damage_from"),
-            F.lit(None).cast("long").alias("damage_to"),
-            F.lit(None).cast("string").alias("file"),
-        )
+        .select(F.col("coordinator_partition").cast("int").alias("partition"))
         .distinct()
     )
-    by_tp: dict[tuple[str, int], list[tuple[int, int | None, str]]] = {}
-    bad: set[int] = set()
-    for r in ranges.unionByName(parts).collect():
-        if r["what"] == "txn_state":
-            bad.add(int(r["partition"]))
-        elif r["topic"] is not None and r["damage_from"] is not None:
-            by_tp.setdefault((r["topic"], int(r["partition"])), []).append(
-                (int(r["damage_from"]), r["damage_to"], r["file"])
-            )
-    return classify.Damage(ranges={k: tuple(v) for k, v in by_tp.items()}, txn_state_partitions=frozenset(bad))
+    return classify.Damage(
+        ranges=damage.ranges(segments.toArrow(), quarantined.toArrow()),
+        txn_state_partitions=frozenset(int(r["partition"]) for r in bad.collect()),
+    )
 
 
 # ---------------------------------------------------------------------------
