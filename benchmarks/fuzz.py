@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Fuzz the decoders with >= 100,000 mutated writer-made inputs (issue 14, "Bad input"): the full run.
+"""Fuzz the decoders with >= 100,000 mutated writer-made inputs: the full run.
 
 The corpus, mutators and invariants are those of ``tests/kafka/test_fuzz.py`` (``tests.kafka.fuzzing``):
 data segments, ``__transaction_state`` segments and producer snapshots written by

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""A year of nightly runs (issue 14, "History that grows for years"): what the history costs to keep and to
+"""A year of nightly runs: what the history costs to keep and to
 read, and what retention gives back.
 
 1. The embedded sample is run once (``./spark-submit.sh``, unless ``--base`` names an output that holds a

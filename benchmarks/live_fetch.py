@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Live fetch benchmark: the Kafka source's read of whole partitions vs. Python consumers on the same range (issue 13).
+"""Live fetch benchmark: the Kafka source's read of whole partitions vs. Python consumers on the same range.
 
 A noida-db server on 127.0.0.1 (``tests/live/noida.py``) is filled once per run with two topics of
 ``--partitions`` (default 8) partitions each, written by real confluent-kafka transactional producers:

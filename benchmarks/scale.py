@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Scale benchmark, planning part (issue 14): driver discovery and planning of 10k-100k partitions.
+"""Scale benchmark, planning part: driver discovery and planning of 10k-100k partitions.
 
 For each size N (``--partitions``, default 10000,30000,100000) one broker log dir of N partition
 directories (topics of 100 partitions) is written to local disk once, and reused: every partition holds
@@ -230,7 +230,7 @@ def child(log_dir: str, driver_memory: str) -> dict[str, Any]:
     }
 
 
-# --- the cluster part (issue 14): the job at 1-8 GiB, on local[2] and on a standalone cluster ------------------
+# --- the cluster part: the job at 1-8 GiB, on local[2] and on a standalone cluster ------------------
 
 #: the job config key of index splits (another branch; the name may change): 0 switches them off
 SPLIT_KEY = "split_segment_bytes"

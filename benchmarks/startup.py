@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Startup benchmark: the fixed cost of a run, as ratios measured in one run (issue 12).
+"""Startup benchmark: the fixed cost of a run, as ratios measured in one run.
 
 Five measurements, interleaved in every repeat (floor, floor_archive, tiny, sample, warm, floor, ...):
 
@@ -76,7 +76,7 @@ VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
 SPARK_SUBMIT = ROOT / ".venv" / "bin" / "spark-submit"
 REAL_DUMP = ROOT.parent / "shared" / "realdata" / "dump-log" / "klog-testWithDeepIterationWithControlRecords.txt"
 KINDS = ("floor", "floor_archive", "tiny", "sample", "warm")
-TARGETS = {"tiny": 1.5, "sample": 2.0}  # issue 12: wall time over the floor's
+TARGETS = {"tiny": 1.5, "sample": 2.0}  # wall time over the floor's
 
 
 # --- children ----------------------------------------------------------------------------------------

@@ -3,8 +3,7 @@
 Every age (``open_ms``, ``idle_ms``, ``max_open_ms``, late/hanging) is measured against ``as_of``.
 Producers stamp CreateTime with their own clock — some in microseconds (a known client bug), some
 simply wrong — and the broker keeps it (``LogValidator`` bounds it only when
-``log.message.timestamp.after.max.ms`` says so). So without ``--as-of`` "now" is the newest of
-(issue 11 rule 6):
+``log.message.timestamp.after.max.ms`` says so). So without ``--as-of`` "now" is the newest of:
 
 ``markers``
     transaction markers: the partition leader stamps them with its clock
@@ -38,7 +37,7 @@ AS_OF_FLAG = "--as-of"
 MARKERS = "markers"
 TRANSACTION_STATE = "transaction_state"
 LOG_APPEND_TIME = "log_append_time"
-#: a live run (the Kafka source): the moment the driver captured every partition's range (issue 13)
+#: a live run (the Kafka source): the moment the driver captured every partition's range
 LIVE_CUT = "live_cut"
 #: ties go to the first: a marker is the most direct evidence of the partitions' own clock
 SOURCES = (MARKERS, TRANSACTION_STATE, LOG_APPEND_TIME)

@@ -1,6 +1,6 @@
 """Verdicts: why an open transaction blocks its partition, and what to do.
 
-Pure domain logic (DESIGN.md §4): an open transaction that has been idle longer
+Pure domain logic (docs/design.md §4): an open transaction that has been idle longer
 than ``transaction.max.timeout.ms`` is a *candidate*; what the coordinator
 says about the transactional.id that owns its producer id decides the verdict.
 The rules run vectorized over Arrow tables (numpy ``select``); only the
@@ -38,14 +38,14 @@ from txnlog.tables import LIVE_REPLICA
 
 
 class Verdict(StrEnum):
-    """``findings.verdict`` (DESIGN.md §3, §4): the values are the contract's, written as they are."""
+    """``findings.verdict`` (docs/design.md §3, §4): the values are the contract's, written as they are."""
 
     HANGING = "HANGING"  # nothing will end it: abort
     LATE = "LATE"  # something should end it: check the coordinator, never abort
 
 
 class Reason(StrEnum):
-    """``findings.reason`` / ``abort_recommendations.reason`` (DESIGN.md §4), in the table's order."""
+    """``findings.reason`` / ``abort_recommendations.reason`` (docs/design.md §4), in the table's order."""
 
     NO_TRANSACTIONAL_ID = "NO_TRANSACTIONAL_ID"
     TRANSACTIONAL_ID_EXPIRED = "TRANSACTIONAL_ID_EXPIRED"
@@ -67,7 +67,7 @@ HANGING_REASONS = (
 
 
 class Safety(StrEnum):
-    """``abort_recommendations.safety`` (DESIGN.md §3, §4)."""
+    """``abort_recommendations.safety`` (docs/design.md §3, §4)."""
 
     SAFE = "SAFE"
     VERIFY_FIRST = "VERIFY_FIRST"  # the input cannot show for sure that nothing will end it
@@ -120,7 +120,7 @@ class Thresholds:
 
 
 def abort_command(bootstrap: str | None, topic: str, partition: int, start_offset: int) -> str:
-    """``kafka-transactions.sh … abort --start-offset`` (brokers 3.0+), DESIGN.md §3."""
+    """``kafka-transactions.sh … abort --start-offset`` (brokers 3.0+), docs/design.md §3."""
     return (
         f"kafka-transactions.sh --bootstrap-server {bootstrap or BOOTSTRAP_PLACEHOLDER} abort "
         f"--topic {topic} --partition {partition} --start-offset {start_offset}"
@@ -222,7 +222,7 @@ def region_text(first: int, end: int | None, file: str) -> str:
 
 
 #: Candidate columns that, when true, mean the verdict rests on something the input could not show
-#: for sure: damage lowers confidence, never raises it (DESIGN.md §4, issue 5 rules 1 and 5).
+#: for sure: damage lowers confidence, never raises it (docs/design.md §4).
 DOUBT_COLUMNS = ("diverged", "damage_after", "damage_before", "txn_state_damaged")
 
 
@@ -477,7 +477,7 @@ def _first_known(row: dict, *names: str) -> Any:
 
 
 def coordinator_stuck(coordinator: pa.Table, thresholds: Thresholds) -> np.ndarray:
-    """Mask of coordinator_state rows that are COORDINATOR_STUCK (DESIGN.md §4).
+    """Mask of coordinator_state rows that are COORDINATOR_STUCK (docs/design.md §4).
 
     Needs: state, timeout_ms, txn_start_timestamp, last_update_timestamp,
     is_tombstoned, any_partition_in_input.

@@ -1,4 +1,4 @@
-"""Writing and reading txnlog's Delta tables (DESIGN.md §3).
+"""Writing and reading txnlog's Delta tables (docs/design.md §3).
 
 Each output table lives at ``<output>/<table_name>``. A run is keyed by
 (cluster, as_of): writing a run replaces that run's rows in one atomic commit

@@ -1,4 +1,4 @@
-"""Live verification rows for the output tables (issue #4): ``source = "live"``.
+"""Live verification rows for the output tables: ``source = "live"``.
 
 For a handful of partitions of interest (the offline findings' partitions, or ``topics``) this
 asks the live cluster, through :mod:`txnlog.live`:

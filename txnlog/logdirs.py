@@ -1,6 +1,6 @@
 """Find Kafka log files under the paths an operator hands us.
 
-``--logs <path>`` (DESIGN.md §4a, ``locate``), in this order:
+``--logs <path>`` (docs/design.md §4a, ``locate``), in this order:
 
 * a directory holding partition directories (``<topic>-<n>``) is one broker's log dir;
 * a partition directory itself (named ``<topic>-<n>`` and holding ``<20-digit offset>.log`` /

@@ -1,7 +1,7 @@
 """The embedded sample cluster: what the job analyses when given no input.
 
 Written once by the broker-log writer (``txnlog.brokerlog``) into a cache
-directory and reused: healthy traffic plus every verdict class of DESIGN.md §4.
+directory and reused: healthy traffic plus every verdict class of docs/design.md §4.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Splitting one big segment into pieces read by several tasks, and stitching them back exactly.
 
 A 1 GiB segment of one hot partition would be one Spark task; its offset index says where batches
-start, so the segment can be cut there and its pieces walked in parallel (issue 14).
+start, so the segment can be cut there and its pieces walked in parallel.
 
 **Planning** (:func:`plan_pieces`, in the planning worker): a ``.log`` file larger than
 ``split_segment_bytes`` is cut into ``ceil(size / split_segment_bytes)`` pieces at the ``.index``

@@ -1,6 +1,6 @@
 """The output contract: every Delta table txnlog writes, as Arrow schemas.
 
-This module is the one home of output column names and types (DESIGN.md §3).
+This module is the one home of output column names and types (docs/design.md §3).
 Dashboards and acceptance checks read these names: add columns freely, never
 rename one. Spark schemas are derived from these in ``txnlog.spark.schemas``.
 The values of ``source`` and ``outcome`` are enums here too (:class:`InputSource`,
@@ -19,7 +19,7 @@ import pyarrow as pa
 
 
 class InputSource(StrEnum):
-    """The ``source`` column (DESIGN.md §3): which input a row's data came from. The pipeline reads the
+    """The ``source`` column (docs/design.md §3): which input a row's data came from. The pipeline reads the
     offline inputs, :mod:`txnlog.live` the live cluster; both write these values."""
 
     SEGMENTS = "segments"  # broker log directories: segment files, indexes, producer snapshots
@@ -34,7 +34,7 @@ LIVE_REPLICA = "live"
 
 
 class Outcome(StrEnum):
-    """``transactions.outcome`` (DESIGN.md §3)."""
+    """``transactions.outcome`` (docs/design.md §3)."""
 
     COMMIT = "COMMIT"
     ABORT = "ABORT"
@@ -122,7 +122,7 @@ ABORT_RECOMMENDATIONS = _schema(
     ("safety", STR),  # SAFE / VERIFY_FIRST
     ("command", STR),
     ("legacy_command", STR),
-    # the impact (issue 15): aborting this one and the HANGING ones before it on the partition moves the LSO
+    # the impact: aborting this one and the HANGING ones before it on the partition moves the LSO
     # to lso_after_abort, releasing offsets_released offsets to read_committed consumers (txnlog plan)
     ("lso_after_abort", I64),
     ("offsets_released", I64),

@@ -1,6 +1,6 @@
 """The newest broker-written timestamp of a written cluster: the ground truth of ``as_of``.
 
-The job's rule (issue 11 rule 6, README "What it writes"): without ``--as-of``, "now" is the
+The job's rule (README, "What it writes"): without ``--as-of``, "now" is the
 newest time a *broker's* clock wrote into the input, never a client's CreateTime:
 
 * transaction markers: the partition leader stamps the control record with its own clock

@@ -1238,7 +1238,7 @@ class Cluster:
 
     def _write_kraft_metadata_log(self, broker: Broker) -> None:
         # KRaft's metadata log: a LeaderChange control record and a few opaque
-        # metadata records. Readers must skip this directory (DESIGN §4a).
+        # metadata records. Readers must skip this directory (docs/design.md §4a).
         log = PartitionLog(broker.log_dir, wire.CLUSTER_METADATA_TOPIC, 0, leader_epoch=1)
         ts = self.start_ms - 60_000
         leader_change = struct.pack(">hiii", 0, min(self.brokers), 1, min(self.brokers))

@@ -1,7 +1,7 @@
 """Values at the edges of their types, written as real clients and damaged disks write them.
 
-Issue 11 rule 8 (no value in the data crashes the job) and rule 6 (``as_of`` never comes from a
-client's clock). Producers stamp CreateTime themselves (``ProducerBatch``/``RecordAccumulator``
+Two rules of the job: no value in the data crashes it, and ``as_of`` never comes from a
+client's clock. Producers stamp CreateTime themselves (``ProducerBatch``/``RecordAccumulator``
 take ``time.milliseconds()`` of the client, or whatever the application passes to
 ``ProducerRecord(timestamp=…)``); the broker keeps it unless the topic is LogAppendTime
 (``LogValidator`` only bounds it when ``log.message.timestamp.after.max.ms`` says so, which is

@@ -3,7 +3,7 @@
 A :class:`ScenarioResult` is computed from the simulation's own state (the
 partition logs' producer state and transaction history, the coordinator's
 records) and from what is left on disk (partition directories an operator
-"did not copy" are gone). The expected verdicts follow DESIGN.md §4 applied to
+"did not copy" are gone). The expected verdicts follow docs/design.md §4 applied to
 *that* view; each scenario also states the verdicts it means to produce and
 :func:`assemble` refuses to return a result that contradicts them, so a
 scenario cannot silently drift from its purpose.
@@ -223,7 +223,7 @@ class ScenarioResult:
     elapsed_s: float = 0.0
     notes: dict[str, object] = field(default_factory=dict)
     #: (broker, topic, partition, producer_id, first_offset) of transactions open in a copy that is only
-    #: behind another replica's marker for them: not open (DESIGN §4), but open if that copy is read alone
+    #: behind another replica's marker for them: not open (docs/design.md §4), but open if that copy is read alone
     behind: tuple[tuple[int, str, int, int, int], ...] = ()
     #: producer_state: every producer with state on each partition's reference replica at as_of
     producers: tuple[ExpectedProducer, ...] = ()
@@ -339,7 +339,7 @@ def _classify(
     history: Mapping[str, list[CoordinatorRecordTruth]],
     all_txn_state: bool,
 ) -> tuple[str | None, str | None, str | None, str | None, str | None, int | None]:
-    """DESIGN §4 on the writer's view.
+    """docs/design.md §4 on the writer's view.
 
     Returns (verdict, reason, safety, transactional_id, state name, coordinator partition).
     """
@@ -559,7 +559,7 @@ def assemble(
             if t.first_offset >= ref_log.log_start_offset or t.outcome == "OPEN":
                 transactions.append(_transaction_row(tp, t))
         # Open transactions across replicas, reported once with the replicas where open. Replicas are
-        # copies of the leader in offset order (DESIGN §4): a copy that ends at or before another
+        # copies of the leader in offset order (docs/design.md §4): a copy that ends at or before another
         # copy's marker for the transaction is behind and does not make it open; one that holds data
         # past that marker and still lacks it has diverged (the abort is VERIFY_FIRST).
         closing: dict[tuple[int, int], int] = {}
@@ -646,7 +646,7 @@ def assemble(
                 )
 
     # Coordinator-only: records stuck in a non-final state far past their timeout,
-    # none of whose partitions is in the input (DESIGN §4, COORDINATOR_STUCK).
+    # none of whose partitions is in the input (docs/design.md §4, COORDINATOR_STUCK).
     for txn_id, r in sorted(latest.items()):
         if r.state not in _STUCK or r.timeout_ms == wire.TWO_PHASE_COMMIT_TIMEOUT_MS:
             continue

@@ -150,7 +150,7 @@ class MarkerRecord:
 
 @dataclass(frozen=True, slots=True)
 class QuarantineTruth:
-    """A damaged byte range a reader must report (DESIGN §4a)."""
+    """A damaged byte range a reader must report (docs/design.md §4a)."""
 
     file: str  # path relative to the scenario root (set by the scenario), or absolute
     position: int

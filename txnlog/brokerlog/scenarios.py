@@ -3,7 +3,7 @@
 Each scenario writes ``<out>/broker-<id>/...`` (one Kafka log dir per broker)
 and returns a :class:`~txnlog.brokerlog.ground_truth.ScenarioResult` with the
 ground truth: open transactions, expected findings (verdict, reason, safety per
-DESIGN.md §4), COMMIT/ABORT counts per partition, coordinator state, expected
+docs/design.md §4), COMMIT/ABORT counts per partition, coordinator state, expected
 quarantine rows, and ``as_of_ms`` — the newest broker-written timestamp in the
 written input (markers, ``__transaction_state``, LogAppendTime; the last batch goes to a
 LogAppendTime topic), which is what the job uses when ``--as-of`` is not given. Healthy
@@ -42,7 +42,7 @@ from txnlog.brokerlog.cluster import (
 )
 from txnlog.brokerlog.extreme import DESCRIPTION as EXTREME_VALUES
 from txnlog.brokerlog.extreme import PARTITIONS as EXTREME_PARTITIONS
-from txnlog.brokerlog.extreme import write_extreme_values  # values at the limits of their types (issue 11 rule 8)
+from txnlog.brokerlog.extreme import write_extreme_values  # values at the limits of their types
 from txnlog.brokerlog.ground_truth import HANGING, LATE, Intent, ScenarioResult, assemble
 from txnlog.brokerlog.partition import PartitionLog
 from txnlog.kafka import wire
@@ -998,7 +998,7 @@ def _abort_plan_truth(twins: dict[TopicPartition, PartitionLog], result: Scenari
 
 
 def several_open_transactions(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
-    """Several open transactions on one partition, HANGING ones around LATE and ongoing ones (issue 15's plan).
+    """Several open transactions on one partition, HANGING ones around LATE and ongoing ones.
 
     * ``payments-1`` (committed traffic from a transactional app): a transaction whose id later expired
       (TRANSACTIONAL_ID_EXPIRED), then a PrepareCommit whose marker never arrived (LATE, MARKERS_PENDING),
@@ -1097,7 +1097,7 @@ def situation_damaged_marker(
 ) -> list[Intent]:
     """The COMMIT marker of a transaction on ``tp`` is damaged on disk (bad CRC): the copy shows the
     transaction open, the coordinator shows it complete. HANGING by what can be read, but the marker
-    may be in the quarantined bytes: VERIFY_FIRST, never SAFE (DESIGN §4)."""
+    may be in the quarantined bytes: VERIFY_FIRST, never SAFE (docs/design.md §4)."""
     p = c.transactional_producer(txn_id, transaction_version=1, compression=Compression.NONE).init_transactions()
     p.begin_transaction()
     p.send(*tp)
@@ -1112,7 +1112,7 @@ def situation_damaged_marker(
 
 
 def messy_incident(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
-    """Logs copied during an incident, each broker rule in one run (issue 5):
+    """Logs copied during an incident, each broker rule in one run:
 
     * a follower copy of ``orders-1`` that lags behind a COMMIT marker (nothing open);
     * a follower of ``orders-2`` that missed a COMMIT marker and holds later data (diverged:

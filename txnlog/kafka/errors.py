@@ -1,4 +1,4 @@
-"""Decode errors and quarantine entries: bad bytes are data (DESIGN.md §4a).
+"""Decode errors and quarantine entries: bad bytes are data (docs/design.md §4a).
 
 Two ways a decoder reports bad input:
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # --- Reasons ---------------------------------------------------------------
-# Segment damage (spec §1.2, DESIGN §4a).
+# Segment damage (spec §1.2, docs/design.md §4a).
 CRC_MISMATCH = "crc_mismatch"
 BAD_LENGTH = "bad_length"
 BAD_MAGIC = "bad_magic"

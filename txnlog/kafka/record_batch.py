@@ -14,7 +14,7 @@ Wire grammar (spec §1.2-1.4; DefaultRecordBatch.java, FileLogInputStream.java):
     Record     => length:varint attributes:int8 timestampDelta:varlong offsetDelta:varint
                   keyLength:varint key valueLength:varint value headersCount:varint headers
 
-How the walk treats bad bytes (DESIGN.md §4a) — a broker's recovery truncates at
+How the walk treats bad bytes (docs/design.md §4a) — a broker's recovery truncates at
 the first bad batch, an offline analyser must not lose what follows:
 
 * a partial last entry (a copied active segment) ends the segment with one

@@ -1,4 +1,4 @@
-"""The output tables of a small input, built in Arrow in this process: no Spark query (issue 12).
+"""The output tables of a small input, built in Arrow in this process: no Spark query.
 
 A small input (``driver_max_bytes``, txnlog.spark.placement) is a few thousand rows once decoded. Spark
 plans and runs ~30 queries to turn them into the tables (txnlog.spark.output), each costing a JVM round

@@ -1,4 +1,4 @@
-"""kafka-dump-log.sh outputs of a small input, read in this process: no Spark query (issue 12).
+"""kafka-dump-log.sh outputs of a small input, read in this process: no Spark query.
 
 :func:`txnlog.spark.dump_log.read_dump_logs` parses the dump files in Data Source tasks and lets Spark
 filter the parsed lines, name the replicas and group each dumped segment's lines for ``assemble_segment``

@@ -1,4 +1,4 @@
-"""The driver JVM: its JIT and collector options, and a class-data-sharing archive of Spark's classes (issue 12).
+"""The driver JVM: its JIT and collector options, and a class-data-sharing archive of Spark's classes.
 
 A txnlog run on a small input spends most of its time in a cold driver JVM: Spark's SQL engine loads,
 verifies and links ~20,000 classes from its jars while it plans the run's first queries. A JDK 13+

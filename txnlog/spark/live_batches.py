@@ -33,7 +33,7 @@ Which offsets (``range``), per partition:
     open at the previous cut was written by that run as ``OPEN``, is read whole again (its first batch
     is at or after that cut's LSO) and written with its outcome now, and the previous run's ``OPEN`` row
     is dropped in the same Delta commit (txnlog.delta.Supersede). Each run stays the per-(cluster,
-    as_of) replace of DESIGN §5, and its findings are complete on their own (every transaction open now
+    as_of) replace of docs/design.md §5, and its findings are complete on their own (every transaction open now
     is read). A partition the previous run did not read (the first run, a new topic) is read as
     ``unstable``. (The issue's "from min(previous high watermark, current LSO)" misses a transaction
     that was open at the previous cut and has ended since: its first batch lies below that bound.)

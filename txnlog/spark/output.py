@@ -179,7 +179,7 @@ def findings(classified: DataFrame, stuck: DataFrame, as_of_ms: int) -> DataFram
             "last_timestamp": T.ts("last_timestamp_ms"),
             "coordinator_state": F.col("owner_state"),
             "coordinator_partition": F.col("owner_coordinator_partition"),
-            # the same epoch the abort recommendation's legacy command carries (issue 5 rule 9)
+            # the same epoch the abort recommendation's legacy command carries
             "coordinator_epoch": _legacy_epoch(),
         }
     )

@@ -1,4 +1,4 @@
-"""Where a run's Python work runs: in Spark's tasks, or in the driver process without Spark (issue 12).
+"""Where a run's Python work runs: in Spark's tasks, or in the driver process without Spark.
 
 Every Python step of the job (the Data Sources' readers, the Arrow functions of ``applyInArrow`` and
 ``mapInArrow``) is a plain function over Arrow tables. On a large input Spark runs them in Python

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 # Correctness settings: applied to every session txnlog uses, including one it
-# did not build. Timestamps are instants in UTC everywhere (DESIGN.md §3), and
+# did not build. Timestamps are instants in UTC everywhere (docs/design.md §3), and
 # Parquet timestamps must be INT64 micros: Spark's default INT96 is not
 # something the deltalake commit path (or most readers) should be fed.
 REQUIRED_CONF: dict[str, str] = {

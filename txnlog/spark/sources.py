@@ -670,7 +670,7 @@ def broker_timestamps(batches: dict[str, np.ndarray]) -> dict[str, pa.Array]:
     """The newest broker-written timestamps of a segment's batch columns, for its ``segment`` row.
 
     A client stamps CreateTime with its own clock (it may run in microseconds, or wrong), so the
-    job's "now" comes only from what a broker's clock wrote (issue 11 rule 6):
+    job's "now" comes only from what a broker's clock wrote:
 
     * ``marker_timestamp``: the max timestamp of the control batches. The partition leader stamps a
       transaction marker itself (``MemoryRecords.withEndTransactionMarker(…, System.currentTimeMillis(), …)``
