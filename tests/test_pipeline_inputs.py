@@ -68,7 +68,7 @@ def test_library_run_in_live_mode_fails_in_one_line_before_spark(tmp_path):
 
 def test_cluster_is_named_after_the_input(tmp_path) -> None:
     """No --cluster: the same input gives the same name (reruns replace their run, since-last-run finds the
-    previous one), different inputs different names; the embedded sample stays 'sample' (issue 15)."""
+    previous one), different inputs different names; the embedded sample stays 'sample'."""
     from txnlog.pipeline import Inputs, cluster_name
 
     a, b = tmp_path / "incident-4711" / "logs", tmp_path / "other" / "logs"

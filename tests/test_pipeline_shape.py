@@ -1,4 +1,4 @@
-"""txnlog/pipeline.py reads as the job in one screen (issue 12): every function, docstring included, is
+"""txnlog/pipeline.py reads as the job in one screen: every function, docstring included, is
 under 60 lines; the steps carry the work."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every read-back example in the README runs as printed (issue 15): the blocks marked
+"""Every read-back example in the README runs as printed: the blocks marked
 ``<!-- readback:NAME -->`` are cut out of README.md and run in a directory holding ``./out``, a small
 output written with txnlog's own writer (two runs), then what each read is checked against the table."""
 

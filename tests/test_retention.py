@@ -1,4 +1,4 @@
-"""The history's retention (issue 14, "History that grows for years"): which runs go (txnlog.retention), and
+"""The history's retention: which runs go (txnlog.retention), and
 their rows deleted from real Delta tables (txnlog.delta.drop_runs_before), including from files that hold
 several runs after a compaction, then vacuumed; `txnlog retain`; the job's retain_runs."""
 

@@ -1,4 +1,4 @@
-"""Splitting big segments at index positions (issue 14), without Spark: planning from the ``.index``,
+"""Splitting big segments at index positions, without Spark: planning from the ``.index``,
 its sanity checks (fallback), and the stitch property — the live pieces of any split walk exactly the
 batches and quarantine regions of the whole-file walk, damage included."""
 

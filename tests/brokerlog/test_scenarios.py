@@ -47,7 +47,7 @@ SINGLE_PURPOSE = {
 
 
 def _expected_safety(result: ScenarioResult, name: str, f: Any) -> str:
-    """VERIFY_FIRST where the copy cannot show for sure that nothing will end the transaction (DESIGN §4):
+    """VERIFY_FIRST where the copy cannot show for sure that nothing will end the transaction (docs/design.md §4):
     not every __transaction_state partition copied, replicas diverged, or damage where the marker may be."""
     diverged = len(f.brokers) < len(result.partitions[(f.topic, f.partition)].brokers)
     if name == "damage_around_transactions":  # damage before the producer's previous marker hides nothing
@@ -204,7 +204,7 @@ def test_findings_have_no_marker_after_them(written, name: str) -> None:
 @pytest.mark.parametrize("name", NAMES + ["bulk", "sample@20261122"])
 def test_as_of_is_the_newest_broker_written_timestamp(written, name: str) -> None:
     """Markers, __transaction_state records and LogAppendTime batches: what a broker's clock wrote
-    (the job's as_of rule, issue 11 rule 6); a client's CreateTime never counts."""
+    (the job's as_of rule); a client's CreateTime never counts."""
     result = written[name]
     damaged = {(q.file, q.position) for q in result.quarantine}
     best = -1

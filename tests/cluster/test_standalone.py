@@ -1,4 +1,4 @@
-"""The job on a real Spark standalone cluster (issue 14): a master and two workers started from pip's
+"""The job on a real Spark standalone cluster: a master and two workers started from pip's
 pyspark on 127.0.0.1 (tests/cluster/standalone.py), ``./spark-submit.sh --master spark://…`` on a
 writer-made kafka-dump-log.sh dump, every table compared with a local run of the same dump (chispa: the
 session's shared ``./spark-submit.sh`` run of those dumps, same ``--cluster`` and ``--as-of``,

@@ -1,4 +1,4 @@
-"""Verdict rules (DESIGN.md §4) on hand-built candidate rows."""
+"""Verdict rules (docs/design.md §4) on hand-built candidate rows."""
 
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ def test_seed_case_evidence_names_the_abort_marker():
 @pytest.mark.parametrize("replicas", [["live"], ["broker-1"]])
 def test_no_marker_evidence_says_what_was_read(replicas):
     """A transaction with no marker of its producer before it: read live, the evidence says the claim is
-    about the offsets read (the Kafka source reads the unstable tail and a look-back, issue 13)."""
+    about the offsets read (the Kafka source reads the unstable tail and a look-back)."""
     row = {**BASE, "transactional_id": "txn-7", "replicas": replicas, "log_start_offset": 500}
     evidence, _ = C.evidence_and_advice(row, "NO_TRANSACTIONAL_ID", C.Thresholds(as_of_ms=AS_OF))
     assert evidence.startswith(

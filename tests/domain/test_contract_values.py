@@ -1,4 +1,4 @@
-"""The enums' values are the output contract's text (DESIGN.md §3, §4), spelled out here by hand: renaming
+"""The enums' values are the output contract's text (docs/design.md §3, §4), spelled out here by hand: renaming
 a member is free, changing a value changes every dashboard's filter and must fail here first."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from txnlog.classify import Owner, Reason, Safety, Verdict
 from txnlog.kafka.wire import ControlType, TransactionState
 from txnlog.tables import InputSource, Outcome
 
-# DESIGN.md §3 (findings.verdict, abort_recommendations.safety, transactions.outcome, every source
+# docs/design.md §3 (findings.verdict, abort_recommendations.safety, transactions.outcome, every source
 # column) and §4 (the reasons, in the order of its table). Literals on purpose: this is the contract.
 CONTRACT = {
     Verdict: ["HANGING", "LATE"],

@@ -1,4 +1,4 @@
-"""Evidence and advice read as finished English in every case (issue 15): every reason × every input kind
+"""Evidence and advice read as finished English in every case: every reason × every input kind
 (copied segments, a kafka-dump-log.sh dump, the live Kafka source, replicas that diverged, damage nearby)
 × what may be unknown (transactional.id, coordinator state and times, the log start, the previous marker)
 × one or several batches. No ``None``/``nan``, no singular/plural slip, no empty clause or stray punctuation."""

@@ -427,7 +427,7 @@ def _expected_from_segments(table: str, row: dict[str, Any], variant: Variant) -
 #: columns that depend on what a dump without marker record lines loses (module doc)
 _SHALLOW_LOSSES = {
     "transactions": {"outcome", "coordinator_epoch", "first_timestamp", "duration_ms"},
-    # the coordinator epoch of a finding is the producer's last marker's (issue 5 rule 9)
+    # the coordinator epoch of a finding is the producer's last marker's
     "findings": {"first_timestamp", "open_ms", "evidence", "coordinator_epoch"},
     "abort_recommendations": {"coordinator_epoch", "legacy_command"},
     "partition_health": {"max_open_ms", "stuck_since"},

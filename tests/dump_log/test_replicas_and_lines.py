@@ -1,4 +1,4 @@
-"""kafka-dump-log.sh input: replica identity (issue 11 rule 2) and every line DumpLogSegments prints
+"""kafka-dump-log.sh input: replica identity and every line DumpLogSegments prints
 (rule 7).
 
 The lines below are written here from the format strings of ``DumpLogSegments`` (apache/kafka

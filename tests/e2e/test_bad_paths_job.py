@@ -1,4 +1,4 @@
-"""Paths and configuration a user gets wrong, through ``./spark-submit.sh`` (issue 14, "Bad input"): each is
+"""Paths and configuration a user gets wrong, through ``./spark-submit.sh``: each is
 one line on stderr naming the path or key and what to do, exit code 2, and nothing written (no output
 directory appears). These checks run before spark-submit starts a JVM (``--validate-only``)."""
 

@@ -1,4 +1,4 @@
-"""Two brokers' kafka-dump-log.sh outputs with identical paths, given as a user gives them (issue 11 rule 2).
+"""Two brokers' kafka-dump-log.sh outputs with identical paths, given as a user gives them.
 
 Every broker's log dir is /var/lib/kafka/data, so both brokers print ``Dumping
 /var/lib/kafka/data/<topic>-<n>/<file>``. The operator keeps one directory per broker

@@ -1,4 +1,4 @@
-"""Values at the edges of their types, and the ``as_of`` rule (issue 11 rules 6, 8).
+"""Values at the edges of their types, and the ``as_of`` rule.
 
 One run over the ``extreme_values`` scenario holds every value class (µs and ns CreateTime,
 CreateTime −1 and 0, producer id and offsets at Long.MAX): the run completes, ``as_of`` is the newest

@@ -1,5 +1,5 @@
 """Faults during the write, run as a user runs the job (``./spark-submit.sh``): a driver killed between two
-tables' commits, and two runs writing one output at once (issue 14, "Faults").
+tables' commits, and two runs writing one output at once.
 
 The protocol under test (txnlog.pipeline.run, txnlog.delta.output_lock): a run's ``runs`` row says RUNNING
 before its first table and SUCCEEDED after its last; every reader shows the newest SUCCEEDED run; runs into

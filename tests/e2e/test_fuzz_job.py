@@ -1,4 +1,4 @@
-"""Mutated partitions through the whole job (issue 14, "Bad input"), in the shared Spark session.
+"""Mutated partitions through the whole job, in the shared Spark session.
 
 The writer's ``sample`` cluster is run once clean. Each mutated run copies it and damages many
 partitions at once with the fuzzer's mutators (``tests.kafka.fuzzing``): a few of the sample's own
@@ -15,7 +15,7 @@ time, and every age with it):
 * every partition the mutations left alone gets the clean run's findings (verdict, reason, owner,
   safety) and partition health — except findings whose owner lives in a mutated
   ``__transaction_state`` partition, or that have no owner while one is mutated (a damaged
-  coordinator partition may hide or drop an owner: DESIGN §4 "safety never rests on what could not
+  coordinator partition may hide or drop an owner: docs/design.md §4 "safety never rests on what could not
   be read").
 
 A separate test runs a decompression bomb through the job's command line (its script's ``main`` in process,

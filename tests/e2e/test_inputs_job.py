@@ -136,7 +136,7 @@ def test_dump_log_transactions_health_and_coordinator(dump_run) -> None:
     assert actual == expected
     health = {(p["topic"], p["partition"]): p for p in T.rows(out, "partition_health")}
     assert set(health) == set(truth.partitions)
-    for (topic, partition), r in truth.partitions.items():  # what the leader reports (DESIGN §4)
+    for (topic, partition), r in truth.partitions.items():  # what the leader reports (docs/design.md §4)
         p = health[(topic, partition)]
         assert (p["log_end_offset"], p["last_stable_offset"]) == (r.log_end_offset, r.last_stable_offset), (
             topic,
@@ -177,8 +177,8 @@ def test_dump_log_transactions_health_and_coordinator(dump_run) -> None:
 
 
 def test_dump_log_quarantine_names_dump_lines(dump_run) -> None:
-    """The truncated tail and the CRC mismatch of the sample, as the segment reader reports them (issue 5
-    rule 7): the segment file and byte position the dump printed, the dump file and line in detail."""
+    """The truncated tail and the CRC mismatch of the sample, as the segment reader reports them: the
+    segment file and byte position the dump printed, the dump file and line in detail."""
     q = T.rows(dump_run["out"], "quarantine")
     got = sorted((Path(r["file"]).parts[-2:], r["position"], r["reason"]) for r in q)
     want = sorted((Path(x.file).parts[-2:], x.position, x.reason) for x in dump_run["truth"].quarantine)

@@ -88,7 +88,7 @@ def test_the_readme_runbook_prints_what_it_shows(readme_run):
 
 def test_sample_has_every_verdict_class(readme_run):
     reasons = {f.reason for f in readme_run.truth.findings}
-    assert reasons == set(Reason), "the embedded sample should exercise every reason of DESIGN.md §4"
+    assert reasons == set(Reason), "the embedded sample should exercise every reason of docs/design.md §4"
 
 
 @pytest.fixture(scope="module")
@@ -217,7 +217,7 @@ def test_ongoing_within_timeout_is_open_without_finding(readme_run):
 
 def test_partition_health_matches_ground_truth(readme_run):
     """partition_health holds what the leader (the most advanced replica) reports: a follower that
-    lags or diverged does not move the partition's offsets (DESIGN §4)."""
+    lags or diverged does not move the partition's offsets (docs/design.md §4)."""
     got = {(p["topic"], p["partition"]): p for p in T.rows(readme_run.out, "partition_health")}
     assert set(got) == set(readme_run.truth.partitions)
     for key, w in readme_run.truth.partitions.items():

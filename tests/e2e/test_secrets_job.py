@@ -1,4 +1,4 @@
-"""A planted secret never leaves the configuration (issue 14, "Security").
+"""A planted secret never leaves the configuration.
 
 A SASL password (and an S3-style secret key in the Spark settings) comes in through the environment, as the
 README tells operators to pass it (``${NAME}`` in the YAML). The test runs what a user runs with it, then

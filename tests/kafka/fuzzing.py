@@ -1,4 +1,4 @@
-"""Seeded mutation fuzzing of the decoders (issue 14, "Bad input"): corpus, mutators, oracle.
+"""Seeded mutation fuzzing of the decoders: corpus, mutators, oracle.
 
 Shared by ``tests/kafka/test_fuzz.py`` (a few thousand inputs, in CI) and ``benchmarks/fuzz.py``
 (>= 100,000). Everything is a function of one integer seed, so any failure is reproduced by its

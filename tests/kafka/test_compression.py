@@ -1,4 +1,4 @@
-"""The decompression cap (issue 14): a bomb is a quarantine row, never an out-of-memory."""
+"""The decompression cap: a bomb is a quarantine row, never an out-of-memory."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fuzzing the decoders with mutated writer-made inputs (issue 14, "Bad input"): the CI part.
+"""Fuzzing the decoders with mutated writer-made inputs: the CI part.
 
 The corpus, mutators and invariants live in :mod:`tests.kafka.fuzzing`; ``benchmarks/fuzz.py``
 runs the same with >= 100,000 inputs. Here: a seeded run of a few hundred inputs per input kind

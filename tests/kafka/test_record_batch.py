@@ -1,4 +1,4 @@
-"""Segment walk: header columns, control records, and every kind of bad bytes (DESIGN §4a)."""
+"""Segment walk: header columns, control records, and every kind of bad bytes (docs/design.md §4a)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""txnlog.spark.jvm_archive: the driver JVM's class-data-sharing archive (issue 12, startup)."""
+"""txnlog.spark.jvm_archive: the driver JVM's class-data-sharing archive."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``txnlog plan``'s numbers against the broker-log writer's ground truth (issue 15).
+"""``txnlog plan``'s numbers against the broker-log writer's ground truth.
 
 Scenario ``several_open_transactions`` (txnlog.brokerlog.scenarios), one broker:
 

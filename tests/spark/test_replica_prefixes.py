@@ -1,9 +1,9 @@
 """Property: follower copies that are prefixes of the leader's log change nothing but the replica lists.
 
-Replicas are copies of the leader in offset order (DESIGN §4; ``ReplicaFetcherThread`` appends what
+Replicas are copies of the leader in offset order (docs/design.md §4; ``ReplicaFetcherThread`` appends what
 the leader wrote). For any set of copies where each is a prefix of the leader's log, the findings
 and the partition's health must equal those of the leader's log alone — every column except
-``replicas`` / ``open_replicas``. Before issue 5 a follower that lagged behind a marker made the
+``replicas`` / ``open_replicas``. Once, a follower that lagged behind a marker made the
 transaction open, lowered the LSO and could turn into a SAFE abort.
 
 The examples are random transactional logs (several producers interleaving data batches, COMMIT /

@@ -1,4 +1,4 @@
-"""A run's ``runs`` row tells whether it is complete (issue 14, "Faults"): RUNNING while it writes, SUCCEEDED
+"""A run's ``runs`` row tells whether it is complete: RUNNING while it writes, SUCCEEDED
 after its last table, FAILED with the error when a write fails; the output's write lock makes a second run
 wait or fail with one line. In-process, on the shared Spark session; the killed-driver and concurrent-run
 cases run the real job in tests/e2e/test_faults_job.py."""

@@ -1,4 +1,4 @@
-"""Big segments read in pieces by several Spark tasks (issue 14, txnlog.splits): the Data Source's output,
+"""Big segments read in pieces by several Spark tasks: the Data Source's output,
 stitched, gives the same segment, quarantine, transaction and producer rows as the whole read, for any
 split; a hot partition's big segment becomes several tasks; the job's Delta tables are the same; damage
 near a split edge still makes later aborts VERIFY_FIRST."""
@@ -166,7 +166,7 @@ def _verdicts(out: Path) -> pa.Table:
 def test_job_tables_and_damage_at_a_split_edge(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """pipeline.run with and without splits writes the same Delta tables; the hot partition's damage, put on
     the batches at and right before a split point, makes the aborts of the hanging transactions before it
-    VERIFY_FIRST because of it (issue 5 rule 5: their marker may be in the quarantined bytes)."""
+    VERIFY_FIRST because of it."""
     from tests.e2e.test_previous_pipeline import TABLES, differences, read_delta
     from txnlog import splits as S
     from txnlog.config import load_config
