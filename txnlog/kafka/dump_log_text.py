@@ -40,6 +40,7 @@ import json
 import os
 import re
 import struct
+from collections.abc import Iterable
 from typing import Literal
 
 import numpy as np
@@ -300,6 +301,12 @@ JSON_DECODER_VERSIONS = ("4.0", "4.x", "trunk")
 #: versions printed by the Java port (tools/src/main/java/org/apache/kafka/tools/DumpLogSegments.java,
 #: KAFKA-14579): snapshot lines without the Scala trailing space, legacy "crc: N" without the stray "}"
 JAVA_VERSIONS = ("4.x", "trunk")
+#: versions checked byte for byte against Kafka's own DumpLogSegments (tests/oracle/test_dump_log.py): deep
+#: iteration stops the tool at a record it cannot read (the exception ends the run), and a legacy (magic 0/1)
+#: entry prints its records with their key and value sizes, a compressed one each inner message
+KAFKA_CHECKED_VERSIONS = ("4.0",)
+#: ControlRecordType names (``controlType: NAME(id)`` for control records other than ABORT/COMMIT)
+_CONTROL_NAMES = {2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER", 4: "SNAPSHOT_FOOTER", 5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
 _TS_NAMES = {0: "CreateTime", 1: "LogAppendTime"}
 _CODEC_NAMES = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -336,14 +343,59 @@ def _opt_long(value: int | None, version: Version) -> str:
     return "OptionalLong.empty" if value is None else f"OptionalLong[{value}]"
 
 
-def _txn_scala(key: bytes | None, value: bytes | None) -> str:
+def _java_int(x: int) -> int:
+    x &= 0xFFFFFFFF
+    return x - (1 << 32) if x & 0x80000000 else x
+
+
+def _topic_partition_hash(topic: str, partition: int) -> int:
+    """``TopicPartition.hashCode``: ``31 * (31 + partition) + topic.hashCode()`` (Java ``String.hashCode``
+    over UTF-16 code units), in 32-bit arithmetic."""
+    h = 0
+    units = topic.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (31 * h + int.from_bytes(units[i : i + 2], "big")) & 0xFFFFFFFF
+    return _java_int(31 * (31 + partition) + h)
+
+
+def _table_size_for(capacity: int) -> int:
+    """Scala 2.13 ``mutable.HashSet.tableSizeFor``."""
+    return min(1 << (max(capacity - 1, 4).bit_length()), 1 << 30)
+
+
+def _scala_hash_set_order(partitions: Iterable[tuple[str, Iterable[int]]]) -> list[str]:
+    """The ``topic-partition`` strings in the order ``TransactionLog.formatRecordKeyAndValue`` prints them:
+    ``readTxnRecordValue`` adds each topic's partitions (an immutable ``Set``) to a Scala 2.13
+    ``mutable.HashSet`` (16 buckets, load factor 0.75), whose iterator walks the buckets in index order,
+    each bucket's nodes in ascending improved hash (``h ^ (h >>> 16)``), insertion order on a tie.
+    Kafka's 2.13 build (the oracle's; the 2.12 builds of 3.x iterate another way)."""
+    length = 16
+    entries: list[tuple[int, str]] = []
+    seen: set[tuple[str, int]] = set()
+    for topic, ids in partitions:
+        members = list(dict.fromkeys(ids))
+        # addAll: sizeHint(size + n), then add one by one (Set1..Set4) or without a threshold check (a HashSet)
+        length = max(length, _table_size_for(int((len(seen) + len(members) + 1) / 0.75)))
+        for pid in members:
+            if (topic, pid) in seen:
+                continue
+            if len(members) <= 4 and len(seen) + 1 >= int(length * 0.75):
+                length *= 2
+            seen.add((topic, pid))
+            h = _topic_partition_hash(topic, pid)
+            entries.append((_java_int(h ^ ((h & 0xFFFFFFFF) >> 16)), f"{topic}-{pid}"))
+    order = sorted(range(len(entries)), key=lambda i: (entries[i][0] & (length - 1), entries[i][0], i))
+    return [entries[i][1] for i in order]
+
+
+def _txn_scala(key: bytes | None, value: bytes | None, set_order: bool = False) -> str:
     from txnlog.kafka.txn_state import decode_transaction_log_key, decode_transaction_log_value
 
     tid = decode_transaction_log_key(key)
     v = decode_transaction_log_value(value)
     if v is None:
         return f" key: transaction_metadata::transactionalId={tid} payload: <DELETE>"
-    parts = ",".join(v.topic_partitions())
+    parts = ",".join(_scala_hash_set_order(v.effective_partitions) if set_order else v.topic_partitions())
     return (
         f" key: transaction_metadata::transactionalId={tid} payload: producerId:{v.producer_id},"
         f"producerEpoch:{v.producer_epoch},state={STATE_NAMES[int(v.state)]},partitions=[{parts}],"
@@ -394,13 +446,14 @@ def _batch_line(version: Version, h: dict[str, int], crc_valid: bool) -> str:
     if version in ("3.x", "4.0", "4.x", "trunk"):
         dh = f" deleteHorizonMs: {_opt_long(h['base_timestamp'] if h['attrs'] & 0x40 else None, version)}"
     last_seq = -1 if h["base_sequence"] < 0 else (h["base_sequence"] + h["last_offset_delta"]) & 0x7FFFFFFF
+    magic = h["magic"] if version in KAFKA_CHECKED_VERSIONS else 2  # the byte as read (a damaged one too)
     return (
         f"baseOffset: {h['base_offset']} lastOffset: {h['base_offset'] + h['last_offset_delta']} "
         f"count: {h['count']} baseSequence: {h['base_sequence']} lastSequence: {last_seq} "
         f"producerId: {h['producer_id']} producerEpoch: {h['producer_epoch']} "
         f"partitionLeaderEpoch: {h['ple']} isTransactional: {str(bool(h['attrs'] & 0x10)).lower()} "
         f"isControl: {str(bool(h['attrs'] & 0x20)).lower()}{dh} position: {h['position']} "
-        f"{_TS_NAMES[(h['attrs'] >> 3) & 1]}: {h['max_timestamp']} size: {h['size']} magic: 2 "
+        f"{_TS_NAMES[(h['attrs'] >> 3) & 1]}: {h['max_timestamp']} size: {h['size']} magic: {magic} "
         f"compresscodec: {codec} crc: {h['crc']} isvalid: {str(crc_valid).lower()}"
     )
 
@@ -409,7 +462,14 @@ _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 
 
 def _render_log(
-    buf: bytes, version: Version, deep: bool, txn_decoder: bool, print_data: bool, is_txn_state: bool, name: str
+    buf: bytes,
+    version: Version,
+    deep: bool,
+    txn_decoder: bool,
+    print_data: bool,
+    is_txn_state: bool,
+    name: str,
+    set_order: bool = False,
 ) -> list[str]:
     from txnlog.kafka.compression import decompress
     from txnlog.kafka.crc import crc32c
@@ -419,6 +479,8 @@ def _render_log(
     n = len(buf)
     while pos + 17 <= n:
         base_offset, size_field = struct.unpack_from(">qi", buf, pos)
+        if size_field < 14 and version in KAFKA_CHECKED_VERSIONS:
+            return out  # FileLogInputStream.nextBatch: CorruptRecordException, the tool stops
         if size_field < 14 or pos + 12 + size_field > n:
             break
         magic = buf[pos + 16]
@@ -442,11 +504,17 @@ def _render_log(
                 "position": pos,
                 "size": total,
                 "codec": attrs & 0x07,
+                "magic": magic,
             }
             valid = crc32c(buf[pos + 21 : pos + total]) == crc
             out.append(_batch_line(version, h, valid))
             if deep:
-                out.extend(_record_lines(buf, h, version, txn_decoder and is_txn_state, print_data, decompress))
+                lines, complete = _record_lines(
+                    buf, h, version, txn_decoder and is_txn_state, print_data, decompress, set_order
+                )
+                out.extend(lines)
+                if not complete and version in KAFKA_CHECKED_VERSIONS:
+                    return out  # DumpLogSegments stops on the exception: nothing after it is printed
         else:
             # legacy entry: offset size crc magic attrs [timestamp] key value
             attrs = buf[pos + 17]
@@ -460,26 +528,94 @@ def _render_log(
                 f"offset: {base_offset} position: {pos} {ts_name}: {ts} size: {total} magic: {magic} "
                 f"compresscodec: {codec} crc: {crc} isvalid: true"
             )
-            if deep:
+            if deep and version in KAFKA_CHECKED_VERSIONS:
+                lines, complete = _legacy_record_lines(buf[pos : pos + total], ts_name, decompress)
+                out.extend(lines)
+                if not complete:
+                    return out
+            elif deep:
                 brace = "" if version in JAVA_VERSIONS else "}"  # the Scala tool's stray "}" (spec §5.3)
                 out.append(
                     f"| offset: {base_offset} {ts_name}: {ts} keySize: -1 valueSize: -1 isValid: true crc: {crc}{brace}"
                 )
         pos += total
-    if pos < n and any(buf[pos:]):
+    if pos < n and (any(buf[pos:]) or version in KAFKA_CHECKED_VERSIONS):
         out.append(f"Found {n - pos} invalid bytes at the end of {name}")
     return out
 
 
+def _legacy_messages(entry: bytes):
+    """(offset, magic, attributes, timestamp, key size, value, crc, crc valid) of each message in ``entry``
+    (a log entry or a wrapper's decompressed value: offset, size, crc, magic, attributes, [timestamp], key,
+    value); stops at the first one that does not fit."""
+    import zlib
+
+    p, n = 0, len(entry)
+    while p + 26 <= n:
+        offset, size, crc, magic, attrs = struct.unpack_from(">qiIbb", entry, p)
+        end = p + 12 + size
+        q = p + 18 + (8 if magic >= 1 else 0)
+        if size < 14 or end > n or q + 4 > end:
+            return
+        ts = struct.unpack_from(">q", entry, p + 18)[0] if magic >= 1 else -1
+        klen = struct.unpack_from(">i", entry, q)[0]
+        q += 4 + max(klen, 0)
+        if q + 4 > end:
+            return
+        vlen = struct.unpack_from(">i", entry, q)[0]
+        value = None if vlen < 0 else entry[q + 4 : q + 4 + vlen]
+        valid = zlib.crc32(entry[p + 16 : end]) == crc
+        yield offset, magic, attrs, ts, klen, value, crc, valid
+        p = end
+
+
+def _legacy_record_lines(entry: bytes, ts_name: str, decompress) -> tuple[list[str], bool]:
+    """Deep iteration of one legacy entry as DumpLogSegments prints it (AbstractLegacyRecordBatch): the entry
+    itself, or a compressed wrapper's inner messages (offsets relative to the wrapper's for magic 1,
+    ``LegacyRecord``'s timestamps, the wrapper's when it is LogAppendTime). False: the tool stops here."""
+    ((w_offset, w_magic, w_attrs, w_ts, klen, value, crc, valid),) = list(_legacy_messages(entry))[:1] or [
+        (0, 0, 0, -1, -1, None, 0, False)
+    ]
+    if w_attrs & 0x07 == 0:
+        vlen = -1 if value is None else len(value)
+        line = f"| offset: {w_offset} {ts_name}: {w_ts} keySize: {klen} valueSize: {vlen} "
+        return [line + f"isValid: {str(valid).lower()} crc: {crc}}}"], True
+    try:
+        inner = list(_legacy_messages(decompress(w_attrs & 0x07, value or b"")))
+    except Exception:  # noqa: BLE001 - the tool stops on the exception
+        return [], False
+    if not inner:
+        return [], False
+    last_relative = inner[-1][0]
+    lines = []
+    for offset, _magic, _attrs, ts, ik, ivalue, icrc, ivalid in inner:
+        if w_magic >= 1:
+            offset = w_offset - last_relative + offset
+            ts = w_ts if w_attrs & 0x08 else ts
+        ivlen = -1 if ivalue is None else len(ivalue)
+        lines.append(
+            f"| offset: {offset} {ts_name}: {ts} keySize: {ik} valueSize: {ivlen} "
+            f"isValid: {str(ivalid).lower()} crc: {icrc}}}"
+        )
+    return lines, True
+
+
 def _record_lines(
-    buf: bytes, h: dict[str, int], version: Version, txn_decoder: bool, print_data: bool, decompress
-) -> list[str]:
+    buf: bytes,
+    h: dict[str, int],
+    version: Version,
+    txn_decoder: bool,
+    print_data: bool,
+    decompress,
+    set_order: bool = False,
+) -> tuple[list[str], bool]:
+    """The record lines of one v2 batch, and whether every record was read (else the real tool stopped)."""
     pos = h["position"]
     body = buf[pos + 61 : pos + h["size"]]
     try:
         payload = decompress(h["codec"], body)
     except Exception:  # noqa: BLE001 - the real tool prints the exception; we print nothing
-        return []
+        return [], False
     lines = []
     ts_name = _TS_NAMES[(h["attrs"] >> 3) & 1]
     is_control = bool(h["attrs"] & 0x20)
@@ -515,12 +651,12 @@ def _record_lines(
                     epoch = struct.unpack_from(">i", value, 2)[0]
                     line += f" endTxnMarker: {'ABORT' if ctype == 0 else 'COMMIT'} coordinatorEpoch: {epoch}"
                 else:
-                    line += f" controlType: UNKNOWN({ctype})"
+                    line += f" controlType: {_CONTROL_NAMES.get(ctype, 'UNKNOWN')}({ctype})"
         elif txn_decoder:
             line += (
                 _txn_json(key, value, status_names=version == "4.x")
                 if version in JSON_DECODER_VERSIONS
-                else _txn_scala(key, value)
+                else _txn_scala(key, value, set_order)
             )
         elif print_data:
             if key is not None:
@@ -528,7 +664,7 @@ def _record_lines(
             if value is not None:
                 line += f" payload: {value.decode('utf-8', 'replace')}"
         lines.append(line)
-    return lines
+    return lines, len(records) == h["count"]
 
 
 def _render_snapshot(buf: bytes, version: Version) -> list[str]:
@@ -573,6 +709,7 @@ def render_dump(
     print_data_log: bool = False,
     *,
     dumping_path: str | None = None,
+    scala_set_order: bool = False,
 ) -> str:
     """``kafka-dump-log.sh --files <path>`` output as ``version`` prints it.
 
@@ -585,6 +722,13 @@ def render_dump(
     (the Java port before KAFKA-20712: status ids).
     ``transaction_log_decoder`` only applies to ``__transaction_state`` segments (as the real
     flag only makes sense there); ``print_data_log``/the decoder imply deep iteration.
+
+    "4.0" data segments and snapshots are Kafka's own output byte for byte (tests/oracle/test_dump_log.py
+    holds them to the real DumpLogSegments): a record the tool cannot read ends the file (the real tool stops
+    on the exception), legacy entries print their messages. ``scala_set_order``: the text form of the
+    transaction-log decoder (2.x/3.x) lists a record's partitions in the order Kafka's Scala 2.13 build
+    prints them (a ``mutable.HashSet``'s: :func:`_scala_hash_set_order`), not the record's; off by default,
+    where the partitions keep the record's order (what the project's text-vs-binary tests compare).
     """
     with open(path, "rb") as f:
         buf = f.read()
@@ -600,6 +744,13 @@ def render_dump(
         is_txn_state = "/__transaction_state-" in path.replace(os.sep, "/")
         deep = deep_iteration or print_data_log or transaction_log_decoder
         lines += _render_log(
-            buf, version, deep, transaction_log_decoder, print_data_log, is_txn_state, os.path.basename(path)
+            buf,
+            version,
+            deep,
+            transaction_log_decoder,
+            print_data_log,
+            is_txn_state,
+            os.path.basename(path),
+            scala_set_order,
         )
     return "\n".join(lines) + "\n"
