@@ -210,8 +210,11 @@ def leader_producers(events: Mapping[str, Col], snaps: Mapping[str, Col], replic
     s_rep, s_off = snaps["replica"][0].astype(np.int64), snaps["file_offset"][0]
     chosen = R.chosen_snapshot_rows(s_rep, s_off, replicas) & lead[s_rep] if s_rep.size else np.zeros(0, bool)
     snap_at = R.snapshot_offsets(s_rep, s_off, chosen, n_rep)
+    # a clean copy speaks for its broker restarted on it, whose rebuild reads from the log start on
+    # (UnifiedLog.rebuildProducerState): below a DeleteRecords log start no batch of the copy counts
+    read_from = np.where(replicas.clean_shutdown, np.maximum(snap_at, replicas.log_start), snap_at)
     e_rep = events["replica"][0].astype(np.int64)
-    e_keep = lead[e_rep] & (events["last_offset"][0] >= snap_at[e_rep]) if e_rep.size else np.zeros(0, bool)
+    e_keep = lead[e_rep] & (events["last_offset"][0] >= read_from[e_rep]) if e_rep.size else np.zeros(0, bool)
     ev = {name: (c[0][e_keep], c[1][e_keep]) for name, c in events.items()}
     sn = {name: (c[0][chosen], c[1][chosen]) for name, c in snaps.items()}
     ne, ns = int(e_keep.sum()), int(chosen.sum())

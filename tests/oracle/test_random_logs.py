@@ -41,11 +41,11 @@ compared with the ground truth's live answer (and txnlog with that) instead of K
 
 Everything else (log start/end, high watermark, LSO, every active producer, OPEN transactions) is Kafka's.
 
-Two disagreements with Kafka, each reproduced by an ``xfail(strict=True)`` test at the end and recognised in
-the random run by :func:`_known_disagreement` (listed, not failed): a cleanly shut-down copy emptied by
-DeleteRecords (log start = log end) keeps the live producers in the ground truth and in txnlog, while the
-restart deletes the snapshot at the log start and holds none; and a running copy without a snapshot at or
-above a DeleteRecords log start, where txnlog's producers come from the batches still on disk below the log
+It found two disagreements with Kafka. A cleanly shut-down copy emptied by DeleteRecords (log start = log
+end) kept the live producers in the ground truth and in txnlog, while the restart deletes the snapshot at
+the log start and holds none: both now follow Kafka (a regression test at the end). Still open, reproduced by
+an ``xfail(strict=True)`` test and recognised in the random run by :func:`_known_disagreement` (listed, not
+failed): a running copy without a snapshot at or above a DeleteRecords log start, where txnlog's producers come from the batches still on disk below the log
 start while Kafka's rebuild reads from the log start.
 
 Not generated: damaged batches (tests/oracle/test_scenarios.py covers them), replicas on several brokers,
@@ -289,21 +289,14 @@ def _snapshot_at_or_above_log_start(c: Cluster, key: tuple[int, str, int]) -> bo
 
 
 def _known_disagreement(c: Cluster, problem: str) -> bool:
-    """The two disagreements with Kafka this test found, each reproduced by an xfail test below:
+    """The disagreement with Kafka this test found and that is still open, reproduced by an xfail test below:
 
-    * ``truth``: a cleanly shut-down copy whose log start is its log end keeps the live producers in the ground
-      truth; the restart deletes the snapshot at the log start and holds none
-      (:func:`test_ground_truth_of_a_clean_copy_emptied_by_delete_records`);
     * ``txnlog``: a running broker's copy without a snapshot at or above a DeleteRecords log start: txnlog's
       producer state comes from the batches below the log start
       (:func:`test_txnlog_producers_below_a_delete_records_log_start_without_a_snapshot`).
     """
     for p in range(c.topics[TOPIC].partitions):
         log, key = c.partition(TOPIC, p).logs[1], (1, TOPIC, p)
-        emptied = log.log_start_offset == log.log_end_offset > 0
-        about = problem.startswith((f"truth {key}: producers", f"txnlog {key[1:]}: producer_state"))
-        if about and 1 in c.clean_shutdown_brokers and emptied:
-            return True
         if (
             problem.startswith((f"txnlog {key[1:]}: producer_state", f"txnlog {key[1:]}: OPEN"))
             and 1 not in c.clean_shutdown_brokers
@@ -408,12 +401,10 @@ def _judge_one(oracle: Any, spark: Any, w: Workload, root: Path) -> list[str]:
     return _differences(c, truth, kafka, root / "out")[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ground truth: a clean copy whose log start is its log end keeps the live producers; Kafka's restart "
-    "deletes the snapshot at the log start (ProducerStateManager.truncateAndReload) and holds none",
-)
-def test_ground_truth_of_a_clean_copy_emptied_by_delete_records(oracle, spark, tmp_path):
+def test_a_clean_copy_emptied_by_delete_records(oracle, spark, tmp_path):
+    """Found by the random run, fixed in the ground truth and txnlog: the restart deletes the snapshot at the
+    log start (ProducerStateManager.truncateAndReload) and rebuilds from the log start, so it holds none of
+    the producers whose batches lie below it."""
     w = Workload(0, 1, 4000, (2, 2, 2), False, (("idem", 0, 0), ("delete_records", 0, 100)), True, True, (0,))
     assert not _judge_one(oracle, spark, w, tmp_path)
 

@@ -554,7 +554,9 @@ def assemble(
             "ABORT": sum(1 for m in retained if m.control_type == ControlType.ABORT),
         }
         legacy += ref_log.legacy_entry_count
-        producers.extend(_producer_truth(tp, ref_broker, ref_log, as_of_ms))
+        producers.extend(
+            _producer_truth(tp, ref_broker, ref_log, as_of_ms, ref_broker in cluster.clean_shutdown_brokers)
+        )
         for t in ref_log.transactions:
             if t.first_offset >= ref_log.log_start_offset or t.outcome == "OPEN":
                 transactions.append(_transaction_row(tp, t))
@@ -735,14 +737,22 @@ def assemble(
     return result
 
 
-def _producer_truth(tp: TopicPartition, broker: int, log: PartitionLog, as_of: int) -> list[ExpectedProducer]:
+def _producer_truth(
+    tp: TopicPartition, broker: int, log: PartitionLog, as_of: int, clean: bool = False
+) -> list[ExpectedProducer]:
     """The reference replica's producers at ``as_of``: its producer state as the writer kept it, without the
     expired ones (``ProducerStateManager.removeExpiredProducers``: no open transaction and idle for at
-    least ``producer.id.expiration.ms``)."""
+    least ``producer.id.expiration.ms``). A clean copy speaks for its broker restarted on it: with no
+    snapshot above the log start to load (``truncateAndReload`` deletes those at or below it), its rebuild
+    reads from the log start (``UnifiedLog.rebuildProducerState``) and knows no producer whose last batch
+    lies below it."""
+    reloaded = any(log.log_start_offset < o <= log.log_end_offset for o in log.snapshot_offsets)
     out = []
     for pid, state in sorted(log.producers.items()):
         open_txn = state.current_txn_first_offset >= 0
         if not open_txn and as_of - state.last_timestamp >= log.producer_id_expiration_ms:
+            continue
+        if clean and not reloaded and not open_txn and state.last_offset < log.log_start_offset:
             continue
         out.append(
             ExpectedProducer(
