@@ -421,37 +421,25 @@ def evidence_and_advice(row: dict, reason: Reason | str, thresholds: Thresholds)
                 f"; {share} __transaction_state partition{'' if read == 1 else 's'} "
                 f"{'was' if read == 1 else 'were'} read, so verify with kafka-transactions.sh describe-producers first"
             )
-        advice = "Abort it: nothing will ever end this transaction."
     elif reason == Reason.TRANSACTIONAL_ID_EXPIRED:
         named = f"its transactional.id {row['transactional_id']}" if row.get("transactional_id") else tid
         coord = f"{named} has expired (tombstoned or Dead since {since})"
-        advice = "Abort it: the transactional.id that owned it no longer exists."
     elif reason == Reason.COORDINATOR_COMPLETED:
         coord = f"the coordinator shows {tid} {state or 'in an unknown state'} since {since}, with nothing in flight"
         if prev_type == ControlType.ABORT:
             coord += " — the signature of a produce request that arrived after the abort (KAFKA-14053 / KIP-890)"
-        advice = "Abort it: the coordinator believes this transaction is over and will never write its marker."
     elif reason == Reason.PARTITION_NOT_IN_TRANSACTION:
         listed = ", ".join(row.get("owner_partitions") or []) or "no partitions"
         coord = f"{tid} {is_state} but its transaction lists {listed}, not {tp}"
-        advice = "Abort it: the coordinator will not send a marker to this partition."
     elif reason == Reason.MARKERS_PENDING:
         coord = (
             f"{tid} {is_state} since {since}, listing {tp}: "
             "the coordinator decided but the markers were never delivered"
         )
-        advice = (
-            "Do not abort (aborting a PrepareCommit breaks atomicity). Check the transaction coordinator "
-            f"(__transaction_state-{row.get('owner_coordinator_partition')}) and the leader of {tp}."
-        )
     elif reason == Reason.TWO_PHASE_IN_DOUBT:
         coord = (
             f"{tid} is {TransactionState.ONGOING.kafka_name} with timeout {TWO_PHASE_COMMIT_TIMEOUT_MS}: "
             "a KIP-939 two-phase-commit transaction in doubt"
-        )
-        advice = (
-            "Do not abort: the external transaction manager decides. Use kafka-transactions.sh "
-            "force-terminate only after it has."
         )
     elif reason == Reason.COORDINATOR_TIMEOUT_OVERDUE:
         timeout = row.get("owner_timeout_ms")
@@ -460,12 +448,10 @@ def evidence_and_advice(row: dict, reason: Reason | str, thresholds: Thresholds)
             f"with timeout {_timeout(timeout)}: "
             "the coordinator should already have aborted it"
         )
-        advice = "Check the transaction coordinator: it should time this transaction out on its own."
     else:
         coord = f"{tid} {is_state}"
-        advice = "Investigate."
     evidence = f"{what} on {tp} ({idle}); {coord}{replica_note}."
-    return evidence[:1].upper() + evidence[1:], advice
+    return evidence[:1].upper() + evidence[1:], _advice({**row, "reason": str(reason)}, thresholds)
 
 
 def _doubt_row(row: dict) -> bool:
@@ -508,8 +494,11 @@ def coordinator_stuck_evidence(row: dict, thresholds: Thresholds) -> tuple[str, 
         f"{row['state']} since {_utc(since_ms)} ({_duration(thresholds.as_of_ms - since_ms)}), far past its "
         f"{_timeout(row.get('timeout_ms'))} timeout; {parts}."
     )
-    advice = (
-        f"Check the transaction coordinator for __transaction_state-{row['coordinator_partition']}; "
-        "read the listed partitions' logs to see whether their markers were written."
-    )
-    return evidence, advice
+    return evidence, _advice({**row, "reason": Reason.COORDINATOR_STUCK.value}, thresholds)
+
+
+def _advice(finding: dict, thresholds: Thresholds) -> str:
+    """The advice sentence of a finding: its remedy's (txnlog.rules.remedy, which imports this module)."""
+    from txnlog.rules.remedy import remedy_of
+
+    return remedy_of(finding, thresholds.bootstrap_servers).advice

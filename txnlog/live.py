@@ -33,6 +33,7 @@ from txnlog import classify
 from txnlog.classify import Owner, Verdict
 from txnlog.errors import UsageError
 from txnlog.kafka.wire import DEFAULT_MAX_TRANSACTION_TIMEOUT_MS, TransactionState
+from txnlog.rules.remedy import remedy_of
 from txnlog.tables import InputSource
 
 # librdkafka name -> kafka-python KafkaAdminClient keyword.
@@ -447,8 +448,10 @@ def findings_from_producers(
             "transactional_id": listing["transactional_id"] if listing else None,
             "owner_state": desc["state"] if desc else None,
             "owner_partitions": desc["partitions"] if desc else None,
+            "owner_timeout_ms": desc["timeout_ms"] if desc else None,
         }
         _, advice = classify.evidence_and_advice(advice_row, reason, thresholds)
+        remedy = remedy_of({**advice_row, "reason": reason, "safety": safety or None}, bootstrap)
         ce = r["coordinator_epoch"]
         hanging = verdict == Verdict.HANGING
         out.append(
@@ -471,6 +474,7 @@ def findings_from_producers(
                 "coordinator_epoch": ce,
                 "evidence": _evidence(r, listing, desc, idle, lag),
                 "advice": advice,
+                **remedy.columns(),
                 "source": InputSource.LIVE,
                 "safety": (safety or None) if hanging else None,
                 "command": classify.abort_command(

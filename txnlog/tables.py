@@ -104,6 +104,14 @@ FINDINGS = _schema(
     ("evidence", STR),
     ("advice", STR),
     # beyond the contract
+    # what to do (txnlog.rules.remedy): ABORT / FENCE / WAIT / DELIVER_MARKERS / NONE, the command for the
+    # newest brokers and the Kafka version it needs, the one for older brokers, and when it is safe
+    ("remedy", STR),
+    ("remedy_command", STR),
+    ("remedy_kafka_version", STR),
+    ("remedy_fallback_command", STR),
+    ("remedy_fallback_kafka_version", STR),
+    ("remedy_condition", STR),
     ("replicas", STR_LIST),
     ("open_replicas", STR_LIST),
     ("started_before_log_start", BOOL),

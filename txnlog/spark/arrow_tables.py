@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 from txnlog import classify
 from txnlog import tables as contract
 from txnlog.kafka.wire import TransactionState
+from txnlog.rules.remedy import REMEDY_COLUMNS, remedy_columns
 from txnlog.spark import staged
 from txnlog.spark.placement import group_starts
 from txnlog.spark.staged import timestamps as _ts  # epoch ms → UTC timestamps, the writer's rule
@@ -88,7 +89,10 @@ CANDIDATE_SCHEMA_EXTRA = [
     ("safety", pa.string()),
     ("evidence", pa.string()),
     ("advice", pa.string()),
+    *((name, pa.string()) for name in REMEDY_COLUMNS),
 ]
+#: what classify_batches' coordinator counterpart, stuck_batches, adds to a coordinator state
+STUCK_SCHEMA_EXTRA = [("evidence", pa.string()), ("advice", pa.string()), *((n, pa.string()) for n in REMEDY_COLUMNS)]
 
 
 # --- the Arrow steps both placements run ------------------------------------------------------------------
@@ -120,6 +124,9 @@ def classify_batches(
             evidence=pa.array(evidence, pa.string()),
             advice=pa.array(advice, pa.string()),
         )
+        found = table.append_column("reason", pa.array([v or None for v in reason], pa.string()))
+        found = found.append_column("safety", pa.array([v or None for v in safety], pa.string()))
+        cols.update(remedy_columns(found, thresholds.bootstrap_servers))
         yield pa.RecordBatch.from_arrays([cols[f.name] for f in out_schema], schema=out_schema)
 
 
@@ -136,6 +143,10 @@ def stuck_batches(
         ev, adv = zip(*(classify.coordinator_stuck_evidence(r, thresholds) for r in batch.to_pylist()), strict=True)
         cols = {name: batch.column(name) for name in batch.schema.names}
         cols.update(evidence=pa.array(ev, pa.string()), advice=pa.array(adv, pa.string()))
+        stuck_rows = pa.Table.from_batches([batch]).append_column(
+            "reason", pa.repeat(pa.scalar(classify.Reason.COORDINATOR_STUCK.value), batch.num_rows)
+        )
+        cols.update(remedy_columns(stuck_rows, thresholds.bootstrap_servers))
         yield pa.RecordBatch.from_arrays([cols[f.name] for f in out_schema], schema=out_schema)
 
 
@@ -674,7 +685,7 @@ def stuck(it: Intermediates, thresholds: classify.Thresholds) -> pa.Table:
             "any_partition_in_input": pa.array(present, pa.bool_()),
         }
     )
-    out = pa.schema(list(cand.schema) + [pa.field("evidence", pa.string()), pa.field("advice", pa.string())])
+    out = pa.schema(list(cand.schema) + [pa.field(n, t) for n, t in STUCK_SCHEMA_EXTRA])
     return pa.Table.from_batches(list(stuck_batches(iter(cand.to_batches()), thresholds, out)), out)
 
 

@@ -17,7 +17,13 @@ from pyspark.sql import functions as F
 
 from txnlog import classify
 from txnlog.kafka.wire import TransactionState
-from txnlog.spark.arrow_tables import CANDIDATE_SCHEMA_EXTRA, STATE_COLUMNS, classify_batches, stuck_batches
+from txnlog.spark.arrow_tables import (
+    CANDIDATE_SCHEMA_EXTRA,
+    STATE_COLUMNS,
+    STUCK_SCHEMA_EXTRA,
+    classify_batches,
+    stuck_batches,
+)
 from txnlog.spark.schemas import quoted
 from txnlog.spark.staged import RAW_COLUMNS
 from txnlog.spark.transactions import KIND_TRANSACTION, Checkpoints, transactions_of_summary
@@ -475,7 +481,7 @@ def stuck_coordinator_records(
         F.coalesce("any_partition_in_input", F.lit(False)).alias("any_partition_in_input"),
     )
     in_schema = to_arrow_schema(cand.schema, timezone="UTC")
-    out_schema = pa.schema(list(in_schema) + [pa.field("evidence", pa.string()), pa.field("advice", pa.string())])
+    out_schema = pa.schema(list(in_schema) + [pa.field(n, t) for n, t in STUCK_SCHEMA_EXTRA])
     return cand.mapInArrow(
         partial(stuck_batches, thresholds=thresholds, out_schema=out_schema), from_arrow_schema(out_schema)
     )
