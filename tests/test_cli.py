@@ -326,7 +326,8 @@ def test_plan_orders_the_aborts_and_writes_a_dry_run_script(tmp_path: Path) -> N
             {"topic": "audit", "partition": 1, "last_stable_offset": 7, "source": "segments"},
         ],
     )
-    _write(tmp_path, {"abort_recommendations": recs, "partition_health": health})
+    findings = _table(tables.FINDINGS, [])  # no LATE finding with a fence: the plan is the aborts alone
+    _write(tmp_path, {"abort_recommendations": recs, "partition_health": health, "findings": findings})
     script = tmp_path / "unblock.sh"
     out = io.StringIO()
     argv = ["plan", "--output", str(tmp_path), "--script", str(script), "--bootstrap-servers", "k1:9092"]

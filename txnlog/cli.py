@@ -10,11 +10,15 @@
     txnlog abort --bootstrap-servers B --topic T --partition P --start-offset O [--execute]
     txnlog abort --bootstrap-servers B --topic T --partition P --producer-id PID
                  --producer-epoch E --coordinator-epoch CE [--execute]
+    txnlog fence --bootstrap-server B --transactional-id ID [--producer-id PID --producer-epoch E] [--execute]
 
-``abort`` is the one command that talks to a live cluster: it re-validates the
-transaction against the brokers (DescribeProducers, ListTransactions,
-DescribeTransactions: still open at that offset, same producer id and epoch,
-verdict still HANGING) and sends the ABORT marker only with ``--execute``.
+``abort`` and ``fence`` are the commands that talk to a live cluster: ``abort``
+re-validates the transaction against the brokers (DescribeProducers,
+ListTransactions, DescribeTransactions: still open at that offset, same producer
+id and epoch, verdict still HANGING) and sends the ABORT marker only with
+``--execute``; ``fence`` re-validates a transactional.id (DescribeTransactions:
+still Ongoing, same producer id and epoch, past its timeout) and sends
+InitProducerId (Admin.fenceProducers) only with ``--execute``.
 
 The other commands read the Delta tables under ``--output`` (default ./out) with
 delta-rs, no Spark start, and show the newest *complete* run of ``--cluster`` (its
@@ -33,7 +37,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TextIO
@@ -442,42 +446,126 @@ def cmd_timeline(args: argparse.Namespace, out: TextIO) -> int:
 # --- plan -------------------------------------------------------------------------------------------
 
 
-def plan_steps(recommendations: Sequence[dict[str, Any]], health: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The run's aborts in the order that unblocks consumers: per partition, the HANGING transactions by
-    start offset (only the earliest open transaction pins the LSO), each with the LSO before and after
-    it and the offsets it releases (``abort_recommendations.lso_after_abort``/``offsets_released``, computed
-    by the job: txnlog.spark.output.abort_impact); partitions that release the most first."""
-    lso = {(h["topic"], h["partition"]): h.get("last_stable_offset") for h in health if h.get("source") != "live"}
+def plan_steps(
+    recommendations: Sequence[dict[str, Any]],
+    health: Sequence[dict[str, Any]],
+    fences: Sequence[dict[str, Any]] = (),
+    open_transactions: Sequence[dict[str, Any]] = (),
+) -> list[dict[str, Any]]:
+    """The run's aborts and fences in the order that unblocks consumers: per partition, the HANGING transactions
+    (``abort_recommendations``) and the transactions a fence ends (``fences``: one row per partition of each
+    FENCE finding) by start offset (only the earliest open transaction pins the LSO), each with the LSO before
+    and after it and the offsets it releases; partitions that release the most first.
+
+    On a partition with no fence step the numbers are the job's (``abort_recommendations.lso_after_abort``/
+    ``offsets_released``, txnlog.spark.output.abort_impact). On one with a fence step they are computed here by
+    the same rule over the steps planned there: after each step the LSO is the first offset of the next
+    transaction still open (a later step, or one of ``open_transactions`` the plan does not end), else the log
+    end, never below the log start. Fences whose transaction lists no partition of the input come last."""
+    bounds = {(h["topic"], h["partition"]): h for h in health if h.get("source") != "live"}
     by_partition: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for r in recommendations:
-        by_partition.setdefault((r["topic"], r["partition"]), []).append(dict(r))
+        by_partition.setdefault((r["topic"], r["partition"]), []).append({**r, "remedy": "ABORT"})
+    elsewhere = []
+    for r in fences:
+        if r.get("topic") is None or r.get("partition") is None:
+            elsewhere.append({**r, "remedy": "FENCE", "step": 1, "lso_before": None})
+        else:
+            by_partition.setdefault((r["topic"], r["partition"]), []).append({**r, "remedy": "FENCE"})
+    for key, rows in by_partition.items():
+        rows.sort(key=lambda r: (r["start_offset"], r["producer_id"]))
+        if any(r["remedy"] == "FENCE" for r in rows):
+            _release(rows, bounds.get(key, {}), [o for o in open_transactions if (o["topic"], o["partition"]) == key])
     steps: list[dict[str, Any]] = []
     order = sorted(by_partition.items(), key=lambda kv: (-sum(r.get("offsets_released") or 0 for r in kv[1]), kv[0]))
     for key, rows in order:
-        before = lso.get(key)
-        for i, r in enumerate(sorted(rows, key=lambda r: (r["start_offset"], r["producer_id"])), start=1):
+        before = bounds.get(key, {}).get("last_stable_offset")
+        for i, r in enumerate(rows, start=1):
             r["step"], r["lso_before"] = i, before
             steps.append(r)
             before = r.get("lso_after_abort", before)
-    return steps
+    return steps + sorted(elsewhere, key=lambda r: r.get("transactional_id") or "")
+
+
+def _release(rows: list[dict[str, Any]], bounds: Mapping[str, Any], open_txns: Sequence[dict[str, Any]]) -> None:
+    """``lso_after_abort``/``offsets_released`` of one partition's planned steps (in start-offset order), ended
+    one after another, as txnlog.spark.output.abort_impact computes them for aborts alone."""
+    planned = {(r["producer_id"], r["start_offset"]) for r in rows}
+    others = [o["first_offset"] for o in open_txns if (o["producer_id"], o["first_offset"]) not in planned]
+    blocker = min(others, default=None)
+    before = bounds.get("last_stable_offset")
+    for i, r in enumerate(rows):
+        nxt = rows[i + 1]["start_offset"] if i + 1 < len(rows) else None
+        lowest = min((v for v in (blocker, nxt, bounds.get("log_end_offset")) if v is not None), default=None)
+        floor = bounds.get("log_start_offset")
+        after = max(v for v in (lowest, floor) if v is not None) if lowest is not None or floor is not None else None
+        r["lso_after_abort"] = after
+        r["offsets_released"] = max(after - before, 0) if after is not None and before is not None else 0
+        before = after
+
+
+def fence_steps(findings: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The plan's fence rows: one per partition of each FENCE finding (txnlog.rules.remedy), the command the
+    finding names for the newest brokers, and the re-validated ``txnlog fence`` call the script runs."""
+    return [
+        {
+            "topic": f.get("topic"),
+            "partition": f.get("partition"),
+            "start_offset": f.get("start_offset"),
+            "producer_id": f["producer_id"],
+            "producer_epoch": f["producer_epoch"],
+            "transactional_id": f["transactional_id"],
+            "reason": f["reason"],
+            "safety": "SAFE",  # 'txnlog fence' re-validates it live; findings.remedy_condition says when
+            "command": f.get("remedy_command"),
+            "fence_command": f.get("remedy_fallback_command"),
+        }
+        for f in findings
+        if f.get("remedy") == "FENCE" and f.get("source") != "live"
+    ]
 
 
 def plan_script(steps: Sequence[dict[str, Any]], run: Run, bootstrap: str | None) -> str:
-    """A shell script that calls ``txnlog abort`` for each SAFE step, in order: a dry run (each abort
-    re-validated live) unless it is run with ``--execute``, which it passes on."""
+    """A shell script that calls ``txnlog abort`` for each SAFE abort and ``txnlog fence`` for each fence, in
+    order (a fence once, where it first appears): a dry run (each re-validated live) unless it is run with
+    ``--execute``, which it passes on."""
     from txnlog.classify import BOOTSTRAP_PLACEHOLDER, Safety
 
     target = bootstrap or '"${BOOTSTRAP_SERVERS:?set BOOTSTRAP_SERVERS to the cluster}"'
+    fences = [s for s in steps if s.get("remedy") == "FENCE"]
     lines = [
         "#!/bin/sh",
         f"# txnlog plan for cluster {run.cluster}, run of {_fmt(run.as_of)} ({run.output}).",
         "# Every abort is re-validated against the live cluster by 'txnlog abort' (still open, same producer,",
         "# still HANGING) before anything is sent. As written this is a dry run; 'sh <this file> --execute'",
         "# sends the aborts. VERIFY_FIRST transactions are not here: check them first (txnlog plan).",
-        "set -e",
     ]
+    if fences:
+        lines[-1] = lines[-1].replace("sends the aborts.", "sends the aborts and fences.")
+        lines += [
+            "# Every fence is re-validated by 'txnlog fence' (still Ongoing, same producer id and epoch, past its",
+            "# timeout) before InitProducerId is sent; the application using the id must restart after it.",
+        ]
+    lines.append("set -e")
     safe = [s for s in steps if s.get("safety") == Safety.SAFE]
+    fenced: set[str] = set()
     for s in safe:
+        if s.get("remedy") == "FENCE":
+            tid = s["transactional_id"]
+            if tid in fenced:
+                continue
+            fenced.add(tid)
+            mine = [f for f in fences if f["transactional_id"] == tid and f.get("topic") is not None]
+            what = "; ".join(
+                f"{f['topic']}-{f['partition']}: LSO {_fmt(f.get('lso_before'))} -> {_fmt(f.get('lso_after_abort'))}, "
+                f"{_fmt(f.get('offsets_released'))} offsets released"
+                for f in mine
+            )
+            lines.append(
+                f"txnlog fence --bootstrap-server {target} --transactional-id {tid} --producer-id {s['producer_id']} "
+                f'--producer-epoch {s["producer_epoch"]} "$@"  # {what or "its partitions are not in the input"}'
+            )
+            continue
         lines.append(
             f"txnlog abort --bootstrap-servers {target} --topic {s['topic']} --partition {s['partition']} "
             f'--start-offset {s["start_offset"]} "$@"  '
@@ -498,7 +586,18 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
     run = _run(args)
     _known_partition(run, args.topic, None)
     topic = {} if args.topic is None else {"topic": args.topic}
-    steps = plan_steps(run.rows("abort_recommendations", **topic), run.rows("partition_health", **topic))
+    fences = fence_steps(run.rows("findings", **topic))
+    fenced_tps = sorted({(f["topic"], f["partition"]) for f in fences if f["topic"] is not None})
+    open_txns = [
+        o
+        for t, p in fenced_tps
+        for o in run.rows("transactions", ["topic", "partition", "producer_id", "first_offset", "open_replicas"],
+                          topic=t, partition=p, outcome="OPEN")
+        if o.get("open_replicas")
+    ]  # fmt: skip
+    steps = plan_steps(
+        run.rows("abort_recommendations", **topic), run.rows("partition_health", **topic), fences, open_txns
+    )
     columns = [
         ("Topic", "topic"),
         ("Partition", "partition"),
@@ -514,18 +613,27 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
         ("Command", "command"),
     ]
     if args.format != "table":
-        emit(steps, columns, args.format, out)
+        emit(steps, [*columns[:6], ("Remedy", "remedy"), *columns[6:]], args.format, out)
     else:
         safe = [s for s in steps if s.get("safety") == Safety.SAFE]
         verify = [s for s in steps if s.get("safety") != Safety.SAFE]
         released = sum(s.get("offsets_released") or 0 for s in safe)
+        n_aborts = sum(1 for s in safe if s.get("remedy") != "FENCE")
+        n_fences = len({s["transactional_id"] for s in safe if s.get("remedy") == "FENCE"})
+        what = count(n_aborts, "abort") + (f" and {count(n_fences, 'fence')}" if n_fences else "")
         print(
-            f"{count(len(safe), 'abort')}, in this order, release{'s' if len(safe) == 1 else ''} "
+            f"{what}, in this order, release{'s' if n_aborts + n_fences == 1 else ''} "
             f"{count(released, 'offset')} to read_committed consumers "
             f"(run of {_fmt(run.as_of)}, cluster {run.cluster}):",
             file=out,
         )
         emit(safe, columns, "table", out)
+        if n_fences:
+            print(
+                "\na fence ends its transactional.id's transaction on every partition the coordinator lists (one "
+                "row each above); the application using the id gets ProducerFencedException and must restart",
+                file=out,
+            )
         if verify:
             print(
                 f"\n{len(verify)} VERIFY_FIRST: check these before aborting (evidence: 'txnlog find-hanging -v'); "
@@ -537,7 +645,8 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
         with open(args.script, "w", encoding="utf-8") as f:
             f.write(plan_script(steps, run, args.bootstrap_servers))
         os.chmod(args.script, 0o755)
-        print(f"\nwrote {args.script}: a dry run as written; 'sh {args.script} --execute' sends the aborts", file=out)
+        sends = "the aborts and fences" if any(s.get("remedy") == "FENCE" for s in steps) else "the aborts"
+        print(f"\nwrote {args.script}: a dry run as written; 'sh {args.script} --execute' sends {sends}", file=out)
     return 0
 
 
@@ -637,6 +746,96 @@ def cmd_abort(args: argparse.Namespace, out: TextIO) -> int:
             print(f"txnlog: error: abort failed: {type(e).__name__}: {e}", file=sys.stderr)
             return 2
         print(f"  aborted {request.topic}-{request.partition}: {spec}", file=out)
+        return 0
+    finally:
+        admin.close()
+
+
+# --- fence ------------------------------------------------------------------------------------------
+
+
+def cmd_fence(args: argparse.Namespace, out: TextIO) -> int:
+    """Re-validate a transactional.id's overdue transaction live, then fence it only with --execute."""
+    import time
+
+    from txnlog import fence
+    from txnlog.config import load_config
+    from txnlog.rules.remedy import force_terminate_command
+
+    if (args.producer_id is None) != (args.producer_epoch is None):
+        raise UsageError("fence: give --producer-id and --producer-epoch together (the finding's), or neither")
+    overrides: dict[str, Any] = {}
+    if args.bootstrap_servers:
+        overrides["bootstrap_servers"] = args.bootstrap_servers
+    if args.max_transaction_timeout_ms is not None:
+        overrides["max_transaction_timeout_ms"] = args.max_transaction_timeout_ms
+    cfg = load_config(args.config, overrides)
+    if not cfg.bootstrap_servers:
+        raise UsageError("fence: no cluster to talk to; pass --bootstrap-server (or bootstrap_servers in --config)")
+    bootstrap = cfg.bootstrap_servers
+    request = fence.FenceRequest(args.transactional_id, args.producer_id, args.producer_epoch, args.two_phase_decided)
+    mode = "EXECUTE" if args.execute else "DRY RUN (pass --execute to send InitProducerId)"
+    print(f"txnlog fence [{mode}] on {bootstrap}", file=out)
+    print(f"  target: {request.describe()}", file=out)
+    print(
+        f"  1. re-validate against live state: DescribeTransactions {request.transactional_id} must show it Ongoing"
+        + (" with that producer id and epoch" if request.producer_id is not None else "")
+        + ", past its timeout"
+        + ("" if request.two_phase_decided else ", not a two-phase-commit transaction"),
+        file=out,
+    )
+    print(
+        "  2. then: FindCoordinator + InitProducerId for it (as Admin.fenceProducers): the epoch is bumped and the "
+        "coordinator aborts the transaction on every partition it lists; the application using the id gets "
+        "ProducerFencedException and must restart",
+        file=out,
+    )
+    out.flush()
+    try:
+        from kafka.errors import KafkaError
+
+        from txnlog import live
+
+        admin = live.admin_client(bootstrap, cfg.kafka)
+    except KafkaError as e:
+        raise UsageError(f"fence: cannot reach {bootstrap}: {e}") from e
+    try:
+        try:
+            plan = fence.revalidate_fence(admin, request)
+        except fence.FenceRefused as e:
+            print(f"txnlog: refused: {e}", file=sys.stderr)
+            return 2
+        except fence.FenceUnsupported as e:
+            print(f"txnlog: error: {e}", file=sys.stderr)
+            return 2
+        except KafkaError as e:
+            print(f"txnlog: refused: cannot re-validate against {bootstrap}: {type(e).__name__}: {e}", file=sys.stderr)
+            return 2
+        now_ms = int(time.time() * 1000)
+        print(f"  validated: {plan.evidence(now_ms)}", file=out)
+        listed = ", ".join(plan.partitions) or "no partitions"
+        if not args.execute:
+            print(
+                f"  would fence {plan.transactional_id}: producer_id={plan.producer_id} "
+                f"producer_epoch={plan.producer_epoch}; the coordinator aborts its transaction on {listed}",
+                file=out,
+            )
+            print(f"  same as (Kafka 4.1+): {force_terminate_command(bootstrap, plan.transactional_id)}", file=out)
+            return 0
+        try:
+            result = fence.send_fence(admin, plan, max_transaction_timeout_ms=cfg.max_transaction_timeout_ms)
+        except fence.FenceUnsupported as e:
+            print(f"txnlog: error: {e}; nothing was fenced", file=sys.stderr)
+            return 2
+        except KafkaError as e:
+            print(f"txnlog: error: fence failed: {type(e).__name__}: {e}", file=sys.stderr)
+            return 2
+        print(
+            f"  fenced {plan.transactional_id}: producer {result.producer_id} is now at epoch {result.producer_epoch} "
+            f"(was {plan.producer_epoch}); its transaction on {listed} is aborted"
+            + (f" (DescribeTransactions now: {result.state_after})" if result.state_after else ""),
+            file=out,
+        )
         return 0
     finally:
         admin.close()
@@ -804,6 +1003,23 @@ VERBS = (
         lambda a, o: cmd_abort(a, o),
         reads_tables=False,
     ),
+    Verb(
+        "fence",
+        "fence a transactional.id whose transaction is overdue on a live cluster (re-validated; needs --execute)",
+        "The remedy of a LATE finding the coordinator should have ended (remedy FENCE: "
+        "COORDINATOR_TIMEOUT_OVERDUE, COORDINATOR_STUCK in Ongoing). It re-validates against the live cluster "
+        "(DescribeTransactions: the id still Ongoing, owned by --producer-id/--producer-epoch when given, past "
+        "its timeout; a two-phase-commit id only with --two-phase-decided) and then, only with --execute, does "
+        "what Admin.fenceProducers does (KIP-618, Kafka 3.2+): FindCoordinator and InitProducerId for the id. The "
+        "coordinator bumps its epoch and aborts the transaction on every partition it lists; the application "
+        "using the id gets ProducerFencedException and must restart. On Kafka 4.1+ kafka-transactions.sh "
+        "forceTerminateTransaction does the same. Exit 2 when the re-validation refuses or the cluster lacks the "
+        "APIs.",
+        "txnlog fence --bootstrap-server kafka-1:9092 --transactional-id cart-writer --producer-id 40017 "
+        "--producer-epoch 0",
+        lambda a, o: cmd_fence(a, o),
+        reads_tables=False,
+    ),
 )
 
 
@@ -895,6 +1111,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="the brokers' transaction.max.timeout.ms (default: the config's, 900000)",
     )
     s.add_argument("--execute", action="store_true", help="really send the ABORT marker (default: dry run)")
+    s = parsers["fence"]
+    s.add_argument(
+        "--bootstrap-server",
+        "--bootstrap-servers",
+        dest="bootstrap_servers",
+        help="the cluster (default: bootstrap_servers of --config)",
+    )
+    s.add_argument("--config", help="YAML config (its kafka: settings are the client's SASL/SSL settings)")
+    s.add_argument("--transactional-id", required=True, help="the transactional.id to fence")
+    s.add_argument("--producer-id", type=int, help="the finding's producer id: refuse if the coordinator shows another")
+    s.add_argument("--producer-epoch", type=int, help="the finding's producer epoch: refuse if it moved on")
+    s.add_argument(
+        "--two-phase-decided",
+        action="store_true",
+        help="a two-phase-commit (KIP-939) id: its transaction manager has decided to abort (refused otherwise)",
+    )
+    s.add_argument(
+        "--max-transaction-timeout-ms",
+        type=int,
+        help="the brokers' transaction.max.timeout.ms (caps the timeout InitProducerId sends; default the config's)",
+    )
+    s.add_argument("--execute", action="store_true", help="really send InitProducerId (default: dry run)")
     return p
 
 
