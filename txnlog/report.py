@@ -193,22 +193,36 @@ def plot_timeline(
     return ax
 
 
-def impact_plan(recommendations: Any, health: Any) -> Any:
-    """``txnlog plan``'s rows as a DataFrame: per partition the aborts in order, the LSO before and after
-    each and the offsets it releases (``abort_recommendations.lso_after_abort``/``offsets_released``),
-    partitions that release the most first (``txnlog.cli.plan_steps``)."""
-    from txnlog.cli import plan_steps
+def impact_plan(recommendations: Any, health: Any, findings: Any = None, transactions: Any = None) -> Any:
+    """``txnlog plan``'s rows as a DataFrame: per partition the aborts and (given ``findings``) the fences in
+    order, the LSO before and after each and the offsets it releases, partitions that release the most first
+    (``txnlog.cli.plan_steps``; ``transactions``' open ones are what a fence's release stops at)."""
+    from txnlog.cli import fence_steps, plan_steps
 
     pd = _pd()
-    recs = recommendations.astype(object).where(recommendations.notna(), None).to_dict("records")
-    hs = health.astype(object).where(health.notna(), None).to_dict("records")
+
+    def records(df: Any) -> list[dict[str, Any]]:
+        return [] if df is None else df.astype(object).where(df.notna(), None).to_dict("records")
+
+    fences = fence_steps(records(findings))
+    fenced = {(f["topic"], f["partition"]) for f in fences}
+    open_txns = [
+        t
+        for t in records(transactions)
+        if t["outcome"] == "OPEN"
+        and t.get("open_replicas") is not None
+        and len(t["open_replicas"])
+        and (t["topic"], t["partition"]) in fenced
+    ]
     columns = [
         "topic",
         "partition",
         "step",
+        "remedy",
         "start_offset",
         "producer_id",
         "producer_epoch",
+        "transactional_id",
         "reason",
         "safety",
         "lso_before",
@@ -216,14 +230,15 @@ def impact_plan(recommendations: Any, health: Any) -> Any:
         "offsets_released",
         "command",
     ]
-    return pd.DataFrame(plan_steps(recs, hs), columns=columns).astype(
+    steps = plan_steps(records(recommendations), records(health), fences, open_txns)
+    return pd.DataFrame(steps, columns=columns).astype(
         dict.fromkeys(("partition", "step", "start_offset", "producer_id", "lso_before", "lso_after_abort"), "Int64")
         | {"offsets_released": "Int64", "producer_epoch": "Int64"}
     )
 
 
 def plot_impact_plan(plan: Any, *, ax: Any = None) -> Any:
-    """Offsets each abort releases to read_committed consumers, in the plan's order (SAFE green,
+    """Offsets each abort or fence releases to read_committed consumers, in the plan's order (SAFE green,
     VERIFY_FIRST grey)."""
     ax = _axes(ax, (8, 0.4 * max(len(plan), 1) + 1.2))
     labels = [
@@ -237,10 +252,12 @@ def plot_impact_plan(plan: Any, *, ax: Any = None) -> Any:
         ax.annotate(f" LSO {r.lso_before} -> {r.lso_after_abort}", (v, i), va="center", fontsize=8)
     safe = plan[plan["safety"] == "SAFE"]["offsets_released"].fillna(0).sum()
     ax.set_xlabel("offsets released to read_committed consumers")
-    ax.set_title(
-        f"Abort plan: {count(len(plan), 'abort')}, the SAFE ones release {count(int(safe), 'offset')} "
-        "(grey: VERIFY_FIRST)"
+    fences = plan[plan["remedy"] == "FENCE"] if "remedy" in plan.columns else plan.iloc[:0]
+    what = count(len(plan) - len(fences), "abort") + (
+        f" and {count(fences['transactional_id'].nunique(), 'fence')}" if len(fences) else ""
     )
+    title = "Plan" if len(fences) else "Abort plan"
+    ax.set_title(f"{title}: {what}, the SAFE ones release {count(int(safe), 'offset')} (grey: VERIFY_FIRST)")
     return ax
 
 

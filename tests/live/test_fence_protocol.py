@@ -27,7 +27,6 @@ def _run(*argv: str) -> tuple[int, str, str]:
 
 def test_a_cluster_without_describe_transactions_names_the_version(wire: Any) -> None:  # noqa: F811
     from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
-
     from kafka.protocol.metadata import FindCoordinatorResponse
 
     def find(node: Any, request: Any) -> Any:  # FindCoordinator v3 (one key): a 2.8 broker's

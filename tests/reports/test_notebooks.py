@@ -37,7 +37,7 @@ def test_forensics_notebook_on_the_newest_run(sample_history, tmp_path):
         {"OUTPUT": h.output, "CLUSTER": CLUSTER, "AS_OF": h.natural.isoformat(), "RUN_JOB": False},
         collect="""{
             "as_of": str(AS_OF), "findings": len(findings),
-            "plan": plan[["topic", "partition", "step", "start_offset", "lso_before", "lso_after_abort",
+            "plan": plan[["topic", "partition", "step", "remedy", "start_offset", "lso_before", "lso_after_abort",
                           "offsets_released", "safety"]].astype(object).to_dict("records"),
             "worst": f"{worst.topic}-{worst.partition}",
             "timeline_title": timeline_ax.get_title(),
@@ -49,9 +49,18 @@ def test_forensics_notebook_on_the_newest_run(sample_history, tmp_path):
     findings = _rows(h.output, "findings", as_of=h.natural)
     recs = _rows(h.output, "abort_recommendations", as_of=h.natural)
     assert v["findings"] == len(findings) == 11
-    # the plan: abort_recommendations' impact columns, one step per recommendation
-    got = {(p["topic"], p["partition"], p["start_offset"]): p for p in v["plan"]}
+    # the plan: abort_recommendations' impact columns, one step per recommendation, and one per partition of
+    # each LATE finding whose remedy is FENCE (the sample's cart-writer on inventory-1: LSO to the log end)
+    fences = [f for f in findings if f["remedy"] == "FENCE"]
+    assert [(f["transactional_id"], f["topic"], f["partition"]) for f in fences] == [("cart-writer", "inventory", 1)]
+    got = {(p["topic"], p["partition"], p["start_offset"]): p for p in v["plan"] if p["remedy"] == "ABORT"}
     assert set(got) == {(r["topic"], r["partition"], r["start_offset"]) for r in recs}
+    (fence,) = [p for p in v["plan"] if p["remedy"] == "FENCE"]
+    health_of = {(r["topic"], r["partition"]): r for r in _rows(h.output, "partition_health", as_of=h.natural)}
+    inv1 = health_of[("inventory", 1)]
+    assert (fence["start_offset"], fence["lso_before"]) == (fences[0]["start_offset"], inv1["last_stable_offset"])
+    assert fence["lso_after_abort"] == inv1["log_end_offset"]
+    assert fence["offsets_released"] == inv1["log_end_offset"] - inv1["last_stable_offset"] > 0
     for r in recs:
         p = got[(r["topic"], r["partition"], r["start_offset"])]
         assert (p["lso_after_abort"], p["offsets_released"], p["safety"]) == (
@@ -69,6 +78,12 @@ def test_forensics_notebook_on_the_newest_run(sample_history, tmp_path):
     assert sorted(map(int, v["timeline_producers"])) == sorted({t["producer_id"] for t in txns})
     printed = done.text()
     for f in findings:
+        if f["verdict"] == "LATE":  # every LATE finding's remedy, its commands and when it is safe
+            assert f"[LATE {f['reason']} -> {f['remedy']}] {f['transactional_id']}" in printed
+            assert f"safe when: {f['remedy_condition']}" in printed
+            assert f["remedy_command"] is None or f["remedy_command"] in printed
+        if f["remedy"] == "FENCE":
+            assert f["remedy_fallback_command"] in printed and "forceTerminateTransaction" in f["remedy_command"]
         if f["verdict"] == "HANGING":
             assert f"[HANGING {f['reason']}] {f['topic']}-{f['partition']}" in printed
             assert f"--start-offset {f['start_offset']}" in printed

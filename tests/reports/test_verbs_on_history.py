@@ -155,7 +155,8 @@ def test_describe_producers_of_each_stuck_partition(sample_history, shown, fmt):
 @pytest.mark.parametrize("fmt", ["json", "csv"])
 def test_plan(sample_history, shown, fmt):
     """The plan's rows are the run's abort_recommendations, with the LSO before each step: the partition's
-    LSO for its first, the previous step's LSO after the abort for the next."""
+    LSO for its first, the previous step's LSO after the abort for the next; and its fences (findings whose
+    remedy is FENCE), one per partition."""
     pick, as_of = shown
     recs = _rows(sample_history.output, "abort_recommendations", as_of)
     lso = {(h["topic"], h["partition"]): h["last_stable_offset"]
@@ -168,11 +169,31 @@ def test_plan(sample_history, shown, fmt):
             want.append(
                 {"Topic": r["topic"], "Partition": _s(r["partition"]), "Step": str(i),
                  "StartOffset": _s(r["start_offset"]), "ProducerId": _s(r["producer_id"]),
-                 "ProducerEpoch": _s(r["producer_epoch"]), "Reason": r["reason"], "LsoBefore": _s(before),
+                 "ProducerEpoch": _s(r["producer_epoch"]), "Remedy": "ABORT", "Reason": r["reason"], "LsoBefore": _s(before),
                  "LsoAfter": _s(r["lso_after_abort"]), "OffsetsReleased": _s(r["offsets_released"]),
                  "Safety": r["safety"], "Command": r["command"]}
             )  # fmt: skip
             before = r["lso_after_abort"]
+    # the fences (findings whose remedy is FENCE), each on a partition with no abort: the fence moves the LSO
+    # to the first transaction still open there (an earlier one keeps it where it is), else to the log end
+    health = {(h["topic"], h["partition"]): h for h in _rows(sample_history.output, "partition_health", as_of)
+              if h["source"] != "live"}  # fmt: skip
+    fences = [f for f in _rows(sample_history.output, "findings", as_of) if f["remedy"] == "FENCE"]
+    assert not {(f["topic"], f["partition"]) for f in fences} & {(r["topic"], r["partition"]) for r in recs}
+    txns = _rows(sample_history.output, "transactions", as_of)
+    for f in fences:
+        h = health[(f["topic"], f["partition"])]
+        others = [t["first_offset"] for t in txns if (t["topic"], t["partition"]) == (f["topic"], f["partition"])
+                  and t["outcome"] == "OPEN" and t["open_replicas"]
+                  and (t["producer_id"], t["first_offset"]) != (f["producer_id"], f["start_offset"])]  # fmt: skip
+        after = max(min([*others, h["log_end_offset"]]), h["log_start_offset"])
+        want.append(
+            {"Topic": f["topic"], "Partition": _s(f["partition"]), "Step": "1", "StartOffset": _s(f["start_offset"]),
+             "ProducerId": _s(f["producer_id"]), "ProducerEpoch": _s(f["producer_epoch"]), "Remedy": "FENCE",
+             "Reason": f["reason"], "LsoBefore": _s(h["last_stable_offset"]), "LsoAfter": _s(after),
+             "OffsetsReleased": _s(after - h["last_stable_offset"]), "Safety": "SAFE",
+             "Command": f["remedy_command"]}
+        )  # fmt: skip
     assert want
     assert _bag(_printed(sample_history.output, fmt, "plan", *pick)) == _bag(want)
 
