@@ -10,7 +10,11 @@ with ground truth:
 * ``--mix dense``: ``txnlog.brokerlog.dense.dense()``: Kafka Streams exactly-once traffic, 16 TV2
   producers committing every 100 ms over 685 partitions (segment.bytes 256 KiB to 256 MiB), ~400,000
   transactions per GiB, all committed or aborted: the cost per transaction.
-* ``--mix both`` (the default): one after the other, each with its own table.
+* ``--mix hot``: the dense mix (fewer rounds of the 685 partitions) plus one partition, ``dense-hot-0``,
+  written by every producer in every round (~2 KiB batches): ~55 % of the data bytes in 256 MiB segments
+  with their ``.index`` files, as transaction-dense as the rest; the partition the job splits at its
+  index (``benchmarks/hot_partition.py`` compares that with the same bytes read whole).
+* ``--mix both`` (the default): bulk, then dense, each with its own table.
 
 Each repeat runs, per size, in a rotating order:
 
@@ -884,7 +888,31 @@ WALK_MODES = (
 TARGET_WALK = "kafka_python_txn"
 
 
+#: the hot mix: the hot partition's share of the data bytes (a little over half: on 2 cores only a partition
+#: above an even share is a straggler, txnlog.splits.worth_splitting) and its segments' size
+HOT_FRACTION = 0.55
+HOT_SEGMENT_BYTES = 256 * MiB
+
+
+def hot_dataset(size_gib: float, data_dir: Path, log) -> Any:
+    """The hot-partition mix: the dense mix plus one partition holding ~55 % of the data bytes in 256 MiB
+    segments with their ``.index`` files, written by every producer every round (~2 KiB batches, as
+    transaction-dense as the rest); 16 producers per GiB keep their epochs (one per round) below Kafka's limit."""
+    return dataset(
+        f"e2e-hot-{size_gib:g}GiB",
+        data_dir,
+        log=log,
+        mix="dense",
+        total_bytes=int(size_gib * GiB),
+        producers=16 * max(1, int(np.ceil(size_gib))),
+        hot_fraction=HOT_FRACTION,
+        hot_segment_bytes=HOT_SEGMENT_BYTES,
+    )
+
+
 def mix_dataset(mix: str, size_gib: float, args: argparse.Namespace, log) -> Any:
+    if mix == "hot":
+        return hot_dataset(size_gib, args.data_dir, log)
     if mix == "dense":
         return dataset(
             f"e2e-dense-{size_gib:g}GiB",
@@ -1349,10 +1377,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
         "--mix",
-        choices=("dense", "bulk", "both"),
+        choices=("dense", "bulk", "hot", "both"),
         default="both",
         help="input mix: dense (Kafka Streams exactly-once, ~400,000 transactions/GiB over 685 partitions), "
-        "bulk (few large transactions), or both, one after the other (default both)",
+        "bulk (few large transactions), hot (the dense mix plus one partition holding ~55 %% of the bytes in "
+        "indexed 256 MiB segments, as transaction-dense), or both (bulk, then dense; default both)",
     )
     p.add_argument(
         "--sizes",

@@ -25,8 +25,11 @@ SMALL_MIX = (
 )
 
 
-@pytest.fixture(scope="module")
-def written(tmp_path_factory: pytest.TempPathFactory) -> DenseResult:
+@pytest.fixture(scope="module", params=["mix", "hot"])
+def written(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> DenseResult:
+    hot = (
+        {"hot_fraction": 0.5, "hot_segment_bytes": 128 * KiB, "hot_batch_bytes": 512} if request.param == "hot" else {}
+    )
     return dense(
         tmp_path_factory.mktemp("dense"),
         seed=3,
@@ -34,7 +37,26 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> DenseResult:
         producers=4,
         topics=SMALL_MIX,
         abort_rate=0.05,
+        **hot,
     )
+
+
+def test_hot_partition(tmp_path: Path) -> None:
+    """``hot_fraction``: one partition written by every producer every round holds about that share of the
+    data bytes, in segments of ``hot_segment_bytes`` with offset indexes, as transaction-dense as the rest."""
+    r = dense(tmp_path, seed=1, total_bytes=1 << 20, producers=4, topics=SMALL_MIX, hot_fraction=0.6,
+              hot_segment_bytes=128 * KiB, hot_batch_bytes=512)  # fmt: skip
+    sizes: Counter[str] = Counter()
+    for f in tmp_path.glob("broker-1/*-[0-9]*/*.log"):
+        if not f.parent.name.startswith("__"):
+            sizes[f.parent.name] += f.stat().st_size
+    assert 0.57 <= sizes["dense-hot-0"] / sum(sizes.values()) <= 0.7  # whole rounds: about the share asked
+    hot = sorted((tmp_path / "broker-1" / "dense-hot-0").glob("*.log"))
+    assert len(hot) >= 4 and all(f.stat().st_size <= 128 * KiB for f in hot)
+    assert all(f.with_suffix(".index").stat().st_size >= 8 for f in hot)
+    assert r.partitions["dense-hot-0"]["writers"] == 4
+    hot_txns = r.partitions["dense-hot-0"]["COMMIT"] + r.partitions["dense-hot-0"]["ABORT"]
+    assert hot_txns / r.transactions > 0.3
 
 
 def test_every_transaction_ends_as_the_truth_says(written: DenseResult) -> None:

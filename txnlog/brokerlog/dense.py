@@ -25,6 +25,14 @@ their markers): a segment rolls between units, so a segment can end up to one un
 ``segment.bytes``; the offset index points at the first batch of a unit with the unit's last offset
 (a sparse but valid index).
 
+A hot partition (``hot_fraction``): one more topic, ``dense-hot``, of one partition written by every
+producer in every round (a small data batch each, so it is as transaction-dense as the rest), in
+``hot_segment_bytes`` segments with their offset indexes; the other topics then take part in every
+k-th round only, k chosen so that the hot partition holds about ``hot_fraction`` of the data bytes
+(whole rounds: a little more or less at a small size). Every producer ends a transaction every round,
+so its epoch (bumped at every end, TV2) grows by one per round: more ``producers`` make the hot
+partition's rounds bigger and keep it below Kafka's limit of 32,767 (an error says so otherwise).
+
 The ground truth (:class:`DenseResult`) is compact: counts per partition and one row per
 transaction in numpy arrays (``transactions.npz``), not a JSON object per transaction.
 
@@ -50,7 +58,7 @@ from txnlog.brokerlog.partition import PartitionLog
 from txnlog.kafka import wire
 from txnlog.kafka.wire import Compression, ControlType
 
-__all__ = ["DEFAULT_TOPICS", "DenseResult", "DenseTopic", "dense"]
+__all__ = ["DEFAULT_TOPICS", "HOT_TOPIC", "DenseResult", "DenseTopic", "dense"]
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -82,6 +90,9 @@ DEFAULT_TOPICS: tuple[DenseTopic, ...] = (
     DenseTopic("dense-agg-changelog", 250, 1 * MiB, 512, Compression.NONE, 1, 2),
     DenseTopic("dense-repartition", 250, 256 * KiB, 256, Compression.NONE, 1, 4),
 )
+
+#: the topic of the hot partition (``dense(hot_fraction=...)``)
+HOT_TOPIC = "dense-hot"
 
 
 @dataclass
@@ -225,6 +236,24 @@ def _layout(topics: tuple[DenseTopic, ...], producers: int) -> _Layout:
     return _Layout(tps, writers, phase, by_producer, cycle)
 
 
+def _round_bytes(t: DenseTopic, payload: EncodedRecords, marker_size: int) -> float:
+    """A partition's bytes per round on average: each writer's data batch and marker, every ``period``-th round."""
+    return t.writers * (wire.RECORD_BATCH_OVERHEAD + len(payload.data) + marker_size) / t.period
+
+
+def _cooled(
+    topics: tuple[DenseTopic, ...], payloads: dict[str, EncodedRecords], marker_size: int, fraction: float
+) -> tuple[DenseTopic, ...]:
+    """``topics`` with every topic but the hot one taking part in every k-th round only (its period times k),
+    the least k that leaves the hot partition at least ``fraction`` of the bytes."""
+    from dataclasses import replace
+
+    hot = sum(_round_bytes(t, payloads[t.name], marker_size) for t in topics if t.name == HOT_TOPIC)
+    rest = sum(t.partitions * _round_bytes(t, payloads[t.name], marker_size) for t in topics if t.name != HOT_TOPIC)
+    k = max(1, int(np.ceil(rest * fraction / (hot * (1.0 - fraction)))))
+    return tuple(t if t.name == HOT_TOPIC else replace(t, period=t.period * k) for t in topics)
+
+
 def _aborted(producers: int, rounds: int, seed: int, rate: float) -> np.ndarray:
     """[producer, round]: True for the transactions that abort (a rebalance, a task migration)."""
     rng = np.random.default_rng(seed)
@@ -242,13 +271,25 @@ def dense(
     topics: tuple[DenseTopic, ...] = DEFAULT_TOPICS,
     abort_rate: float = 0.002,
     overwrite: bool = False,
+    hot_fraction: float = 0.0,
+    hot_segment_bytes: int = 256 * MiB,
+    hot_batch_bytes: int = 2 * KiB,
 ) -> DenseResult:
     """Write a transaction-dense cluster of about ``total_bytes`` of data segments under ``out``.
 
     ``producers`` EOS producers (stream threads) commit every 100 ms in lock step over ``topics``
     (default: :data:`DEFAULT_TOPICS`, 685 partitions); ``abort_rate`` of their transactions abort.
-    Returns the ground truth.
+    ``hot_fraction`` > 0 adds the hot partition (:data:`HOT_TOPIC` partition 0, written by every producer
+    every round in ``hot_batch_bytes`` batches and ``hot_segment_bytes`` segments) holding about that
+    share of the data bytes (module doc). Returns the ground truth.
     """
+    if not 0.0 <= hot_fraction < 1.0:
+        raise ValueError(f"hot_fraction must be in [0, 1): {hot_fraction}")
+    if hot_fraction > 0:
+        if any(t.name == HOT_TOPIC for t in topics):
+            raise ValueError(f"topic {HOT_TOPIC} is the hot partition's: rename it")
+        hot = DenseTopic(HOT_TOPIC, 1, hot_segment_bytes, hot_batch_bytes, Compression.NONE, producers, 1)
+        topics = (*topics, hot)
     started = time.perf_counter()
     out = Path(out)
     if out.exists() and any(out.iterdir()):
@@ -261,9 +302,11 @@ def dense(
     c = Cluster(out, seed=seed, name="dense", broker_ids=(1,))
     for t in topics:
         c.create_topic(t.name, t.partitions, segment_bytes=t.segment_bytes)
-    layout = _layout(topics, producers)
     payloads = {t.name: _payload(c, t.batch_bytes, t.compression, t.name) for t in topics}
     marker_size = wire.RECORD_BATCH_OVERHEAD + len(_marker_payload(ControlType.COMMIT, 0).data)
+    if hot_fraction > 0:
+        topics = _cooled(topics, payloads, marker_size, hot_fraction)
+    layout = _layout(topics, producers)
     round_bytes = 0.0
     for (t, _p), ws in zip(layout.tps, layout.writers):
         round_bytes += ws.size * (wire.RECORD_BATCH_OVERHEAD + len(payloads[t.name].data) + marker_size) / t.period
@@ -295,7 +338,7 @@ def dense(
             coordinator.end_transaction(tid, commit=not aborted[j, r], deliver_markers_to=())
             meta = coordinator.metadata[tid]
             if meta.producer_id != pids[j]:
-                raise AssertionError(f"{tid}: producer id rolled over (epoch exhausted): use fewer rounds")
+                raise AssertionError(f"{tid}: producer id rolled over (epoch exhausted): fewer rounds, more producers")
             marker_epoch[j, r] = meta.producer_epoch
         for j, tid in enumerate(txn_ids):
             c.clock.now_ms = base + _COMPLETE_MS + j // 4
