@@ -427,8 +427,9 @@ def _expected_from_segments(table: str, row: dict[str, Any], variant: Variant) -
 #: columns that depend on what a dump without marker record lines loses (module doc)
 _SHALLOW_LOSSES = {
     "transactions": {"outcome", "coordinator_epoch", "first_timestamp", "duration_ms"},
-    # the coordinator epoch of a finding is the producer's last marker's
-    "findings": {"first_timestamp", "open_ms", "evidence", "coordinator_epoch"},
+    # the coordinator epoch of a finding is the producer's last marker's (its legacy abort, the remedy's
+    # fallback for brokers before 3.0, carries it too)
+    "findings": {"first_timestamp", "open_ms", "evidence", "coordinator_epoch", "remedy_fallback_command"},
     "abort_recommendations": {"coordinator_epoch", "legacy_command"},
     "partition_health": {"max_open_ms", "stuck_since"},
     # a marker's coordinator epoch is in its record line
