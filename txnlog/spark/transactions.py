@@ -197,10 +197,13 @@ def _arrow_col(table: pa.Table, name: str, dtype: np.dtype) -> R.Col:
     return values, np.asarray(valid, bool)
 
 
-def transactions_of_summary(table: pa.Table, checkpoints: Checkpoints, stage: str | None = None) -> pa.Table:
+def transactions_of_summary(
+    table: pa.Table, checkpoints: Checkpoints, stage: str | None = None, schema: pa.Schema | None = None
+) -> pa.Table:
     """The transactions of every partition in ``table`` (summary rows: run, marker, segment,
-    snapshot; other kinds are ignored), as rows of kind ``transaction`` in ``table``'s schema."""
-    schema = table.schema
+    snapshot; other kinds are ignored), as rows of kind ``transaction`` in ``schema`` (default ``table``'s:
+    the merge reads none of the transaction rows' own columns, so ``table`` may lack them)."""
+    schema = schema or table.schema
     table = table.filter(
         pc.and_(
             pc.is_in(table.column("kind"), pa.array(["run", "marker", "segment", "snapshot"])),

@@ -98,12 +98,17 @@ def partition_transactions(
             split = sorted({f"{t}-{p}" for t, p in fragment_partitions})
             pieces = pieces.filter(F.concat_ws("-", "topic", F.col("partition").cast("string")).isin(split))
         known = dict(checkpoints)
+        # The merge reads no list column (replicas, open_replicas, behind_replicas: transaction rows' own), and
+        # Spark's rows → Arrow conversion of a list column costs ~0.1 ms per row even when it is null: with them,
+        # a hot partition's ~560,000 fragment rows took 82 s to reach the merge (benchmarks/RESULTS.md, "A hot
+        # partition: index splits vs the same bytes read whole").
+        sent = [f.name for f in SEGMENT_SUMMARY_SCHEMA if not pa.types.is_list(f.type)]
 
         def merge_group(table: pa.Table) -> pa.Table:  # typed: applyInArrow reads the hints
-            return transactions_of_summary(table, known, stage)
+            return transactions_of_summary(table, known, stage, SEGMENT_SUMMARY_SCHEMA)
 
         merged = (
-            pieces.select(*names)
+            pieces.select(*sent)
             .groupBy("topic", "partition")
             .applyInArrow(merge_group, arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA))
         )
