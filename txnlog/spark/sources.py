@@ -827,6 +827,7 @@ def summarize_segment(
     *,
     piece: int | None = None,
     next_piece: int | None = None,
+    next_batch: tuple[int, int] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Decode one segment in this process: its ``segment`` row goes to ``segments``, its fragments to
     ``merge`` when given (which then yields the partition's transactions), else they are yielded as
@@ -868,7 +869,15 @@ def summarize_segment(
         )
     segments.add(file, b, scan.legacy_entries, piece=piece, next_piece=next_piece)
     if scan.quarantine:
-        yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, list(scan.quarantine), piece, b)
+        bounds = b
+        if next_batch is not None:  # a piece's walk stopped at a valid batch of the next piece: a bound too
+            position, base = next_batch
+            bounds = {
+                "position": np.append(b["position"], position),
+                "base_offset": np.append(b["base_offset"], base),
+                "last_offset": np.append(b["last_offset"], base),
+            }
+        yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, list(scan.quarantine), piece, bounds)
 
 
 def summarize_piece(
@@ -905,6 +914,12 @@ def summarize_piece(
             check_crc=check_crc,
             **limit_kwargs(max_decompressed_bytes),
         )
+        # where the walk stopped is a valid batch (a checked split point): its base offset bounds a damaged
+        # region just before it, as the whole read's next batch does
+        stopped = int(scan.stopped_at)
+        next_batch = None
+        if 0 <= stopped and stopped + 8 <= len(buf) and stopped in set(stops.tolist()):
+            next_batch = (stopped, int.from_bytes(bytes(buf[stopped : stopped + 8]), "big", signed=True))
     yield from summarize_segment(
         file,
         check_crc,
@@ -913,6 +928,7 @@ def summarize_piece(
         scan,
         piece=piece.index,
         next_piece=S.piece_of_stop(piece.positions, scan.stopped_at),
+        next_batch=next_batch,
     )
 
 
