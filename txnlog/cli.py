@@ -710,12 +710,9 @@ def cmd_abort(args: argparse.Namespace, out: TextIO) -> int:
         max_transaction_timeout_ms=cfg.max_transaction_timeout_ms,
         bootstrap_servers=bootstrap,
     )
-    try:
-        from kafka.errors import KafkaError
+    from kafka.errors import KafkaError
 
-        admin = live.admin_client(bootstrap, cfg.kafka)
-    except KafkaError as e:
-        raise UsageError(f"abort: cannot reach {bootstrap}: {e}") from e
+    admin = _admin_of("abort", bootstrap, cfg)
     try:
         try:
             plan = live.revalidate_abort(admin, request, thresholds)
@@ -749,6 +746,18 @@ def cmd_abort(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     finally:
         admin.close()
+
+
+def _admin_of(verb: str, bootstrap: str, cfg: Any) -> Any:
+    """An admin client of ``bootstrap`` for a live action; one line (exit 2) when it cannot be reached."""
+    from kafka.errors import KafkaError
+
+    from txnlog import live
+
+    try:
+        return live.admin_client(bootstrap, cfg.kafka)
+    except KafkaError as e:
+        raise UsageError(f"{verb}: cannot reach {bootstrap}: {e}") from e
 
 
 # --- fence ------------------------------------------------------------------------------------------
@@ -791,14 +800,9 @@ def cmd_fence(args: argparse.Namespace, out: TextIO) -> int:
         file=out,
     )
     out.flush()
-    try:
-        from kafka.errors import KafkaError
+    from kafka.errors import KafkaError
 
-        from txnlog import live
-
-        admin = live.admin_client(bootstrap, cfg.kafka)
-    except KafkaError as e:
-        raise UsageError(f"fence: cannot reach {bootstrap}: {e}") from e
+    admin = _admin_of("fence", bootstrap, cfg)
     try:
         try:
             plan = fence.revalidate_fence(admin, request)
