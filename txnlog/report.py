@@ -196,8 +196,8 @@ def plot_timeline(
 def impact_plan(recommendations: Any, health: Any, findings: Any = None, transactions: Any = None) -> Any:
     """``txnlog plan``'s rows as a DataFrame: per partition the aborts and (given ``findings``) the fences in
     order, the LSO before and after each and the offsets it releases, partitions that release the most first
-    (``txnlog.cli.plan_steps``; ``transactions``' open ones are what a fence's release stops at)."""
-    from txnlog.cli import fence_steps, plan_steps
+    (``txnlog.rules.plan.plan_steps``; ``transactions``' open ones are what a fence's release stops at)."""
+    from txnlog.rules.plan import fence_steps, plan_steps
 
     pd = _pd()
 
