@@ -57,7 +57,7 @@ from txnlog import __version__, storage
 from txnlog import tables as contract
 from txnlog.config import parse_as_of
 from txnlog.errors import UsageError
-from txnlog.spark.session import temporary_conf
+from txnlog.spark_base import delta_spark_available, spark_struct, spark_type, temporary_conf
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -100,8 +100,6 @@ def resolve_writer(spark: SparkSession | None, writer: Writer = "auto") -> Liter
         raise UsageError(f"delta_writer: expected auto, deltalake or spark, got {writer!r}")
     if writer == "deltalake":
         return "deltalake"
-    from txnlog.spark.session import delta_spark_available
-
     available = spark is not None and delta_spark_available(spark)
     if writer == "spark" and not available:
         raise UsageError(
@@ -449,8 +447,6 @@ def _stage_is_live(location: _Location, stage: str) -> bool:
 def _conform_dataframe(df: DataFrame, schema: pa.Schema, name: str, cluster: str, as_of: datetime) -> DataFrame:
     from pyspark.sql import functions as F
 
-    from txnlog.spark.schemas import spark_type
-
     _require_columns(name, schema, df.columns)
     columns = [
         F.lit(cluster).alias("cluster"),
@@ -787,11 +783,9 @@ def _write_with_delta_spark(
     supersede: Supersede | None = None,
 ) -> int:
 
-    from txnlog.spark.schemas import spark_schema
-
     schema = contract.TABLES[name]
     if isinstance(data, pa.Table):
-        df = spark.createDataFrame(_conform_arrow(data, schema, name, cluster, as_of), schema=spark_schema(schema))
+        df = spark.createDataFrame(_conform_arrow(data, schema, name, cluster, as_of), schema=spark_struct(schema))
     elif isinstance(data, ParquetTable):
         df = data.dataframe(cluster, as_of)
     else:

@@ -16,7 +16,7 @@ from txnlog import tables
 from txnlog.delta import read_table, resolve_writer, table_uris, write_tables
 from txnlog.errors import UsageError
 from txnlog.spark.schemas import spark_schema
-from txnlog.spark.session import delta_spark_available
+from txnlog.spark_base import delta_spark_available
 
 pytestmark = pytest.mark.spark
 

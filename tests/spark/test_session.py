@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from txnlog.spark.session import delta_spark_available, get_session
+from txnlog.spark.session import get_session
+from txnlog.spark_base import delta_spark_available
 
 pytestmark = pytest.mark.spark
 

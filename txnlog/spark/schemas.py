@@ -13,6 +13,7 @@ import pyarrow as pa
 from pyspark.sql import types as T
 
 from txnlog import tables
+from txnlog.spark_base import spark_struct
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -35,42 +36,7 @@ def spark_schema(table: str | pa.Schema) -> T.StructType:
             raise KeyError(f"no output table {table!r}; tables are: {', '.join(tables.TABLES)}") from None
     else:
         schema = table
-    return T.StructType([_field(f) for f in schema])
-
-
-def spark_type(arrow_type: pa.DataType) -> T.DataType:
-    """The Spark type for one Arrow type of the contract (raises TypeError for others)."""
-    if pa.types.is_timestamp(arrow_type):
-        # A zone-less Arrow timestamp is a wall-clock value: TimestampNTZType.
-        return T.TimestampType() if arrow_type.tz is not None else T.TimestampNTZType()
-    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
-        element = arrow_type.value_field
-        return T.ArrayType(spark_type(element.type), containsNull=element.nullable)
-    if pa.types.is_struct(arrow_type):
-        return T.StructType([_field(arrow_type.field(i)) for i in range(arrow_type.num_fields)])
-    for predicate, spark in _SIMPLE:
-        if predicate(arrow_type):
-            return spark
-    raise TypeError(f"no Spark type for Arrow type {arrow_type}")
-
-
-_SIMPLE = (
-    (pa.types.is_string, T.StringType()),
-    (pa.types.is_large_string, T.StringType()),
-    (pa.types.is_int64, T.LongType()),
-    (pa.types.is_int32, T.IntegerType()),
-    (pa.types.is_int16, T.ShortType()),
-    (pa.types.is_int8, T.ByteType()),
-    (pa.types.is_boolean, T.BooleanType()),
-    (pa.types.is_float64, T.DoubleType()),
-    (pa.types.is_float32, T.FloatType()),
-    (pa.types.is_binary, T.BinaryType()),
-    (pa.types.is_date32, T.DateType()),
-)
-
-
-def _field(field: pa.Field) -> T.StructField:
-    return T.StructField(field.name, spark_type(field.type), nullable=field.nullable)
+    return spark_struct(schema)
 
 
 def quoted(name: str) -> str:

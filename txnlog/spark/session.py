@@ -6,19 +6,24 @@ anything: ``configure_spark_with_delta_pip`` and ``spark.jars.packages`` would
 try to download the Delta jars, which fails (or hangs until Ivy times out) on
 machines without Maven access (shared/FEASIBILITY.md §3). Delta comes either
 from jars someone put on the classpath (``--jars``, the cluster image), which
-``delta_spark_available`` detects, or from ``deltalake`` (txnlog.delta).
+``txnlog.spark_base.delta_spark_available`` detects, or from ``deltalake`` (txnlog.delta).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 # the driver JVM's JIT and collector options, and its class archive (txnlog.spark.jvm_archive says why)
 from txnlog.spark.jvm_archive import DRIVER_JAVA_OPTIONS, java_options
+
+# temporary_conf's home is txnlog.spark_base (txnlog.delta, below the Spark adapters, uses it); the pipeline
+# still takes it from here
+from txnlog.spark_base import temporary_conf
+
+__all__ = ["get_session", "temporary_conf"]
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -51,7 +56,6 @@ LOCAL_CONF: dict[str, str] = {
 }
 
 DEFAULT_MASTER = "local[*]"
-DELTA_TABLE_CLASS = "io.delta.tables.DeltaTable"
 
 
 def get_session(
@@ -117,32 +121,6 @@ def get_session(
     return spark
 
 
-def delta_spark_available(spark: SparkSession) -> bool:
-    """True when the Delta Lake Spark classes are on the driver's classpath.
-
-    Loads ``io.delta.tables.DeltaTable`` through the JVM's context class loader
-    without initialising it (FEASIBILITY §3: about 0.1 s). Nothing is
-    downloaded. A Spark Connect session has no driver JVM to ask: False.
-
-    >>> delta_spark_available(get_session())
-    False
-    """
-    known = getattr(spark, "_txnlog_delta_jars", None)  # asked once per session: ~20 py4j calls each time
-    if known is not None:
-        return bool(known)
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is None:
-        return False
-    try:
-        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-        jvm.java.lang.Class.forName(DELTA_TABLE_CLASS, False, loader)
-        found = True
-    except Exception:  # py4j wraps ClassNotFoundException in Py4JJavaError
-        found = False
-    spark._txnlog_delta_jars = found  # type: ignore[attr-defined]  # a memo on the session object itself
-    return found
-
-
 def _launches_jvm() -> bool:
     """False under spark-submit, whose JVM is already running (and started this Python)."""
     from pyspark import SparkContext
@@ -173,19 +151,3 @@ def _apply_runtime_conf(spark: SparkSession, settings: Mapping[str, str]) -> Non
             spark.conf.set(key, value)
         # Static settings (spark.master, spark.ui.enabled, ...) of a session
         # someone else built are theirs; changing them needs a new session.
-
-
-@contextmanager
-def temporary_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
-    """Set runtime SQL settings for the block; the session's own values (or their absence) come back afterwards."""
-    previous = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, old in previous.items():
-            if old is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, old)
