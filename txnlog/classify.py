@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from txnlog.kafka.wire import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -138,9 +139,11 @@ def legacy_abort_command(
     )
 
 
-def has_late_transaction(idle_ms: int | None, max_transaction_timeout_ms: int) -> bool:
-    """The broker's ``hasLateTransaction`` metric: oldest open txn idle > max timeout + 5 min."""
-    return idle_ms is not None and idle_ms > max_transaction_timeout_ms + LATE_TRANSACTION_BUFFER_MS
+def has_late_transaction(oldest_idle_ms: pa.Array | pa.ChunkedArray, max_transaction_timeout_ms: int) -> pa.Array:
+    """The broker's ``hasLateTransaction`` metric, per partition: its oldest open transaction has been idle
+    longer than ``transaction.max.timeout.ms`` + LATE_TRANSACTION_BUFFER_MS (5 min). ``oldest_idle_ms`` is that
+    transaction's idle time in ms; null (no open transaction, or not known) stays null."""
+    return pc.greater(oldest_idle_ms, pa.scalar(max_transaction_timeout_ms + LATE_TRANSACTION_BUFFER_MS, pa.int64()))
 
 
 def _col(table: pa.Table, name: str) -> np.ndarray:

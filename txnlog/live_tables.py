@@ -162,8 +162,8 @@ def _health_rows(
     high watermark nothing is open: 0 / false. ``max_open_ms`` and ``stuck_since`` need the
     transaction's first timestamp, which these APIs do not give: null.
     """
-    late_ms = max_timeout_ms + classify.LATE_TRANSACTION_BUFFER_MS
-    rows = []
+    rows: list[dict[str, Any]] = []
+    idle: dict[int, int] = {}  # row -> its oldest open transaction's idle ms, where lateness is to be decided
     for o in offsets:
         tp = (o["topic"], o["partition"])
         open_rows = [r for r in (producers or {}).get(tp, []) if r["current_transaction_start_offset"] is not None]
@@ -174,9 +174,9 @@ def _health_rows(
         elif producers is None or not open_rows:
             n_open, late = None, None
         else:
-            n_open = len(open_rows)
+            n_open, late = len(open_rows), None
             oldest = min(open_rows, key=lambda r: r["current_transaction_start_offset"])
-            late = now_ms - oldest["last_timestamp"] > late_ms
+            idle[len(rows)] = now_ms - oldest["last_timestamp"]
         rows.append(
             {
                 "topic": o["topic"],
@@ -196,6 +196,9 @@ def _health_rows(
                 "source": contract.InputSource.LIVE,
             }
         )
+    flags = classify.has_late_transaction(pa.array(list(idle.values()), pa.int64()), max_timeout_ms).to_pylist()
+    for i, flag in zip(idle, flags, strict=True):
+        rows[i]["has_late_transaction"] = flag
     return rows
 
 

@@ -192,3 +192,9 @@ def test_coordinator_stuck():
     ]
     mask = C.coordinator_stuck(pa.Table.from_pylist(rows), C.Thresholds(as_of_ms=AS_OF))
     assert mask.tolist() == [True, False, False, False, False]
+
+
+def test_has_late_transaction_is_past_max_timeout_plus_the_buffer() -> None:
+    limit = 900_000 + C.LATE_TRANSACTION_BUFFER_MS
+    idle = pa.array([None, limit - 1, limit, limit + 1], pa.int64())
+    assert C.has_late_transaction(idle, 900_000).to_pylist() == [None, False, False, True]
