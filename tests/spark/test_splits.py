@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -57,18 +58,26 @@ def _rows(df, kinds: tuple[str, ...]) -> list[tuple]:
 
 
 def _tables(spark, summary, inv: Inventory, fragments: bool, only: frozenset | None = None) -> dict[str, list]:
-    from txnlog.spark import transforms as T
-    from txnlog.spark.producers import leader_producer_state
-    from txnlog.spark.transactions import checkpoints_of
+    """The rows the table build reads of ``summary`` as the job hands them over (txnlog.spark.collect): the
+    split partitions' fragments merged per partition in tasks, every transaction kept (no stage)."""
+    from pyspark.sql import functions as F
+
+    from txnlog.spark import collect
+    from txnlog.spark.producers import producers_of_summary
+    from txnlog.spark.staged import RAW_COLUMNS
+    from txnlog.spark.transactions import KIND_TRANSACTION, checkpoints_of
 
     checkpoints = checkpoints_of(inv.checkpoints)
-    txns = T.partition_transactions(summary, checkpoints, fragments=fragments, fragment_partitions=only)
-    producers = leader_producer_state(summary, checkpoints)
+    if fragments:
+        merged = collect.merged_fragments(summary, checkpoints, stage=None, fragment_partitions=only)
+        summary = summary.filter(~F.col("kind").isin(collect.KIND_RUN, collect.KIND_MARKER)).unionByName(merged)
+    rows, _ = collect.collected(summary, summary.limit(0))
+    txns = rows.filter(pc.equal(rows.column("kind"), KIND_TRANSACTION)).select(list(RAW_COLUMNS))
     return {
         "segment": _rows(summary, ("segment",)),
         "quarantine": _rows(summary, ("quarantine",)),
-        "transactions": sorted(map(repr, txns.toArrow().to_pylist())),
-        "producers": sorted(map(repr, producers.toArrow().to_pylist())),
+        "transactions": sorted(map(repr, txns.to_pylist())),
+        "producers": sorted(map(repr, producers_of_summary(rows, checkpoints).to_pylist())),
     }
 
 
@@ -123,12 +132,11 @@ def test_a_hot_partitions_big_segment_becomes_several_tasks(spark, tmp_path: Pat
     assert tasks(-(-hot.size // 6)) == 8
     # not above the threshold: nothing changes
     assert tasks(hot.size) == 2
-    # the forensic batches source reads files whole, whatever the option: every batch once
-    from txnlog.spark.sources import BatchesSource
-
-    spark.dataSource.register(BatchesSource)
-    batches = spark.read.format(BatchesSource.name()).options(**options, split_segment_bytes=str(hot.size // 6))
-    assert batches.load().count() == _batch_count(inv)
+    # whole or in pieces, every batch of the segments is counted once (segment rows, or a split file's piece rows)
+    for split_bytes in (0, -(-hot.size // 6)):
+        df = spark.read.format(SegmentsSource.name()).options(**options, split_segment_bytes=str(split_bytes)).load()
+        counted = df.where("kind IN ('segment', 'piece')").selectExpr("sum(batch_count)").first()[0]
+        assert counted == _batch_count(inv)
 
 
 def _batch_count(inv: Inventory) -> int:

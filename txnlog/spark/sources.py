@@ -8,8 +8,8 @@ source as an option; the files are dealt into a few balanced input partitions
 * ``txnlog_segments`` — per data segment: transaction *fragments* (see
   ``txnlog.reconstruct``), one ``segment`` summary row, ``quarantine`` rows;
   per producer snapshot: its entries. Batch headers never leave the executor.
-* ``txnlog_batches`` — every batch header, for forensics (notebooks, timeline).
-* ``txnlog_txn_state`` — every ``__transaction_state`` record, decoded.
+
+(``txnlog_txn_state``, every ``__transaction_state`` record decoded, is txnlog.spark.txn_state_source.)
 
 Options: ``manifest`` (an Arrow file listing the files, :func:`write_manifest`) or, for a few files,
 ``files`` (JSON list of ``txnlog.logdirs.LogFile`` dicts); ``check_crc`` ("true"/"false"),
@@ -43,8 +43,6 @@ from txnlog.logdirs import LogFile
 from txnlog.spark.transactions import PartitionTransactions
 
 SEGMENTS_SOURCE = "txnlog_segments"
-BATCHES_SOURCE = "txnlog_batches"
-TXN_STATE_SOURCE = "txnlog_txn_state"
 
 #: kinds of rows the segments source yields
 KIND_RUN = "run"
@@ -118,39 +116,6 @@ SEGMENT_SUMMARY_SCHEMA = pa.schema(
         # did not start, its split point failed the checks)
         ("piece", pa.int32()),
         ("next_piece", pa.int32()),
-    ]
-)
-
-BATCH_SCHEMA = pa.schema(
-    [
-        ("broker", pa.string()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("file", pa.string()),
-        ("position", pa.int64()),
-        ("base_offset", pa.int64()),
-        ("last_offset", pa.int64()),
-        ("batch_length", pa.int32()),
-        ("partition_leader_epoch", pa.int32()),
-        ("magic", pa.int8()),
-        ("crc", pa.int64()),
-        ("crc_valid", pa.bool_()),
-        ("compression", pa.int8()),
-        ("timestamp_type", pa.int8()),
-        ("is_transactional", pa.bool_()),
-        ("is_control", pa.bool_()),
-        ("has_delete_horizon", pa.bool_()),
-        ("last_offset_delta", pa.int32()),
-        ("base_timestamp", pa.int64()),
-        ("max_timestamp", pa.int64()),
-        ("producer_id", pa.int64()),
-        ("producer_epoch", pa.int16()),
-        ("base_sequence", pa.int32()),
-        ("record_count", pa.int32()),
-        ("control_type", pa.int16()),
-        ("coordinator_epoch", pa.int32()),
-        ("marker_timestamp", pa.int64()),
-        ("control_status", pa.int8()),
     ]
 )
 
@@ -264,10 +229,6 @@ def _manifest_table(options: dict[str, str]) -> pa.Table:
     if not uri:
         return files_table([LogFile(**d) for d in json.loads(options.get("files", "[]"))])
     return _read_arrow(uri)
-
-
-def _manifest_files(options: dict[str, str]) -> list[LogFile]:
-    return table_files(_manifest_table(options))
 
 
 def _manifest_checkpoints(options: dict[str, str]) -> list[list[Any]]:
@@ -1036,7 +997,7 @@ class FilesReader(DataSourceReader):
     @property
     def files(self) -> list[LogFile]:
         """Every file of the source (planning only)."""
-        return _manifest_files(self._planning or {})
+        return table_files(_manifest_table(self._planning or {}))
 
     def partitions(self) -> list[InputPartition]:
         planning, self._planning = self._planning or {}, None  # not pickled into the tasks
@@ -1109,42 +1070,3 @@ class SegmentsSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return _SegmentsReader(dict(self.options))
-
-
-class _BatchesReader(_SegmentsReader):
-    def partitions(self) -> list[InputPartition]:
-        self.options.pop("split_segment_bytes", None)  # every batch of a file once: files are read whole
-        return super().partitions()
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        self.start_task()
-        for file in partition_files(partition):
-            if file.kind != "log":
-                continue
-            scan = scan_log_file(file.path, self.check_crc, self.max_decompressed_bytes)
-            b = scan.batches
-            n = len(b["base_offset"])
-            cols: dict[str, Any] = {name: b[name] for name in BATCH_SCHEMA.names if name in b}
-            cols.update(
-                {
-                    "broker": file.broker,
-                    "topic": file.topic,
-                    "partition": np.full(n, file.partition, np.int32),
-                    "file": file.path,
-                }
-            )
-            yield batch_of(BATCH_SCHEMA, n, cols)
-
-
-class BatchesSource(DataSource):
-    """Every batch header of the given segments (forensics; the nightly job uses summaries)."""
-
-    @classmethod
-    def name(cls) -> str:
-        return BATCHES_SOURCE
-
-    def schema(self) -> StructType:
-        return arrow_to_spark_schema(BATCH_SCHEMA)
-
-    def reader(self, schema: StructType) -> DataSourceReader:
-        return _BatchesReader(dict(self.options))
