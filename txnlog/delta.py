@@ -340,7 +340,7 @@ class _Location:
 
     def child(self, name: str) -> _Location:
         return _Location(
-            posixpath.join(self.uri, name) if "://" in self.uri else str(Path(self.uri) / name),
+            _join(self.uri, name),
             posixpath.join(self.spark_path, name),
             self.fs,
             posixpath.join(self.fs_path, name),

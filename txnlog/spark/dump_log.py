@@ -169,10 +169,6 @@ def dump_arg_path(arg: str) -> str:
     return split_dump_arg(arg)[1]
 
 
-def _open(path: str):
-    return storage.open_input(path)  # local paths with open(); s3a://, hdfs://, ... through pyarrow.fs
-
-
 def _prefix_mask(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray, prefix: bytes) -> np.ndarray:
     """Lines (given by starts/lens into ``arr``) that begin with ``prefix``; vectorized."""
     k = len(prefix)
@@ -192,7 +188,7 @@ def iter_line_batches(
     header: str | None = None
     prev_batch = False
     carry = b""
-    with _open(path) as f:
+    with storage.open_input(path) as f:  # local paths with open(); s3a://, hdfs://, ... through pyarrow.fs
         while True:
             data = f.read(chunk_bytes)
             eof = not data
