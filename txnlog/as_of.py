@@ -58,42 +58,21 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_MS = (datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC) - _EPOCH) // timedelta(milliseconds=1)
 
 
-def broker_times(summary: Any, records: Any) -> dict[str, int | None]:
-    """Newest broker-written timestamp (ms) per source, in one Spark action over both inputs.
+def broker_times_of(summary: Any, records: Any) -> dict[str, int | None]:
+    """Newest broker-written timestamp (ms) per source of Arrow tables (either may be None: none).
 
     ``summary``: SEGMENT_SUMMARY_SCHEMA rows (``segment`` rows carry ``marker_timestamp`` and
     ``log_append_timestamp``, and so do the ``piece`` rows of a split segment before its stitch,
     txnlog.splits); ``records``: TXN_STATE_SCHEMA rows (``record`` rows carry ``record_timestamp``).
-    The action also decodes and caches both inputs when they are persisted.
+    Partial answers combine with :func:`newest_times` (Spark applies this to each batch:
+    txnlog.spark.collect.broker_times).
     """
-    from pyspark.sql import functions as F
-
-    none = F.lit(None).cast("long")
-    segment = F.col("kind").isin("segment", "piece")
-    rows = (
-        summary.select(
-            F.max(F.when(segment, F.col("marker_timestamp"))).alias(MARKERS),
-            F.max(F.when(segment, F.col("log_append_timestamp"))).alias(LOG_APPEND_TIME),
-            none.alias(TRANSACTION_STATE),
-        )
-        .unionByName(
-            records.select(
-                none.alias(MARKERS),
-                none.alias(LOG_APPEND_TIME),
-                F.max(F.when(F.col("kind") == "record", F.col("record_timestamp"))).alias(TRANSACTION_STATE),
-            )
-        )
-        .collect()
-    )
-    return {s: max((r[s] for r in rows if r[s] is not None), default=None) for s in SOURCES}
-
-
-def broker_times_of(summary: Any, records: Any) -> dict[str, int | None]:
-    """:func:`broker_times` of Arrow tables (a small input decoded in the driver)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     def newest(table: Any, kinds: list[str], column: str) -> int | None:
+        if table is None:
+            return None
         rows = table.filter(pc.is_in(table.column("kind"), pa.array(kinds, pa.string())))
         value = pc.max(rows.column(column)).as_py() if rows.num_rows else None
         return None if value is None else int(value)
@@ -103,6 +82,11 @@ def broker_times_of(summary: Any, records: Any) -> dict[str, int | None]:
         LOG_APPEND_TIME: newest(summary, ["segment", "piece"], "log_append_timestamp"),
         TRANSACTION_STATE: newest(records, ["record"], "record_timestamp"),
     }
+
+
+def newest_times(parts: list[dict[str, int | None]]) -> dict[str, int | None]:
+    """:func:`broker_times_of`'s answers for parts of the input combined: the newest per source."""
+    return {s: max((p[s] for p in parts if p.get(s) is not None), default=None) for s in SOURCES}  # type: ignore[type-var]
 
 
 def from_ms(ms: int) -> datetime:
@@ -140,31 +124,3 @@ def choose(as_of_option: Any, times: dict[str, int | None]) -> tuple[datetime, s
             "give --as-of (ISO-8601 or epoch ms), e.g. when the logs were copied"
         )
     return _EPOCH + timedelta(milliseconds=newest), source
-
-
-def future_timestamps(summary: Any, as_of: datetime, as_of_source: str, *, cluster: str) -> Any:
-    """``quarantine`` rows (the table's columns) for segments whose client timestamps run more than
-    :data:`FUTURE_BOUND_MS` past ``as_of``: file, topic, partition, replica, the newest timestamp."""
-    from pyspark.sql import functions as F
-
-    as_of_ms = (as_of - _EPOCH) // timedelta(milliseconds=1)
-    newest = F.col("last_timestamp")
-    late = summary.filter((F.col("kind") == "segment") & (newest > F.lit(as_of_ms + FUTURE_BOUND_MS)))
-    return late.select(
-        F.lit(cluster).alias("cluster"),
-        F.lit(as_of).cast("timestamp").alias("as_of"),
-        "file",
-        F.lit(None).cast("long").alias("position"),
-        F.lit(None).cast("long").alias("length"),
-        F.lit(REASON_FUTURE).alias("reason"),
-        F.format_string(
-            FUTURE_DETAIL,
-            newest,
-            newest - F.lit(as_of_ms),
-            F.lit(as_of.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"),
-            F.lit(as_of_source),
-        ).alias("detail"),
-        "topic",
-        "partition",
-        F.col("broker").alias("replica"),
-    )

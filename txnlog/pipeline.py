@@ -4,9 +4,9 @@
 is made of, so what a notebook shows is what the nightly job writes::
 
     plan_inputs(config)         every check that needs no Spark (paths, dump files, the live cluster)
-    decode(spark, inputs, ...)  the Data Sources, cached: segment summaries, transactions, coordinator records
+    decode(spark, inputs, ...)  the Data Sources (reduced per partition in tasks), collected as Arrow
     resolve_as_of(...)          "now": never a client's clock (txnlog.as_of)
-    build_tables(...)           one function per output table (txnlog.spark.output)
+    build_tables(...)           one function per output table (txnlog.spark.arrow_tables)
     verify_live(...)            --verify-live: rows from the live cluster's admin APIs
     write(...)                  the Delta tables, one commit each (txnlog.delta)
     summarize(...)              the RunResult and the runs row
@@ -352,13 +352,12 @@ def run_scope(spark: SparkSession, output: str, run_id: str) -> Iterator[tuple[s
 
 @dataclass(frozen=True)
 class Decoded:
-    """The Data Sources' outputs, cached, and what the decode found out on the way."""
+    """The Data Sources' outputs as Arrow tables, and what the decode found out on the way."""
 
-    # (Arrow tables when the input was decoded in this process: _decode_here)
-    summary: DataFrame | pa.Table  # segment / quarantine / transaction rows (fragments too with dumps)
-    records: DataFrame | pa.Table  # __transaction_state records (reduced unless other inputs hold them too)
+    summary: pa.Table  # segment / quarantine / transaction / producer / snapshot rows (fragments: below)
+    records: pa.Table  # __transaction_state records (reduced unless ``records_reduced`` is false)
     times: dict[str, int | None]  # the newest broker-written time per source (txnlog.as_of)
-    fragments: bool  # summary holds fragments still to merge (kafka-dump-log.sh input)
+    fragments: bool  # summary holds fragments still to merge (a small input's kafka-dump-log.sh files)
     records_reduced: bool
     txn_state_read: frozenset[int]  # the __transaction_state partitions the input holds
     #: the only partitions with fragments to merge (split segments' only: txnlog.splits); None: any
@@ -380,13 +379,12 @@ def decode(
     split_segment_bytes: int = 0,
 ) -> Decoded:
     """Read every input with the Data Sources (one action decodes and caches them all), in Spark tasks or,
-    for a small input, in this process (``placement``, txnlog.spark.placement). ``live_cut``: the data
-    partitions' ranges of a live run (txnlog.spark.live_batches), read with ``fetch``'s bounds.
-    ``max_decompressed_bytes``: what the compressed batches of one file may expand to (None: the default).
-    ``split_segment_bytes``: segments above it are read in pieces (txnlog.splits; 0: never), stitched
-    here (txnlog.spark.splits) so that the summary is the one a whole read gives."""
+    for a small input, in this process (``placement``, txnlog.spark.placement); in Spark, merge and reduce per
+    partition in tasks and collect the rest as Arrow (txnlog.spark.collect). ``live_cut``: a live run's
+    ranges (txnlog.spark.live_batches), read with ``fetch``'s bounds. ``max_decompressed_bytes``: what one
+    file's compressed batches may expand to. ``split_segment_bytes``: segments above it are read in pieces
+    (txnlog.splits; 0: never) and stitched (txnlog.spark.splits) into what a whole read gives."""
 
-    from txnlog import as_of as as_of_rule
     from txnlog.spark.placement import Placement
 
     placement = placement or Placement()
@@ -402,35 +400,35 @@ def decode(
         summary = summary.unionByName(
             _live_batches(spark, inputs.live, kafka, live_cut, check_crc, fetch, max_decompressed_bytes)
         )
+    from txnlog.spark import collect
+    from txnlog.spark.transactions import checkpoints_of
+
     with job_description(spark, "txnlog: decode"):
         summary, records = cache(summary), cache(records)
         # One action decodes (and caches) every input: the __transaction_state tasks fill the cores
         # while the last big segments are still being walked. It returns the broker-written times.
-        times = as_of_rule.broker_times(summary, records)
+        times = collect.broker_times(summary, records)
     split_partitions: frozenset[tuple[str, int]] = frozenset()
     if split_segment_bytes > 0 and any(f.size > split_segment_bytes for f in inputs.inventory.segments):
         summary, split_partitions, times = _stitched(spark, summary, records, times)
-    # The decode keeps one Spark partition per input partition; what follows reads a few rows per
-    # segment and producer, so its scans are coalesced to one partition per core (RESULTS.md E2).
-    downstream = max(2, spark.sparkContext.defaultParallelism)
+    whole = bool(inputs.dump_files or live_cut is not None)  # every partition may hold fragments
+    with job_description(spark, "txnlog: merge and reduce per partition"):
+        checkpoints = [*inputs.inventory.checkpoints, *(live_cut.checkpoints() if live_cut else ())]
+        summary_table, records_table = collect.merged_and_collected(
+            summary, records, checkpoints_of(checkpoints), scratch=scratch,
+            fragment_partitions=None if whole else split_partitions, reduce=shared,
+        )  # fmt: skip
     return Decoded(
-        summary.coalesce(downstream),
-        records.coalesce(downstream),
-        times,
-        # split partitions' transactions are merged from their pieces' fragments
-        fragments=bool(inputs.dump_files or live_cut is not None or split_partitions),
-        fragment_partitions=None if inputs.dump_files or live_cut is not None else split_partitions,
-        records_reduced=not shared,
-        txn_state_read=_txn_state_read(inputs, records, shared),
-    )
+        summary_table, records_table, times, fragments=False, records_reduced=True,
+        txn_state_read=_txn_state_read(inputs, records_table),
+    )  # fmt: skip
 
 
-def _txn_state_read(inputs: Inputs, records: DataFrame, shared: bool) -> frozenset[int]:
-    """The ``__transaction_state`` partitions the input holds: the log dirs' (listed), and when other inputs
-    may hold some too, theirs (a handful of ids, collected)."""
+def _txn_state_read(inputs: Inputs, records: pa.Table) -> frozenset[int]:
+    """The ``__transaction_state`` partitions the input holds: the log dirs' (listed), and those of the
+    records other inputs gave."""
     read = set(inputs.inventory.txn_state_partitions)
-    if shared:
-        read |= {r[0] for r in records.select("coordinator_partition").distinct().collect()}
+    read |= set(records.column("coordinator_partition").drop_null().to_pylist())
     return frozenset(read)
 
 
@@ -439,13 +437,13 @@ def _stitched(
 ) -> tuple[DataFrame, frozenset[tuple[str, int]], dict[str, int | None]]:
     """The summary with split segments' pieces stitched (txnlog.spark.splits), the partitions that were
     split, and the broker-written times again if a dropped piece may have seen other times."""
-    from txnlog import as_of as as_of_rule
+    from txnlog.spark.collect import broker_times
     from txnlog.spark.splits import stitch_pieces
 
     with job_description(spark, "txnlog: stitch split segments"):
         summary, split_partitions, dead = stitch_pieces(summary)
         if dead:  # a piece the whole walk passes over may have seen other times
-            times = as_of_rule.broker_times(summary, records)
+            times = broker_times(summary, records)
     return summary, split_partitions, times
 
 
@@ -677,12 +675,11 @@ def _epoch_ms(moment: datetime) -> int:
 
 def build_tables(
     spark: SparkSession,
-    summary: DataFrame | pa.Table,
-    records: DataFrame | pa.Table,
+    summary: pa.Table,
+    records: pa.Table,
     thresholds: classify.Thresholds,
     *,
     scratch: str,
-    cache: Callable[[DataFrame], DataFrame] | list[DataFrame] | None = None,
     checkpoints: Sequence[Checkpoint] = (),
     fragments: bool = True,
     fragment_partitions: frozenset[tuple[str, int]] | None = None,
@@ -692,54 +689,23 @@ def build_tables(
     placement: Placement | None = None,
     history_bounds: Any = None,
 ) -> dict[str, Any]:
-    """Every output table (txnlog.spark.output): DataFrames, and ``transactions`` / ``coordinator_history``
-    as ``txnlog.spark.staged.StagedTable`` values (staged under ``scratch``, finished by the writer).
+    """Every output table (txnlog.spark.arrow_tables): Arrow tables, and ``transactions`` /
+    ``coordinator_history`` as ``txnlog.spark.staged.StagedTable`` values (staged under ``scratch``, finished by
+    the writer: in Spark tasks, or in this process with ``placement.driver``).
 
     ``fragments``: ``summary`` may hold fragments still to merge into transactions (``fragment_partitions``:
     only those partitions' rows, else any); ``records_reduced``: ``records`` were reduced where decoded
     (txnlog.spark.coordinator), else they are reduced here.
-    ``as_of``: adds the quarantine's warning rows for client clocks far past it. ``placement``: with
-    ``driver`` (a small input, txnlog.spark.placement) the same tables are built in Arrow in this process
-    (txnlog.spark.arrow_tables), no Spark query; ``summary`` and ``records`` may then be Arrow tables.
+    ``as_of``: adds the quarantine's warning rows for client clocks far past it.
     ``history_bounds``: a live run's bounds of the transactions it writes (a pyarrow Table,
     txnlog.spark.live_batches.LiveCut.history_bounds). The run key (cluster, as_of) is set by the writer."""
-    from txnlog.spark import output
+    from txnlog.spark import arrow_tables
 
-    if placement is not None and placement.driver:  # a small input: the same tables in Arrow, no Spark query
-        from txnlog.spark import arrow_tables
-
-        return arrow_tables.build(
-            spark, _arrow(summary), _arrow(records), thresholds, scratch=scratch, checkpoints=checkpoints,
-            fragments=fragments, fragment_partitions=fragment_partitions, records_reduced=records_reduced,
-            as_of=as_of, as_of_source=as_of_source, history_bounds=history_bounds,
-        )  # fmt: skip
-    return output.build(
-        spark, summary, records, thresholds, scratch=scratch, keep=_cache_function(cache), checkpoints=checkpoints,
-        fragments=fragments, fragment_partitions=fragment_partitions, records_reduced=records_reduced, as_of=as_of,
-        as_of_source=as_of_source, history_bounds=history_bounds,
+    return arrow_tables.build(
+        spark, summary, records, thresholds, scratch=scratch, checkpoints=checkpoints, fragments=fragments,
+        fragment_partitions=fragment_partitions, records_reduced=records_reduced, as_of=as_of,
+        as_of_source=as_of_source, history_bounds=history_bounds, driver=placement is not None and placement.driver,
     )  # fmt: skip
-
-
-def _arrow(rows: DataFrame | pa.Table) -> pa.Table:
-    """``rows`` as an Arrow table (decoded here already, or collected: a small input)."""
-    return rows.toArrow() if hasattr(rows, "toArrow") else rows
-
-
-def _cache_function(
-    cache: Callable[[DataFrame], DataFrame] | list[DataFrame] | None,
-) -> Callable[[DataFrame], DataFrame]:
-    if callable(cache):
-        return cache
-    frames = [] if cache is None else cache
-
-    def keep(df: DataFrame) -> DataFrame:
-        from pyspark import StorageLevel
-
-        df = df.persist(StorageLevel.MEMORY_AND_DISK)
-        frames.append(df)
-        return df
-
-    return keep
 
 
 # --- 5. verify_live ---------------------------------------------------------------------------------------
@@ -755,20 +721,11 @@ def verify_live(
     """``tables`` plus :func:`txnlog.live_tables.live_rows` for the offline findings' partitions and
     ``config.topics`` (rows with source = live). Live state is the present, so live ages use the wall clock."""
     import pyarrow as pa
-    from pyspark.sql import functions as F
 
     from txnlog.live_tables import live_rows
-    from txnlog.spark.output import project
-    from txnlog.spark.schemas import spark_schema
 
     found = tables["findings"]
-    if isinstance(found, pa.Table):  # a small input's tables, built here (txnlog.spark.arrow_tables)
-        rows = found.select(["topic", "partition"]).to_pylist()
-    else:
-        rows = [
-            r.asDict()
-            for r in found.filter(F.col("topic").isNotNull()).select("topic", "partition").distinct().collect()
-        ]
+    rows = found.select(["topic", "partition"]).to_pylist()
     partitions = sorted({(r["topic"], int(r["partition"])) for r in rows if r["topic"] is not None})
     progress(
         f"verify-live: asking {config.bootstrap_servers} about {count(len(partitions), 'finding partition')}"
@@ -777,15 +734,9 @@ def verify_live(
     live = live_rows(config, partitions, as_of_ms=int(time.time() * 1000), cluster=config.cluster, progress=progress)
     out = dict(tables)
     for name, table in live.items():
-        if not table.num_rows:
-            continue
-        if isinstance(out[name], pa.Table):
+        if table.num_rows:
             mine = out[name]
             out[name] = pa.concat_tables([mine, table.select(mine.column_names).cast(mine.schema)])
-        else:
-            out[name] = out[name].unionByName(
-                project(spark.createDataFrame(table.to_pylist(), spark_schema(name)), name)
-            )
     return out
 
 
@@ -840,25 +791,7 @@ def summarize(
     spark: SparkSession, tables: dict[str, Any], counts: dict[str, int], *, run: RunResult
 ) -> tuple[RunResult, int]:
     """The run's result for the console (verdict counts, the worst partitions) and its late partitions."""
-    import pyarrow as pa
-    from pyspark.sql import functions as F
-
-    findings, health = tables["findings"], tables["partition_health"]
-    if isinstance(findings, pa.Table):  # a small input's tables, built here (txnlog.spark.arrow_tables)
-        verdicts, worst, late_partitions = _arrow_summary(findings, health)
-    else:
-        with job_description(spark, "txnlog: summary"):
-            rows = findings.groupBy("verdict", "reason").count().orderBy("verdict", F.desc("count")).collect()
-            verdicts = [(r["verdict"], r["reason"], r["count"]) for r in rows]
-            worst = [
-                r.asDict()
-                for r in health.filter(F.col("open_transactions") > 0)
-                .orderBy(F.desc("lso_lag"))
-                .limit(5)
-                .select(*WORST_COLUMNS)
-                .collect()
-            ]
-            late_partitions = health.filter(F.col("has_late_transaction")).count()
+    verdicts, worst, late_partitions = _arrow_summary(tables["findings"], tables["partition_health"])
     run.counts = dict(counts)
     run.verdicts, run.worst_partitions = verdicts, worst
     return run, late_partitions
@@ -913,7 +846,6 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
         progress(f"decoded in {time.monotonic() - t0:.1f} s; as_of = {as_of.isoformat()} ({as_of_source})")
         tables = build_tables(
             spark, decoded.summary, decoded.records, _thresholds(config, inputs, decoded, as_of), scratch=scratch,
-            cache=cache,
             checkpoints=[*inputs.inventory.checkpoints, *(live_cut.checkpoints() if live_cut else ())],
             fragments=decoded.fragments, fragment_partitions=decoded.fragment_partitions,
             records_reduced=decoded.records_reduced, as_of=as_of, as_of_source=as_of_source, placement=placement,

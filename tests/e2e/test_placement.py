@@ -127,8 +127,9 @@ SCENARIOS = _scenarios()
 
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_every_scenario_gives_the_same_tables_in_both_placements(spark, tmp_path, name):
-    """The driver builds the tables in Arrow (txnlog.spark.arrow_tables), Spark with DataFrames
-    (txnlog.spark.output): every rule, on every situation the writer makes, must agree row for row, as
+    """The driver decodes, merges and reduces in this process, Spark in its tasks (txnlog.spark.collect), and
+    the same code builds the tables from what each hands over: every situation the writer makes must give the
+    same tables row for row, as
     read from the copied log dirs and, for the scenarios with replicas and damage, from their dumps."""
     from tests.e2e.shared import render_broker_dumps
     from txnlog.brokerlog.scenarios import write_scenario

@@ -158,28 +158,15 @@ def _summary(examples: list[dict[str, Any]], with_followers: bool) -> pa.Table:
 
 
 def _tables(spark: Any, summary: pa.Table, as_of_ms: int) -> dict[str, list[dict[str, Any]]]:
-    summary_df = spark.createDataFrame(summary.to_pandas(), schema=_spark_schema(SEGMENT_SUMMARY_SCHEMA))
-    records = spark.createDataFrame([], schema=_spark_schema(TXN_STATE_SCHEMA))
+    records = TXN_STATE_SCHEMA.empty_table()
     thresholds = classify.Thresholds(as_of_ms=as_of_ms, max_transaction_timeout_ms=900_000)
     as_of = datetime.fromtimestamp(as_of_ms / 1000, tz=UTC)
-    cache: list[Any] = []
     stage = tempfile.mkdtemp(prefix="txnlog-prop-")
     try:
-        tables = build_tables(spark, summary_df, records, thresholds, as_of=as_of, cache=cache, scratch=stage)
-        return {
-            name: [r.asDict(recursive=True) for r in tables[name].collect()]
-            for name in ("findings", "abort_recommendations", "partition_health")
-        }
+        tables = build_tables(spark, summary, records, thresholds, as_of=as_of, scratch=stage)
+        return {name: tables[name].to_pylist() for name in ("findings", "abort_recommendations", "partition_health")}
     finally:
-        for df in cache:
-            df.unpersist()
         shutil.rmtree(stage, ignore_errors=True)
-
-
-def _spark_schema(schema: pa.Schema) -> Any:
-    from txnlog.spark.sources import arrow_to_spark_schema
-
-    return arrow_to_spark_schema(schema)
 
 
 IGNORED = {"replicas", "open_replicas", "source"}

@@ -1,16 +1,11 @@
-"""The output tables of a small input, built in Arrow in this process: no Spark query.
+"""The output tables, built from the decoded rows with pyarrow and numpy: one function per rule.
 
-A small input (``driver_max_bytes``, txnlog.spark.placement) is a few thousand rows once decoded. Spark
-plans and runs ~30 queries to turn them into the tables (txnlog.spark.output), each costing a JVM round
-trip and, on a fresh JVM, its class loading: seconds of a run whose work takes milliseconds
-(benchmarks/RESULTS.md, "Startup"). :func:`build` computes the same tables from the same decoded rows
-with pyarrow and numpy, applying the same rules in the same order, and calls the same Arrow functions
-for the parts that are Arrow already (the transaction merge, the coordinator reduction, the leaders'
-producer state, the verdicts). tests/e2e/test_placement.py holds both builds to the same tables, row for
-row.
-
-Every rule below cites the Spark step it mirrors (``T.`` = txnlog.spark.transforms, ``output.`` =
-txnlog.spark.output), where the Kafka classes each follows are named.
+Every input size runs this code. A small input (``driver_max_bytes``, txnlog.spark.placement) is decoded in
+this process; a large one in Spark's tasks, where the partitions decoded in pieces are merged and the
+coordinator partitions reduced by the same functions, and the rest (a few rows per segment, producer and
+open transaction) is collected here (txnlog.spark.collect). Each function below names the Kafka classes
+its rule follows. The run key (``cluster``, ``as_of``) is set by the Delta writer (txnlog.delta), and the
+columns and their order come from the contract (txnlog.tables).
 """
 
 from __future__ import annotations
@@ -214,7 +209,12 @@ def _project(table: pa.Table, name: str, **derived: Any) -> pa.Table:
 
 def replica_stats(summary: pa.Table, checkpoints: Sequence[Checkpoint]) -> pa.Table:
     """Per replica: log start/end, batches, newest timestamp, its checkpoints, whether it is the most
-    advanced (``T.replica_stats``, ``T.with_checkpoints``: ``UnifiedLog.maybeIncrementLogStartOffset``)."""
+    advanced.
+
+    The checkpointed log start (``log-start-offset-checkpoint``) is the real log start once DeleteRecords moved
+    it inside a segment (``UnifiedLog.maybeIncrementLogStartOffset``); the segments alone only say where the
+    oldest retained segment begins. ``is_lead``: the replica with the largest log end offset (ties: the first
+    broker name), whose offsets the leader reports."""
     seg = _kind(summary, "segment")
     aggs = [
         ("file_offset", "min"),
@@ -261,7 +261,7 @@ def replica_stats(summary: pa.Table, checkpoints: Sequence[Checkpoint]) -> pa.Ta
 
 
 def _at_least(table: pa.Table, col: str, end: Any) -> Any:
-    """``col`` raised to the checkpointed log start (capped by ``end``) where one is known (``T._at_least``)."""
+    """``col`` raised to the checkpointed log start (capped by ``end``) where one is known."""
     known = pc.is_valid(table.column("checkpoint_log_start"))
     bound = _least(table.column("checkpoint_log_start"), end)
     return pc.if_else(known, _greatest(table.column(col), bound), table.column(col))
@@ -269,7 +269,7 @@ def _at_least(table: pa.Table, col: str, end: Any) -> Any:
 
 def partition_stats(stats: pa.Table) -> pa.Table:
     """Replicas merged per partition: the most advanced replica's offsets, the most advanced checkpoints,
-    a note where the brokers' checkpoints disagree (``T.partition_stats``)."""
+    a note where the brokers' checkpoints disagree (each broker writes them every few seconds)."""
     lead = stats.filter(stats.column("is_lead")).select(
         [*TP, "log_end_offset", "segment_log_start", "broker", "clean_shutdown"]
     )
@@ -338,8 +338,17 @@ def _checkpoint_notes(stats: pa.Table, g: pa.Table) -> list[str | None]:
 
 
 def with_lso(txns: pa.Table, pstats: pa.Table, as_of_ms: int) -> tuple[pa.Table, pa.Table]:
-    """(transactions with lso_lag, partition health in ms) as the leader computes them (``T.with_lso``:
-    ``UnifiedLog.lastStableOffset``, ``ProducerStateManager.firstUnstableOffset``)."""
+    """(transactions with lso_lag, partition health in ms), as the leader computes them.
+
+    ``UnifiedLog.lastStableOffset``: the first unstable offset if it is below the high watermark, else the
+    high watermark; the first unstable offset is the smallest first offset of the ongoing transactions and
+    of the completed ones whose marker is not yet below the high watermark
+    (``ProducerStateManager.firstUnstableOffset``, ``unreplicatedTxns``: a running broker's copy; a cleanly
+    shut-down broker restarted on its copy loads the snapshot at the log end, which holds no completed
+    transaction, ``LogLoader``), never below the log start (``UnifiedLog.updateFirstUnstableOffset``).
+    Ongoing = open on the most advanced replica (so are ``open_transactions``, ``max_open_ms`` and the
+    late-transaction flag: what the leader reports; a transaction open only on a diverged follower is a
+    finding, not part of the leader's numbers); with no checkpoint the high watermark is the log end."""
     on_lead = txns.filter(_true(txns.column("open_on_lead")))
     started = pc.coalesce(on_lead.column("first_timestamp_ms"), on_lead.column("last_timestamp_ms"))
     on_lead = _with(on_lead, _open_ms=pc.subtract(pa.scalar(as_of_ms, pa.int64()), started), _started=started)
@@ -382,7 +391,7 @@ def with_lso(txns: pa.Table, pstats: pa.Table, as_of_ms: int) -> tuple[pa.Table,
 
 def damage(summary: pa.Table, records: pa.Table) -> classify.Damage:
     """The quarantined regions per data partition (txnlog.rules.damage.ranges) and the damaged
-    ``__transaction_state`` partitions (``T.damage_map``)."""
+    ``__transaction_state`` partitions, applied to the few candidates by the verdicts."""
     from txnlog.rules import damage as rule
 
     quarantined = _kind(summary, "quarantine")
@@ -396,7 +405,7 @@ def damage(summary: pa.Table, records: pa.Table) -> classify.Damage:
 
 _STATE_NAMES = {int(s): s.kafka_name for s in TransactionState}
 
-#: a value record's fields the coordinator's state holds (``T.coordinator_state``)
+#: a value record's fields the coordinator's state holds (:func:`coordinator_state`)
 STATE_COLUMNS = (
     "producer_id",
     "producer_epoch",
@@ -414,7 +423,7 @@ STATE_COLUMNS = (
 
 
 def coordinator_history(records: pa.Table) -> pa.Table:
-    """Every decoded record once (replicas deduplicated), with its state's name (``T.coordinator_history``)."""
+    """Every decoded record once (replicas deduplicated), with its state's name."""
     recs = _first_rows(_kind(records, "record"), ["coordinator_partition", "record_offset"], [])
     names = [_STATE_NAMES.get(s) if s is not None else None for s in recs.column("state").to_pylist()]
     return _with(recs, state_name=pa.array(names, pa.string()))
@@ -426,9 +435,14 @@ def _newest(table: pa.Table, key: str) -> pa.Table:
 
 
 def coordinator_state(history: pa.Table) -> pa.Table:
-    """Per transactional.id, the newest record by offset, whole (``T.coordinator_state``:
-    ``TransactionStateManager.loadTransactionMetadata`` replaces an id's metadata with each value and removes
-    it on a tombstone; a tombstoned id keeps its last value's fields with ``is_tombstoned``)."""
+    """Per transactional.id, the newest record by offset, whole, as the coordinator loads it.
+
+    ``TransactionStateManager.loadTransactionMetadata`` reads a ``__transaction_state`` partition in offset
+    order and *replaces* the id's metadata with each value record, or removes the id on a tombstone. So the
+    newest record by offset is the state, whole: a field it lacks (a v0 value has no tagged fields) is
+    absent, never inherited from an older record. Record timestamps are not an order (after a failover
+    another broker's clock writes them). A tombstoned id keeps the fields of its last value (which producer
+    id it owned) with ``is_tombstoned`` = true: what TRANSACTIONAL_ID_EXPIRED needs."""
     tid = "transactional_id"
     newest = _newest(history, tid)
     values = _newest(history.filter(pc.invert(_true(history.column("is_tombstone")))), tid)
@@ -469,10 +483,9 @@ _OWNER_COLUMNS = {
 
 
 def producer_owners(state: pa.Table) -> pa.Table:
-    """producer_id → the transactional.id that owns it, best match first (``T.producer_owners``,
-    classify.Owner): the current owner, else a KIP-890 rollover's, else the one that owned it when it was
-    tombstoned or went Dead; two records claiming one id: the later record of a partition (offsets, never
-    clocks)."""
+    """producer_id → the transactional.id that owns it, best match first (classify.Owner): the current
+    owner, else a KIP-890 rollover's, else the one that owned it when it was tombstoned or went Dead; two
+    records claiming one id: the later record of a partition (offsets, never clocks)."""
     dead = pc.equal(state.column("state"), TransactionState.DEAD.kafka_name)
     live = pc.and_(pc.invert(state.column("is_tombstoned")), pc.invert(pc.fill_null(dead, False)))
     live = _true(live)
@@ -505,7 +518,7 @@ def producer_owners(state: pa.Table) -> pa.Table:
 
 
 def history_owners(history: pa.Table) -> pa.Table:
-    """producer_id → the transactional.id of the newest record naming it (``T.history_owners``)."""
+    """producer_id → the transactional.id of the newest record naming it, by (offset, partition): for evidence."""
     named = history.filter(pc.is_valid(history.column("producer_id")))
     newest = _first_rows(
         named, ["producer_id"], [("record_offset", "descending"), ("coordinator_partition", "descending")]
@@ -532,7 +545,7 @@ def owner_ids(owners: pa.Table, seen_under: pa.Table) -> pa.Table:
 
 @dataclass(frozen=True)
 class Intermediates:
-    """What several tables read (``output.Intermediates``), as Arrow tables."""
+    """What several tables read, computed once per run."""
 
     txns: pa.Table  # the transactions the verdicts need, with LSO lag and owners (times in ms)
     health: pa.Table  # partition health, ms
@@ -550,8 +563,10 @@ def partition_transactions(
     stage: str,
     fragment_partitions: frozenset[tuple[str, int]] | None,
 ) -> pa.Table:
-    """One row per transaction of a partition, replicas merged (``T.partition_transactions``): those the
-    decode finished, and with ``fragments`` the others merged here by the same code."""
+    """One row per transaction of a partition, replicas merged (txnlog.reconstruct): those
+    the decode tasks finished, and with ``fragments`` the others (kafka-dump-log.sh output, split segments'
+    pieces) merged here by the same function (txnlog.spark.transactions.transactions_of_summary; in Spark it
+    runs per partition in tasks, txnlog.spark.collect)."""
     from txnlog.spark.sources import SEGMENT_SUMMARY_SCHEMA
     from txnlog.spark.transactions import KIND_TRANSACTION, checkpoints_of, transactions_of_summary
 
@@ -580,7 +595,8 @@ def partition_transactions(
 
 def reduced_records(records: pa.Table, stage: str) -> pa.Table:
     """``records`` whose records were not reduced where decoded, reduced by the same code, every record
-    staged for ``coordinator_history`` (``T.reduced_records``, txnlog.spark.coordinator)."""
+    staged for ``coordinator_history`` (txnlog.spark.coordinator; in Spark per partition in tasks,
+    txnlog.spark.collect)."""
     from txnlog.spark.coordinator import reduce_records
 
     columns = [c for c in records.column_names if c != "transitions"]
@@ -605,7 +621,8 @@ def intermediates(
     scratch: str,
     fragment_partitions: frozenset[tuple[str, int]] | None = None,
 ) -> Intermediates:
-    """``output.intermediates``, in Arrow."""
+    """The run's :class:`Intermediates`: partition stats, transactions with their LSO lag and owners, health,
+    the coordinator's state and owners, the leaders' producer state."""
     from txnlog.spark.producers import KINDS as PRODUCER_KINDS
     from txnlog.spark.producers import SUMMARY_COLUMNS as PRODUCER_SUMMARY_COLUMNS
     from txnlog.spark.producers import producers_of_summary
@@ -636,7 +653,7 @@ def intermediates(
 
 def candidates(it: Intermediates, thresholds: classify.Thresholds) -> pa.Table:
     """Transactions open on some replica and idle past the timeout, with the evidence classify reads
-    (``output.candidates``; the last marker's coordinator epoch, else the snapshot's: what
+    (the last marker's coordinator epoch, else the snapshot's: what
     ``ProducerAppendInfo.appendEndTxnMarker`` fences WriteTxnMarkers with)."""
     txns = it.txns
     as_of = pa.scalar(thresholds.as_of_ms, pa.int64())
@@ -660,14 +677,14 @@ def candidates(it: Intermediates, thresholds: classify.Thresholds) -> pa.Table:
 
 
 def classified(cands: pa.Table, thresholds: classify.Thresholds, damaged: classify.Damage) -> pa.Table:
-    """The candidates with a verdict (``T.classify_candidates``)."""
+    """The candidates with a verdict (txnlog.classify, vectorised per Arrow batch)."""
     out = pa.schema(list(cands.schema) + [pa.field(n, t) for n, t in CANDIDATE_SCHEMA_EXTRA])
     table = pa.Table.from_batches(list(classify_batches(iter(cands.to_batches()), thresholds, damaged, out)), out)
     return table.filter(pc.is_valid(table.column("verdict")))
 
 
 def stuck(it: Intermediates, thresholds: classify.Thresholds) -> pa.Table:
-    """COORDINATOR_STUCK records whose partitions are not in the input (``T.stuck_coordinator_records``)."""
+    """COORDINATOR_STUCK records: stuck far past their timeout, none of whose partitions is in the input."""
     state = it.state
     listed = state.column("partitions").to_pylist()
     present = [any(tp in it.input_partitions for tp in (tps or ())) for tps in listed]
@@ -690,7 +707,8 @@ def stuck(it: Intermediates, thresholds: classify.Thresholds) -> pa.Table:
 
 
 def findings(verdicts: pa.Table, stuck_rows: pa.Table, as_of_ms: int) -> pa.Table:
-    """HANGING and LATE transactions, and stuck coordinator records (``output.findings``)."""
+    """HANGING and LATE transactions of the data partitions, and stuck coordinator records whose partitions
+    are not in the input."""
     n = stuck_rows.num_rows
     as_of = pa.scalar(as_of_ms, pa.int64())
     start, update = stuck_rows.column("txn_start_ms"), stuck_rows.column("last_update_ms")
@@ -721,8 +739,18 @@ def _legacy_epoch(rows: pa.Table) -> Any:
 
 def abort_impact(it: Intermediates, hanging: pa.Table) -> tuple[list[int | None], list[int | None]]:
     """(lso_after_abort, offsets_released) per HANGING row, aborted in offset order on each partition
-    (``output.abort_impact``: ``UnifiedLog.lastStableOffset``, ``ProducerStateManager.removeUnreplicatedTransactions``).
-    HANGING transactions are few: a loop over them."""
+    HANGING transactions are few: a loop over them.
+
+    The LSO is the first offset of the earliest unstable transaction (open on the leader, or ended by a
+    marker the high watermark has not passed), else the high watermark (``UnifiedLog.lastStableOffset``).
+    Aborting a HANGING transaction removes it from that set once its ABORT marker is replicated; a completed
+    transaction whose marker the high watermark has not passed yet does not hold the LSO after an abort,
+    because the abort's marker lands after its marker and the high watermark passes both at once
+    (``ProducerStateManager.removeUnreplicatedTransactions``). After the aborts of the partition's HANGING
+    transactions up to this one, the LSO moves to the first offset of the earliest transaction left open on
+    the leader (a LATE or active one, or the next HANGING one), else to the log end, never below the log
+    start. ``offsets_released``: the LSO after this abort minus the LSO before it (the partition's LSO for the
+    first)."""
     key = ("topic", "partition", "producer_id", "start_offset")
     marked = {tuple(r[k] for k in key) for r in hanging.select(list(key)).to_pylist()}
     on_lead = it.txns.filter(_true(it.txns.column("open_on_lead"))).select(
@@ -766,7 +794,7 @@ def abort_impact(it: Intermediates, hanging: pa.Table) -> tuple[list[int | None]
 
 def abort_recommendations(verdicts: pa.Table, bootstrap: str, it: Intermediates) -> pa.Table:
     """One per HANGING transaction: the kafka-transactions.sh abort commands (KIP-664 and the legacy
-    form) and what the abort releases (``output.abort_recommendations``)."""
+    form) and what the abort releases (:func:`abort_impact`)."""
     hanging = verdicts.filter(pc.equal(verdicts.column("verdict"), classify.Verdict.HANGING.value))
     after, released = abort_impact(it, hanging)
     epoch = _legacy_epoch(hanging)
@@ -794,7 +822,7 @@ def abort_recommendations(verdicts: pa.Table, bootstrap: str, it: Intermediates)
 
 def partition_health(it: Intermediates, thresholds: classify.Thresholds) -> pa.Table:
     """Per partition: offsets, the LSO and its lag, open transactions, whether one is late
-    (``output.partition_health``)."""
+    (txnlog.classify.has_late_transaction's threshold)."""
     health = it.health
     late_ms = thresholds.max_transaction_timeout_ms + classify.LATE_TRANSACTION_BUFFER_MS
     has_late = pc.fill_null(pc.greater(health.column("oldest_idle_ms"), late_ms), False)
@@ -809,8 +837,13 @@ _renamed = {"first_offset_min": "current_txn_start_offset"}
 
 
 def producer_state(it: Intermediates, thresholds: classify.Thresholds) -> pa.Table:
-    """Per partition: what DescribeProducers would have answered at as_of (``output.producer_state``;
-    ``ProducerStateManager.isProducerExpired``)."""
+    """Per partition: what DescribeProducers would have answered at as_of (txnlog.producer_state).
+
+    The leader's producers (the most advanced replica's, as for ``partition_health``), each with the first
+    offset of the transaction open on that replica (the transactions' merge's, so the same offset the
+    findings and the LSO use), less the producers ``producer.id.expiration.ms`` removed: nothing open and
+    ``last_timestamp + producer.id.expiration.ms ≤ as_of`` (``ProducerStateManager.isProducerExpired``; an
+    unknown timestamp is Kafka's −1: expired)."""
     key = ["topic", "partition", "producer_id"]
     on_lead = it.txns.filter(_true(it.txns.column("open_on_lead")))
     open_txn = on_lead.group_by(key, use_threads=False).aggregate([("first_offset", "min")])
@@ -827,7 +860,7 @@ def producer_state(it: Intermediates, thresholds: classify.Thresholds) -> pa.Tab
 
 
 def coordinator_state_table(it: Intermediates) -> pa.Table:
-    """Per transactional.id: the coordinator's state as it loads it (``output.coordinator_state``)."""
+    """Per transactional.id: the coordinator's state as it loads it (:func:`coordinator_state`)."""
     state = it.state
     return _project(
         state, "coordinator_state",
@@ -838,7 +871,7 @@ def coordinator_state_table(it: Intermediates) -> pa.Table:
 
 def quarantine(summary: pa.Table, records: pa.Table, as_of: datetime | None, as_of_source: str) -> pa.Table:
     """Unreadable regions by file and position, and warning rows for client clocks far past ``as_of``
-    (``output.quarantine``, ``output.future_timestamps``: txnlog.as_of)."""
+    (txnlog.as_of: kept as read, never "now")."""
     from txnlog import as_of as as_of_rule
 
     data = _kind(summary, "quarantine")
@@ -891,9 +924,11 @@ def build(
     as_of: datetime | None = None,
     as_of_source: str = "",
     history_bounds: pa.Table | None = None,
+    driver: bool = True,
 ) -> dict[str, Any]:
-    """Every output table of a small input (``pipeline.build_tables``): Arrow tables, and ``transactions`` /
-    ``coordinator_history`` as ``staged.StagedTable`` values finished in this process."""
+    """Every output table (``pipeline.build_tables``): Arrow tables, and ``transactions`` /
+    ``coordinator_history`` as ``staged.StagedTable`` values, finished in this process with ``driver``, else in
+    Spark tasks (a large input's staged files)."""
     summary, records = _with_input(summary), _with_input(records)
     it = intermediates(
         summary, records, as_of_ms=thresholds.as_of_ms, checkpoints=checkpoints, fragments=fragments,
@@ -903,7 +938,7 @@ def build(
     sources = it.health.select([*TP, "source"]).cast(staged.SOURCES_SCHEMA)
     finish = staged.Finish(as_of_ms=thresholds.as_of_ms, owners=it.owner_ids, sources=sources, bounds=history_bounds)
     return {
-        "transactions": staged.StagedTable(spark, f"{scratch}/transactions", finish, driver=True),
+        "transactions": staged.StagedTable(spark, f"{scratch}/transactions", finish, driver=driver),
         "findings": findings(verdicts, stuck(it, thresholds), thresholds.as_of_ms),
         "abort_recommendations": abort_recommendations(
             verdicts, thresholds.bootstrap_servers or classify.BOOTSTRAP_PLACEHOLDER, it
@@ -912,7 +947,7 @@ def build(
         "producer_state": producer_state(it, thresholds),
         "coordinator_state": coordinator_state_table(it),
         "coordinator_history": staged.StagedTable(
-            spark, f"{scratch}/coordinator_history", staged.FinishHistory(), "coordinator_history", driver=True
+            spark, f"{scratch}/coordinator_history", staged.FinishHistory(), "coordinator_history", driver=driver
         ),
         "quarantine": quarantine(summary, records, as_of, as_of_source),
     }

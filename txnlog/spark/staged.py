@@ -186,8 +186,8 @@ def _run_key(cluster: str, as_of: datetime, n: int) -> dict[str, pa.Array]:
 
 
 def timestamps(ms: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """Epoch ms → timestamp (UTC); unknown (negative) and past-year-9999 values become null, as
-    ``txnlog.spark.transforms.ts`` does."""
+    """Epoch ms → timestamp (UTC); unknown (negative) and past-year-9999 values become null (a client clock
+    in µs or ns: no reader's datetime holds it; txnlog.as_of reports such segments as ``timestamp_in_future``)."""
     from txnlog.as_of import MAX_MS
 
     values = pc.fill_null(ms, -1).to_numpy(zero_copy_only=False).astype(np.int64)
