@@ -822,10 +822,10 @@ def abort_recommendations(verdicts: pa.Table, bootstrap: str, it: Intermediates)
 
 def partition_health(it: Intermediates, thresholds: classify.Thresholds) -> pa.Table:
     """Per partition: offsets, the LSO and its lag, open transactions, whether one is late
-    (txnlog.classify.has_late_transaction's threshold)."""
+    (txnlog.classify.has_late_transaction)."""
     health = it.health
-    late_ms = thresholds.max_transaction_timeout_ms + classify.LATE_TRANSACTION_BUFFER_MS
-    has_late = pc.fill_null(pc.greater(health.column("oldest_idle_ms"), late_ms), False)
+    late = classify.has_late_transaction(health.column("oldest_idle_ms"), thresholds.max_transaction_timeout_ms)
+    has_late = pc.fill_null(late, False)
     since = pc.if_else(has_late, _ts(health.column("oldest_first_ms")), pa.scalar(None, contract.TS))
     return _project(
         health, "partition_health",
