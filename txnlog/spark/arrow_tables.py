@@ -209,33 +209,19 @@ def _project(table: pa.Table, name: str, **derived: Any) -> pa.Table:
 
 def replica_stats(summary: pa.Table, checkpoints: Sequence[Checkpoint]) -> pa.Table:
     """Per replica: log start/end, batches, newest timestamp, its checkpoints, whether it is the most
-    advanced.
+    advanced (txnlog.reconstruct.replica_logs, the bounds and the leader the transactions' merge and
+    the producer state use).
 
     The checkpointed log start (``log-start-offset-checkpoint``) is the real log start once DeleteRecords moved
     it inside a segment (``UnifiedLog.maybeIncrementLogStartOffset``); the segments alone only say where the
     oldest retained segment begins. ``is_lead``: the replica with the largest log end offset (ties: the first
     broker name), whose offsets the leader reports."""
+    from txnlog import reconstruct as R
+
     seg = _kind(summary, "segment")
-    aggs = [
-        ("file_offset", "min"),
-        ("file_offset", "max"),
-        ("last_offset", "max"),
-        ("batch_count", "sum"),
-        ("last_timestamp", "max"),
-        ("input", "max"),
-    ]
+    aggs = [("file_offset", "min"), ("batch_count", "sum"), ("last_timestamp", "max"), ("input", "max")]
     g = seg.group_by(REPLICA, use_threads=False).aggregate(aggs)
-    end = pc.coalesce(pc.add(g.column("last_offset_max"), 1), g.column("file_offset_max"))
-    stats = pa.table(
-        {
-            **{k: g.column(k) for k in REPLICA},
-            "log_start_offset": g.column("file_offset_min"),
-            "log_end_offset": end,
-            "batch_count": g.column("batch_count_sum"),
-            "max_timestamp_ms": g.column("last_timestamp_max"),
-            "input": g.column("input_max"),
-        }
-    )
+    g = g.sort_by([("topic", "ascending"), ("partition", "ascending"), ("broker", "ascending")])
     marks = pa.table(
         {
             "broker": pa.array([c.broker for c in checkpoints], pa.string()),
@@ -246,18 +232,44 @@ def replica_stats(summary: pa.Table, checkpoints: Sequence[Checkpoint]) -> pa.Ta
             "clean_shutdown": pa.array([bool(c.clean_shutdown) for c in checkpoints], pa.bool_()),
         }
     )
-    stats = _join(stats, marks, REPLICA)
-    stats = _with(
-        stats,
-        segment_log_start=stats.column("log_start_offset"),
-        log_start_offset=_at_least(stats, "log_start_offset", stats.column("log_end_offset")),
+    g = _join(g, marks, REPLICA)
+    n = g.num_rows
+    tp_of = np.zeros(n, np.int32)
+    tp_of[group_starts(g, TP)[1:]] = 1
+    numbered = _with(g, _replica=pa.array(np.arange(n, dtype=np.int64)))
+    replica_of = np.asarray(staged.lookup(seg, REPLICA, numbered, "_replica").to_numpy(zero_copy_only=False))
+    logs = R.replica_logs(
+        np.cumsum(tp_of, dtype=np.int32),
+        replica_of.astype(np.int64),
+        _values(seg.column("file_offset"), 0),
+        (_values(seg.column("last_offset"), 0), _valid(seg.column("last_offset"))),
+        (_values(g.column("checkpoint_log_start"), 0), _valid(g.column("checkpoint_log_start"))),
+        _values(pc.fill_null(g.column("clean_shutdown"), False), False),
     )
-    ordered = stats.sort_by(
-        [("topic", "ascending"), ("partition", "ascending"), ("log_end_offset", "descending"), ("broker", "ascending")]
+    return pa.table(
+        {
+            **{k: g.column(k) for k in REPLICA},
+            "log_start_offset": pa.array(logs.log_start),
+            "log_end_offset": pa.array(logs.log_end),
+            "batch_count": g.column("batch_count_sum"),
+            "max_timestamp_ms": g.column("last_timestamp_max"),
+            "input": g.column("input_max"),
+            "high_watermark": g.column("high_watermark"),
+            "checkpoint_log_start": g.column("checkpoint_log_start"),
+            "clean_shutdown": g.column("clean_shutdown"),
+            "segment_log_start": g.column("file_offset_min"),
+            "is_lead": pa.array(logs.is_lead),
+        }
     )
-    lead = np.zeros(ordered.num_rows, bool)
-    lead[group_starts(ordered, TP)] = True
-    return _with(ordered, is_lead=pa.array(lead))
+
+
+def _values(column: Any, null: Any) -> np.ndarray:
+    """A column's values as numpy, nulls as ``null``."""
+    return np.asarray(pc.fill_null(column, null).to_numpy(zero_copy_only=False))
+
+
+def _valid(column: Any) -> np.ndarray:
+    return np.asarray(pc.is_valid(column).to_numpy(zero_copy_only=False), bool)
 
 
 def _at_least(table: pa.Table, col: str, end: Any) -> Any:
