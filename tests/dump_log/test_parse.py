@@ -1,4 +1,4 @@
-"""The kafka-dump-log.sh parse in the lines reader (``txnlog.spark.dump_log.parse_lines``), without Spark.
+"""The kafka-dump-log.sh parse in the lines reader (``txnlog.spark.dump_log_parse.parse_lines``), without Spark.
 
 The parse replaced Spark SQL column expressions; what Spark did is the reference: Java regular
 expressions (``.``, ``$`` and ``\\s`` differ from RE2's: ``dump_log_text.re2``), ``try_cast`` (null on a
@@ -14,7 +14,8 @@ import pyarrow as pa
 import pytest
 
 from txnlog.kafka import dump_log_text as D
-from txnlog.spark import dump_log as M
+from txnlog.spark import dump_log_parse as M
+from txnlog.spark.dump_log_lines import iter_line_batches
 
 from .test_golden import SYNTHETIC
 from .test_replicas_and_lines import KNOWN_LINES
@@ -30,7 +31,7 @@ KINDS = {
 def _parse(text: str, tmp_path) -> pa.Table:  # type: ignore[no-untyped-def]
     path = tmp_path / "dump.txt"
     path.write_bytes(text.encode())
-    return pa.Table.from_batches([M.parse_lines(b) for b in M.iter_line_batches(str(path))])
+    return pa.Table.from_batches([M.parse_lines(b) for b in iter_line_batches(str(path))])
 
 
 def test_every_pattern_runs_in_re2() -> None:

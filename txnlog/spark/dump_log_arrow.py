@@ -20,7 +20,10 @@ import pyarrow.compute as pc
 from txnlog import storage
 from txnlog.kafka import dump_log_text as D
 from txnlog.spark import staged
-from txnlog.spark.dump_log import (
+from txnlog.spark.dump_log import RECORD_COLUMNS, SEGMENT_COLUMNS, DumpLinesSource
+from txnlog.spark.dump_log_assemble import assemble_segment, assemble_txn_state
+from txnlog.spark.dump_log_lines import list_dump_inputs
+from txnlog.spark.dump_log_parse import (
     DAMAGE_KINDS,
     K_BATCH,
     K_DUMPING,
@@ -30,12 +33,6 @@ from txnlog.spark.dump_log import (
     K_SNAPSHOT_CORRUPT,
     K_START,
     PARSED_SCHEMA,
-    RECORD_COLUMNS,
-    SEGMENT_COLUMNS,
-    DumpLinesSource,
-    assemble_segment,
-    assemble_txn_state,
-    list_dump_inputs,
 )
 from txnlog.spark.placement import groups, read_here
 from txnlog.spark.sources import SEGMENT_SUMMARY_SCHEMA
