@@ -816,14 +816,10 @@ def abort_recommendations(verdicts: pa.Table, bootstrap: str, it: Intermediates)
         epoch.to_pylist(),
         strict=True,
     ):
-        commands.append(
-            f"kafka-transactions.sh --bootstrap-server {bootstrap} abort --topic {r['topic']} "
-            f"--partition {r['partition']} --start-offset {r['start_offset']}"
-        )
+        topic, partition = r["topic"], r["partition"]
+        commands.append(classify.abort_command(bootstrap, topic, partition, r["start_offset"]))
         legacy.append(
-            f"kafka-transactions.sh --bootstrap-server {bootstrap} abort --topic {r['topic']} "
-            f"--partition {r['partition']} --producer-id {r['producer_id']} --producer-epoch {r['producer_epoch']} "
-            f"--coordinator-epoch {e}"
+            classify.legacy_abort_command(bootstrap, topic, partition, r["producer_id"], r["producer_epoch"], e)
         )
     return _project(
         hanging, "abort_recommendations",
@@ -862,12 +858,15 @@ def producer_state(it: Intermediates, thresholds: classify.Thresholds) -> pa.Tab
     open_txn = open_txn.rename_columns([_renamed.get(c, c) for c in open_txn.column_names])
     rows = _join(it.producers, open_txn, key)
     rows = _join(rows, it.health, TP, ["source"])
-    horizon = thresholds.as_of_ms - thresholds.producer_id_expiration_ms
-    expired = pc.and_(
-        pc.is_null(rows.column("current_txn_start_offset")),
-        pc.less_equal(pc.fill_null(rows.column("last_timestamp_ms"), -1), horizon),
+    from txnlog.producer_state import expired
+
+    gone = expired(
+        _values(rows.column("last_timestamp_ms"), -1),  # unknown: Kafka's -1
+        _valid(rows.column("current_txn_start_offset")),
+        thresholds.as_of_ms,
+        thresholds.producer_id_expiration_ms,
     )
-    rows = rows.filter(pc.invert(expired))
+    rows = rows.filter(pa.array(~gone))
     return _project(rows, "producer_state", last_timestamp=_ts(rows.column("last_timestamp_ms")))
 
 
