@@ -234,7 +234,7 @@ def test_formats_print_the_same_rows(tmp_path: Path, verb: str) -> None:
 def test_list_filters_as_the_coordinator_applies_them() -> None:
     """TransactionStateManager.listTransactionStates: Dead never; producer ids; states; now - start > duration
     (an id with no start, -1, passes); KIP-1152's pattern matches the whole id."""
-    from txnlog.cli import list_filter
+    from txnlog.cli_commands import list_filter
 
     def row(tid: str, pid: int, state: str | None, start_min: int | None, tomb: bool = False) -> dict:
         start = None if start_min is None else AS_OF - timedelta(minutes=start_min)

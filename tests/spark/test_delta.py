@@ -399,7 +399,7 @@ def test_timestamps_past_the_year_9999_are_written_and_read_back(tmp_path):
     the writer's file statistics (no bounds for such a column) nor the txnlog CLI's reader (null there)."""
     import argparse
 
-    from txnlog.cli import _run
+    from txnlog.cli_commands import _run
 
     year_56k = pa.scalar(1_717_402_810_030_000 * 1000, pa.timestamp("us", tz="UTC"))  # a µs CreateTime read as ms
     row = {f.name: None for f in tables.QUARANTINE}
