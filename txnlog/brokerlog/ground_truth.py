@@ -742,13 +742,26 @@ def _producer_truth(
 ) -> list[ExpectedProducer]:
     """The reference replica's producers at ``as_of``: its producer state as the writer kept it, without the
     expired ones (``ProducerStateManager.removeExpiredProducers``: no open transaction and idle for at
-    least ``producer.id.expiration.ms``). A clean copy speaks for its broker restarted on it: with no
-    snapshot above the log start to load (``truncateAndReload`` deletes those at or below it), its rebuild
-    reads from the log start (``UnifiedLog.rebuildProducerState``) and knows no producer whose last batch
-    lies below it."""
+    least ``producer.id.expiration.ms``).
+
+    A clean copy speaks for its broker restarted on it: with no snapshot above the log start to load
+    (``truncateAndReload`` deletes those at or below it), its rebuild reads from the log start
+    (``UnifiedLog.rebuildProducerState``) and knows no producer whose last batch lies below it.
+
+    A running broker's copy speaks for what its leader served, as far as the copy's files show it. The
+    leader keeps every producer when its log start moves (``ProducerStateManager.onLogStartOffsetIncremented``
+    removes none), and its disk keeps the snapshots and the bytes below a DeleteRecords log start that fed
+    them, so the files show its state (:meth:`PartitionLog.producers_on_disk`), except where deleted
+    segments fed producers that no snapshot on disk holds: then only what the files show counts."""
     reloaded = any(log.log_start_offset < o <= log.log_end_offset for o in log.snapshot_offsets)
+    first = log.segments[0].base_offset
+    unseen = (
+        not clean
+        and bool(log.deleted_segment_bases)
+        and not any(first <= o <= log.log_end_offset for o in log.snapshot_offsets)
+    )
     out = []
-    for pid, state in sorted(log.producers.items()):
+    for pid, state in sorted((log.producers_on_disk() if unseen else log.producers).items()):
         open_txn = state.current_txn_first_offset >= 0
         if not open_txn and as_of - state.last_timestamp >= log.producer_id_expiration_ms:
             continue

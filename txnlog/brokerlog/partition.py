@@ -36,7 +36,7 @@ import base64
 import os
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import google_crc32c
@@ -109,6 +109,32 @@ class ProducerState:
             coordinator_epoch=self.coordinator_epoch,
             current_txn_first_offset=self.current_txn_first_offset,
         )
+
+
+#: What one appended batch did to its producer's state, for :meth:`PartitionLog.producers_on_disk`:
+#: (base offset, producer id, epoch, then for a data batch: last offset, offset delta, max timestamp, last
+#: sequence, transactional; for an ABORT/COMMIT marker: None, None, timestamp, coordinator epoch, None).
+_ProducerEvent = tuple[int, int, int, int | None, int | None, int, int, bool | None]
+
+
+def _feed(producers: dict[int, ProducerState], event: _ProducerEvent) -> None:
+    """``ProducerStateManager.update`` of one batch (``ProducerAppendInfo``: a data batch, or a marker, whose new
+    epoch clears the batch metadata: ``ProducerStateEntry.maybeUpdateProducerEpoch``)."""
+    base, pid, epoch, last_offset, delta, timestamp, value, transactional = event
+    state = producers.get(pid)
+    if state is None:
+        state = producers[pid] = ProducerState(producer_id=pid)
+    if last_offset is None:  # a marker: value is its coordinator epoch
+        if epoch != state.producer_epoch:
+            state.last_sequence, state.last_offset, state.offset_delta = wire.NO_SEQUENCE, -1, 0
+        state.coordinator_epoch = value
+        state.current_txn_first_offset = -1
+    else:  # a data batch: value is its last sequence
+        state.last_sequence, state.last_offset, state.offset_delta = value, last_offset, delta or 0
+        if transactional and state.current_txn_first_offset < 0:
+            state.current_txn_first_offset = base
+    state.producer_epoch = epoch
+    state.last_timestamp = timestamp
 
 
 @dataclass(slots=True)
@@ -231,6 +257,12 @@ class PartitionLog:
         self.transactions: list[TxnRecord] = []
         self.markers: list[MarkerRecord] = []
         self.snapshot_offsets: list[int] = []
+        #: the producer state each snapshot file holds, and the producer-state events of the batches appended
+        #: since the snapshot before the newest one (older ones can no longer be the first one a reader
+        #: of the files replays: :meth:`producers_on_disk`)
+        self._snapshot_states: dict[int, dict[int, ProducerState]] = {}
+        self._producer_events: list[_ProducerEvent] = []
+        self._producer_events_from = log_start_offset  # every event at or after it is kept
         self.deleted_segment_bases: list[int] = []
         self.max_timestamp = -1  # over every valid batch appended
         self.batch_count = 0
@@ -609,6 +641,9 @@ class PartitionLog:
         if epoch != state.producer_epoch:
             state.producer_epoch = epoch
         state.last_sequence = wire.NO_SEQUENCE if base_sequence < 0 else (base_sequence + last_offset_delta) % (1 << 31)
+        self._producer_events.append(
+            (base_offset, pid, epoch, last_offset, last_offset_delta, max_timestamp, state.last_sequence, transactional)
+        )
         state.last_offset = last_offset
         state.offset_delta = last_offset_delta
         state.last_timestamp = max_timestamp
@@ -644,6 +679,7 @@ class PartitionLog:
         if control_type not in (ControlType.ABORT, ControlType.COMMIT) or value is None or len(value) < 6:
             return
         coordinator_epoch = struct.unpack_from(">i", value, 2)[0]
+        self._producer_events.append((offset, pid, epoch, None, None, timestamp, coordinator_epoch, None))
         state = self._producer(pid)
         if epoch != state.producer_epoch:  # ProducerStateEntry.maybeUpdateProducerEpoch clears the batch metadata
             state.last_sequence, state.last_offset, state.offset_delta = wire.NO_SEQUENCE, -1, 0
@@ -690,21 +726,92 @@ class PartitionLog:
         path = self.dir / segment_file_name(offset, ".snapshot")
         path.write_bytes(encode.encode_producer_snapshot(entries))
         self._last_snapshot_offset = offset
+        if self.snapshot_offsets:  # from the newest snapshot but one on, what a reader may replay
+            keep_from = self.snapshot_offsets[-1]
+            self._producer_events = [e for e in self._producer_events if e[0] >= keep_from]
+            self._producer_events_from = keep_from
+            self._snapshot_states = {o: s for o, s in self._snapshot_states.items() if o >= keep_from}
         self.snapshot_offsets.append(offset)
+        self._snapshot_states[offset] = {p: replace(self.producers[p]) for p in self.producers}
         return path
+
+    def producers_on_disk(self) -> dict[int, ProducerState]:
+        """The producer state as far as this replica's files show it: the newest snapshot at or below the log
+        end, then every batch at or after both its offset and the oldest segment's base offset, as a reader
+        of the files rebuilds it (``ProducerStateManager.loadFromSnapshot``, ``ProducerAppendInfo``), batches
+        below the log start included.
+
+        Equal to :attr:`producers` (the state in the running leader's memory) unless deleted segments fed a
+        producer that no snapshot left on disk holds: after DeleteRecords or retention the leader keeps
+        every producer (``ProducerStateManager.onLogStartOffsetIncremented`` removes none), and where the
+        segment below the log start goes with no snapshot taken since (``ProducerStateManager.takeSnapshot``
+        takes none at a roll when nothing was appended past the log start), no byte of a copy shows them.
+        """
+        first = self.segments[0].base_offset
+        on_disk = [o for o in self.snapshot_offsets if o <= self.log_end_offset]
+        snap = max(on_disk, default=None)
+        start = first if snap is None else max(snap, first)
+        if start < self._producer_events_from or (snap is not None and snap not in self._snapshot_states):
+            raise NotImplementedError(f"{self.dir}: the files show producer state from {start}, kept from later")
+        producers = {} if snap is None else {p: replace(s) for p, s in self._snapshot_states[snap].items()}
+        for event in self._producer_events:
+            if event[0] >= start:
+                _feed(producers, event)
+        return producers
 
     # ------------------------------------------------------------ retention
 
     def delete_segments_before(self, offset: int) -> list[int]:
-        """Delete every segment that lies wholly below ``offset`` (never the active one).
+        """Retention: delete every segment that lies wholly below ``offset`` (never the active one).
 
-        The log start offset moves to the oldest retained segment's base
-        offset; snapshots named after deleted segments are deleted too
-        (UnifiedLog.deleteProducerSnapshots). Returns the deleted base offsets.
+        ``UnifiedLog.deleteSegments``: the log start offset moves to the oldest retained segment's base
+        offset (``maybeIncrementLogStartOffset``), then the segments go with the snapshots named after
+        them (``UnifiedLog.deleteProducerSnapshots``); every other snapshot stays. Returns the deleted base
+        offsets.
         """
-        deleted: list[int] = []
-        while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
+        doomed = self._wholly_below(offset)
+        if doomed:
+            self._increment_log_start_offset(self.segments[len(doomed)].base_offset)
+        return self._delete_segments(doomed)
+
+    def delete_records(self, offset: int) -> list[int]:
+        """DeleteRecords: the log start offset moves to ``offset``, inside a segment.
+
+        ``UnifiedLog.maybeIncrementLogStartOffset`` only moves the offset (and the LSO with it): no snapshot
+        is deleted (``ProducerStateManager.onLogStartOffsetIncremented``) and the producer state in memory
+        keeps every producer, those fed by the bytes now below the log start too. The log's next cleanup
+        (``deleteLogStartOffsetBreachedSegments``) deletes the segments wholly below it with the snapshots
+        named after them; the segment it cut into stays, its bytes below the log start on disk (logically
+        deleted) and the snapshot at its base with them, until a restart deletes the snapshots at or below
+        the log start (``ProducerStateManager.truncateAndReload``). Only ``log-start-offset-checkpoint``
+        tells the new log start. Returns the deleted base offsets.
+        """
+        if offset <= self.log_start_offset:
+            return []
+        self._increment_log_start_offset(offset)
+        return self._delete_segments(self._wholly_below(offset))
+
+    def _wholly_below(self, offset: int) -> list[int]:
+        """The base offsets of the oldest segments whose next segment starts at or below ``offset``."""
+        return [
+            s.base_offset
+            for s, after in zip(self.segments, self.segments[1:], strict=False)
+            if after.base_offset <= offset
+        ]
+
+    def _increment_log_start_offset(self, offset: int) -> None:
+        """``UnifiedLog.maybeIncrementLogStartOffset`` → ``ProducerStateManager.onLogStartOffsetIncremented``:
+        the producers stay; the next snapshot is taken only past the newest snapshot file, or past the log
+        start where there is none (``lastSnapOffset = latestSnapshotOffset().orElse(logStartOffset)``)."""
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self._last_snapshot_offset = max(self.snapshot_offsets, default=offset)
+
+    def _delete_segments(self, bases: list[int]) -> list[int]:
+        """Delete the oldest segments (their base offsets ``bases``) and the snapshots at those offsets."""
+        for base in bases:
             seg = self.segments.pop(0)
+            assert seg.base_offset == base and self.segments, (seg.base_offset, base)
             self._finish_segment(seg)
             for suffix in (".log", ".index", ".timeindex", ".txnindex"):
                 self.segment_path(seg.base_offset, suffix).unlink(missing_ok=True)
@@ -712,25 +819,8 @@ class PartitionLog:
             if snap.exists():
                 snap.unlink()
                 self.snapshot_offsets.remove(seg.base_offset)
-            deleted.append(seg.base_offset)
-        self.deleted_segment_bases += deleted
-        self.log_start_offset = self.segments[0].base_offset
-        return deleted
-
-    def delete_records(self, offset: int) -> list[int]:
-        """DeleteRecords: the log start offset moves to ``offset``, inside a segment.
-
-        ``UnifiedLog.maybeIncrementLogStartOffset``: segments wholly below it are deleted, the rest
-        of the bytes stay on disk (logically deleted), snapshots below it go
-        (``ProducerStateManager.onLogStartOffsetIncremented``), ongoing transactions are kept. Only
-        ``log-start-offset-checkpoint`` tells the new log start.
-        """
-        deleted = self.delete_segments_before(offset)
-        self.log_start_offset = max(self.log_start_offset, offset)
-        for snap in [o for o in self.snapshot_offsets if o < self.log_start_offset]:
-            (self.dir / segment_file_name(snap, ".snapshot")).unlink(missing_ok=True)
-            self.snapshot_offsets.remove(snap)
-        return deleted
+        self.deleted_segment_bases += bases
+        return bases
 
     def restart(self) -> list[int]:
         """What a broker's log load does to the producer snapshots (``ProducerStateManager.truncateAndReload``).
