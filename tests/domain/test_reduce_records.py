@@ -94,3 +94,31 @@ def test_reduced_rows_answer_like_all_records(spec, replicas, tmp_path_factory):
         assert got[key] == want[key], key
     (staged,) = glob.glob(f"{stage}/*.arrow")
     assert read_raw(staged).num_rows == len(spec)  # every record once, whatever the replicas
+
+
+def _key(rows: list[dict[str, Any]]) -> list[str]:
+    """Rows compared whatever their order, and whichever replica's copy of a record was kept."""
+    return sorted(repr(sorted({**r, "broker": None}.items())) for r in rows)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    spec=st.lists(RECORD, min_size=1, max_size=40),
+    replicas=st.integers(1, 3),
+    split=st.sets(st.integers(0, 2)),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_the_reduction_reapplies_to_partial_reductions_and_ignores_row_order(spec, replicas, split, seed):
+    """Reducing the union of two partial reductions (disjoint coordinator partitions, as Spark's tasks or a
+    second input leave them) gives the rows reducing all records at once gives; so does any order of rows."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    table = _records(spec, replicas)
+    whole = reduce_records(table, None, "key")
+    mine = pc.is_in(table.column("coordinator_partition"), pa.array(sorted(split), pa.int32()))
+    parts = [reduce_records(table.filter(mask), None, "key") for mask in (mine, pc.invert(mine))]
+    again = reduce_records(pa.concat_tables(parts), None, "key")
+    assert _key(again.to_pylist()) == _key(whole.to_pylist())
+    shuffled = table.take(pa.array(np.random.default_rng(seed).permutation(table.num_rows)))
+    assert _key(reduce_records(shuffled, None, "key").to_pylist()) == _key(whole.to_pylist())

@@ -49,9 +49,16 @@ def _codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 def reduce_records(records: pa.Table, stage: str | None, stage_key: str) -> pa.Table:
     """Rows of kind ``record`` (every replica of some coordinator partitions) → the rows the verdicts
-    need, with a ``transitions`` column; with ``stage``, every record (once) is staged there."""
+    need, with a ``transitions`` column; with ``stage``, every record (once) is staged there.
+
+    A reducer: applied to the union of its results over disjoint sets of coordinator partitions (with
+    ``stage`` None), it gives what it gives applied to all their records at once."""
     if records.num_rows == 0:
-        return records.append_column(TRANSITIONS, pa.nulls(0, pa.int64()))
+        return (
+            records
+            if TRANSITIONS.name in records.column_names
+            else records.append_column(TRANSITIONS, pa.nulls(0, pa.int64()))
+        )
     part = records.column("coordinator_partition").to_numpy(zero_copy_only=False).astype(np.int64)
     offset = records.column("record_offset").to_numpy(zero_copy_only=False).astype(np.int64)
     broker = _codes(records.column("broker"))
@@ -80,7 +87,14 @@ def reduce_records(records: pa.Table, stage: str | None, stage_key: str) -> pa.T
         ]
     )
     kept = np.unique(kept)
-    counts = np.bincount(tid[tid >= 0], minlength=int(tid.max()) + 1 if tid.size else 0)
+    # each record counts once; a row a previous reduction kept carries its id's count (0 on the other kept
+    # rows), so reducing the union of partial reductions of disjoint coordinator partitions counts the same
+    weight = np.ones(records.num_rows, np.int64)
+    if TRANSITIONS.name in records.column_names:
+        weight = pc.fill_null(records.column(TRANSITIONS.name), 1).to_numpy(zero_copy_only=False).astype(np.int64)
+        records = records.drop_columns([TRANSITIONS.name])
+    counts = np.bincount(tid[tid >= 0], weights=weight[tid >= 0], minlength=int(tid.max()) + 1 if tid.size else 0)
+    counts = counts.astype(np.int64)
     transitions = np.zeros(records.num_rows, np.int64)
     transitions[id_last] = counts[tid[id_last]]
     out = records.take(pa.array(kept))
