@@ -124,11 +124,17 @@ def _times_batch(times: dict[str, int | None]) -> pa.RecordBatch:
 
 def collected(summary: DataFrame, records: DataFrame) -> tuple[pa.Table, pa.Table]:
     """``summary`` and ``records`` as Arrow tables in this process; the summary's list columns are read
-    from its transaction rows only (see the module doc)."""
+    from its transaction rows only (see the module doc). ``summary`` is computed once (persisted while
+    it is read twice: its merge is the expensive part of a split partition)."""
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    txns = summary.filter(F.col("kind") == KIND_TRANSACTION).toArrow()
-    others = summary.filter(F.col("kind") != KIND_TRANSACTION).drop(*LIST_COLUMNS).toArrow()
+    summary = summary.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        txns = summary.filter(F.col("kind") == KIND_TRANSACTION).toArrow()
+        others = summary.filter(F.col("kind") != KIND_TRANSACTION).drop(*LIST_COLUMNS).toArrow()
+    finally:
+        summary.unpersist()
     others = _with_nulls(others, txns.schema)
     return pa.concat_tables([txns, others.select(txns.column_names)]), records.toArrow()
 
