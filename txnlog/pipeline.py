@@ -339,7 +339,7 @@ def run_scope(spark: SparkSession, output: str, run_id: str) -> Iterator[tuple[s
     """A run's scratch directory under the output (txnlog.spark.staged) and its cache, both released on
     every exit; the run's Spark settings (RUN_CONF; one the user set explicitly wins) for its duration."""
     from txnlog import delta
-    from txnlog.spark.session import temporary_conf
+    from txnlog.spark_base import temporary_conf
 
     cache = Cache()
     run_conf = {k: v for k, v in RUN_CONF.items() if spark.conf.get(k, None) is None}

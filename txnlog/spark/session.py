@@ -19,11 +19,7 @@ from typing import TYPE_CHECKING
 # the driver JVM's JIT and collector options, and its class archive (txnlog.spark.jvm_archive says why)
 from txnlog.spark.jvm_archive import DRIVER_JAVA_OPTIONS, java_options
 
-# temporary_conf's home is txnlog.spark_base (txnlog.delta, below the Spark adapters, uses it); the pipeline
-# still takes it from here
-from txnlog.spark_base import temporary_conf
-
-__all__ = ["get_session", "temporary_conf"]
+__all__ = ["get_session"]
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
