@@ -334,8 +334,9 @@ def _offsets(first: int, last: int) -> str:
     return f"offset {first}" if first == last else f"offsets {first}–{last}"
 
 
-def evidence_and_advice(row: dict, reason: Reason | str, thresholds: Thresholds) -> tuple[str, str]:
-    """One readable sentence of evidence and one of advice for a partition-level finding."""
+def evidence(row: dict, reason: Reason | str, thresholds: Thresholds) -> str:
+    """One readable sentence of evidence for a partition-level finding (its advice is its remedy's:
+    txnlog.rules.remedy.evidence_and_advice)."""
     pid, epoch = row["producer_id"], row["producer_epoch"]
     batches = row.get("batch_count") or 0
     what = (
@@ -453,8 +454,8 @@ def evidence_and_advice(row: dict, reason: Reason | str, thresholds: Thresholds)
         )
     else:
         coord = f"{tid} {is_state}"
-    evidence = f"{what} on {tp} ({idle}); {coord}{replica_note}."
-    return evidence[:1].upper() + evidence[1:], _advice({**row, "reason": str(reason)}, thresholds)
+    text = f"{what} on {tp} ({idle}); {coord}{replica_note}."
+    return text[:1].upper() + text[1:]
 
 
 def _doubt_row(row: dict) -> bool:
@@ -488,20 +489,13 @@ def coordinator_stuck(coordinator: pa.Table, thresholds: Thresholds) -> np.ndarr
     )
 
 
-def coordinator_stuck_evidence(row: dict, thresholds: Thresholds) -> tuple[str, str]:
+def coordinator_stuck_evidence(row: dict, thresholds: Thresholds) -> str:
     since_ms = max(x for x in (row.get("txn_start_ms"), row.get("last_update_ms")) if x is not None)
     listed = row.get("partitions") or []
     parts = f"it lists {', '.join(listed)}, none of which is in the input" if listed else "it lists no partitions"
-    evidence = (
+    text = (
         f"{row['transactional_id']} (producer {row['producer_id']} epoch {row['producer_epoch']}) has been "
         f"{row['state']} since {_utc(since_ms)} ({_duration(thresholds.as_of_ms - since_ms)}), far past its "
         f"{_timeout(row.get('timeout_ms'))} timeout; {parts}."
     )
-    return evidence, _advice({**row, "reason": Reason.COORDINATOR_STUCK.value}, thresholds)
-
-
-def _advice(finding: dict, thresholds: Thresholds) -> str:
-    """The advice sentence of a finding: its remedy's (txnlog.rules.remedy, which imports this module)."""
-    from txnlog.rules.remedy import remedy_of
-
-    return remedy_of(finding, thresholds.bootstrap_servers).advice
+    return text

@@ -450,7 +450,7 @@ def findings_from_producers(
             "owner_partitions": desc["partitions"] if desc else None,
             "owner_timeout_ms": desc["timeout_ms"] if desc else None,
         }
-        _, advice = classify.evidence_and_advice(advice_row, reason, thresholds)
+        advice = remedy_of({**advice_row, "reason": str(reason)}, thresholds.bootstrap_servers).advice
         remedy = remedy_of({**advice_row, "reason": reason, "safety": safety or None}, bootstrap)
         ce = r["coordinator_epoch"]
         hanging = verdict == Verdict.HANGING

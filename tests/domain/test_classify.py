@@ -6,6 +6,7 @@ import pyarrow as pa
 import pytest
 
 from txnlog import classify as C
+from txnlog.rules.remedy import evidence_and_advice
 
 AS_OF = 10_000_000_000
 BASE = {
@@ -110,7 +111,7 @@ def test_seed_case_evidence_names_the_abort_marker():
         "prev_marker_epoch": 3,
         "owner_last_update_ms": 1763777647000,
     }
-    evidence, advice = C.evidence_and_advice(row, "COORDINATOR_COMPLETED", C.Thresholds(as_of_ms=AS_OF))
+    evidence, advice = evidence_and_advice(row, "COORDINATOR_COMPLETED", C.Thresholds(as_of_ms=AS_OF))
     assert evidence.startswith(
         "2 batches of producer 4711 epoch 3 at offsets 552–560 follow that producer's ABORT marker at offset 551"
     )
@@ -124,7 +125,7 @@ def test_no_marker_evidence_says_what_was_read(replicas):
     """A transaction with no marker of its producer before it: read live, the evidence says the claim is
     about the offsets read (the Kafka source reads the unstable tail and a look-back)."""
     row = {**BASE, "transactional_id": "txn-7", "replicas": replicas, "log_start_offset": 500}
-    evidence, _ = C.evidence_and_advice(row, "NO_TRANSACTIONAL_ID", C.Thresholds(as_of_ms=AS_OF))
+    evidence, _ = evidence_and_advice(row, "NO_TRANSACTIONAL_ID", C.Thresholds(as_of_ms=AS_OF))
     assert evidence.startswith(
         "2 batches of producer 4711 epoch 3 at offsets 552–560 are in a transaction that has no marker"
     )

@@ -12,6 +12,7 @@ import pytest
 
 from txnlog import classify as C
 from txnlog.kafka.wire import ControlType
+from txnlog.rules.remedy import coordinator_stuck_evidence_and_advice, evidence_and_advice
 
 AS_OF = 1_763_800_000_000
 
@@ -108,7 +109,7 @@ def test_evidence_reads_as_english(reason, inputs, owner, start, marker, batches
         row["last_offset"] = row["start_offset"]
     everything, read = READ[all_read]
     thresholds = C.Thresholds(as_of_ms=AS_OF, all_txn_state_partitions_read=everything, txn_state_partitions_read=read)
-    evidence, advice = C.evidence_and_advice(row, reason, thresholds)
+    evidence, advice = evidence_and_advice(row, reason, thresholds)
     for text in (evidence, advice):
         assert not _slips(text), (_slips(text), text)
         assert text[0].isupper() or text[0].isdigit(), text
@@ -132,7 +133,7 @@ def test_coordinator_stuck_sentence(partitions) -> None:
         "partitions": partitions,
         "coordinator_partition": 17,
     }
-    evidence, advice = C.coordinator_stuck_evidence(row, C.Thresholds(as_of_ms=AS_OF))
+    evidence, advice = coordinator_stuck_evidence_and_advice(row, C.Thresholds(as_of_ms=AS_OF))
     for text in (evidence, advice):
         assert not _slips(text), (_slips(text), text)
         assert text.endswith(".")

@@ -40,7 +40,10 @@ from txnlog.classify import (
     PREPARE_STATES,
     Reason,
     Safety,
+    Thresholds,
     abort_command,
+    coordinator_stuck_evidence,
+    evidence,
     legacy_abort_command,
 )
 from txnlog.kafka.wire import TWO_PHASE_COMMIT_TIMEOUT_MS, TransactionState
@@ -307,3 +310,15 @@ def remedy_columns(rows: pa.Table, bootstrap: str | None) -> dict[str, pa.Array]
         for c in REMEDY_COLUMNS:
             values[c].append(cols[c])
     return {c: pa.array(v, pa.string()) for c, v in values.items()}
+
+
+def evidence_and_advice(row: dict, reason: Reason | str, thresholds: Thresholds) -> tuple[str, str]:
+    """A partition-level finding's evidence sentence (txnlog.classify.evidence) and advice: its remedy's."""
+    advice = remedy_of({**row, "reason": str(reason)}, thresholds.bootstrap_servers).advice
+    return evidence(row, reason, thresholds), advice
+
+
+def coordinator_stuck_evidence_and_advice(row: dict, thresholds: Thresholds) -> tuple[str, str]:
+    """A stuck coordinator record's evidence sentence (txnlog.classify.coordinator_stuck_evidence) and advice."""
+    advice = remedy_of({**row, "reason": Reason.COORDINATOR_STUCK.value}, thresholds.bootstrap_servers).advice
+    return coordinator_stuck_evidence(row, thresholds), advice

@@ -23,7 +23,12 @@ import pyarrow.compute as pc
 from txnlog import classify
 from txnlog import tables as contract
 from txnlog.kafka.wire import TransactionState
-from txnlog.rules.remedy import REMEDY_COLUMNS, remedy_columns
+from txnlog.rules.remedy import (
+    REMEDY_COLUMNS,
+    coordinator_stuck_evidence_and_advice,
+    evidence_and_advice,
+    remedy_columns,
+)
 from txnlog.spark import staged
 from txnlog.spark.placement import group_starts
 from txnlog.spark.staged import timestamps as _ts  # epoch ms → UTC timestamps, the writer's rule
@@ -38,7 +43,7 @@ RUN_KEY = ("cluster", "as_of")
 REPLICA = ["broker", "topic", "partition"]
 TP = ["topic", "partition"]
 
-#: what classify.verdicts / evidence_and_advice read of a candidate (its Arrow batches)
+#: what classify.verdicts / evidence read of a candidate (its Arrow batches)
 CANDIDATE_COLUMNS = (
     "topic",
     "partition",
@@ -106,7 +111,7 @@ def classify_batches(
         evidence, advice = [], []
         for row, r in zip(rows, reason, strict=True):
             if r:
-                e, a = classify.evidence_and_advice(row, r, thresholds)
+                e, a = evidence_and_advice(row, r, thresholds)
             else:
                 e, a = None, None
             evidence.append(e)
@@ -135,7 +140,7 @@ def stuck_batches(
         if not mask.any():
             continue
         batch = batch.filter(pa.array(mask))
-        ev, adv = zip(*(classify.coordinator_stuck_evidence(r, thresholds) for r in batch.to_pylist()), strict=True)
+        ev, adv = zip(*(coordinator_stuck_evidence_and_advice(r, thresholds) for r in batch.to_pylist()), strict=True)
         cols = {name: batch.column(name) for name in batch.schema.names}
         cols.update(evidence=pa.array(ev, pa.string()), advice=pa.array(adv, pa.string()))
         stuck_rows = pa.Table.from_batches([batch]).append_column(
