@@ -448,3 +448,33 @@ def test_a_running_copy_whose_producers_no_byte_shows(oracle, spark, tmp_path):
     assert not list((judged.truth.root / "broker-1" / f"{TOPIC}-0").glob("*.snapshot"))
     assert judged.restart[key]["producers"] == [] and not judged.txnlog_producers
     assert not judged.truth.producers
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the writer and txnlog: a producer the live leader expired between two of its batches "
+    "(UnifiedLog.producerExpireCheck → ProducerStateManager.removeExpiredProducers every "
+    "producer.id.expiration.check.interval.ms) restarts from an empty entry; both keep the old one",
+)
+def test_a_producer_idle_past_its_expiration_restarts_from_an_empty_entry(oracle, spark, tmp_path):
+    """A running broker removes a producer idle for ``producer.id.expiration.ms`` with no transaction open at
+    its next periodic check; its next batch starts a new entry (``ProducerStateEntry.empty``: coordinator
+    epoch −1). The copy's bytes show the gap (the marker, then a batch 25 hours later), so a running copy's
+    tables should say −1. Kafka's restart replays the batches without expiring between them
+    (``UnifiedLog.rebuildProducerState``), as the writer and txnlog do: all three keep the marker's
+    coordinator epoch."""
+    w = Workload(
+        0,
+        1,
+        4000,
+        (0, 0, 0),
+        False,
+        (("send", 0, 0), ("commit", 0), ("advance", 25 * HOUR), ("send", 0, 0)),
+        False,
+        False,
+        (0,),
+    )
+    judged = _judge_one(oracle, spark, w, tmp_path)
+    (producer,) = judged.truth.producers
+    assert producer.current_txn_start_offset is not None
+    assert [r["coordinator_epoch"] for r in judged.txnlog_producers] == [producer.coordinator_epoch] == [-1]
