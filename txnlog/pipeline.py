@@ -523,8 +523,9 @@ def _decode_here(inputs: Inputs, check_crc: bool, scratch: str, max_decompressed
     import pyarrow as pa
 
     from txnlog import as_of as as_of_rule
+    from txnlog.rows import SEGMENT_SUMMARY_SCHEMA
     from txnlog.spark.placement import read_here
-    from txnlog.spark.sources import SEGMENT_SUMMARY_SCHEMA, SegmentsSource
+    from txnlog.spark.sources import SegmentsSource
     from txnlog.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
 
     shared = bool(inputs.dump_files)  # a live input is never read here (Placement.for_input)

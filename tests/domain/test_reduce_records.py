@@ -16,9 +16,9 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from txnlog.rows import TXN_STATE_SCHEMA
 from txnlog.spark.coordinator import reduce_records
 from txnlog.spark.staged import read_raw
-from txnlog.spark.txn_state_source import TXN_STATE_SCHEMA
 
 RECORD = st.tuples(
     st.integers(0, 2),  # coordinator partition

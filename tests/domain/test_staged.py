@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pyarrow as pa
 
 from txnlog import tables
-from txnlog.spark.sources import SEGMENT_SUMMARY_SCHEMA
+from txnlog.rows import SEGMENT_SUMMARY_SCHEMA
 from txnlog.spark.staged import OWNERS_SCHEMA, RAW_COLUMNS, SOURCES_SCHEMA, Finish, read_raw, stage_name, write_raw
 
 AS_OF = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

@@ -1003,8 +1003,8 @@ def fetch_answer(topic: str, partition: int, batches: list[tuple[int, bytes]], e
 def read_partition(
     wire: Any, topic: str, batches: list[tuple[int, bytes]], max_decompressed_bytes: int | None = None
 ) -> tuple[pa.Table, WireBrokers, list[Any]]:
+    from txnlog.rows import SEGMENT_SUMMARY_SCHEMA
     from txnlog.spark.live_batches import read_ranges
-    from txnlog.spark.sources import SEGMENT_SUMMARY_SCHEMA
 
     partition = GROUP_PARTITION
     leaders = {(topic, p): BROKERS[p % 3] for p in range(OFFSETS_PARTITIONS if topic == CONSUMER_OFFSETS_TOPIC else 1)}

@@ -482,8 +482,8 @@ def test_live_source_reads_writer_made_records(cluster, spark) -> None:
     import confluent_kafka
 
     from txnlog.brokerlog.encode import encode_transaction_log_key, encode_transaction_log_value
+    from txnlog.rows import TXN_STATE_SCHEMA
     from txnlog.spark.live_source import LiveTxnStateSource, live_options
-    from txnlog.spark.txn_state_source import TXN_STATE_SCHEMA
 
     b = cluster["bootstrap"]
     _create_topic(b, COPY_TOPIC, COPY_PARTITIONS)

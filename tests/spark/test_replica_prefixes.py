@@ -28,8 +28,8 @@ from hypothesis import strategies as st
 from txnlog import classify
 from txnlog.pipeline import build_tables
 from txnlog.reconstruct import SUMMARY_FRAGMENT_COLUMNS, segment_fragments
-from txnlog.spark.sources import SEGMENT_SUMMARY_SCHEMA, batch_of
-from txnlog.spark.txn_state_source import TXN_STATE_SCHEMA
+from txnlog.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
+from txnlog.spark.sources import batch_of
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 

@@ -62,6 +62,7 @@ def _tables(spark, summary, inv: Inventory, fragments: bool, only: frozenset | N
     split partitions' fragments merged per partition in tasks, every transaction kept (no stage)."""
     from pyspark.sql import functions as F
 
+    from txnlog.rows import KIND_MARKER, KIND_RUN
     from txnlog.spark import collect
     from txnlog.spark.producers import producers_of_summary
     from txnlog.spark.staged import RAW_COLUMNS
@@ -70,7 +71,7 @@ def _tables(spark, summary, inv: Inventory, fragments: bool, only: frozenset | N
     checkpoints = checkpoints_of(inv.checkpoints)
     if fragments:
         merged = collect.merged_fragments(summary, checkpoints, stage=None, fragment_partitions=only)
-        summary = summary.filter(~F.col("kind").isin(collect.KIND_RUN, collect.KIND_MARKER)).unionByName(merged)
+        summary = summary.filter(~F.col("kind").isin(KIND_RUN, KIND_MARKER)).unionByName(merged)
     rows, _ = collect.collected(summary, summary.limit(0))
     txns = rows.filter(pc.equal(rows.column("kind"), KIND_TRANSACTION)).select(list(RAW_COLUMNS))
     return {

@@ -584,7 +584,7 @@ def partition_transactions(
     the decode tasks finished, and with ``fragments`` the others (kafka-dump-log.sh output, split segments'
     pieces) merged here by the same function (txnlog.spark.transactions.transactions_of_summary; in Spark it
     runs per partition in tasks, txnlog.spark.collect)."""
-    from txnlog.spark.sources import SEGMENT_SUMMARY_SCHEMA
+    from txnlog.rows import SEGMENT_SUMMARY_SCHEMA
     from txnlog.spark.transactions import KIND_TRANSACTION, checkpoints_of, transactions_of_summary
 
     names = SEGMENT_SUMMARY_SCHEMA.names

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from txnlog.spark.sources import KIND_MARKER, KIND_RUN, SEGMENT_SUMMARY_SCHEMA, arrow_to_spark_schema
+from txnlog.rows import KIND_MARKER, KIND_RUN, SEGMENT_SUMMARY_SCHEMA
+from txnlog.spark.sources import arrow_to_spark_schema
 from txnlog.spark.transactions import KIND_TRANSACTION, Checkpoints, transactions_of_summary
 
 if TYPE_CHECKING:

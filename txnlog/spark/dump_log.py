@@ -50,6 +50,7 @@ from pyspark.sql.types import StructType
 
 from txnlog import storage
 from txnlog.kafka import dump_log_text as D
+from txnlog.rows import KIND_QUARANTINE, KIND_SEGMENT, KIND_SNAPSHOT, SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
 from txnlog.spark.dump_log_assemble import assemble_segment, assemble_txn_state
 from txnlog.spark.dump_log_lines import DEFAULT_CHUNK_BYTES, iter_line_batches, list_dump_inputs, split_dump_arg
 from txnlog.spark.dump_log_parse import (
@@ -65,14 +66,7 @@ from txnlog.spark.dump_log_parse import (
     parse_lines,
 )
 from txnlog.spark.schemas import quoted, shaped
-from txnlog.spark.sources import (
-    KIND_QUARANTINE,
-    KIND_SEGMENT,
-    KIND_SNAPSHOT,
-    SEGMENT_SUMMARY_SCHEMA,
-    arrow_to_spark_schema,
-)
-from txnlog.spark.txn_state_source import TXN_STATE_SCHEMA
+from txnlog.spark.sources import arrow_to_spark_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

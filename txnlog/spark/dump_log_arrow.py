@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from txnlog import storage
 from txnlog.kafka import dump_log_text as D
+from txnlog.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
 from txnlog.spark import staged
 from txnlog.spark.dump_log import RECORD_COLUMNS, SEGMENT_COLUMNS, DumpLinesSource
 from txnlog.spark.dump_log_assemble import assemble_segment, assemble_txn_state
@@ -35,8 +36,6 @@ from txnlog.spark.dump_log_parse import (
     PARSED_SCHEMA,
 )
 from txnlog.spark.placement import groups, read_here
-from txnlog.spark.sources import SEGMENT_SUMMARY_SCHEMA
-from txnlog.spark.txn_state_source import TXN_STATE_SCHEMA
 
 DUMP_FILE = pa.field("dump_file", pa.string())
 

@@ -2,7 +2,7 @@
 
     spark.read.format("txnlog_live_batches").options(**batches_options(bootstrap, kafka, cut)).load()
 
-Rows have :data:`~txnlog.spark.sources.SEGMENT_SUMMARY_SCHEMA`, exactly as the segment reader gives
+Rows have :data:`~txnlog.rows.SEGMENT_SUMMARY_SCHEMA`, exactly as the segment reader gives
 for a copied ``.log`` file: ``run`` and ``marker`` fragments, one ``segment`` row per range, and
 ``quarantine`` rows for damage. The range of a partition plays the segment: ``file`` is
 ``kafka://<topic>-<partition>``, ``broker`` is ``live`` (the leader answers; which broker that is may
@@ -57,14 +57,8 @@ from pyspark.sql.types import StructType
 from txnlog.config import LIVE_RANGES
 from txnlog.live_fetch import FetchSettings, LiveRange
 from txnlog.logdirs import Checkpoint, LogFile
-from txnlog.spark.sources import (
-    SEGMENT_SUMMARY_SCHEMA,
-    SegmentRows,
-    arrow_to_spark_schema,
-    limit_kwargs,
-    option_limit,
-    summarize_segment,
-)
+from txnlog.rows import SEGMENT_SUMMARY_SCHEMA
+from txnlog.spark.sources import SegmentRows, arrow_to_spark_schema, limit_kwargs, option_limit, summarize_segment
 from txnlog.tables import LIVE_REPLICA
 
 if TYPE_CHECKING:

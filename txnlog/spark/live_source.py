@@ -2,7 +2,7 @@
 
     spark.read.format("txnlog_live_txn_state").options(**live_options(cfg)).load()
 
-Rows have exactly :data:`~txnlog.spark.txn_state_source.TXN_STATE_SCHEMA` (kind ``record``,
+Rows have exactly :data:`~txnlog.rows.TXN_STATE_SCHEMA` (kind ``record``,
 broker ``live``, coordinator_partition = the topic partition, file ``kafka://<topic>-<p>``)
 plus ``quarantine`` rows for records that do not decode, like the offline source.
 
@@ -45,8 +45,8 @@ from typing import TYPE_CHECKING, Any, cast
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from txnlog.rows import TXN_STATE_SCHEMA
 from txnlog.spark.sources import arrow_to_spark_schema
-from txnlog.spark.txn_state_source import TXN_STATE_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

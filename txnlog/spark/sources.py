@@ -40,84 +40,19 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from txnlog.logdirs import LogFile
+from txnlog.rows import (
+    KIND_MARKER,
+    KIND_PIECE,
+    KIND_PRODUCER,
+    KIND_QUARANTINE,
+    KIND_RUN,
+    KIND_SEGMENT,
+    KIND_SNAPSHOT,
+    SEGMENT_SUMMARY_SCHEMA,
+)
 from txnlog.spark.transactions import PartitionTransactions
 
 SEGMENTS_SOURCE = "txnlog_segments"
-
-#: kinds of rows the segments source yields
-KIND_RUN = "run"
-KIND_MARKER = "marker"
-KIND_SEGMENT = "segment"
-KIND_QUARANTINE = "quarantine"
-KIND_SNAPSHOT = "snapshot"
-#: what one segment (or, with ``snapshot_offset`` set, one producer snapshot entry) says of a producer id's
-#: state: txnlog.producer_state.segment_producers, reduced per partition by txnlog.spark.producers
-KIND_PRODUCER = "producer"
-#: a piece of a split segment (txnlog.splits): the ``segment`` columns of its batches, and the piece its
-#: walk handed over to; txnlog.spark.splits.stitch_pieces turns a file's pieces into its segment row
-KIND_PIECE = "piece"
-
-SEGMENT_SUMMARY_SCHEMA = pa.schema(
-    [
-        ("kind", pa.string()),
-        ("broker", pa.string()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("file", pa.string()),
-        ("file_offset", pa.int64()),  # segment base offset or snapshot offset (from the name)
-        ("producer_id", pa.int64()),
-        ("producer_epoch", pa.int32()),
-        ("min_epoch", pa.int32()),
-        # quarantine rows of a data segment: the first and last offset the region may hold, from the valid
-        # batches either side of it in the file (null: none on that side; txnlog.rules.damage)
-        ("first_offset", pa.int64()),
-        ("last_offset", pa.int64()),
-        ("first_timestamp", pa.int64()),  # ms
-        ("last_timestamp", pa.int64()),  # ms
-        ("batch_count", pa.int64()),
-        ("record_count", pa.int64()),
-        ("size_bytes", pa.int64()),
-        ("control_type", pa.int32()),
-        ("coordinator_epoch", pa.int32()),
-        ("legacy_entries", pa.int64()),
-        ("position", pa.int64()),
-        ("length", pa.int64()),
-        ("reason", pa.string()),
-        ("detail", pa.string()),
-        # segment rows: the newest time a broker's clock wrote (see broker_timestamps), ms; null: none
-        ("marker_timestamp", pa.int64()),  # max over the marker (control) batches
-        ("log_append_timestamp", pa.int64()),  # max over the LogAppendTime batches
-        # transaction rows (kind "transaction", txnlog.spark.transactions): one per transaction of a
-        # partition, replicas merged; marker_timestamp above is then its marker's timestamp
-        ("replicas", pa.list_(pa.string())),
-        ("open_replicas", pa.list_(pa.string())),
-        ("behind_replicas", pa.list_(pa.string())),
-        ("open_on_lead", pa.bool_()),
-        ("diverged", pa.bool_()),
-        ("started_before_log_start", pa.bool_()),
-        ("marker_offset", pa.int64()),
-        ("marker_epoch", pa.int32()),
-        ("prev_marker_offset", pa.int64()),
-        ("prev_marker_type", pa.int32()),
-        ("prev_marker_epoch", pa.int32()),
-        ("prev_coordinator_epoch", pa.int32()),
-        ("snapshot_coordinator_epoch", pa.int32()),
-        ("snapshot_offset", pa.int64()),
-        # producer rows (kind "producer", txnlog.producer_state.PRODUCER_COLUMNS; producer_epoch, last_offset,
-        # last_timestamp, marker_offset and coordinator_epoch above are its last event's and last marker's)
-        # and snapshot rows (last_sequence: the entry's LastSequence)
-        ("last_sequence", pa.int32()),
-        ("data_offset", pa.int64()),
-        ("data_epoch", pa.int32()),
-        ("after_min_epoch", pa.int32()),
-        ("after_max_epoch", pa.int32()),
-        # rows of a split segment's piece (txnlog.splits): which piece (0: from byte 0; k: from split point
-        # k - 1), and on ``piece`` rows the piece its walk stopped at (pieces + 1: the end; null: the piece
-        # did not start, its split point failed the checks)
-        ("piece", pa.int32()),
-        ("next_piece", pa.int32()),
-    ]
-)
 
 
 def arrow_to_spark_schema(schema: pa.Schema) -> StructType:

@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from txnlog import splits as S
-from txnlog.spark.sources import KIND_PIECE, KIND_SEGMENT
+from txnlog.rows import KIND_PIECE, KIND_SEGMENT
 
 _KEY_SEPARATOR = "\u0000"
 

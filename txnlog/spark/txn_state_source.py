@@ -18,9 +18,9 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from txnlog.logdirs import LogFile
+from txnlog.rows import KIND_QUARANTINE, TXN_STATE_SCHEMA
 from txnlog.spark.coordinator import TRANSITIONS, reduce_records
 from txnlog.spark.sources import (
-    KIND_QUARANTINE,
     FilesReader,
     arrow_to_spark_schema,
     batch_of,
@@ -28,37 +28,6 @@ from txnlog.spark.sources import (
     option_flag,
     partition_files,
     read_file_bytes,
-)
-
-TXN_STATE_SCHEMA = pa.schema(
-    [
-        ("kind", pa.string()),  # record / quarantine
-        ("broker", pa.string()),
-        ("coordinator_partition", pa.int32()),
-        ("file", pa.string()),
-        ("record_offset", pa.int64()),
-        ("record_timestamp", pa.int64()),  # ms
-        ("coordinator_epoch", pa.int32()),  # leader epoch of the __transaction_state partition (batch header)
-        ("transactional_id", pa.string()),
-        ("is_tombstone", pa.bool_()),
-        ("key_version", pa.int32()),
-        ("value_version", pa.int32()),
-        ("producer_id", pa.int64()),
-        ("producer_epoch", pa.int32()),
-        ("timeout_ms", pa.int64()),
-        ("state", pa.int32()),
-        ("partitions", pa.list_(pa.string())),
-        ("last_update_timestamp", pa.int64()),  # ms
-        ("txn_start_timestamp", pa.int64()),  # ms; -1 after InitProducerId
-        ("previous_producer_id", pa.int64()),
-        ("next_producer_id", pa.int64()),
-        ("next_producer_epoch", pa.int32()),
-        ("client_transaction_version", pa.int32()),
-        ("position", pa.int64()),
-        ("length", pa.int64()),
-        ("reason", pa.string()),
-        ("detail", pa.string()),
-    ]
 )
 
 

@@ -1,0 +1,119 @@
+"""The rows the decoders hand to the rules: the kinds and Arrow schemas of what a read yields.
+
+``SEGMENT_SUMMARY_SCHEMA``: what the segments source (txnlog.spark.sources) yields per data segment and
+producer snapshot, and the rows the partitions' merges add (``KIND_*``); ``TXN_STATE_SCHEMA``: one
+``__transaction_state`` record decoded (txnlog.spark.txn_state_source). kafka-dump-log.sh output
+(txnlog.spark.dump_log) and a live read (txnlog.spark.live_batches, txnlog.spark.live_source) give the
+same rows.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+#: kinds of rows the segments source yields
+KIND_RUN = "run"
+KIND_MARKER = "marker"
+KIND_SEGMENT = "segment"
+KIND_QUARANTINE = "quarantine"
+KIND_SNAPSHOT = "snapshot"
+#: what one segment (or, with ``snapshot_offset`` set, one producer snapshot entry) says of a producer id's
+#: state: txnlog.producer_state.segment_producers, reduced per partition by txnlog.spark.producers
+KIND_PRODUCER = "producer"
+#: a piece of a split segment (txnlog.splits): the ``segment`` columns of its batches, and the piece its
+#: walk handed over to; txnlog.spark.splits.stitch_pieces turns a file's pieces into its segment row
+KIND_PIECE = "piece"
+
+SEGMENT_SUMMARY_SCHEMA = pa.schema(
+    [
+        ("kind", pa.string()),
+        ("broker", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("file", pa.string()),
+        ("file_offset", pa.int64()),  # segment base offset or snapshot offset (from the name)
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int32()),
+        ("min_epoch", pa.int32()),
+        # quarantine rows of a data segment: the first and last offset the region may hold, from the valid
+        # batches either side of it in the file (null: none on that side; txnlog.rules.damage)
+        ("first_offset", pa.int64()),
+        ("last_offset", pa.int64()),
+        ("first_timestamp", pa.int64()),  # ms
+        ("last_timestamp", pa.int64()),  # ms
+        ("batch_count", pa.int64()),
+        ("record_count", pa.int64()),
+        ("size_bytes", pa.int64()),
+        ("control_type", pa.int32()),
+        ("coordinator_epoch", pa.int32()),
+        ("legacy_entries", pa.int64()),
+        ("position", pa.int64()),
+        ("length", pa.int64()),
+        ("reason", pa.string()),
+        ("detail", pa.string()),
+        # segment rows: the newest time a broker's clock wrote (see broker_timestamps), ms; null: none
+        ("marker_timestamp", pa.int64()),  # max over the marker (control) batches
+        ("log_append_timestamp", pa.int64()),  # max over the LogAppendTime batches
+        # transaction rows (kind "transaction", txnlog.spark.transactions): one per transaction of a
+        # partition, replicas merged; marker_timestamp above is then its marker's timestamp
+        ("replicas", pa.list_(pa.string())),
+        ("open_replicas", pa.list_(pa.string())),
+        ("behind_replicas", pa.list_(pa.string())),
+        ("open_on_lead", pa.bool_()),
+        ("diverged", pa.bool_()),
+        ("started_before_log_start", pa.bool_()),
+        ("marker_offset", pa.int64()),
+        ("marker_epoch", pa.int32()),
+        ("prev_marker_offset", pa.int64()),
+        ("prev_marker_type", pa.int32()),
+        ("prev_marker_epoch", pa.int32()),
+        ("prev_coordinator_epoch", pa.int32()),
+        ("snapshot_coordinator_epoch", pa.int32()),
+        ("snapshot_offset", pa.int64()),
+        # producer rows (kind "producer", txnlog.producer_state.PRODUCER_COLUMNS; producer_epoch, last_offset,
+        # last_timestamp, marker_offset and coordinator_epoch above are its last event's and last marker's)
+        # and snapshot rows (last_sequence: the entry's LastSequence)
+        ("last_sequence", pa.int32()),
+        ("data_offset", pa.int64()),
+        ("data_epoch", pa.int32()),
+        ("after_min_epoch", pa.int32()),
+        ("after_max_epoch", pa.int32()),
+        # rows of a split segment's piece (txnlog.splits): which piece (0: from byte 0; k: from split point
+        # k - 1), and on ``piece`` rows the piece its walk stopped at (pieces + 1: the end; null: the piece
+        # did not start, its split point failed the checks)
+        ("piece", pa.int32()),
+        ("next_piece", pa.int32()),
+    ]
+)
+
+
+TXN_STATE_SCHEMA = pa.schema(
+    [
+        ("kind", pa.string()),  # record / quarantine
+        ("broker", pa.string()),
+        ("coordinator_partition", pa.int32()),
+        ("file", pa.string()),
+        ("record_offset", pa.int64()),
+        ("record_timestamp", pa.int64()),  # ms
+        ("coordinator_epoch", pa.int32()),  # leader epoch of the __transaction_state partition (batch header)
+        ("transactional_id", pa.string()),
+        ("is_tombstone", pa.bool_()),
+        ("key_version", pa.int32()),
+        ("value_version", pa.int32()),
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int32()),
+        ("timeout_ms", pa.int64()),
+        ("state", pa.int32()),
+        ("partitions", pa.list_(pa.string())),
+        ("last_update_timestamp", pa.int64()),  # ms
+        ("txn_start_timestamp", pa.int64()),  # ms; -1 after InitProducerId
+        ("previous_producer_id", pa.int64()),
+        ("next_producer_id", pa.int64()),
+        ("next_producer_epoch", pa.int32()),
+        ("client_transaction_version", pa.int32()),
+        ("position", pa.int64()),
+        ("length", pa.int64()),
+        ("reason", pa.string()),
+        ("detail", pa.string()),
+    ]
+)
