@@ -196,8 +196,9 @@ def leader_producers(events: Mapping[str, Col], snaps: Mapping[str, Col], replic
     (:data:`RESULT_COLUMNS`), before expiry.
 
     ``events``: :func:`segment_producers` rows plus ``replica`` (int32 index into ``replicas``); ``snaps``:
-    snapshot entries (:data:`SNAPSHOT_COLUMNS` plus ``replica``), of every snapshot file. The replica's
-    snapshot is chosen as for transactions (:func:`txnlog.reconstruct.chosen_snapshot_rows`); its entries
+    snapshot entries (:data:`SNAPSHOT_COLUMNS` plus ``replica``), of every snapshot file (a row with a null
+    ``producer_id``: a snapshot file of no entries). The replica's snapshot is chosen as for transactions
+    (:func:`txnlog.reconstruct.chosen_snapshot_rows`); its entries
     stand just before its offset: a segment row counts only when its last event is at or after it, and a
     newer event wins field by field (epoch and last timestamp: the last event; last sequence: the last data
     batch, −1 when a later marker changed the epoch; coordinator epoch: the last marker). Rows are per segment:
@@ -210,6 +211,10 @@ def leader_producers(events: Mapping[str, Col], snaps: Mapping[str, Col], replic
     s_rep, s_off = snaps["replica"][0].astype(np.int64), snaps["file_offset"][0]
     chosen = R.chosen_snapshot_rows(s_rep, s_off, replicas) & lead[s_rep] if s_rep.size else np.zeros(0, bool)
     snap_at = R.snapshot_offsets(s_rep, s_off, chosen, n_rep)
+    # a row without a producer id says only that its snapshot file exists: a snapshot of no producer (taken
+    # when none was left, all expired, ``ProducerStateManager.takeSnapshot``) is loaded like any other, and
+    # the batches before it no longer count
+    chosen &= snaps["producer_id"][1]
     # a clean copy speaks for its broker restarted on it, whose rebuild reads from the log start on
     # (UnifiedLog.rebuildProducerState): below a DeleteRecords log start no batch of the copy counts
     read_from = np.where(replicas.clean_shutdown, np.maximum(snap_at, replicas.log_start), snap_at)

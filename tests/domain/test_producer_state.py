@@ -118,14 +118,18 @@ def reduce(segments: list[list[Batch]], snapshot: tuple[int, dict[int, dict[str,
     events["replica"] = R.col(np.zeros(events["producer_id"][0].size, np.int32))
     offset, entries = snapshot if snapshot else (0, {})
     pids = sorted(entries)
+    # a snapshot of no producer: one row without a producer id (the file exists, it has no entries)
+    nothing = snapshot is not None and not pids
     snaps = {
-        "replica": R.col(np.zeros(len(pids), np.int32)),
-        "file_offset": R.col(np.full(len(pids), offset, np.int64)),
-        "producer_id": R.col(np.array(pids, np.int64)),
-        "producer_epoch": R.col(np.array([entries[p]["epoch"] for p in pids], np.int32)),
-        "last_sequence": R.col(np.array([entries[p]["seq"] for p in pids], np.int32)),
-        "last_timestamp": R.col(np.array([entries[p]["ts"] for p in pids], np.int64)),
-        "coordinator_epoch": R.col(np.array([entries[p]["ce"] for p in pids], np.int32)),
+        "replica": R.col(np.zeros(len(pids) or int(nothing), np.int32)),
+        "file_offset": R.col(np.full(len(pids) or int(nothing), offset, np.int64)),
+        "producer_id": R.col(
+            np.array(pids or [0] * nothing, np.int64), np.array([True] * len(pids) or [False] * nothing)
+        ),
+        "producer_epoch": R.col(np.array([entries[p]["epoch"] for p in pids] or [0] * nothing, np.int32)),
+        "last_sequence": R.col(np.array([entries[p]["seq"] for p in pids] or [0] * nothing, np.int32)),
+        "last_timestamp": R.col(np.array([entries[p]["ts"] for p in pids] or [0] * nothing, np.int64)),
+        "coordinator_epoch": R.col(np.array([entries[p]["ce"] for p in pids] or [0] * nothing, np.int32)),
     }
     bases = [s[0].offset for s in segments if s]
     lasts = [s[-1].offset + s[-1].delta for s in segments if s]
@@ -237,3 +241,17 @@ def test_an_idempotent_producer_keeps_its_sequence_and_a_tv2_marker_clears_it() 
         7: {"epoch": 0, "seq": 7, "ts": 2000, "ce": -1},
         9: {"epoch": 4, "seq": -1, "ts": 6000, "ce": 2},
     }
+
+
+def test_a_snapshot_of_no_producer_still_cuts_off_the_batches_before_it() -> None:
+    """The leader had expired the producer (``ProducerStateManager.removeExpiredProducers``) when it took a
+    snapshot at a roll, whose file then holds no entry, and the producer wrote again after it: its entry
+    starts empty, the older marker's coordinator epoch gone. The snapshot's file is a row without a producer
+    id. (A segment holding batches on both sides of a snapshot still lends its earlier fields to a producer
+    the snapshot lacks: see :func:`txnlog.producer_state.leader_producers`.)"""
+    before = [Batch(0, 7, 2, "data", 0, 1, 1000), Batch(2, 7, 2, "marker", timestamp=2000, coordinator_epoch=3)]
+    after = [Batch(3, 7, 2, "data", 2, 2, 90_000_000)]
+    want = model(after)
+    assert want[7]["ce"] == -1
+    assert reduce([before, after], (3, {})) == want
+    assert reduce([after], (3, {})) == want  # retention deleted the segment before it
