@@ -336,7 +336,7 @@ class Cache:
 
 @contextmanager
 def run_scope(spark: SparkSession, output: str, run_id: str) -> Iterator[tuple[str, Cache]]:
-    """A run's scratch directory under the output (txnlog.spark.staged) and its cache, both released on
+    """A run's scratch directory under the output (txnlog.rules.staged) and its cache, both released on
     every exit; the run's Spark settings (RUN_CONF; one the user set explicitly wins) for its duration."""
     from txnlog import delta
     from txnlog.spark_base import temporary_conf

@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from txnlog.rows import TXN_STATE_SCHEMA
+from txnlog.rules.staged import read_raw
 from txnlog.spark.coordinator import reduce_records
-from txnlog.spark.staged import read_raw
 
 RECORD = st.tuples(
     st.integers(0, 2),  # coordinator partition

@@ -1,4 +1,4 @@
-"""Staged transactions (txnlog.spark.staged) without Spark: the staging files and the finish's lookups."""
+"""Staged transactions (txnlog.rules.staged) without Spark: the staging files and the finish's lookups."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from txnlog import tables
 from txnlog.rows import SEGMENT_SUMMARY_SCHEMA
-from txnlog.spark.staged import OWNERS_SCHEMA, RAW_COLUMNS, SOURCES_SCHEMA, Finish, read_raw, stage_name, write_raw
+from txnlog.rules.staged import OWNERS_SCHEMA, RAW_COLUMNS, SOURCES_SCHEMA, Finish, read_raw, stage_name, write_raw
 
 AS_OF = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

@@ -63,9 +63,9 @@ def _tables(spark, summary, inv: Inventory, fragments: bool, only: frozenset | N
     from pyspark.sql import functions as F
 
     from txnlog.rows import KIND_MARKER, KIND_RUN
+    from txnlog.rules.staged import RAW_COLUMNS
     from txnlog.spark import collect
     from txnlog.spark.producers import producers_of_summary
-    from txnlog.spark.staged import RAW_COLUMNS
     from txnlog.spark.transactions import KIND_TRANSACTION, checkpoints_of
 
     checkpoints = checkpoints_of(inv.checkpoints)

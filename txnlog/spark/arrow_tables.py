@@ -23,15 +23,16 @@ import pyarrow.compute as pc
 from txnlog import classify
 from txnlog import tables as contract
 from txnlog.kafka.wire import TransactionState
+from txnlog.rules import staged
 from txnlog.rules.remedy import (
     REMEDY_COLUMNS,
     coordinator_stuck_evidence_and_advice,
     evidence_and_advice,
     remedy_columns,
 )
-from txnlog.spark import staged
+from txnlog.rules.staged import timestamps as _ts  # epoch ms → UTC timestamps, the writer's rule
 from txnlog.spark.placement import group_starts
-from txnlog.spark.staged import timestamps as _ts  # epoch ms → UTC timestamps, the writer's rule
+from txnlog.spark.staged import StagedTable
 from txnlog.tables import InputSource
 
 if TYPE_CHECKING:
@@ -954,7 +955,7 @@ def build(
     sources = it.health.select([*TP, "source"]).cast(staged.SOURCES_SCHEMA)
     finish = staged.Finish(as_of_ms=thresholds.as_of_ms, owners=it.owner_ids, sources=sources, bounds=history_bounds)
     return {
-        "transactions": staged.StagedTable(spark, f"{scratch}/transactions", finish, driver=driver),
+        "transactions": StagedTable(spark, f"{scratch}/transactions", finish, driver=driver),
         "findings": findings(verdicts, stuck(it, thresholds), thresholds.as_of_ms),
         "abort_recommendations": abort_recommendations(
             verdicts, thresholds.bootstrap_servers or classify.BOOTSTRAP_PLACEHOLDER, it
@@ -962,7 +963,7 @@ def build(
         "partition_health": partition_health(it, thresholds),
         "producer_state": producer_state(it, thresholds),
         "coordinator_state": coordinator_state_table(it),
-        "coordinator_history": staged.StagedTable(
+        "coordinator_history": StagedTable(
             spark, f"{scratch}/coordinator_history", staged.FinishHistory(), "coordinator_history", driver=driver
         ),
         "quarantine": quarantine(summary, records, as_of, as_of_source),

@@ -11,7 +11,7 @@ and open transaction:
 - :func:`merged_fragments`: the partitions whose rows were decoded in several tasks (kafka-dump-log.sh files,
   a live cluster's batches, a segment read in pieces) grouped by partition and merged by the same function
   (``groupBy(...).applyInArrow``), every transaction staged for the ``transactions`` table and only those
-  the verdicts need kept (txnlog.spark.staged);
+  the verdicts need kept (txnlog.rules.staged);
 - :func:`reduced_records`: ``__transaction_state`` records not reduced where they were read, reduced per
   coordinator partition by the same function;
 - :func:`broker_times`: the newest broker-written times (txnlog.as_of), one Arrow function per batch,

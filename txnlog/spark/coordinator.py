@@ -8,7 +8,7 @@ record by (partition, offset) is the state), per producer id the newest record n
 broker-written timestamp, which coordinator partitions were read. :func:`reduce_records` keeps exactly
 those records (with the id's record count in ``transitions``), after dropping the copies other
 replicas hold of the same record; every record still goes to ``coordinator_history``, staged as
-an Arrow file by the task (``txnlog.spark.staged``). A task must hold every replica of the coordinator
+an Arrow file by the task (``txnlog.rules.staged``). A task must hold every replica of the coordinator
 partitions it reduces (the source packs them so; other inputs are grouped by partition in Spark).
 """
 
@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txnlog.spark import staged
+from txnlog.rules import staged
 
 #: the count of records of the row's transactional.id (on its newest record; 0 on the other kept rows)
 TRANSITIONS = pa.field("transitions", pa.int64())

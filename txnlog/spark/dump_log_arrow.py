@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from txnlog import storage
 from txnlog.kafka import dump_log_text as D
 from txnlog.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
-from txnlog.spark import staged
+from txnlog.rules import staged
 from txnlog.spark.dump_log import RECORD_COLUMNS, SEGMENT_COLUMNS, DumpLinesSource
 from txnlog.spark.dump_log_assemble import assemble_segment, assemble_txn_state
 from txnlog.spark.dump_log_lines import list_dump_inputs

@@ -100,7 +100,7 @@ def write_manifest(
 
     from pyarrow import ipc
 
-    from txnlog.spark.staged import filesystem_of
+    from txnlog.rules.staged import filesystem_of
 
     table = files_table(files)
     cps = list(checkpoints)
@@ -129,7 +129,7 @@ def write_manifest(
 def _read_arrow(uri: str) -> pa.Table:
     from pyarrow import ipc
 
-    from txnlog.spark.staged import filesystem_of
+    from txnlog.rules.staged import filesystem_of
 
     filesystem, path = filesystem_of(uri)
     with filesystem.open_input_file(path) as f:

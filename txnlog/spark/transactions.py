@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from txnlog import reconstruct as R
 from txnlog.logdirs import Checkpoint
-from txnlog.spark import staged
+from txnlog.rules import staged
 
 KIND_TRANSACTION = "transaction"
 
@@ -122,7 +122,7 @@ class PartitionTransactions:
     ) -> Iterator[pa.RecordBatch]:
         """The transactions of every partition added as ``schema`` (the segments source's), ``max_rows``
         rows per batch. With ``stage`` (a directory), all of them are written there for the
-        ``transactions`` table (txnlog.spark.staged) and only those the verdicts need are yielded."""
+        ``transactions`` table (txnlog.rules.staged) and only those the verdicts need are yielded."""
         if not self.replica_ids:
             return
         # replicas ordered by (topic, partition, broker): index order is broker order within a partition
