@@ -6,7 +6,7 @@ is made of, so what a notebook shows is what the nightly job writes::
     plan_inputs(config)         every check that needs no Spark (paths, dump files, the live cluster)
     decode(spark, inputs, ...)  the Data Sources (reduced per partition in tasks), collected as Arrow
     resolve_as_of(...)          "now": never a client's clock (txnlog.as_of)
-    build_tables(...)           one function per output table (txnlog.spark.arrow_tables)
+    build_tables(...)           one function per output table (txnlog.rules.tables)
     verify_live(...)            --verify-live: rows from the live cluster's admin APIs
     write(...)                  the Delta tables, one commit each (txnlog.delta)
     summarize(...)              the RunResult and the runs row
@@ -400,8 +400,8 @@ def decode(
         summary = summary.unionByName(
             _live_batches(spark, inputs.live, kafka, live_cut, check_crc, fetch, max_decompressed_bytes)
         )
+    from txnlog.rules.transactions import checkpoints_of
     from txnlog.spark import collect
-    from txnlog.spark.transactions import checkpoints_of
 
     with job_description(spark, "txnlog: decode"):
         summary, records = cache(summary), cache(records)
@@ -509,7 +509,7 @@ def _log_dir_options(
     }
     txn_state = {
         **write_manifest(f"{scratch}/inputs", "txn_state", inv.txn_state_segments),
-        # reduced where decoded (txnlog.spark.coordinator), unless other inputs hold the same partitions
+        # reduced where decoded (txnlog.rules.coordinator), unless other inputs hold the same partitions
         "reduce": str(not shared).lower(),
         "stage": f"{scratch}/coordinator_history",
     }
@@ -690,23 +690,28 @@ def build_tables(
     placement: Placement | None = None,
     history_bounds: Any = None,
 ) -> dict[str, Any]:
-    """Every output table (txnlog.spark.arrow_tables): Arrow tables, and ``transactions`` /
+    """Every output table (txnlog.rules.tables): Arrow tables, and ``transactions`` /
     ``coordinator_history`` as ``txnlog.spark.staged.StagedTable`` values (staged under ``scratch``, finished by
     the writer: in Spark tasks, or in this process with ``placement.driver``).
 
     ``fragments``: ``summary`` may hold fragments still to merge into transactions (``fragment_partitions``:
     only those partitions' rows, else any); ``records_reduced``: ``records`` were reduced where decoded
-    (txnlog.spark.coordinator), else they are reduced here.
+    (txnlog.rules.coordinator), else they are reduced here.
     ``as_of``: adds the quarantine's warning rows for client clocks far past it.
     ``history_bounds``: a live run's bounds of the transactions it writes (a pyarrow Table,
     txnlog.spark.live_batches.LiveCut.history_bounds). The run key (cluster, as_of) is set by the writer."""
-    from txnlog.spark import arrow_tables
+    from txnlog.rules import tables
+    from txnlog.spark.staged import StagedTable
 
-    return arrow_tables.build(
-        spark, summary, records, thresholds, scratch=scratch, checkpoints=checkpoints, fragments=fragments,
+    built = tables.build(
+        summary, records, thresholds, scratch=scratch, checkpoints=checkpoints, fragments=fragments,
         fragment_partitions=fragment_partitions, records_reduced=records_reduced, as_of=as_of,
-        as_of_source=as_of_source, history_bounds=history_bounds, driver=placement is not None and placement.driver,
+        as_of_source=as_of_source, history_bounds=history_bounds,
     )  # fmt: skip
+    driver = placement is not None and placement.driver
+    for name in tables.STAGED:
+        built[name] = StagedTable(spark, f"{scratch}/{name}", built[name], name, driver=driver)
+    return built
 
 
 # --- 5. verify_live ---------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ KIND_SEGMENT = "segment"
 KIND_QUARANTINE = "quarantine"
 KIND_SNAPSHOT = "snapshot"
 #: what one segment (or, with ``snapshot_offset`` set, one producer snapshot entry) says of a producer id's
-#: state: txnlog.producer_state.segment_producers, reduced per partition by txnlog.spark.producers
+#: state: txnlog.producer_state.segment_producers, reduced per partition by txnlog.rules.producers
 KIND_PRODUCER = "producer"
 #: a piece of a split segment (txnlog.splits): the ``segment`` columns of its batches, and the piece its
 #: walk handed over to; txnlog.spark.splits.stitch_pieces turns a file's pieces into its segment row
@@ -54,7 +54,7 @@ SEGMENT_SUMMARY_SCHEMA = pa.schema(
         # segment rows: the newest time a broker's clock wrote (see broker_timestamps), ms; null: none
         ("marker_timestamp", pa.int64()),  # max over the marker (control) batches
         ("log_append_timestamp", pa.int64()),  # max over the LogAppendTime batches
-        # transaction rows (kind "transaction", txnlog.spark.transactions): one per transaction of a
+        # transaction rows (kind "transaction", txnlog.rules.transactions): one per transaction of a
         # partition, replicas merged; marker_timestamp above is then its marker's timestamp
         ("replicas", pa.list_(pa.string())),
         ("open_replicas", pa.list_(pa.string())),

@@ -1,7 +1,7 @@
 """The tables do not depend on the order in which the decode hands its rows over.
 
 Spark's tasks finish in any order and a shuffle interleaves their rows, so the table build
-(txnlog.spark.arrow_tables) must give the same tables for any permutation of the decoded summary and
+(txnlog.rules.tables) must give the same tables for any permutation of the decoded summary and
 coordinator records: every rule sorts its own input. Checked on writer scenarios with replicas,
 damage, snapshots, checkpoints and coordinator records, decoded in this process (no Spark), and on
 the same brokers' kafka-dump-log.sh output (rows still to merge into transactions).
@@ -21,14 +21,13 @@ SCENARIOS = ("replicas_disagree", "corrupt_and_truncated", "damage_around_transa
 
 def _tables(config: Any, inputs: Any, decoded: Any, summary: pa.Table, records: pa.Table, scratch: Path) -> dict:
     from txnlog import pipeline
-    from txnlog.spark import arrow_tables
+    from txnlog.rules import tables
 
     as_of, _ = pipeline.resolve_as_of(config.as_of, decoded.times)
     thresholds = pipeline._thresholds(config, inputs, decoded, as_of)
-    built = arrow_tables.build(
-        None,  # type: ignore[arg-type]  # only the staged tables hold the session, unread here
+    built = tables.build(
         summary, records, thresholds, scratch=str(scratch), checkpoints=inputs.inventory.checkpoints,
-        fragments=decoded.fragments, records_reduced=decoded.records_reduced, as_of=as_of, driver=True,
+        fragments=decoded.fragments, records_reduced=decoded.records_reduced, as_of=as_of,
     )  # fmt: skip
     return {name: sorted(map(repr, t.to_pylist())) for name, t in built.items() if isinstance(t, pa.Table)}
 

@@ -1,4 +1,4 @@
-"""``__transaction_state`` records reduced where they are decoded (txnlog.spark.coordinator), no Spark.
+"""``__transaction_state`` records reduced where they are decoded (txnlog.rules.coordinator), no Spark.
 
 Whatever the records and however many replicas hold them, the reduced rows must answer every
 question the job asks of the coordinator exactly as all records do: each transactional.id's newest
@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from txnlog.rows import TXN_STATE_SCHEMA
+from txnlog.rules.coordinator import reduce_records
 from txnlog.rules.staged import read_raw
-from txnlog.spark.coordinator import reduce_records
 
 RECORD = st.tuples(
     st.integers(0, 2),  # coordinator partition

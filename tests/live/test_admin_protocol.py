@@ -49,7 +49,7 @@ What each test pins, against the Kafka classes that define the behaviour:
   WriteTxnMarkers ends it with a COMMIT/ABORT marker there. The Kafka source
   (:func:`txnlog.spark.live_batches.read_ranges`) reads that partition like any topic: the same run and
   marker rows as for a data topic with the same batches, and the producer that never committed is an open
-  transaction of ``__consumer_offsets-<n>`` (:func:`txnlog.spark.transactions.transactions_of_summary`).
+  transaction of ``__consumer_offsets-<n>`` (:func:`txnlog.rules.transactions.transactions_of_summary`).
 """
 
 from __future__ import annotations
@@ -1080,8 +1080,8 @@ def test_consumer_offsets_reads_like_a_data_topic(wire: Any) -> None:
 
 
 def test_consumer_offsets_open_commit_is_an_open_transaction(wire: Any) -> None:
+    from txnlog.rules.transactions import checkpoints_of, transactions_of_summary
     from txnlog.spark.live_batches import LiveCut
-    from txnlog.spark.transactions import checkpoints_of, transactions_of_summary
 
     table, _, _ = read_partition(wire, CONSUMER_OFFSETS_TOPIC, offsets_log(offset_commits))
     cut = LiveCut(T0 + 10_000, (LiveRange(CONSUMER_OFFSETS_TOPIC, GROUP_PARTITION, 0, 5, 0, 4, 5),))

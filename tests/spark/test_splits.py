@@ -63,10 +63,10 @@ def _tables(spark, summary, inv: Inventory, fragments: bool, only: frozenset | N
     from pyspark.sql import functions as F
 
     from txnlog.rows import KIND_MARKER, KIND_RUN
+    from txnlog.rules.producers import producers_of_summary
     from txnlog.rules.staged import RAW_COLUMNS
+    from txnlog.rules.transactions import KIND_TRANSACTION, checkpoints_of
     from txnlog.spark import collect
-    from txnlog.spark.producers import producers_of_summary
-    from txnlog.spark.transactions import KIND_TRANSACTION, checkpoints_of
 
     checkpoints = checkpoints_of(inv.checkpoints)
     if fragments:

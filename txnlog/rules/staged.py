@@ -4,7 +4,7 @@ Every transaction of the input goes to ``transactions`` (hundreds of thousands p
 exactly-once workload), but only a few of them matter for the verdicts: those open on some
 replica, and completed ones whose marker is not yet below the high watermark (they still hold the
 LSO: ``UnifiedLog.lastStableOffset``). So the tasks that finish a partition's transactions
-(``txnlog.spark.transactions``) write *all* of them to a staging directory (Arrow IPC files, see
+(``txnlog.rules.transactions``) write *all* of them to a staging directory (Arrow IPC files, see
 :func:`write_raw`), with pyarrow, and hand Spark only the few that matter (:func:`verdict_relevant`).
 Once the run's ``as_of`` and the coordinator's owners are known, ``txnlog.spark.staged.StagedTable``
 turns the staged files into the table's files, again in Python tasks (:func:`finish_files`, :func:`finish`),

@@ -1,13 +1,13 @@
 """What Spark's tasks hand to the table build: the decode's rows, reduced where they are, collected as Arrow.
 
 The rules that turn decoded rows into the output tables live once, as functions over Arrow tables
-(txnlog.spark.arrow_tables and the kernels it calls). Spark's part is to run the heavy, per-partition
+(txnlog.rules.tables and the kernels it calls). Spark's part is to run the heavy, per-partition
 kernels in its tasks, near the data, so that what reaches the driver is a few rows per segment, producer
 and open transaction:
 
 - the decode itself (the Data Sources), where a log dir's partition is read whole and merged into its
-  transactions in the same task (txnlog.spark.transactions), and ``__transaction_state`` partitions are
-  reduced where they are read (txnlog.spark.coordinator);
+  transactions in the same task (txnlog.rules.transactions), and ``__transaction_state`` partitions are
+  reduced where they are read (txnlog.rules.coordinator);
 - :func:`merged_fragments`: the partitions whose rows were decoded in several tasks (kafka-dump-log.sh files,
   a live cluster's batches, a segment read in pieces) grouped by partition and merged by the same function
   (``groupBy(...).applyInArrow``), every transaction staged for the ``transactions`` table and only those
@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from txnlog.rows import KIND_MARKER, KIND_RUN, SEGMENT_SUMMARY_SCHEMA
+from txnlog.rules.transactions import KIND_TRANSACTION, Checkpoints, transactions_of_summary
 from txnlog.spark.sources import arrow_to_spark_schema
-from txnlog.spark.transactions import KIND_TRANSACTION, Checkpoints, transactions_of_summary
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -50,7 +50,7 @@ def merged_fragments(
     fragment_partitions: Collection[tuple[str, int]] | None = None,
 ) -> DataFrame:
     """The transaction rows of the partitions decoded in fragments, merged per (topic, partition) in tasks by
-    :func:`txnlog.spark.transactions.transactions_of_summary`: every transaction staged under ``stage`` and
+    :func:`txnlog.rules.transactions.transactions_of_summary`: every transaction staged under ``stage`` and
     the ones the verdicts need returned (None: every transaction returned, none staged).
     ``fragment_partitions``: the only partitions that may hold fragments (split segments', txnlog.splits), so
     that no other partition's rows are shuffled; None: any."""
@@ -78,12 +78,12 @@ def merged_fragments(
 
 def reduced_records(records: DataFrame, stage: str) -> DataFrame:
     """``records`` whose ``record`` rows were not reduced where they were read, reduced per coordinator
-    partition in tasks by :func:`txnlog.spark.coordinator.reduce_records` (every record staged under
+    partition in tasks by :func:`txnlog.rules.coordinator.reduce_records` (every record staged under
     ``stage`` for ``coordinator_history``); other rows as they are."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StructField, StructType
 
-    from txnlog.spark.coordinator import reduce_records
+    from txnlog.rules.coordinator import reduce_records
 
     columns = [c for c in records.columns if c != "transitions"]
 

@@ -16,14 +16,15 @@ steps themselves are txnlog.spark.dump_log_lines, dump_log_parse and dump_log_as
    ``pyarrow.compute`` - the patterns of ``txnlog.kafka.dump_log_text`` in RE2 form,
    token positions, Spark's ``try_cast`` rules, ``pyarrow.json`` for the 4.x JSON
    decoder output. The reader is the same function in both placements
-   (txnlog.spark.placement), so Spark plans no regular expression: it only filters
-   the typed lines, unions them and names the replicas (:func:`_replica_names`).
-3. **Assemble** per dumped segment with ``groupBy(file, section).applyInArrow``:
+   (txnlog.spark.placement), so Spark plans no regular expression.
+3. **Assemble** per dumped segment (txnlog.spark.dump_log_arrow, the same functions in
+   both placements; Spark groups each segment's lines with ``groupBy(file, section)``):
    the batch lines of one segment (and the few record lines needed: control
    markers and each batch's first record) become ``BATCH_COLUMNS`` arrays, and
    ``txnlog.reconstruct.segment_fragments`` - the function the segment reader
    uses - turns them into run/marker fragments. ``__transaction_state`` record
-   lines get their batch's partitionLeaderEpoch the same way.
+   lines get their batch's partitionLeaderEpoch the same way. The replicas are
+   named from the "Dumping" lines (``dump_log_arrow.replica_names``).
 
 What the text cannot give (documented, not guessed):
 
@@ -42,30 +43,20 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from txnlog import storage
-from txnlog.kafka import dump_log_text as D
-from txnlog.rows import KIND_QUARANTINE, KIND_SEGMENT, KIND_SNAPSHOT, SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
-from txnlog.spark.dump_log_assemble import assemble_segment, assemble_txn_state
+from txnlog.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
 from txnlog.spark.dump_log_lines import DEFAULT_CHUNK_BYTES, iter_line_batches, list_dump_inputs, split_dump_arg
 from txnlog.spark.dump_log_parse import (
-    DAMAGE_KINDS,
-    K_BATCH,
     K_DUMPING,
-    K_LEGACY,
-    K_RECORD,
-    K_SNAPSHOT,
-    K_SNAPSHOT_CORRUPT,
-    K_START,
     PARSED_SCHEMA,
     parse_lines,
 )
-from txnlog.spark.schemas import quoted, shaped
 from txnlog.spark.sources import arrow_to_spark_schema
 
 if TYPE_CHECKING:
@@ -153,15 +144,6 @@ def register_dump_log_source(spark: SparkSession) -> None:
     spark.dataSource.register(DumpLinesSource)
 
 
-def _sql(value: str) -> str:
-    """A SQL string literal."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _in(*kinds: int) -> str:
-    return "kind_code IN (" + ", ".join(map(str, kinds)) + ")"
-
-
 #: the parsed columns assemble_segment reads
 SEGMENT_COLUMNS = (
     "file line_no section kind_code after_batch dpath broker topic partition file_offset damage_text invalid_bytes "
@@ -177,115 +159,18 @@ RECORD_COLUMNS = (
 ).split()
 
 
-def _records(lines: DataFrame) -> DataFrame:
-    """TXN_STATE rows of the ``__transaction_state`` lines: the decoded record lines (3.x Scala text
-    and 4.x JSON, parsed by the reader) with their batch lines, assembled per dumped segment."""
-    parsed = {"kind": _sql("record"), "broker": "broker", "coordinator_partition": "partition", "file": "dpath"}
-    parsed |= {"record_offset": "rec_offset", "record_timestamp": "rec_timestamp"}
-    parsed |= {c: quoted(c) for c in RECORD_COLUMNS}
-    txn_fields = arrow_to_spark_schema(TXN_STATE_SCHEMA).fields
-    decoded = lines.filter(f"is_txn_state AND kind_code = {K_RECORD} AND txn_decoded").selectExpr(
-        *[f"CAST({parsed.get(f.name, 'NULL')} AS {f.dataType.simpleString()}) AS {quoted(f.name)}" for f in txn_fields],
-        "line_no",
-        "section",
-        "file AS dump_file",
-        "kind_code",
-        "dpath",
-        "CAST(NULL AS int) AS partition_leader_epoch",
-        "CAST(NULL AS bigint) AS record_count",
-        "partition",
-        "CAST(NULL AS boolean) AS crc_valid",
-        "CAST(NULL AS bigint) AS batch_position",
-        "CAST(NULL AS bigint) AS batch_size",
-        "CAST(NULL AS string) AS damage_text",
-        "CAST(NULL AS bigint) AS invalid_bytes",
-    )
-    txn_batches = lines.filter(f"is_txn_state AND {_in(K_BATCH, K_LEGACY, *DAMAGE_KINDS)}").selectExpr(
-        *[
-            f"CAST(NULL AS {f.dataType.simpleString()}) AS {quoted(f.name)}"
-            for f in txn_fields
-            if f.name not in ("broker", "file")
-        ],
-        "`broker`",
-        "`dpath` AS `file`",
-        "`line_no`",
-        "`section`",
-        "`file` AS `dump_file`",
-        "`kind_code`",
-        "`dpath`",
-        "`partition_leader_epoch`",
-        "CAST(`record_count` AS bigint) AS `record_count`",
-        "`partition`",
-        "`crc_valid`",
-        "`position` AS `batch_position`",
-        "`size` AS `batch_size`",
-        "`damage_text`",
-        "`invalid_bytes`",
-    )
-    both = decoded.unionByName(txn_batches)
-    out_schema = arrow_to_spark_schema(TXN_STATE_SCHEMA.append(pa.field("dump_file", pa.string())))
-    return both.groupBy("dump_file", "section").applyInArrow(assemble_txn_state, out_schema)
+#: what replica_names reads of the "Dumping" lines
+_NAMING_COLUMNS = ("kind_code", "file", "loc", "loc_named", "broker", "dpath", "stem")
 
 
-def _replica_names(lines: DataFrame) -> DataFrame:
-    """(dump_file, path broker) → replica name, for every dumped file (README, kafka-dump-log.sh).
+def _lines_of(rows: Any) -> Any:
+    """A mapInArrow function applying ``rows`` (summary_lines or record_lines) to each batch of parsed lines."""
 
-    Deterministic, from the whole input:
+    def select(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            yield from rows(pa.Table.from_batches([batch])).to_batches()
 
-    1. ``NAME=PATH`` names every dump under PATH: NAME, always.
-    2. Otherwise the broker directory in the printed path (``.../<broker dir>/<topic>-<n>/``) names
-       the replica, as before - unless the printed paths cannot tell replicas apart: the same
-       segment path printed by several dump files (every broker's log dir is /var/lib/kafka/data),
-       or no broker directory at all. Then every dump of that *location* (the directory below the
-       ``--dump-log`` directory, or the directory given) that prints that broker directory takes
-       the location's name, so a replica's segments, snapshots and __transaction_state dumps stay
-       together.
-    3. Dump files that still print the same segment path under the same name (files given one by
-       one, or lying side by side in one directory) are told apart by the dump file's name
-       (``b1.txt`` → ``b1``; under a location ``dumps/b1``).
-    """
-    d = (
-        lines.filter(f"kind_code = {K_DUMPING}")
-        .selectExpr(
-            "file AS dump_file", "loc", "coalesce(loc_named, false) AS named", "broker AS pbroker", "dpath", "stem"
-        )
-        .distinct()
-    )
-    # the same printed path in several dump files: per printed broker, then per chosen base name
-    d = d.selectExpr("*", "CAST(size(collect_set(dump_file) OVER (PARTITION BY pbroker, dpath)) > 1 AS int) AS clash")
-    d = d.selectExpr(
-        "*",
-        "loc IS NOT NULL AND (named OR max(clash) OVER (PARTITION BY loc, pbroker) > 0 "
-        f"OR pbroker = {_sql(D.UNKNOWN_BROKER)}) AS use_loc",
-    )
-    d = d.selectExpr("*", "CASE WHEN use_loc THEN loc ELSE pbroker END AS base")
-    d = d.selectExpr(
-        "*", "CAST(size(collect_set(dump_file) OVER (PARTITION BY base, dpath)) > 1 AND NOT named AS int) AS clash2"
-    )
-    return d.selectExpr(
-        "dump_file",
-        "pbroker",
-        "CASE WHEN max(clash2) OVER (PARTITION BY dump_file, base) > 0 "
-        "THEN CASE WHEN use_loc THEN concat_ws('/', base, stem) ELSE stem END ELSE base END AS replica",
-    ).distinct()
-
-
-def _named(df: DataFrame, names: DataFrame, dump_col: str = "dump_file") -> DataFrame:
-    """``df`` with ``broker`` replaced by the replica name of its (dump file, path broker)."""
-    from pyspark.sql import functions as F
-
-    j = df.alias("r").join(
-        F.broadcast(names).alias("n"),
-        (F.col(f"r.{dump_col}") == F.col("n.dump_file")) & (F.col("r.broker") == F.col("n.pbroker")),
-        "left",
-    )
-    # SQL text: one call into the JVM for the whole projection (txnlog.spark.schemas.shaped)
-    return j.selectExpr(
-        *[
-            "coalesce(n.`replica`, r.`broker`) AS `broker`" if c == "broker" else f"r.{quoted(c)} AS {quoted(c)}"
-            for c in df.columns
-        ]
-    )
+    return select
 
 
 def read_dump_logs(spark: SparkSession, paths: list[str]) -> DumpLogFrames:
@@ -302,9 +187,20 @@ def read_dump_logs(spark: SparkSession, paths: list[str]) -> DumpLogFrames:
     ``broker`` is the replica name (:func:`_replica_names`). A small input is read in the driver by
     txnlog.spark.dump_log_arrow instead, with the same steps in Arrow.
 
-    Spark only filters the parsed lines on their typed columns, names the replicas and groups the
-    lines of each dumped segment for ``assemble_*``; the parse happened in the reader.
+    Spark filters the parsed lines in the reading tasks and groups each dumped segment's lines; the rows are
+    made by the functions a small input's read calls (txnlog.spark.dump_log_arrow), with the replica names
+    those give from the few "Dumping" lines, collected here.
     """
+    from txnlog.spark.dump_log_arrow import (
+        RECORD_LINE_COLUMNS,
+        SUMMARY_LINE_COLUMNS,
+        record_lines,
+        record_rows,
+        replica_names,
+        summary_lines,
+        summary_rows,
+    )
+
     inputs = list_dump_inputs(paths)
     files = [f for f, _, _ in inputs]
     options = {
@@ -314,75 +210,20 @@ def read_dump_logs(spark: SparkSession, paths: list[str]) -> DumpLogFrames:
     }
     register_dump_log_source(spark)
     lines = spark.read.format(DUMP_LINES_SOURCE).options(**options).load()
-    names = _replica_names(lines)
+    names = replica_names(lines.filter(f"kind_code = {K_DUMPING}").select(*_NAMING_COLUMNS).distinct().toArrow())
 
-    # --- segments: the lines needed to rebuild each dumped data segment (the KRaft metadata log
-    # and KRaft snapshots are no data partition: skipped as the log-dir reader skips them)
-    seg_lines = lines.filter(
-        f"data_section AND ({_in(K_DUMPING, K_START, K_BATCH, K_LEGACY, *DAMAGE_KINDS)} "
-        f"OR (kind_code = {K_RECORD} AND (after_batch OR marker_type IS NOT NULL)))"
-    ).select(*SEGMENT_COLUMNS)
-    seg_schema = arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA.append(pa.field("dump_file", pa.string())))
-    segments = seg_lines.groupBy("file", "section").applyInArrow(assemble_segment, seg_schema)
+    def segment_rows(group: pa.Table) -> pa.Table:  # typed: applyInArrow reads the hints
+        return summary_rows(group, names)
 
-    # --- producer snapshots
-    snapshots = lines.filter(
-        f"kind_code = {K_SNAPSHOT} AND section > 0 AND NOT is_txn_state AND NOT ignored"
-    ).selectExpr(
-        f"{_sql(KIND_SNAPSHOT)} AS kind",
-        "broker",
-        "topic",
-        "partition",
-        "dpath AS file",
-        "file_offset",
-        "producer_id",
-        "producer_epoch",
-        "first_offset",
-        "last_offset",
-        "last_timestamp",
-        "coordinator_epoch",
-        "last_sequence",
-        "file AS dump_file",
-    )
-    # --- quarantine: lines we cannot or must not read, by the dump file and line number (damage
-    # inside a dumped segment is quarantined above, by the segment's own byte positions); a corrupt
-    # producer snapshot (its entries are not printed: dumpProducerIdSnapshot prints the
-    # CorruptSnapshotException message instead) by the whole file, as the segment reader does
-    corrupt = f"kind_code = {K_SNAPSHOT_CORRUPT}"
-    quarantine = lines.filter("reason IS NOT NULL").selectExpr(
-        f"{_sql(KIND_QUARANTINE)} AS kind",
-        "broker",
-        "topic",
-        "partition",
-        f"CASE WHEN {corrupt} THEN dpath ELSE file END AS file",
-        "file_offset",
-        f"CASE WHEN {corrupt} THEN CAST(0 AS bigint) ELSE line_no END AS position",
-        f"CASE WHEN {corrupt} THEN CAST(NULL AS bigint) ELSE CAST(1 AS bigint) END AS length",
-        "reason",
-        "detail",
-        "file AS dump_file",
-    )
+    def txn_state_rows(group: pa.Table) -> pa.Table:
+        return record_rows(group, names)
 
-    cols = [f.name for f in SEGMENT_SUMMARY_SCHEMA]
-    summary_schema = arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA)
-    summary = (
-        shaped(segments, summary_schema, "dump_file")
-        .unionByName(shaped(snapshots, summary_schema, "dump_file"))
-        .unionByName(shaped(quarantine, summary_schema, "dump_file"))
-    )
-    summary = _named(summary, names).select(*cols)
-
-    records = _records(lines)
-    # one row per dumped __transaction_state segment, records or not: which coordinator partitions
-    # the dumps hold (an empty one too, as a copied empty __transaction_state-<n>/ directory counts)
-    txn_schema = arrow_to_spark_schema(TXN_STATE_SCHEMA)
-    dumped = lines.filter(f"is_txn_state AND kind_code = {K_DUMPING}").selectExpr(
-        f"{_sql(KIND_SEGMENT)} AS kind",
-        "broker",
-        "partition AS coordinator_partition",
-        "dpath AS file",
-        "file AS dump_file",
-    )
-    records = records.unionByName(shaped(dumped, txn_schema, "dump_file"))
-    records = _named(records, names).select(*txn_schema.fieldNames())
+    groups = {}
+    for name, rows, columns in (
+        ("summary", summary_lines, SUMMARY_LINE_COLUMNS),
+        ("records", record_lines, RECORD_LINE_COLUMNS),
+    ):
+        groups[name] = lines.mapInArrow(_lines_of(rows), lines.select(*columns).schema).groupBy("file", "section")
+    summary = groups["summary"].applyInArrow(segment_rows, arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA))
+    records = groups["records"].applyInArrow(txn_state_rows, arrow_to_spark_schema(TXN_STATE_SCHEMA))
     return DumpLogFrames(summary=summary, records=records, files=files)

@@ -1,12 +1,11 @@
-"""kafka-dump-log.sh outputs of a small input, read in this process: no Spark query.
+"""kafka-dump-log.sh lines → the rows of the segment and txn-state sources: one function per step, over Arrow.
 
-:func:`txnlog.spark.dump_log.read_dump_logs` parses the dump files in Data Source tasks and lets Spark
-filter the parsed lines, name the replicas and group each dumped segment's lines for ``assemble_segment``
-and ``assemble_txn_state``. For a small input (``driver_max_bytes``, txnlog.spark.placement) those Spark
-queries cost seconds on a fresh JVM while the lines are a few thousand rows, so :func:`read_dump_logs_here`
-does the same steps on the same parsed lines with pyarrow and calls the same assemble functions: the same
-rows (tests/e2e/test_placement.py, the dump and dump-plus-logs cases, holds the two to the same tables).
-SQL's three-valued logic is kept: a filter keeps a row only where its condition is true (``_where``).
+Both placements call these functions on the lines the Data Source parsed (txnlog.spark.dump_log): a small
+input reads every line here (:func:`read_dump_logs_here`); Spark filters the lines in its reading tasks
+(:func:`summary_lines`, :func:`record_lines`), groups each dumped segment's lines and applies :func:`summary_rows` and
+:func:`record_rows` per group, with the replica names :func:`replica_names` gave from the few "Dumping"
+lines. SQL's three-valued logic is kept: a filter keeps a row only where its condition is true
+(``_where``).
 """
 
 from __future__ import annotations
@@ -50,11 +49,57 @@ def read_dump_logs_here(paths: list[str]) -> tuple[pa.Table, pa.Table]:
         "locations": json.dumps({f: [loc, named] for f, loc, named in inputs}),
     }
     lines = read_here(DumpLinesSource, options, PARSED_SCHEMA)
-    names = replica_names(lines)
+    return summary_rows(lines, replica_names(lines)), record_rows(lines, replica_names(lines))
+
+
+#: the parsed columns :func:`summary_rows` reads
+SUMMARY_LINE_COLUMNS = tuple(
+    dict.fromkeys(
+        [*SEGMENT_COLUMNS, "data_section", "kind_code", "after_batch", "marker_type", "section", "is_txn_state"]
+        + ["ignored", "first_offset", "last_timestamp", "coordinator_epoch", "last_sequence", "reason", "detail"]
+    )
+)
+#: the parsed columns :func:`record_rows` reads
+RECORD_LINE_COLUMNS = tuple(
+    dict.fromkeys(
+        ["is_txn_state", "kind_code", "txn_decoded", "broker", "partition", "dpath", "rec_offset", "rec_timestamp"]
+        + [*RECORD_COLUMNS, "partition_leader_epoch", "record_count", "crc_valid", "position", "size"]
+        + ["damage_text", "invalid_bytes", "line_no", "section", "file"]
+    )
+)
+
+
+def summary_lines(lines: pa.Table) -> pa.Table:
+    """The lines and columns :func:`summary_rows` reads (a row-local filter: Spark applies it in the reading
+    tasks, before each dumped segment's lines are grouped)."""
+    kind = _col(lines, "kind_code")
+    record = pc.and_kleene(
+        pc.equal(kind, K_RECORD), pc.or_kleene(_col(lines, "after_batch"), pc.is_valid(_col(lines, "marker_type")))
+    )
+    kinds = _kinds(lines, K_DUMPING, K_START, K_BATCH, K_LEGACY, K_SNAPSHOT, *DAMAGE_KINDS)
+    keep = pc.or_kleene(pc.or_kleene(kinds, record), pc.is_valid(_col(lines, "reason")))
+    return _where(lines, keep).select(list(SUMMARY_LINE_COLUMNS))
+
+
+def record_lines(lines: pa.Table) -> pa.Table:
+    """The lines and columns :func:`record_rows` reads: the ``__transaction_state`` dumps' record, batch,
+    damage and "Dumping" lines."""
+    kinds = _kinds(lines, K_DUMPING, K_RECORD, K_BATCH, K_LEGACY, *DAMAGE_KINDS)
+    return _where(lines, pc.and_kleene(_col(lines, "is_txn_state"), kinds)).select(list(RECORD_LINE_COLUMNS))
+
+
+def summary_rows(lines: pa.Table, names: dict[tuple[str | None, str | None], str | None]) -> pa.Table:
+    """The parsed lines of whole dumped files or segments → SEGMENT_SUMMARY_SCHEMA rows (segments, producer
+    snapshots, quarantine), ``broker`` the replica name ``names`` gives (:func:`replica_names`)."""
     summary = pa.concat_tables([_segments(lines), _snapshots(lines), _quarantine(lines)], promote_options="default")
-    summary = _shaped(_named(summary, names), SEGMENT_SUMMARY_SCHEMA)
+    return _shaped(_named(summary, names), SEGMENT_SUMMARY_SCHEMA)
+
+
+def record_rows(lines: pa.Table, names: dict[tuple[str | None, str | None], str | None]) -> pa.Table:
+    """The parsed lines of whole dumped files or segments → TXN_STATE_SCHEMA rows (the ``__transaction_state``
+    records and one ``segment`` row per dumped coordinator segment), ``broker`` the replica name."""
     records = pa.concat_tables([_records(lines), _dumped(lines)], promote_options="default")
-    return summary, _shaped(_named(records, names), TXN_STATE_SCHEMA)
+    return _shaped(_named(records, names), TXN_STATE_SCHEMA)
 
 
 def _where(lines: pa.Table, condition: Any) -> pa.Table:
@@ -94,8 +139,20 @@ def _assembled(rows: pa.Table, keys: tuple[str, str], function: Any, schema: pa.
 
 
 def replica_names(lines: pa.Table) -> dict[tuple[str | None, str | None], str | None]:
-    """(dump file, printed broker) → replica name: the rules of ``dump_log._replica_names``, over the
-    distinct "Dumping" lines (one per dumped file, so few)."""
+    """(dump file, printed broker) → replica name, for every dumped file (README, kafka-dump-log.sh), from
+    the distinct "Dumping" lines (one per dumped file, so few). Deterministic, from the whole input:
+
+    1. ``NAME=PATH`` names every dump under PATH: NAME, always.
+    2. Otherwise the broker directory in the printed path (``.../<broker dir>/<topic>-<n>/``) names the
+       replica - unless the printed paths cannot tell replicas apart: the same segment path printed by
+       several dump files (every broker's log dir is /var/lib/kafka/data), or no broker directory at all.
+       Then every dump of that *location* (the directory below the ``--dump-log`` directory, or the
+       directory given) that prints that broker directory takes the location's name, so a replica's
+       segments, snapshots and __transaction_state dumps stay together.
+    3. Dump files that still print the same segment path under the same name (files given one by one, or
+       lying side by side in one directory) are told apart by the dump file's name (``b1.txt`` → ``b1``;
+       under a location ``dumps/b1``).
+    """
     dumping = _where(lines, pc.equal(_col(lines, "kind_code"), K_DUMPING))
     seen = {
         (r["file"], r["loc"], bool(r["loc_named"]), r["broker"], r["dpath"], r["stem"])

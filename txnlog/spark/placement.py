@@ -11,7 +11,7 @@ under a second was the work (benchmarks/RESULTS.md, "Startup").
 So with :attr:`Placement.driver` (the input is at most ``driver_max_bytes``: what this process holds is
 bounded by it) the run calls the sources' readers here (:func:`read_here`) and reads the dumps with
 txnlog.spark.dump_log_arrow, no Spark query; the Delta writer takes the Arrow tables. Either way the tables are
-built by txnlog.spark.arrow_tables in this process; in Spark, the tasks hand it only the rows left once every
+built by txnlog.rules.tables in this process; in Spark, the tasks hand it only the rows left once every
 partition is merged and reduced where it was decoded (txnlog.spark.collect). Both placements give the same
 tables (tests/e2e/test_placement.py).
 """

@@ -50,7 +50,7 @@ from txnlog.rows import (
     KIND_SNAPSHOT,
     SEGMENT_SUMMARY_SCHEMA,
 )
-from txnlog.spark.transactions import PartitionTransactions
+from txnlog.rules.transactions import PartitionTransactions
 
 SEGMENTS_SOURCE = "txnlog_segments"
 
@@ -326,7 +326,7 @@ def pack_files(files: list[LogFile], *, max_bytes: int, min_partitions: int) -> 
 
 def pack_partitions(files: list[LogFile], *, max_bytes: int, min_partitions: int) -> list[list[LogFile]]:
     """:func:`pack_files`, but every file of a topic-partition (all replicas) lands in the same group,
-    so one task sees whole partitions and can finish their transactions (txnlog.spark.transactions)."""
+    so one task sees whole partitions and can finish their transactions (txnlog.rules.transactions)."""
     units: dict[tuple[str, int], list[LogFile]] = {}
     for f in files:
         units.setdefault((f.topic, f.partition), []).append(f)
@@ -948,7 +948,7 @@ class FilesReader(DataSourceReader):
 class _SegmentsReader(FilesReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         # option "transactions": the input partitions hold whole partitions (pack_partitions), so this
-        # task finishes their transactions itself (txnlog.spark.transactions) instead of yielding fragments
+        # task finishes their transactions itself (txnlog.rules.transactions) instead of yielding fragments
         self.start_task()
         merge = PartitionTransactions() if option_flag(self.options, "transactions", False) else None
         # segment rows wait in `segments` and leave as one batch before any other row: rows keep file order

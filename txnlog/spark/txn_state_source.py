@@ -19,7 +19,7 @@ from pyspark.sql.types import StructType
 
 from txnlog.logdirs import LogFile
 from txnlog.rows import KIND_QUARANTINE, TXN_STATE_SCHEMA
-from txnlog.spark.coordinator import TRANSITIONS, reduce_records
+from txnlog.rules.coordinator import TRANSITIONS, reduce_records
 from txnlog.spark.sources import (
     FilesReader,
     arrow_to_spark_schema,
@@ -120,7 +120,7 @@ def _with_transitions(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 class _TxnStateReader(FilesReader):
     """Option ``reduce``: each task holds every replica of its coordinator partitions and yields only
-    the records the verdicts need (txnlog.spark.coordinator), staging all of them under ``stage``."""
+    the records the verdicts need (txnlog.rules.coordinator), staging all of them under ``stage``."""
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry

@@ -32,12 +32,9 @@ from txnlog.rules.remedy import (
 )
 from txnlog.rules.staged import timestamps as _ts  # epoch ms → UTC timestamps, the writer's rule
 from txnlog.spark.placement import group_starts
-from txnlog.spark.staged import StagedTable
 from txnlog.tables import InputSource
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
     from txnlog.logdirs import Checkpoint
 
 RUN_KEY = ("cluster", "as_of")
@@ -570,7 +567,7 @@ class Intermediates:
     input_partitions: frozenset[str]  # the data partitions read ("topic-n")
     state: pa.Table  # coordinator state per transactional.id
     owner_ids: pa.Table  # producer_id → transactional.id (staged.OWNERS_SCHEMA)
-    producers: pa.Table  # each partition's leader's producer state, before expiry (txnlog.spark.producers)
+    producers: pa.Table  # each partition's leader's producer state, before expiry (txnlog.rules.producers)
 
 
 def partition_transactions(
@@ -583,10 +580,10 @@ def partition_transactions(
 ) -> pa.Table:
     """One row per transaction of a partition, replicas merged (txnlog.reconstruct): those
     the decode tasks finished, and with ``fragments`` the others (kafka-dump-log.sh output, split segments'
-    pieces) merged here by the same function (txnlog.spark.transactions.transactions_of_summary; in Spark it
+    pieces) merged here by the same function (txnlog.rules.transactions.transactions_of_summary; in Spark it
     runs per partition in tasks, txnlog.spark.collect)."""
     from txnlog.rows import SEGMENT_SUMMARY_SCHEMA
-    from txnlog.spark.transactions import KIND_TRANSACTION, checkpoints_of, transactions_of_summary
+    from txnlog.rules.transactions import KIND_TRANSACTION, checkpoints_of, transactions_of_summary
 
     names = SEGMENT_SUMMARY_SCHEMA.names
     done = _kind(summary, KIND_TRANSACTION).select(names)
@@ -613,9 +610,9 @@ def partition_transactions(
 
 def reduced_records(records: pa.Table, stage: str) -> pa.Table:
     """``records`` whose records were not reduced where decoded, reduced by the same code, every record
-    staged for ``coordinator_history`` (txnlog.spark.coordinator; in Spark per partition in tasks,
+    staged for ``coordinator_history`` (txnlog.rules.coordinator; in Spark per partition in tasks,
     txnlog.spark.collect)."""
-    from txnlog.spark.coordinator import reduce_records
+    from txnlog.rules.coordinator import reduce_records
 
     columns = [c for c in records.column_names if c != "transitions"]
     recs = _kind(records, "record").select(columns)
@@ -641,10 +638,10 @@ def intermediates(
 ) -> Intermediates:
     """The run's :class:`Intermediates`: partition stats, transactions with their LSO lag and owners, health,
     the coordinator's state and owners, the leaders' producer state."""
-    from txnlog.spark.producers import KINDS as PRODUCER_KINDS
-    from txnlog.spark.producers import SUMMARY_COLUMNS as PRODUCER_SUMMARY_COLUMNS
-    from txnlog.spark.producers import producers_of_summary
-    from txnlog.spark.transactions import checkpoints_of
+    from txnlog.rules.producers import KINDS as PRODUCER_KINDS
+    from txnlog.rules.producers import SUMMARY_COLUMNS as PRODUCER_SUMMARY_COLUMNS
+    from txnlog.rules.producers import producers_of_summary
+    from txnlog.rules.transactions import checkpoints_of
 
     pstats = partition_stats(replica_stats(summary, checkpoints))
     txns = partition_transactions(
@@ -927,8 +924,12 @@ def quarantine(summary: pa.Table, records: pa.Table, as_of: datetime | None, as_
     return pa.concat_tables(parts)
 
 
+#: the tables whose rows are staged as files under ``scratch``/<name> (txnlog.rules.staged): :func:`build` gives
+#: what finishes them (a ``staged.Finisher``), the writer's side (txnlog.spark.staged.StagedTable) the files
+STAGED = ("transactions", "coordinator_history")
+
+
 def build(
-    spark: SparkSession,
     summary: pa.Table,
     records: pa.Table,
     thresholds: classify.Thresholds,
@@ -941,11 +942,10 @@ def build(
     as_of: datetime | None = None,
     as_of_source: str = "",
     history_bounds: pa.Table | None = None,
-    driver: bool = True,
 ) -> dict[str, Any]:
-    """Every output table (``pipeline.build_tables``): Arrow tables, and ``transactions`` /
-    ``coordinator_history`` as ``staged.StagedTable`` values, finished in this process with ``driver``, else in
-    Spark tasks (a large input's staged files)."""
+    """Every output table (``pipeline.build_tables``): Arrow tables, and for the :data:`STAGED` tables
+    (``transactions``, ``coordinator_history``: their rows staged under ``scratch``) what finishes their
+    staged files (``staged.Finish``, ``staged.FinishHistory``)."""
     summary, records = _with_input(summary), _with_input(records)
     it = intermediates(
         summary, records, as_of_ms=thresholds.as_of_ms, checkpoints=checkpoints, fragments=fragments,
@@ -955,7 +955,7 @@ def build(
     sources = it.health.select([*TP, "source"]).cast(staged.SOURCES_SCHEMA)
     finish = staged.Finish(as_of_ms=thresholds.as_of_ms, owners=it.owner_ids, sources=sources, bounds=history_bounds)
     return {
-        "transactions": StagedTable(spark, f"{scratch}/transactions", finish, driver=driver),
+        "transactions": finish,
         "findings": findings(verdicts, stuck(it, thresholds), thresholds.as_of_ms),
         "abort_recommendations": abort_recommendations(
             verdicts, thresholds.bootstrap_servers or classify.BOOTSTRAP_PLACEHOLDER, it
@@ -963,9 +963,7 @@ def build(
         "partition_health": partition_health(it, thresholds),
         "producer_state": producer_state(it, thresholds),
         "coordinator_state": coordinator_state_table(it),
-        "coordinator_history": StagedTable(
-            spark, f"{scratch}/coordinator_history", staged.FinishHistory(), "coordinator_history", driver=driver
-        ),
+        "coordinator_history": staged.FinishHistory(),
         "quarantine": quarantine(summary, records, as_of, as_of_source),
     }
 

@@ -11,19 +11,13 @@ one whose offsets ``partition_health`` reports (the leader answers DescribeProdu
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from txnlog import producer_state as P
 from txnlog import reconstruct as R
-from txnlog.spark.transactions import Checkpoints, _arrow_col
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
+from txnlog.rules.transactions import Checkpoints, _arrow_col
 
 #: one row per producer id of a partition, on its leader, before expiry (times in epoch ms)
 PRODUCER_ROWS = pa.schema(
@@ -126,20 +120,3 @@ def producers_of_summary(table: pa.Table, checkpoints: Checkpoints) -> pa.Table:
     if not n:
         return PRODUCER_ROWS.empty_table()
     return pa.Table.from_arrays([columns[f.name].cast(f.type) for f in PRODUCER_ROWS], schema=PRODUCER_ROWS)
-
-
-def leader_producer_state(summary: DataFrame, checkpoints: Checkpoints) -> DataFrame:
-    """Per partition, its leader's producer state (:data:`PRODUCER_ROWS`): the rows of each partition
-    grouped (one shuffle of a row per segment and producer) and reduced by :func:`producers_of_summary`."""
-    from pyspark.sql import functions as F
-
-    from txnlog.spark.sources import arrow_to_spark_schema
-
-    known = dict(checkpoints)
-
-    def reduce_group(table: pa.Table) -> pa.Table:  # typed: applyInArrow reads the hints
-        return producers_of_summary(table, known)
-
-    rows = summary.filter(F.col("kind").isin(*KINDS) & F.col("topic").isNotNull() & F.col("partition").isNotNull())
-    rows = rows.select(*SUMMARY_COLUMNS)
-    return rows.groupBy("topic", "partition").applyInArrow(reduce_group, arrow_to_spark_schema(PRODUCER_ROWS))
