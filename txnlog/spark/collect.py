@@ -115,6 +115,10 @@ def broker_times(summary: DataFrame, records: DataFrame) -> dict[str, int | None
         for batch in batches:
             yield _times_batch(as_of.broker_times_of(None, pa.Table.from_batches([batch])))
 
+    # only the columns the rule reads cross into Python: the rows' other columns (lists above all) would cost
+    # far more to convert than the rule does (see the module doc)
+    summary = summary.select("kind", "marker_timestamp", "log_append_timestamp")
+    records = records.select("kind", "record_timestamp")
     rows = summary.mapInArrow(of_summary, schema).unionByName(records.mapInArrow(of_records, schema)).collect()
     return as_of.newest_times([r.asDict() for r in rows])
 
