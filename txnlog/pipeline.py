@@ -409,14 +409,15 @@ def decode(
         # while the last big segments are still being walked. It returns the broker-written times.
         times = collect.broker_times(summary, records)
     split_partitions: frozenset[tuple[str, int]] = frozenset()
+    dead: frozenset[tuple[str, str, int]] = frozenset()  # split pieces the whole walk passes over
     if split_segment_bytes > 0 and any(f.size > split_segment_bytes for f in inputs.inventory.segments):
-        summary, split_partitions, times = _stitched(spark, summary, records, times)
+        summary, split_partitions, dead, times = _stitched(spark, summary, records, times)
     whole = bool(inputs.dump_files or live_cut is not None)  # every partition may hold fragments
     with job_description(spark, "txnlog: merge and reduce per partition"):
         checkpoints = [*inputs.inventory.checkpoints, *(live_cut.checkpoints() if live_cut else ())]
         summary_table, records_table = collect.merged_and_collected(
             summary, records, checkpoints_of(checkpoints), scratch=scratch,
-            fragment_partitions=None if whole else split_partitions, reduce=shared,
+            fragment_partitions=None if whole else split_partitions, reduce=shared, dead=dead,
         )  # fmt: skip
     return Decoded(
         summary_table, records_table, times, fragments=False, records_reduced=True,
@@ -434,9 +435,9 @@ def _txn_state_read(inputs: Inputs, records: pa.Table) -> frozenset[int]:
 
 def _stitched(
     spark: SparkSession, summary: DataFrame, records: DataFrame, times: dict[str, int | None]
-) -> tuple[DataFrame, frozenset[tuple[str, int]], dict[str, int | None]]:
+) -> tuple[DataFrame, frozenset[tuple[str, int]], frozenset[tuple[str, str, int]], dict[str, int | None]]:
     """The summary with split segments' pieces stitched (txnlog.spark.splits), the partitions that were
-    split, and the broker-written times again if a dropped piece may have seen other times."""
+    split, the dead pieces, and the broker-written times again if a dead piece may have seen other times."""
     from txnlog.spark.collect import broker_times
     from txnlog.spark.splits import stitch_pieces
 
@@ -444,7 +445,7 @@ def _stitched(
         summary, split_partitions, dead = stitch_pieces(summary)
         if dead:  # a piece the whole walk passes over may have seen other times
             times = broker_times(summary, records)
-    return summary, split_partitions, times
+    return summary, split_partitions, dead, times
 
 
 def _log_dir_sources(
@@ -488,6 +489,7 @@ def _log_dir_options(
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The options of the segments and ``__transaction_state`` sources for the log dirs ``inv`` lists."""
     from txnlog import storage
+    from txnlog.spark.collect import FRAGMENTS_STAGE
     from txnlog.spark.sources import write_manifest
 
     common = {
@@ -506,6 +508,8 @@ def _log_dir_options(
         "transactions": str(not dumps).lower(),
         "stage": f"{scratch}/transactions",
         "split_segment_bytes": str(split_segment_bytes),
+        # a split partition's fragments, staged per partition for its merge (txnlog.spark.collect)
+        "fragments_stage": f"{scratch}/{FRAGMENTS_STAGE}",
     }
     txn_state = {
         **write_manifest(f"{scratch}/inputs", "txn_state", inv.txn_state_segments),

@@ -32,9 +32,9 @@ def _inventory(root: Path, seed: int, *, damage: int, tail: bool, interval: int)
     return discover([str(broker)])
 
 
-def _read(spark, inv: Inventory, split_bytes: int) -> tuple[Any, Any]:
+def _read(spark, inv: Inventory, split_bytes: int, staged: str | None = None) -> tuple[Any, Any]:
     """(the source's DataFrame as the job reads it: whole partitions per task, merged there; the summary
-    after the stitch)."""
+    after the stitch). ``staged``: split partitions' fragments staged there, as the job does, not yielded."""
     from txnlog.spark.sources import SegmentsSource, checkpoints_option, files_option
     from txnlog.spark.splits import stitch_pieces
 
@@ -45,6 +45,7 @@ def _read(spark, inv: Inventory, split_bytes: int) -> tuple[Any, Any]:
         "transactions": "true",
         "min_partitions": "4",
         "split_segment_bytes": str(split_bytes),
+        **({"fragments_stage": staged} if staged else {}),
     }
     df = spark.read.format(SegmentsSource.name()).options(**options).load()
     return df, stitch_pieces(df)
@@ -57,7 +58,9 @@ def _rows(df, kinds: tuple[str, ...]) -> list[tuple]:
     return sorted(map(repr, t.to_pylist()))
 
 
-def _tables(spark, summary, inv: Inventory, fragments: bool, only: frozenset | None = None) -> dict[str, list]:
+def _tables(
+    spark, summary, inv: Inventory, fragments: bool, only: frozenset | None = None, staged=None, dead=()
+) -> dict[str, list]:
     """The rows the table build reads of ``summary`` as the job hands them over (txnlog.spark.collect): the
     split partitions' fragments merged per partition in tasks, every transaction kept (no stage)."""
     from pyspark.sql import functions as F
@@ -70,7 +73,9 @@ def _tables(spark, summary, inv: Inventory, fragments: bool, only: frozenset | N
 
     checkpoints = checkpoints_of(inv.checkpoints)
     if fragments:
-        merged = collect.merged_fragments(summary, checkpoints, stage=None, fragment_partitions=only)
+        merged = collect.merged_fragments(
+            summary, checkpoints, stage=None, fragment_partitions=only, staged=staged, dead=dead
+        )
         summary = summary.filter(~F.col("kind").isin(KIND_RUN, KIND_MARKER)).unionByName(merged)
     rows, _ = collect.collected(summary, summary.limit(0))
     txns = rows.filter(pc.equal(rows.column("kind"), KIND_TRANSACTION)).select(list(RAW_COLUMNS))
@@ -82,17 +87,21 @@ def _tables(spark, summary, inv: Inventory, fragments: bool, only: frozenset | N
     }
 
 
-def assert_split_equals_whole(spark, inv: Inventory, split_bytes: int) -> int:
-    """The stitched split read's tables equal the whole read's; returns how many pieces there were."""
+def assert_split_equals_whole(spark, inv: Inventory, split_bytes: int, staged: str | None = None) -> int:
+    """The stitched split read's tables equal the whole read's; returns how many pieces there were.
+    ``staged``: the split partition's fragments go through staged files there (the job's way), not rows."""
     from pyspark.sql import functions as F
 
     whole_df, (whole, _, _) = _read(spark, inv, 0)
-    split_df, (stitched, was_split, _) = _read(spark, inv, split_bytes)
+    split_df, (stitched, was_split, dead) = _read(spark, inv, split_bytes, staged)
     assert whole_df.filter(F.col("kind") == "piece").count() == 0
     pieces = split_df.filter(F.col("kind") == "piece").count()
+    if staged:  # the split partition's fragments went to files, not rows
+        assert split_df.filter(F.col("kind").isin("run", "marker") & (F.col("topic") == "hot")).count() == 0
+        assert any(Path(staged).rglob("*.arrow"))
     want = _tables(spark, whole, inv, fragments=False)
     assert ("hot", 0) in was_split
-    got = _tables(spark, stitched, inv, fragments=True, only=was_split)
+    got = _tables(spark, stitched, inv, fragments=True, only=was_split, staged=staged, dead=dead)
     for name in want:
         assert got[name] == want[name], name
     assert want["transactions"] and want["segment"]
@@ -106,13 +115,25 @@ def assert_split_equals_whole(spark, inv: Inventory, split_bytes: int) -> int:
     tail=st.booleans(),
     pieces=st.integers(2, 9),
     interval=st.sampled_from([128, 512, 2048]),
+    staged=st.booleans(),
 )
 def test_any_split_gives_the_whole_reads_rows(
-    spark, tmp_path_factory: pytest.TempPathFactory, seed: int, damage: int, tail: bool, pieces: int, interval: int
+    spark,
+    tmp_path_factory: pytest.TempPathFactory,
+    seed: int,
+    damage: int,
+    tail: bool,
+    pieces: int,
+    interval: int,
+    staged: bool,
 ) -> None:
-    inv = _inventory(tmp_path_factory.mktemp("split"), seed, damage=damage, tail=tail, interval=interval)
+    """Fragments as rows (the way kafka-dump-log.sh input goes) or staged as files (the job's way for a split
+    partition of a log dir): either way the split read's tables are the whole read's."""
+    root = tmp_path_factory.mktemp("split")
+    inv = _inventory(root, seed, damage=damage, tail=tail, interval=interval)
     hot = next(f for f in inv.segments if f.topic == "hot")
-    assert assert_split_equals_whole(spark, inv, -(-hot.size // pieces)) >= 2
+    stage = str(root / "fragments") if staged else None
+    assert assert_split_equals_whole(spark, inv, -(-hot.size // pieces), stage) >= 2
 
 
 def test_a_hot_partitions_big_segment_becomes_several_tasks(spark, tmp_path: Path) -> None:

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
 #: the rows the fragment merge reads (every other kind reaches the driver as it is)
 FRAGMENT_KINDS = (KIND_RUN, KIND_MARKER, "segment", "snapshot")
+#: the scratch directory split partitions' fragments are staged in (the segments source's ``fragments_stage``)
+FRAGMENTS_STAGE = "fragments"
 #: the summary's list columns, which only transaction rows fill
 LIST_COLUMNS = tuple(f.name for f in SEGMENT_SUMMARY_SCHEMA if pa.types.is_list(f.type))
 
@@ -48,12 +50,16 @@ def merged_fragments(
     *,
     stage: str | None,
     fragment_partitions: Collection[tuple[str, int]] | None = None,
+    staged: str | None = None,
+    dead: Collection[tuple[str, str, int]] = (),
 ) -> DataFrame:
     """The transaction rows of the partitions decoded in fragments, merged per (topic, partition) in tasks by
     :func:`txnlog.rules.transactions.transactions_of_summary`: every transaction staged under ``stage`` and
     the ones the verdicts need returned (None: every transaction returned, none staged).
     ``fragment_partitions``: the only partitions that may hold fragments (split segments', txnlog.splits), so
-    that no other partition's rows are shuffled; None: any."""
+    that no other partition's rows are shuffled; None: any. ``staged``: the directory the reading tasks staged
+    split partitions' fragments in (the ``fragments_stage`` option, txnlog.spark.sources), read here per
+    partition, less the ``dead`` pieces' (txnlog.spark.splits.stitch_pieces): they never pass through the JVM."""
     from pyspark.sql import functions as F
 
     pieces = summary.filter(
@@ -66,7 +72,11 @@ def merged_fragments(
     # the merge reads no list column (transaction rows' own): see the module doc for their cost
     sent = [f.name for f in SEGMENT_SUMMARY_SCHEMA if not pa.types.is_list(f.type)]
 
+    skip = frozenset(dead)
+
     def merge_group(table: pa.Table) -> pa.Table:  # typed: applyInArrow reads the hints
+        if staged is not None and table.num_rows:
+            table = _with_staged(table, staged, skip)
         return transactions_of_summary(table, known, stage, SEGMENT_SUMMARY_SCHEMA)
 
     return (
@@ -74,6 +84,32 @@ def merged_fragments(
         .groupBy("topic", "partition")
         .applyInArrow(merge_group, arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA))
     )
+
+
+def _with_staged(table: pa.Table, staged: str, dead: frozenset[tuple[str, str, int]]) -> pa.Table:
+    """``table`` (one partition's rows) plus the fragments its reading tasks staged under ``staged``, but the
+    ``dead`` pieces'."""
+    import numpy as np
+    from pyarrow import fs as pafs
+
+    from txnlog.rules.staged import STAGED_SUFFIX, filesystem_of, read_raw
+    from txnlog.spark.sources import fragments_dir
+
+    where = fragments_dir(staged, table.column("topic")[0].as_py(), int(table.column("partition")[0].as_py()))
+    filesystem, path = filesystem_of(where)
+    prefix = where[: len(where) - len(path)] if where.endswith(path) else ""
+    infos = filesystem.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    parts = [
+        read_raw(prefix + i.path) for i in infos if i.type == pafs.FileType.File and i.path.endswith(STAGED_SUFFIX)
+    ]
+    if not parts:
+        return table
+    frags = pa.concat_tables(parts)
+    if dead:
+        keys = zip(*(frags.column(c).to_pylist() for c in ("broker", "file", "piece")), strict=True)
+        frags = frags.filter(pa.array(np.array([k not in dead for k in keys], bool)))
+    frags = frags.select(table.column_names).cast(table.schema)
+    return pa.concat_tables([table, frags])
 
 
 def reduced_records(records: DataFrame, stage: str) -> DataFrame:
@@ -152,6 +188,7 @@ def merged_and_collected(
     scratch: str,
     fragment_partitions: Collection[tuple[str, int]] | None,
     reduce: bool,
+    dead: Collection[tuple[str, str, int]] = (),
 ) -> tuple[pa.Table, pa.Table]:
     """The decode's rows in this process, fragments merged (:func:`merged_fragments`; ``fragment_partitions``:
     the only partitions that may hold them, None: any, empty: none) and, with ``reduce``, the coordinator
@@ -160,8 +197,9 @@ def merged_and_collected(
 
     if fragment_partitions is None or fragment_partitions:
         merged = merged_fragments(
-            summary, checkpoints, stage=f"{scratch}/transactions", fragment_partitions=fragment_partitions
-        )
+            summary, checkpoints, stage=f"{scratch}/transactions", fragment_partitions=fragment_partitions,
+            staged=f"{scratch}/{FRAGMENTS_STAGE}", dead=dead,
+        )  # fmt: skip
         rest = summary.filter(~F.col("kind").isin(KIND_RUN, KIND_MARKER))
         summary = rest.unionByName(merged.withColumn("input", F.lit(None).cast("string")))
     if reduce:  # other inputs may hold the same __transaction_state partitions: reduced together here

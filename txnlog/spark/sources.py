@@ -724,10 +724,13 @@ def summarize_segment(
     piece: int | None = None,
     next_piece: int | None = None,
     next_batch: tuple[int, int] | None = None,
+    fragments_to: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Decode one segment in this process: its ``segment`` row goes to ``segments``, its fragments to
-    ``merge`` when given (which then yields the partition's transactions), else they are yielded as
-    rows, and so are its quarantine rows. ``scan``: the segment already walked (a live range's bytes,
+    ``merge`` when given (which then yields the partition's transactions), else to a staged file in the
+    directory ``fragments_to`` when given (read back by the partition's merge, txnlog.spark.collect: rows
+    that never pass through the JVM), else they are yielded as rows; its quarantine rows are yielded.
+    ``scan``: the segment already walked (a live range's bytes,
     txnlog.spark.live_batches; a piece of it, :func:`summarize_piece`: every row then says ``piece``),
     else ``file.path`` is read."""
     from txnlog.reconstruct import SUMMARY_FRAGMENT_COLUMNS, col, segment_fragments
@@ -748,7 +751,7 @@ def summarize_segment(
         )
     elif n:
         kinds = np.where(frags["kind"] == 1, KIND_MARKER, KIND_RUN)
-        yield batch_of(
+        batch = batch_of(
             SEGMENT_SUMMARY_SCHEMA,
             n,
             {
@@ -763,6 +766,13 @@ def summarize_segment(
                 "piece": None if piece is None else np.full(n, piece, np.int32),
             },
         )
+        if fragments_to is None:
+            yield batch
+        else:
+            from txnlog.rules.staged import stage_name, write_raw
+
+            name = stage_name([file.broker, file.path, str(piece)])
+            write_raw(pa.Table.from_batches([batch]), fragments_to, name, columns=None)
     segments.add(file, b, scan.legacy_entries, piece=piece, next_piece=next_piece)
     if scan.quarantine:
         bounds = b
@@ -782,6 +792,7 @@ def summarize_piece(
     check_crc: bool,
     segments: SegmentRows,
     max_decompressed_bytes: int | None = None,
+    fragments_to: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """:func:`summarize_segment` of one piece of a split segment (txnlog.splits): the file is mapped whole,
     every split point checked, and the piece walked from its start to the first valid split point its
@@ -825,6 +836,7 @@ def summarize_piece(
         piece=piece.index,
         next_piece=S.piece_of_stop(piece.positions, scan.stopped_at),
         next_batch=next_batch,
+        fragments_to=fragments_to,
     )
 
 
@@ -945,6 +957,13 @@ class FilesReader(DataSourceReader):
         storage.configure_from_options(self.options)
 
 
+def fragments_dir(stage: str, topic: str, partition: int) -> str:
+    """Where a split partition's fragments are staged (``fragments_stage`` option): one directory per partition."""
+    import posixpath
+
+    return posixpath.join(stage, f"{topic}-{partition}")
+
+
 class _SegmentsReader(FilesReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         # option "transactions": the input partitions hold whole partitions (pack_partitions), so this
@@ -959,17 +978,21 @@ class _SegmentsReader(FilesReader):
         if isinstance(partition, _FilesPartition):
             pieces, downstream = partition.pieces(), partition.fragments()
         for file, piece, alone in zip(files, pieces, downstream, strict=True):
-            # a split partition's files leave as fragments: its pieces are in other tasks
+            # a split partition's files leave as fragments: its pieces are in other tasks; with the option
+            # "fragments_stage" as staged files, one directory per partition, for its merge to read
             file_merge = None if alone else merge
+            staged = self.options.get("fragments_stage") if alone else None
+            to = fragments_dir(staged, file.topic, file.partition) if staged else None
             try:
                 if file.kind == "snapshot":
                     rows = summarize_snapshot(file, file_merge)
                 elif piece is not None:
-                    rows = summarize_piece(file, piece, self.check_crc, segments, self.max_decompressed_bytes)
+                    rows = summarize_piece(file, piece, self.check_crc, segments, self.max_decompressed_bytes, to)
                 else:
                     rows = summarize_segment(
-                        file, self.check_crc, segments, file_merge, max_decompressed_bytes=self.max_decompressed_bytes
-                    )
+                        file, self.check_crc, segments, file_merge, max_decompressed_bytes=self.max_decompressed_bytes,
+                        fragments_to=to,
+                    )  # fmt: skip
                 for batch in rows:
                     yield from segments.batches()
                     yield batch

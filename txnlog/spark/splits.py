@@ -41,15 +41,18 @@ def live_and_dead(pieces: Iterable[Any]) -> tuple[dict[tuple[str, str], list[Any
     return live, dead
 
 
-def stitch_pieces(summary: DataFrame) -> tuple[DataFrame, frozenset[tuple[str, int]], bool]:
-    """(the summary with split segments stitched, the (topic, partition)s that had a split segment, whether
-    any piece was dead). One small Spark job: the ``piece`` rows are collected to the driver — one per
-    piece, at most one per ``split_segment_bytes`` of the split segments (8 per GiB at the default), the
-    same order as the file listing the driver already holds; never a row per batch or transaction."""
+def stitch_pieces(
+    summary: DataFrame,
+) -> tuple[DataFrame, frozenset[tuple[str, int]], frozenset[tuple[str, str, int]]]:
+    """(the summary with split segments stitched, the (topic, partition)s that had a split segment, the dead
+    pieces: (broker, file, piece) of each piece the whole walk passes over). One small Spark job: the
+    ``piece`` rows are collected to the driver — one per piece, at most one per ``split_segment_bytes`` of
+    the split segments (8 per GiB at the default), the same order as the file listing the driver already
+    holds; never a row per batch or transaction."""
     pieces = summary.filter(F.col("kind") == KIND_PIECE).collect()
     rest = summary.filter(F.col("kind") != KIND_PIECE)
     if not pieces:
-        return rest, frozenset(), False
+        return rest, frozenset(), frozenset()
     split = frozenset((r["topic"], int(r["partition"])) for r in pieces)
     live, dead = live_and_dead(pieces)
     if dead:
@@ -65,4 +68,4 @@ def stitch_pieces(summary: DataFrame) -> tuple[DataFrame, frozenset[tuple[str, i
         values.update(kind=KIND_SEGMENT, piece=None, next_piece=None)
         rows.append(tuple(values.get(name) for name in summary.columns))
     segments = summary.sparkSession.createDataFrame(rows, schema=summary.schema)
-    return rest.unionByName(segments), split, bool(dead)
+    return rest.unionByName(segments), split, frozenset(dead)
