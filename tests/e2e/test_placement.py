@@ -97,7 +97,7 @@ def test_groups_are_those_of_spark(spark):
     """The driver's grouping hands a function the same groups as groupBy().applyInArrow: nulls together."""
     import pyarrow as pa
 
-    from txnlog.spark.placement import groups
+    from txnlog.rules.tables import groups
 
     table = pa.table(
         {"k": ["b", None, "a", "b", None, None], "n": [1, 2, 3, None, 2, None], "v": [10, 20, 30, 40, 50, 60]}

@@ -18,7 +18,6 @@ tables (tests/e2e/test_placement.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -48,36 +47,6 @@ def read_here(source: type[DataSource], options: dict[str, str], schema: pa.Sche
     tables = [pa.Table.from_batches([b]) for part in reader.partitions() for b in reader.read(part)]
     tables = [_conform(t, schema) for t in tables if t.num_rows]
     return pa.concat_tables(tables) if tables else schema.empty_table()
-
-
-def groups(table: pa.Table, keys: Sequence[str]) -> Iterator[pa.Table]:
-    """The rows of ``table`` per distinct value of ``keys`` (nulls form their own group), as Spark's
-    ``groupBy(...).applyInArrow`` hands them to its function: one table per group."""
-    if table.num_rows == 0:
-        return
-    order = table.sort_by([(k, "ascending") for k in keys]).combine_chunks()
-    bounds = [*group_starts(order, keys).tolist(), order.num_rows]
-    for begin, end in zip(bounds[:-1], bounds[1:], strict=True):
-        yield order.slice(begin, end - begin)
-
-
-def group_starts(order: pa.Table, keys: Sequence[str]) -> Any:
-    """The row numbers where a new group of ``keys`` starts in ``order`` (sorted by ``keys``; null == null
-    here): a numpy int64 array, empty for an empty table."""
-    import numpy as np
-
-    starts = np.zeros(order.num_rows, dtype=bool)
-    if order.num_rows == 0:
-        return np.flatnonzero(starts)
-    starts[0] = True
-    for key in keys:
-        column = order.column(key)
-        values = column.to_numpy(zero_copy_only=False)
-        valid = np.asarray(column.is_valid().to_numpy(zero_copy_only=False), bool)
-        starts[1:] |= valid[1:] != valid[:-1]
-        both = valid[1:] & valid[:-1]
-        starts[1:] |= both & (values[1:] != values[:-1])
-    return np.flatnonzero(starts)
 
 
 def _conform(table: pa.Table, target: pa.Schema) -> pa.Table:
