@@ -884,7 +884,7 @@ WALK_MODES = (
     "kafka_python_nocrc",
     "txnlog_source",
 )
-#: the walk the issue-12 target is judged against: a Python user's script that finds open transactions
+#: the walk the end-to-end performance target is judged against: a Python user's script that finds open transactions
 TARGET_WALK = "kafka_python_txn"
 
 

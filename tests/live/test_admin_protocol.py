@@ -1100,7 +1100,7 @@ def test_consumer_offsets_open_commit_is_an_open_transaction(wire: Any) -> None:
 
 def test_a_fetched_compression_bomb_is_quarantined_not_expanded(wire: Any) -> None:
     """A control batch whose zstd records expand to 16 MiB, fetched with a 1 MiB limit: the range's rows
-    quarantine it as decompressed_too_large (as the segment reader does, issue 14) and keep every other batch."""
+    quarantine it as decompressed_too_large (as the segment reader does) and keep every other batch."""
     from tests.kafka.bombs import bomb
     from tests.kafka.encoders import Batch
 

@@ -1,4 +1,4 @@
-"""The Kafka source for data partitions (issue 13) against noida-db, with real transactional producers.
+"""The Kafka source for data partitions against noida-db, with real transactional producers.
 
 One topic of 8 partitions gets committed, aborted and open transactions from librdkafka
 (confluent-kafka) and kafka-python producers in every codec they have (tests/live/capture.py), plus a

@@ -1,4 +1,4 @@
-"""Live cluster reading and checks against noida-db with real transactional producers (issue #4).
+"""Live cluster reading and checks against noida-db with real transactional producers.
 
 What noida-db 0.2.3 can and cannot show (shared/FEASIBILITY.md §1), and what these tests do:
 

@@ -1,4 +1,4 @@
-"""txnlog.live_tables and ``verify_live`` against noida-db with a SIGKILLed transactional producer (issue #4).
+"""txnlog.live_tables and ``verify_live`` against noida-db with a SIGKILLed transactional producer.
 
 Real clients, a real server on 127.0.0.1, no mocks. noida-db 0.2.3 answers DescribeProducers with no
 active producers (tests/live/test_live_cluster.py), so live *findings* cannot appear there: that part

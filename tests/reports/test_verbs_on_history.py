@@ -1,4 +1,4 @@
-"""Every ``txnlog`` verb in every format on the sample history (issue 15, "Must show"): the printed table,
+"""Every ``txnlog`` verb in every format on the sample history: the printed table,
 json lines and csv are parsed back into rows, and those rows equal the Delta tables' rows of the run shown,
 normalised as the verbs print them (epoch ms, minutes of idle time, second-precision ISO times, ``-``/null
 for none, lists joined by commas). The expectations come from the tables read with pyarrow

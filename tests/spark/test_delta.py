@@ -395,7 +395,7 @@ def test_read_table_without_a_table_is_a_usage_error(tmp_path):
 
 
 def test_timestamps_past_the_year_9999_are_written_and_read_back(tmp_path):
-    """Issue 11 rule 8: a client clock in µs (CreateTime ≈ year 56 000) written by any tool must not crash
+    """A client clock in µs (CreateTime ≈ year 56 000) written by any tool must not crash
     the writer's file statistics (no bounds for such a column) nor the txnlog CLI's reader (null there)."""
     import argparse
 
