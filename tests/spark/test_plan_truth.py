@@ -84,7 +84,7 @@ def _expected(truth: ScenarioResult) -> dict[tuple[Any, ...], dict[str, int]]:
     return out
 
 
-def test_the_scenario_is_the_one_issue_15_asks_for(run) -> None:
+def test_the_scenario_has_several_open_transactions_per_partition(run) -> None:
     """Several open transactions on one partition, the writer's plan with each case (a)-(c) in it."""
     truth, _ = run
     plan = {(s["topic"], s["partition"], s["step"]): s for s in _plan(truth)}
