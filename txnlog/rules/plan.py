@@ -20,10 +20,9 @@ def plan_steps(
     and after it and the offsets it releases; partitions that release the most first.
 
     On a partition with no fence step the numbers are the job's (``abort_recommendations.lso_after_abort``/
-    ``offsets_released``, txnlog.spark.output.abort_impact). On one with a fence step they are computed here by
-    the same rule over the steps planned there: after each step the LSO is the first offset of the next
-    transaction still open (a later step, or one of ``open_transactions`` the plan does not end), else the log
-    end, never below the log start. Fences whose transaction lists no partition of the input come last."""
+    ``offsets_released``, txnlog.rules.tables.abort_impact). On one with a fence step they are computed here by
+    the same rule (:func:`lso_after_steps`) over the steps planned there. Fences whose transaction lists no
+    partition of the input come last."""
     bounds = {(h["topic"], h["partition"]): h for h in health if h.get("source") != "live"}
     by_partition: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for r in recommendations:
@@ -49,21 +48,45 @@ def plan_steps(
     return steps + sorted(elsewhere, key=lambda r: r.get("transactional_id") or "")
 
 
+def lso_after_steps(
+    nexts: Sequence[int | None],
+    *,
+    blocker: int | None,
+    lso: int | None,
+    log_start: int | None,
+    log_end: int | None,
+) -> list[tuple[int | None, int]]:
+    """(LSO after, offsets released) of each of a partition's steps, ended one after another in start-offset
+    order: after a step the LSO is the first offset of the earliest transaction still open on the leader —
+    the next step's (``nexts``: its start offset, None for the last) or ``blocker``, the earliest the steps
+    do not end — else the log end, never below the log start (``UnifiedLog.lastStableOffset``; a completed
+    transaction whose marker the high watermark has not passed no longer holds it once the step's own marker,
+    written after it, is replicated: ``ProducerStateManager.removeUnreplicatedTransactions``). Released: the
+    LSO after minus the LSO before (the partition's ``lso`` for the first step), never negative."""
+    out: list[tuple[int | None, int]] = []
+    before = lso
+    for nxt in nexts:
+        lowest = min((v for v in (blocker, nxt, log_end) if v is not None), default=None)
+        after = max((v for v in (lowest, log_start) if v is not None), default=None)
+        out.append((after, max(after - before, 0) if after is not None and before is not None else 0))
+        before = after
+    return out
+
+
 def _release(rows: list[dict[str, Any]], bounds: Mapping[str, Any], open_txns: Sequence[dict[str, Any]]) -> None:
-    """``lso_after_abort``/``offsets_released`` of one partition's planned steps (in start-offset order), ended
-    one after another, as txnlog.spark.output.abort_impact computes them for aborts alone."""
+    """``lso_after_abort``/``offsets_released`` of one partition's planned steps (in start-offset order)."""
     planned = {(r["producer_id"], r["start_offset"]) for r in rows}
     others = [o["first_offset"] for o in open_txns if (o["producer_id"], o["first_offset"]) not in planned]
-    blocker = min(others, default=None)
-    before = bounds.get("last_stable_offset")
-    for i, r in enumerate(rows):
-        nxt = rows[i + 1]["start_offset"] if i + 1 < len(rows) else None
-        lowest = min((v for v in (blocker, nxt, bounds.get("log_end_offset")) if v is not None), default=None)
-        floor = bounds.get("log_start_offset")
-        after = max(v for v in (lowest, floor) if v is not None) if lowest is not None or floor is not None else None
-        r["lso_after_abort"] = after
-        r["offsets_released"] = max(after - before, 0) if after is not None and before is not None else 0
-        before = after
+    nexts = [rows[i + 1]["start_offset"] if i + 1 < len(rows) else None for i in range(len(rows))]
+    steps = lso_after_steps(
+        nexts,
+        blocker=min(others, default=None),
+        lso=bounds.get("last_stable_offset"),
+        log_start=bounds.get("log_start_offset"),
+        log_end=bounds.get("log_end_offset"),
+    )
+    for r, (after, released) in zip(rows, steps, strict=True):
+        r["lso_after_abort"], r["offsets_released"] = after, released
 
 
 def fence_steps(findings: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
