@@ -24,9 +24,8 @@ from txnlog.reconstruct import (
     replica_transactions,
     segment_fragments,
 )
-from txnlog.rows import SEGMENT_SUMMARY_SCHEMA
+from txnlog.rows import SEGMENT_SUMMARY_SCHEMA, batch_of
 from txnlog.rules.transactions import transactions_of_summary
-from txnlog.spark.sources import batch_of
 
 EVENT = st.tuples(st.integers(-1, 3), st.sampled_from(["data", "data", "commit", "abort"]), st.integers(1, 3))
 

@@ -28,8 +28,7 @@ from hypothesis import strategies as st
 from txnlog import classify
 from txnlog.pipeline import build_tables
 from txnlog.reconstruct import SUMMARY_FRAGMENT_COLUMNS, segment_fragments
-from txnlog.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
-from txnlog.spark.sources import batch_of
+from txnlog.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA, batch_of
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 

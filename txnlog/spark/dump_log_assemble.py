@@ -10,9 +10,18 @@ import numpy as np
 import pyarrow as pa
 
 from txnlog.kafka import dump_log_text as D
-from txnlog.rows import KIND_MARKER, KIND_QUARANTINE, KIND_RUN, KIND_SEGMENT, SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
+from txnlog.rows import (
+    KIND_MARKER,
+    KIND_QUARANTINE,
+    KIND_RUN,
+    KIND_SEGMENT,
+    SEGMENT_SUMMARY_SCHEMA,
+    TXN_STATE_SCHEMA,
+    batch_of,
+    broker_timestamps,
+    producer_rows,
+)
 from txnlog.spark.dump_log_parse import K_BATCH, K_ELIDED, K_INVALID_BYTES, K_LEGACY, K_RECORD, K_START
-from txnlog.spark.sources import batch_of, broker_timestamps, producer_rows
 
 
 def _np(table: pa.Table, name: str, dtype: Any, fill: Any) -> np.ndarray:

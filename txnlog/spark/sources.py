@@ -49,6 +49,10 @@ from txnlog.rows import (
     KIND_SEGMENT,
     KIND_SNAPSHOT,
     SEGMENT_SUMMARY_SCHEMA,
+    batch_of,
+    broker_written,
+    newest_timestamp,
+    producer_rows,
 )
 from txnlog.rules.transactions import PartitionTransactions
 
@@ -503,22 +507,6 @@ def checkpoints_option(checkpoints: Any) -> str:
     )
 
 
-def batch_of(schema: pa.Schema, n: int, columns: dict[str, Any]) -> pa.RecordBatch:
-    """A RecordBatch of ``schema``: given columns (arrays or scalars), the rest null."""
-    arrays = []
-    for field in schema:
-        value = columns.get(field.name)
-        if value is None:
-            arrays.append(pa.nulls(n, field.type))
-        elif isinstance(value, (pa.Array, pa.ChunkedArray)):
-            arrays.append(value.cast(field.type))
-        elif isinstance(value, np.ndarray):
-            arrays.append(pa.array(value).cast(field.type))
-        else:
-            arrays.append(pa.array(np.full(n, value) if not isinstance(value, str) else [value] * n, type=field.type))
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-
 def quarantine_batch(
     schema: pa.Schema,
     file: LogFile,
@@ -560,34 +548,6 @@ def quarantine_batch(
             **bounds,
         },
     )
-
-
-def broker_timestamps(batches: dict[str, np.ndarray]) -> dict[str, pa.Array]:
-    """The newest broker-written timestamps of a segment's batch columns, for its ``segment`` row.
-
-    A client stamps CreateTime with its own clock (it may run in microseconds, or wrong), so the
-    job's "now" comes only from what a broker's clock wrote:
-
-    * ``marker_timestamp``: the max timestamp of the control batches. The partition leader stamps a
-      transaction marker itself (``MemoryRecords.withEndTransactionMarker(…, System.currentTimeMillis(), …)``
-      in ``KafkaApis.handleWriteTxnMarkersRequest``);
-    * ``log_append_timestamp``: the max timestamp of the LogAppendTime batches (``LogValidator``
-      sets it to the leader's clock for ``message.timestamp.type=LogAppendTime``).
-
-    Null when the segment has no such batch.
-    """
-    return {
-        name: pa.array([_newest(batches["max_timestamp"], mask)], pa.int64())
-        for name, mask in broker_written(batches).items()
-    }
-
-
-def broker_written(batches: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Which batches carry a time a broker's clock wrote, per column of :func:`broker_timestamps`."""
-    return {
-        "marker_timestamp": np.asarray(batches["is_control"], bool),
-        "log_append_timestamp": np.asarray(batches["timestamp_type"] == 1, bool),
-    }
 
 
 class SegmentRows:
@@ -639,7 +599,7 @@ class SegmentRows:
             "record_count": int(b["record_count"].astype(np.int64).sum()),
             "size_bytes": file.size,
             "legacy_entries": legacy_entries,
-            **{name: _newest(b["max_timestamp"], mask) for name, mask in broker_written(b).items()},
+            **{name: newest_timestamp(b["max_timestamp"], mask) for name, mask in broker_written(b).items()},
             "piece": piece,
             "next_piece": next_piece,
         }
@@ -685,32 +645,6 @@ _SEGMENT_ROW_TYPES: dict[str, pa.DataType] = {
         "next_piece",
     )
 }
-
-
-def producer_rows(
-    broker: str, topic: str, partition: int | None, path: str, base_offset: int | None, producers: dict[str, Any]
-) -> pa.RecordBatch:
-    """Rows of kind ``producer`` of one segment (txnlog.producer_state.segment_producers: (values, valid)
-    columns)."""
-    n = producers["producer_id"][0].size
-    return batch_of(
-        SEGMENT_SUMMARY_SCHEMA,
-        n,
-        {
-            "kind": KIND_PRODUCER,
-            "broker": broker,
-            "topic": topic,
-            "partition": pa.array([partition] * n, pa.int32()),
-            "file": path,
-            "file_offset": pa.array([base_offset] * n, pa.int64()),
-            **{name: pa.array(values, mask=~valid) for name, (values, valid) in producers.items()},
-        },
-    )
-
-
-def _newest(max_timestamp: np.ndarray, mask: np.ndarray) -> int | None:
-    chosen = max_timestamp[mask]
-    return int(chosen.max()) if chosen.size else None
 
 
 def summarize_segment(

@@ -18,12 +18,11 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from txnlog.logdirs import LogFile
-from txnlog.rows import KIND_QUARANTINE, TXN_STATE_SCHEMA
+from txnlog.rows import KIND_QUARANTINE, TXN_STATE_SCHEMA, batch_of
 from txnlog.rules.coordinator import TRANSITIONS, reduce_records
 from txnlog.spark.sources import (
     FilesReader,
     arrow_to_spark_schema,
-    batch_of,
     limit_kwargs,
     option_flag,
     partition_files,
