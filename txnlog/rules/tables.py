@@ -24,6 +24,7 @@ from txnlog import classify
 from txnlog import tables as contract
 from txnlog.kafka.wire import TransactionState
 from txnlog.rules import staged
+from txnlog.rules.plan import lso_after_steps
 from txnlog.rules.remedy import (
     REMEDY_COLUMNS,
     coordinator_stuck_evidence_and_advice,
@@ -780,7 +781,7 @@ def _legacy_epoch(rows: pa.Table) -> Any:
 
 
 def abort_impact(it: Intermediates, hanging: pa.Table) -> tuple[list[int | None], list[int | None]]:
-    """(lso_after_abort, offsets_released) per HANGING row, aborted in offset order on each partition
+    """(lso_after_abort, offsets_released) per HANGING row, aborted in offset order on each partition.
     HANGING transactions are few: a loop over them.
 
     The LSO is the first offset of the earliest unstable transaction (open on the leader, or ended by a
@@ -792,7 +793,7 @@ def abort_impact(it: Intermediates, hanging: pa.Table) -> tuple[list[int | None]
     transactions up to this one, the LSO moves to the first offset of the earliest transaction left open on
     the leader (a LATE or active one, or the next HANGING one), else to the log end, never below the log
     start. ``offsets_released``: the LSO after this abort minus the LSO before it (the partition's LSO for the
-    first)."""
+    first). The rule is :func:`txnlog.rules.plan.lso_after_steps`, which the remediation plan applies too."""
     key = ("topic", "partition", "producer_id", "start_offset")
     marked = {tuple(r[k] for k in key) for r in hanging.select(list(key)).to_pylist()}
     on_lead = it.txns.filter(_true(it.txns.column("open_on_lead"))).select(
@@ -813,24 +814,19 @@ def abort_impact(it: Intermediates, hanging: pa.Table) -> tuple[list[int | None]
     rows = hanging.select(list(key)).to_pylist()
     after: list[int | None] = [None] * len(rows)
     released: list[int | None] = [None] * len(rows)
-    order = sorted(
-        range(len(rows)),
-        key=lambda i: (rows[i]["topic"], rows[i]["partition"], rows[i]["start_offset"], rows[i]["producer_id"]),
-    )
-    previous: dict[tuple[str, int], int | None] = {}
-    for i in order:
-        r = rows[i]
-        tp = (r["topic"], r["partition"])
+    by_tp: dict[tuple[str, int], list[int]] = {}
+    for i in sorted(range(len(rows)), key=lambda i: (rows[i]["start_offset"], rows[i]["producer_id"])):
+        by_tp.setdefault((rows[i]["topic"], rows[i]["partition"]), []).append(i)
+    for tp, steps in by_tp.items():
         b = bounds.get(tp, {})
-        nxt = min((s for s in later.get(tp, ()) if s > r["start_offset"]), default=None)
-        candidates_ = [v for v in (blocker.get(tp), nxt, b.get("log_end_offset")) if v is not None]
-        lowest = min(candidates_) if candidates_ else None
-        floor = b.get("log_start_offset")
-        value = max(v for v in (lowest, floor) if v is not None) if lowest is not None or floor is not None else None
-        before = previous[tp] if tp in previous else b.get("last_stable_offset")
-        after[i] = value
-        released[i] = max(value - before, 0) if value is not None and before is not None else 0
-        previous[tp] = value
+        # the next HANGING transaction still open on the leader after each step
+        nexts = [min((s for s in later.get(tp, ()) if s > rows[i]["start_offset"]), default=None) for i in steps]
+        lso = lso_after_steps(
+            nexts, blocker=blocker.get(tp), lso=b.get("last_stable_offset"),
+            log_start=b.get("log_start_offset"), log_end=b.get("log_end_offset"),
+        )  # fmt: skip
+        for i, (a, r) in zip(steps, lso, strict=True):
+            after[i], released[i] = a, r
     return after, released
 
 
