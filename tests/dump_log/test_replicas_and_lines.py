@@ -186,8 +186,8 @@ def _segment(tmp_path_factory) -> tuple[str, int, int]:  # type: ignore[no-untyp
 @pytest.mark.spark
 def test_same_segment_path_in_two_broker_dirs_is_two_replicas(spark, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
     """Every broker's log dir is /var/lib/kafka/data: the dump's place names the replica, counts are not doubled."""
+    from txnlog.dump_log.lines import list_dump_inputs
     from txnlog.spark.dump_log import read_dump_logs
-    from txnlog.spark.dump_log_lines import list_dump_inputs
 
     path, n_batches, n_records = _segment(tmp_path_factory)
     shown = "/var/lib/kafka/data/orders-7/" + os.path.basename(path)
@@ -220,7 +220,7 @@ def test_same_segment_path_in_two_broker_dirs_is_two_replicas(spark, tmp_path_fa
 
 
 def test_dump_arg() -> None:
-    from txnlog.spark.dump_log_lines import split_dump_arg
+    from txnlog.dump_log.lines import split_dump_arg
 
     assert split_dump_arg("broker-1=dumps/b1.txt") == ("broker-1", "dumps/b1.txt")
     assert split_dump_arg("dumps/x=y.txt") == (None, "dumps/x=y.txt")  # a name holds no "/"

@@ -1,7 +1,7 @@
 """``--dump-log``: read ``kafka-dump-log.sh`` text into the same rows as the binary sources.
 
 This module holds the Data Source and the Spark plan that joins the steps (:func:`read_dump_logs`); the
-steps themselves are txnlog.spark.dump_log_lines, dump_log_parse and dump_log_assemble. Three steps:
+steps themselves are txnlog.dump_log.lines, parse and assemble. Three steps:
 
 1. **Lines** (``txnlog_dump_lines``, a Python Data Source): one input partition per
    dump file, read in chunks and split on ``\\n`` with numpy (no loop per line).
@@ -50,13 +50,13 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from txnlog import storage
-from txnlog.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
-from txnlog.spark.dump_log_lines import DEFAULT_CHUNK_BYTES, iter_line_batches, list_dump_inputs, split_dump_arg
-from txnlog.spark.dump_log_parse import (
+from txnlog.dump_log.lines import DEFAULT_CHUNK_BYTES, iter_line_batches, list_dump_inputs, split_dump_arg
+from txnlog.dump_log.parse import (
     K_DUMPING,
     PARSED_SCHEMA,
     parse_lines,
 )
+from txnlog.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
 from txnlog.spark.sources import arrow_to_spark_schema
 
 if TYPE_CHECKING:

@@ -17,14 +17,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txnlog import storage
-from txnlog.kafka import dump_log_text as D
-from txnlog.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
-from txnlog.rules import staged
-from txnlog.rules.tables import groups
-from txnlog.spark.dump_log import RECORD_COLUMNS, SEGMENT_COLUMNS, DumpLinesSource
-from txnlog.spark.dump_log_assemble import assemble_segment, assemble_txn_state
-from txnlog.spark.dump_log_lines import list_dump_inputs
-from txnlog.spark.dump_log_parse import (
+from txnlog.dump_log.assemble import assemble_segment, assemble_txn_state
+from txnlog.dump_log.lines import list_dump_inputs
+from txnlog.dump_log.parse import (
     DAMAGE_KINDS,
     K_BATCH,
     K_DUMPING,
@@ -35,6 +30,11 @@ from txnlog.spark.dump_log_parse import (
     K_START,
     PARSED_SCHEMA,
 )
+from txnlog.kafka import dump_log_text as D
+from txnlog.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
+from txnlog.rules import staged
+from txnlog.rules.tables import groups
+from txnlog.spark.dump_log import RECORD_COLUMNS, SEGMENT_COLUMNS, DumpLinesSource
 from txnlog.spark.placement import read_here
 
 DUMP_FILE = pa.field("dump_file", pa.string())

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from txnlog.dump_log.parse import K_BATCH, K_ELIDED, K_INVALID_BYTES, K_LEGACY, K_RECORD, K_START
 from txnlog.kafka import dump_log_text as D
 from txnlog.rows import (
     KIND_MARKER,
@@ -21,7 +22,6 @@ from txnlog.rows import (
     broker_timestamps,
     producer_rows,
 )
-from txnlog.spark.dump_log_parse import K_BATCH, K_ELIDED, K_INVALID_BYTES, K_LEGACY, K_RECORD, K_START
 
 
 def _np(table: pa.Table, name: str, dtype: Any, fill: Any) -> np.ndarray:
