@@ -888,8 +888,8 @@ WALK_MODES = (
 TARGET_WALK = "kafka_python_txn"
 
 
-#: the hot mix: the hot partition's share of the data bytes (a little over half: on 2 cores only a partition
-#: above an even share is a straggler, txnlog.splits.worth_splitting) and its segments' size
+#: the hot mix: the hot partition's share of the data bytes (a little over half: a straggler on 2 cores, though
+#: not one worth splitting there since txnlog.splits.worth_splitting counts the split's cost) and its segments' size
 HOT_FRACTION = 0.55
 HOT_SEGMENT_BYTES = 256 * MiB
 

@@ -6,9 +6,10 @@ the dense mix plus one partition holding ~55 % of the data bytes in 256 MiB segm
 files, as transaction-dense as the rest. The job (``./spark-submit.sh --logs DIR --output OUT``) runs on
 it in these variants, interleaved in every repeat (A B A B ...), page cache warmed before each run:
 
-* ``indexed``: the data set as written. The hot partition is a straggler (more than an even share of the
-  input over the cores), so its segments above ``split_segment_bytes`` are cut at index positions and read
-  by several tasks, and its transactions are merged from the pieces' fragments downstream.
+* ``indexed``: the data set as written. Where the hot partition is worth splitting
+  (txnlog.splits.worth_splitting: not on 2 cores at 55 %, which the split's cost outweighs), its segments above
+  ``split_segment_bytes`` are cut at index positions and read by several tasks, and its transactions are
+  merged from the pieces' staged fragments.
 * ``empty_index``: the same ``.log`` files (hard links: the same inodes, the same page cache) with every
   ``.index`` file empty, as a copy that lost its indexes: every file is read whole.
 * ``split_off``: the data set as written, with the job config ``split_segment_bytes: 0`` (``--config``).

@@ -225,16 +225,21 @@ def test_only_a_stragglers_big_segments_are_split() -> None:
     sizes = np.array([60, 40] * 10)
     units = np.repeat(np.arange(10), 2)
     assert not S.worth_splitting(sizes, units, 50, cores=2).any()
-    # one hot partition of 4 x 250 bytes beside a cold one of 100: 1000 > 550, its big files are split,
+    # one hot partition of 4 x 250 bytes beside a cold one of 100: 1000 x 1.5 > 1100, its big files are split,
     # the cold partition's 100-byte file (above the threshold too) is not
     sizes = np.array([250, 250, 250, 250, 100])
     units = np.array([7, 7, 7, 7, 3])
     assert S.worth_splitting(sizes, units, 99, cores=2).tolist() == [True, True, True, True, False]
     # ... and not its files at or below the threshold
     assert S.worth_splitting(sizes, units, 250, cores=2).tolist() == [False] * 5
-    # files read one by one (their own unit): only a file above the even share
-    sizes = np.array([600, 300, 100])
+    # files read one by one (their own unit): only a file whose excess over an even share pays for its split
+    sizes = np.array([800, 150, 50])
     assert S.worth_splitting(sizes, np.arange(3), 50, cores=2).tolist() == [True, False, False]
+    # a partition holding 55 % of the input: on 2 cores the rest keeps the other core busy nearly as long, and
+    # splitting costs more than that; on 8 cores it is the straggler by far
+    sizes, units = np.array([275, 275] + [112] * 4), np.array([1, 1, 2, 3, 4, 5])
+    assert not S.worth_splitting(sizes, units, 100, cores=2).any()
+    assert S.worth_splitting(sizes, units, 100, cores=8).tolist() == [True, True] + [False] * 4
     # one core, nothing to spread over; splitting off
     assert not S.worth_splitting(sizes, np.arange(3), 50, cores=1).any()
     assert not S.worth_splitting(sizes, np.arange(3), 0, cores=4).any()

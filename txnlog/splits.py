@@ -91,18 +91,29 @@ class SplitPoints:
     previous: np.ndarray
 
 
+#: what reading a partition in pieces costs besides its bytes, in units of the partition's own decode: the
+#: pieces' extra CPU (each maps its file and checks its split points, and its fragments are staged) plus
+#: the merge of the pieces' fragments. Measured on the transaction-dense hot mix (benchmarks/RESULTS.md §2,
+#: "One build, staged fragments"): about 1.0 there, about 0 on logs of few, large transactions; 0.5 splits
+#: where it wins on the one and loses least on the other.
+SPLIT_OVERHEAD = 0.5
+
+
 def worth_splitting(sizes: np.ndarray, units: np.ndarray, split_bytes: int, cores: int) -> np.ndarray:
     """Which files to read in pieces: those above ``split_bytes`` whose *unit* (``units[i]``: the partition
-    when one task reads a partition whole, else the file itself) holds more than an even share of the
-    input over ``cores`` — the task that would still be walking when every other core is done.
+    when one task reads a partition whole, else the file itself) would still be walking when every other
+    core is done, by more than splitting costs.
 
-    Splitting is not free: the transactions of a split partition are merged from its pieces' fragments
-    downstream (a shuffle of per-transaction rows through the JVM), where a whole partition finishes
-    them in its own task. On 4 GiB of exactly-once traffic (685 partitions, the 12 largest ~0.2 GiB each
-    with one ~200 MiB segment) splitting every segment above 128 MiB took the job from 28 s to 73 s on
-    2 cores and won nothing: no partition was a straggler (benchmarks/RESULTS.md §2, "Both mixes at
-    1–8 GiB, index splits only for stragglers"). A hot 4 GiB partition of 1 GiB segments is one (its
-    share is all of it).
+    Read whole, such a unit takes ``unit`` (its bytes, in time) on one core while the rest of the input
+    shares the others; read in pieces, every core shares the input plus the split's overhead
+    (:data:`SPLIT_OVERHEAD` × ``unit``). Splitting wins when ``unit > (total + overhead × unit) / cores``,
+    i.e. ``unit × (cores − overhead) > total``: on 2 cores a partition holding more than two thirds of the
+    input, on 8 one holding more than ~13 %. A split partition's transactions are merged from its pieces'
+    fragments, where a whole partition finishes them in its own task: on 4 GiB of exactly-once traffic
+    (685 partitions, the 12 largest ~0.2 GiB each with one ~200 MiB segment) splitting every segment above
+    128 MiB took the job from 28 s to 73 s on 2 cores and won nothing (RESULTS §2, "Both mixes at 1–8 GiB,
+    index splits only for stragglers"), and a partition holding 55 % of the input was 1.3–2.3× slower split
+    on 2 cores. A hot 4 GiB partition of 1 GiB segments on its own is one to split (its share is all of it).
     """
     sizes = np.asarray(sizes, np.int64)
     if sizes.size == 0 or split_bytes <= 0 or cores < 2:
@@ -110,8 +121,8 @@ def worth_splitting(sizes: np.ndarray, units: np.ndarray, split_bytes: int, core
     units = np.asarray(units, np.int64)
     _, inverse = np.unique(units, return_inverse=True)
     unit_bytes = np.bincount(inverse.reshape(-1), weights=sizes).astype(np.int64)
-    share = sizes.sum() / cores
-    return (sizes > split_bytes) & (unit_bytes[inverse.reshape(-1)] > share)
+    wins = unit_bytes * (cores - SPLIT_OVERHEAD) > sizes.sum()
+    return (sizes > split_bytes) & wins[inverse.reshape(-1)]
 
 
 def index_split_points(index: Buffer | None, base_offset: int, size: int) -> SplitPoints | str:
