@@ -522,7 +522,7 @@ def _log_dir_options(
 
 def _decode_here(inputs: Inputs, check_crc: bool, scratch: str, max_decompressed_bytes: int | None) -> Decoded:
     """:func:`decode` of a small input in this process, no Spark query: the sources' readers called here
-    (txnlog.spark.placement), the dumps read by txnlog.spark.dump_log_arrow, Arrow tables returned. One
+    (txnlog.spark.placement), the dumps read by txnlog.spark.dump_log.read_dump_logs_here, Arrow tables returned. One
     process reads every segment whole (split segments are for parallel tasks)."""
     import pyarrow as pa
 
@@ -540,7 +540,7 @@ def _decode_here(inputs: Inputs, check_crc: bool, scratch: str, max_decompressed
     records = _labelled(read_here(TxnStateSource, txn_state, SOURCE_SCHEMA), InputSource.SEGMENTS)
     read = set(inputs.inventory.txn_state_partitions)
     if inputs.dump_files:
-        from txnlog.spark.dump_log_arrow import read_dump_logs_here
+        from txnlog.spark.dump_log import read_dump_logs_here
 
         dumped, dumped_records = read_dump_logs_here(list(inputs.dump_log))
         summary = pa.concat_tables([summary, _labelled(dumped, InputSource.DUMP_LOG)], promote_options="default")

@@ -17,14 +17,14 @@ steps themselves are txnlog.dump_log.lines, parse and assemble. Three steps:
    token positions, Spark's ``try_cast`` rules, ``pyarrow.json`` for the 4.x JSON
    decoder output. The reader is the same function in both placements
    (txnlog.spark.placement), so Spark plans no regular expression.
-3. **Assemble** per dumped segment (txnlog.spark.dump_log_arrow, the same functions in
+3. **Assemble** per dumped segment (txnlog.dump_log.rows, the same functions in
    both placements; Spark groups each segment's lines with ``groupBy(file, section)``):
    the batch lines of one segment (and the few record lines needed: control
    markers and each batch's first record) become ``BATCH_COLUMNS`` arrays, and
    ``txnlog.reconstruct.segment_fragments`` - the function the segment reader
    uses - turns them into run/marker fragments. ``__transaction_state`` record
    lines get their batch's partitionLeaderEpoch the same way. The replicas are
-   named from the "Dumping" lines (``dump_log_arrow.replica_names``).
+   named from the "Dumping" lines (``txnlog.dump_log.rows.replica_names``).
 
 What the text cannot give (documented, not guessed):
 
@@ -56,7 +56,17 @@ from txnlog.dump_log.parse import (
     PARSED_SCHEMA,
     parse_lines,
 )
+from txnlog.dump_log.rows import (
+    RECORD_LINE_COLUMNS,
+    SUMMARY_LINE_COLUMNS,
+    record_lines,
+    record_rows,
+    replica_names,
+    summary_lines,
+    summary_rows,
+)
 from txnlog.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
+from txnlog.spark.placement import read_here
 from txnlog.spark.sources import arrow_to_spark_schema
 
 if TYPE_CHECKING:
@@ -144,21 +154,6 @@ def register_dump_log_source(spark: SparkSession) -> None:
     spark.dataSource.register(DumpLinesSource)
 
 
-#: the parsed columns assemble_segment reads
-SEGMENT_COLUMNS = (
-    "file line_no section kind_code after_batch dpath broker topic partition file_offset damage_text invalid_bytes "
-    "base_offset last_offset record_count base_sequence producer_id producer_epoch partition_leader_epoch "
-    "is_transactional is_control delete_horizon position timestamp_type max_timestamp size magic compression crc "
-    "crc_valid rec_offset rec_timestamp marker_type marker_epoch"
-).split()
-#: TXN_STATE columns a decoded record line carries as parsed (the rest are null or set by assemble_txn_state)
-RECORD_COLUMNS = (
-    "transactional_id is_tombstone key_version value_version producer_id producer_epoch timeout_ms state partitions "
-    "last_update_timestamp txn_start_timestamp previous_producer_id next_producer_id next_producer_epoch "
-    "client_transaction_version"
-).split()
-
-
 #: what replica_names reads of the "Dumping" lines
 _NAMING_COLUMNS = ("kind_code", "file", "loc", "loc_named", "broker", "dpath", "stem")
 
@@ -173,6 +168,19 @@ def _lines_of(rows: Any) -> Any:
     return select
 
 
+def read_dump_logs_here(paths: list[str]) -> tuple[pa.Table, pa.Table]:
+    """``read_dump_logs(spark, paths)`` in this process: (summary, records) as Arrow tables of
+    SEGMENT_SUMMARY_SCHEMA and TXN_STATE_SCHEMA, ``broker`` the replica name."""
+    inputs = list_dump_inputs(paths)
+    options = {
+        "paths": json.dumps([f for f, _, _ in inputs]),
+        "storage": storage.settings_option(),
+        "locations": json.dumps({f: [loc, named] for f, loc, named in inputs}),
+    }
+    lines = read_here(DumpLinesSource, options, PARSED_SCHEMA)
+    return summary_rows(lines, replica_names(lines)), record_rows(lines, replica_names(lines))
+
+
 def read_dump_logs(spark: SparkSession, paths: list[str]) -> DumpLogFrames:
     """``kafka-dump-log.sh`` outputs under ``paths`` → the rows of the segment and txn-state sources.
 
@@ -185,21 +193,12 @@ def read_dump_logs(spark: SparkSession, paths: list[str]) -> DumpLogFrames:
     quarantined by that segment's path and byte position, the dump file and line in ``detail``;
     a line no format knows is quarantined by the dump file and its line number (``length`` 1).
     ``broker`` is the replica name (:func:`_replica_names`). A small input is read in the driver by
-    txnlog.spark.dump_log_arrow instead, with the same steps in Arrow.
+    :func:`read_dump_logs_here` instead, with the same functions.
 
     Spark filters the parsed lines in the reading tasks and groups each dumped segment's lines; the rows are
-    made by the functions a small input's read calls (txnlog.spark.dump_log_arrow), with the replica names
+    made by the functions a small input's read calls (txnlog.dump_log.rows), with the replica names
     those give from the few "Dumping" lines, collected here.
     """
-    from txnlog.spark.dump_log_arrow import (
-        RECORD_LINE_COLUMNS,
-        SUMMARY_LINE_COLUMNS,
-        record_lines,
-        record_rows,
-        replica_names,
-        summary_lines,
-        summary_rows,
-    )
 
     inputs = list_dump_inputs(paths)
     files = [f for f, _, _ in inputs]

@@ -9,11 +9,11 @@ own, every Python stage starts or wakes Python workers, and a cold JVM plans and
 under a second was the work (benchmarks/RESULTS.md, "Startup").
 
 So with :attr:`Placement.driver` (the input is at most ``driver_max_bytes``: what this process holds is
-bounded by it) the run calls the sources' readers here (:func:`read_here`) and reads the dumps with
-txnlog.spark.dump_log_arrow, no Spark query; the Delta writer takes the Arrow tables. Either way the tables are
-built by txnlog.rules.tables in this process; in Spark, the tasks hand it only the rows left once every
-partition is merged and reduced where it was decoded (txnlog.spark.collect). Both placements give the same
-tables (tests/e2e/test_placement.py).
+bounded by it) the run calls the sources' readers here (:func:`read_here`, and for the dumps
+txnlog.spark.dump_log.read_dump_logs_here), no Spark query; the Delta writer takes the Arrow tables. Either
+way the tables are built by txnlog.rules.tables in this process; in Spark, the tasks hand it only the rows
+left once every partition is merged and reduced where it was decoded (txnlog.spark.collect). Both placements
+give the same tables (tests/e2e/test_placement.py).
 """
 
 from __future__ import annotations

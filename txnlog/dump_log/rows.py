@@ -1,24 +1,21 @@
 """kafka-dump-log.sh lines → the rows of the segment and txn-state sources: one function per step, over Arrow.
 
 Both placements call these functions on the lines the Data Source parsed (txnlog.spark.dump_log): a small
-input reads every line here (:func:`read_dump_logs_here`); Spark filters the lines in its reading tasks
-(:func:`summary_lines`, :func:`record_lines`), groups each dumped segment's lines and applies :func:`summary_rows` and
-:func:`record_rows` per group, with the replica names :func:`replica_names` gave from the few "Dumping"
-lines. SQL's three-valued logic is kept: a filter keeps a row only where its condition is true
-(``_where``).
+input reads every line in the driver (``read_dump_logs_here``); Spark filters the lines in its reading tasks
+(:func:`summary_lines`, :func:`record_lines`), groups each dumped segment's lines and applies
+:func:`summary_rows` and :func:`record_rows` per group, with the replica names :func:`replica_names` gave from
+the few "Dumping" lines. SQL's three-valued logic is kept: a filter keeps a row only where its condition is
+true (``_where``).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txnlog import storage
 from txnlog.dump_log.assemble import assemble_segment, assemble_txn_state
-from txnlog.dump_log.lines import list_dump_inputs
 from txnlog.dump_log.parse import (
     DAMAGE_KINDS,
     K_BATCH,
@@ -28,29 +25,28 @@ from txnlog.dump_log.parse import (
     K_SNAPSHOT,
     K_SNAPSHOT_CORRUPT,
     K_START,
-    PARSED_SCHEMA,
 )
 from txnlog.kafka import dump_log_text as D
 from txnlog.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
 from txnlog.rules import staged
 from txnlog.rules.tables import groups
-from txnlog.spark.dump_log import RECORD_COLUMNS, SEGMENT_COLUMNS, DumpLinesSource
-from txnlog.spark.placement import read_here
 
 DUMP_FILE = pa.field("dump_file", pa.string())
 
 
-def read_dump_logs_here(paths: list[str]) -> tuple[pa.Table, pa.Table]:
-    """``read_dump_logs(spark, paths)`` in this process: (summary, records) as Arrow tables of
-    SEGMENT_SUMMARY_SCHEMA and TXN_STATE_SCHEMA, ``broker`` the replica name."""
-    inputs = list_dump_inputs(paths)
-    options = {
-        "paths": json.dumps([f for f, _, _ in inputs]),
-        "storage": storage.settings_option(),
-        "locations": json.dumps({f: [loc, named] for f, loc, named in inputs}),
-    }
-    lines = read_here(DumpLinesSource, options, PARSED_SCHEMA)
-    return summary_rows(lines, replica_names(lines)), record_rows(lines, replica_names(lines))
+#: the parsed columns assemble_segment reads
+SEGMENT_COLUMNS = (
+    "file line_no section kind_code after_batch dpath broker topic partition file_offset damage_text invalid_bytes "
+    "base_offset last_offset record_count base_sequence producer_id producer_epoch partition_leader_epoch "
+    "is_transactional is_control delete_horizon position timestamp_type max_timestamp size magic compression crc "
+    "crc_valid rec_offset rec_timestamp marker_type marker_epoch"
+).split()
+#: TXN_STATE columns a decoded record line carries as parsed (the rest are null or set by assemble_txn_state)
+RECORD_COLUMNS = (
+    "transactional_id is_tombstone key_version value_version producer_id producer_epoch timeout_ms state partitions "
+    "last_update_timestamp txn_start_timestamp previous_producer_id next_producer_id next_producer_epoch "
+    "client_transaction_version"
+).split()
 
 
 #: the parsed columns :func:`summary_rows` reads
