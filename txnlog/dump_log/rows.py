@@ -114,7 +114,7 @@ def _kinds(lines: pa.Table, *kinds: int) -> Any:
 
 def _shaped(table: pa.Table, schema: pa.Schema, *extra: str) -> pa.Table:
     """``table`` with exactly ``schema``'s columns (null where it has none), cast, then ``extra`` as they are
-    (``txnlog.spark.schemas.shaped``)."""
+    (what a SELECT of CASTs does)."""
     n = table.num_rows
     arrays = [
         table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(n, f.type) for f in schema
