@@ -513,17 +513,9 @@ def cmd_abort(args: argparse.Namespace, out: TextIO) -> int:
     import time
 
     from txnlog import classify, live
-    from txnlog.config import load_config
 
     request = _abort_request(args)
-    overrides: dict[str, Any] = {}
-    if args.bootstrap_servers:
-        overrides["bootstrap_servers"] = args.bootstrap_servers
-    if args.max_transaction_timeout_ms is not None:
-        overrides["max_transaction_timeout_ms"] = args.max_transaction_timeout_ms
-    cfg = load_config(args.config, overrides)
-    if not cfg.bootstrap_servers:
-        raise UsageError("abort: no cluster to talk to; pass --bootstrap-servers (or bootstrap_servers in --config)")
+    cfg = _cluster_config(args, "abort", "--bootstrap-servers")
     bootstrap = cfg.bootstrap_servers
     mode = "EXECUTE" if args.execute else "DRY RUN (pass --execute to send the abort)"
     print(f"txnlog abort [{mode}] on {bootstrap}", file=out)
@@ -600,19 +592,11 @@ def cmd_fence(args: argparse.Namespace, out: TextIO) -> int:
     import time
 
     from txnlog import fence
-    from txnlog.config import load_config
     from txnlog.rules.remedy import force_terminate_command
 
     if (args.producer_id is None) != (args.producer_epoch is None):
         raise UsageError("fence: give --producer-id and --producer-epoch together (the finding's), or neither")
-    overrides: dict[str, Any] = {}
-    if args.bootstrap_servers:
-        overrides["bootstrap_servers"] = args.bootstrap_servers
-    if args.max_transaction_timeout_ms is not None:
-        overrides["max_transaction_timeout_ms"] = args.max_transaction_timeout_ms
-    cfg = load_config(args.config, overrides)
-    if not cfg.bootstrap_servers:
-        raise UsageError("fence: no cluster to talk to; pass --bootstrap-server (or bootstrap_servers in --config)")
+    cfg = _cluster_config(args, "fence", "--bootstrap-server")
     bootstrap = cfg.bootstrap_servers
     request = fence.FenceRequest(args.transactional_id, args.producer_id, args.producer_epoch, args.two_phase_decided)
     mode = "EXECUTE" if args.execute else "DRY RUN (pass --execute to send InitProducerId)"
@@ -731,3 +715,19 @@ def cmd_retain(args: argparse.Namespace, out: TextIO) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _cluster_config(args: argparse.Namespace, verb: str, flag: str) -> Any:
+    """The config ``verb`` talks to the cluster with: ``--config`` plus the command line's cluster and
+    timeout; one line and exit 2 when it names no cluster."""
+    from txnlog.config import load_config
+
+    overrides: dict[str, Any] = {}
+    if args.bootstrap_servers:
+        overrides["bootstrap_servers"] = args.bootstrap_servers
+    if args.max_transaction_timeout_ms is not None:
+        overrides["max_transaction_timeout_ms"] = args.max_transaction_timeout_ms
+    cfg = load_config(args.config, overrides)
+    if not cfg.bootstrap_servers:
+        raise UsageError(f"{verb}: no cluster to talk to; pass {flag} (or bootstrap_servers in --config)")
+    return cfg
