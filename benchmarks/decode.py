@@ -19,7 +19,7 @@ walk file (CRC)    ``scan_segment_file(path)``: mmap + walk, as a user of the li
 walk file, 2 thr   the same over 2 threads, one segment per thread at a time (the walk releases
                    the GIL; the box has 2 cores)
 executor path      what a Spark task does per segment: ``scan_log_file`` (mmap + ``scan_segment``,
-                   CRC) + ``segment_fragments`` (txnlog.spark.sources.summarize_segment minus Arrow)
+                   CRC) + ``segment_fragments`` (txnlog.segments.summarize_segment minus Arrow)
 kafka-python       ``MemoryRecords`` -> ``DefaultRecordBatch`` over the same in-memory segments,
                    reading every header field (and ``validate_crc()`` in the CRC variant)
 =================  =========================================================================
@@ -139,7 +139,7 @@ def txnlog_walk_fresh_memory(buffers: list[np.ndarray], check_crc: bool) -> int:
 def executor_path(files: list[Path], check_crc: bool = True) -> int:
     """Per segment, what summarize_segment does before building Arrow rows."""
     from txnlog.reconstruct import segment_fragments
-    from txnlog.spark.sources import scan_log_file
+    from txnlog.segments import scan_log_file
 
     n = 0
     for f in files:

@@ -108,12 +108,12 @@ def s3_bucket(tmp_path, monkeypatch, bucket: str) -> Iterator[Any]:
 def test_discovery_and_reads_on_s3_are_the_local_ones(tmp_path, monkeypatch) -> None:
     """The sample cluster's log dirs uploaded to moto's S3 server: ``discover`` over ``s3a://`` lists the
     same files with the same sizes and checkpoints as over the local copy (paths re-rooted), and every
-    segment's bytes read back through ``txnlog.spark.sources.read_file_bytes`` are the local bytes."""
+    segment's bytes read back through ``txnlog.segments.read_file_bytes`` are the local bytes."""
     from pyarrow import fs as pafs
 
     from txnlog.brokerlog.scenarios import write_scenario
     from txnlog.logdirs import discover
-    from txnlog.spark.sources import read_file_bytes
+    from txnlog.segments import read_file_bytes
 
     write_scenario("sample", tmp_path / "logs", seed=7)
     with s3_bucket(tmp_path, monkeypatch, "copies") as s3:

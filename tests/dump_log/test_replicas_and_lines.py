@@ -173,7 +173,7 @@ def _segment(tmp_path_factory) -> tuple[str, int, int]:  # type: ignore[no-untyp
     """A data segment written by the broker-log writer: (path, batches, records)."""
     from txnlog.brokerlog.scenarios import write_scenario
     from txnlog.logdirs import discover
-    from txnlog.spark.sources import scan_log_file
+    from txnlog.segments import scan_log_file
 
     root = str(tmp_path_factory.mktemp("seg"))
     write_scenario("coordinator_completed", root, 0)

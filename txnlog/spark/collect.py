@@ -93,7 +93,7 @@ def _with_staged(table: pa.Table, staged: str, dead: frozenset[tuple[str, str, i
     from pyarrow import fs as pafs
 
     from txnlog.rules.staged import STAGED_SUFFIX, filesystem_of, read_raw
-    from txnlog.spark.sources import fragments_dir
+    from txnlog.segments import fragments_dir
 
     where = fragments_dir(staged, table.column("topic")[0].as_py(), int(table.column("partition")[0].as_py()))
     filesystem, path = filesystem_of(where)

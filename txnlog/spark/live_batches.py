@@ -17,7 +17,7 @@ range as read.
   task that only writes their ``segment`` rows, with no request to the cluster.
 * A task fetches its ranges' raw batch bytes (:class:`txnlog.live_fetch.FetchClient`) and decodes them
   with the compiled walk of segment files (:func:`txnlog.kafka.record_batch.scan_segment`, compressed
-  batches never decompressed) and the segment reader's summary (:func:`~txnlog.spark.sources.summarize_segment`).
+  batches never decompressed) and the segment reader's summary (:func:`~txnlog.segments.summarize_segment`).
 
 Which offsets (``range``), per partition:
 
@@ -58,7 +58,8 @@ from txnlog.config import LIVE_RANGES
 from txnlog.live_fetch import FetchSettings, LiveRange
 from txnlog.logdirs import Checkpoint, LogFile
 from txnlog.rows import SEGMENT_SUMMARY_SCHEMA
-from txnlog.spark.sources import SegmentRows, arrow_to_spark_schema, limit_kwargs, option_limit, summarize_segment
+from txnlog.segments import SegmentRows, limit_kwargs, summarize_segment
+from txnlog.spark.sources import arrow_to_spark_schema, option_limit
 from txnlog.tables import LIVE_REPLICA
 
 if TYPE_CHECKING:

@@ -1,9 +1,9 @@
-"""Spark Python Data Sources over Kafka log files (Spark 4 Data Source API).
+"""Spark Python Data Sources over Kafka log files (Spark 4 Data Source API): planning and reading.
 
 The driver only lists files (``txnlog.logdirs``) and hands the list to a
 source as an option; the files are dealt into a few balanced input partitions
-(``pack_files``), and the bytes are read and decoded inside the executor with the vectorized walk of
-``txnlog.kafka``. What leaves the executor is small:
+(``pack_files``), and the bytes are read and decoded inside the executor by txnlog.segments (the vectorized
+walk of ``txnlog.kafka``). What leaves the executor is small:
 
 * ``txnlog_segments`` — per data segment: transaction *fragments* (see
   ``txnlog.reconstruct``), one ``segment`` summary row, ``quarantine`` rows;
@@ -31,7 +31,7 @@ from __future__ import annotations
 import heapq
 import json
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -41,20 +41,18 @@ from pyspark.sql.types import StructType
 
 from txnlog.logdirs import LogFile
 from txnlog.rows import (
-    KIND_MARKER,
-    KIND_PIECE,
-    KIND_PRODUCER,
-    KIND_QUARANTINE,
-    KIND_RUN,
-    KIND_SEGMENT,
-    KIND_SNAPSHOT,
     SEGMENT_SUMMARY_SCHEMA,
-    batch_of,
-    broker_written,
-    newest_timestamp,
-    producer_rows,
 )
 from txnlog.rules.transactions import PartitionTransactions
+from txnlog.segments import (
+    Piece,
+    SegmentRows,
+    fragments_dir,
+    quarantine_batch,
+    summarize_piece,
+    summarize_segment,
+    summarize_snapshot,
+)
 
 SEGMENTS_SOURCE = "txnlog_segments"
 
@@ -189,45 +187,10 @@ def option_flag(options: dict[str, str], name: str, default: bool) -> bool:
     return default if value is None else value.strip().lower() in ("1", "true", "yes")
 
 
-def read_file_bytes(path: str) -> np.ndarray:
-    """The whole file as a uint8 array (local: one read; s3a://, hdfs://, ... through txnlog.storage)."""
-    from txnlog import storage
-
-    if storage.is_remote(path):
-        return np.frombuffer(storage.read_bytes(path), dtype=np.uint8)
-    return np.fromfile(storage.local_path(path), dtype=np.uint8)
-
-
 def option_limit(options: dict[str, str]) -> int | None:
     """The ``max_decompressed_bytes`` option (None: the decoders' default)."""
     value = options.get("max_decompressed_bytes")
     return None if value is None else int(value)
-
-
-def limit_kwargs(max_decompressed_bytes: int | None) -> dict[str, int]:
-    """``max_decompressed_bytes=`` for a scan, or nothing (the scan's default)."""
-    return {} if max_decompressed_bytes is None else {"max_decompressed_bytes": max_decompressed_bytes}
-
-
-def scan_log_file(path: str, check_crc: bool, max_decompressed_bytes: int | None = None) -> Any:
-    """``scan_segment`` of a ``.log`` file (a ``txnlog.kafka.record_batch.SegmentScan``).
-
-    Local files are memory-mapped, as ``scan_segment_file`` does: the walk reads the page cache
-    directly instead of copying every segment into a fresh buffer first (up to 2.9 s/GiB the first
-    time a worker touches that memory; RESULTS.md E2). The scan copies what it returns, so nothing
-    keeps the mapping. Remote URIs are read whole through pyarrow.fs (read_file_bytes). A file that
-    another process truncates *while* it is mapped makes this process fault (SIGBUS) instead of
-    reading fewer bytes: point txnlog at copies of a live broker's log dirs, as the README does.
-    """
-    from txnlog import storage
-    from txnlog.kafka.record_batch import mapped_file, scan_segment
-
-    if storage.is_remote(path):
-        return scan_segment(
-            read_file_bytes(path), file=path, check_crc=check_crc, **limit_kwargs(max_decompressed_bytes)
-        )
-    with mapped_file(storage.local_path(path)) as buf:
-        return scan_segment(buf, file=path, check_crc=check_crc, **limit_kwargs(max_decompressed_bytes))
 
 
 class _FilesPartition(InputPartition):
@@ -257,17 +220,6 @@ class _FilesPartition(InputPartition):
 
     def checkpoints(self) -> dict[tuple[str, str, int], tuple[int | None, bool, int | None]]:
         return {(b, t, int(p)): (ls, bool(clean), hw) for b, t, p, ls, clean, hw in self.value["checkpoints"]}
-
-
-@dataclass(frozen=True, slots=True)
-class Piece:
-    """One piece of a split segment (txnlog.splits): piece ``index`` starts at byte 0 (index 0) or at
-    split point ``index - 1``; every piece of the file carries all its split points."""
-
-    index: int
-    positions: np.ndarray
-    offsets: np.ndarray
-    previous: np.ndarray
 
 
 #: columns a split adds to a task's manifest rows
@@ -507,359 +459,6 @@ def checkpoints_option(checkpoints: Any) -> str:
     )
 
 
-def quarantine_batch(
-    schema: pa.Schema,
-    file: LogFile,
-    entries: list[Any],
-    piece: int | None = None,
-    batches: dict[str, np.ndarray] | None = None,
-) -> pa.RecordBatch:
-    """Rows of kind ``quarantine`` from decoder QuarantineEntry values (``piece``: of that piece of the file).
-    With the file's valid ``batches``, ``first_offset``/``last_offset`` say which offsets each region may
-    hold (txnlog.rules.damage.region_offsets)."""
-    n = len(entries)
-    bounds: dict[str, Any] = {}
-    if batches is not None:
-        from txnlog.rules.damage import region_offsets
-
-        first, last = region_offsets(
-            batches["position"],
-            batches["base_offset"],
-            batches["last_offset"],
-            np.array([e.position for e in entries], np.int64),
-            np.array([e.length for e in entries], np.int64),
-        )
-        bounds = {"first_offset": first, "last_offset": last}
-    return batch_of(
-        schema,
-        n,
-        {
-            "kind": KIND_QUARANTINE,
-            "broker": file.broker,
-            "topic": file.topic,
-            "partition": np.full(n, file.partition, np.int32),
-            "file": pa.array([e.file or file.path for e in entries], pa.string()),
-            "file_offset": np.full(n, file.base_offset, np.int64),
-            "position": pa.array([e.position for e in entries], pa.int64()),
-            "length": pa.array([e.length for e in entries], pa.int64()),
-            "reason": pa.array([e.reason for e in entries], pa.string()),
-            "detail": pa.array([getattr(e, "detail", "") for e in entries], pa.string()),
-            "piece": None if piece is None else pa.array([piece] * n, pa.int32()),
-            **bounds,
-        },
-    )
-
-
-class SegmentRows:
-    """The ``segment`` summary rows of a task's files, kept as Python values and built into one batch
-    (:meth:`batches`): building a batch of the schema's 40 columns costs ~0.2 ms, whatever its rows."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, list[Any]] = {name: [] for name in _SEGMENT_ROW_TYPES}
-        self.kinds: list[str] = []
-        self.producers: list[pa.RecordBatch] = []
-
-    def add(
-        self,
-        file: LogFile,
-        batches: dict[str, np.ndarray],
-        legacy_entries: int,
-        *,
-        piece: int | None = None,
-        next_piece: int | None = None,
-    ) -> None:
-        """The row of ``file``, a data segment whose batch columns are ``batches``, and its producer rows;
-        with ``piece``, a ``piece`` row of that piece of it (txnlog.splits)."""
-        from txnlog.producer_state import segment_producers
-
-        b = batches
-        producers = producer_rows(
-            file.broker, file.topic, file.partition, file.path, file.base_offset, segment_producers(b)
-        )
-        if piece is not None:
-            producers = producers.set_column(
-                SEGMENT_SUMMARY_SCHEMA.get_field_index("piece"),
-                "piece",
-                pa.array([piece] * producers.num_rows, pa.int32()),
-            )
-        self.producers.append(producers)
-        self.kinds.append(KIND_SEGMENT if piece is None else KIND_PIECE)
-        has = len(b["base_offset"]) > 0
-        row = {
-            "broker": file.broker,
-            "topic": file.topic,
-            "partition": file.partition,
-            "file": file.path,
-            "file_offset": file.base_offset,
-            "first_offset": int(b["base_offset"].min()) if has else None,
-            "last_offset": int(b["last_offset"].max()) if has else None,
-            "first_timestamp": int(b["base_timestamp"].min()) if has else None,
-            "last_timestamp": int(b["max_timestamp"].max()) if has else None,
-            "batch_count": len(b["base_offset"]),
-            "record_count": int(b["record_count"].astype(np.int64).sum()),
-            "size_bytes": file.size,
-            "legacy_entries": legacy_entries,
-            **{name: newest_timestamp(b["max_timestamp"], mask) for name, mask in broker_written(b).items()},
-            "piece": piece,
-            "next_piece": next_piece,
-        }
-        for name, value in row.items():
-            self.values[name].append(value)
-
-    def batches(self) -> Iterator[pa.RecordBatch]:
-        """The rows added since the last call, as one batch of ``SEGMENT_SUMMARY_SCHEMA`` (none if none)."""
-        n = len(self.values["file"])
-        if not n:
-            return
-        columns = {name: pa.array(values, _SEGMENT_ROW_TYPES[name]) for name, values in self.values.items()}
-        kinds = pa.array(self.kinds, pa.string())
-        self.values = {name: [] for name in _SEGMENT_ROW_TYPES}
-        self.kinds = []
-        yield batch_of(SEGMENT_SUMMARY_SCHEMA, n, {"kind": kinds, **columns})
-        producers = [b for b in self.producers if b.num_rows]
-        self.producers = []
-        if producers:
-            yield pa.Table.from_batches(producers, SEGMENT_SUMMARY_SCHEMA).combine_chunks().to_batches()[0]
-
-
-#: the columns a ``segment`` row sets besides its kind (the others are null)
-_SEGMENT_ROW_TYPES: dict[str, pa.DataType] = {
-    name: SEGMENT_SUMMARY_SCHEMA.field(name).type
-    for name in (
-        "broker",
-        "topic",
-        "partition",
-        "file",
-        "file_offset",
-        "first_offset",
-        "last_offset",
-        "first_timestamp",
-        "last_timestamp",
-        "batch_count",
-        "record_count",
-        "size_bytes",
-        "legacy_entries",
-        "marker_timestamp",
-        "log_append_timestamp",
-        "piece",
-        "next_piece",
-    )
-}
-
-
-def summarize_segment(
-    file: LogFile,
-    check_crc: bool,
-    segments: SegmentRows,
-    merge: PartitionTransactions | None = None,
-    scan: Any = None,
-    max_decompressed_bytes: int | None = None,
-    *,
-    piece: int | None = None,
-    next_piece: int | None = None,
-    next_batch: tuple[int, int] | None = None,
-    fragments_to: str | None = None,
-) -> Iterator[pa.RecordBatch]:
-    """Decode one segment in this process: its ``segment`` row goes to ``segments``, its fragments to
-    ``merge`` when given (which then yields the partition's transactions), else to a staged file in the
-    directory ``fragments_to`` when given (read back by the partition's merge, txnlog.spark.collect: rows
-    that never pass through the JVM), else they are yielded as rows; its quarantine rows are yielded.
-    ``scan``: the segment already walked (a live range's bytes,
-    txnlog.spark.live_batches; a piece of it, :func:`summarize_piece`: every row then says ``piece``),
-    else ``file.path`` is read."""
-    from txnlog.reconstruct import SUMMARY_FRAGMENT_COLUMNS, col, segment_fragments
-
-    if scan is None:
-        scan = scan_log_file(file.path, check_crc, max_decompressed_bytes)
-    b = scan.batches
-    frags = segment_fragments(b)
-    n = len(frags["kind"])
-    if merge is not None:
-        merge.add_fragments(file.broker, file.topic, file.partition, {k: col(v) for k, v in frags.items()})
-        merge.add_segment(
-            file.broker,
-            file.topic,
-            file.partition,
-            file.base_offset,
-            int(b["last_offset"].max()) if len(b["base_offset"]) else None,
-        )
-    elif n:
-        kinds = np.where(frags["kind"] == 1, KIND_MARKER, KIND_RUN)
-        batch = batch_of(
-            SEGMENT_SUMMARY_SCHEMA,
-            n,
-            {
-                "kind": pa.array(kinds.tolist(), pa.string()),
-                "broker": file.broker,
-                "topic": file.topic,
-                "partition": np.full(n, file.partition, np.int32),
-                "file": file.path,
-                "file_offset": np.full(n, file.base_offset, np.int64),
-                **{k: frags[k] for k in SUMMARY_FRAGMENT_COLUMNS},
-                "control_type": pa.array(frags["control_type"].astype(np.int32)).cast(pa.int32()),
-                "piece": None if piece is None else np.full(n, piece, np.int32),
-            },
-        )
-        if fragments_to is None:
-            yield batch
-        else:
-            from txnlog.rules.staged import stage_name, write_raw
-
-            name = stage_name([file.broker, file.path, str(piece)])
-            write_raw(pa.Table.from_batches([batch]), fragments_to, name, columns=None)
-    segments.add(file, b, scan.legacy_entries, piece=piece, next_piece=next_piece)
-    if scan.quarantine:
-        bounds = b
-        if next_batch is not None:  # a piece's walk stopped at a valid batch of the next piece: a bound too
-            position, base = next_batch
-            bounds = {
-                "position": np.append(b["position"], position),
-                "base_offset": np.append(b["base_offset"], base),
-                "last_offset": np.append(b["last_offset"], base),
-            }
-        yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, list(scan.quarantine), piece, bounds)
-
-
-def summarize_piece(
-    file: LogFile,
-    piece: Piece,
-    check_crc: bool,
-    segments: SegmentRows,
-    max_decompressed_bytes: int | None = None,
-    fragments_to: str | None = None,
-) -> Iterator[pa.RecordBatch]:
-    """:func:`summarize_segment` of one piece of a split segment (txnlog.splits): the file is mapped whole,
-    every split point checked, and the piece walked from its start to the first valid split point its
-    chain reaches. A piece whose split point fails the checks reads nothing: its ``piece`` row says so
-    (``next_piece`` null) and the piece before it walks on through its bytes."""
-    from txnlog import splits as S
-    from txnlog import storage
-    from txnlog.kafka.record_batch import empty_batches, mapped_file, scan_segment_piece
-
-    # only this piece's own split point and those after it matter here (where it starts, where it may stop)
-    first = max(piece.index - 1, 0)
-    tail = slice(first, None)
-    points = S.SplitPoints(piece.positions[tail], piece.offsets[tail], piece.previous[tail])
-    with mapped_file(storage.local_path(file.path)) as buf:
-        ok = S.valid_points(buf, points, check_crc)
-        if piece.index > 0 and not ok[0]:
-            segments.add(file, empty_batches(), 0, piece=piece.index, next_piece=None)
-            return
-        start = 0 if piece.index == 0 else int(piece.positions[piece.index - 1])
-        stops = points.positions[ok]
-        scan = scan_segment_piece(
-            buf,
-            start,
-            stops[stops > start],
-            file=file.path,
-            check_crc=check_crc,
-            **limit_kwargs(max_decompressed_bytes),
-        )
-        # where the walk stopped is a valid batch (a checked split point): its base offset bounds a damaged
-        # region just before it, as the whole read's next batch does
-        stopped = int(scan.stopped_at)
-        next_batch = None
-        if 0 <= stopped and stopped + 8 <= len(buf) and stopped in set(stops.tolist()):
-            next_batch = (stopped, int.from_bytes(bytes(buf[stopped : stopped + 8]), "big", signed=True))
-    yield from summarize_segment(
-        file,
-        check_crc,
-        segments,
-        None,
-        scan,
-        piece=piece.index,
-        next_piece=S.piece_of_stop(piece.positions, scan.stopped_at),
-        next_batch=next_batch,
-        fragments_to=fragments_to,
-    )
-
-
-def summarize_snapshot(file: LogFile, merge: PartitionTransactions | None = None) -> Iterator[pa.RecordBatch]:
-    """Producer snapshot entries as rows of kind ``snapshot``, or into ``merge`` (bad files → quarantine)."""
-    from txnlog.kafka.errors import DecodeError, QuarantineEntry
-    from txnlog.kafka.producer_snapshot import decode_producer_snapshot
-
-    buf = read_file_bytes(file.path)
-    try:
-        snap = decode_producer_snapshot(buf, file=file.path)
-    except DecodeError as e:
-        yield quarantine_batch(
-            SEGMENT_SUMMARY_SCHEMA,
-            file,
-            [QuarantineEntry(file.path, int(e.position or 0), int(buf.size), e.reason or "bad_snapshot", str(e))],
-        )
-        return
-    if not snap.crc_valid:
-        yield quarantine_batch(
-            SEGMENT_SUMMARY_SCHEMA,
-            file,
-            [QuarantineEntry(file.path, 0, int(buf.size), "snapshot_crc_mismatch", "entries ignored")],
-        )
-        return
-    entries = snap.entries
-    n = len(entries["producer_id"])
-    if not n:
-        return
-    if merge is not None:
-        from txnlog.reconstruct import col
-
-        merge.add_snapshot(
-            file.broker,
-            file.topic,
-            file.partition,
-            {
-                "file_offset": col(np.full(n, file.base_offset, np.int64)),
-                "producer_id": col(entries["producer_id"]),
-                "producer_epoch": col(entries["producer_epoch"].astype(np.int32)),
-                "first_offset": col(entries["current_txn_first_offset"]),
-                "last_offset": col(entries["last_offset"]),
-                "last_timestamp": col(entries["timestamp"]),
-                "coordinator_epoch": col(entries["coordinator_epoch"]),
-            },
-        )
-        # the entries leave as producer rows (snapshot_offset set) for the producer_state table, not as
-        # snapshot rows: the merge above took those, and a fragments merge downstream would take them again
-        yield batch_of(
-            SEGMENT_SUMMARY_SCHEMA,
-            n,
-            {
-                "kind": KIND_PRODUCER,
-                "broker": file.broker,
-                "topic": file.topic,
-                "partition": np.full(n, file.partition, np.int32),
-                "file": file.path,
-                "file_offset": np.full(n, file.base_offset, np.int64),
-                "snapshot_offset": np.full(n, file.base_offset, np.int64),
-                "producer_id": entries["producer_id"],
-                "producer_epoch": entries["producer_epoch"].astype(np.int32),
-                "first_offset": entries["current_txn_first_offset"],
-                "last_sequence": entries["last_sequence"],
-                "last_timestamp": entries["timestamp"],
-                "coordinator_epoch": entries["coordinator_epoch"],
-            },
-        )
-        return
-    yield batch_of(
-        SEGMENT_SUMMARY_SCHEMA,
-        n,
-        {
-            "kind": KIND_SNAPSHOT,
-            "broker": file.broker,
-            "topic": file.topic,
-            "partition": np.full(n, file.partition, np.int32),
-            "file": file.path,
-            "file_offset": np.full(n, file.base_offset, np.int64),
-            "producer_id": entries["producer_id"],
-            "producer_epoch": entries["producer_epoch"].astype(np.int32),
-            "first_offset": entries["current_txn_first_offset"],
-            "last_offset": entries["last_offset"],
-            "last_timestamp": entries["timestamp"],
-            "coordinator_epoch": entries["coordinator_epoch"],
-            "last_sequence": entries["last_sequence"],
-        },
-    )
-
-
 class FilesReader(DataSourceReader):
     """A reader over the ``manifest`` (or ``files``) option, packed into input partitions (see pack_files).
 
@@ -889,13 +488,6 @@ class FilesReader(DataSourceReader):
         from txnlog import storage
 
         storage.configure_from_options(self.options)
-
-
-def fragments_dir(stage: str, topic: str, partition: int) -> str:
-    """Where a split partition's fragments are staged (``fragments_stage`` option): one directory per partition."""
-    import posixpath
-
-    return posixpath.join(stage, f"{topic}-{partition}")
 
 
 class _SegmentsReader(FilesReader):

@@ -20,14 +20,8 @@ from pyspark.sql.types import StructType
 from txnlog.logdirs import LogFile
 from txnlog.rows import KIND_QUARANTINE, TXN_STATE_SCHEMA, batch_of
 from txnlog.rules.coordinator import TRANSITIONS, reduce_records
-from txnlog.spark.sources import (
-    FilesReader,
-    arrow_to_spark_schema,
-    limit_kwargs,
-    option_flag,
-    partition_files,
-    read_file_bytes,
-)
+from txnlog.segments import limit_kwargs, read_file_bytes
+from txnlog.spark.sources import FilesReader, arrow_to_spark_schema, option_flag, partition_files
 
 
 def _strings(data: np.ndarray, offsets: np.ndarray) -> pa.Array:
