@@ -1,5 +1,5 @@
 """The history's retention: which runs go (txnlog.retention), and
-their rows deleted from real Delta tables (txnlog.delta.drop_runs_before), including from files that hold
+their rows deleted from real Delta tables (txnlog.delta_retention.drop_runs_before), including from files that hold
 several runs after a compaction, then vacuumed; `txnlog retain`; the job's retain_runs."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from deltalake import DeltaTable
 
 from txnlog import tables
 from txnlog.cli import main
-from txnlog.delta import drop_runs_before, read_table, vacuum, write_tables
+from txnlog.delta import read_table, write_tables
+from txnlog.delta_retention import drop_runs_before, vacuum
 from txnlog.retention import plan
 
 DAY0 = datetime(2026, 1, 1, tzinfo=UTC)

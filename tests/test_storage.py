@@ -144,6 +144,7 @@ def test_delta_tables_on_s3_take_the_storage_settings(tmp_path, monkeypatch) -> 
     from pyarrow import fs as pafs
 
     from txnlog import delta
+    from txnlog.delta_retention import drop_runs_before
     from txnlog.tables import RUNS
 
     first, second = datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC)
@@ -161,6 +162,6 @@ def test_delta_tables_on_s3_take_the_storage_settings(tmp_path, monkeypatch) -> 
         ids = sorted(delta.read_table(out, "runs").column("run_id").to_pylist())
         assert ids == ["r1-again", "r2"]
         assert delta.read_table(out, "runs", as_of=second).column("run_id").to_pylist() == ["r2"]
-        assert delta.drop_runs_before(out, {"c": second}) == {"runs": 1}
+        assert drop_runs_before(out, {"c": second}) == {"runs": 1}
         assert delta.read_table(out, "runs").column("run_id").to_pylist() == ["r2"]
         assert s3.get_file_info("txnlog/out/runs/_delta_log").type == pafs.FileType.Directory

@@ -706,9 +706,12 @@ def cmd_retain(args: argparse.Namespace, out: TextIO) -> int:
     if not args.execute:
         print("dry run: nothing deleted; --execute deletes the runs listed", file=sys.stderr)
         return 0
-    with delta.output_lock(args.output, "retain", wait_s=args.wait_s, progress=lambda m: print(m, file=sys.stderr)):
-        deleted = delta.drop_runs_before(args.output, cutoffs) if cutoffs else {}
-        files = delta.vacuum(args.output, retention_hours=args.vacuum_hours) if args.vacuum_hours is not None else {}
+    from txnlog.delta_retention import drop_runs_before, vacuum
+    from txnlog.output_dir import output_lock
+
+    with output_lock(args.output, "retain", wait_s=args.wait_s, progress=lambda m: print(m, file=sys.stderr)):
+        deleted = drop_runs_before(args.output, cutoffs) if cutoffs else {}
+        files = vacuum(args.output, retention_hours=args.vacuum_hours) if args.vacuum_hours is not None else {}
     print(
         f"deleted {count(sum(deleted.values()), 'row')} of {count(sum(len(v) for v in chosen.dropped.values()), 'run')}"
         + (f"; vacuum removed {count(sum(files.values()), 'file')}" if args.vacuum_hours is not None else ""),

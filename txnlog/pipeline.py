@@ -338,12 +338,12 @@ class Cache:
 def run_scope(spark: SparkSession, output: str, run_id: str) -> Iterator[tuple[str, Cache]]:
     """A run's scratch directory under the output (txnlog.rules.staged) and its cache, both released on
     every exit; the run's Spark settings (RUN_CONF; one the user set explicitly wins) for its duration."""
-    from txnlog import delta
+    from txnlog import output_dir
     from txnlog.spark_base import temporary_conf
 
     cache = Cache()
     run_conf = {k: v for k, v in RUN_CONF.items() if spark.conf.get(k, None) is None}
-    with delta.scratch(output, run_id) as scratch, temporary_conf(spark, run_conf):
+    with output_dir.scratch(output, run_id) as scratch, temporary_conf(spark, run_conf):
         try:
             yield scratch, cache
         finally:
@@ -832,7 +832,7 @@ def _arrow_summary(findings: Any, health: Any) -> tuple[list[tuple[str, str, int
 
 def run(config: Config, *, spark: SparkSession | None = None, progress: Progress = stderr_progress) -> RunResult:
     """Run the whole job for ``config`` (a ``txnlog.config.Config``) and write the Delta tables."""
-    from txnlog import delta
+    from txnlog import output_dir
     from txnlog.spark.placement import Placement
     from txnlog.spark.session import get_session
 
@@ -866,7 +866,7 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
         result = RunResult(run_id, _named(config), as_of, config.output, {}, inputs=inputs.names)
         result.cluster_derived = derived and not inputs.sample
         result.inventory_note, result.as_of_source = inputs.note, as_of_source
-        with delta.output_lock(config.output, run_id, wait_s=config.write_lock_wait_s, progress=progress):
+        with output_dir.output_lock(config.output, run_id, wait_s=config.write_lock_wait_s, progress=progress):
             # The run's `runs` row says RUNNING before its first table and SUCCEEDED after its last: a run
             # killed in between is not complete, and every reader shows the newest complete run.
             mark = functools.partial(_mark_run, spark, config, result, started_at)
@@ -901,7 +901,7 @@ def _thresholds(config: Config, inputs: Inputs, decoded: Decoded, as_of: datetim
 def retain(config: Config, progress: Progress) -> None:
     """The history's retention after a complete run (``retain_runs``/``retain_days``; 0 = keep): the run's
     cluster's runs older than both are deleted from every table (txnlog.retention, ``txnlog retain``)."""
-    from txnlog import delta, retention
+    from txnlog import delta, delta_retention, retention
 
     if not config.retain_runs and not config.retain_days:
         return
@@ -911,7 +911,7 @@ def retain(config: Config, progress: Progress) -> None:
     )
     cutoffs = {c: cut for c, cut in chosen.cutoffs.items() if chosen.dropped[c]}
     if cutoffs:
-        deleted = delta.drop_runs_before(config.output, cutoffs)
+        deleted = delta_retention.drop_runs_before(config.output, cutoffs)
         runs_gone = sum(len(chosen.dropped[c]) for c in cutoffs)
         progress(
             f"retention: deleted {count(runs_gone, 'run')} older than {min(cutoffs.values()).isoformat()} "

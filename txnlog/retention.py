@@ -5,7 +5,7 @@ A nightly job adds one run per night to every table; a year is 365 runs. Retenti
 the newest ``keep_runs`` complete runs and every run of the last ``keep_days`` days (counted back from the
 cluster's newest complete run, not the wall clock: a cluster whose job stopped keeps its last runs),
 and drops every run, complete or not, older than both. The newest complete run is always kept. The
-drop is a cutoff per cluster (``txnlog.delta.drop_runs_before``), so a retention interrupted half way is
+drop is a cutoff per cluster (``txnlog.delta_retention.drop_runs_before``), so a retention interrupted half way is
 finished by the next one.
 """
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from txnlog.brokerlog.scenarios import write_scenario
-from txnlog.delta import LOCK_FILE, OutputBusy, output_lock, read_table
+from txnlog.delta import read_table
+from txnlog.output_dir import LOCK_FILE, OutputBusy, output_lock
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -66,7 +67,7 @@ def test_a_run_whose_write_fails_says_failed_with_the_error(spark, logs, tmp_pat
 HOLDER = textwrap.dedent(
     """
     import sys, time
-    from txnlog.delta import output_lock
+    from txnlog.output_dir import output_lock
     with output_lock(sys.argv[1], "holder-run", wait_s=0):
         print("held", flush=True)
         time.sleep(float(sys.argv[2]))
