@@ -137,7 +137,7 @@ def reduced_records(records: DataFrame, stage: str) -> DataFrame:
 
 def broker_times(summary: DataFrame, records: DataFrame) -> dict[str, int | None]:
     """The newest broker-written time per source (:func:`txnlog.as_of.broker_times_of`, applied to each Arrow
-    batch in tasks and combined here with ``max``), in one action that also decodes and caches both inputs
+    batch in tasks and combined by Spark's ``max``), in one action that also decodes and caches both inputs
     when they are persisted."""
     from txnlog import as_of
 
@@ -155,8 +155,12 @@ def broker_times(summary: DataFrame, records: DataFrame) -> dict[str, int | None
     # far more to convert than the rule does (see the module doc)
     summary = summary.select("kind", "marker_timestamp", "log_append_timestamp")
     records = records.select("kind", "record_timestamp")
-    rows = summary.mapInArrow(of_summary, schema).unionByName(records.mapInArrow(of_records, schema)).collect()
-    return as_of.newest_times([r.asDict() for r in rows])
+    from pyspark.sql import functions as F
+
+    # one row per batch, combined by Spark's max (nulls skipped, as newest_times does): one row reaches here
+    parts = summary.mapInArrow(of_summary, schema).unionByName(records.mapInArrow(of_records, schema))
+    (row,) = parts.agg(*[F.max(s).alias(s) for s in as_of.SOURCES]).collect()
+    return as_of.newest_times([row.asDict()])
 
 
 def _times_batch(times: dict[str, int | None]) -> pa.RecordBatch:

@@ -60,7 +60,11 @@ class StagedTable:
         tasks = max(1, min(len(files), self.spark.sparkContext.defaultParallelism * 2))
         paths = self.spark.createDataFrame([(f,) for f in files], "path string").repartition(tasks)
         work = partial(finish_files, how=self.how, target=target, cluster=cluster, as_of=as_of)
-        return sum(int(r["rows"]) for r in paths.mapInArrow(work, "path string, rows long").collect())
+        from pyspark.sql import functions as F
+
+        # one row per staged file, summed by Spark: one row reaches the driver whatever the input's size
+        (total,) = paths.mapInArrow(work, "path string, rows long").agg(F.sum("rows")).collect()[0]
+        return int(total or 0)
 
     def dataframe(self, cluster: str, as_of: datetime) -> DataFrame:
         """The table as a Spark DataFrame (finished into a directory next to the staged rows)."""
