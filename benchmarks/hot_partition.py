@@ -15,12 +15,17 @@ it in these variants, interleaved in every repeat (A B A B ...), page cache warm
 * ``split_off``: the data set as written, with the job config ``split_segment_bytes: 0`` (``--config``).
 * ``floor``: ``benchmarks/startup.py``'s floor (a bare SparkSession plus a 3-row Delta write).
 
+``--plan-cores N`` runs every job variant with ``spark.default.parallelism=N``: the job weighs splits (and sizes
+its decode tasks) as for N cores, so the split can be seen at work on a smaller machine, against the same
+bytes read whole under the same setting.
+
 Every run's tables are checked against the writer's ground truth (every transaction; exit code 1 on a
 mismatch). ``--event-log`` adds one run per job variant with Spark's event log: per job description and per
 stage the wall time, tasks, the longest task, rows and shuffle records.
 
     python benchmarks/hot_partition.py                         # 1 GiB, indexed vs empty_index, 2 repeats
     python benchmarks/hot_partition.py --variants indexed,empty_index,split_off,floor --event-log
+    python benchmarks/hot_partition.py --variants indexed,empty_index --plan-cores 8   # the split at work on 2 cores
 """
 
 from __future__ import annotations
@@ -201,12 +206,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=900, help="seconds per run before it is killed (default 900)")
     p.add_argument("--quiet-wait", type=float, default=60, help="wait up to this long for a quieter machine (60)")
     p.add_argument("--spark-arg", action="append", default=[], help="extra spark-submit option, repeatable")
+    p.add_argument(
+        "--plan-cores",
+        type=int,
+        default=None,
+        help="every job variant runs with spark.default.parallelism=N: the job plans its splits (and its decode "
+        "tasks) as for N cores, e.g. 8 to see the hot partition read in pieces on 2 cores",
+    )
     p.add_argument("--code", type=Path, default=None, help="measure this checkout of txnlog instead")
     p.add_argument("--worktree-copy", action="store_true", help="measure a copy of the working tree (end_to_end)")
     p.add_argument("--snapshot", action="store_true", help="measure a snapshot of HEAD (end_to_end)")
     p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA, help=f"data sets (default {DEFAULT_DATA})")
     p.add_argument("--json", type=Path, default=None, help="results JSON (default <data-dir>/results/hot-<time>.json)")
     args = p.parse_args(argv)
+    if args.plan_cores:
+        args.spark_arg = [*args.spark_arg, "--conf", f"spark.default.parallelism={args.plan_cores}"]
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     if not variants or any(v not in VARIANTS for v in variants):
         raise SystemExit(f"--variants: some of {', '.join(VARIANTS)}")

@@ -14,6 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.domain.test_partition_transactions import _log, _summary
+from tests.domain.test_reconstruct import batches
 from tests.hot_segments import write_hot_segment
 from txnlog import splits as S
 from txnlog.kafka.record_batch import SegmentScan, scan_segment, scan_segment_piece
@@ -256,3 +258,126 @@ def test_the_drivers_stitch_imports_no_compiled_walk() -> None:
     code = "import sys, txnlog.spark.splits; print('numba' in sys.modules, 'txnlog.kafka.record_batch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "False"]
+
+
+_SNAPSHOT_ENTRY = st.tuples(st.integers(0, 3), st.integers(0, 60), st.integers(0, 3))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    events=st.lists(
+        st.tuples(st.integers(-1, 3), st.sampled_from(["data", "data", "commit", "abort"]), st.integers(1, 3)),
+        min_size=1,
+        max_size=60,
+    ),
+    cuts=st.lists(st.integers(1, 59), max_size=8),
+    snapshot=st.one_of(st.none(), st.tuples(st.integers(0, 70), st.lists(_SNAPSHOT_ENTRY, max_size=4))),
+    high_watermark=st.one_of(st.none(), st.integers(0, 70)),
+)
+def test_pieces_finish_their_inner_transactions_and_hand_on_only_edges(events, cuts, snapshot, high_watermark) -> None:
+    """A partition's log cut anywhere into files (a split segment's pieces): each finishes the transactions between
+    its producers' first and last markers (txnlog.rules.transactions.piece_edges, txnlog.segments.finished_transactions)
+    and only its edge fragments are merged with the others' (transactions_of_summary): together, exactly the whole
+    read's transaction rows — transactions spanning many pieces, a marker first in a piece, a producer whose only
+    batch is at an edge, markers that close nothing, a producer snapshot whose open transaction starts anywhere."""
+    import pyarrow as pa
+
+    from txnlog.logdirs import LogFile
+    from txnlog.rows import SEGMENT_SUMMARY_SCHEMA, batch_of
+    from txnlog.rules.staged import RAW_COLUMNS
+    from txnlog.rules.transactions import piece_edges, transactions_of_summary
+    from txnlog.segments import Edges, finished_transactions
+
+    rows = _log(events)
+    snaps: list[pa.RecordBatch] = []
+    starts = (np.empty(0, np.int64), np.empty(0, np.int64))
+    if snapshot is not None:
+        at, entries = snapshot
+        entries = list({pid: (pid, first, epoch) for pid, first, epoch in entries}.values())  # one entry per producer
+        n = len(entries)
+        firsts = np.array([min(first, at) if first % 5 else -1 for _, first, _ in entries], np.int64)
+        snaps.append(
+            batch_of(
+                SEGMENT_SUMMARY_SCHEMA,
+                n,
+                {
+                    "kind": "snapshot",
+                    "broker": "b0",
+                    "topic": "t",
+                    "partition": np.zeros(n, np.int32),
+                    "file": f"/b0/t-0/{at:020d}.snapshot",
+                    "file_offset": np.full(n, at, np.int64),
+                    "producer_id": np.array([100 + p for p, _, _ in entries], np.int64),
+                    "producer_epoch": np.zeros(n, np.int32),
+                    "first_offset": firsts,
+                    "last_offset": firsts + 1,
+                    "last_timestamp": np.full(n, 5000, np.int64),
+                    "coordinator_epoch": np.array([e for _, _, e in entries], np.int32),
+                },
+            )
+        )
+        opened = firsts >= 0
+        starts = (np.array([100 + p for p, _, _ in entries], np.int64)[opened], firsts[opened])
+    checkpoints = {("b0", "t", 0): (None, False, high_watermark)}
+    want = transactions_of_summary(_summary({"b0": [rows]}, snaps), checkpoints)
+
+    bounds = sorted({0, len(rows), *(c for c in cuts if c < len(rows))})
+    pieces = [rows[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    finished: list[pa.Table] = []
+    edge_summaries: list[dict] = []
+    for k, piece in enumerate(pieces):
+        frags = segment_fragments(batches(*piece))
+        edge, inner = piece_edges(frags, starts)
+        assert (edge | inner).all()
+        file = LogFile("/b0/t-0/00000000000000000000.log", "b0", "t", 0, 0, 1, "log")
+        if inner.any():
+            done = finished_transactions(
+                file, {c: v[inner] for c, v in frags.items()}, Edges(starts, checkpoints, None), k
+            )
+            finished += [pa.Table.from_batches([b]) for b in done]
+        edge_summaries.append({"rows": [r for r, _ in zip(piece, range(len(piece)), strict=True)], "edge": edge})
+    # the edges: every piece's fragments at its edges, each piece a segment of the replica (as the stitch gives)
+    edge_parts = []
+    for k, piece in enumerate(pieces):
+        b = batches(*piece)
+        frags = segment_fragments(b)
+        edge = edge_summaries[k]["edge"]
+        m = int(edge.sum())
+        base = int(b["base_offset"][0])
+        common = {"broker": "b0", "topic": "t", "file": f"/b0/t-0/{base:020d}.log"}
+        if m:
+            edge_parts.append(
+                batch_of(
+                    SEGMENT_SUMMARY_SCHEMA,
+                    m,
+                    {
+                        **common,
+                        "kind": pa.array(np.where(frags["kind"][edge] == 1, "marker", "run").tolist(), pa.string()),
+                        "partition": np.zeros(m, np.int32),
+                        "file_offset": np.full(m, base, np.int64),
+                        **{c: v[edge] for c, v in frags.items() if c not in ("kind", "control_type")},
+                        "control_type": pa.array(frags["control_type"][edge].astype(np.int32)),
+                    },
+                )
+            )
+        edge_parts.append(
+            batch_of(
+                SEGMENT_SUMMARY_SCHEMA,
+                1,
+                {
+                    **common,
+                    "kind": "segment",
+                    "partition": np.zeros(1, np.int32),
+                    "file_offset": np.full(1, base, np.int64),
+                    "last_offset": np.array([int(b["last_offset"].max())]),
+                },
+            )
+        )
+    merged = transactions_of_summary(
+        pa.Table.from_batches([*edge_parts, *snaps], schema=SEGMENT_SUMMARY_SCHEMA), checkpoints
+    )
+    got = [merged.select(list(RAW_COLUMNS)), *(t.select(list(RAW_COLUMNS)) for t in finished)]
+    got_rows = sorted(map(repr, pa.concat_tables(got).to_pylist()))
+    assert got_rows == sorted(map(repr, want.select(list(RAW_COLUMNS)).to_pylist()))
+    # what the merge reads is the edges only: at most a producer's first, last marker and runs beside them
+    assert sum(p.num_rows for p in edge_parts) <= sum(len(p) for p in pieces) * 2

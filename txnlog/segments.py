@@ -33,7 +33,7 @@ from txnlog.rows import (
     newest_timestamp,
     producer_rows,
 )
-from txnlog.rules.transactions import PartitionTransactions
+from txnlog.rules.transactions import Checkpoints, PartitionTransactions
 
 
 def read_file_bytes(path: str) -> np.ndarray:
@@ -123,6 +123,56 @@ def quarantine_batch(
             **bounds,
         },
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Edges:
+    """A file of a partition read in several tasks (txnlog.splits) that finishes its own inner transactions and
+    hands on only its edges (txnlog.rules.transactions.piece_edges). Only for a partition of one replica: a
+    transaction's row merges every replica's view of it (txnlog.reconstruct.merge_replicas).
+
+    ``snapshot_starts``: (producer ids, ``currentTxnFirstOffset``) of every open transaction in the replica's
+    producer snapshots (:func:`snapshot_starts`; None: unknown, every fragment stays at the edge);
+    ``checkpoints``: the partition's log-dir checkpoints (which finished transactions the verdicts need);
+    ``stage``: where the ``transactions`` table's rows are staged (None: every finished transaction is yielded).
+    """
+
+    snapshot_starts: tuple[np.ndarray, np.ndarray] | None
+    checkpoints: Checkpoints
+    stage: str | None
+
+
+def snapshot_starts(paths: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
+    """(producer ids, first offsets) of the open transactions of every producer snapshot in ``paths``; those
+    of a file that does not decode are none (its entries are ignored downstream too: quarantined); None when
+    a file cannot be read at all."""
+    from txnlog.kafka.errors import DecodeError
+    from txnlog.kafka.producer_snapshot import decode_producer_snapshot
+
+    pids, firsts = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
+    for path in paths:
+        try:
+            buf = read_file_bytes(path)
+        except OSError:
+            return None
+        try:
+            entries = decode_producer_snapshot(buf, file=path).entries
+        except DecodeError:
+            continue
+        first = np.asarray(entries["current_txn_first_offset"], np.int64)
+        opened = first >= 0
+        pids.append(np.asarray(entries["producer_id"], np.int64)[opened])
+        firsts.append(first[opened])
+    return np.concatenate(pids), np.concatenate(firsts)
+
+
+def finished_file_name(broker: str, path: str, piece: int | None) -> str:
+    """The staged file of the transactions a file (or piece) of a split partition finished itself: named by
+    what the task read, so a retried task overwrites it and the stitch can drop a dead piece's
+    (txnlog.spark.collect)."""
+    from txnlog.rules.staged import stage_name
+
+    return stage_name(["finished", broker, path, str(piece)])
 
 
 class SegmentRows:
@@ -234,11 +284,14 @@ def summarize_segment(
     next_piece: int | None = None,
     next_batch: tuple[int, int] | None = None,
     fragments_to: str | None = None,
+    edges: Edges | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Decode one segment in this process: its ``segment`` row goes to ``segments``, its fragments to
     ``merge`` when given (which then yields the partition's transactions), else to a staged file in the
     directory ``fragments_to`` when given (read back by the partition's merge, txnlog.spark.collect: rows
     that never pass through the JVM), else they are yielded as rows; its quarantine rows are yielded.
+    With ``edges`` (a file of a split partition of one replica), only the fragments at its edges go on so:
+    the transactions between them are finished here (:func:`finished_transactions`).
     ``scan``: the segment already walked (a live range's bytes,
     txnlog.spark.live_batches; a piece of it, :func:`summarize_piece`: every row then says ``piece``),
     else ``file.path`` is read."""
@@ -248,6 +301,13 @@ def summarize_segment(
         scan = scan_log_file(file.path, check_crc, max_decompressed_bytes)
     b = scan.batches
     frags = segment_fragments(b)
+    if merge is None and edges is not None:
+        from txnlog.rules.transactions import piece_edges
+
+        at_edge, inner = piece_edges(frags, edges.snapshot_starts)
+        if inner.any():
+            yield from finished_transactions(file, {k: v[inner] for k, v in frags.items()}, edges, piece)
+            frags = {k: v[at_edge] for k, v in frags.items()}
     n = len(frags["kind"])
     if merge is not None:
         merge.add_fragments(file.broker, file.topic, file.partition, {k: col(v) for k, v in frags.items()})
@@ -295,6 +355,32 @@ def summarize_segment(
         yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, list(scan.quarantine), piece, bounds)
 
 
+def finished_transactions(
+    file: LogFile, frags: dict[str, np.ndarray], edges: Edges, piece: int | None
+) -> Iterator[pa.RecordBatch]:
+    """The transactions of a split partition's file (or piece) between its producers' first and last markers
+    (``frags``: those fragments, txnlog.rules.transactions.piece_edges), merged by the rule every read uses
+    (txnlog.rules.transactions.PartitionTransactions): staged under ``edges.stage`` and those the verdicts need
+    yielded (else all yielded), as ``transaction`` rows that say which file and piece finished them (the
+    stitch drops a dead piece's, txnlog.spark.splits)."""
+    from txnlog.reconstruct import col
+
+    acc = PartitionTransactions()
+    acc.add_fragments(file.broker, file.topic, file.partition, {k: col(v) for k, v in frags.items()})
+    acc.add_segment(file.broker, file.topic, file.partition, file.base_offset, int(frags["last_offset"].max()))
+    name = finished_file_name(file.broker, file.path, piece)
+    for batch in acc.batches(edges.checkpoints, SEGMENT_SUMMARY_SCHEMA, edges.stage, stage_file=name):
+        n = batch.num_rows
+        for column, values in (
+            ("broker", pa.array([file.broker] * n, pa.string())),
+            ("file", pa.array([file.path] * n, pa.string())),
+            ("piece", pa.array([piece] * n, pa.int32())),
+        ):
+            i = SEGMENT_SUMMARY_SCHEMA.get_field_index(column)
+            batch = batch.set_column(i, SEGMENT_SUMMARY_SCHEMA.field(i), values)
+        yield batch
+
+
 def summarize_piece(
     file: LogFile,
     piece: Piece,
@@ -302,6 +388,7 @@ def summarize_piece(
     segments: SegmentRows,
     max_decompressed_bytes: int | None = None,
     fragments_to: str | None = None,
+    edges: Edges | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """:func:`summarize_segment` of one piece of a split segment (txnlog.splits): the file is mapped whole,
     every split point checked, and the piece walked from its start to the first valid split point its
@@ -346,6 +433,7 @@ def summarize_piece(
         next_piece=S.piece_of_stop(piece.positions, scan.stopped_at),
         next_batch=next_batch,
         fragments_to=fragments_to,
+        edges=edges,
     )
 
 

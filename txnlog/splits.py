@@ -39,8 +39,21 @@ from the damage to its resync point is found by the one live walk that crosses i
 by the valid batches either side of it in that piece's walk, else by its segment's bounds
 (txnlog.rules.damage): never narrower than a whole read's, so no abort is SAFE that a whole read doubts.
 
-Fragments of live pieces then merge like fragments of consecutive segments (txnlog.reconstruct): a run
-cut at a stop is two runs of one transaction, and the merge reduces them to the same row. The pieces'
+**Transactions: finished in the pieces, edges stitched.** A piece's fragments (txnlog.reconstruct) are its
+producers' runs and markers. The transactions between a producer's first and last marker in the piece need
+nothing from outside it (their previous marker is in the piece too), so the piece finishes them itself, with
+the rule a whole read uses (txnlog.rules.transactions.piece_edges, txnlog.segments.finished_transactions), and
+stages them for the ``transactions`` table as a whole partition's task does. What it hands on are its *edges*:
+per producer, the fragments up to its first marker, its last marker and what follows it. The partition's
+merge (txnlog.spark.collect) reduces the edges of its live pieces and other files like fragments of
+consecutive segments: a run cut at a stop is two runs of one transaction, one spanning many pieces is the
+tail of one piece, the heads of the pieces where the producer has no marker and the head of the piece with
+its marker. What else a row needs from outside its piece, the merge has: a producer snapshot's open
+transaction (a producer whose snapshot start lies between its first and last marker in a piece keeps all its
+fragments at the edge), the snapshot's coordinator epoch (a fact of a producer's first transaction only),
+the log's bounds and the replicas (a partition that several log dirs hold is not finished in pieces: a
+transaction's row merges every replica's view of it; its pieces hand on every fragment). A dead piece's
+finished transactions are dropped with its other rows. The pieces'
 ``piece`` rows become the file's one ``segment`` row (:func:`segment_row`: min/max/sum of the pieces'),
 so log bounds, damage ranges and as_of are those of the whole file.
 

@@ -99,6 +99,11 @@ def assert_split_equals_whole(spark, inv: Inventory, split_bytes: int, staged: s
     if staged:  # the split partition's fragments went to files, not rows
         assert split_df.filter(F.col("kind").isin("run", "marker") & (F.col("topic") == "hot")).count() == 0
         assert any(Path(staged).rglob("*.arrow"))
+    # a partition of one replica: every piece finishes the transactions between its producers' first and last
+    # markers itself (txnlog.rules.transactions.piece_edges); of several, the pieces hand on every fragment
+    finished = split_df.filter((F.col("kind") == "transaction") & F.col("piece").isNotNull()).count()
+    replicas = len({f.broker for f in inv.segments if f.topic == "hot"})
+    assert (finished > 0) == (replicas == 1)
     want = _tables(spark, whole, inv, fragments=False)
     assert ("hot", 0) in was_split
     got = _tables(spark, stitched, inv, fragments=True, only=was_split, staged=staged, dead=dead)
@@ -134,6 +139,18 @@ def test_any_split_gives_the_whole_reads_rows(
     hot = next(f for f in inv.segments if f.topic == "hot")
     stage = str(root / "fragments") if staged else None
     assert assert_split_equals_whole(spark, inv, -(-hot.size // pieces), stage) >= 2
+
+
+def test_a_split_partition_of_two_replicas_hands_on_every_fragment(spark, tmp_path: Path) -> None:
+    """A transaction's row merges every replica's view of it (open on one, behind on another): pieces of a
+    partition that two log dirs hold finish nothing themselves, and the split still gives the whole read's rows."""
+    import shutil
+
+    inv = _inventory(tmp_path, 5, damage=1, tail=True, interval=512)
+    shutil.copytree(tmp_path / "b1", tmp_path / "b2")
+    inv = discover([str(tmp_path / "b1"), str(tmp_path / "b2")])
+    hot = next(f for f in inv.segments if f.topic == "hot")
+    assert assert_split_equals_whole(spark, inv, -(-hot.size // 4), str(tmp_path / "fragments")) >= 8
 
 
 def test_a_hot_partitions_big_segment_becomes_several_tasks(spark, tmp_path: Path) -> None:

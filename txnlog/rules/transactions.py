@@ -118,11 +118,17 @@ class PartitionTransactions:
             self.snaps.add({"replica": R.col(np.full(n, self._replica(broker, topic, partition), np.int32)), **entries})
 
     def batches(
-        self, checkpoints: Checkpoints, schema: pa.Schema, stage: str | None = None, max_rows: int = 1 << 16
+        self,
+        checkpoints: Checkpoints,
+        schema: pa.Schema,
+        stage: str | None = None,
+        max_rows: int = 1 << 16,
+        stage_file: str | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """The transactions of every partition added as ``schema`` (the segments source's), ``max_rows``
         rows per batch. With ``stage`` (a directory), all of them are written there for the
-        ``transactions`` table (txnlog.rules.staged) and only those the verdicts need are yielded."""
+        ``transactions`` table (txnlog.rules.staged; as ``stage_file``, default: a name of the replicas)
+        and only those the verdicts need are yielded."""
         if not self.replica_ids:
             return
         # replicas ordered by (topic, partition, broker): index order is broker order within a partition
@@ -148,9 +154,13 @@ class PartitionTransactions:
         snaps = self.snaps.cols(_SNAPSHOT_DTYPES)
         snaps["replica"] = (remap[snaps["replica"][0]], snaps["replica"][1])
         merged, lists = R.merge_replicas(R.replica_transactions(frags, snaps, replicas), replicas)
+        merged["snapshot_coordinator_epoch"] = snapshot_epoch_where_no_marker(
+            merged["snapshot_coordinator_epoch"], merged["prev_coordinator_epoch"]
+        )
         table = _arrow(merged, lists, partitions, [b for b, _, _ in names], schema)
         if stage is not None:
-            staged.write_raw(table, stage, staged.stage_name(f"{b}/{t}-{p}" for b, t, p in names))
+            name = stage_file or staged.stage_name(f"{b}/{t}-{p}" for b, t, p in names)
+            staged.write_raw(table, stage, name)
             # a lower bound of each partition's high watermark: the smallest checkpointed one, else the log end
             hw = np.array([c[2] if c[2] is not None else R.I64_MAX for c in ck], np.int64)
             bound = np.where(replicas.is_lead, replicas.log_end, R.I64_MAX)
@@ -159,6 +169,73 @@ class PartitionTransactions:
             np.minimum.at(per_tp, tp, bound)
             table = table.filter(staged.verdict_relevant(table, per_tp[merged["tp"][0]]))
         yield from table.to_batches(max_chunksize=max_rows)
+
+
+def snapshot_epoch_where_no_marker(snapshot_epoch: R.Col, prev_epoch: R.Col) -> R.Col:
+    """A transaction's ``snapshot_coordinator_epoch``: its producer's entry in the chosen producer snapshot, only
+    where no earlier marker of the producer gives a coordinator epoch (``prev_coordinator_epoch`` null). That is
+    the only place it is read (the last coordinator epoch a ``WriteTxnMarkers`` is fenced with,
+    ``ProducerAppendInfo.appendEndTxnMarker``: the previous marker's, else the snapshot's), and so it is a fact
+    of the producer's first transaction on the partition only: a piece of a split segment finishes the
+    transactions between its markers without knowing the snapshot (:func:`piece_edges`)."""
+    values, valid = snapshot_epoch
+    return values, valid & ~prev_epoch[1]
+
+
+def piece_edges(
+    frags: Mapping[str, np.ndarray], snapshot_starts: tuple[np.ndarray, np.ndarray] | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Which fragments of one file of a partition read in several tasks (a piece of a split segment, or a
+    whole segment of such a partition: ``txnlog.reconstruct.segment_fragments``) its own task finishes into
+    transactions, and which are its *edges*, merged with the other files' edges of the partition.
+
+    Per producer, a transaction is a run of its fragments up to and including its next marker
+    (``ProducerAppendInfo``), and what a transaction row says besides its own fragments is the marker before
+    it (``prev_marker_*``). So the transactions whose first fragment follows the producer's first marker in
+    the file and whose marker is its last marker there or before it need nothing from outside the file: they
+    are the same rows a whole read gives. What the file cannot finish is its producer's *edges*: the fragments
+    up to its first marker (they may continue a transaction that began before the file) and after its last
+    marker (they may go on after it), plus that last marker (the previous marker of what follows). A producer
+    snapshot's open transaction joins the transaction that holds its ``currentTxnFirstOffset``
+    (``txnlog.reconstruct.replica_transactions``): a producer with such a start (in any snapshot of the
+    replica: ``snapshot_starts``, (producer ids, first offsets)) between its first and last marker in the file
+    keeps every fragment at the edge; with ``snapshot_starts`` None (unknown) every producer does.
+
+    Returns ``(edge, inner)``, masks over the rows: ``inner`` the rows from each finishing producer's first
+    marker to its last (both included: the first is the previous marker of the first transaction finished
+    here, and closes nothing there), ``edge`` every row outside them plus those two markers."""
+    n = frags["kind"].size
+    edge, inner = np.ones(n, bool), np.zeros(n, bool)
+    if n == 0 or snapshot_starts is None:
+        return edge, inner
+    pid, offset = frags["producer_id"], frags["first_offset"]
+    order = np.lexsort((offset, pid))
+    sorted_pid = pid[order]
+    marker = frags["kind"][order] == R.MARKER
+    starts = R.group_starts(sorted_pid)
+    positions = np.arange(n)
+    first_marker = np.minimum.reduceat(np.where(marker, positions, n), starts)
+    last_marker = np.maximum.reduceat(np.where(marker, positions, -1), starts)
+    finishes = first_marker < last_marker  # two markers at least: something between them
+    s_pid, s_first = (np.asarray(a, np.int64) for a in snapshot_starts)
+    if s_pid.size and finishes.any():
+        low = offset[order][np.minimum(first_marker, n - 1)]
+        high = offset[order][np.maximum(last_marker, 0)]
+        group_pid = sorted_pid[starts]
+        s_order = np.lexsort((s_first, s_pid))
+        s_pid, s_first = s_pid[s_order], s_first[s_order]
+        for g in np.flatnonzero(finishes & np.isin(group_pid, s_pid)):
+            lo, hi = np.searchsorted(s_pid, group_pid[g], "left"), np.searchsorted(s_pid, group_pid[g], "right")
+            firsts = s_first[lo:hi]
+            # a snapshot's start sorts before a marker at its offset (txnlog.reconstruct: data first)
+            if ((firsts > low[g]) & (firsts <= high[g])).any():
+                finishes[g] = False
+    group = np.cumsum(np.isin(positions, starts)) - 1
+    inside = finishes[group] & (positions >= first_marker[group]) & (positions <= last_marker[group])
+    at_edge = ~inside | (positions == first_marker[group]) | (positions == last_marker[group])
+    inner[order] = inside
+    edge[order] = at_edge
+    return edge, inner
 
 
 def _arrow(

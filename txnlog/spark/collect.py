@@ -199,6 +199,7 @@ def merged_and_collected(
     records reduced (:func:`reduced_records`), every transaction and record staged under ``scratch``."""
     from pyspark.sql import functions as F
 
+    drop_finished(f"{scratch}/transactions", dead)
     if fragment_partitions is None or fragment_partitions:
         merged = merged_fragments(
             summary, checkpoints, stage=f"{scratch}/transactions", fragment_partitions=fragment_partitions,
@@ -209,6 +210,22 @@ def merged_and_collected(
     if reduce:  # other inputs may hold the same __transaction_state partitions: reduced together here
         records = reduced_records(records, f"{scratch}/coordinator_history")
     return collected(summary, records)
+
+
+def drop_finished(stage: str, dead: Collection[tuple[str, str, int]]) -> None:
+    """Remove from ``stage`` the transactions the ``dead`` pieces (broker, file, piece) finished themselves
+    (txnlog.segments.finished_transactions): the whole walk passes over their starts, so what they read is
+    another live piece's (txnlog.splits). The rows they yielded are dropped with their other rows by the stitch."""
+    from txnlog.rules.staged import filesystem_of
+    from txnlog.segments import finished_file_name
+
+    if not dead:
+        return
+    filesystem, path = filesystem_of(stage)
+    for broker, file, piece in dead:
+        target = f"{path}/{finished_file_name(broker, file, piece)}"
+        if filesystem.get_file_info(target).is_file:
+            filesystem.delete_file(target)
 
 
 def _with_nulls(table: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -45,10 +45,12 @@ from txnlog.rows import (
 )
 from txnlog.rules.transactions import PartitionTransactions
 from txnlog.segments import (
+    Edges,
     Piece,
     SegmentRows,
     fragments_dir,
     quarantine_batch,
+    snapshot_starts,
     summarize_piece,
     summarize_segment,
     summarize_snapshot,
@@ -218,6 +220,15 @@ class _FilesPartition(InputPartition):
             return [False] * table.num_rows
         return [bool(v) for v in table.column(_FRAGMENTS).to_pylist()]
 
+    def edge_snapshots(self) -> list[list[str] | None]:
+        """Per file: the producer snapshots of its replica when it is a file of a split partition of one
+        replica, which finishes its inner transactions and hands on only its edges (txnlog.segments.Edges);
+        None: it does not."""
+        table = self.value["table"]
+        if _EDGE_SNAPSHOTS not in table.column_names:
+            return [None] * table.num_rows
+        return table.column(_EDGE_SNAPSHOTS).to_pylist()
+
     def checkpoints(self) -> dict[tuple[str, str, int], tuple[int | None, bool, int | None]]:
         return {(b, t, int(p)): (ls, bool(clean), hw) for b, t, p, ls, clean, hw in self.value["checkpoints"]}
 
@@ -228,6 +239,7 @@ _SPLIT_POSITIONS = "split_positions"
 _SPLIT_OFFSETS = "split_offsets"
 _SPLIT_PREVIOUS = "split_previous"
 _FRAGMENTS = "emit_fragments"
+_EDGE_SNAPSHOTS = "edge_snapshots"
 
 
 def _table_pieces(table: pa.Table) -> list[Piece | None]:
@@ -399,8 +411,10 @@ def split_segments(table: pa.Table, split_bytes: int, hot: np.ndarray) -> pa.Tab
     """The manifest ``table`` with each local ``.log`` file marked ``hot`` (txnlog.splits.worth_splitting:
     above ``split_bytes``, of a straggler) whose offset index passes the checks (txnlog.splits) replaced by
     one row per piece of about ``split_bytes``, plus the columns saying so: ``piece`` and the file's split
-    points (null for whole files), ``piece_bytes`` (what a row weighs when packed), and ``emit_fragments``
-    (every row of a partition that has a split file: it is merged downstream)."""
+    points (null for whole files), ``piece_bytes`` (what a row weighs when packed), ``emit_fragments``
+    (every row of a partition that has a split file: it is merged downstream), and ``edge_snapshots`` (the
+    ``.log`` rows of a split partition that only one replica holds: the paths of that replica's producer
+    snapshots; such a file finishes its inner transactions and hands on its edges, txnlog.segments.Edges)."""
     from txnlog import splits as S
     from txnlog import storage
 
@@ -440,6 +454,20 @@ def split_segments(table: pa.Table, split_bytes: int, hot: np.ndarray) -> pa.Tab
         return table
     out = table.take(pa.array(rows, pa.int64()))
     fragments = [(topics[i], int(partitions[i])) in split_partitions for i in rows]
+    brokers = table.column("broker").to_pylist()
+    replicas: dict[tuple[str, int], set[str]] = {}
+    snapshots: dict[tuple[str, int], list[str]] = {}
+    for i, kind in enumerate(kinds):
+        tp = (topics[i], int(partitions[i]))
+        if tp in split_partitions:
+            replicas.setdefault(tp, set()).add(brokers[i])
+            if kind == "snapshot":
+                snapshots.setdefault(tp, []).append(paths[i])
+    edge_snapshots = [
+        snapshots.get(tp, []) if kinds[i] == "log" and len(replicas.get(tp, ())) == 1 else None
+        for i in rows
+        for tp in [(topics[i], int(partitions[i]))]
+    ]
     longs = pa.list_(pa.int64())
     return (
         out.append_column(_PIECE, pa.array(piece, pa.int32()))
@@ -448,6 +476,7 @@ def split_segments(table: pa.Table, split_bytes: int, hot: np.ndarray) -> pa.Tab
         .append_column(_SPLIT_PREVIOUS, pa.array([v[2] if v else None for v in split_lists], longs))
         .append_column("piece_bytes", pa.array(weight, pa.int64()))
         .append_column(_FRAGMENTS, pa.array(fragments, pa.bool_()))
+        .append_column(_EDGE_SNAPSHOTS, pa.array(edge_snapshots, pa.list_(pa.string())))
     )
 
 
@@ -501,23 +530,32 @@ class _SegmentsReader(FilesReader):
         files = partition_files(partition)
         pieces: list[Piece | None] = [None] * len(files)
         downstream = [False] * len(files)
+        edge_snapshots: list[list[str] | None] = [None] * len(files)
+        checkpoints: dict[tuple[str, str, int], tuple[int | None, bool, int | None]] = {}
         if isinstance(partition, _FilesPartition):
             pieces, downstream = partition.pieces(), partition.fragments()
-        for file, piece, alone in zip(files, pieces, downstream, strict=True):
+            edge_snapshots, checkpoints = partition.edge_snapshots(), partition.checkpoints()
+        for file, piece, alone, snapshots in zip(files, pieces, downstream, edge_snapshots, strict=True):
             # a split partition's files leave as fragments: its pieces are in other tasks; with the option
-            # "fragments_stage" as staged files, one directory per partition, for its merge to read
+            # "fragments_stage" as staged files, one directory per partition, for its merge to read. Of one
+            # replica, a file finishes its inner transactions here and only its edges leave (segments.Edges)
             file_merge = None if alone else merge
             staged = self.options.get("fragments_stage") if alone else None
             to = fragments_dir(staged, file.topic, file.partition) if staged else None
+            edges = None
+            if alone and merge is not None and snapshots is not None and file.kind == "log":
+                edges = Edges(snapshot_starts(snapshots), checkpoints, self.options.get("stage"))
             try:
                 if file.kind == "snapshot":
                     rows = summarize_snapshot(file, file_merge)
                 elif piece is not None:
-                    rows = summarize_piece(file, piece, self.check_crc, segments, self.max_decompressed_bytes, to)
+                    rows = summarize_piece(
+                        file, piece, self.check_crc, segments, self.max_decompressed_bytes, to, edges
+                    )
                 else:
                     rows = summarize_segment(
                         file, self.check_crc, segments, file_merge, max_decompressed_bytes=self.max_decompressed_bytes,
-                        fragments_to=to,
+                        fragments_to=to, edges=edges,
                     )  # fmt: skip
                 for batch in rows:
                     yield from segments.batches()

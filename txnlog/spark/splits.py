@@ -5,7 +5,9 @@ producer rows (``piece`` set) and one row of kind ``piece``. :func:`stitch_piece
 rows (one per piece: a handful per big segment), follows each file's chain of live pieces on the
 driver, drops the rows of dead pieces (none unless the walk passed over a split point) and replaces
 the ``piece`` rows by the file's one ``segment`` row. The result is the summary a whole read gives,
-with the split partitions' transactions still to merge from fragments (``fragments=True`` downstream).
+with the split partitions' transactions still to merge from their pieces' edges (``fragments=True``
+downstream; the transactions a piece finished itself are rows of the summary already, those of dead pieces
+dropped here with their other rows).
 """
 
 from __future__ import annotations
