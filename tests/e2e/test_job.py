@@ -74,18 +74,39 @@ def test_the_readme_runbook_prints_what_it_shows(readme_run):
         ["sh", "unblock.sh"], ["txnlog", "find-hanging"], ["txnlog", "plan"], ["txnlog", "fence"],
     ]  # fmt: skip
     env = {**os.environ, "PATH": f"{ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}"}
-    for command, expected in steps:
-        proc = subprocess.run(
-            command, shell=True, cwd=readme_run.workdir, env=env, capture_output=True, text=True, timeout=300
-        )
-        printed = proc.stdout.splitlines()
-        if command == "sh unblock.sh" or command.startswith("txnlog fence"):
-            assert proc.returncode == 2 and "cannot reach kafka-1:9092" in proc.stderr, proc.stderr
-            printed = printed[: len(expected)]
-        else:
-            hanging = "find-hanging" in command and any(" HANGING " in line for line in expected)
-            assert proc.returncode == (1 if hanging else 0), proc.stderr
-        assert _words(printed) == _words(expected), command
+
+    def start(command: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            command, shell=True, cwd=readme_run.workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+
+    # The two commands that try kafka-1:9092 wait for the admin client's bootstrap timeout (30 s) before they
+    # fail; they read the output and the script only, so they wait beside the later steps, not one after
+    # another. Each step still starts after the one before it (unblock.sh is written by the plan before it).
+    started: list[tuple[str, list[str], subprocess.Popen]] = []
+    done: dict[int, tuple[str, str]] = {}  # step -> (stdout, stderr) of the steps waited for in turn
+    try:
+        for command, expected in steps:
+            proc = start(command)
+            started.append((command, expected, proc))
+            if not (command == "sh unblock.sh" or command.startswith("txnlog fence")):
+                done[len(started) - 1] = proc.communicate(timeout=300)
+        for step, (command, expected, proc) in enumerate(started):
+            stdout, stderr = done[step] if step in done else proc.communicate(timeout=300)
+            printed = stdout.splitlines()
+            if command == "sh unblock.sh" or command.startswith("txnlog fence"):
+                assert proc.returncode == 2 and "cannot reach kafka-1:9092" in stderr, stderr
+                printed = printed[: len(expected)]
+            else:
+                hanging = "find-hanging" in command and any(" HANGING " in line for line in expected)
+                assert proc.returncode == (1 if hanging else 0), stderr
+            assert _words(printed) == _words(expected), command
+    finally:
+        for _command, _expected, proc in started:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(30)
 
 
 def test_sample_has_every_verdict_class(readme_run):
