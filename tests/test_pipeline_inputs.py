@@ -47,11 +47,19 @@ def test_real_dump_log_outputs_flow_into_the_tables(spark, tmp_path):
     assert {r["source"] for r in state.values()} == {"dump_log"}
 
 
-def test_library_run_in_live_mode_fails_in_one_line_before_spark(tmp_path):
-    """A notebook calling run() on an unreachable cluster gets a UsageError naming it, not a Spark task traceback."""
+def test_library_run_in_live_mode_fails_in_one_line_before_spark(tmp_path, monkeypatch):
+    """A notebook calling run() on an unreachable cluster gets a UsageError naming it, not a Spark task traceback.
+
+    The check (``txnlog.live.check_cluster``) waits up to its timeout, 30 s, for a port nobody listens on; here
+    it is given 3 s: the same client call fails the same way, sooner. The 30 s default is what
+    tests/e2e/test_inputs_job.py's ``--bootstrap-servers`` run waits for."""
+    import functools
     import socket
 
+    from txnlog import live
     from txnlog.errors import UsageError
+
+    monkeypatch.setattr(live, "check_cluster", functools.partial(live.check_cluster, timeout_s=3.0))
 
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
