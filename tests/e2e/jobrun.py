@@ -28,18 +28,35 @@ SUBMIT = ROOT / "spark-submit.sh"
 def run_job(
     *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 600
 ) -> subprocess.CompletedProcess:
+    return finish_job(start_job(*args, cwd=cwd, env=env), timeout=timeout)
+
+
+def start_job(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """:func:`run_job` started, not waited for: :func:`finish_job` waits for it. Runs that do not depend on
+    each other (one mostly waiting for a timeout, say) can go side by side."""
     full_env = {**os.environ, **(env or {})}
     # the job must find its own venv through spark-submit.sh, not ours
     full_env.pop("PYSPARK_PYTHON", None)
     full_env.pop("PYSPARK_DRIVER_PYTHON", None)
-    proc = subprocess.run(
+    return subprocess.Popen(
         [str(SUBMIT), "--driver-memory", "1g", *args],
         cwd=cwd,
         env=full_env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
     )
+
+
+def finish_job(popen: subprocess.Popen, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Wait for a :func:`start_job` run (killed after ``timeout`` s, as ``subprocess.run`` does)."""
+    try:
+        stdout, stderr = popen.communicate(timeout=timeout)
+    except BaseException:
+        popen.kill()
+        popen.wait()
+        raise
+    proc = subprocess.CompletedProcess(popen.args, popen.returncode, stdout, stderr)
     if proc.returncode not in (0, 2):
         sys.stderr.write(proc.stdout[-5000:] + proc.stderr[-10000:])
     return proc

@@ -17,12 +17,13 @@ import socket
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-from tests.e2e.jobrun import run_job
+from tests.e2e.jobrun import finish_job, start_job
 from tests.reports.kernel import ROOT, execute
 from txnlog import cli
 from txnlog.brokerlog.scenarios import write_scenario
@@ -59,28 +60,47 @@ def work(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def job(work) -> list[subprocess.CompletedProcess]:
+def started(work) -> Iterator[dict[str, subprocess.Popen]]:
+    """The module's three runs, started side by side (none reads what another writes): the job, the job
+    failing against a closed port, ``txnlog abort`` failing against one. The two failures spend most of their
+    time waiting for the Kafka clients' timeouts (30 s), the job on the CPU."""
     env = {"TXNLOG_PLANTED_PASSWORD": SECRET}
     events = ["--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir=file://{work / 'events'}"]
-    ok = run_job(
-        *events,
-        "--config",
-        "secret.yaml",
-        "--logs",
-        "logs",
-        "--output",
-        "out",
-        "--cluster",
-        "secrets",
-        cwd=work,
-        env=env,
-    )
+    runs: dict[str, subprocess.Popen] = {}
+    try:
+        runs["ok"] = start_job(
+            *events, "--config", "secret.yaml", "--logs", "logs", "--output", "out", "--cluster", "secrets",
+            cwd=work, env=env,
+        )  # fmt: skip
+        # --verify-live with the SASL settings against a port nobody listens on: a failure that used them
+        runs["failed"] = start_job(
+            "--config", "secret.yaml", "--logs", "logs", "--output", "out-failed", "--verify-live",
+            "--bootstrap-servers", f"127.0.0.1:{_closed_port()}", cwd=work, env=env,
+        )  # fmt: skip
+        abort = [sys.executable, "-m", "txnlog.cli", "abort", "--config", str(work / "secret.yaml")]
+        abort += ["--bootstrap-servers", f"127.0.0.1:{_closed_port()}", "--topic", "orders", "--partition", "0"]
+        abort += ["--producer-id", "1", "--producer-epoch", "0", "--coordinator-epoch", "0"]
+        runs["abort"] = subprocess.Popen(
+            abort, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "TXNLOG_PLANTED_PASSWORD": SECRET, "PYTHONPATH": str(ROOT)},
+        )  # fmt: skip
+    except BaseException:
+        for p in runs.values():
+            p.kill()
+            p.wait()
+        raise
+    yield runs
+    for p in runs.values():  # a test that failed before waiting for its run
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+@pytest.fixture(scope="module")
+def job(started) -> list[subprocess.CompletedProcess]:
+    ok = finish_job(started["ok"])
     assert ok.returncode == 0, ok.stdout[-3000:] + ok.stderr[-3000:]
-    # --verify-live with the SASL settings against a port nobody listens on: a failure that used them
-    failed = run_job(
-        "--config", "secret.yaml", "--logs", "logs", "--output", "out-failed", "--verify-live",
-        "--bootstrap-servers", f"127.0.0.1:{_closed_port()}", cwd=work, env=env, timeout=600,
-    )  # fmt: skip
+    failed = finish_job(started["failed"])
     assert failed.returncode != 0
     return [ok, failed]
 
@@ -140,17 +160,9 @@ def test_the_txnlog_command_shows_no_secret(job, work, monkeypatch):
         _assert_clean(script.read_bytes(), "txnlog plan --script's script")
 
 
-def test_abort_shows_no_secret_in_its_dry_run_or_its_failure(job, work):
-    env_cmd = [sys.executable, "-m", "txnlog.cli", "abort", "--config", str(work / "secret.yaml")]
-    args = ["--bootstrap-servers", f"127.0.0.1:{_closed_port()}", "--topic", "orders", "--partition", "0"]
-    args += ["--producer-id", "1", "--producer-epoch", "0", "--coordinator-epoch", "0"]
-    proc = subprocess.run(
-        [*env_cmd, *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "TXNLOG_PLANTED_PASSWORD": SECRET, "PYTHONPATH": str(ROOT)},
-    )
+def test_abort_shows_no_secret_in_its_dry_run_or_its_failure(started):
+    stdout, stderr = started["abort"].communicate(timeout=300)
+    proc = subprocess.CompletedProcess(started["abort"].args, started["abort"].returncode, stdout, stderr)
     assert proc.returncode != 0 or proc.stdout
     _assert_clean(proc.stdout + proc.stderr, "txnlog abort")
 
