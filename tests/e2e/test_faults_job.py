@@ -97,11 +97,18 @@ def logs(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def clean(spark, logs) -> str:
-    """One uninterrupted run at T2 into its own output: what every interrupted output must end up holding."""
+def clean_run(spark, logs) -> tuple[str, float]:
+    """One uninterrupted run at T2 into its own output: what every interrupted output must end up holding;
+    and how long it took, in seconds (in this process, on the shared session)."""
+    t0 = time.monotonic()
     proc = run_in_process(spark, "--logs", "logs", "--output", "clean", "--cluster", CLUSTER, "--as-of", T2, cwd=logs)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return str(logs / "clean")
+    return str(logs / "clean"), time.monotonic() - t0
+
+
+@pytest.fixture(scope="module")
+def clean(clean_run) -> str:
+    return clean_run[0]
 
 
 def test_a_driver_killed_between_commits_leaves_no_visible_run_and_the_rerun_replaces_it(spark, logs, clean):
@@ -139,14 +146,19 @@ def test_a_driver_killed_between_commits_leaves_no_visible_run_and_the_rerun_rep
     assert _content(_rows(out, "findings", T1)) == _content(t1_findings)
 
 
-def test_two_runs_into_one_output_write_in_turn(spark, logs, clean):
+def test_two_runs_into_one_output_write_in_turn(spark, logs, clean_run):
     """Two first runs of one (cluster, as_of) at once: the second (this process) waits for the first's lock,
-    then replaces its rows; one copy of each row, one SUCCEEDED runs row."""
+    then replaces its rows; one copy of each row, one SUCCEEDED runs row.
+
+    The first holds the lock, paused, long enough for the second to reach it: a whole run of the same input
+    in this process (``clean_run``) takes less than the second needs to get there, so the pause is three of
+    those, 15 s at least (the assertion below checks that the second did wait)."""
+    clean, clean_s = clean_run
     out = str(logs / "shared")
     paused = logs / "paused-transactions"
     first = _start(
         "--logs", "logs", "--output", "shared", "--cluster", CLUSTER, "--as-of", T2,
-        cwd=logs, pause=f"transactions:{paused}:60",
+        cwd=logs, pause=f"transactions:{paused}:{max(15.0, 3 * clean_s):.0f}",
     )  # fmt: skip
     _wait_for(paused, first)
     assert (Path(out) / LOCK_FILE).read_text().startswith("run ")
