@@ -104,12 +104,13 @@ class SplitPoints:
     previous: np.ndarray
 
 
-#: what reading a partition in pieces costs besides its bytes, in units of the partition's own decode: the
-#: pieces' extra CPU (each maps its file and checks its split points, and its fragments are staged) plus
-#: the merge of the pieces' fragments. Measured on the transaction-dense hot mix (benchmarks/RESULTS.md §2,
-#: "One build, staged fragments"): about 1.0 there, about 0 on logs of few, large transactions; 0.5 splits
-#: where it wins on the one and loses least on the other.
-SPLIT_OVERHEAD = 0.5
+#: what reading a partition in pieces costs besides its bytes, in units of the partition's own decode. Each piece
+#: finishes the transactions between its producers' markers and hands on only its edges, so the pieces' CPU is the
+#: whole read's: on the hot mix's 0.55 GiB partition, 0.47-0.51 CPU-s for its five pieces plus 0.01-0.02 for the
+#: merge of their 240 edge fragments, against 0.51-0.55 read whole in one process (the pieces' 560,320 fragments
+#: took 1.1-2.1 CPU-s to merge before). What remains is the merge's own Spark stages, ~2-3 s of wall time whatever
+#: the partition (benchmarks/RESULTS.md §2, "Pieces hand on their edges"): 0.25 of a ~1 GiB partition's decode.
+SPLIT_OVERHEAD = 0.25
 
 
 def worth_splitting(sizes: np.ndarray, units: np.ndarray, split_bytes: int, cores: int) -> np.ndarray:
@@ -120,13 +121,15 @@ def worth_splitting(sizes: np.ndarray, units: np.ndarray, split_bytes: int, core
     Read whole, such a unit takes ``unit`` (its bytes, in time) on one core while the rest of the input
     shares the others; read in pieces, every core shares the input plus the split's overhead
     (:data:`SPLIT_OVERHEAD` × ``unit``). Splitting wins when ``unit > (total + overhead × unit) / cores``,
-    i.e. ``unit × (cores − overhead) > total``: on 2 cores a partition holding more than two thirds of the
-    input, on 8 one holding more than ~13 %. A split partition's transactions are merged from its pieces'
-    fragments, where a whole partition finishes them in its own task: on 4 GiB of exactly-once traffic
+    i.e. ``unit × (cores − overhead) > total``: on 2 cores a partition holding more than 57 % of the input,
+    on 8 one holding more than ~13 %. Before the pieces finished their own transactions (every fragment was
+    merged in one task per partition, an overhead of about 1): on 4 GiB of exactly-once traffic
     (685 partitions, the 12 largest ~0.2 GiB each with one ~200 MiB segment) splitting every segment above
     128 MiB took the job from 28 s to 73 s on 2 cores and won nothing (RESULTS §2, "Both mixes at 1–8 GiB,
     index splits only for stragglers"), and a partition holding 55 % of the input was 1.3–2.3× slower split
-    on 2 cores. A hot 4 GiB partition of 1 GiB segments on its own is one to split (its share is all of it).
+    on 2 cores. It is not split on 2 cores now either: read whole, its task is a fraction of the decode (the rest
+    keeps the other core busy as long), so the split's fixed cost buys nothing. A hot 4 GiB partition of 1 GiB
+    segments on its own is one to split (its share is all of it).
     """
     sizes = np.asarray(sizes, np.int64)
     if sizes.size == 0 or split_bytes <= 0 or cores < 2:
