@@ -10,12 +10,14 @@ true (``_where``).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from txnlog.dump_log.assemble import assemble_segment, assemble_txn_state
+from txnlog.dump_log.lines import DEFAULT_CHUNK_BYTES, iter_line_batches
 from txnlog.dump_log.parse import (
     DAMAGE_KINDS,
     K_BATCH,
@@ -25,6 +27,7 @@ from txnlog.dump_log.parse import (
     K_SNAPSHOT,
     K_SNAPSHOT_CORRUPT,
     K_START,
+    parse_lines,
 )
 from txnlog.kafka import dump_log_text as D
 from txnlog.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
@@ -97,6 +100,35 @@ def record_rows(lines: pa.Table, names: dict[tuple[str | None, str | None], str 
     records and one ``segment`` row per dumped coordinator segment), ``broker`` the replica name."""
     records = pa.concat_tables([_records(lines), _dumped(lines)], promote_options="default")
     return _shaped(_named(records, names), TXN_STATE_SCHEMA)
+
+
+#: what a dump file is read into: the rows of the segment source, or of the txn-state source
+SUMMARY, RECORDS = "summary", "records"
+
+
+def file_rows(
+    path: str,
+    names: dict[tuple[str | None, str | None], str | None],
+    output: str,
+    loc: str | None = None,
+    loc_named: bool = False,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+) -> Iterator[pa.Table]:
+    """One dump file → its SUMMARY (:func:`summary_rows`) or RECORDS (:func:`record_rows`) rows, read a chunk at
+    a time. A dumped segment's lines never leave their file, so each segment is assembled as soon as the next
+    "Dumping" line is read: what is held is one segment's kept lines, never the file's, and nothing is shuffled.
+    ``names`` are the replica names (:func:`replica_names` of the input's "Dumping" lines)."""
+    keep, build = (summary_lines, summary_rows) if output == SUMMARY else (record_lines, record_rows)
+    pending: pa.Table | None = None
+    for batch in iter_line_batches(path, chunk_bytes, loc, loc_named):
+        kept = keep(pa.Table.from_batches([parse_lines(batch)]))
+        pending = kept if pending is None else pa.concat_tables([pending, kept])
+        done = pc.less(pending.column("section"), batch.column("section")[-1])  # sections that have ended
+        if pc.any(done).as_py():
+            yield build(pending.filter(done), names)
+            pending = pending.filter(pc.invert(done))
+    if pending is not None and pending.num_rows:
+        yield build(pending, names)
 
 
 def _where(lines: pa.Table, condition: Any) -> pa.Table:

@@ -1,30 +1,28 @@
 """``--dump-log``: read ``kafka-dump-log.sh`` text into the same rows as the binary sources.
 
-This module holds the Data Source and the Spark plan that joins the steps (:func:`read_dump_logs`); the
-steps themselves are txnlog.dump_log.lines, parse and assemble. Three steps:
+This module holds the Data Source and the plan that joins the steps (:func:`read_dump_logs`); the steps
+themselves are txnlog.dump_log.lines, parse, assemble and rows, the same functions in both placements
+(txnlog.spark.placement):
 
-1. **Lines** (``txnlog_dump_lines``, a Python Data Source): one input partition per
-   dump file, read in chunks and split on ``\\n`` with numpy (no loop per line).
-   Each line gets its true 1-based line number, plus two pieces of *context* that
-   only a sequential reader can give cheaply: the ``Dumping <path>`` line that
-   governs it (``section``/``section_header``) and whether the previous line is a
-   batch line (``after_batch``). Detecting those is a fixed-prefix byte compare,
-   vectorized.
-2. **Parse**, in the same reader, chunk by chunk (:func:`parse_lines`): each line's
-   kind and typed fields (``PARSED_SCHEMA``: batch, record, snapshot and
-   ``__transaction_state`` fields, what the path says, the quarantine reason) with
-   ``pyarrow.compute`` - the patterns of ``txnlog.kafka.dump_log_text`` in RE2 form,
-   token positions, Spark's ``try_cast`` rules, ``pyarrow.json`` for the 4.x JSON
-   decoder output. The reader is the same function in both placements
-   (txnlog.spark.placement), so Spark plans no regular expression.
-3. **Assemble** per dumped segment (txnlog.dump_log.rows, the same functions in
-   both placements; Spark groups each segment's lines with ``groupBy(file, section)``):
-   the batch lines of one segment (and the few record lines needed: control
-   markers and each batch's first record) become ``BATCH_COLUMNS`` arrays, and
-   ``txnlog.reconstruct.segment_fragments`` - the function the segment reader
-   uses - turns them into run/marker fragments. ``__transaction_state`` record
-   lines get their batch's partitionLeaderEpoch the same way. The replicas are
-   named from the "Dumping" lines (``txnlog.dump_log.rows.replica_names``).
+1. **Lines**: one dump file read in chunks and split on ``\\n`` with numpy (no loop per line). Each line gets
+   its true 1-based line number, plus two pieces of *context* that only a sequential reader can give
+   cheaply: the ``Dumping <path>`` line that governs it (``section``/``section_header``) and whether the
+   previous line is a batch line (``after_batch``).
+2. **Parse**, chunk by chunk (``parse_lines``): each line's kind and typed fields (``PARSED_SCHEMA``) with
+   ``pyarrow.compute`` - the patterns of ``txnlog.kafka.dump_log_text`` in RE2 form, token positions,
+   Spark's ``try_cast`` rules, ``pyarrow.json`` for the 4.x JSON decoder output.
+3. **Assemble** per dumped segment, as soon as the segment's lines are read (``file_rows``): the batch
+   lines of one segment (and the few record lines needed: control markers and each batch's first record)
+   become ``BATCH_COLUMNS`` arrays, and ``txnlog.reconstruct.segment_fragments`` - the function the
+   segment reader uses - turns them into run/marker fragments. ``__transaction_state`` record lines get
+   their batch's partitionLeaderEpoch the same way.
+
+A dumped segment's lines never leave their file, so each reading task makes the rows of whole files: no
+line crosses the JVM and nothing is shuffled. Only the replica names need the whole input: a first pass
+reads just the "Dumping" lines (one regular-expression scan per chunk), and
+``txnlog.dump_log.rows.replica_names`` names every (dump file, printed broker) from them; the reading
+tasks get that map as an option. The same pass says which files hold ``__transaction_state`` segments,
+the only ones read a second time, for the coordinator records.
 
 What the text cannot give (documented, not guessed):
 
@@ -43,28 +41,17 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from txnlog import storage
-from txnlog.dump_log.lines import DEFAULT_CHUNK_BYTES, iter_line_batches, list_dump_inputs, split_dump_arg
-from txnlog.dump_log.parse import (
-    K_DUMPING,
-    PARSED_SCHEMA,
-    parse_lines,
-)
-from txnlog.dump_log.rows import (
-    RECORD_LINE_COLUMNS,
-    SUMMARY_LINE_COLUMNS,
-    record_lines,
-    record_rows,
-    replica_names,
-    summary_lines,
-    summary_rows,
-)
+from txnlog.dump_log.lines import DEFAULT_CHUNK_BYTES, dumping_lines, list_dump_inputs, split_dump_arg
+from txnlog.dump_log.parse import PARSED_SCHEMA, parse_lines
+from txnlog.dump_log.rows import RECORDS, SUMMARY, file_rows, replica_names
 from txnlog.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
 from txnlog.spark.placement import read_here
 from txnlog.spark.sources import arrow_to_spark_schema
@@ -72,7 +59,12 @@ from txnlog.spark.sources import arrow_to_spark_schema
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-DUMP_LINES_SOURCE = "txnlog_dump_lines"
+DUMP_ROWS_SOURCE = "txnlog_dump_rows"
+#: the reader's third output: the parsed "Dumping" lines only (the replica names' first pass)
+DUMPING = "dumping"
+_SCHEMAS = {SUMMARY: SEGMENT_SUMMARY_SCHEMA, RECORDS: TXN_STATE_SCHEMA, DUMPING: PARSED_SCHEMA}
+
+Names = dict[tuple[str | None, str | None], str | None]
 
 
 @dataclass
@@ -101,11 +93,13 @@ class _DumpFilePartition(InputPartition):
         super().__init__(paths)
 
 
-class _DumpLinesReader(DataSourceReader):
+class _DumpRowsReader(DataSourceReader):
     def __init__(self, options: dict[str, str]):
         self.paths = json.loads(options.get("paths", "[]"))
         self.locations = json.loads(options.get("locations", "{}"))  # file → [loc, named]
         self.chunk_bytes = int(options.get("chunk_bytes", DEFAULT_CHUNK_BYTES))
+        self.output = options.get("output", SUMMARY)
+        self.names: Names = {(f, b): n for f, b, n in json.loads(options.get("names", "[]"))}
         self.options = options
 
     def partitions(self) -> list[InputPartition]:
@@ -128,57 +122,66 @@ class _DumpLinesReader(DataSourceReader):
         storage.configure_from_options(self.options)
         for path in partition.value:
             loc, named = self.locations.get(path, (None, False))
-            for batch in iter_line_batches(path, self.chunk_bytes, loc, bool(named)):
-                yield parse_lines(batch)
+            if self.output == DUMPING:
+                yield parse_lines(dumping_lines(path, self.chunk_bytes, loc, bool(named)))
+                continue
+            for table in file_rows(path, self.names, self.output, loc, bool(named), self.chunk_bytes):
+                yield from table.to_batches()
 
 
-class DumpLinesSource(DataSource):
-    """``spark.read.format("txnlog_dump_lines").option("paths", json.dumps([...])).load()``: the
-    parsed lines (``PARSED_SCHEMA``) of the dump files."""
+class DumpRowsSource(DataSource):
+    """``spark.read.format("txnlog_dump_rows").options(paths=..., output=..., names=...).load()``: the dump
+    files' rows, ``output`` ``summary`` (SEGMENT_SUMMARY_SCHEMA), ``records`` (TXN_STATE_SCHEMA) or
+    ``dumping`` (the parsed "Dumping" lines, PARSED_SCHEMA)."""
 
     @classmethod
     def name(cls) -> str:
-        return DUMP_LINES_SOURCE
+        return DUMP_ROWS_SOURCE
 
     def schema(self) -> StructType:
-        return arrow_to_spark_schema(PARSED_SCHEMA)
+        return arrow_to_spark_schema(_SCHEMAS[self.options.get("output", SUMMARY)])
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return _DumpLinesReader(dict(self.options))
+        return _DumpRowsReader(dict(self.options))
 
 
-# ============================================================================ the Spark plan
+# ============================================================================ the plan
 
 
 def register_dump_log_source(spark: SparkSession) -> None:
-    spark.dataSource.register(DumpLinesSource)
+    spark.dataSource.register(DumpRowsSource)
 
 
-#: what replica_names reads of the "Dumping" lines
-_NAMING_COLUMNS = ("kind_code", "file", "loc", "loc_named", "broker", "dpath", "stem")
+#: what replica_names reads of the "Dumping" lines, and which of them are __transaction_state segments
+_NAMING_COLUMNS = ("kind_code", "file", "loc", "loc_named", "broker", "dpath", "stem", "is_txn_state")
 
 
-def _lines_of(rows: Any) -> Any:
-    """A mapInArrow function applying ``rows`` (summary_lines or record_lines) to each batch of parsed lines."""
+def _options(paths: list[str]) -> dict[str, str]:
+    inputs = list_dump_inputs(paths)
+    return {
+        "paths": json.dumps([f for f, _, _ in inputs]),
+        "storage": storage.settings_option(),
+        "locations": json.dumps({f: [loc, named] for f, loc, named in inputs}),
+    }
 
-    def select(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            yield from rows(pa.Table.from_batches([batch])).to_batches()
 
-    return select
+def _named(options: dict[str, str], dumping: pa.Table, output: str) -> dict[str, str]:
+    """``options`` for reading ``output`` with the replica names of the "Dumping" lines ``dumping``; the
+    coordinator records are read only from the files that dumped a ``__transaction_state`` segment."""
+    names = replica_names(dumping)
+    out = {**options, "output": output, "names": json.dumps([[f, b, n] for (f, b), n in names.items()])}
+    if output == RECORDS:
+        txn = set(dumping.filter(pc.fill_null(dumping.column("is_txn_state"), False)).column("file").to_pylist())
+        out["paths"] = json.dumps([f for f in json.loads(options["paths"]) if f in txn])
+    return out
 
 
 def read_dump_logs_here(paths: list[str]) -> tuple[pa.Table, pa.Table]:
     """``read_dump_logs(spark, paths)`` in this process: (summary, records) as Arrow tables of
     SEGMENT_SUMMARY_SCHEMA and TXN_STATE_SCHEMA, ``broker`` the replica name."""
-    inputs = list_dump_inputs(paths)
-    options = {
-        "paths": json.dumps([f for f, _, _ in inputs]),
-        "storage": storage.settings_option(),
-        "locations": json.dumps({f: [loc, named] for f, loc, named in inputs}),
-    }
-    lines = read_here(DumpLinesSource, options, PARSED_SCHEMA)
-    return summary_rows(lines, replica_names(lines)), record_rows(lines, replica_names(lines))
+    options = _options(paths)
+    dumping = read_here(DumpRowsSource, {**options, "output": DUMPING}, PARSED_SCHEMA)
+    return tuple(read_here(DumpRowsSource, _named(options, dumping, out), _SCHEMAS[out]) for out in (SUMMARY, RECORDS))
 
 
 def read_dump_logs(spark: SparkSession, paths: list[str]) -> DumpLogFrames:
@@ -192,37 +195,14 @@ def read_dump_logs(spark: SparkSession, paths: list[str]) -> DumpLogFrames:
     (``isvalid: false``, invalid bytes at the end, ``...`` elisions, the tool's exceptions) is
     quarantined by that segment's path and byte position, the dump file and line in ``detail``;
     a line no format knows is quarantined by the dump file and its line number (``length`` 1).
-    ``broker`` is the replica name (:func:`_replica_names`). A small input is read in the driver by
-    :func:`read_dump_logs_here` instead, with the same functions.
-
-    Spark filters the parsed lines in the reading tasks and groups each dumped segment's lines; the rows are
-    made by the functions a small input's read calls (txnlog.dump_log.rows), with the replica names
-    those give from the few "Dumping" lines, collected here.
+    ``broker`` is the replica name (``replica_names``). A small input is read in the driver by
+    :func:`read_dump_logs_here` instead, with the same reader.
     """
-
-    inputs = list_dump_inputs(paths)
-    files = [f for f, _, _ in inputs]
-    options = {
-        "paths": json.dumps(files),
-        "storage": storage.settings_option(),
-        "locations": json.dumps({f: [loc, named] for f, loc, named in inputs}),
-    }
+    options = _options(paths)
     register_dump_log_source(spark)
-    lines = spark.read.format(DUMP_LINES_SOURCE).options(**options).load()
-    names = replica_names(lines.filter(f"kind_code = {K_DUMPING}").select(*_NAMING_COLUMNS).distinct().toArrow())
-
-    def segment_rows(group: pa.Table) -> pa.Table:  # typed: applyInArrow reads the hints
-        return summary_rows(group, names)
-
-    def txn_state_rows(group: pa.Table) -> pa.Table:
-        return record_rows(group, names)
-
-    groups = {}
-    for name, rows, columns in (
-        ("summary", summary_lines, SUMMARY_LINE_COLUMNS),
-        ("records", record_lines, RECORD_LINE_COLUMNS),
-    ):
-        groups[name] = lines.mapInArrow(_lines_of(rows), lines.select(*columns).schema).groupBy("file", "section")
-    summary = groups["summary"].applyInArrow(segment_rows, arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA))
-    records = groups["records"].applyInArrow(txn_state_rows, arrow_to_spark_schema(TXN_STATE_SCHEMA))
-    return DumpLogFrames(summary=summary, records=records, files=files)
+    dumping = spark.read.format(DUMP_ROWS_SOURCE).options(**options, output=DUMPING).load()
+    first = dumping.select(*_NAMING_COLUMNS).toArrow()
+    summary, records = (
+        spark.read.format(DUMP_ROWS_SOURCE).options(**_named(options, first, out)).load() for out in (SUMMARY, RECORDS)
+    )
+    return DumpLogFrames(summary=summary, records=records, files=json.loads(options["paths"]))

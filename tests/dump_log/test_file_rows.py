@@ -1,0 +1,78 @@
+"""A dump file read segment by segment gives the rows of the whole file read at once.
+
+``file_rows`` assembles each dumped segment as soon as the next "Dumping" line is read, and ``dumping_lines``
+finds the "Dumping" lines with one scan: both are held here to the plain reading of every line
+(``iter_line_batches`` → ``parse_lines`` → ``summary_rows``/``record_rows`` on all of them), for every chunk size
+down to a few bytes for the scan (chunk edges inside lines, inside "Dumping", between ``\\r`` and ``\\n``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from txnlog.dump_log.lines import dumping_lines, iter_line_batches
+from txnlog.dump_log.parse import K_DUMPING, parse_lines
+from txnlog.dump_log.rows import RECORDS, SUMMARY, file_rows, record_rows, replica_names, summary_rows
+
+
+@pytest.fixture(scope="module")
+def dump(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+    """One file holding a broker's data segments, snapshots and __transaction_state dumps, CRLF line ends, a
+    stray line before the first "Dumping" and no newline at the end."""
+    from txnlog.brokerlog.scenarios import write_scenario
+    from txnlog.kafka.dump_log_text import render_dump
+    from txnlog.logdirs import discover
+
+    root = tmp_path_factory.mktemp("file-rows")
+    write_scenario("coordinator_stuck", root / "logs", seed=2)
+    inv = discover([str(root / "logs")])
+    files = [*inv.segments, *inv.snapshots, *inv.txn_state_segments]
+    mine = [f for f in files if f.broker == "broker-1" and os.path.getsize(f.path) > 0]
+    txn = [f for f in mine if f.topic == "__transaction_state"]
+    data = [f for f in mine if f.topic != "__transaction_state"]
+    text = "a line before any Dumping\n"
+    for f in (
+        data[:4] + [f for f in data if f.path.endswith(".snapshot")][:2] + txn[:3]
+    ):  # each dump cut after 80 lines: the file stays small, every kind of line in it
+        shown = render_dump(f.path, "3.x", deep_iteration=True, transaction_log_decoder=f in txn)
+        text += "".join(shown.splitlines(keepends=True)[:80])
+    path = root / "broker-1.txt"
+    path.write_bytes(text.replace("\n", "\r\n").rstrip("\r\n").encode())
+    return path
+
+
+def _all_lines(path: Path) -> pa.Table:
+    return pa.Table.from_batches([parse_lines(b) for b in iter_line_batches(str(path), 1 << 20, "b1", True)])
+
+
+def _sorted(table: pa.Table) -> list[dict]:
+    return sorted(table.to_pylist(), key=repr)
+
+
+def test_the_dumping_scan_finds_the_lines_the_line_reader_finds(dump: Path) -> None:
+    lines = _all_lines(dump)
+    want = lines.filter(pa.compute.equal(lines.column("kind_code"), K_DUMPING))
+    assert want.num_rows > 3
+    for chunk in (7, 64, 1000, 1 << 20):  # the scan is one regular expression per chunk: tiny chunks are cheap
+        got = parse_lines(dumping_lines(str(dump), chunk, "b1", True))
+        assert got.column("line_no").to_pylist() == want.column("line_no").to_pylist()
+        for column in ("broker", "dpath", "topic", "partition", "is_txn_state", "stem", "section"):
+            assert got.column(column).to_pylist() == want.column(column).to_pylist(), column
+
+
+@pytest.mark.parametrize("chunk", [2000, 1 << 20])
+def test_rows_segment_by_segment_are_the_rows_of_the_whole_file(dump: Path, chunk: int) -> None:
+    lines = _all_lines(dump)
+    names = replica_names(lines)
+    for output, rows in ((SUMMARY, summary_rows), (RECORDS, record_rows)):
+        want = rows(lines, names)
+        assert want.num_rows > 0
+        parts = list(file_rows(str(dump), names, output, "b1", True, chunk))
+        got = pa.concat_tables(parts)
+        assert got.schema == want.schema
+        assert _sorted(got) == _sorted(want), output
+    assert len(list(file_rows(str(dump), names, SUMMARY, "b1", True, 4096))) > 1, "segments leave as they end"
