@@ -26,6 +26,7 @@ stage the wall time, tasks, the longest task, rows and shuffle records.
     python benchmarks/hot_partition.py                         # 1 GiB, indexed vs empty_index, 2 repeats
     python benchmarks/hot_partition.py --variants indexed,empty_index,split_off,floor --event-log
     python benchmarks/hot_partition.py --variants indexed,empty_index --plan-cores 8   # the split at work on 2 cores
+    python benchmarks/hot_partition.py --pieces-cpu --repeat 3   # the split's own CPU, one process, no Spark
 """
 
 from __future__ import annotations
@@ -163,6 +164,95 @@ def _stage() -> dict[str, Any]:
     }
 
 
+def pieces_cpu(root: Path, split_bytes: int, repeat: int, log) -> list[dict[str, Any]]:
+    """CPU seconds, in this process, of the hot partition read whole (its segments and snapshots into one
+    PartitionTransactions, as a whole-partition task does) and read in pieces of ``split_bytes`` as the split
+    tasks do (every piece with its edges, txnlog.segments.Edges; the partition's merge of the staged edges with
+    the segment and snapshot rows, transactions_of_summary), and the pieces handing on every fragment instead
+    (``edges`` off: the merge before pieces finished their transactions). No Spark: the split's own cost."""
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from txnlog import segments as SG
+    from txnlog import splits as S
+    from txnlog.logdirs import discover
+    from txnlog.rows import SEGMENT_SUMMARY_SCHEMA
+    from txnlog.rules.staged import read_raw
+    from txnlog.rules.transactions import PartitionTransactions, checkpoints_of, transactions_of_summary
+    from txnlog.spark.sources import _read_index
+
+    inv = discover([str(root)])
+    segs = [f for f in inv.segments if f.topic == "dense-hot"]
+    snaps = [f for f in inv.snapshots if f.topic == "dense-hot"]
+    ck = checkpoints_of(inv.checkpoints)
+    for f in segs:  # the decoders compiled, the page cache warm
+        SG.scan_log_file(f.path, True)
+
+    def whole() -> float:
+        t = time.process_time()
+        with tempfile.TemporaryDirectory() as stage:
+            merge, rows = PartitionTransactions(), SG.SegmentRows()
+            for f in segs:
+                for _ in SG.summarize_segment(f, True, rows, merge):
+                    pass
+            for f in snaps:
+                for _ in SG.summarize_snapshot(f, merge):
+                    pass
+            for _ in merge.batches(ck, SEGMENT_SUMMARY_SCHEMA, stage):
+                pass
+            return time.process_time() - t
+
+    def split(with_edges: bool) -> dict[str, Any]:
+        with tempfile.TemporaryDirectory() as stage, tempfile.TemporaryDirectory() as staged:
+            out: list[pa.RecordBatch] = []
+            cpu: list[float] = []
+            for f in segs:
+                points = S.index_split_points(_read_index(f.path), f.base_offset, f.size)
+                plan = S.plan_pieces(points, f.size, split_bytes) if isinstance(points, S.SplitPoints) else None
+                n = 0 if plan is None else plan.positions.size
+                for k in range(n + 1):
+                    t = time.process_time()
+                    rows = SG.SegmentRows()
+                    starts = SG.snapshot_starts([s.path for s in snaps])
+                    edges = SG.Edges(starts, ck, stage) if with_edges else None
+                    if plan is not None and n:
+                        piece = SG.Piece(k, plan.positions, plan.offsets, plan.previous)
+                        it = SG.summarize_piece(f, piece, True, rows, None, staged, edges)
+                    else:
+                        it = SG.summarize_segment(f, True, rows, None, fragments_to=staged, edges=edges)
+                    out += [*it, *rows.batches()]
+                    cpu.append(time.process_time() - t)
+            for f in snaps:
+                out += list(SG.summarize_snapshot(f, None))
+            t = time.process_time()
+            table = pa.Table.from_batches(out, SEGMENT_SUMMARY_SCHEMA)
+            keep = table.filter(pc.is_in(table.column("kind"), pa.array(["snapshot", "piece", "segment"])))
+            kinds = pc.if_else(pc.equal(keep.column("kind"), "piece"), "segment", keep.column("kind"))
+            keep = keep.set_column(0, "kind", kinds)  # the stitch's segment rows (the pieces' bounds are enough here)
+            parts = [read_raw(str(p)) for p in Path(staged).glob("*.arrow")]
+            frags = [p.select(keep.column_names).cast(keep.schema) for p in parts]
+            transactions_of_summary(pa.concat_tables([keep, *frags]), ck, stage, SEGMENT_SUMMARY_SCHEMA)
+            return {"pieces_cpu_s": cpu, "merge_cpu_s": time.process_time() - t,
+                    "merged_fragments": sum(p.num_rows for p in parts)}  # fmt: skip
+
+    results = []
+    for r in range(repeat):
+        res = {"whole_cpu_s": whole(), "edges": split(True), "every_fragment": split(False)}
+        w = res["whole_cpu_s"]
+        for name in ("edges", "every_fragment"):
+            x = res[name]
+            x["overhead"] = (sum(x["pieces_cpu_s"]) + x["merge_cpu_s"] - w) / w
+            log(
+                f"  repeat {r + 1} {name}: whole {w:.2f} CPU-s; pieces {sum(x['pieces_cpu_s']):.2f} "
+                f"({len(x['pieces_cpu_s'])}); merge {x['merge_cpu_s']:.2f} of {x['merged_fragments']:,} fragments; "
+                f"overhead {x['overhead']:.2f}"
+            )
+        results.append(res)
+    return results
+
+
 def run_variant(
     variant: str, ds: Any, copy: Path, code: Path, out: Path, args: argparse.Namespace, log, spark_args: list[str]
 ) -> dict[str, Any]:
@@ -207,6 +297,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quiet-wait", type=float, default=60, help="wait up to this long for a quieter machine (60)")
     p.add_argument("--spark-arg", action="append", default=[], help="extra spark-submit option, repeatable")
     p.add_argument(
+        "--pieces-cpu",
+        action="store_true",
+        help="only the split's own CPU, in this process, no Spark: the hot partition read whole vs in pieces "
+        "(with edges, and handing on every fragment), --repeat times",
+    )
+    p.add_argument(
         "--plan-cores",
         type=int,
         default=None,
@@ -236,6 +332,12 @@ def main(argv: list[str] | None = None) -> int:
     info["code"] = described.read_text().strip() if described.exists() else code_version(code)
     warm_decoders(code, log)
     ds = hot_dataset(args.size, args.data_dir, log)
+    if args.pieces_cpu:
+        cpu = pieces_cpu(ds.root, 128 << 20, args.repeat, log)
+        path = args.json or args.data_dir / "results" / f"hot-pieces-cpu-{time.strftime('%Y%m%d-%H%M%S')}.json"
+        write_json(path, {"machine": info, "args": {k: str(x) for k, x in vars(args).items()}, "runs": cpu})
+        log(f"results: {path}")
+        return 0
     copy = empty_index_copy(ds.root)
     out_root = args.data_dir / "hot-out"
     out_root.mkdir(parents=True, exist_ok=True)
