@@ -48,16 +48,22 @@ while [ $# -gt 0 ]; do
     job_args+=("$arg"); shift
   fi
 done
+# Check the job's input and configuration before starting a JVM: a wrong path or
+# an unknown config key fails at once, with one line that says what to fix.
+if [ ${#spark_args[@]} -eq 0 ] && [ "$own_java_options" = 0 ]; then
+  # No Spark option given: a small input (--driver-max-bytes) is read, built and written by this Python
+  # process, no JVM started; a large one answers 10 and goes on to spark-submit.
+  rc=0; python "$ROOT/jobs/find_hanging.py" --here-if-small ${job_args[@]+"${job_args[@]}"} || rc=$?
+  [ "$rc" = 10 ] || exit "$rc"
+else
+  python "$ROOT/jobs/find_hanging.py" --validate-only ${job_args[@]+"${job_args[@]}"} || exit $?
+fi
 [ "$master_given" = 1 ] || spark_args+=(--master "local[*]")
 # With txnlog's own JVM options, the driver also maps the archive of Spark's classes that
 # scripts/bootstrap.sh recorded (txnlog/spark/jvm_archive.py: ~4 s off a cold start).
 if [ "$own_java_options" = 0 ]; then
   driver_java_options="$driver_java_options $(python "$ROOT/txnlog/spark/jvm_archive.py" --options)"
 fi
-
-# Check the job's input and configuration before starting a JVM: a wrong path or
-# an unknown config key fails at once, with one line that says what to fix.
-python "$ROOT/jobs/find_hanging.py" --validate-only ${job_args[@]+"${job_args[@]}"} || exit $?
 
 # Spark's progress bars help a person at a terminal and clutter cron logs.
 progress=false; [ -t 2 ] && progress=true

@@ -26,6 +26,10 @@ Exit codes: 0 done (findings or not), 2 bad input or configuration (one line say
 """
 
 
+#: ``--here-if-small``'s answer for an input that is not small: spark-submit.sh then starts Spark
+NEEDS_SPARK = 10
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="./spark-submit.sh",
@@ -102,9 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--driver-max-bytes",
         type=int,
         metavar="BYTES",
-        help="inputs up to this size are read and their tables built in the driver process with pyarrow, "
-        "without a Spark query: seconds faster on small inputs, same tables (default 67108864 = 64 MiB; "
-        "0 = always with Spark)",
+        help="inputs up to this size are read, built and written in the driver process with pyarrow and "
+        "deltalake; with no Spark option given, ./spark-submit.sh then starts no JVM at all: seconds faster on "
+        "small inputs, same tables (default 67108864 = 64 MiB; 0 = always with Spark)",
     )
     p.add_argument(
         "--split-segment-bytes",
@@ -132,6 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     # spark-submit.sh checks the input before it starts a JVM, so that a typo fails in a second
     p.add_argument("--validate-only", action="store_true", help=argparse.SUPPRESS)
+    # ... and runs a small input's job right there, starting no JVM at all (exit NEEDS_SPARK: a large one)
+    p.add_argument("--here-if-small", action="store_true", help=argparse.SUPPRESS)
     return p
 
 
@@ -160,13 +166,17 @@ def main(argv: list[str] | None = None) -> int:
     }
     try:
         config = load_config(args.config, overrides)
-        from txnlog.pipeline import plan_inputs, run
+        from txnlog.pipeline import plan_inputs, run, runs_without_spark
 
-        if args.validate_only:  # every check that needs no Spark, before spark-submit starts a JVM
-            plan_inputs(config, sample=False)
-            return 0
-
-        result = run(config)
+        if args.validate_only or args.here_if_small:  # every check that needs no Spark, before a JVM starts
+            inputs = plan_inputs(config, sample=False)
+            if args.validate_only:
+                return 0
+            if not runs_without_spark(config, inputs):
+                return NEEDS_SPARK
+            result = run(config)  # a small input: no Spark session, no JVM
+        else:  # under spark-submit, with the user's Spark options: the session they configure, whatever the input
+            result = run(config, without_spark=False)
     except UsageError as e:
         print(f"txnlog: error: {e}", file=sys.stderr)
         return e.exit_code

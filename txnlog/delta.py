@@ -198,7 +198,7 @@ def write_tables(
     if unknown:
         raise ValueError(f"not output tables: {unknown}; tables are: {list(contract.TABLES)}")
     chosen = resolve_writer(spark, writer)
-    if spark is None and any(not isinstance(data, pa.Table) for data in tables.values()):
+    if spark is None and any(not isinstance(data, (pa.Table, ParquetTable)) for data in tables.values()):
         raise ValueError("write_tables needs a SparkSession to write Spark DataFrames")
 
     base = _Location.of(output)

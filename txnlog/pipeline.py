@@ -31,7 +31,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -335,15 +335,19 @@ class Cache:
 
 
 @contextmanager
-def run_scope(spark: SparkSession, output: str, run_id: str) -> Iterator[tuple[str, Cache]]:
+def run_scope(spark: SparkSession | None, output: str, run_id: str) -> Iterator[tuple[str, Cache]]:
     """A run's scratch directory under the output (txnlog.rules.staged) and its cache, both released on
-    every exit; the run's Spark settings (RUN_CONF; one the user set explicitly wins) for its duration."""
+    every exit; the run's Spark settings (RUN_CONF; one the user set explicitly wins) for its duration
+    (``spark`` None: a small input's run, which starts no Spark)."""
     from txnlog import output_dir
     from txnlog.spark_base import temporary_conf
 
     cache = Cache()
-    run_conf = {k: v for k, v in RUN_CONF.items() if spark.conf.get(k, None) is None}
-    with output_dir.scratch(output, run_id) as scratch, temporary_conf(spark, run_conf):
+    settings: AbstractContextManager[None] = nullcontext()
+    if spark is not None:
+        run_conf = {k: v for k, v in RUN_CONF.items() if spark.conf.get(k, None) is None}
+        settings = temporary_conf(spark, run_conf)
+    with output_dir.scratch(output, run_id) as scratch, settings:
         try:
             yield scratch, cache
         finally:
@@ -365,7 +369,7 @@ class Decoded:
 
 
 def decode(
-    spark: SparkSession,
+    spark: SparkSession | None,
     inputs: Inputs,
     *,
     check_crc: bool,
@@ -390,6 +394,8 @@ def decode(
     placement = placement or Placement()
     if placement.driver:
         return _decode_here(inputs, check_crc, scratch, max_decompressed_bytes)
+    if spark is None:
+        raise ValueError("decode: an input read in Spark needs a SparkSession")
     shared = bool(inputs.dump_files or inputs.live)  # other inputs may hold the same partitions
     summary, records = _log_dir_sources(
         spark, inputs.inventory, check_crc, scratch, shared, bool(inputs.dump_files), max_decompressed_bytes,
@@ -679,7 +685,7 @@ def _epoch_ms(moment: datetime) -> int:
 
 
 def build_tables(
-    spark: SparkSession,
+    spark: SparkSession | None,
     summary: pa.Table,
     records: pa.Table,
     thresholds: classify.Thresholds,
@@ -722,7 +728,7 @@ def build_tables(
 
 
 def verify_live(
-    spark: SparkSession,
+    spark: SparkSession | None,
     tables: dict[str, Any],
     config: Config,
     *,
@@ -754,7 +760,7 @@ def verify_live(
 
 
 def write(
-    spark: SparkSession,
+    spark: SparkSession | None,
     tables: dict[str, Any],
     config: Config,
     as_of: datetime,
@@ -798,7 +804,7 @@ def _pause_for_fault_tests(table: str) -> None:
 
 
 def summarize(
-    spark: SparkSession, tables: dict[str, Any], counts: dict[str, int], *, run: RunResult
+    spark: SparkSession | None, tables: dict[str, Any], counts: dict[str, int], *, run: RunResult
 ) -> tuple[RunResult, int]:
     """The run's result for the console (verdict counts, the worst partitions) and its late partitions."""
     verdicts, worst, late_partitions = _arrow_summary(tables["findings"], tables["partition_health"])
@@ -830,8 +836,18 @@ def _arrow_summary(findings: Any, health: Any) -> tuple[list[tuple[str, str, int
 # --- the job ----------------------------------------------------------------------------------------------
 
 
-def run(config: Config, *, spark: SparkSession | None = None, progress: Progress = stderr_progress) -> RunResult:
-    """Run the whole job for ``config`` (a ``txnlog.config.Config``) and write the Delta tables."""
+def run(
+    config: Config,
+    *,
+    spark: SparkSession | None = None,
+    progress: Progress = stderr_progress,
+    without_spark: bool = True,
+) -> RunResult:
+    """Run the whole job for ``config`` (a ``txnlog.config.Config``) and write the Delta tables.
+
+    Without ``spark``, a small input (:func:`runs_without_spark`) is read, built and written in this process
+    and no Spark session is started (unless ``without_spark`` is false: the job under spark-submit, whose
+    Spark options ask for a session); any other input gets ``get_session()``."""
     from txnlog import output_dir
     from txnlog.spark.placement import Placement
     from txnlog.spark.session import get_session
@@ -843,7 +859,8 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
     if derived and not inputs.sample:
         progress(f"cluster '{cluster}': named after the input (the same input gives the same name; --cluster names it)")
     placement = Placement.for_input(inputs.bytes, config.driver_max_bytes, live=bool(inputs.live))
-    spark = spark or get_session("txnlog", conf=dict(config.spark))
+    if spark is None and not (without_spark and runs_without_spark(config, inputs)):
+        spark = get_session("txnlog", conf=dict(config.spark))
     with run_scope(spark, config.output, run_id) as (scratch, cache):
         live_cut = capture_live(config, inputs, progress)
         progress(f"decoding {_file_count(inputs)} files {'here (a small input)' if placement.driver else 'in Spark'}")
@@ -883,6 +900,16 @@ def run(config: Config, *, spark: SparkSession | None = None, progress: Progress
         return result
 
 
+def runs_without_spark(config: Config, inputs: Inputs) -> bool:
+    """Whether a run of ``inputs`` needs no Spark session at all: a small input (the driver placement,
+    txnlog.spark.placement) whose tables the deltalake writer writes. Spark's part of such a run is only its
+    start, seconds of JVM for nothing (benchmarks/RESULTS.md, "Startup")."""
+    from txnlog.spark.placement import Placement
+
+    driver = Placement.for_input(inputs.bytes, config.driver_max_bytes, live=bool(inputs.live)).driver
+    return driver and config.delta_writer != "spark"
+
+
 def _thresholds(config: Config, inputs: Inputs, decoded: Decoded, as_of: datetime) -> classify.Thresholds:
     """What the verdicts of this run weigh: its ``as_of``, the configured limits, and how much of
     ``__transaction_state`` the input holds (a live run reads all of it)."""
@@ -920,7 +947,7 @@ def retain(config: Config, progress: Progress) -> None:
 
 
 def _mark_run(
-    spark: SparkSession,
+    spark: SparkSession | None,
     config: Config,
     result: RunResult,
     started_at: datetime,
@@ -1040,7 +1067,7 @@ def _runs_table(
 
 
 @contextmanager
-def job_description(spark: SparkSession, text: str) -> Iterator[None]:
+def job_description(spark: SparkSession | None, text: str) -> Iterator[None]:
     """Label the Spark jobs started inside the block (Spark UI, event log) with ``text``."""
     sc = getattr(spark, "sparkContext", None)
     if sc is None:  # Spark Connect: no SparkContext to label

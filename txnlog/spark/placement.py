@@ -10,7 +10,9 @@ under a second was the work (benchmarks/RESULTS.md, "Startup").
 
 So with :attr:`Placement.driver` (the input is at most ``driver_max_bytes``: what this process holds is
 bounded by it) the run calls the sources' readers here (:func:`read_here`, and for the dumps
-txnlog.spark.dump_log.read_dump_logs_here), no Spark query; the Delta writer takes the Arrow tables. Either
+txnlog.spark.dump_log.read_dump_logs_here), no Spark query; the Delta writer takes the Arrow tables. Such a
+run needs no Spark session at all (``txnlog.pipeline.runs_without_spark``): ``./spark-submit.sh`` without
+Spark options runs it in its Python process, and no JVM starts. Either
 way the tables are built by txnlog.rules.tables in this process; in Spark, the tasks hand it only the rows
 left once every partition is merged and reduced where it was decoded (txnlog.spark.collect). Both placements
 give the same tables (tests/e2e/test_placement.py).

@@ -32,7 +32,7 @@ class StagedTable:
     deltalake writer commits those files), or reads it with :meth:`dataframe` (delta-spark, notebooks).
     """
 
-    spark: SparkSession
+    spark: SparkSession | None  # None: a run without Spark (``driver``)
     stage: str
     how: Finisher
     table: str = "transactions"
@@ -57,8 +57,9 @@ class StagedTable:
                 iter([pa.RecordBatch.from_pydict({"path": files})]), self.how, target, cluster, as_of
             )
             return sum(int(b.column("rows")[0].as_py()) for b in written)
-        tasks = max(1, min(len(files), self.spark.sparkContext.defaultParallelism * 2))
-        paths = self.spark.createDataFrame([(f,) for f in files], "path string").repartition(tasks)
+        spark = self._session()
+        tasks = max(1, min(len(files), spark.sparkContext.defaultParallelism * 2))
+        paths = spark.createDataFrame([(f,) for f in files], "path string").repartition(tasks)
         work = partial(finish_files, how=self.how, target=target, cluster=cluster, as_of=as_of)
         from pyspark.sql import functions as F
 
@@ -70,7 +71,13 @@ class StagedTable:
         """The table as a Spark DataFrame (finished into a directory next to the staged rows)."""
         from txnlog.spark.schemas import spark_schema
 
+        spark = self._session()
         target = posixpath.join(self.stage, f"_finished-{uuid.uuid4().hex[:8]}")
         if not self.write_parquet(target, cluster, as_of):
-            return self.spark.createDataFrame([], spark_schema(self.table))
-        return self.spark.read.schema(spark_schema(self.table)).parquet(target)
+            return spark.createDataFrame([], spark_schema(self.table))
+        return spark.read.schema(spark_schema(self.table)).parquet(target)
+
+    def _session(self) -> SparkSession:
+        if self.spark is None:
+            raise ValueError(f"{self.table}: staged by a run without Spark; finish it with write_parquet")
+        return self.spark
