@@ -1,0 +1,115 @@
+#!/usr/bin/env python
+"""Where the two placements cross: the same input run in this process (no JVM) and with Spark, at several sizes.
+
+A small input (``driver_max_bytes``) is read, built and written by ``./spark-submit.sh``'s Python process with no
+JVM (txnlog.spark.placement); a larger one goes to spark-submit. The threshold belongs where the two take the same
+time, so that an input just above it takes about what one just below it takes (no cliff). This script measures
+both placements on the transaction-dense mix (``txnlog.brokerlog.dense``, the job's costliest input per byte) at
+``--sizes`` MiB:
+
+* ``driver``: ``./spark-submit.sh --logs DIR --output FRESH --driver-max-bytes 2**40`` (every size in the driver);
+* ``spark``: the same with ``--driver-max-bytes 0`` (always Spark, ``local[*]``).
+
+Each run is a process tree watched by ``end_to_end.watch`` (wall time, CPU, peak RSS of the driver process), the
+page cache warmed before it, the two placements interleaved in every repeat. Reported per size: medians, the
+ratio spark / driver, and the crossover of the two least-squares lines t = a + b × size.
+
+    python benchmarks/placement.py --sizes 16,64,256,512 --repeat 2 --snapshot
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import ROOT, dataset, machine_info, maybe_reexec_in_snapshot, median, write_json  # noqa: E402
+
+DEFAULT_DATA = ROOT / "benchmarks" / "data"
+AS_OF = "2026-11-26T00:00:00Z"
+MODES = {"driver": str(2**40), "spark": "0"}
+
+
+def warm(root: Path) -> None:
+    for p in root.rglob("*"):
+        if p.is_file():
+            with open(p, "rb") as f:
+                while f.read(1 << 24):
+                    pass
+
+
+def fit(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """(a, b) of t = a + b × x by least squares."""
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    b = sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else 0.0
+    return my - b * mx, b
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", default="16,64,256,512", help="input sizes in MiB (default 16,64,256,512)")
+    p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--quiet-wait", type=float, default=30, help="wait up to this long for a quiet machine per run")
+    p.add_argument("--snapshot", action="store_true", help="measure a snapshot of HEAD (git archive to /tmp)")
+    p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
+    p.add_argument("--json", type=Path, default=None)
+    args = p.parse_args(argv)
+    code = maybe_reexec_in_snapshot(args.snapshot)
+    from end_to_end import wait_for_quiet, watch
+    from startup import job_env
+
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    sets = {
+        mib: dataset(f"placement-dense-{mib}MiB", args.data_dir, mix="dense", total_bytes=mib << 20) for mib in sizes
+    }
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for r in range(args.repeat):
+        for mib in sizes:
+            for mode, max_bytes in MODES.items():
+                warm(sets[mib].root)
+                wait_for_quiet(print, max_wait=args.quiet_wait)
+                out = Path(tempfile.mkdtemp(prefix="txnlog-placement-"))
+                cmd = [str(code / "spark-submit.sh"), "--logs", str(sets[mib].root), "--output", str(out / "out")]
+                cmd += ["--as-of", AS_OF, "--driver-max-bytes", max_bytes]
+                res = watch(cmd, cwd=code, env=job_env(code), log=print)
+                placed = [line for _, line in res.get("progress", []) if "decoding" in line]
+                res = {k: res[k] for k in ("wall_s", "cpu_s", "others_cpu_share", "peak_rss_mib") if k in res}
+                res["placed"] = placed
+                runs.setdefault(f"{mib}:{mode}", []).append(res)
+                print(
+                    f"repeat {r + 1} {mib:5d} MiB {mode:6s}: {res['wall_s']:6.1f} s, driver peak "
+                    f"{res['peak_rss_mib'].get('driver', 0):.0f} MiB, others {res['others_cpu_share']:.0%} "
+                    f"({placed[0] if placed else '?'})"
+                )
+                os.system(f"rm -rf {out}")
+                time.sleep(1)
+    print(f"\n{'MiB':>6} {'driver s':>9} {'spark s':>9} {'spark/driver':>13} {'driver peak MiB':>16}")
+    lines: dict[str, list[tuple[float, float]]] = {m: [] for m in MODES}
+    for mib in sizes:
+        d = [x["wall_s"] for x in runs[f"{mib}:driver"]]
+        s = [x["wall_s"] for x in runs[f"{mib}:spark"]]
+        peak = max(x["peak_rss_mib"].get("driver", 0) for x in runs[f"{mib}:driver"])
+        print(f"{mib:6d} {median(d):9.1f} {median(s):9.1f} {median(s) / median(d):13.2f} {peak:16.0f}")
+        lines["driver"] += [(mib, t) for t in d]
+        lines["spark"] += [(mib, t) for t in s]
+    (ad, bd), (as_, bs) = fit(lines["driver"]), fit(lines["spark"])
+    print(f"driver: {ad:.1f} s + {bd * 1024:.1f} s/GiB; spark: {as_:.1f} s + {bs * 1024:.1f} s/GiB")
+    if bd > bs:
+        print(f"crossover: {(as_ - ad) / (bd - bs):.0f} MiB")
+    else:
+        print("no crossover: the driver is cheaper per byte as well")
+    if args.json:
+        write_json(args.json, {"machine": machine_info(), "code": str(code), "sizes": sizes, "runs": runs})
+
+
+if __name__ == "__main__":
+    main()
