@@ -108,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="BYTES",
         help="inputs up to this size are read, built and written in the driver process with pyarrow and "
         "deltalake; with no Spark option given, ./spark-submit.sh then starts no JVM at all: seconds faster on "
-        "small inputs, same tables (default 67108864 = 64 MiB; 0 = always with Spark)",
+        "inputs up to GiBs on a few cores, same tables (default 1073741824 = 1 GiB; 0 = always with Spark)",
     )
     p.add_argument(
         "--split-segment-bytes",

@@ -73,7 +73,7 @@ class Config:
     spark: dict[str, str] = field(default_factory=dict)
     kafka: dict[str, Any] = field(default_factory=dict)
     progress: bool = True
-    driver_max_bytes: int = 64 * 2**20
+    driver_max_bytes: int = 2**30
     live_range: str = "unstable"
     live_lookback_bytes: int = 2**20
     live_fetch_max_bytes: int = 52_428_800
