@@ -57,3 +57,42 @@ def messy_dumps_run(messy_incident, tmp_path_factory: pytest.TempPathFactory):  
     from tests.e2e import shared
 
     return shared.messy_dumps_run(messy_incident, tmp_path_factory.mktemp("messy-dumps"))
+
+
+# --- pytest-xdist: which tests go to one worker ---------------------------------------------------------------
+
+#: test files that read the session's shared job runs above (tests/e2e/shared.py): one worker runs them all,
+#: so that each run is made once, not once per worker
+_SHARED_RUNS = (
+    "tests/cluster/test_standalone.py",
+    "tests/e2e/test_job.py",
+    "tests/e2e/test_messy.py",
+    "tests/e2e/test_placement.py",
+    "tests/e2e/test_previous_pipeline.py",
+)
+#: directories whose files share a session fixture of their own (the sample history, the noida-db server)
+_SHARED_DIRS = ("tests/reports/", "tests/live/")
+
+
+def _work_unit(nodeid: str) -> str:
+    """The unit a worker takes whole: a test file, or the group of files that share a session fixture."""
+    path = nodeid.split("::", 1)[0]
+    if path in _SHARED_RUNS:
+        return "shared-runs"
+    return next((d for d in _SHARED_DIRS if path.startswith(d)), path)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-untyped-def]
+    """``--dist loadfile`` (pyproject's addopts) by file, but the files that share a session fixture go to
+    one worker, in the order they are collected (not the largest unit first: a unit of many fast tests is
+    not a long one)."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedFixtureScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _work_unit(nodeid)
+
+    config.option.loadscopereorder = False
+    return SharedFixtureScheduling(config, log)
