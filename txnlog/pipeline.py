@@ -382,20 +382,18 @@ def decode(
     max_decompressed_bytes: int | None = None,
     split_segment_bytes: int = 0,
 ) -> Decoded:
-    """Read every input with the Data Sources (one action decodes and caches them all), in Spark tasks or,
-    for a small input, in this process (``placement``, txnlog.spark.placement); in Spark, merge and reduce per
-    partition in tasks and collect the rest as Arrow (txnlog.spark.collect). ``live_cut``: a live run's
-    ranges (txnlog.spark.live_batches), read with ``fetch``'s bounds. ``max_decompressed_bytes``: what one
-    file's compressed batches may expand to. ``split_segment_bytes``: segments above it are read in pieces
-    (txnlog.splits; 0: never) and stitched (txnlog.spark.splits) into what a whole read gives."""
+    """Read every input with the Data Sources (one action decodes and caches them all), in Spark tasks or, for a
+    small input, in this process (``placement``); in Spark, merge and reduce per partition in tasks and collect the
+    rest as Arrow (txnlog.spark.collect). ``live_cut``: a live run's ranges, read with ``fetch``'s bounds.
+    ``max_decompressed_bytes``: what one file's compressed batches may expand to. ``split_segment_bytes``: segments
+    above it are read in pieces (txnlog.splits; 0: never) and stitched into what a whole read gives."""
 
     from txnlog.spark.placement import Placement
 
     placement = placement or Placement()
     if placement.driver:
         return _decode_here(inputs, check_crc, scratch, max_decompressed_bytes)
-    if spark is None:
-        raise ValueError("decode: an input read in Spark needs a SparkSession")
+    assert spark is not None, "an input read in Spark needs a SparkSession"
     shared = bool(inputs.dump_files or inputs.live)  # other inputs may hold the same partitions
     summary, records = _log_dir_sources(
         spark, inputs.inventory, check_crc, scratch, shared, bool(inputs.dump_files), max_decompressed_bytes,
@@ -843,14 +841,10 @@ def run(
     progress: Progress = stderr_progress,
     without_spark: bool = True,
 ) -> RunResult:
-    """Run the whole job for ``config`` (a ``txnlog.config.Config``) and write the Delta tables.
-
-    Without ``spark``, a small input (:func:`runs_without_spark`) is read, built and written in this process
-    and no Spark session is started (unless ``without_spark`` is false: the job under spark-submit, whose
-    Spark options ask for a session); any other input gets ``get_session()``."""
+    """Run the whole job for ``config`` and write the Delta tables; without ``spark``, a small input starts no
+    Spark (:func:`runs_without_spark`; unless ``without_spark`` is false: the job under spark-submit)."""
     from txnlog import output_dir
     from txnlog.spark.placement import Placement
-    from txnlog.spark.session import get_session
 
     t0, started_at, run_id = time.monotonic(), datetime.now(UTC), uuid.uuid4().hex[:12]
     inputs = plan_inputs(config, progress)
@@ -860,7 +854,7 @@ def run(
         progress(f"cluster '{cluster}': named after the input (the same input gives the same name; --cluster names it)")
     placement = Placement.for_input(inputs.bytes, config.driver_max_bytes, live=bool(inputs.live))
     if spark is None and not (without_spark and runs_without_spark(config, inputs)):
-        spark = get_session("txnlog", conf=dict(config.spark))
+        spark = _session(config)
     with run_scope(spark, config.output, run_id) as (scratch, cache):
         live_cut = capture_live(config, inputs, progress)
         progress(f"decoding {_file_count(inputs)} files {'here (a small input)' if placement.driver else 'in Spark'}")
@@ -898,6 +892,12 @@ def run(
                 raise
             retain(config, progress)
         return result
+
+
+def _session(config: Config) -> SparkSession:
+    from txnlog.spark.session import get_session
+
+    return get_session("txnlog", conf=dict(config.spark))
 
 
 def runs_without_spark(config: Config, inputs: Inputs) -> bool:
