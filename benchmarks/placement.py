@@ -4,8 +4,9 @@
 A small input (``driver_max_bytes``) is read, built and written by ``./spark-submit.sh``'s Python process with no
 JVM (txnlog.spark.placement); a larger one goes to spark-submit. The threshold belongs where the two take the same
 time, so that an input just above it takes about what one just below it takes (no cliff). This script measures
-both placements on the transaction-dense mix (``txnlog.brokerlog.dense``, the job's costliest input per byte) at
-``--sizes`` MiB:
+both placements at ``--sizes`` MiB on ``--mix``: ``dense``, the transaction-dense mix (``txnlog.brokerlog.dense``),
+or ``hot``, the same with one partition holding 55 % of the bytes in indexed 256 MiB segments
+(``end_to_end.hot_dataset``, as ``hot_partition.py`` reads it), the job's costliest inputs per byte:
 
 * ``driver``: ``./spark-submit.sh --logs DIR --output FRESH --driver-max-bytes 2**40`` (every size in the driver);
 * ``spark``: the same with ``--driver-max-bytes 0`` (always Spark, ``local[*]``).
@@ -15,6 +16,7 @@ page cache warmed before it, the two placements interleaved in every repeat. Rep
 ratio spark / driver, and the crossover of the two least-squares lines t = a + b × size.
 
     python benchmarks/placement.py --sizes 16,64,256,512 --repeat 2 --snapshot
+    python benchmarks/placement.py --mix hot --sizes 1024,2048,4096 --repeat 1 --snapshot
 """
 
 from __future__ import annotations
@@ -54,9 +56,19 @@ def fit(points: list[tuple[float, float]]) -> tuple[float, float]:
     return my - b * mx, b
 
 
+def input_set(mix: str, mib: int, data_dir: Path) -> Any:
+    """The data set of ``mix`` at ``mib`` MiB (written once, then reused)."""
+    if mix == "dense":
+        return dataset(f"placement-dense-{mib}MiB", data_dir, mix="dense", total_bytes=mib << 20)
+    from end_to_end import hot_dataset
+
+    return hot_dataset(mib / 1024, data_dir, print)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="16,64,256,512", help="input sizes in MiB (default 16,64,256,512)")
+    p.add_argument("--mix", choices=["dense", "hot"], default="dense", help="the input mix (default dense)")
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--quiet-wait", type=float, default=30, help="wait up to this long for a quiet machine per run")
     p.add_argument("--snapshot", action="store_true", help="measure a snapshot of HEAD (git archive to /tmp)")
@@ -68,9 +80,7 @@ def main(argv: list[str] | None = None) -> None:
     from startup import job_env
 
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    sets = {
-        mib: dataset(f"placement-dense-{mib}MiB", args.data_dir, mix="dense", total_bytes=mib << 20) for mib in sizes
-    }
+    sets = {mib: input_set(args.mix, mib, args.data_dir) for mib in sizes}
     runs: dict[str, list[dict[str, Any]]] = {}
     for r in range(args.repeat):
         for mib in sizes:
