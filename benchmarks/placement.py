@@ -22,7 +22,7 @@ ratio spark / driver, and the crossover of the two least-squares lines t = a + b
 from __future__ import annotations
 
 import argparse
-import os
+import shutil
 import sys
 import tempfile
 import time
@@ -65,6 +65,27 @@ def input_set(mix: str, mib: int, data_dir: Path) -> Any:
     return hot_dataset(mib / 1024, data_dir, print)
 
 
+def run_once(code: Path, root: Path, max_bytes: str, quiet_wait: float) -> dict[str, Any]:
+    """One job on the data set at ``root`` with ``--driver-max-bytes max_bytes``, the page cache warmed first."""
+    from end_to_end import wait_for_quiet, watch
+    from startup import job_env
+
+    warm(root)
+    wait_for_quiet(print, max_wait=quiet_wait)
+    out = Path(tempfile.mkdtemp(prefix="txnlog-placement-"))
+    cmd = [str(code / "spark-submit.sh"), "--logs", str(root), "--output", str(out / "out")]
+    cmd += ["--as-of", AS_OF, "--driver-max-bytes", max_bytes]
+    try:
+        res = watch(cmd, cwd=code, env=job_env(code), log=print)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+        time.sleep(1)
+    placed = [line for _, line in res.get("progress", []) if "decoding" in line]
+    res = {k: res[k] for k in ("wall_s", "cpu_s", "others_cpu_share", "peak_rss_mib") if k in res}
+    res["placed"] = placed
+    return res
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="16,64,256,512", help="input sizes in MiB (default 16,64,256,512)")
@@ -72,36 +93,28 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--quiet-wait", type=float, default=30, help="wait up to this long for a quiet machine per run")
     p.add_argument("--snapshot", action="store_true", help="measure a snapshot of HEAD (git archive to /tmp)")
+    p.add_argument("--no-warmup", action="store_true", help="no untimed first run (it fills numba's cache)")
     p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
     code = maybe_reexec_in_snapshot(args.snapshot)
-    from end_to_end import wait_for_quiet, watch
-    from startup import job_env
-
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     sets = {mib: input_set(args.mix, mib, args.data_dir) for mib in sizes}
     runs: dict[str, list[dict[str, Any]]] = {}
+    if not args.no_warmup:  # numba's cache of a fresh snapshot is filled by its first run: not a measurement
+        print("warm-up run (untimed)")
+        run_once(code, sets[sizes[0]].root, MODES["driver"], args.quiet_wait)
     for r in range(args.repeat):
         for mib in sizes:
             for mode, max_bytes in MODES.items():
-                warm(sets[mib].root)
-                wait_for_quiet(print, max_wait=args.quiet_wait)
-                out = Path(tempfile.mkdtemp(prefix="txnlog-placement-"))
-                cmd = [str(code / "spark-submit.sh"), "--logs", str(sets[mib].root), "--output", str(out / "out")]
-                cmd += ["--as-of", AS_OF, "--driver-max-bytes", max_bytes]
-                res = watch(cmd, cwd=code, env=job_env(code), log=print)
-                placed = [line for _, line in res.get("progress", []) if "decoding" in line]
-                res = {k: res[k] for k in ("wall_s", "cpu_s", "others_cpu_share", "peak_rss_mib") if k in res}
-                res["placed"] = placed
+                res = run_once(code, sets[mib].root, max_bytes, args.quiet_wait)
                 runs.setdefault(f"{mib}:{mode}", []).append(res)
+                placed = res["placed"]
                 print(
                     f"repeat {r + 1} {mib:5d} MiB {mode:6s}: {res['wall_s']:6.1f} s, driver peak "
                     f"{res['peak_rss_mib'].get('driver', 0):.0f} MiB, others {res['others_cpu_share']:.0%} "
                     f"({placed[0] if placed else '?'})"
                 )
-                os.system(f"rm -rf {out}")
-                time.sleep(1)
     print(f"\n{'MiB':>6} {'driver s':>9} {'spark s':>9} {'spark/driver':>13} {'driver peak MiB':>16}")
     lines: dict[str, list[tuple[float, float]]] = {m: [] for m in MODES}
     for mib in sizes:
@@ -117,8 +130,40 @@ def main(argv: list[str] | None = None) -> None:
         print(f"crossover: {(as_ - ad) / (bd - bs):.0f} MiB")
     else:
         print("no crossover: the driver is cheaper per byte as well")
+    cliff = threshold_cliff((ad, bd), (as_, bs))
+    print(cliff["text"])
     if args.json:
-        write_json(args.json, {"machine": machine_info(), "code": str(code), "sizes": sizes, "runs": runs})
+        write_json(
+            args.json,
+            {"machine": machine_info(), "code": str(code), "mix": args.mix, "sizes": sizes, "runs": runs, **cliff},
+        )
+
+
+def threshold_cliff(driver: tuple[float, float], spark: tuple[float, float]) -> dict[str, Any]:
+    """Where ``driver_max_bytes: auto`` puts the threshold on this machine (txnlog.spark.placement.Costs), and
+    what the two fitted lines (a, b per MiB) say an input there takes in each placement: their ratio is the
+    cliff an input just above the threshold meets."""
+    from txnlog.spark.placement import COSTS, local_cores
+
+    cores = local_cores()
+    limit = COSTS.crossover(cores)
+    out: dict[str, Any] = {
+        "cores": cores,
+        "auto_threshold_bytes": limit,
+        "task_s_per_gib_core": spark[1] * 1024 * cores,
+    }
+    if limit is None:
+        out["text"] = f"auto threshold on {cores} cores: none (the driver at every size)"
+        return out
+    mib = limit / 2**20
+    t_driver, t_spark = driver[0] + driver[1] * mib, spark[0] + spark[1] * mib
+    out.update(driver_s_at_threshold=t_driver, spark_s_at_threshold=t_spark, cliff=t_spark / t_driver)
+    out["text"] = (
+        f"auto threshold on {cores} cores: {mib / 1024:.1f} GiB; there the fitted lines give driver {t_driver:.1f} s, "
+        f"spark {t_spark:.1f} s: just above it an input takes {t_spark / t_driver:.2f}x (Spark's tasks: "
+        f"{out['task_s_per_gib_core']:.1f} s per GiB and core; Costs says {COSTS.task_s_per_gib})"
+    )
+    return out
 
 
 if __name__ == "__main__":

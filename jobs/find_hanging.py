@@ -104,11 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--delta-writer", choices=["auto", "deltalake", "spark"], help="Delta writer (default auto)")
     p.add_argument(
         "--driver-max-bytes",
-        type=int,
-        metavar="BYTES",
+        metavar="BYTES|auto",
         help="inputs up to this size are read, built and written in the driver process with pyarrow and "
-        "deltalake; with no Spark option given, ./spark-submit.sh then starts no JVM at all: seconds faster on "
-        "inputs up to GiBs on a few cores, same tables (default 1073741824 = 1 GiB; 0 = always with Spark)",
+        "deltalake; with no Spark option given, ./spark-submit.sh then starts no JVM at all. auto (the default): "
+        "where that and Spark are measured to take the same time for the cores Spark would use (this machine's, "
+        "or the cluster's under spark-submit), so no input takes much longer than one a byte smaller; on a few "
+        "cores that is many GiB. 0 = always with Spark",
     )
     p.add_argument(
         "--split-segment-bytes",

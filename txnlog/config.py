@@ -73,7 +73,9 @@ class Config:
     spark: dict[str, str] = field(default_factory=dict)
     kafka: dict[str, Any] = field(default_factory=dict)
     progress: bool = True
-    driver_max_bytes: int = 2**30
+    #: inputs up to it run in the driver process (txnlog.spark.placement); "auto": where the two placements
+    #: cross for the cores Spark would have; 0: always Spark
+    driver_max_bytes: int | Literal["auto"] = "auto"
     live_range: str = "unstable"
     live_lookback_bytes: int = 2**20
     live_fetch_max_bytes: int = 52_428_800
@@ -254,6 +256,14 @@ def _int(value: Any, where: str, minimum: int) -> int:
     return value
 
 
+def _as_auto_or_bytes(value: Any, where: str) -> int | Literal["auto"]:
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    if isinstance(value, str) and not re.fullmatch(r"\s*-?\d[\d_]*\s*", value):
+        raise _wrong(where, "a number of bytes or auto", value)
+    return _int(value, where, minimum=0)
+
+
 def _as_bool(value: Any, where: str) -> bool:
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
@@ -385,7 +395,7 @@ _KEYS: dict[str, Callable[[Any, str], Any]] = {
     "spark": _as_spark_conf,
     "kafka": _as_kafka_conf,
     "progress": _as_bool,
-    "driver_max_bytes": lambda v, w: _int(v, w, minimum=0),
+    "driver_max_bytes": lambda v, w: _as_auto_or_bytes(v, w),
     "live_range": lambda v, w: _as_choice(v, w, LIVE_RANGES),
     "live_lookback_bytes": lambda v, w: _int(v, w, minimum=0),
     "live_fetch_max_bytes": lambda v, w: _int(v, w, minimum=1024),

@@ -844,7 +844,6 @@ def run(
     """Run the whole job for ``config`` and write the Delta tables; without ``spark``, a small input starts no
     Spark (:func:`runs_without_spark`; unless ``without_spark`` is false: the job under spark-submit)."""
     from txnlog import output_dir
-    from txnlog.spark.placement import Placement
 
     t0, started_at, run_id = time.monotonic(), datetime.now(UTC), uuid.uuid4().hex[:12]
     inputs = plan_inputs(config, progress)
@@ -852,9 +851,9 @@ def run(
     config = dataclasses.replace(config, cluster=cluster)
     if derived and not inputs.sample:
         progress(f"cluster '{cluster}': named after the input (the same input gives the same name; --cluster names it)")
-    placement = Placement.for_input(inputs.bytes, config.driver_max_bytes, live=bool(inputs.live))
     if spark is None and not (without_spark and runs_without_spark(config, inputs)):
         spark = _session(config)
+    placement = placement_of(config, inputs, spark)
     with run_scope(spark, config.output, run_id) as (scratch, cache):
         live_cut = capture_live(config, inputs, progress)
         progress(f"decoding {_file_count(inputs)} files {'here (a small input)' if placement.driver else 'in Spark'}")
@@ -900,14 +899,26 @@ def _session(config: Config) -> SparkSession:
     return get_session("txnlog", conf=dict(config.spark))
 
 
+def placement_of(config: Config, inputs: Inputs, spark: SparkSession | None = None) -> Placement:
+    """Where a run of ``inputs`` runs (txnlog.spark.placement): the threshold weighs the cores of ``spark``'s
+    session (its default parallelism: a cluster's executors' cores), or without one those of the session the run
+    would start (``spark.master`` in the config; ``local[*]``: this machine's)."""
+    from txnlog.spark.placement import Placement, master_cores
+
+    cores = master_cores(config.spark.get("spark.master"))
+    if spark is not None:
+        try:
+            cores = int(spark.sparkContext.defaultParallelism)
+        except Exception:  # a session without a SparkContext here (Spark Connect): the config's master
+            pass
+    return Placement.for_input(inputs.bytes, config.driver_max_bytes, live=bool(inputs.live), cores=cores)
+
+
 def runs_without_spark(config: Config, inputs: Inputs) -> bool:
     """Whether a run of ``inputs`` needs no Spark session at all: a small input (the driver placement,
-    txnlog.spark.placement) whose tables the deltalake writer writes. Spark's part of such a run is only its
+    :func:`placement_of`) whose tables the deltalake writer writes. Spark's part of such a run is only its
     start, seconds of JVM for nothing (benchmarks/RESULTS.md, "Startup")."""
-    from txnlog.spark.placement import Placement
-
-    driver = Placement.for_input(inputs.bytes, config.driver_max_bytes, live=bool(inputs.live)).driver
-    return driver and config.delta_writer != "spark"
+    return placement_of(config, inputs).driver and config.delta_writer != "spark"
 
 
 def _thresholds(config: Config, inputs: Inputs, decoded: Decoded, as_of: datetime) -> classify.Thresholds:

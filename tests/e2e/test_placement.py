@@ -1,11 +1,11 @@
 """Both placements give the same tables (txnlog.spark.placement).
 
-A small input runs its Python steps in the driver process (``driver_max_bytes``, 64 MiB by default),
-a large one in Spark's Python tasks. Every other test runs small inputs, so here each input runs
-twice in the shared session, once per placement, at the same ``as_of`` and ``cluster``, and every
-table (but ``runs``: run id, timings, config) must be equal row for row: copied log dirs with
-replicas, checkpoints, snapshots and damage; the same brokers as kafka-dump-log.sh output; both
-together (fragments merged with the decode's transactions); and an empty __transaction_state.
+A small input runs its Python steps in the driver process (``driver_max_bytes``: by default up to where the
+two placements cross), a large one in Spark's Python tasks. Every other test runs small inputs, so here each
+input runs twice in the shared session, once per placement, at the same ``as_of`` and ``cluster``, and every
+table (but ``runs``: run id, timings, config) must be equal row for row: copied log dirs with replicas,
+checkpoints, snapshots and damage; the same brokers as kafka-dump-log.sh output; both together (fragments
+merged with the decode's transactions); and an empty __transaction_state.
 
 The dumps' driver-placed tables are the session's ``./spark-submit.sh`` run of the same dumps, at the same
 ``as_of`` and ``cluster`` (tests/e2e/shared.py messy_dumps_run: a small input, so placed in the driver,
@@ -91,6 +91,53 @@ def test_placement_follows_the_input_size():
     assert not Placement.for_input(65, 64).driver
     assert not Placement.for_input(0, 0).driver  # 0: always in tasks
     assert not Placement.for_input(10, 64, live=True).driver  # a live read's size is not known
+
+
+def test_auto_threshold_is_where_the_placements_cross():
+    """``driver_max_bytes: auto``: the driver up to the size at which the two cost lines meet for the cores
+    Spark has; on one core Spark's tasks never catch up (they cost more per byte than the one process)."""
+    from txnlog.spark.placement import COSTS, Costs, Placement
+
+    costs = Costs(spark_fixed_s=12.0, driver_s_per_gib=3.0, task_s_per_gib=4.0)
+    for cores in (2, 4, 8, 64):
+        gib = costs.crossover(cores) / 2**30
+        driver_s = gib * costs.driver_s_per_gib
+        spark_s = costs.spark_fixed_s + gib * costs.task_s_per_gib / cores
+        assert abs(driver_s - spark_s) < 1e-6, cores  # the lines meet there
+    assert costs.crossover(2) == 12 * 2**30  # 12 s / (3 − 2) s per GiB
+    assert costs.crossover(1) is None  # 4 s per GiB on one core: never cheaper than the driver's 3
+    more = [COSTS.crossover(c) for c in (2, 4, 8, 16)]
+    assert all(a > b for a, b in zip(more, more[1:], strict=False))  # more cores, a smaller threshold
+    at_two = COSTS.crossover(2)
+    assert Placement.for_input(at_two, "auto", cores=2).driver
+    assert not Placement.for_input(at_two + 1, "auto", cores=2).driver
+    assert Placement.for_input(2**50, "auto", cores=1).driver  # never crossed
+    assert not Placement.for_input(10, 0, cores=1).driver  # 0 still means always Spark
+    assert not Placement.for_input(10, "auto", live=True, cores=1).driver
+
+
+def test_cores_of_a_master():
+    from txnlog.spark.placement import local_cores, master_cores
+
+    assert master_cores("local") == 1
+    assert master_cores("local[3]") == 3
+    assert master_cores("local[4, 2]") == 4
+    assert master_cores("local[*]") == master_cores(None) == local_cores() >= 1
+    assert master_cores("spark://host:7077") is None  # known once the cluster's session is
+    assert master_cores("yarn") is None
+
+
+def test_driver_max_bytes_auto_in_the_config(tmp_path):
+    from txnlog.config import load_config
+
+    assert load_config(None).driver_max_bytes == "auto"  # by default
+    assert load_config(None, {"driver_max_bytes": "Auto"}).driver_max_bytes == "auto"
+    assert load_config(None, {"driver_max_bytes": "64"}).driver_max_bytes == 64
+    conf = tmp_path / "c.yaml"
+    conf.write_text("driver_max_bytes: AUTO\n")
+    assert load_config(conf).driver_max_bytes == "auto"
+    conf.write_text("driver_max_bytes: 0\n")
+    assert load_config(conf).driver_max_bytes == 0
 
 
 def test_groups_are_those_of_spark(spark):

@@ -8,18 +8,23 @@ own, every Python stage starts or wakes Python workers, and a cold JVM plans and
 ~70 queries. An 8-line kafka-dump-log.sh file took 15 s that way against a 5 s floor, of which well
 under a second was the work (benchmarks/RESULTS.md, "Startup").
 
-So with :attr:`Placement.driver` (the input is at most ``driver_max_bytes``: what this process holds is
-bounded by it) the run calls the sources' readers here (:func:`read_here`, and for the dumps
-txnlog.spark.dump_log.read_dump_logs_here), no Spark query; the Delta writer takes the Arrow tables. Such a
-run needs no Spark session at all (``txnlog.pipeline.runs_without_spark``): ``./spark-submit.sh`` without
-Spark options runs it in its Python process, and no JVM starts. Either
-way the tables are built by txnlog.rules.tables in this process; in Spark, the tasks hand it only the rows
-left once every partition is merged and reduced where it was decoded (txnlog.spark.collect). Both placements
-give the same tables (tests/e2e/test_placement.py).
+Spark pays back its fixed cost only by spreading the per-byte work over more cores than one process has, so
+the threshold, ``driver_max_bytes``, is by default (``auto``) where the two placements take the same time for the
+cores Spark would have (:class:`Costs`): an input just above it takes about what one just below it takes.
+
+So with :attr:`Placement.driver` (the input is at most the threshold) the run calls the sources' readers here
+(:func:`read_here`, and for the dumps txnlog.spark.dump_log.read_dump_logs_here), no Spark query; the Delta
+writer takes the Arrow tables. Such a run needs no Spark session at all
+(``txnlog.pipeline.runs_without_spark``): ``./spark-submit.sh`` without Spark options runs it in its Python
+process, and no JVM starts. Either way the tables are built by txnlog.rules.tables in this process; in Spark,
+the tasks hand it only the rows left once every partition is merged and reduced where it was decoded
+(txnlog.spark.collect). Both placements give the same tables (tests/e2e/test_placement.py).
 """
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,16 +35,68 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class Costs:
+    """What a run takes in each placement, as lines in the input's size, in seconds (measured on this project's
+    2-core machine, benchmarks/placement.py on the hot-partition mix, the costlier of the two measured mixes per
+    byte; benchmarks/RESULTS.md, "Where the placements cross"):
+
+    * in the driver, ``driver_s_per_gib`` per GiB: one process reads every file;
+    * in Spark, ``spark_fixed_s`` more whatever the input (a JVM, a session, planning, tasks' Python workers,
+      the exit), and ``task_s_per_gib`` per GiB and core: the tasks share the cores Spark has.
+
+    On ``cores`` cores the two lines cross at ``spark_fixed_s / (driver_s_per_gib - task_s_per_gib / cores)``
+    GiB; with no more cores than ``task_s_per_gib / driver_s_per_gib`` they never do (Spark's tasks cost more
+    per byte than the one process does; it is their spread over the cores that pays for the fixed cost)."""
+
+    spark_fixed_s: float = 11.0
+    driver_s_per_gib: float = 3.0
+    task_s_per_gib: float = 4.2
+
+    def crossover(self, cores: int) -> int | None:
+        """Bytes at which Spark on ``cores`` cores takes what the driver takes (None: never, the driver is
+        faster at every size)."""
+        per_gib = self.driver_s_per_gib - self.task_s_per_gib / max(cores, 1)
+        return None if per_gib <= 0 else int(self.spark_fixed_s / per_gib * 2**30)
+
+
+COSTS = Costs()
+
+
+def local_cores() -> int:
+    """The cores this process may run on: what ``local[*]`` gives Spark here."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def master_cores(master: str | None) -> int | None:
+    """The cores a ``local`` master gives Spark (``local``: 1, ``local[N]``/``local[N,F]``: N, ``local[*]``:
+    :func:`local_cores`); None for another master (a cluster's cores are known once its session is)."""
+    found = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?", (master or "local[*]").strip())
+    if found is None:
+        return None
+    n = found.group(1)
+    return 1 if n is None else local_cores() if n == "*" else max(int(n), 1)
+
+
+@dataclass(frozen=True)
 class Placement:
     """Run the job in Spark (``driver`` false) or, for a small input, in this driver process (``driver`` true)."""
 
     driver: bool = False
 
     @classmethod
-    def for_input(cls, input_bytes: int, max_bytes: int, *, live: bool = False) -> Placement:
-        """The driver when the input is known and at most ``max_bytes`` (0: never); a live read is
+    def for_input(
+        cls, input_bytes: int, max_bytes: int | str, *, live: bool = False, cores: int | None = None
+    ) -> Placement:
+        """The driver when the input is known and at most ``max_bytes`` (0: never; ``"auto"``: where the
+        placements cross, :meth:`Costs.crossover`, for ``cores``, by default :func:`local_cores`); a live read is
         not bounded by a size known in advance, so it stays in tasks."""
-        return cls(driver=not live and max_bytes > 0 and input_bytes <= max_bytes)
+        if live or max_bytes == 0:
+            return cls(driver=False)
+        limit = COSTS.crossover(cores or local_cores()) if max_bytes == "auto" else int(max_bytes)
+        return cls(driver=limit is None or input_bytes <= limit)
 
 
 def read_here(source: type[DataSource], options: dict[str, str], schema: pa.Schema) -> pa.Table:
