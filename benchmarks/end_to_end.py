@@ -317,6 +317,7 @@ def run_job(
     env_extra: dict[str, str] | None = None,
     job_args: list[str] | None = None,
     timeout_s: float | None = None,
+    driver_max_bytes: str = "0",
 ) -> dict[str, Any]:
     if out.exists():
         shutil.rmtree(out)
@@ -324,10 +325,10 @@ def run_job(
     # the job finds its own venv through spark-submit.sh, as a user's shell would
     env.pop("PYSPARK_PYTHON", None)
     env.pop("PYSPARK_DRIVER_PYTHON", None)
-    # the Spark path at every size (inputs up to driver_max_bytes would run in the driver without Spark);
-    # job_args come after, so a benchmark that measures the driver placement can say so
+    # by default the Spark path at every size ("0"; inputs up to driver_max_bytes run in the driver without
+    # Spark, "auto" as a user's run does); job_args come after, so a benchmark can say otherwise
     cmd = [str(code / "spark-submit.sh"), *spark_args, "--logs", str(logs), "--output", str(out)]
-    cmd += ["--driver-max-bytes", "0", *(job_args or [])]
+    cmd += ["--driver-max-bytes", driver_max_bytes, *(job_args or [])]
     try:
         res = watch(cmd, cwd=code, env=env, log=log, timeout_s=timeout_s)
     except RuntimeError as e:
@@ -987,6 +988,7 @@ def run_mix(mix: str, args: argparse.Namespace, code: Path, log) -> tuple[list[s
             code=code,
             spark_args=args.spark_arg,
             log=log,
+            driver_max_bytes=args.driver_max_bytes,
         )
         shutil.rmtree(out_root / "warmup", ignore_errors=True)
         log(
@@ -1004,7 +1006,9 @@ def run_mix(mix: str, args: argparse.Namespace, code: Path, log) -> tuple[list[s
             wait_for_quiet(log, max_wait=args.quiet_wait)
         if "raw" in baseline_modes:
             walks["raw"][s].append(baseline("raw", ds.all_segments()))
-        res = run_job(ds.root, out, code=code, spark_args=args.spark_arg, log=log)
+        res = run_job(
+            ds.root, out, code=code, spark_args=args.spark_arg, log=log, driver_max_bytes=args.driver_max_bytes
+        )
         check = check_output(out, ds.truth(), ds.root)
         shutil.rmtree(out, ignore_errors=True)
         checks[s].append(check)
@@ -1413,6 +1417,13 @@ def main(argv: list[str] | None = None) -> int:
         default="raw,kafka_python_txn",
         help=f"baselines, comma-separated, of {', '.join(WALK_MODES)} (default raw,kafka_python_txn; "
         f"kafka_python_crc/nocrc walk the headers only, txnlog_source runs txnlog's readers without Spark)",
+    )
+    p.add_argument(
+        "--driver-max-bytes",
+        default="0",
+        metavar="BYTES|auto",
+        help="the job's --driver-max-bytes: 0 (default) measures the Spark path at every size; auto measures "
+        "what a user's run does (the driver process up to where the placements cross, txnlog.spark.placement)",
     )
     p.add_argument("--no-baselines", action="store_true", help="only the job")
     p.add_argument(
