@@ -19,6 +19,9 @@ Five measurements, interleaved in every repeat (floor, floor_archive, tiny, samp
   batches and 2 transaction markers of one producer. Written to a temporary file at run time; when
   the real dump is absent the tiny run is skipped (say so), or give your own with ``--dump``.
 * ``sample``: ``./spark-submit.sh --output FRESH``: the embedded sample cluster.
+* ``dense_1gib``, ``hot_1gib`` (only with ``--only``): ``./spark-submit.sh --logs DIR --output FRESH`` on
+  end_to_end.py's 1 GiB transaction-dense mix and its hot-partition mix (one partition holding 55 % of the bytes
+  in indexed 256 MiB segments), with the default placement (``driver_max_bytes: auto``), page cache warm.
 * ``warm``: one Python process (the venv's python, ``PYSPARK_PYTHON`` set as scripts/bootstrap.sh
   does) builds a session with ``get_session()`` and calls ``txnlog.pipeline.run(load_config(None,
   {"output": FRESH}), spark=spark)`` on the sample twice, as a notebook does: the first call, and the
@@ -75,8 +78,12 @@ HERE = Path(__file__).resolve()
 VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
 SPARK_SUBMIT = ROOT / ".venv" / "bin" / "spark-submit"
 REAL_DUMP = ROOT.parent / "shared" / "realdata" / "dump-log" / "klog-testWithDeepIterationWithControlRecords.txt"
-KINDS = ("floor", "floor_archive", "tiny", "sample", "warm")
-TARGETS = {"tiny": 1.5, "sample": 2.0}  # wall time over the floor's
+KINDS = ("floor", "floor_archive", "tiny", "sample", "warm", "dense_1gib", "hot_1gib")
+DEFAULT_KINDS = KINDS[:5]
+#: wall time over the floor's
+TARGETS = {"tiny": 1.5, "sample": 2.0, "dense_1gib": 2.0, "hot_1gib": 2.0}
+#: the 1 GiB inputs: end_to_end.py's data sets (written once under --data-dir), run as a user runs them
+GIB_INPUTS = {"dense_1gib": "dense", "hot_1gib": "hot"}
 
 
 # --- children ----------------------------------------------------------------------------------------
@@ -250,6 +257,15 @@ def phases(res: dict[str, Any]) -> dict[str, float | None]:
     }
 
 
+def gib_input(kind: str, data_dir: Path, log) -> Path:
+    """The 1 GiB data set of ``kind`` (end_to_end.py's, written once)."""
+    import argparse as ap
+
+    from end_to_end import mix_dataset
+
+    return Path(mix_dataset(GIB_INPUTS[kind], 1, ap.Namespace(data_dir=data_dir, partitions=64), log).root)
+
+
 def measure(kind: str, r: int, *, code: Path, dump: Path | None, out_root: Path, args, log) -> dict[str, Any]:
     from end_to_end import wait_for_quiet, watch
 
@@ -262,6 +278,15 @@ def measure(kind: str, r: int, *, code: Path, dump: Path | None, out_root: Path,
     elif kind == "tiny":
         cmd = [str(code / "spark-submit.sh"), "--dump-log", str(dump), "--output", str(out)]
         res = watch(cmd, cwd=code, env=job_env(code), log=log)
+    elif kind in GIB_INPUTS:
+        from end_to_end import warm_page_cache
+
+        root = gib_input(kind, args.data_dir, log)
+        warm_page_cache(root)
+        if args.quiet_wait > 0:
+            wait_for_quiet(log, max_wait=args.quiet_wait)
+        cmd = [str(code / "spark-submit.sh"), "--logs", str(root), "--output", str(out)]
+        res = watch([*cmd, "--as-of", "2026-11-26T00:00:00Z"], cwd=code, env=job_env(code), log=log)
     elif kind == "sample":
         res = watch([str(code / "spark-submit.sh"), "--output", str(out)], cwd=code, env=job_env(code), log=log)
     else:
@@ -434,6 +459,8 @@ def report(runs: dict[str, list[dict[str, Any]]], ev: dict[str, Any] | None, inf
         "tiny": "tiny: ./spark-submit.sh --dump-log (8 lines)",
         "sample": "sample: ./spark-submit.sh (embedded sample)",
         "warm": "warm process: session + 2 pipeline.run calls",
+        "dense_1gib": "./spark-submit.sh --logs: 1 GiB transaction-dense mix",
+        "hot_1gib": "./spark-submit.sh --logs: 1 GiB hot-partition mix",
     }
     for k in KINDS:
         if k not in st:
@@ -549,8 +576,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=5, help="repeats of each measurement, interleaved (default 5)")
     p.add_argument(
         "--only",
-        default=",".join(KINDS),
-        help=f"which measurements, comma-separated, of {', '.join(KINDS)} (default all)",
+        default=",".join(DEFAULT_KINDS),
+        help=f"which measurements, comma-separated, of {', '.join(KINDS)} (default {', '.join(DEFAULT_KINDS)})",
     )
     p.add_argument(
         "--dump",
