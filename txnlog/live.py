@@ -224,6 +224,43 @@ def check_cluster(bootstrap: str, kafka_conf: Mapping[str, Any] | None = None, t
         ) from e
 
 
+#: how long every bootstrap broker may stay unreachable (refused, unresolved) before the metadata request gives
+#: up, well before its timeout: a broker restarting comes back within it, a wrong address never does
+ALL_DOWN_GRACE_S = 3.0
+
+
+def cluster_metadata(bootstrap: str, kafka_conf: Mapping[str, Any] | None, timeout_s: float) -> Any:
+    """The cluster's metadata (``AdminClient.list_topics``), asked again each second for up to ``timeout_s``; once
+    librdkafka has said for :data:`ALL_DOWN_GRACE_S` that every broker is down (``_ALL_BROKERS_DOWN``: connections
+    refused, names that do not resolve), the last error is raised at once instead of waiting out the timeout."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    errors: list[Any] = []
+    conf = _confluent_conf(bootstrap, kafka_conf)
+    given = conf.get("error_cb")
+
+    def on_error(e: Any) -> None:
+        errors.append(e)
+        if given is not None:
+            given(e)
+
+    conf["error_cb"] = on_error
+    admin = AdminClient(conf)
+    deadline, down_since = time.monotonic() + timeout_s, None
+    while True:
+        try:
+            return admin.list_topics(timeout=max(min(1.0, deadline - time.monotonic()), 0.1))
+        except KafkaException:
+            admin.poll(0)  # serves the error callbacks
+            now = time.monotonic()
+            if any(e.code() == KafkaError._ALL_BROKERS_DOWN for e in errors):
+                down_since = down_since if down_since is not None else now
+            if now >= deadline or (down_since is not None and now - down_since >= ALL_DOWN_GRACE_S):
+                raise
+            errors.clear()
+
+
 def topic_partitions(
     bootstrap: str,
     kafka_conf: Mapping[str, Any] | None = None,
@@ -231,9 +268,7 @@ def topic_partitions(
     timeout_s: float = 30.0,
 ) -> list[tuple[str, int]]:
     """(topic, partition) of the given topics, or of every topic including internal ones."""
-    from confluent_kafka.admin import AdminClient
-
-    md = AdminClient(_confluent_conf(bootstrap, kafka_conf)).list_topics(timeout=timeout_s)
+    md = cluster_metadata(bootstrap, kafka_conf, timeout_s)
     out: list[tuple[str, int]] = []
     for name, t in md.topics.items():
         if topics is not None and name not in topics:
