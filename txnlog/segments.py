@@ -5,7 +5,9 @@ These are the kernels the segments Data Source's readers call in Spark's tasks (
 driver placement calls through the same readers (txnlog.spark.placement). Only summaries leave: one ``segment``
 row per segment (txnlog.rows), per producer run and marker a fragment (txnlog.reconstruct) — merged into the
 partition's transactions right here when the task holds the whole partition (txnlog.rules.transactions), else
-yielded, or staged as files for a split partition's merge — and the snapshot entries. Batch headers never
+yielded, or staged as files for a split partition's merge; of a partition of one replica, each segment finishes
+the transactions between its producers' markers itself and only its edges go on so (:class:`Edges`) — and the
+snapshot entries. Batch headers never
 leave the process that read them.
 """
 
@@ -127,9 +129,13 @@ def quarantine_batch(
 
 @dataclass(frozen=True, slots=True)
 class Edges:
-    """A file of a partition read in several tasks (txnlog.splits) that finishes its own inner transactions and
-    hands on only its edges (txnlog.rules.transactions.piece_edges). Only for a partition of one replica: a
-    transaction's row merges every replica's view of it (txnlog.reconstruct.merge_replicas).
+    """A file of a partition of one replica that finishes its own inner transactions and hands on only its edges
+    (txnlog.rules.transactions.piece_edges) to the partition's merge: a segment (or piece) of a partition read in
+    several tasks (txnlog.splits), whose edges leave the task, or a segment of a partition read whole in one task,
+    whose edges go to the task's merge (txnlog.rules.transactions.PartitionTransactions): a segment boundary is
+    just another cut, and the merge holds a few fragments per producer and segment instead of the whole
+    partition's. Only for a partition of one replica: a transaction's row merges every replica's view of it
+    (txnlog.reconstruct.merge_replicas).
 
     ``snapshot_starts``: (producer ids, ``currentTxnFirstOffset``) of every open transaction in the replica's
     producer snapshots (:func:`snapshot_starts`; None: unknown, every fragment stays at the edge);
@@ -167,9 +173,8 @@ def snapshot_starts(paths: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def finished_file_name(broker: str, path: str, piece: int | None) -> str:
-    """The staged file of the transactions a file (or piece) of a split partition finished itself: named by
-    what the task read, so a retried task overwrites it and the stitch can drop a dead piece's
-    (txnlog.spark.collect)."""
+    """The staged file of the transactions a file (or piece) finished itself (:class:`Edges`): named by what the
+    task read, so a retried task overwrites it and the stitch can drop a dead piece's (txnlog.spark.collect)."""
     from txnlog.rules.staged import stage_name
 
     return stage_name(["finished", broker, path, str(piece)])
@@ -290,8 +295,9 @@ def summarize_segment(
     ``merge`` when given (which then yields the partition's transactions), else to a staged file in the
     directory ``fragments_to`` when given (read back by the partition's merge, txnlog.spark.collect: rows
     that never pass through the JVM), else they are yielded as rows; its quarantine rows are yielded.
-    With ``edges`` (a file of a split partition of one replica), only the fragments at its edges go on so:
-    the transactions between them are finished here (:func:`finished_transactions`).
+    With ``edges`` (a file of a partition of one replica), only the fragments at its edges go on so, to
+    ``merge`` too: the transactions between them are finished here (:func:`finished_transactions`). The
+    ``segment`` bounds ``merge`` gets are the whole file's either way (its replica's log start and end).
     ``scan``: the segment already walked (a live range's bytes,
     txnlog.spark.live_batches; a piece of it, :func:`summarize_piece`: every row then says ``piece``),
     else ``file.path`` is read."""
@@ -301,7 +307,7 @@ def summarize_segment(
         scan = scan_log_file(file.path, check_crc, max_decompressed_bytes)
     b = scan.batches
     frags = segment_fragments(b)
-    if merge is None and edges is not None:
+    if edges is not None:
         from txnlog.rules.transactions import piece_edges
 
         at_edge, inner = piece_edges(frags, edges.snapshot_starts)
@@ -358,8 +364,8 @@ def summarize_segment(
 def finished_transactions(
     file: LogFile, frags: dict[str, np.ndarray], edges: Edges, piece: int | None
 ) -> Iterator[pa.RecordBatch]:
-    """The transactions of a split partition's file (or piece) between its producers' first and last markers
-    (``frags``: those fragments, txnlog.rules.transactions.piece_edges), merged by the rule every read uses
+    """The transactions of a file (or piece) of a partition of one replica between its producers' first and last
+    markers (``frags``: those fragments, txnlog.rules.transactions.piece_edges), merged by the rule every read uses
     (txnlog.rules.transactions.PartitionTransactions): staged under ``edges.stage`` and those the verdicts need
     yielded (else all yielded), as ``transaction`` rows that say which file and piece finished them (the
     stitch drops a dead piece's, txnlog.spark.splits)."""

@@ -18,7 +18,9 @@ expand to, ``txnlog.kafka.compression``), ``min_partitions`` and ``max_partition
 ``pack_files``); ``storage`` (the shared-storage settings, ``txnlog.storage``); ``split_segment_bytes``
 (``txnlog_segments``: local ``.log`` files above it are read in pieces cut at their offset index,
 ``txnlog.splits``; 0 or absent: never — the summary then holds ``piece`` rows and fragments that
-``txnlog.spark.splits.stitch_pieces`` and the fragment merge finish).
+``txnlog.spark.splits.stitch_pieces`` and the fragment merge finish); ``file_edges`` (default true: with
+``transactions``, each segment of a partition of one replica read whole in a task finishes its inner transactions
+and hands the task's merge only its edges, txnlog.segments.Edges; false: the merge takes every fragment).
 
 What a task receives is proportional to its own files: the file list is read once while planning (in
 the driver's planning worker) and dealt into the input partitions; the reader that Spark pickles into
@@ -519,10 +521,28 @@ class FilesReader(DataSourceReader):
         storage.configure_from_options(self.options)
 
 
+def one_replica_snapshots(files: list[LogFile], downstream: list[bool]) -> dict[tuple[str, int], list[str]]:
+    """Per (topic, partition) of ``files`` read whole here (``downstream`` false) that one broker's files hold:
+    the paths of its producer snapshots (for txnlog.segments.snapshot_starts)."""
+    brokers: dict[tuple[str, int], set[str]] = {}
+    snapshots: dict[tuple[str, int], list[str]] = {}
+    for file, elsewhere in zip(files, downstream, strict=True):
+        if not elsewhere:
+            tp = (file.topic, int(file.partition))
+            brokers.setdefault(tp, set()).add(file.broker)
+            paths = snapshots.setdefault(tp, [])
+            if file.kind == "snapshot":
+                paths.append(file.path)
+    return {tp: snapshots[tp] for tp, held in brokers.items() if len(held) == 1}
+
+
 class _SegmentsReader(FilesReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         # option "transactions": the input partitions hold whole partitions (pack_partitions), so this
-        # task finishes their transactions itself (txnlog.rules.transactions) instead of yielding fragments
+        # task finishes their transactions itself (txnlog.rules.transactions) instead of yielding fragments.
+        # Of a partition of one replica, each segment finishes the transactions between its producers' markers
+        # and hands the merge only its edges (segments.Edges), so the merge's memory does not grow with the
+        # partition; option "file_edges" false: every fragment goes to the merge (the reference the tests use)
         self.start_task()
         merge = PartitionTransactions() if option_flag(self.options, "transactions", False) else None
         # segment rows wait in `segments` and leave as one batch before any other row: rows keep file order
@@ -535,6 +555,10 @@ class _SegmentsReader(FilesReader):
         if isinstance(partition, _FilesPartition):
             pieces, downstream = partition.pieces(), partition.fragments()
             edge_snapshots, checkpoints = partition.edge_snapshots(), partition.checkpoints()
+        alone_whole: dict[tuple[str, int], list[str]] = {}
+        if merge is not None and option_flag(self.options, "file_edges", True):
+            alone_whole = one_replica_snapshots(files, downstream)
+        whole_edges: dict[tuple[str, int], Edges] = {}
         for file, piece, alone, snapshots in zip(files, pieces, downstream, edge_snapshots, strict=True):
             # a split partition's files leave as fragments: its pieces are in other tasks; with the option
             # "fragments_stage" as staged files, one directory per partition, for its merge to read. Of one
@@ -543,8 +567,13 @@ class _SegmentsReader(FilesReader):
             staged = self.options.get("fragments_stage") if alone else None
             to = fragments_dir(staged, file.topic, file.partition) if staged else None
             edges = None
+            tp = (file.topic, int(file.partition))
             if alone and merge is not None and snapshots is not None and file.kind == "log":
                 edges = Edges(snapshot_starts(snapshots), checkpoints, self.options.get("stage"))
+            elif not alone and tp in alone_whole and file.kind == "log":
+                if tp not in whole_edges:  # a partition's files are read one after another: once per partition
+                    whole_edges[tp] = Edges(snapshot_starts(alone_whole[tp]), checkpoints, self.options.get("stage"))
+                edges = whole_edges[tp]
             try:
                 if file.kind == "snapshot":
                     rows = summarize_snapshot(file, file_merge)
