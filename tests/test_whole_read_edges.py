@@ -1,7 +1,8 @@
 """A partition read whole by one task (or by the driver, txnlog.spark.placement.read_here) whose files one
-replica holds: each segment finishes the transactions between its producers' markers itself and hands the
+replica holds: each big segment finishes the transactions between its producers' markers itself and hands the
 task's merge only its edges (txnlog.segments.Edges). The reference is the same read with every fragment merged
-at the end (the segments source's ``file_edges`` = false): the rows must be the same, on random multi-segment
+at the end (the segments source's ``edge_segment_bytes`` above every segment): the rows must be the same (any
+segments finishing their own, the others merged whole), on random multi-segment
 logs (rolls anywhere, the writer's producer snapshots and arbitrary ones, DeleteRecords, retention, damage, a
 cut tail, any checkpoints) and on every scenario of the broker-log writer (partitions of several replicas
 included: they keep the merge of every fragment). No Spark session: the readers run in this process."""
@@ -30,8 +31,13 @@ from txnlog.rules.staged import RAW_COLUMNS, STAGED_SUFFIX, read_raw
 _FINISHED_BY = ("broker", "file", "piece")
 
 
-def _read(files: list[LogFile], checkpoints: list[Checkpoint], *, edges: bool, stage: str | None) -> pa.Table:
-    """The segments source's rows of ``files`` read in this process, whole partitions merged (the driver's read)."""
+#: ``edge_segment_bytes`` that no segment reaches: every fragment merged at the end (the reference)
+NEVER = 1 << 62
+
+
+def _read(files: list[LogFile], checkpoints: list[Checkpoint], *, edge_bytes: int, stage: str | None) -> pa.Table:
+    """The segments source's rows of ``files`` read in this process, whole partitions merged (the driver's read);
+    the segments of at least ``edge_bytes`` finish their own transactions."""
     from txnlog.rows import SEGMENT_SUMMARY_SCHEMA
     from txnlog.spark.placement import read_here
     from txnlog.spark.sources import SegmentsSource, checkpoints_option, files_option
@@ -41,7 +47,7 @@ def _read(files: list[LogFile], checkpoints: list[Checkpoint], *, edges: bool, s
         "checkpoints": checkpoints_option(checkpoints),
         "transactions": "true",
         "min_partitions": "1",
-        "file_edges": str(edges).lower(),
+        "edge_segment_bytes": str(edge_bytes),
         **({"stage": stage} if stage else {}),
     }
     return read_here(SegmentsSource, options, SEGMENT_SUMMARY_SCHEMA)
@@ -63,12 +69,12 @@ def _staged(stage: Path) -> pa.Table | None:
 
 
 def assert_edges_read_the_same(
-    files: list[LogFile], checkpoints: list[Checkpoint], work: Path
+    files: list[LogFile], checkpoints: list[Checkpoint], work: Path, edge_bytes: int = 0
 ) -> tuple[pa.Table, pa.Table]:
-    """Both reads, unstaged (every transaction yielded) and staged (the job's way), give the same rows;
-    returns the unstaged ones (with edges, reference)."""
-    got = _read(files, checkpoints, edges=True, stage=None)
-    want = _read(files, checkpoints, edges=False, stage=None)
+    """The read whose segments of at least ``edge_bytes`` finish their own and the reference give the same rows,
+    unstaged (every transaction yielded) and staged (the job's way); returns the unstaged ones (edges, reference)."""
+    got = _read(files, checkpoints, edge_bytes=edge_bytes, stage=None)
+    want = _read(files, checkpoints, edge_bytes=NEVER, stage=None)
     got_txns, got_rest = _split(got)
     want_txns, want_rest = _split(want)
     assert _sorted(got_rest) == _sorted(want_rest)
@@ -79,8 +85,8 @@ def assert_edges_read_the_same(
     # drops them: txnlog.rules.tables.with_lso), as a split partition's pieces yield them
     (work / "edges").mkdir()
     (work / "all").mkdir()
-    got = _read(files, checkpoints, edges=True, stage=str(work / "edges"))
-    want = _read(files, checkpoints, edges=False, stage=str(work / "all"))
+    got = _read(files, checkpoints, edge_bytes=edge_bytes, stage=str(work / "edges"))
+    want = _read(files, checkpoints, edge_bytes=NEVER, stage=str(work / "all"))
     got_staged, want_staged = _staged(work / "edges"), _staged(work / "all")
     assert (got_staged is None) == (want_staged is None)
     if got_staged is not None and want_staged is not None:
@@ -96,7 +102,7 @@ def assert_edges_read_the_same(
         assert row["marker_offset"] is not None and not row["open_replicas"] and not row["open_on_lead"], row
         bound = hw.get((row["topic"], row["partition"]))
         assert bound is None or row["marker_offset"] < bound, (row, bound)
-    return _read(files, checkpoints, edges=True, stage=None), want
+    return _read(files, checkpoints, edge_bytes=edge_bytes, stage=None), want
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -197,6 +203,7 @@ def _write_log(
     damage=st.lists(st.integers(0, 119), max_size=3),
     tail=st.booleans(),
     checkpoint=st.tuples(st.booleans(), st.booleans(), st.one_of(st.none(), st.floats(0, 1.2))),
+    edge_file=st.one_of(st.none(), st.integers(0, 1000)),
 )
 def test_segments_finish_their_own_and_the_merge_gets_the_edges(
     seed: int,
@@ -206,7 +213,9 @@ def test_segments_finish_their_own_and_the_merge_gets_the_edges(
     damage: list[int],
     tail: bool,
     checkpoint: tuple[bool, bool, float | None],
+    edge_file: int | None,
 ) -> None:
+    """``edge_file``: the segments at least as big as that one finish their own (None: every segment)."""
     with tempfile.TemporaryDirectory(prefix="whole-edges-") as tmp:
         root = Path(tmp)
         log = _write_log(root / "b0", seed, events, extra_snapshot, cut, damage, tail)
@@ -222,7 +231,9 @@ def test_segments_finish_their_own_and_the_merge_gets_the_edges(
                 clean_shutdown=clean,
             )
         ]
-        assert_edges_read_the_same([*inv.segments, *inv.snapshots], checkpoints, root)
+        sizes = sorted(f.size for f in inv.segments)
+        edge_bytes = 0 if edge_file is None or not sizes else sizes[edge_file % len(sizes)]
+        assert_edges_read_the_same([*inv.segments, *inv.snapshots], checkpoints, root, edge_bytes)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -284,8 +295,8 @@ def test_the_merge_of_a_hot_partition_gets_a_few_fragments_per_producer_and_segm
 
     monkeypatch.setattr(PartitionTransactions, "batches", recording)
     files = [*inv.segments, *inv.snapshots]
-    got = _read(files, list(inv.checkpoints), edges=True, stage=None)
-    want = _read(files, list(inv.checkpoints), edges=False, stage=None)
+    got = _read(files, list(inv.checkpoints), edge_bytes=0, stage=None)
+    want = _read(files, list(inv.checkpoints), edge_bytes=NEVER, stage=None)
     assert len(held) == 2
     assert held[0] <= 4 * producers * segments
     assert held[1] > 10 * held[0]
