@@ -5,9 +5,9 @@ These are the kernels the segments Data Source's readers call in Spark's tasks (
 driver placement calls through the same readers (txnlog.spark.placement). Only summaries leave: one ``segment``
 row per segment (txnlog.rows), per producer run and marker a fragment (txnlog.reconstruct) — merged into the
 partition's transactions right here when the task holds the whole partition (txnlog.rules.transactions), else
-yielded, or staged as files for a split partition's merge; of a partition of one replica, each segment finishes
-the transactions between its producers' markers itself and only its edges go on so (:class:`Edges`) — and the
-snapshot entries. Batch headers never
+yielded, or staged as files for a split partition's merge; of a partition of one replica, a big segment (or
+piece) finishes the transactions between its producers' markers itself and only its edges go on so
+(:class:`Edges`) — and the snapshot entries. Batch headers never
 leave the process that read them.
 """
 
@@ -131,11 +131,11 @@ def quarantine_batch(
 class Edges:
     """A file of a partition of one replica that finishes its own inner transactions and hands on only its edges
     (txnlog.rules.transactions.piece_edges) to the partition's merge: a segment (or piece) of a partition read in
-    several tasks (txnlog.splits), whose edges leave the task, or a segment of a partition read whole in one task,
-    whose edges go to the task's merge (txnlog.rules.transactions.PartitionTransactions): a segment boundary is
-    just another cut, and the merge holds a few fragments per producer and segment instead of the whole
-    partition's. Only for a partition of one replica: a transaction's row merges every replica's view of it
-    (txnlog.reconstruct.merge_replicas).
+    several tasks (txnlog.splits), whose edges leave the task, or a big segment of a partition read whole in one
+    task (txnlog.spark.sources.EDGE_SEGMENT_BYTES), whose edges go to the task's merge
+    (txnlog.rules.transactions.PartitionTransactions): a segment boundary is just another cut, and the merge holds
+    a few fragments per producer and segment instead of the whole segment's. Only for a partition of one replica:
+    a transaction's row merges every replica's view of it (txnlog.reconstruct.merge_replicas).
 
     ``snapshot_starts``: (producer ids, ``currentTxnFirstOffset``) of every open transaction in the replica's
     producer snapshots (:func:`snapshot_starts`; None: unknown, every fragment stays at the edge);

@@ -185,9 +185,10 @@ def snapshot_epoch_where_no_marker(snapshot_epoch: R.Col, prev_epoch: R.Col) -> 
 def piece_edges(
     frags: Mapping[str, np.ndarray], snapshot_starts: tuple[np.ndarray, np.ndarray] | None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Which fragments of one file of a partition read in several tasks (a piece of a split segment, or a
-    whole segment of such a partition: ``txnlog.reconstruct.segment_fragments``) its own task finishes into
-    transactions, and which are its *edges*, merged with the other files' edges of the partition.
+    """Which fragments of one file of a partition of one replica (a piece of a split segment, a whole segment of
+    such a partition, or a big segment of a partition read whole in one task: ``txnlog.segments.Edges``;
+    ``txnlog.reconstruct.segment_fragments``) its own task finishes into transactions, and which are its *edges*,
+    merged with the other files' edges (or whole fragments) of the partition.
 
     Per producer, a transaction is a run of its fragments up to and including its next marker
     (``ProducerAppendInfo``), and what a transaction row says besides its own fragments is the marker before
