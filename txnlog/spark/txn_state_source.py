@@ -113,41 +113,54 @@ def _with_transitions(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 class _TxnStateReader(FilesReader):
     """Option ``reduce``: each task holds every replica of its coordinator partitions and yields only
-    the records the verdicts need (txnlog.rules.coordinator), staging all of them under ``stage``."""
+    the records the verdicts need (txnlog.rules.coordinator), staging all of them under ``stage``. Each
+    coordinator partition is reduced once its files are read (a reducer: the union of disjoint partitions'
+    reductions is the reduction of them all), so a task holds one partition's records at a time."""
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        self.start_task()
+        reduce = option_flag(self.options, "reduce", False)
+        by_partition: dict[tuple[str, int], list[LogFile]] = {}
+        for f in partition_files(partition):
+            by_partition.setdefault((f.topic, f.partition), []).append(f)
+        for files in by_partition.values():
+            records: list[pa.RecordBatch] = []
+            for file in files:
+                yield from self._decoded(file, records if reduce else None)
+            if reduce:
+                yield from self._reduced(records, [f.path for f in files])
+
+    def _decoded(self, file: LogFile, records: list[pa.RecordBatch] | None) -> Iterator[pa.RecordBatch]:
+        """``file``'s records, appended to ``records`` (to be reduced) or else yielded, and its quarantine rows."""
         from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
         from txnlog.kafka.txn_state import scan_transaction_log
 
-        self.start_task()
-        reduce = option_flag(self.options, "reduce", False)
-        records: list[pa.RecordBatch] = []
-        files = partition_files(partition)
-        for file in files:
-            try:
-                scan = scan_transaction_log(
-                    read_file_bytes(file.path),
-                    file=file.path,
-                    check_crc=self.check_crc,
-                    **limit_kwargs(self.max_decompressed_bytes),
-                )
-            except OSError as e:
-                yield _with_transitions(
-                    quarantine_of(file, [QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(e))])
-                )
-                continue
-            batch = record_batch_of(scan, file)
-            if batch is not None:
-                if reduce:
-                    records.append(batch)
-                else:
-                    yield _with_transitions(batch)
-            if scan.quarantine:
-                yield _with_transitions(quarantine_of(file, list(scan.quarantine)))
-        if reduce and records:
+        try:
+            scan = scan_transaction_log(
+                read_file_bytes(file.path),
+                file=file.path,
+                check_crc=self.check_crc,
+                **limit_kwargs(self.max_decompressed_bytes),
+            )
+        except OSError as e:
+            yield _with_transitions(
+                quarantine_of(file, [QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(e))])
+            )
+            return
+        batch = record_batch_of(scan, file)
+        if batch is not None:
+            if records is not None:
+                records.append(batch)
+            else:
+                yield _with_transitions(batch)
+        if scan.quarantine:
+            yield _with_transitions(quarantine_of(file, list(scan.quarantine)))
+
+    def _reduced(self, records: list[pa.RecordBatch], paths: list[str]) -> Iterator[pa.RecordBatch]:
+        """The reduction of one coordinator partition's ``records`` (read from ``paths``), its records staged."""
+        if records:
             table = pa.Table.from_batches(records, schema=TXN_STATE_SCHEMA)
-            key = "\n".join(sorted(f.path for f in files))
-            yield from reduce_records(table, self.options.get("stage"), key).to_batches()
+            yield from reduce_records(table, self.options.get("stage"), "\n".join(sorted(paths))).to_batches()
 
 
 class TxnStateSource(DataSource):
