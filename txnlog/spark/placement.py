@@ -48,9 +48,9 @@ class Costs:
     GiB; with no more cores than ``task_s_per_gib / driver_s_per_gib`` they never do (Spark's tasks cost more
     per byte than the one process does; it is their spread over the cores that pays for the fixed cost)."""
 
-    spark_fixed_s: float = 11.0
-    driver_s_per_gib: float = 3.0
-    task_s_per_gib: float = 4.2
+    spark_fixed_s: float = 11.6
+    driver_s_per_gib: float = 2.5
+    task_s_per_gib: float = 3.3
 
     def crossover(self, cores: int) -> int | None:
         """Bytes at which Spark on ``cores`` cores takes what the driver takes (None: never, the driver is
