@@ -526,23 +526,22 @@ def _log_dir_options(
 
 def _decode_here(inputs: Inputs, check_crc: bool, scratch: str, max_decompressed_bytes: int | None) -> Decoded:
     """:func:`decode` of a small input in this process, no Spark query: the sources' readers called here
-    (txnlog.spark.placement), the dumps read by txnlog.spark.dump_log.read_dump_logs_here, Arrow tables returned. A
-    large input is read by one forked process per core; every segment is read whole (no split)."""
+    (txnlog.spark.placement), the dumps read by txnlog.spark.dump_log.read_dump_logs_here, Arrow tables returned. One
+    process reads every segment whole (split segments are for parallel tasks)."""
     import pyarrow as pa
 
     from txnlog import as_of as as_of_rule
     from txnlog.rows import SEGMENT_SUMMARY_SCHEMA
-    from txnlog.spark.placement import PROCESSES_MIN_BYTES, local_cores, read_here
+    from txnlog.spark.placement import read_here
     from txnlog.spark.sources import SegmentsSource
     from txnlog.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
 
     shared = bool(inputs.dump_files)  # a live input is never read here (Placement.for_input)
-    n = local_cores() if inputs.bytes >= PROCESSES_MIN_BYTES else 1  # processes: the cores, for a large input
     segments, txn_state = _log_dir_options(
-        inputs.inventory, check_crc, scratch, shared, shared, n, max_decompressed_bytes, 0
+        inputs.inventory, check_crc, scratch, shared, shared, 1, max_decompressed_bytes, 0
     )
-    summary = _labelled(read_here(SegmentsSource, segments, SEGMENT_SUMMARY_SCHEMA, processes=n), InputSource.SEGMENTS)
-    records = _labelled(read_here(TxnStateSource, txn_state, SOURCE_SCHEMA, processes=n), InputSource.SEGMENTS)
+    summary = _labelled(read_here(SegmentsSource, segments, SEGMENT_SUMMARY_SCHEMA), InputSource.SEGMENTS)
+    records = _labelled(read_here(TxnStateSource, txn_state, SOURCE_SCHEMA), InputSource.SEGMENTS)
     read = set(inputs.inventory.txn_state_partitions)
     if inputs.dump_files:
         from txnlog.spark.dump_log import read_dump_logs_here

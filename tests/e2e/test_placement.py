@@ -84,43 +84,6 @@ def test_driver_and_tasks_write_the_same_tables(spark, messy, tmp_path, kind, re
     assert read_delta(driver, "transactions", {}).num_rows > 0
 
 
-def test_driver_read_by_several_processes_writes_the_same_tables(spark, messy, tmp_path, monkeypatch):
-    """A large input in the driver is read by one forked process per core (txnlog.spark.placement.read_here): the
-    messy incident's log dirs (replicas, checkpoints, snapshots, damage) read so, by three processes, give the
-    tables Spark's tasks give."""
-    from txnlog.spark import placement
-
-    monkeypatch.setattr(placement, "PROCESSES_MIN_BYTES", 0)  # this input is small: processes all the same
-    monkeypatch.setattr(placement, "local_cores", lambda: 3)
-    inputs = _inputs(messy, "logs")
-    _run(spark, tmp_path / "driver", driver=True, **inputs)
-    _run(spark, tmp_path / "tasks", driver=False, **inputs)
-    problems: list[str] = []
-    for table in TABLES:
-        problems += differences(
-            table, read_delta(tmp_path / "tasks", table, {}), read_delta(tmp_path / "driver", table, {})
-        )
-    assert not problems, "\n".join(problems)
-    assert read_delta(tmp_path / "driver", "findings", {}).num_rows > 0
-
-
-def test_read_here_in_processes_keeps_the_partitions_order(tmp_path):
-    """The processes' tables come back in the reader's partition order, so the rows are those of one process."""
-    from txnlog.brokerlog.scenarios import write_scenario
-    from txnlog.logdirs import discover
-    from txnlog.rows import SEGMENT_SUMMARY_SCHEMA
-    from txnlog.spark.placement import read_here
-    from txnlog.spark.sources import SegmentsSource, files_option
-
-    write_scenario("replicas_disagree", tmp_path / "logs", seed=1)
-    inventory = discover([str(tmp_path / "logs")])
-    options = {"files": files_option([*inventory.segments, *inventory.snapshots]), "min_partitions": "5"}
-    one = read_here(SegmentsSource, options, SEGMENT_SUMMARY_SCHEMA)
-    three = read_here(SegmentsSource, options, SEGMENT_SUMMARY_SCHEMA, processes=3)
-    assert one.num_rows > 0
-    assert three.equals(one)
-
-
 def test_placement_follows_the_input_size():
     from txnlog.spark.placement import Placement
 

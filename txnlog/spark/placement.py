@@ -61,10 +61,6 @@ class Costs:
 
 COSTS = Costs()
 
-#: from this input size the driver placement reads with one process per core (:func:`read_here`): below it the
-#: processes' start would cost more than they save
-PROCESSES_MIN_BYTES = 256 * 2**20
-
 
 def local_cores() -> int:
     """The cores this process may run on: what ``local[*]`` gives Spark here."""
@@ -103,33 +99,12 @@ class Placement:
         return cls(driver=limit is None or input_bytes <= limit)
 
 
-def read_here(source: type[DataSource], options: dict[str, str], schema: pa.Schema, *, processes: int = 1) -> pa.Table:
+def read_here(source: type[DataSource], options: dict[str, str], schema: pa.Schema) -> pa.Table:
     """Every batch a Data Source's reader yields for ``options``, read in this process, as one Arrow table of
-    ``schema`` (the source's own, in Arrow): the driver placement's read without a DataFrame. With ``processes``
-    above 1 the reader's partitions are read by that many forked processes of this one (heaviest first, as
-    Spark's tasks would), each returning its partition's rows; the table keeps the partitions' order."""
+    ``schema`` (the source's own, in Arrow): the driver placement's read without a DataFrame."""
     reader = source(options).reader(None)  # type: ignore[arg-type]  # txnlog's readers take their schema as known
-    parts = reader.partitions()
-    if processes > 1 and len(parts) > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-        from itertools import repeat
-
-        # fork: the children start at once with this process's imports, none of the seconds a fresh
-        # interpreter takes to import pyarrow, numba and txnlog
-        context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(min(processes, len(parts)), mp_context=context) as pool:
-            read = list(pool.map(_read_partition, repeat(reader), parts, repeat(schema)))
-    else:
-        read = [_read_partition(reader, part, schema) for part in parts]
-    tables = [t for t in read if t.num_rows]
-    return pa.concat_tables(tables) if tables else schema.empty_table()
-
-
-def _read_partition(reader: Any, part: Any, schema: pa.Schema) -> pa.Table:
-    """One input partition's batches, as a table of ``schema``."""
-    tables = [_conform(pa.Table.from_batches([b]), schema) for b in reader.read(part)]
-    tables = [t for t in tables if t.num_rows]
+    tables = [pa.Table.from_batches([b]) for part in reader.partitions() for b in reader.read(part)]
+    tables = [_conform(t, schema) for t in tables if t.num_rows]
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
