@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from tests.domain.test_partition_transactions import _log, _summary
 from tests.domain.test_reconstruct import batches
 from tests.hot_segments import write_hot_segment
+from tests.summary_rows import segment_summary
 from txnlog import splits as S
 from txnlog.kafka.record_batch import SegmentScan, scan_segment, scan_segment_piece
 from txnlog.reconstruct import merge_fragments, segment_fragments
@@ -340,39 +341,7 @@ def test_pieces_finish_their_inner_transactions_and_hand_on_only_edges(events, c
     edge_parts = []
     for k, piece in enumerate(pieces):
         b = batches(*piece)
-        frags = segment_fragments(b)
-        edge = edge_summaries[k]["edge"]
-        m = int(edge.sum())
-        base = int(b["base_offset"][0])
-        common = {"broker": "b0", "topic": "t", "file": f"/b0/t-0/{base:020d}.log"}
-        if m:
-            edge_parts.append(
-                batch_of(
-                    SEGMENT_SUMMARY_SCHEMA,
-                    m,
-                    {
-                        **common,
-                        "kind": pa.array(np.where(frags["kind"][edge] == 1, "marker", "run").tolist(), pa.string()),
-                        "partition": np.zeros(m, np.int32),
-                        "file_offset": np.full(m, base, np.int64),
-                        **{c: v[edge] for c, v in frags.items() if c not in ("kind", "control_type")},
-                        "control_type": pa.array(frags["control_type"][edge].astype(np.int32)),
-                    },
-                )
-            )
-        edge_parts.append(
-            batch_of(
-                SEGMENT_SUMMARY_SCHEMA,
-                1,
-                {
-                    **common,
-                    "kind": "segment",
-                    "partition": np.zeros(1, np.int32),
-                    "file_offset": np.full(1, base, np.int64),
-                    "last_offset": np.array([int(b["last_offset"].max())]),
-                },
-            )
-        )
+        edge_parts += segment_summary("b0", b, segment_fragments(b), edge_summaries[k]["edge"])
     merged = transactions_of_summary(
         pa.Table.from_batches([*edge_parts, *snaps], schema=SEGMENT_SUMMARY_SCHEMA), checkpoints
     )

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.domain.test_reconstruct import batches
+from tests.summary_rows import segment_summary
 from txnlog.reconstruct import (
     SNAPSHOT_ENTRY_COLUMNS,
     col,
@@ -52,38 +53,7 @@ def _summary(replicas: dict[str, list[list[dict[str, Any]]]], snapshots: list[pa
             if not rows:
                 continue
             b = batches(*rows)
-            f = segment_fragments(b)
-            n = len(f["kind"])
-            base = int(b["base_offset"][0])
-            common = {"broker": broker, "topic": "t", "file": f"/{broker}/t-0/{base:020d}.log"}
-            if n:
-                parts.append(
-                    batch_of(
-                        SEGMENT_SUMMARY_SCHEMA,
-                        n,
-                        {
-                            **common,
-                            "kind": pa.array(np.where(f["kind"] == 1, "marker", "run").tolist(), pa.string()),
-                            "partition": np.zeros(n, np.int32),
-                            "file_offset": np.full(n, base, np.int64),
-                            **{k: v for k, v in f.items() if k != "kind"},
-                            "control_type": pa.array(f["control_type"].astype(np.int32)),
-                        },
-                    )
-                )
-            parts.append(
-                batch_of(
-                    SEGMENT_SUMMARY_SCHEMA,
-                    1,
-                    {
-                        **common,
-                        "kind": "segment",
-                        "partition": np.zeros(1, np.int32),
-                        "file_offset": np.full(1, base, np.int64),
-                        "last_offset": np.array([int(b["last_offset"].max())]),
-                    },
-                )
-            )
+            parts += segment_summary(broker, b, segment_fragments(b))
     return pa.Table.from_batches(parts, schema=SEGMENT_SUMMARY_SCHEMA)
 
 
