@@ -9,6 +9,8 @@ or ``hot``, the same with one partition holding 55 % of the bytes in indexed 256
 (``end_to_end.hot_dataset``, as ``hot_partition.py`` reads it), the job's costliest inputs per byte:
 
 * ``driver``: ``./spark-submit.sh --logs DIR --output FRESH --driver-max-bytes 2**40`` (every size in the driver);
+* ``driver1``: the driver run again on one core (``taskset -c 0``: one reading thread), so the driver's per-byte
+  cost splits into what more cores share (its threads) and what they do not (:class:`txnlog.spark.placement.Costs`);
 * ``spark``: the same with ``--driver-max-bytes 0`` (always Spark, ``local[*]``).
 
 Each run is a process tree watched by ``end_to_end.watch`` (wall time, CPU, peak RSS of the driver process), the
@@ -35,7 +37,12 @@ from _common import ROOT, dataset, machine_info, maybe_reexec_in_snapshot, media
 
 DEFAULT_DATA = ROOT / "benchmarks" / "data"
 AS_OF = "2026-11-26T00:00:00Z"
-MODES = {"driver": str(2**40), "spark": "0"}
+#: mode: (--driver-max-bytes, what the command runs under)
+MODES: dict[str, tuple[str, list[str]]] = {
+    "driver": (str(2**40), []),
+    "driver1": (str(2**40), ["taskset", "-c", "0"]),
+    "spark": ("0", []),
+}
 
 
 def warm(root: Path) -> None:
@@ -65,15 +72,18 @@ def input_set(mix: str, mib: int, data_dir: Path) -> Any:
     return hot_dataset(mib / 1024, data_dir, print)
 
 
-def run_once(code: Path, root: Path, max_bytes: str, quiet_wait: float) -> dict[str, Any]:
-    """One job on the data set at ``root`` with ``--driver-max-bytes max_bytes``, the page cache warmed first."""
+def run_once(
+    code: Path, root: Path, max_bytes: str, quiet_wait: float, under: list[str] | None = None
+) -> dict[str, Any]:
+    """One job on the data set at ``root`` with ``--driver-max-bytes max_bytes`` (run under ``under``, e.g.
+    taskset), the page cache warmed first."""
     from end_to_end import wait_for_quiet, watch
     from startup import job_env
 
     warm(root)
     wait_for_quiet(print, max_wait=quiet_wait)
     out = Path(tempfile.mkdtemp(prefix="txnlog-placement-"))
-    cmd = [str(code / "spark-submit.sh"), "--logs", str(root), "--output", str(out / "out")]
+    cmd = [*(under or []), str(code / "spark-submit.sh"), "--logs", str(root), "--output", str(out / "out")]
     cmd += ["--as-of", AS_OF, "--driver-max-bytes", max_bytes]
     try:
         res = watch(cmd, cwd=code, env=job_env(code), log=print)
@@ -103,11 +113,11 @@ def main(argv: list[str] | None = None) -> None:
     runs: dict[str, list[dict[str, Any]]] = {}
     if not args.no_warmup:  # numba's cache of a fresh snapshot is filled by its first run: not a measurement
         print("warm-up run (untimed)")
-        run_once(code, sets[sizes[0]].root, MODES["driver"], args.quiet_wait)
+        run_once(code, sets[sizes[0]].root, MODES["driver"][0], args.quiet_wait)
     for r in range(args.repeat):
         for mib in sizes:
-            for mode, max_bytes in MODES.items():
-                res = run_once(code, sets[mib].root, max_bytes, args.quiet_wait)
+            for mode, (max_bytes, under) in MODES.items():
+                res = run_once(code, sets[mib].root, max_bytes, args.quiet_wait, under)
                 runs.setdefault(f"{mib}:{mode}", []).append(res)
                 placed = res["placed"]
                 print(
@@ -115,17 +125,21 @@ def main(argv: list[str] | None = None) -> None:
                     f"{res['peak_rss_mib'].get('driver', 0):.0f} MiB, others {res['others_cpu_share']:.0%} "
                     f"({placed[0] if placed else '?'})"
                 )
-    print(f"\n{'MiB':>6} {'driver s':>9} {'spark s':>9} {'spark/driver':>13} {'driver peak MiB':>16}")
+    print(f"\n{'MiB':>6} {'driver s':>9} {'1 core s':>9} {'spark s':>9} {'spark/driver':>13} {'driver peak MiB':>16}")
     lines: dict[str, list[tuple[float, float]]] = {m: [] for m in MODES}
     for mib in sizes:
-        d = [x["wall_s"] for x in runs[f"{mib}:driver"]]
-        s = [x["wall_s"] for x in runs[f"{mib}:spark"]]
+        walls = {m: [x["wall_s"] for x in runs[f"{mib}:{m}"]] for m in MODES}
+        d, d1, s = median(walls["driver"]), median(walls["driver1"]), median(walls["spark"])
         peak = max(x["peak_rss_mib"].get("driver", 0) for x in runs[f"{mib}:driver"])
-        print(f"{mib:6d} {median(d):9.1f} {median(s):9.1f} {median(s) / median(d):13.2f} {peak:16.0f}")
-        lines["driver"] += [(mib, t) for t in d]
-        lines["spark"] += [(mib, t) for t in s]
-    (ad, bd), (as_, bs) = fit(lines["driver"]), fit(lines["spark"])
-    print(f"driver: {ad:.1f} s + {bd * 1024:.1f} s/GiB; spark: {as_:.1f} s + {bs * 1024:.1f} s/GiB")
+        print(f"{mib:6d} {d:9.1f} {d1:9.1f} {s:9.1f} {s / d:13.2f} {peak:16.0f}")
+        for m in MODES:
+            lines[m] += [(mib, t) for t in walls[m]]
+    (ad, bd), (a1, b1), (as_, bs) = fit(lines["driver"]), fit(lines["driver1"]), fit(lines["spark"])
+    print(
+        f"driver: {ad:.1f} s + {bd * 1024:.2f} s/GiB; on one core {a1:.1f} s + {b1 * 1024:.2f} s/GiB; "
+        f"spark: {as_:.1f} s + {bs * 1024:.2f} s/GiB"
+    )
+    print(driver_parts(b1 * 1024, bd * 1024)["text"])
     if bd > bs:
         print(f"crossover: {(as_ - ad) / (bd - bs):.0f} MiB")
     else:
@@ -135,8 +149,32 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         write_json(
             args.json,
-            {"machine": machine_info(), "code": str(code), "mix": args.mix, "sizes": sizes, "runs": runs, **cliff},
+            {
+                "machine": machine_info(),
+                "code": str(code),
+                "mix": args.mix,
+                "sizes": sizes,
+                "runs": runs,
+                **driver_parts(b1 * 1024, bd * 1024),
+                **cliff,
+            },  # fmt: skip
         )
+
+
+def driver_parts(one_core: float, cores_s: float) -> dict[str, Any]:
+    """The driver's s/GiB on one core and on this machine's cores, split into the part its threads share and the
+    part they do not (Costs.driver_parallel_s_per_gib, Costs.driver_serial_s_per_gib): one + p (1/c − 1) = cores_s."""
+    from txnlog.spark.placement import COSTS, local_cores
+
+    c = local_cores()
+    parallel = (one_core - cores_s) / (1 - 1 / c) if c > 1 else 0.0
+    serial = one_core - parallel
+    return {
+        "driver_serial_s_per_gib": serial,
+        "driver_parallel_s_per_gib": parallel,
+        "text": f"the driver's s/GiB: {serial:.2f} not shared + {parallel:.2f} shared by its {c} threads (Costs says "
+        f"{COSTS.driver_serial_s_per_gib} + {COSTS.driver_parallel_s_per_gib})",
+    }
 
 
 def threshold_cliff(driver: tuple[float, float], spark: tuple[float, float]) -> dict[str, Any]:

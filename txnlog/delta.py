@@ -56,6 +56,7 @@ from txnlog import __version__, storage
 from txnlog import tables as contract
 from txnlog.config import parse_as_of
 from txnlog.errors import UsageError
+from txnlog.rows import repeated
 from txnlog.spark_base import delta_spark_available, spark_struct, spark_type, temporary_conf
 
 if TYPE_CHECKING:
@@ -459,8 +460,8 @@ def _conform_arrow(data: pa.Table, schema: pa.Schema, name: str, cluster: str, a
     _require_columns(name, schema, data.column_names)
     n = data.num_rows
     columns: list[pa.Array | pa.ChunkedArray] = [
-        pa.array([cluster] * n, pa.string()),
-        pa.array([as_of] * n, pa.timestamp("us", tz="UTC")),
+        repeated(cluster, pa.string(), n),
+        repeated(as_of, pa.timestamp("us", tz="UTC"), n),
     ]
     for field in schema:
         if field.name not in RUN_KEY:

@@ -392,7 +392,7 @@ def decode(
 
     placement = placement or Placement()
     if placement.driver:
-        return _decode_here(inputs, check_crc, scratch, max_decompressed_bytes)
+        return _decode_here(inputs, check_crc, scratch, max_decompressed_bytes, placement.threads)
     assert spark is not None, "an input read in Spark needs a SparkSession"
     shared = bool(inputs.dump_files or inputs.live)  # other inputs may hold the same partitions
     summary, records = _log_dir_sources(
@@ -524,24 +524,27 @@ def _log_dir_options(
     return {**common, **segments}, {**common, **txn_state}
 
 
-def _decode_here(inputs: Inputs, check_crc: bool, scratch: str, max_decompressed_bytes: int | None) -> Decoded:
-    """:func:`decode` of a small input in this process, no Spark query: the sources' readers called here
-    (txnlog.spark.placement), the dumps read by txnlog.spark.dump_log.read_dump_logs_here, Arrow tables returned. One
-    process reads every segment whole (split segments are for parallel tasks)."""
+def _decode_here(
+    inputs: Inputs, check_crc: bool, scratch: str, max_decompressed_bytes: int | None, threads: int = 1
+) -> Decoded:
+    """:func:`decode` of a small input in this process, no Spark query: the sources' readers called here by
+    ``threads`` threads (txnlog.spark.placement.read_all_here), the dumps read by
+    txnlog.spark.dump_log.read_dump_logs_here, Arrow tables returned. Every segment is read whole (split segments
+    are for Spark's tasks)."""
     import pyarrow as pa
 
     from txnlog import as_of as as_of_rule
     from txnlog.rows import SEGMENT_SUMMARY_SCHEMA
-    from txnlog.spark.placement import read_here
+    from txnlog.spark.placement import read_all_here
     from txnlog.spark.sources import SegmentsSource
     from txnlog.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
 
     shared = bool(inputs.dump_files)  # a live input is never read here (Placement.for_input)
     segments, txn_state = _log_dir_options(
-        inputs.inventory, check_crc, scratch, shared, shared, 1, max_decompressed_bytes, 0
+        inputs.inventory, check_crc, scratch, shared, shared, threads, max_decompressed_bytes, 0
     )
-    summary = _labelled(read_here(SegmentsSource, segments, SEGMENT_SUMMARY_SCHEMA), InputSource.SEGMENTS)
-    records = _labelled(read_here(TxnStateSource, txn_state, SOURCE_SCHEMA), InputSource.SEGMENTS)
+    reads = [(SegmentsSource, segments, SEGMENT_SUMMARY_SCHEMA), (TxnStateSource, txn_state, SOURCE_SCHEMA)]
+    summary, records = (_labelled(t, InputSource.SEGMENTS) for t in read_all_here(reads, threads))
     read = set(inputs.inventory.txn_state_partitions)
     if inputs.dump_files:
         from txnlog.spark.dump_log import read_dump_logs_here

@@ -22,16 +22,15 @@ import pyarrow as pa
 
 from txnlog.logdirs import LogFile
 from txnlog.rows import (
-    KIND_MARKER,
     KIND_PIECE,
     KIND_PRODUCER,
     KIND_QUARANTINE,
-    KIND_RUN,
     KIND_SEGMENT,
     KIND_SNAPSHOT,
     SEGMENT_SUMMARY_SCHEMA,
     batch_of,
     broker_written,
+    fragment_kinds,
     newest_timestamp,
     producer_rows,
 )
@@ -325,17 +324,16 @@ def summarize_segment(
             int(b["last_offset"].max()) if len(b["base_offset"]) else None,
         )
     elif n:
-        kinds = np.where(frags["kind"] == 1, KIND_MARKER, KIND_RUN)
         batch = batch_of(
             SEGMENT_SUMMARY_SCHEMA,
             n,
             {
-                "kind": pa.array(kinds.tolist(), pa.string()),
+                "kind": fragment_kinds(frags["kind"]),
                 "broker": file.broker,
                 "topic": file.topic,
-                "partition": np.full(n, file.partition, np.int32),
+                "partition": file.partition,
                 "file": file.path,
-                "file_offset": np.full(n, file.base_offset, np.int64),
+                "file_offset": file.base_offset,
                 **{k: frags[k] for k in SUMMARY_FRAGMENT_COLUMNS},
                 "control_type": pa.array(frags["control_type"].astype(np.int32)).cast(pa.int32()),
                 "piece": None if piece is None else np.full(n, piece, np.int32),

@@ -93,27 +93,63 @@ def test_placement_follows_the_input_size():
     assert not Placement.for_input(10, 64, live=True).driver  # a live read's size is not known
 
 
-def test_auto_threshold_is_where_the_placements_cross():
+def test_the_driver_reads_with_a_thread_per_core(monkeypatch):
+    """In the driver one thread per core of this machine reads the files, or fewer when the master says so; a
+    cluster's cores are not this machine's."""
+    from txnlog.spark import placement
+
+    monkeypatch.setattr(placement, "local_cores", lambda: 4)
+    assert placement.Placement.for_input(10, 64).threads == 4
+    assert placement.Placement.for_input(10, 64, cores=2).threads == 2  # local[2]
+    assert placement.Placement.for_input(10, 64, cores=64).threads == 4  # a cluster's default parallelism
+
+
+def test_threads_read_the_rows_one_thread_reads(tmp_path):
+    """The threads' tables come back in each reader's partition order (txnlog.spark.placement.read_all_here), so
+    the rows of both sources are those one thread reads, in the same order."""
+    from txnlog.brokerlog.scenarios import write_scenario
+    from txnlog.logdirs import discover
+    from txnlog.rows import SEGMENT_SUMMARY_SCHEMA
+    from txnlog.spark.placement import read_all_here
+    from txnlog.spark.sources import SegmentsSource, files_option
+    from txnlog.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
+
+    write_scenario("replicas_disagree", tmp_path / "logs", seed=1)
+    inventory = discover([str(tmp_path / "logs")])
+    segments = {"files": files_option([*inventory.segments, *inventory.snapshots]), "min_partitions": "5"}
+    txn_state = {"files": files_option(inventory.txn_state_segments), "min_partitions": "5"}
+    reads = [(SegmentsSource, segments, SEGMENT_SUMMARY_SCHEMA), (TxnStateSource, txn_state, SOURCE_SCHEMA)]
+    one = read_all_here(reads, threads=1)
+    three = read_all_here(reads, threads=3)
+    assert one[0].num_rows > 0 and one[1].num_rows > 0
+    assert three[0].equals(one[0]) and three[1].equals(one[1])
+
+
+def test_auto_threshold_is_where_the_placements_cross(monkeypatch):
     """``driver_max_bytes: auto``: the driver up to the size at which the two cost lines meet for the cores
     Spark has; on one core Spark's tasks never catch up (they cost more per byte than the one process)."""
-    from txnlog.spark.placement import COSTS, Costs, Placement
+    from txnlog.spark import placement
+    from txnlog.spark.placement import COSTS, Costs
 
-    costs = Costs(spark_fixed_s=12.0, driver_s_per_gib=3.0, task_s_per_gib=4.0)
+    costs = Costs(spark_fixed_s=12.0, driver_serial_s_per_gib=2.0, driver_parallel_s_per_gib=2.0, task_s_per_gib=4.0)
     for cores in (2, 4, 8, 64):
         gib = costs.crossover(cores) / 2**30
-        driver_s = gib * costs.driver_s_per_gib
+        driver_s = gib * (2.0 + 2.0 / cores)  # the threads share the parallel part
         spark_s = costs.spark_fixed_s + gib * costs.task_s_per_gib / cores
         assert abs(driver_s - spark_s) < 1e-6, cores  # the lines meet there
-    assert costs.crossover(2) == 12 * 2**30  # 12 s / (3 − 2) s per GiB
-    assert costs.crossover(1) is None  # 4 s per GiB on one core: never cheaper than the driver's 3
-    more = [COSTS.crossover(c) for c in (2, 4, 8, 16)]
-    assert all(a > b for a, b in zip(more, more[1:], strict=False))  # more cores, a smaller threshold
-    at_two = COSTS.crossover(2)
-    assert Placement.for_input(at_two, "auto", cores=2).driver
-    assert not Placement.for_input(at_two + 1, "auto", cores=2).driver
-    assert Placement.for_input(2**50, "auto", cores=1).driver  # never crossed
-    assert not Placement.for_input(10, 0, cores=1).driver  # 0 still means always Spark
-    assert not Placement.for_input(10, "auto", live=True, cores=1).driver
+    assert costs.crossover(2) == 12 * 2**30  # 12 s / (2 + 1 − 2) s per GiB
+    assert costs.crossover(4) == 8 * 2**30  # 12 s / (2 + 0.5 − 1)
+    assert costs.crossover(1) is None  # 4 s per GiB on one core: never cheaper than the driver's 2 + 2
+    # this project's measured costs: more cores, never a larger threshold (None: the driver at every size)
+    more = [COSTS.crossover(c) or float("inf") for c in (1, 2, 4, 8, 16, 64)]
+    assert all(a >= b for a, b in zip(more, more[1:], strict=False))
+    assert more[-1] < float("inf")  # on enough cores Spark's tasks pay for its fixed cost
+    monkeypatch.setattr(placement, "COSTS", costs)
+    assert placement.Placement.for_input(12 * 2**30, "auto", cores=2).driver
+    assert not placement.Placement.for_input(12 * 2**30 + 1, "auto", cores=2).driver
+    assert placement.Placement.for_input(2**50, "auto", cores=1).driver  # never crossed
+    assert not placement.Placement.for_input(10, 0, cores=1).driver  # 0 still means always Spark
+    assert not placement.Placement.for_input(10, "auto", live=True, cores=1).driver
 
 
 def test_cores_of_a_master():

@@ -12,14 +12,13 @@ import pyarrow as pa
 from txnlog.dump_log.parse import K_BATCH, K_ELIDED, K_INVALID_BYTES, K_LEGACY, K_RECORD, K_START
 from txnlog.kafka import dump_log_text as D
 from txnlog.rows import (
-    KIND_MARKER,
     KIND_QUARANTINE,
-    KIND_RUN,
     KIND_SEGMENT,
     SEGMENT_SUMMARY_SCHEMA,
     TXN_STATE_SCHEMA,
     batch_of,
     broker_timestamps,
+    fragment_kinds,
     producer_rows,
 )
 
@@ -219,9 +218,9 @@ def assemble_segment(table: pa.Table) -> pa.Table:
                 n,
                 {
                     **base,
-                    "kind": pa.array(np.where(frags["kind"] == 1, KIND_MARKER, KIND_RUN).tolist(), pa.string()),
-                    "partition": pa.array([partition] * n, pa.int32()),
-                    "file_offset": pa.array([file_offset] * n, pa.int64()),
+                    "kind": fragment_kinds(frags["kind"]),
+                    "partition": partition,
+                    "file_offset": file_offset,
                     **{k: frags[k] for k in SUMMARY_FRAGMENT_COLUMNS},
                     "control_type": frags["control_type"].astype(np.int32),
                 },
@@ -261,8 +260,8 @@ def assemble_segment(table: pa.Table) -> pa.Table:
                 {
                     **base,
                     "kind": KIND_QUARANTINE,
-                    "partition": pa.array([partition] * n, pa.int32()),
-                    "file_offset": pa.array([file_offset] * n, pa.int64()),
+                    "partition": partition,
+                    "file_offset": file_offset,
                     **damage,
                 },
             )
@@ -313,7 +312,7 @@ def assemble_txn_state(table: pa.Table) -> pa.Table:
                         {
                             "kind": KIND_QUARANTINE,
                             "broker": _first(table, "broker"),
-                            "coordinator_partition": pa.array([_first(table, "partition")] * n, pa.int32()),
+                            "coordinator_partition": _first(table, "partition"),
                             "file": _first(table, "dpath"),
                             **damage,
                         },

@@ -40,22 +40,29 @@ class Costs:
     2-core machine, benchmarks/placement.py on the hot-partition mix, the costlier of the two measured mixes per
     byte; benchmarks/RESULTS.md, "Where the placements cross"):
 
-    * in the driver, ``driver_s_per_gib`` per GiB: one process reads every file;
+    * in the driver, per GiB, ``driver_serial_s_per_gib`` that more cores do not shorten (the build of the tables,
+      the reading threads' share of the GIL) and ``driver_parallel_s_per_gib`` that its reading threads, one per
+      core, share (:func:`read_all_here`);
     * in Spark, ``spark_fixed_s`` more whatever the input (a JVM, a session, planning, tasks' Python workers,
       the exit), and ``task_s_per_gib`` per GiB and core: the tasks share the cores Spark has.
 
-    On ``cores`` cores the two lines cross at ``spark_fixed_s / (driver_s_per_gib - task_s_per_gib / cores)``
-    GiB; with no more cores than ``task_s_per_gib / driver_s_per_gib`` they never do (Spark's tasks cost more
-    per byte than the one process does; it is their spread over the cores that pays for the fixed cost)."""
+    On ``cores`` cores the two lines cross at ``spark_fixed_s / (serial + (parallel − task_s_per_gib) / cores)``
+    GiB; where that is not positive they never do (the driver's threads cost less per byte than Spark's tasks,
+    and it is only their spread over more cores that could pay for Spark's fixed cost)."""
 
     spark_fixed_s: float = 11.6
-    driver_s_per_gib: float = 2.5
+    driver_serial_s_per_gib: float = 0.5
+    driver_parallel_s_per_gib: float = 1.5
     task_s_per_gib: float = 3.3
+
+    def driver_s_per_gib(self, cores: int) -> float:
+        """The driver's seconds per GiB on ``cores`` cores (one reading thread each)."""
+        return self.driver_serial_s_per_gib + self.driver_parallel_s_per_gib / max(cores, 1)
 
     def crossover(self, cores: int) -> int | None:
         """Bytes at which Spark on ``cores`` cores takes what the driver takes (None: never, the driver is
         faster at every size)."""
-        per_gib = self.driver_s_per_gib - self.task_s_per_gib / max(cores, 1)
+        per_gib = self.driver_s_per_gib(cores) - self.task_s_per_gib / max(cores, 1)
         return None if per_gib <= 0 else int(self.spark_fixed_s / per_gib * 2**30)
 
 
@@ -82,9 +89,11 @@ def master_cores(master: str | None) -> int | None:
 
 @dataclass(frozen=True)
 class Placement:
-    """Run the job in Spark (``driver`` false) or, for a small input, in this driver process (``driver`` true)."""
+    """Run the job in Spark (``driver`` false) or, for a small input, in this driver process (``driver`` true),
+    its files read by ``threads`` threads (:func:`read_all_here`)."""
 
     driver: bool = False
+    threads: int = 1
 
     @classmethod
     def for_input(
@@ -92,23 +101,57 @@ class Placement:
     ) -> Placement:
         """The driver when the input is known and at most ``max_bytes`` (0: never; ``"auto"``: where the
         placements cross, :meth:`Costs.crossover`, for ``cores``, by default :func:`local_cores`); a live read is
-        not bounded by a size known in advance, so it stays in tasks."""
+        not bounded by a size known in advance, so it stays in tasks. In the driver, one thread per core of
+        this machine reads the files (at most ``cores``)."""
         if live or max_bytes == 0:
             return cls(driver=False)
         limit = COSTS.crossover(cores or local_cores()) if max_bytes == "auto" else int(max_bytes)
-        return cls(driver=limit is None or input_bytes <= limit)
+        if limit is not None and input_bytes > limit:
+            return cls(driver=False)
+        # the driver reads with this machine's cores, or fewer when a local master says so
+        return cls(driver=True, threads=min(cores or local_cores(), local_cores()))
 
 
 def read_here(source: type[DataSource], options: dict[str, str], schema: pa.Schema) -> pa.Table:
     """Every batch a Data Source's reader yields for ``options``, read in this process, as one Arrow table of
     ``schema`` (the source's own, in Arrow): the driver placement's read without a DataFrame."""
-    reader = source(options).reader(None)  # type: ignore[arg-type]  # txnlog's readers take their schema as known
-    tables = [pa.Table.from_batches([b]) for part in reader.partitions() for b in reader.read(part)]
-    tables = [_conform(t, schema) for t in tables if t.num_rows]
+    return read_all_here([(source, options, schema)])[0]
+
+
+def read_all_here(reads: list[tuple[type[DataSource], dict[str, str], pa.Schema]], threads: int = 1) -> list[pa.Table]:
+    """:func:`read_here` of each (source, options, schema) of ``reads``, their input partitions read by ``threads``
+    threads of this process (the first read's partitions first, each reader's heaviest first, as it plans them);
+    each table keeps its reader's partition order, so the rows are those one thread gives.
+
+    Threads, not processes: the decoders' loops are compiled without the GIL (txnlog.kafka.jit) and Arrow's
+    kernels release it, so two threads decode at once with no fork, no second copy of the compiled decoders and
+    nothing pickled between them (benchmarks/RESULTS.md §2, "One thread per core")."""
+    readers = [source(options).reader(None) for source, options, _ in reads]  # type: ignore[arg-type]  # schema known
+    jobs = [(r, part, schema) for r, (_, _, schema) in zip(readers, reads, strict=True) for part in r.partitions()]
+    if threads > 1 and len(jobs) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(threads, len(jobs)), thread_name_prefix="txnlog-read") as pool:
+            read = list(pool.map(lambda job: _read_partition(*job), jobs))
+    else:
+        read = [_read_partition(*job) for job in jobs]
+    out = []
+    for reader, (_, _, schema) in zip(readers, reads, strict=True):
+        tables = [t for (r, _, _), t in zip(jobs, read, strict=True) if r is reader and t.num_rows]
+        out.append(pa.concat_tables(tables) if tables else schema.empty_table())
+    return out
+
+
+def _read_partition(reader: Any, part: Any, schema: pa.Schema) -> pa.Table:
+    """One input partition's batches, as a table of ``schema``."""
+    tables = [_conform(pa.Table.from_batches([b]), schema) for b in reader.read(part)]
+    tables = [t for t in tables if t.num_rows]
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
 def _conform(table: pa.Table, target: pa.Schema) -> pa.Table:
     """``table``'s columns in ``target``'s order and types (a step may yield them in its own order)."""
+    if table.schema.equals(target, check_metadata=False):
+        return table
     columns: list[Any] = [table.column(f.name).cast(f.type) for f in target]
     return pa.Table.from_arrays(columns, schema=target)

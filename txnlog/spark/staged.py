@@ -52,11 +52,19 @@ class StagedTable:
         files = self.raw_files()
         if not files:
             return 0
-        if self.driver:
-            written = finish_files(
-                iter([pa.RecordBatch.from_pydict({"path": files})]), self.how, target, cluster, as_of
-            )
-            return sum(int(b.column("rows")[0].as_py()) for b in written)
+        if self.driver:  # one thread per core: Parquet's encoder and Arrow's kernels release the GIL
+            from concurrent.futures import ThreadPoolExecutor
+
+            from txnlog.spark.placement import local_cores
+
+            def finish(path: str) -> int:
+                batches = iter([pa.RecordBatch.from_pydict({"path": [path]})])
+                return sum(
+                    int(b.column("rows")[0].as_py()) for b in finish_files(batches, self.how, target, cluster, as_of)
+                )
+
+            with ThreadPoolExecutor(min(local_cores(), len(files)), thread_name_prefix="txnlog-finish") as pool:
+                return sum(pool.map(finish, files))
         spark = self._session()
         tasks = max(1, min(len(files), spark.sparkContext.defaultParallelism * 2))
         paths = spark.createDataFrame([(f,) for f in files], "path string").repartition(tasks)
