@@ -72,6 +72,12 @@ def input_set(mix: str, mib: int, data_dir: Path) -> Any:
     return hot_dataset(mib / 1024, data_dir, print)
 
 
+def input_gib(root: Path) -> float:
+    """The input's size as the job counts it (its ``.log`` segments and producer snapshots), in GiB: the hot mix of
+    "1024 MiB" is 1.15 GiB, and the cost lines are per GiB of input."""
+    return sum(p.stat().st_size for p in root.rglob("*") if p.suffix in (".log", ".snapshot")) / 2**30
+
+
 def run_once(
     code: Path, root: Path, max_bytes: str, quiet_wait: float, under: list[str] | None = None
 ) -> dict[str, Any]:
@@ -125,23 +131,26 @@ def main(argv: list[str] | None = None) -> None:
                     f"{res['peak_rss_mib'].get('driver', 0):.0f} MiB, others {res['others_cpu_share']:.0%} "
                     f"({placed[0] if placed else '?'})"
                 )
-    print(f"\n{'MiB':>6} {'driver s':>9} {'1 core s':>9} {'spark s':>9} {'spark/driver':>13} {'driver peak MiB':>16}")
+    gib = {mib: input_gib(sets[mib].root) for mib in sizes}
+    print(
+        f"\n{'MiB':>6} {'GiB':>6} {'driver s':>9} {'1 core s':>9} {'spark s':>9} {'spark/driver':>13} {'driver peak MiB':>16}"
+    )
     lines: dict[str, list[tuple[float, float]]] = {m: [] for m in MODES}
     for mib in sizes:
         walls = {m: [x["wall_s"] for x in runs[f"{mib}:{m}"]] for m in MODES}
         d, d1, s = median(walls["driver"]), median(walls["driver1"]), median(walls["spark"])
         peak = max(x["peak_rss_mib"].get("driver", 0) for x in runs[f"{mib}:driver"])
-        print(f"{mib:6d} {d:9.1f} {d1:9.1f} {s:9.1f} {s / d:13.2f} {peak:16.0f}")
+        print(f"{mib:6d} {gib[mib]:6.2f} {d:9.1f} {d1:9.1f} {s:9.1f} {s / d:13.2f} {peak:16.0f}")
         for m in MODES:
-            lines[m] += [(mib, t) for t in walls[m]]
+            lines[m] += [(gib[mib], t) for t in walls[m]]
     (ad, bd), (a1, b1), (as_, bs) = fit(lines["driver"]), fit(lines["driver1"]), fit(lines["spark"])
     print(
-        f"driver: {ad:.1f} s + {bd * 1024:.2f} s/GiB; on one core {a1:.1f} s + {b1 * 1024:.2f} s/GiB; "
-        f"spark: {as_:.1f} s + {bs * 1024:.2f} s/GiB"
+        f"driver: {ad:.1f} s + {bd:.2f} s/GiB; on one core {a1:.1f} s + {b1:.2f} s/GiB; "
+        f"spark: {as_:.1f} s + {bs:.2f} s/GiB"
     )
-    print(driver_parts(b1 * 1024, bd * 1024)["text"])
+    print(driver_parts(b1, bd)["text"])
     if bd > bs:
-        print(f"crossover: {(as_ - ad) / (bd - bs):.0f} MiB")
+        print(f"crossover: {(as_ - ad) / (bd - bs):.1f} GiB")
     else:
         print("no crossover: the driver is cheaper per byte as well")
     cliff = threshold_cliff((ad, bd), (as_, bs))
@@ -155,7 +164,8 @@ def main(argv: list[str] | None = None) -> None:
                 "mix": args.mix,
                 "sizes": sizes,
                 "runs": runs,
-                **driver_parts(b1 * 1024, bd * 1024),
+                "input_gib": gib,
+                **driver_parts(b1, bd),
                 **cliff,
             },  # fmt: skip
         )
@@ -179,7 +189,7 @@ def driver_parts(one_core: float, cores_s: float) -> dict[str, Any]:
 
 def threshold_cliff(driver: tuple[float, float], spark: tuple[float, float]) -> dict[str, Any]:
     """Where ``driver_max_bytes: auto`` puts the threshold on this machine (txnlog.spark.placement.Costs), and
-    what the two fitted lines (a, b per MiB) say an input there takes in each placement: their ratio is the
+    what the two fitted lines (a, b per GiB) say an input there takes in each placement: their ratio is the
     cliff an input just above the threshold meets."""
     from txnlog.spark.placement import COSTS, local_cores
 
@@ -188,16 +198,16 @@ def threshold_cliff(driver: tuple[float, float], spark: tuple[float, float]) -> 
     out: dict[str, Any] = {
         "cores": cores,
         "auto_threshold_bytes": limit,
-        "task_s_per_gib_core": spark[1] * 1024 * cores,
+        "task_s_per_gib_core": spark[1] * cores,
     }
     if limit is None:
         out["text"] = f"auto threshold on {cores} cores: none (the driver at every size)"
         return out
-    mib = limit / 2**20
-    t_driver, t_spark = driver[0] + driver[1] * mib, spark[0] + spark[1] * mib
+    gib = limit / 2**30
+    t_driver, t_spark = driver[0] + driver[1] * gib, spark[0] + spark[1] * gib
     out.update(driver_s_at_threshold=t_driver, spark_s_at_threshold=t_spark, cliff=t_spark / t_driver)
     out["text"] = (
-        f"auto threshold on {cores} cores: {mib / 1024:.1f} GiB; there the fitted lines give driver {t_driver:.1f} s, "
+        f"auto threshold on {cores} cores: {gib:.1f} GiB; there the fitted lines give driver {t_driver:.1f} s, "
         f"spark {t_spark:.1f} s: just above it an input takes {t_spark / t_driver:.2f}x (Spark's tasks: "
         f"{out['task_s_per_gib_core']:.1f} s per GiB and core; Costs says {COSTS.task_s_per_gib})"
     )

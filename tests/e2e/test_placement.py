@@ -144,6 +144,12 @@ def test_auto_threshold_is_where_the_placements_cross(monkeypatch):
     more = [COSTS.crossover(c) or float("inf") for c in (1, 2, 4, 8, 16, 64)]
     assert all(a >= b for a, b in zip(more, more[1:], strict=False))
     assert more[-1] < float("inf")  # on enough cores Spark's tasks pay for its fixed cost
+    # a cluster's session: Spark's cores are its executors', the driver's threads this machine's
+    monkeypatch.setattr(placement, "local_cores", lambda: 2)
+    on_cluster = COSTS.crossover(64, 2)
+    assert on_cluster is not None and on_cluster < (COSTS.crossover(64) or 0)  # fewer threads: Spark sooner
+    assert placement.Placement.for_input(on_cluster, "auto", cores=64) == placement.Placement(True, 2)
+    assert not placement.Placement.for_input(on_cluster + 1, "auto", cores=64).driver
     monkeypatch.setattr(placement, "COSTS", costs)
     assert placement.Placement.for_input(12 * 2**30, "auto", cores=2).driver
     assert not placement.Placement.for_input(12 * 2**30 + 1, "auto", cores=2).driver
