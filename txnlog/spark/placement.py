@@ -23,6 +23,7 @@ the tasks hand it only the rows left once every partition is merged and reduced 
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -121,35 +122,77 @@ def read_here(source: type[DataSource], options: dict[str, str], schema: pa.Sche
     return read_all_here([(source, options, schema)])[0]
 
 
-def read_all_here(reads: list[tuple[type[DataSource], dict[str, str], pa.Schema]], threads: int = 1) -> list[pa.Table]:
+Read = tuple[type["DataSource"], dict[str, str], pa.Schema]  # a source, its options, its schema in Arrow
+
+
+def read_all_here(reads: list[Read], threads: int = 1, *, one_at_a_time: int | None = None) -> list[pa.Table]:
     """:func:`read_here` of each (source, options, schema) of ``reads``, their input partitions read by ``threads``
-    threads of this process (the first read's partitions first, each reader's heaviest first, as it plans them);
-    each table keeps its reader's partition order, so the rows are those one thread gives.
+    threads of this process, each reader's heaviest first, as it plans them; each table keeps its reader's
+    partition order, so the rows are those one thread gives.
+
+    The partitions of ``reads[one_at_a_time]`` are read one after another, by one thread, second in line (after
+    the heaviest partition of the others): ``__transaction_state``, whose partitions are each reduced with all
+    their records held (~270 MB for a 29 MiB coordinator partition), so that two of them never are at once.
 
     Threads, not processes: the decoders' loops are compiled without the GIL (txnlog.kafka.jit) and Arrow's
     kernels release it, so two threads decode at once with no fork, no second copy of the compiled decoders and
     nothing pickled between them (benchmarks/RESULTS.md §2, "One thread per core")."""
     readers = [source(options).reader(None) for source, options, _ in reads]  # type: ignore[arg-type]  # schema known
-    jobs = [(r, part, schema) for r, (_, _, schema) in zip(readers, reads, strict=True) for part in r.partitions()]
+    parts = [(i, part) for i, r in enumerate(readers) for part in r.partitions()]
+    jobs = [[n] for n, (i, _) in enumerate(parts) if i != one_at_a_time]  # positions in parts
+    serial = [n for n, (i, _) in enumerate(parts) if i == one_at_a_time]
+    if serial:
+        jobs.insert(min(1, len(jobs)), serial)
+
+    def run(job: list[int]) -> list[pa.Table]:
+        return [_read_partition(readers[parts[n][0]], parts[n][1], reads[parts[n][0]][2]) for n in job]
+
     if threads > 1 and len(jobs) > 1:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(min(threads, len(jobs)), thread_name_prefix="txnlog-read") as pool:
-            read = list(pool.map(lambda job: _read_partition(*job), jobs))
+            done = list(pool.map(run, jobs))
     else:
-        read = [_read_partition(*job) for job in jobs]
-    out = []
-    for reader, (_, _, schema) in zip(readers, reads, strict=True):
-        tables = [t for (r, _, _), t in zip(jobs, read, strict=True) if r is reader and t.num_rows]
-        out.append(pa.concat_tables(tables) if tables else schema.empty_table())
-    return out
+        done = [run(job) for job in jobs]
+    read = {n: table for job, tables in zip(jobs, done, strict=True) for n, table in zip(job, tables, strict=True)}
+    tables: dict[int, list[pa.Table]] = {}
+    for n, (i, _) in enumerate(parts):  # each reader's partitions in its order
+        if read[n].num_rows:
+            tables.setdefault(i, []).append(read[n])
+    empty = [schema.empty_table() for _, _, schema in reads]
+    return [pa.concat_tables(tables[i]) if i in tables else empty[i] for i in range(len(reads))]
 
 
 def _read_partition(reader: Any, part: Any, schema: pa.Schema) -> pa.Table:
     """One input partition's batches, as a table of ``schema``."""
     tables = [_conform(pa.Table.from_batches([b]), schema) for b in reader.read(part)]
     tables = [t for t in tables if t.num_rows]
-    return pa.concat_tables(tables) if tables else schema.empty_table()
+    out = pa.concat_tables(tables) if tables else schema.empty_table()
+    release_memory()
+    return out
+
+
+def release_memory() -> None:
+    """Give the memory freed so far back to the system: Arrow's pool keeps freed pages for reuse, and glibc's
+    malloc keeps the freed heap of each thread's arena (numpy's arrays). Read by two threads, the 4.6 GiB hot mix
+    left ~320 MB so held after its decode (of ~820 MB; its decoded rows are ~1 MB), and the process's peak grew
+    with the input."""
+    pa.default_memory_pool().release_unused()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim``, or None (another C library, another system)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
 
 
 def _conform(table: pa.Table, target: pa.Schema) -> pa.Table:
