@@ -544,7 +544,7 @@ def _decode_here(
         inputs.inventory, check_crc, scratch, shared, shared, threads, max_decompressed_bytes, 0
     )
     reads = [(SegmentsSource, segments, SEGMENT_SUMMARY_SCHEMA), (TxnStateSource, txn_state, SOURCE_SCHEMA)]
-    summary, records = (_labelled(t, InputSource.SEGMENTS) for t in read_all_here(reads, threads, one_at_a_time=1))
+    summary, records = (_labelled(t, InputSource.SEGMENTS) for t in read_all_here(reads, threads))
     read = set(inputs.inventory.txn_state_partitions)
     if inputs.dump_files:
         from txnlog.spark.dump_log import read_dump_logs_here

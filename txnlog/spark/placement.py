@@ -125,40 +125,31 @@ def read_here(source: type[DataSource], options: dict[str, str], schema: pa.Sche
 Read = tuple[type["DataSource"], dict[str, str], pa.Schema]  # a source, its options, its schema in Arrow
 
 
-def read_all_here(reads: list[Read], threads: int = 1, *, one_at_a_time: int | None = None) -> list[pa.Table]:
+def read_all_here(reads: list[Read], threads: int = 1) -> list[pa.Table]:
     """:func:`read_here` of each (source, options, schema) of ``reads``, their input partitions read by ``threads``
-    threads of this process, each reader's heaviest first, as it plans them; each table keeps its reader's
-    partition order, so the rows are those one thread gives.
-
-    The partitions of ``reads[one_at_a_time]`` are read one after another, by one thread, second in line (after
-    the heaviest partition of the others): ``__transaction_state``, whose partitions are each reduced with all
-    their records held (~270 MB for a 29 MiB coordinator partition), so that two of them never are at once.
+    threads of this process (the first read's partitions first, each reader's heaviest first, as it plans them);
+    each table keeps its reader's partition order, so the rows are those one thread gives.
 
     Threads, not processes: the decoders' loops are compiled without the GIL (txnlog.kafka.jit) and Arrow's
     kernels release it, so two threads decode at once with no fork, no second copy of the compiled decoders and
-    nothing pickled between them (benchmarks/RESULTS.md §2, "One thread per core")."""
+    nothing pickled between them (benchmarks/RESULTS.md §2, "One thread per core in the driver")."""
     readers = [source(options).reader(None) for source, options, _ in reads]  # type: ignore[arg-type]  # schema known
-    parts = [(i, part) for i, r in enumerate(readers) for part in r.partitions()]
-    jobs = [[n] for n, (i, _) in enumerate(parts) if i != one_at_a_time]  # positions in parts
-    serial = [n for n, (i, _) in enumerate(parts) if i == one_at_a_time]
-    if serial:
-        jobs.insert(min(1, len(jobs)), serial)
+    jobs = [(i, part) for i, r in enumerate(readers) for part in r.partitions()]
 
-    def run(job: list[int]) -> list[pa.Table]:
-        return [_read_partition(readers[parts[n][0]], parts[n][1], reads[parts[n][0]][2]) for n in job]
+    def run(job: tuple[int, Any]) -> pa.Table:
+        return _read_partition(readers[job[0]], job[1], reads[job[0]][2])
 
     if threads > 1 and len(jobs) > 1:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(min(threads, len(jobs)), thread_name_prefix="txnlog-read") as pool:
-            done = list(pool.map(run, jobs))
+            read = list(pool.map(run, jobs))
     else:
-        done = [run(job) for job in jobs]
-    read = {n: table for job, tables in zip(jobs, done, strict=True) for n, table in zip(job, tables, strict=True)}
+        read = [run(job) for job in jobs]
     tables: dict[int, list[pa.Table]] = {}
-    for n, (i, _) in enumerate(parts):  # each reader's partitions in its order
-        if read[n].num_rows:
-            tables.setdefault(i, []).append(read[n])
+    for (i, _), table in zip(jobs, read, strict=True):  # each reader's partitions in its order
+        if table.num_rows:
+            tables.setdefault(i, []).append(table)
     empty = [schema.empty_table() for _, _, schema in reads]
     return [pa.concat_tables(tables[i]) if i in tables else empty[i] for i in range(len(reads))]
 
