@@ -55,8 +55,8 @@ class Costs:
 
     spark_fixed_s: float = 10.9
     driver_serial_s_per_gib: float = 0.35
-    driver_parallel_s_per_gib: float = 1.52
-    task_s_per_gib: float = 3.46
+    driver_parallel_s_per_gib: float = 1.56
+    task_s_per_gib: float = 3.52
 
     def driver_s_per_gib(self, threads: int) -> float:
         """The driver's seconds per GiB with ``threads`` reading threads (one per core)."""
