@@ -23,7 +23,6 @@ the tasks hand it only the rows left once every partition is merged and reduced 
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 from dataclasses import dataclass
@@ -158,32 +157,7 @@ def _read_partition(reader: Any, part: Any, schema: pa.Schema) -> pa.Table:
     """One input partition's batches, as a table of ``schema``."""
     tables = [_conform(pa.Table.from_batches([b]), schema) for b in reader.read(part)]
     tables = [t for t in tables if t.num_rows]
-    out = pa.concat_tables(tables) if tables else schema.empty_table()
-    release_memory()
-    return out
-
-
-def release_memory() -> None:
-    """Give the memory freed so far back to the system: Arrow's pool keeps freed pages for reuse, and glibc's
-    malloc keeps the freed heap of each thread's arena (numpy's arrays). Read by two threads, the 4.6 GiB hot mix
-    left ~320 MB so held after its decode (of ~820 MB; its decoded rows are ~1 MB), and the process's peak grew
-    with the input."""
-    pa.default_memory_pool().release_unused()
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
-
-
-@functools.cache
-def _malloc_trim() -> Any:
-    """glibc's ``malloc_trim``, or None (another C library, another system)."""
-    import ctypes
-    import ctypes.util
-
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):
-        return None
+    return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
 def _conform(table: pa.Table, target: pa.Schema) -> pa.Table:
