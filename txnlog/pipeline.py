@@ -859,7 +859,9 @@ def run(
     placement = placement_of(config, inputs, spark)
     with run_scope(spark, config.output, run_id) as (scratch, cache):
         live_cut = capture_live(config, inputs, progress)
-        progress(f"decoding {_file_count(inputs)} files {'here (a small input)' if placement.driver else 'in Spark'}")
+        threads = f"{placement.threads} thread{'s' if placement.threads != 1 else ''}"
+        where = f"here (a small input), {threads}" if placement.driver else "in Spark"
+        progress(f"decoding {_file_count(inputs)} files {where}")
         decoded = decode(
             spark, inputs, check_crc=config.check_crc, kafka=dict(config.kafka), scratch=scratch, cache=cache,
             placement=placement, live_cut=live_cut, fetch=_fetch_settings(config),
