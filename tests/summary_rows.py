@@ -8,7 +8,25 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from txnlog.rows import SEGMENT_SUMMARY_SCHEMA, batch_of
+from txnlog.reconstruct import SUMMARY_FRAGMENT_COLUMNS
+from txnlog.rows import SEGMENT_SUMMARY_SCHEMA, batch_of, fragment_kinds
+
+
+def fragment_batch(common: dict[str, Any], frags: dict[str, np.ndarray], file_offset: int) -> pa.RecordBatch:
+    """The fragment rows of one segment of partition 0 (``common``: broker, topic, file) that starts at
+    ``file_offset``, as the segments source yields them when it does not merge them itself."""
+    return batch_of(
+        SEGMENT_SUMMARY_SCHEMA,
+        len(frags["kind"]),
+        {
+            **common,
+            "kind": fragment_kinds(frags["kind"]),
+            "partition": 0,
+            "file_offset": file_offset,
+            **{c: frags[c] for c in SUMMARY_FRAGMENT_COLUMNS},
+            "control_type": frags["control_type"].astype(np.int32),
+        },
+    )
 
 
 def segment_summary(
@@ -19,23 +37,7 @@ def segment_summary(
     base = int(b["base_offset"][0])
     common: dict[str, Any] = {"broker": broker, "topic": "t", "file": f"/{broker}/t-0/{base:020d}.log"}
     f = frags if keep is None else {c: v[keep] for c, v in frags.items()}
-    n = len(f["kind"])
-    out = []
-    if n:
-        out.append(
-            batch_of(
-                SEGMENT_SUMMARY_SCHEMA,
-                n,
-                {
-                    **common,
-                    "kind": pa.array(np.where(f["kind"] == 1, "marker", "run").tolist(), pa.string()),
-                    "partition": np.zeros(n, np.int32),
-                    "file_offset": np.full(n, base, np.int64),
-                    **{c: v for c, v in f.items() if c not in ("kind", "control_type")},
-                    "control_type": pa.array(f["control_type"].astype(np.int32)),
-                },
-            )
-        )
+    out = [fragment_batch(common, f, base)] if len(f["kind"]) else []
     segment = {
         **common,
         "kind": "segment",

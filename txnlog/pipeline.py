@@ -721,7 +721,8 @@ def build_tables(
     )  # fmt: skip
     driver = placement is not None and placement.driver
     for name in tables.STAGED:
-        built[name] = StagedTable(spark, f"{scratch}/{name}", built[name], name, driver=driver)
+        threads = placement.threads if placement is not None and driver else 1
+        built[name] = StagedTable(spark, f"{scratch}/{name}", built[name], name, driver=driver, threads=threads)
     return built
 
 

@@ -150,11 +150,12 @@ def repeated(value: Any, type: pa.DataType, n: int) -> pa.Array:
     """``value`` ``n`` times, as an Arrow array of ``type``. A string's rows are laid out directly (offsets and
     the value's bytes repeated): a list of n Python strings, or ``pa.repeat``, costs ~75 ms per million rows
     with the GIL held; this ~5."""
-    if value is not None and (pa.types.is_string(type) or pa.types.is_large_string(type)):
+    large = pa.types.is_large_string(type)
+    if value is not None and (pa.types.is_string(type) or large):
         data = str(value).encode()
-        width = np.int64 if pa.types.is_large_string(type) else np.int32
-        offsets = np.arange(n + 1, dtype=width) * len(data)
-        return pa.Array.from_buffers(type, n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)])
+        if large or len(data) * n < 2**31:  # what int32 offsets can address; else Arrow says it cannot
+            offsets = np.arange(n + 1, dtype=np.int64 if large else np.int32) * len(data)
+            return pa.Array.from_buffers(type, n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)])
     return pa.repeat(pa.scalar(value, type=type), n)
 
 

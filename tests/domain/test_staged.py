@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from txnlog import tables
-from txnlog.rows import SEGMENT_SUMMARY_SCHEMA
+from txnlog.rows import SEGMENT_SUMMARY_SCHEMA, repeated
+from txnlog.rules import staged
 from txnlog.rules.staged import OWNERS_SCHEMA, RAW_COLUMNS, SOURCES_SCHEMA, Finish, read_raw, stage_name, write_raw
 
 AS_OF = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -63,3 +65,34 @@ def test_finish_of_no_rows_and_no_owners():
     out = Finish(as_of_ms=0, owners=OWNERS_SCHEMA.empty_table(), sources=SOURCES_SCHEMA.empty_table())
     assert out(empty, "c1", AS_OF).num_rows == 0
     assert out(RAW, "c1", AS_OF).column("transactional_id").null_count == 4
+
+
+def test_a_staged_file_is_finished_a_chunk_at_a_time_into_what_finishing_it_whole_gives(tmp_path, monkeypatch):
+    """finish_files reads a staged file a few record batches at a time: its Parquet file holds the rows that
+    finishing the whole file at once gives, in order (here batches of one row, chunks of two)."""
+    monkeypatch.setattr(staged, "STAGED_BATCH_ROWS", 1)
+    name = stage_name(["b1", "p"])
+    write_raw(RAW, str(tmp_path / "stage"), name)
+    assert [t.num_rows for t in staged.raw_chunks(str(tmp_path / "stage" / name))] == [2, 2]
+    how = Finish(as_of_ms=2_000, owners=OWNERS_SCHEMA.empty_table(), sources=SOURCES_SCHEMA.empty_table())
+    batches = iter([pa.RecordBatch.from_pydict({"path": [str(tmp_path / "stage" / name)]})])
+    (done,) = list(staged.finish_files(batches, how, str(tmp_path / "out"), "c1", AS_OF))
+    assert done.column("rows").to_pylist() == [4]
+    written = pq.read_table(tmp_path / "out" / done.column("path")[0].as_py())
+    assert written.equals(how(RAW, "c1", AS_OF))
+
+
+def test_repeated_values_are_those_of_a_list():
+    """rows.repeated lays a string out directly; it must equal the list of n values Arrow would build."""
+    for value, type in [
+        ("broker-1", pa.string()),
+        ("", pa.string()),
+        ("é/ü", pa.large_string()),
+        (AS_OF, pa.timestamp("us", tz="UTC")),
+        (7, pa.int32()),
+        (None, pa.string()),
+    ]:
+        for n in (0, 1, 5):
+            got = repeated(value, type, n)
+            got.validate(full=True)
+            assert got.equals(pa.array([value] * n, type)), (value, type, n)

@@ -25,9 +25,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.summary_rows import fragment_batch
 from txnlog import classify
 from txnlog.pipeline import build_tables
-from txnlog.reconstruct import SUMMARY_FRAGMENT_COLUMNS, segment_fragments
+from txnlog.reconstruct import segment_fragments
 from txnlog.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA, batch_of
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
@@ -102,24 +103,8 @@ def _replica_rows(topic: str, broker: str, batches: dict[str, np.ndarray]) -> li
     if n_batches == 0:
         return []
     frags = segment_fragments(batches)
-    n = len(frags["kind"])
     common = {"broker": broker, "topic": topic, "file": f"/{broker}/{topic}-0/00000000000000000000.log"}
-    out = []
-    if n:
-        out.append(
-            batch_of(
-                SEGMENT_SUMMARY_SCHEMA,
-                n,
-                {
-                    **common,
-                    "kind": pa.array(np.where(frags["kind"] == 1, "marker", "run").tolist(), pa.string()),
-                    "partition": np.zeros(n, np.int32),
-                    "file_offset": np.zeros(n, np.int64),
-                    **{k: frags[k] for k in SUMMARY_FRAGMENT_COLUMNS},
-                    "control_type": pa.array(frags["control_type"].astype(np.int32)),
-                },
-            )
-        )
+    out = [fragment_batch(common, frags, 0)] if len(frags["kind"]) else []
     out.append(
         batch_of(
             SEGMENT_SUMMARY_SCHEMA,

@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
 from txnlog import tables as contract
+from txnlog.rows import repeated
 
 #: columns of a staged transaction (names of the segments source's schema; the job reads the same ones)
 RAW_COLUMNS = (
@@ -115,18 +116,21 @@ def read_raw(uri: str) -> pa.Table:
         return ipc.open_file(source).read_all()
 
 
-def raw_chunks(uri: str, rows: int = 2 * STAGED_BATCH_ROWS) -> Iterator[pa.Table]:
-    """A file :func:`write_raw` staged, as tables of its record batches of about ``rows`` rows each (at least
-    one table, maybe empty), read one after another."""
+def raw_chunks(uri: str, rows: int | None = None) -> Iterator[pa.Table]:
+    """A file :func:`write_raw` staged, as tables of its record batches of about ``rows`` rows each (by default
+    two batches' worth; at least one table, maybe empty), read one after another."""
+    rows = rows or 2 * STAGED_BATCH_ROWS
     filesystem, path = filesystem_of(uri)
     with filesystem.open_input_file(path) as source:
         reader = ipc.open_file(source)
         held: list[pa.RecordBatch] = []
+        count = 0
         for i in range(reader.num_record_batches):
             held.append(reader.get_batch(i))
-            if sum(b.num_rows for b in held) >= rows:
+            count += held[-1].num_rows
+            if count >= rows:
                 yield pa.Table.from_batches(held, reader.schema)
-                held = []
+                held, count = [], 0
         if held or reader.num_record_batches == 0:
             yield pa.Table.from_batches(held, reader.schema)
 
@@ -197,8 +201,6 @@ class FinishHistory:
 
 def _run_key(cluster: str, as_of: datetime, n: int) -> dict[str, pa.Array]:
     """The run key columns of ``n`` rows (one value repeated, not a Python list of ``n`` objects)."""
-    from txnlog.rows import repeated
-
     return {"cluster": repeated(cluster, pa.string(), n), "as_of": repeated(as_of, pa.timestamp("us", tz="UTC"), n)}
 
 

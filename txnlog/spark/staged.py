@@ -37,6 +37,7 @@ class StagedTable:
     how: Finisher
     table: str = "transactions"
     driver: bool = False  # finish in this process (a small input: txnlog.spark.placement), not in tasks
+    threads: int = 1  # in this process, finished by so many threads (the placement's)
 
     def raw_files(self) -> list[str]:
         filesystem, path = filesystem_of(self.stage)
@@ -52,18 +53,15 @@ class StagedTable:
         files = self.raw_files()
         if not files:
             return 0
-        if self.driver:  # one thread per core: Parquet's encoder and Arrow's kernels release the GIL
+        if self.driver:  # by the placement's threads: Parquet's encoder and Arrow's kernels release the GIL
             from concurrent.futures import ThreadPoolExecutor
-
-            from txnlog.spark.placement import local_cores
 
             def finish(path: str) -> int:
                 batches = iter([pa.RecordBatch.from_pydict({"path": [path]})])
-                return sum(
-                    int(b.column("rows")[0].as_py()) for b in finish_files(batches, self.how, target, cluster, as_of)
-                )
+                written = finish_files(batches, self.how, target, cluster, as_of)
+                return sum(int(b.column("rows")[0].as_py()) for b in written)
 
-            with ThreadPoolExecutor(min(local_cores(), len(files)), thread_name_prefix="txnlog-finish") as pool:
+            with ThreadPoolExecutor(max(1, min(self.threads, len(files))), thread_name_prefix="txnlog-finish") as pool:
                 return sum(pool.map(finish, files))
         spark = self._session()
         tasks = max(1, min(len(files), spark.sparkContext.defaultParallelism * 2))
