@@ -534,6 +534,7 @@ def _decode_here(
     import pyarrow as pa
 
     from txnlog import as_of as as_of_rule
+    from txnlog.kafka.record_batch import release_output_blocks
     from txnlog.rows import SEGMENT_SUMMARY_SCHEMA
     from txnlog.spark.placement import read_all_here
     from txnlog.spark.sources import SegmentsSource
@@ -545,6 +546,7 @@ def _decode_here(
     )
     reads = [(SegmentsSource, segments, SEGMENT_SUMMARY_SCHEMA), (TxnStateSource, txn_state, SOURCE_SCHEMA)]
     summary, records = (_labelled(t, InputSource.SEGMENTS) for t in read_all_here(reads, threads))
+    release_output_blocks()  # the tables' build and writes come next in this process
     read = set(inputs.inventory.txn_state_partitions)
     if inputs.dump_files:
         from txnlog.spark.dump_log import read_dump_logs_here

@@ -14,6 +14,7 @@ leave the process that read them.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,24 +53,33 @@ def limit_kwargs(max_decompressed_bytes: int | None) -> dict[str, int]:
 
 
 def scan_log_file(path: str, check_crc: bool, max_decompressed_bytes: int | None = None) -> Any:
-    """``scan_segment`` of a ``.log`` file (a ``txnlog.kafka.record_batch.SegmentScan``).
+    """``scan_segment`` of a ``.log`` file (a ``txnlog.kafka.record_batch.SegmentScan``), its bytes as
+    :func:`log_bytes` gives them."""
+    from txnlog.kafka.record_batch import scan_segment
+
+    with log_bytes(path) as buf:
+        return scan_segment(buf, file=path, check_crc=check_crc, **limit_kwargs(max_decompressed_bytes))
+
+
+@contextmanager
+def log_bytes(path: str) -> Iterator[np.ndarray]:
+    """A ``.log`` file's bytes, for a scan.
 
     Local files are memory-mapped, as ``scan_segment_file`` does: the walk reads the page cache
     directly instead of copying every segment into a fresh buffer first (up to 2.9 s/GiB the first
-    time a worker touches that memory; RESULTS.md E2). The scan copies what it returns, so nothing
+    time a worker touches that memory; RESULTS.md E2). The scans copy what they return, so nothing
     keeps the mapping. Remote URIs are read whole through pyarrow.fs (read_file_bytes). A file that
     another process truncates *while* it is mapped makes this process fault (SIGBUS) instead of
     reading fewer bytes: point txnlog at copies of a live broker's log dirs, as the README does.
     """
     from txnlog import storage
-    from txnlog.kafka.record_batch import mapped_file, scan_segment
+    from txnlog.kafka.record_batch import mapped_file
 
     if storage.is_remote(path):
-        return scan_segment(
-            read_file_bytes(path), file=path, check_crc=check_crc, **limit_kwargs(max_decompressed_bytes)
-        )
+        yield read_file_bytes(path)
+        return
     with mapped_file(storage.local_path(path)) as buf:
-        return scan_segment(buf, file=path, check_crc=check_crc, **limit_kwargs(max_decompressed_bytes))
+        yield buf
 
 
 @dataclass(frozen=True, slots=True)

@@ -125,6 +125,41 @@ def test_threads_read_the_rows_one_thread_reads(tmp_path):
     assert three[0].equals(one[0]) and three[1].equals(one[1])
 
 
+def test_coordinator_partitions_read_a_window_at_a_time(tmp_path, monkeypatch):
+    """Reducing a coordinator partition a window at a time (every replica's segments, windows of a few
+    batches) keeps and stages exactly the records reducing each partition whole keeps and stages."""
+    import glob
+
+    from txnlog.brokerlog.scenarios import write_scenario
+    from txnlog.logdirs import discover
+    from txnlog.rules.staged import read_raw
+    from txnlog.spark import txn_state_source
+    from txnlog.spark.placement import read_all_here
+    from txnlog.spark.sources import files_option
+    from txnlog.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
+
+    write_scenario("replicas_disagree", tmp_path / "logs", seed=3)
+    inventory = discover([str(tmp_path / "logs")])
+    assert len({f.broker for f in inventory.txn_state_segments}) > 1  # replicas of each coordinator partition
+
+    def read(window: int, stage: str):
+        monkeypatch.setattr(txn_state_source, "WINDOW_BYTES", window)
+        options = {"files": files_option(inventory.txn_state_segments), "reduce": "true", "stage": stage}
+        (table,) = read_all_here([(TxnStateSource, options, SOURCE_SCHEMA)], threads=2)
+        staged = [read_raw(f) for f in sorted(glob.glob(f"{stage}/*.arrow"))]
+        order = [("coordinator_partition", "ascending"), ("record_offset", "ascending")]
+        return table.drop_columns(["broker", "file"]).sort_by(order), [
+            t.drop_columns(["broker", "file"]).sort_by(order) for t in staged
+        ]
+
+    whole, whole_staged = read(1 << 30, str(tmp_path / "whole"))
+    windows, windows_staged = read(300, str(tmp_path / "windows"))
+    assert whole.num_rows > 0 and sum(t.num_rows for t in whole_staged) > whole.num_rows
+    assert windows.equals(whole)
+    assert len(windows_staged) == len(whole_staged)
+    assert all(a.equals(b) for a, b in zip(windows_staged, whole_staged, strict=True))
+
+
 def test_auto_threshold_is_where_the_placements_cross(monkeypatch):
     """``driver_max_bytes: auto``: the driver up to the size at which the two cost lines meet for the cores
     Spark has; on one core Spark's tasks never catch up (they cost more per byte than the one process)."""

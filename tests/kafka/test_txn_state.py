@@ -431,3 +431,42 @@ def test_scan_transaction_log_file(tmp_path) -> None:  # type: ignore[no-untyped
     empty = tmp_path / "00000000000000000001.log"
     empty.write_bytes(b"")
     assert scan_transaction_log_file(empty).record_count == 0
+
+
+@pytest.mark.parametrize("window", [1, 60, 200, 1 << 30])
+def test_windows_hold_what_the_whole_scan_holds(window: int) -> None:
+    """A segment scanned a window at a time gives the whole scan's records, partitions and quarantine
+    entries: damage, a compressed batch, a broken record and a decompression budget spent across windows."""
+    from txnlog.kafka.txn_state import scan_transaction_log_windows
+
+    entries = [
+        (E.txn_log_key(f"txn-{i}"), E.TxnValue(producer_id=i, partitions=[("t", [i, i + 1])]).encode(1))
+        for i in range(8)
+    ]
+    broken = E.Batch(
+        [E.record(0, 0, E.txn_log_key("x"), None), b"\x40\x00\x00"], base_offset=20, record_count=2
+    ).encode()
+    crc = bytearray(E.txn_log_batch(entries[6:7], base_offset=21))
+    crc[-1] ^= 1
+    raw = (
+        E.txn_log_batch(entries[:3], base_offset=0)
+        + E.txn_log_batch(entries[3:5], base_offset=3, codec=4)
+        + broken
+        + bytes(crc)
+        + E.txn_log_batch(entries[5:6], base_offset=30, codec=1)
+        + E.txn_log_batch(entries[7:], base_offset=31)
+        + E.txn_log_batch(entries[:1], base_offset=40)[:12]
+    )
+    limit = 2000  # the second compressed batch passes what the first left of the budget
+    whole = scan_transaction_log(raw, max_decompressed_bytes=limit)
+    windows = list(scan_transaction_log_windows(raw, window, max_decompressed_bytes=limit))
+    assert len(windows) >= (2 if window <= 200 else 1)
+    ids = [i for w in windows for i in w.transactional_ids().tolist()]
+    assert ids == whole.transactional_ids().tolist() and len(ids) > 5
+    for name, column in whole.records.items():
+        assert np.concatenate([w.records[name] for w in windows]).tolist() == column.tolist(), name
+    assert [
+        p for w in windows for p in w.topic_partition_strings().tolist()
+    ] == whole.topic_partition_strings().tolist()
+    got = sorted((q.position, q.reason) for w in windows for q in w.quarantine)
+    assert got == sorted((q.position, q.reason) for q in whole.quarantine) and len(got) >= 3

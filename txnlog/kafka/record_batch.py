@@ -65,6 +65,7 @@ memory (:class:`_OutputBlocks`).
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
 import threading
@@ -806,10 +807,11 @@ class _OutputBlocks:
         need = sum(spans) + _HUGE_PAGE  # + alignment
         block = None
         with self._lock:
-            for i in range(len(self._free)):
-                if self._free[i].size >= need:
-                    block = self._free.pop(i)
-                    break
+            # the smallest that fits: a small scan (a __transaction_state segment) taking the block of a hot
+            # partition's segment would make the next of those fault in a new one while another thread walks
+            fits = [i for i in range(len(self._free)) if self._free[i].size >= need]
+            if fits:
+                block = self._free.pop(min(fits, key=lambda i: self._free[i].size))
         if block is None:
             block = np.empty(need, np.uint8)
         # Not a view of ``block`` (numpy would make every view's base the block itself), so that the
@@ -837,6 +839,18 @@ class _OutputBlocks:
 
 
 _OUTPUT_BLOCKS = _OutputBlocks()
+
+
+def release_output_blocks() -> None:
+    """Give the free output blocks back to the system, and what the C allocator holds free (glibc's
+    ``malloc_trim``, where there is one): for a process that has scanned its segments and goes on to other
+    work (the driver placement, before it builds and writes the tables). Once, not after every segment:
+    the pages given back are faulted in again when the next scan needs them."""
+    _OUTPUT_BLOCKS.clear()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass  # not glibc
 
 
 def _allocate_batches(n: int) -> dict[str, np.ndarray]:

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -86,6 +87,7 @@ __all__ = [
     "decode_transaction_log_key",
     "decode_transaction_log_value",
     "scan_transaction_log",
+    "scan_transaction_log_windows",
     "scan_transaction_log_file",
 ]
 
@@ -833,15 +835,55 @@ def scan_transaction_log(
     """
     arr = as_uint8(buf)
     segment = scan_segment(arr, file=file, check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes)
+    data_idx = np.flatnonzero(~segment.batches["is_control"])
+    scan, _ = _records_of(arr, segment, data_idx, file, max_decompressed_bytes, list(segment.quarantine))
+    return scan
+
+
+def scan_transaction_log_windows(
+    buf: Buffer,
+    window_bytes: int,
+    *,
+    file: str = "",
+    check_crc: bool = True,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> Iterator[TxnLogScan]:
+    """:func:`scan_transaction_log` a window of about ``window_bytes`` of the segment at a time: the batch
+    headers are walked once, then the records of the batches starting in each window are decoded and
+    yielded, so what a caller holds at once is one window's records, not the segment's.
+
+    Together the windows hold exactly the records (in log order), partitions and quarantine entries the
+    whole scan gives: the segment's own damage comes with the first window, and the decompression budget
+    is the segment's, spent in log order as the whole scan spends it. Each window's ``segment`` is the
+    whole segment's headers."""
+    arr = as_uint8(buf)
+    segment = scan_segment(arr, file=file, check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes)
+    data_idx = np.flatnonzero(~segment.batches["is_control"])
+    window = segment.batches["position"][data_idx] // max(int(window_bytes), 1)
+    cuts = np.flatnonzero(window[1:] != window[:-1]) + 1
+    budget = max_decompressed_bytes
+    for k, idx in enumerate(np.split(data_idx, cuts)):
+        scan, used = _records_of(arr, segment, idx, file, budget, list(segment.quarantine) if k == 0 else [])
+        budget -= used
+        yield scan
+
+
+def _records_of(
+    arr: np.ndarray,
+    segment: SegmentScan,
+    data_idx: np.ndarray,
+    file: str,
+    max_decompressed_bytes: int,
+    quarantine: list[QuarantineEntry],
+) -> tuple[TxnLogScan, int]:
+    """The records of the batches ``data_idx`` of ``segment`` (data batches, in log order), with
+    ``quarantine`` and theirs; and the bytes their compressed batches decompressed to."""
     b = segment.batches
-    # Control batches are not coordinator records (and should not occur in this topic).
-    data_idx = np.flatnonzero(~b["is_control"])
     positions = b["position"][data_idx]
     starts = positions + RECORD_BATCH_OVERHEAD
     ends = positions + LOG_OVERHEAD + b["batch_length"][data_idx].astype(np.int64)
     counts = b["record_count"][data_idx].astype(np.int64)
     src = np.zeros(data_idx.size, np.int64)
-    quarantine = list(segment.quarantine)
     # The coordinator never compresses (spec §3.1), but a copied topic may be: decompress those
     # batches (a Python loop over compressed batches only) into one side buffer.
     pieces: list[bytes] = []
@@ -901,7 +943,7 @@ def scan_transaction_log(
             _record_quarantine(file, quar, positions, positions + LOG_OVERHEAD + b["batch_length"][data_idx])
         )
         quarantine.sort(key=lambda e: e.position)
-    return TxnLogScan(
+    scan = TxnLogScan(
         file=file,
         segment=segment,
         records=records,
@@ -912,6 +954,7 @@ def scan_transaction_log(
         partitions=partitions,
         quarantine=quarantine,
     )
+    return scan, extra_size
 
 
 def scan_transaction_log_file(

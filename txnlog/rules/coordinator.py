@@ -47,12 +47,14 @@ def _codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def reduce_records(records: pa.Table, stage: str | None, stage_key: str) -> pa.Table:
+def reduce_records(records: pa.Table, sink: staged.RawWriter | None = None) -> pa.Table:
     """Rows of kind ``record`` (every replica of some coordinator partitions) → the rows the verdicts
-    need, with a ``transitions`` column; with ``stage``, every record (once) is staged there.
+    need, with a ``transitions`` column; with a ``sink`` (txnlog.rules.staged.records_writer), every
+    record (once) is staged there.
 
-    A reducer: applied to the union of its results over disjoint sets of coordinator partitions (with
-    ``stage`` None), it gives what it gives applied to all their records at once."""
+    A reducer: applied to the union of its results over disjoint sets of records (with no ``sink``), it
+    gives what it gives applied to all those records at once. Disjoint: no record is in two sets, so
+    the sets are different coordinator partitions, or pieces of one that share no (partition, offset)."""
     if records.num_rows == 0:
         return (
             records
@@ -67,8 +69,8 @@ def reduce_records(records: pa.Table, stage: str | None, stage_key: str) -> pa.T
     first = np.ones(order.size, bool)
     first[1:] = (part[order][1:] != part[order][:-1]) | (offset[order][1:] != offset[order][:-1])
     records = records.take(pa.array(order[first]))
-    if stage is not None:
-        staged.write_raw(records, stage, staged.stage_name([stage_key]), columns=None)
+    if sink is not None:
+        sink.write(records)
     part, offset = part[order[first]], offset[order[first]]
     tid = _codes(records.column("transactional_id"))
     tomb = pc.fill_null(records.column("is_tombstone"), False).to_numpy(zero_copy_only=False).astype(bool)

@@ -652,9 +652,10 @@ def reduced_records(records: pa.Table, stage: str) -> pa.Table:
     columns = [c for c in records.column_names if c != "transitions"]
     recs = _kind(records, "record").select(columns)
     parts = sorted(set(recs.column("coordinator_partition").drop_null().to_pylist()))
-    reduced = [
-        reduce_records(recs.filter(pc.equal(recs.column("coordinator_partition"), p)), stage, str(p)) for p in parts
-    ]
+    reduced = []
+    for p in parts:
+        with staged.records_writer(stage, str(p)) as sink:
+            reduced.append(reduce_records(recs.filter(pc.equal(recs.column("coordinator_partition"), p)), sink))
     others = records.filter(pc.not_equal(records.column("kind"), "record")).select(columns)
     others = others.append_column("transitions", pa.nulls(others.num_rows, pa.int64()))
     return pa.concat_tables([*[r.select(others.column_names).cast(others.schema) for r in reduced], others])

@@ -119,12 +119,14 @@ def reduced_records(records: DataFrame, stage: str) -> DataFrame:
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StructField, StructType
 
+    from txnlog.rules import staged
     from txnlog.rules.coordinator import reduce_records
 
     columns = [c for c in records.columns if c != "transitions"]
 
     def reduce_group(table: pa.Table) -> pa.Table:  # typed: applyInArrow reads the hints
-        return reduce_records(table, stage, f"{table.column('coordinator_partition')[0]}")
+        with staged.records_writer(stage, f"{table.column('coordinator_partition')[0]}") as sink:
+            return reduce_records(table, sink)
 
     recs = records.filter(F.col("kind") == "record").select(*columns)
     # every column nullable: the reduced rows are a subset, but a caller's F.lit column is declared non-null

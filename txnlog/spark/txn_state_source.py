@@ -19,8 +19,9 @@ from pyspark.sql.types import StructType
 
 from txnlog.logdirs import LogFile
 from txnlog.rows import KIND_QUARANTINE, TXN_STATE_SCHEMA, batch_of
+from txnlog.rules import staged
 from txnlog.rules.coordinator import TRANSITIONS, reduce_records
-from txnlog.segments import limit_kwargs, read_file_bytes
+from txnlog.segments import limit_kwargs, log_bytes
 from txnlog.spark.sources import FilesReader, arrow_to_spark_schema, option_flag, partition_files
 
 
@@ -111,11 +112,25 @@ def _with_transitions(batch: pa.RecordBatch) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([*batch.columns, pa.nulls(batch.num_rows, pa.int64())], schema=SOURCE_SCHEMA)
 
 
+#: bytes of a ``__transaction_state`` segment whose records are decoded (and reduced) at a time: what a reading
+#: thread holds of a coordinator partition is one window's records and the reduction so far, whatever the
+#: segment's size (benchmarks/RESULTS.md §2, "Flat memory with threads")
+WINDOW_BYTES = 4 << 20
+#: what a byte of ``__transaction_state`` costs to read, in bytes of segments: its records are decoded, a segment's
+#: only its batch headers (benchmarks/RESULTS.md §2, "Flat memory with threads")
+COST_PER_BYTE = 4.0
+#: reduced rows of a coordinator partition's windows held before they are reduced together
+_REDUCED_ROWS = 1 << 16
+
+
 class _TxnStateReader(FilesReader):
     """Option ``reduce``: each task holds every replica of its coordinator partitions and yields only
-    the records the verdicts need (txnlog.rules.coordinator), staging all of them under ``stage``. Each
-    coordinator partition is reduced once its files are read (a reducer: the union of disjoint partitions'
-    reductions is the reduction of them all), so a task holds one partition's records at a time."""
+    the records the verdicts need (txnlog.rules.coordinator), staging all of them under ``stage``.
+    Each segment is decoded a window at a time and each window reduced as it comes (a reducer: the
+    reduction of the union of disjoint windows' reductions is the reduction of them all), so a task
+    holds one window's records and its partitions' reductions, not a partition's records."""
+
+    cost_per_byte = COST_PER_BYTE  # what the driver's threads order their reads by (txnlog.spark.placement)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         self.start_task()
@@ -124,43 +139,77 @@ class _TxnStateReader(FilesReader):
         for f in partition_files(partition):
             by_partition.setdefault((f.topic, f.partition), []).append(f)
         for files in by_partition.values():
-            records: list[pa.RecordBatch] = []
-            for file in files:
-                yield from self._decoded(file, records if reduce else None)
             if reduce:
-                yield from self._reduced(records, [f.path for f in files])
-
-    def _decoded(self, file: LogFile, records: list[pa.RecordBatch] | None) -> Iterator[pa.RecordBatch]:
-        """``file``'s records, appended to ``records`` (to be reduced) or else yielded, and its quarantine rows."""
-        from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
-        from txnlog.kafka.txn_state import scan_transaction_log
-
-        try:
-            scan = scan_transaction_log(
-                read_file_bytes(file.path),
-                file=file.path,
-                check_crc=self.check_crc,
-                **limit_kwargs(self.max_decompressed_bytes),
-            )
-        except OSError as e:
-            yield _with_transitions(
-                quarantine_of(file, [QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(e))])
-            )
-            return
-        batch = record_batch_of(scan, file)
-        if batch is not None:
-            if records is not None:
-                records.append(batch)
+                yield from self._reduced(files)
             else:
-                yield _with_transitions(batch)
-        if scan.quarantine:
-            yield _with_transitions(quarantine_of(file, list(scan.quarantine)))
+                for file in files:
+                    yield from (_with_transitions(b) for b in self._decoded(file))
 
-    def _reduced(self, records: list[pa.RecordBatch], paths: list[str]) -> Iterator[pa.RecordBatch]:
-        """The reduction of one coordinator partition's ``records`` (read from ``paths``), its records staged."""
-        if records:
-            table = pa.Table.from_batches(records, schema=TXN_STATE_SCHEMA)
-            yield from reduce_records(table, self.options.get("stage"), "\n".join(sorted(paths))).to_batches()
+    def _decoded(self, file: LogFile) -> Iterator[pa.RecordBatch]:
+        """``file``'s records, a window at a time, then its quarantine rows."""
+        from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
+        from txnlog.kafka.txn_state import scan_transaction_log_windows
+
+        quarantine: list[QuarantineEntry] = []
+        try:
+            with log_bytes(file.path) as buf:
+                for scan in scan_transaction_log_windows(
+                    buf, WINDOW_BYTES, file=file.path, check_crc=self.check_crc,
+                    **limit_kwargs(self.max_decompressed_bytes),
+                ):  # fmt: skip
+                    quarantine.extend(scan.quarantine)
+                    batch = record_batch_of(scan, file)
+                    if batch is not None:
+                        yield batch
+        except OSError as e:
+            quarantine = [QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(e))]
+        if quarantine:
+            yield quarantine_of(file, sorted(quarantine, key=lambda e: e.position))
+
+    def _reduced(self, files: list[LogFile]) -> Iterator[pa.RecordBatch]:
+        """One coordinator partition's records (``files``: every replica's segments), reduced; all of
+        them staged once. A record several replicas hold is taken from the first broker in ``files``."""
+        first: dict[str, int] = {}
+        for i, f in enumerate(files):
+            first.setdefault(f.broker, i)
+        ordered = sorted(files, key=lambda f: first[f.broker])  # stable: each broker's files in their order
+        seen: list[np.ndarray] = []  # the offsets of each window read so far, sorted
+        parts: list[pa.Table] = []  # the windows' reductions, reduced together once they hold many rows
+        rows = 0
+        with staged.records_writer(self.options.get("stage"), "\n".join(sorted(f.path for f in files))) as sink:
+            for file in ordered:
+                for batch in self._decoded(file):
+                    if batch.column("kind")[0].as_py() == KIND_QUARANTINE:
+                        yield _with_transitions(batch)
+                        continue
+                    window = pa.Table.from_batches([batch])
+                    offsets = window.column("record_offset").to_numpy()
+                    known = _read_already(seen, offsets)
+                    if known.any():  # another replica's copy of a record already read
+                        window, offsets = window.filter(pa.array(~known)), offsets[~known]
+                    seen.append(np.sort(offsets))
+                    parts.append(reduce_records(window, sink))
+                    rows += parts[-1].num_rows
+                    if rows > _REDUCED_ROWS and len(parts) > 1:
+                        parts = [reduce_records(pa.concat_tables(parts))]
+                        rows = parts[0].num_rows
+        if parts:
+            reduced = reduce_records(pa.concat_tables(parts)) if len(parts) > 1 else parts[0]
+            yield from (b.cast(SOURCE_SCHEMA) for b in reduced.to_batches())
+
+
+def _read_already(seen: list[np.ndarray], offsets: np.ndarray) -> np.ndarray:
+    """Which of ``offsets`` one of the sorted arrays ``seen`` holds. Only the arrays whose range overlaps
+    ``offsets``' are searched: a segment's windows follow one another, so usually none is."""
+    known = np.zeros(offsets.size, bool)
+    if offsets.size == 0:
+        return known
+    low, high = offsets.min(), offsets.max()
+    for done in seen:
+        if done.size and done[0] <= high and done[-1] >= low:
+            at = np.minimum(np.searchsorted(done, offsets), done.size - 1)
+            known |= done[at] == offsets
+    return known
 
 
 class TxnStateSource(DataSource):
