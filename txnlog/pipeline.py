@@ -546,7 +546,7 @@ def _decode_here(
     )
     reads = [(SegmentsSource, segments, SEGMENT_SUMMARY_SCHEMA), (TxnStateSource, txn_state, SOURCE_SCHEMA)]
     summary, records = (_labelled(t, InputSource.SEGMENTS) for t in read_all_here(reads, threads))
-    release_output_blocks()  # the tables' build and writes come next in this process
+    release_output_blocks(trim=True)  # the tables' build and writes come next in this process
     read = set(inputs.inventory.txn_state_partitions)
     if inputs.dump_files:
         from txnlog.spark.dump_log import read_dump_logs_here

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pyarrow as pa
@@ -47,18 +47,29 @@ def read_file_bytes(path: str) -> np.ndarray:
     return np.fromfile(storage.local_path(path), dtype=np.uint8)
 
 
-def limit_kwargs(max_decompressed_bytes: int | None) -> dict[str, int]:
+class Limit(TypedDict, total=False):
+    """A scan's decompression limit as keyword arguments (none: the scan's default)."""
+
+    max_decompressed_bytes: int
+
+
+def limit_kwargs(max_decompressed_bytes: int | None) -> Limit:
     """``max_decompressed_bytes=`` for a scan, or nothing (the scan's default)."""
     return {} if max_decompressed_bytes is None else {"max_decompressed_bytes": max_decompressed_bytes}
 
 
 def scan_log_file(path: str, check_crc: bool, max_decompressed_bytes: int | None = None) -> Any:
     """``scan_segment`` of a ``.log`` file (a ``txnlog.kafka.record_batch.SegmentScan``), its bytes as
-    :func:`log_bytes` gives them."""
-    from txnlog.kafka.record_batch import scan_segment
+    :func:`log_bytes` gives them; a local file's mapped pages given back a window at a time as the walk
+    passes them (``txnlog.kafka.record_batch.mapped_pages``)."""
+    from txnlog import storage
+    from txnlog.kafka.record_batch import mapped_pages, scan_segment
 
-    with log_bytes(path) as buf:
-        return scan_segment(buf, file=path, check_crc=check_crc, **limit_kwargs(max_decompressed_bytes))
+    limit = limit_kwargs(max_decompressed_bytes)
+    if storage.is_remote(path):
+        return scan_segment(read_file_bytes(path), file=path, check_crc=check_crc, **limit)
+    with mapped_pages(storage.local_path(path)) as (buf, release):
+        return scan_segment(buf, file=path, check_crc=check_crc, release=release, **limit)
 
 
 @contextmanager

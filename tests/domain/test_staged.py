@@ -37,6 +37,32 @@ def test_staged_file_reads_back_as_written(tmp_path):
     assert read_raw(f"file://{tmp_path / name}").equals(RAW)
 
 
+def test_a_staged_file_written_in_parts_reads_back_whole(tmp_path):
+    with staged.RawWriter(str(tmp_path), "part.arrow") as writer:
+        writer.write(RAW.slice(0, 1))
+        writer.write(RAW.slice(1, 0))  # no rows: nothing
+        writer.write(RAW.slice(1))
+    assert read_raw(str(tmp_path / "part.arrow")).equals(RAW)
+    with staged.RawWriter(str(tmp_path), "none.arrow") as writer:
+        writer.write(RAW.slice(0, 0))
+    assert not (tmp_path / "none.arrow").exists()
+
+
+def test_a_scratch_directory_that_cannot_be_written_is_a_usage_error_not_an_unreadable_input(tmp_path):
+    """A reader quarantines an input file it cannot read (an OSError); a staged write that fails must not look
+    like one, so it is a UsageError naming the scratch directory."""
+    import pytest
+
+    from txnlog.errors import UsageError
+
+    blocked = tmp_path / "stage"
+    blocked.write_text("a file where the scratch directory should be")
+    with pytest.raises(staged.StagingError) as caught:
+        write_raw(RAW, str(blocked), "part.arrow")
+    assert not isinstance(caught.value, OSError) and isinstance(caught.value, UsageError)
+    assert str(blocked) in str(caught.value) and "--output" in str(caught.value)
+
+
 def test_finish_looks_up_owners_and_sources_like_a_left_join():
     owners = pa.Table.from_pylist(
         [{"producer_id": 9, "transactional_id": "nine"}, {"producer_id": 7, "transactional_id": "seven"}],

@@ -160,6 +160,25 @@ def test_coordinator_partitions_read_a_window_at_a_time(tmp_path, monkeypatch):
     assert all(a.equals(b) for a, b in zip(windows_staged, whole_staged, strict=True))
 
 
+def test_a_failing_staged_write_is_not_an_unreadable_coordinator_file(tmp_path):
+    """The coordinator reader quarantines a segment it cannot read; a scratch directory it cannot write stops the
+    run with the one-line error instead (txnlog.rules.staged.StagingError)."""
+    from txnlog.brokerlog.scenarios import write_scenario
+    from txnlog.logdirs import discover
+    from txnlog.rules.staged import StagingError
+    from txnlog.spark.placement import read_all_here
+    from txnlog.spark.sources import files_option
+    from txnlog.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
+
+    write_scenario("replicas_disagree", tmp_path / "logs", seed=3)
+    inventory = discover([str(tmp_path / "logs")])
+    blocked = tmp_path / "stage"
+    blocked.write_text("a file where the scratch directory should be")
+    options = {"files": files_option(inventory.txn_state_segments), "reduce": "true", "stage": str(blocked)}
+    with pytest.raises(StagingError):
+        read_all_here([(TxnStateSource, options, SOURCE_SCHEMA)], threads=2)
+
+
 def test_auto_threshold_is_where_the_placements_cross(monkeypatch):
     """``driver_max_bytes: auto``: the driver up to the size at which the two cost lines meet for the cores
     Spark has; on one core Spark's tasks never catch up (they cost more per byte than the one process)."""

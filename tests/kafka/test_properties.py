@@ -352,3 +352,39 @@ def test_tight_loop_and_careful_walk_agree(specs: list, data: st.DataObject, che
     for name, dtype in BATCH_COLUMNS.items():
         assert fast.batches[name].dtype == dtype
         np.testing.assert_array_equal(fast.batches[name], careful.batches[name], err_msg=name)
+
+
+@PROPERTIES
+@given(segments(max_batches=12), st.data(), st.booleans(), st.integers(1, 400))
+def test_a_walk_in_windows_equals_the_whole_walk(
+    specs: list, data: st.DataObject, check_crc: bool, window: int
+) -> None:  # type: ignore[type-arg]
+    """A segment walked a window at a time (its mapped pages given back behind the walk) gives the whole walk's
+    rows, quarantine and counters, whatever the damage, and gives back only what the walk has passed."""
+    import pytest
+
+    from txnlog.kafka import record_batch
+
+    raw = b""
+    spans = []
+    for spec in specs:
+        encoded = spec.encode()
+        spans.append((len(raw), len(raw) + len(encoded)))
+        raw += encoded
+    mutated, _, _ = apply_mutations(raw, spans, data.draw(mutations(len(raw))))
+    arr = as_uint8(mutated)
+    whole = _scan(arr, "seg.log", check_crc, tight_loop=True)
+    released: list[int] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(record_batch, "SCAN_WINDOW_BYTES", window)
+        windows = _scan(arr, "seg.log", check_crc, tight_loop=True, release=released.append)
+    assert released == sorted(released) and all(0 < r < arr.size for r in released)
+    assert windows.quarantine == whole.quarantine
+    assert (windows.legacy_entries, windows.legacy_bytes, windows.zero_padding_bytes, windows.overlap_bytes) == (
+        whole.legacy_entries,
+        whole.legacy_bytes,
+        whole.zero_padding_bytes,
+        whole.overlap_bytes,
+    )
+    for name in whole.batches:
+        np.testing.assert_array_equal(windows.batches[name], whole.batches[name], err_msg=name)

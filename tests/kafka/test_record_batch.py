@@ -631,6 +631,24 @@ def test_large_segments_use_blocks_and_agree_with_small_ones(monkeypatch: pytest
     _same_scan(in_block, separate)
 
 
+@pytest.mark.parametrize("name", list(_entry_mix()))
+def test_a_mapped_file_walked_in_windows_equals_the_whole_walk(
+    name: str, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """scan_log_file walks a local file a window at a time, giving back the mapped pages behind: the scan is the
+    whole walk's (rows, control columns, quarantine, counters), windows of a few batches or of a big segment."""
+    from txnlog.segments import scan_log_file
+
+    raw = _entry_mix()[name]
+    big, _ = _big_segment(0, record_batch._BLOCK_MIN_INPUT)
+    for data, window in ((raw, 50), (big + raw, 1 << 20)):
+        path = tmp_path / f"{len(data)}.log"
+        path.write_bytes(data)
+        monkeypatch.setattr(record_batch, "SCAN_WINDOW_BYTES", window)
+        whole = scan_segment(data, file=str(path))
+        _same_scan(scan_log_file(str(path), True), whole)
+
+
 def test_a_kept_result_is_never_overwritten_and_a_dropped_one_is_reused() -> None:
     record_batch._OUTPUT_BLOCKS.clear()
     a_raw, _ = _big_segment(0, record_batch._BLOCK_MIN_INPUT)

@@ -70,7 +70,7 @@ import mmap
 import os
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -478,7 +478,7 @@ def _emit(cols, i: int, buf: np.ndarray, p: int, size: int) -> None:
 
 
 @jit(cacheable=NUMBA_CACHEABLE)
-def _walk(buf: np.ndarray, check_crc: bool, cols, tight_loop: bool, start: int, stops: np.ndarray):
+def _walk(buf: np.ndarray, check_crc: bool, cols, tight_loop: bool, start: int, stops: np.ndarray, stop_after: int):
     """Follow the chain of entries, writing each valid batch's header into ``cols`` as it passes.
 
     One pass: the header is read while it is in cache (the walk has just read its length and
@@ -491,7 +491,9 @@ def _walk(buf: np.ndarray, check_crc: bool, cols, tight_loop: bool, start: int, 
     the first entry start of its chain that is one of ``stops`` (sorted positions after ``start``):
     the position returned last; ``buf.size`` when the walk reached the end of the data. The whole
     buffer is still what the walk sees (resync scans, the zero tail, the truncated tail), so from a
-    valid batch on it does exactly what the walk from 0 does when it reaches that batch.
+    valid batch on it does exactly what the walk from 0 does when it reaches that batch. It also stops
+    at the first valid v2 batch that starts at or after ``stop_after`` (a window of the segment, see
+    :func:`_scan`): a walk from there goes on as this one would have.
     """
     n = buf.size
     nb = 0
@@ -541,6 +543,9 @@ def _walk(buf: np.ndarray, check_crc: bool, cols, tight_loop: bool, start: int, 
                     break
                 if check_crc and not _batch_crc_ok(buf, pos, size):
                     break
+                if pos >= stop_after:
+                    stopped = pos
+                    break
                 _emit(cols, nb, buf, pos, size)
                 nb += 1
                 last_entry = pos
@@ -549,12 +554,15 @@ def _walk(buf: np.ndarray, check_crc: bool, cols, tight_loop: bool, start: int, 
                 last_is_legacy = False
                 prev_start = last_entry
                 prev_end = pos
-            if pos >= n:
+            if pos >= n or stopped < n:
                 break
             if pos >= next_stop:
                 continue
         status = _entry_status(buf, pos, n, check_crc)
         if status == _ENTRY_V2:
+            if pos >= stop_after:
+                stopped = pos
+                break
             size = be_i32(buf, pos + BATCH_LENGTH_OFFSET)
             _emit(cols, nb, buf, pos, size)
             nb += 1
@@ -766,6 +774,11 @@ def _max_batches(n: int) -> int:
     return n // _MIN_BATCH_STRIDE + 1
 
 
+#: Bytes of a mapped segment walked before the pages behind are given back (:func:`mapped_pages`): two threads
+#: walking a hot partition's 256 MiB segment and another held both whole (benchmarks/RESULTS.md §2, "Flat memory
+#: with threads").
+SCAN_WINDOW_BYTES = 32 << 20
+
 #: From this many bytes of input on, a scan's columns are carved from one block (_OutputBlocks).
 _BLOCK_MIN_INPUT = 8 << 20
 #: Transparent huge page size (x86-64, arm64 with 4 KiB pages). Columns in the block start on one.
@@ -841,22 +854,24 @@ class _OutputBlocks:
 _OUTPUT_BLOCKS = _OutputBlocks()
 
 
-def release_output_blocks() -> None:
-    """Give the free output blocks back to the system, and what the C allocator holds free (glibc's
-    ``malloc_trim``, where there is one): for a process that has scanned its segments and goes on to other
-    work (the driver placement, before it builds and writes the tables). Once, not after every segment:
-    the pages given back are faulted in again when the next scan needs them."""
+def release_output_blocks(trim: bool = False) -> None:
+    """Give the free output blocks back to the system (blocks still in use are kept by their scans): for a
+    process that has scanned its data segments and goes on to other work. With ``trim``, what the C allocator
+    holds free too (glibc's ``malloc_trim``, where there is one): the driver placement, once, before it builds
+    and writes the tables; not after every segment, as the pages given back fault in again when needed."""
     _OUTPUT_BLOCKS.clear()
-    try:
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):
-        pass  # not glibc
+    if trim:
+        try:
+            ctypes.CDLL(None).malloc_trim(0)
+        except (OSError, AttributeError):
+            pass  # not glibc
 
 
-def _allocate_batches(n: int) -> dict[str, np.ndarray]:
-    """Uninitialised columns with room for every batch ``n`` bytes can hold."""
+def _allocate_batches(n: int, blocks: bool = True) -> dict[str, np.ndarray]:
+    """Uninitialised columns with room for every batch ``n`` bytes can hold (carved from a reused block when
+    ``blocks`` and ``n`` is large)."""
     rows = _max_batches(n)
-    if n >= _BLOCK_MIN_INPUT:
+    if blocks and n >= _BLOCK_MIN_INPUT:
         return _OUTPUT_BLOCKS.columns(rows)
     # np.empty does not touch the memory: only the pages the walk writes become resident.
     return {name: np.empty(rows, dtype) for name, dtype in BATCH_COLUMNS.items()}
@@ -875,11 +890,14 @@ def _trim(cols: dict[str, np.ndarray], nb: int) -> dict[str, np.ndarray]:
 
 
 def _fill_control_columns(
-    buf: np.ndarray, cols: dict[str, np.ndarray], file: str, max_decompressed_bytes: int
-) -> list[QuarantineEntry]:
+    buf: np.ndarray, cols: dict[str, np.ndarray], file: str, budget: int, max_decompressed_bytes: int
+) -> tuple[list[QuarantineEntry], int]:
+    """The control columns of the control batches of ``cols`` (a scan's rows, or a window's), and their
+    quarantine entries; compressed ones may decompress to ``budget`` bytes together (the scan's
+    ``max_decompressed_bytes``, less what earlier windows used): also returns what they used."""
     idx = np.flatnonzero(cols["is_control"])
     if idx.size == 0:
-        return []
+        return [], 0
     starts = cols["position"][idx] + RECORD_BATCH_OVERHEAD
     ends = cols["position"][idx] + LOG_OVERHEAD + cols["batch_length"][idx].astype(np.int64)
     counts = cols["record_count"][idx]
@@ -890,7 +908,7 @@ def _fill_control_columns(
     quarantine: list[QuarantineEntry] = []
     # Brokers never compress control batches (spec §2.3); if someone did, read them the slow way.
     compressed = np.flatnonzero((cols["compression"][idx] != Compression.NONE) & (counts != 0))
-    budget = max_decompressed_bytes  # for the whole scan: the total work stays bounded, not only each batch
+    left = budget  # for the whole scan: the total work stays bounded, not only each batch
     for k in compressed:
         i = int(idx[k])
         position = int(cols["position"][i])
@@ -900,7 +918,7 @@ def _fill_control_columns(
                 buf[int(starts[k]) : int(ends[k])],
                 file=file,
                 position=position,
-                limit=budget,
+                limit=left,
             )
         except DecodeError as e:
             for arr in parsed[:5]:
@@ -913,7 +931,7 @@ def _fill_control_columns(
                 )
             )
             continue
-        budget -= len(records)
+        left -= len(records)
         one = _parse_control_records(
             as_uint8(records),
             np.zeros(1, np.int64),
@@ -947,7 +965,7 @@ def _fill_control_columns(
                 f"offset {int(cols['base_offset'][i])}: {_CONTROL_DETAILS[int(detail[k])]}",
             )
         )
-    return quarantine
+    return quarantine, budget - left
 
 
 def scan_segment(
@@ -956,16 +974,29 @@ def scan_segment(
     file: str = "",
     check_crc: bool = True,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+    release: Callable[[int], None] | None = None,
+    blocks: bool = True,
 ) -> SegmentScan:
     """Walk the batches of one ``.log`` segment held in memory.
 
     Never raises on bad input: damage is reported in ``quarantine``. ``max_decompressed_bytes``
     bounds what the (rare) compressed control batches of the segment may expand to, together.
+    ``release``: a mapped file's (:func:`mapped_pages`), to give back the pages behind the walk.
+    ``blocks=False``: fresh columns even for a large segment, not a reused block (:class:`_OutputBlocks`):
+    for a caller whose own work per batch dwarfs the page faults a block saves.
 
     >>> scan = scan_segment(open("00000000000000000000.log", "rb").read(), file="00000000000000000000.log")
     >>> scan.batches["base_offset"][:3], scan.quarantine  # doctest: +SKIP
     """
-    return _scan(as_uint8(buf), file, bool(check_crc), tight_loop=True, max_decompressed_bytes=max_decompressed_bytes)
+    return _scan(
+        as_uint8(buf),
+        file,
+        bool(check_crc),
+        tight_loop=True,
+        max_decompressed_bytes=max_decompressed_bytes,
+        release=release,
+        blocks=blocks,
+    )
 
 
 def scan_segment_piece(
@@ -1018,22 +1049,48 @@ def _scan(
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
     start: int = 0,
     stops: np.ndarray = _NO_STOPS,
+    release: Callable[[int], None] | None = None,
+    blocks: bool = True,
 ) -> SegmentScan:
-    batches = _allocate_batches(arr.size - start)
-    nb, q_pos, q_len, q_code, legacy_entries, legacy_bytes, zero_padding, overlap, stopped = _walk(
-        arr, check_crc, tuple(batches.values()), tight_loop, start, stops
-    )
-    batches = _trim(batches, int(nb))
-    quarantine = [
-        QuarantineEntry(file, int(p), int(length), errors.REASONS[int(c)]) for p, length, c in zip(q_pos, q_len, q_code)
-    ]
-    control_quarantine = _fill_control_columns(arr, batches, file, max_decompressed_bytes)
-    if control_quarantine:
-        quarantine = sorted(quarantine + control_quarantine, key=lambda e: e.position)
+    """The walk, then the control records. With ``release`` (a mapped file's, :func:`mapped_pages`), a
+    window of :data:`SCAN_WINDOW_BYTES` at a time: each window's batches and control records are read, then
+    ``release(position)`` says the bytes before ``position`` are done with, so the pages of a mapped segment
+    the process holds stay a window's, not the segment's. The windows give exactly the whole walk's scan."""
+    batches = _allocate_batches(arr.size - start, blocks)
+    columns = tuple(batches.values())
+    window = SCAN_WINDOW_BYTES if release is not None and not stops.size else arr.size + 1
+    nb = legacy_entries = legacy_bytes = zero_padding = overlap = 0
+    quarantine: list[QuarantineEntry] = []
+    budget = max_decompressed_bytes  # the segment's, spent in log order window after window
+    pos = start
+    while True:
+        k, q_pos, q_len, q_code, legacy_k, legacy_bytes_k, zero_padding, overlap_k, stopped = _walk(
+            arr, check_crc, tuple(c[nb:] for c in columns), tight_loop, pos, stops, pos + window
+        )
+        quarantine += [
+            QuarantineEntry(file, int(p), int(length), errors.REASONS[int(c)])
+            for p, length, c in zip(q_pos, q_len, q_code)
+        ]
+        controls, used = _fill_control_columns(
+            arr, {name: col[nb : nb + k] for name, col in batches.items()}, file, budget, max_decompressed_bytes
+        )
+        quarantine += controls
+        budget -= used
+        nb, legacy_entries, legacy_bytes, overlap = (
+            nb + k,
+            legacy_entries + legacy_k,
+            legacy_bytes + legacy_bytes_k,
+            overlap + overlap_k,
+        )
+        if stopped >= arr.size or stopped <= pos or release is None:
+            break
+        release(int(stopped))
+        pos = int(stopped)
+    quarantine.sort(key=lambda e: e.position)
     return SegmentScan(
         file=file,
         size=int(arr.size),
-        batches=batches,
+        batches=_trim(batches, int(nb)),
         quarantine=quarantine,
         legacy_entries=int(legacy_entries),
         legacy_bytes=int(legacy_bytes),
@@ -1057,6 +1114,32 @@ def mapped_file(path: str | os.PathLike[str]) -> Iterator[np.ndarray]:
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         try:
             yield np.frombuffer(mm, dtype=np.uint8)
+        finally:
+            try:
+                mm.close()
+            except BufferError:
+                pass  # a view is still alive (the caller's name for it): unmapped when it is collected
+
+
+@contextmanager
+def mapped_pages(path: str | os.PathLike[str]) -> Iterator[tuple[np.ndarray, Callable[[int], None]]]:
+    """:func:`mapped_file`, and a ``release(position)`` that gives back the mapped pages before ``position``
+    (``madvise(MADV_DONTNEED)``: the page cache keeps them; this process no longer counts them). A page read
+    again after that comes back from the page cache. Where there is no such call, ``release`` does nothing."""
+    with open(os.fspath(path), "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            yield np.empty(0, np.uint8), lambda position: None
+            return
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        dontneed = getattr(mmap, "MADV_DONTNEED", None)
+
+        def release(position: int) -> None:
+            end = position - position % mmap.PAGESIZE
+            if dontneed is not None and end > 0:
+                mm.madvise(dontneed, 0, end)
+
+        try:
+            yield np.frombuffer(mm, dtype=np.uint8), release
         finally:
             try:
                 mm.close()

@@ -834,7 +834,11 @@ def scan_transaction_log(
     >>> scan.transactional_ids()[:2], scan.records["state"][:2]  # doctest: +SKIP
     """
     arr = as_uint8(buf)
-    segment = scan_segment(arr, file=file, check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes)
+    # no reused output block: decoding the records costs far more than the header columns' page faults, and a
+    # block sized for a 100 MiB segment would stay with the process
+    segment = scan_segment(
+        arr, file=file, check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes, blocks=False
+    )
     data_idx = np.flatnonzero(~segment.batches["is_control"])
     scan, _ = _records_of(arr, segment, data_idx, file, max_decompressed_bytes, list(segment.quarantine))
     return scan
@@ -857,7 +861,11 @@ def scan_transaction_log_windows(
     is the segment's, spent in log order as the whole scan spends it. Each window's ``segment`` is the
     whole segment's headers."""
     arr = as_uint8(buf)
-    segment = scan_segment(arr, file=file, check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes)
+    # no reused output block: decoding the records costs far more than the header columns' page faults, and a
+    # block sized for a 100 MiB segment would stay with the process
+    segment = scan_segment(
+        arr, file=file, check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes, blocks=False
+    )
     data_idx = np.flatnonzero(~segment.batches["is_control"])
     window = segment.batches["position"][data_idx] // max(int(window_bytes), 1)
     cuts = np.flatnonzero(window[1:] != window[:-1]) + 1

@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
 from txnlog import tables as contract
+from txnlog.errors import UsageError
 from txnlog.rows import repeated
 
 #: columns of a staged transaction (names of the segments source's schema; the job reads the same ones)
@@ -115,20 +116,38 @@ class RawWriter:
         if table.num_rows == 0:
             return
         data = table.select(list(self._columns)) if self._columns is not None else table
-        if self._writer is None:
-            filesystem, path = filesystem_of(self._stage)
-            filesystem.create_dir(path, recursive=True)
-            self._sink = filesystem.open_output_stream(posixpath.join(path, self._name), compression=None)
-            self._writer = ipc.new_file(self._sink, data.schema, options=ipc.IpcWriteOptions(compression="lz4"))
-        self._writer.write_table(data, max_chunksize=STAGED_BATCH_ROWS)
+        try:
+            if self._writer is None:
+                filesystem, path = filesystem_of(self._stage)
+                filesystem.create_dir(path, recursive=True)
+                self._sink = filesystem.open_output_stream(posixpath.join(path, self._name), compression=None)
+                options = ipc.IpcWriteOptions(compression="lz4")
+                self._writer = ipc.new_file(self._sink, data.schema, options=options)
+            self._writer.write_table(data, max_chunksize=STAGED_BATCH_ROWS)
+        except OSError as e:
+            raise StagingError(self._stage, e) from e
 
     def __enter__(self) -> RawWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._writer is not None:
-            self._writer.close()
-            self._sink.close()
+            try:
+                self._writer.close()
+                self._sink.close()
+            except OSError as e:
+                raise StagingError(self._stage, e) from e
+
+
+class StagingError(UsageError):
+    """A staged file could not be written (a full disk, no permission). Not an ``OSError``: a reader that
+    quarantines a file it cannot read must not take the scratch directory's failure for the input's."""
+
+    def __init__(self, stage: str, error: OSError) -> None:
+        super().__init__(
+            f"cannot write the run's intermediate files under {stage}: {error}; free space there or give an "
+            "--output on a filesystem with room (the scratch directory is the output's _txnlog_scratch)"
+        )
 
 
 def records_writer(stage: str | None, key: str) -> AbstractContextManager[RawWriter | None]:

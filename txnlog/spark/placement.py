@@ -126,43 +126,31 @@ Read = tuple[type["DataSource"], dict[str, str], pa.Schema]  # a source, its opt
 
 def read_all_here(reads: list[Read], threads: int = 1) -> list[pa.Table]:
     """:func:`read_here` of each (source, options, schema) of ``reads``, their input partitions read by ``threads``
-    threads of this process, the costliest first (:func:`_cost`: longest first balances the threads, and a
-    partition that costs much time but little memory, a ``__transaction_state`` one, then keeps the other thread
-    busy while the first walks a hot partition's segments); each table keeps its reader's partition order, so the
-    rows are those one thread gives.
+    threads of this process (the first read's partitions first, each reader's heaviest first, as it plans them);
+    each table keeps its reader's partition order, so the rows are those one thread gives.
 
     Threads, not processes: the decoders' loops are compiled without the GIL (txnlog.kafka.jit) and Arrow's
     kernels release it, so two threads decode at once with no fork, no second copy of the compiled decoders and
     nothing pickled between them (benchmarks/RESULTS.md §2, "One thread per core in the driver")."""
     readers = [source(options).reader(None) for source, options, _ in reads]  # type: ignore[arg-type]  # schema known
     jobs = [(i, part) for i, r in enumerate(readers) for part in r.partitions()]
-    order = sorted(range(len(jobs)), key=lambda k: -_cost(readers[jobs[k][0]], jobs[k][1]))
 
-    def run(k: int) -> pa.Table:
-        i, part = jobs[k]
-        return _read_partition(readers[i], part, reads[i][2])
+    def run(job: tuple[int, Any]) -> pa.Table:
+        return _read_partition(readers[job[0]], job[1], reads[job[0]][2])
 
     if threads > 1 and len(jobs) > 1:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(min(threads, len(jobs)), thread_name_prefix="txnlog-read") as pool:
-            done = dict(zip(order, pool.map(run, order), strict=True))
+            read = list(pool.map(run, jobs))
     else:
-        done = {k: run(k) for k in order}
+        read = [run(job) for job in jobs]
     tables: dict[int, list[pa.Table]] = {}
-    for k, (i, _) in enumerate(jobs):  # each reader's partitions in its order
-        if done[k].num_rows:
-            tables.setdefault(i, []).append(done[k])
+    for (i, _), table in zip(jobs, read, strict=True):  # each reader's partitions in its order
+        if table.num_rows:
+            tables.setdefault(i, []).append(table)
     empty = [schema.empty_table() for _, _, schema in reads]
     return [pa.concat_tables(tables[i]) if i in tables else empty[i] for i in range(len(reads))]
-
-
-def _cost(reader: Any, part: Any) -> float:
-    """What reading input partition ``part`` costs, to order the reads: its files' bytes, times what a byte of
-    the reader's costs (``cost_per_byte``, 1 for a segment's)."""
-    from txnlog.spark.sources import partition_files
-
-    return sum(f.size for f in partition_files(part)) * float(getattr(reader, "cost_per_byte", 1.0))
 
 
 def _read_partition(reader: Any, part: Any, schema: pa.Schema) -> pa.Table:

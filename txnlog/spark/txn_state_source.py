@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from txnlog.kafka.record_batch import release_output_blocks
 from txnlog.logdirs import LogFile
 from txnlog.rows import KIND_QUARANTINE, TXN_STATE_SCHEMA, batch_of
 from txnlog.rules import staged
@@ -116,9 +117,6 @@ def _with_transitions(batch: pa.RecordBatch) -> pa.RecordBatch:
 #: thread holds of a coordinator partition is one window's records and the reduction so far, whatever the
 #: segment's size (benchmarks/RESULTS.md §2, "Flat memory with threads")
 WINDOW_BYTES = 4 << 20
-#: what a byte of ``__transaction_state`` costs to read, in bytes of segments: its records are decoded, a segment's
-#: only its batch headers (benchmarks/RESULTS.md §2, "Flat memory with threads")
-COST_PER_BYTE = 4.0
 #: reduced rows of a coordinator partition's windows held before they are reduced together
 _REDUCED_ROWS = 1 << 16
 
@@ -130,10 +128,11 @@ class _TxnStateReader(FilesReader):
     reduction of the union of disjoint windows' reductions is the reduction of them all), so a task
     holds one window's records and its partitions' reductions, not a partition's records."""
 
-    cost_per_byte = COST_PER_BYTE  # what the driver's threads order their reads by (txnlog.spark.placement)
-
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         self.start_task()
+        # the free output blocks the data segments' scans left in this process are sized for them: a 256 MiB
+        # segment's held ~190 MB while the coordinator partitions were read (their scans need a tenth of that)
+        release_output_blocks()
         reduce = option_flag(self.options, "reduce", False)
         by_partition: dict[tuple[str, int], list[LogFile]] = {}
         for f in partition_files(partition):
