@@ -87,12 +87,10 @@ def stage_name(keys: Iterable[str]) -> str:
     return f"part-{digest}{STAGED_SUFFIX}"
 
 
-#: rows per record batch of a staged file; twice as many are finished and written at a time (:func:`finish_files`,
-#: a Parquet row group each). A file may hold every transaction of the partitions a task read, or a coordinator
-#: partition's 160,000 records: finishing one whole held ~0.5 GB per 400,000 transactions, and chunks of 128k rows
-#: still ~100 MB per finishing thread more at 4.6 GiB than at 1 GiB (benchmarks/RESULTS.md §2, "Flat memory with
-#: threads")
-STAGED_BATCH_ROWS = 1 << 14
+#: rows per record batch of a staged file, and about the rows finished and written at a time
+#: (:func:`finish_files`): a file may hold every transaction of the partitions a task read, and finishing it
+#: whole held ~0.5 GB per file of 400,000 transactions while two threads finished one each
+STAGED_BATCH_ROWS = 1 << 16
 
 
 def write_raw(table: pa.Table, stage: str, name: str, columns: tuple[str, ...] | None = RAW_COLUMNS) -> None:
