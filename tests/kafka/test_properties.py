@@ -11,12 +11,13 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
 
 from tests.kafka import encoders as E
+from tests.kafka.scans import assert_same_scan
 from tests.kafka.strategies import PROPERTIES, apply_mutations, batch_specs, mutations, segments, txn_values
 from txnlog.kafka.control import ControlStatus, decode_control_key, decode_end_txn_marker
 from txnlog.kafka.errors import DecodeError
 from txnlog.kafka.indexes import decode_offset_index, decode_time_index, decode_txn_index
 from txnlog.kafka.producer_snapshot import decode_producer_snapshot
-from txnlog.kafka.record_batch import BATCH_COLUMNS, SegmentScan, _scan, as_uint8, scan_segment
+from txnlog.kafka.record_batch import SegmentScan, _scan, as_uint8, scan_segment
 from txnlog.kafka.txn_state import decode_transaction_log_key, decode_transaction_log_value, scan_transaction_log
 
 SEGMENT_REASONS = {"crc_mismatch", "bad_length", "bad_magic", "truncated_tail"}
@@ -270,15 +271,28 @@ def test_bulk_and_strict_agree_on_mutated_values(spec: E.TxnValue, version: int,
 # --------------------------------------------------------------------------- damage
 
 
-@PROPERTIES
-@given(segments(max_batches=12), st.data())
-def test_mutated_segment_keeps_every_batch_outside_the_damage(specs: list, data: st.DataObject) -> None:  # type: ignore[type-arg]
+def _encoded(specs: list) -> tuple[bytes, list[tuple[int, int]]]:  # type: ignore[type-arg]
+    """The batches of ``specs`` back to back, and where each one lies."""
     raw = b""
     spans = []
     for spec in specs:
         encoded = spec.encode()
         spans.append((len(raw), len(raw) + len(encoded)))
         raw += encoded
+    return raw, spans
+
+
+def _mutated(specs: list, data: st.DataObject) -> np.ndarray:  # type: ignore[type-arg]
+    """The batches of ``specs``, damaged by mutations ``data`` draws."""
+    raw, spans = _encoded(specs)
+    mutated, _, _ = apply_mutations(raw, spans, data.draw(mutations(len(raw))))
+    return as_uint8(mutated)
+
+
+@PROPERTIES
+@given(segments(max_batches=12), st.data())
+def test_mutated_segment_keeps_every_batch_outside_the_damage(specs: list, data: st.DataObject) -> None:  # type: ignore[type-arg]
+    raw, spans = _encoded(specs)
     clean = header_rows(scan_segment(raw))
     ops = data.draw(mutations(len(raw)))
     mutated, moved, (lo, hi) = apply_mutations(raw, spans, ops)
@@ -332,26 +346,10 @@ def test_any_batch_cut_short_is_a_truncated_tail(spec, cut: int) -> None:  # typ
 @given(segments(max_batches=12), st.data(), st.booleans())
 def test_tight_loop_and_careful_walk_agree(specs: list, data: st.DataObject, check_crc: bool) -> None:  # type: ignore[type-arg]
     """The walk's fast path for runs of valid batches changes nothing: same rows, quarantine and counters."""
-    raw = b""
-    spans = []
-    for spec in specs:
-        encoded = spec.encode()
-        spans.append((len(raw), len(raw) + len(encoded)))
-        raw += encoded
-    mutated, _, _ = apply_mutations(raw, spans, data.draw(mutations(len(raw))))
-    arr = as_uint8(mutated)
+    arr = _mutated(specs, data)
     fast = _scan(arr, "seg.log", check_crc, tight_loop=True)
     careful = _scan(arr, "seg.log", check_crc, tight_loop=False)
-    assert fast.quarantine == careful.quarantine
-    assert (fast.legacy_entries, fast.legacy_bytes, fast.zero_padding_bytes, fast.overlap_bytes) == (
-        careful.legacy_entries,
-        careful.legacy_bytes,
-        careful.zero_padding_bytes,
-        careful.overlap_bytes,
-    )
-    for name, dtype in BATCH_COLUMNS.items():
-        assert fast.batches[name].dtype == dtype
-        np.testing.assert_array_equal(fast.batches[name], careful.batches[name], err_msg=name)
+    assert_same_scan(fast, careful)
 
 
 @PROPERTIES
@@ -365,26 +363,11 @@ def test_a_walk_in_windows_equals_the_whole_walk(
 
     from txnlog.kafka import record_batch
 
-    raw = b""
-    spans = []
-    for spec in specs:
-        encoded = spec.encode()
-        spans.append((len(raw), len(raw) + len(encoded)))
-        raw += encoded
-    mutated, _, _ = apply_mutations(raw, spans, data.draw(mutations(len(raw))))
-    arr = as_uint8(mutated)
+    arr = _mutated(specs, data)
     whole = _scan(arr, "seg.log", check_crc, tight_loop=True)
     released: list[int] = []
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(record_batch, "SCAN_WINDOW_BYTES", window)
         windows = _scan(arr, "seg.log", check_crc, tight_loop=True, release=released.append)
     assert released == sorted(released) and all(0 < r < arr.size for r in released)
-    assert windows.quarantine == whole.quarantine
-    assert (windows.legacy_entries, windows.legacy_bytes, windows.zero_padding_bytes, windows.overlap_bytes) == (
-        whole.legacy_entries,
-        whole.legacy_bytes,
-        whole.zero_padding_bytes,
-        whole.overlap_bytes,
-    )
-    for name in whole.batches:
-        np.testing.assert_array_equal(windows.batches[name], whole.batches[name], err_msg=name)
+    assert_same_scan(windows, whole)

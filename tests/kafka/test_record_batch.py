@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from tests.kafka import encoders as E
+from tests.kafka.scans import assert_same_scan
 from txnlog.kafka import record_batch
 from txnlog.kafka.control import ControlStatus
 from txnlog.kafka.record_batch import BATCH_COLUMNS, SegmentScan, as_uint8, scan_segment, scan_segment_file
@@ -562,22 +563,6 @@ def _fast_and_careful(raw: bytes, check_crc: bool = True) -> tuple[SegmentScan, 
     )
 
 
-def _same_scan(a: SegmentScan, b: SegmentScan) -> None:
-    assert a.quarantine == b.quarantine
-    assert (a.size, a.legacy_entries, a.legacy_bytes, a.zero_padding_bytes, a.overlap_bytes, a.crc_checked) == (
-        b.size,
-        b.legacy_entries,
-        b.legacy_bytes,
-        b.zero_padding_bytes,
-        b.overlap_bytes,
-        b.crc_checked,
-    )
-    assert list(a.batches) == list(b.batches) == list(BATCH_COLUMNS)
-    for name, dtype in BATCH_COLUMNS.items():
-        assert a.batches[name].dtype == b.batches[name].dtype == dtype, name
-        np.testing.assert_array_equal(a.batches[name], b.batches[name], err_msg=name)
-
-
 def _entry_mix() -> dict[str, bytes]:
     raw, pos = chain(0, 3, 6, 9)
     crc = bytearray(raw)
@@ -609,7 +594,7 @@ def _entry_mix() -> dict[str, bytes]:
 @pytest.mark.parametrize("name", list(_entry_mix()))
 def test_fast_path_equals_careful_walk(name: str, check_crc: bool) -> None:
     fast, careful = _fast_and_careful(_entry_mix()[name], check_crc)
-    _same_scan(fast, careful)
+    assert_same_scan(fast, careful)
 
 
 def _big_segment(first_offset: int, min_bytes: int) -> tuple[bytes, int]:
@@ -628,7 +613,7 @@ def test_large_segments_use_blocks_and_agree_with_small_ones(monkeypatch: pytest
     separate = scan_segment(raw)
     assert separate.batches["position"].base is None
     assert in_block.batch_count > n
-    _same_scan(in_block, separate)
+    assert_same_scan(in_block, separate)
 
 
 @pytest.mark.parametrize("name", list(_entry_mix()))
@@ -646,7 +631,7 @@ def test_a_mapped_file_walked_in_windows_equals_the_whole_walk(
         path.write_bytes(data)
         monkeypatch.setattr(record_batch, "SCAN_WINDOW_BYTES", window)
         whole = scan_segment(data, file=str(path))
-        _same_scan(scan_log_file(str(path), True), whole)
+        assert_same_scan(scan_log_file(str(path), True), whole)
 
 
 def test_a_kept_result_is_never_overwritten_and_a_dropped_one_is_reused() -> None:
