@@ -13,7 +13,7 @@ leave the process that read them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypedDict
@@ -61,20 +61,19 @@ def limit_kwargs(max_decompressed_bytes: int | None) -> Limit:
 def scan_log_file(path: str, check_crc: bool, max_decompressed_bytes: int | None = None) -> Any:
     """``scan_segment`` of a ``.log`` file (a ``txnlog.kafka.record_batch.SegmentScan``), its bytes as
     :func:`log_bytes` gives them; a local file's mapped pages given back a window at a time as the walk
-    passes them (``txnlog.kafka.record_batch.mapped_pages``)."""
-    from txnlog import storage
-    from txnlog.kafka.record_batch import mapped_pages, scan_segment
+    passes them."""
+    from txnlog.kafka.record_batch import scan_segment
 
-    limit = limit_kwargs(max_decompressed_bytes)
-    if storage.is_remote(path):
-        return scan_segment(read_file_bytes(path), file=path, check_crc=check_crc, **limit)
-    with mapped_pages(storage.local_path(path)) as (buf, release):
-        return scan_segment(buf, file=path, check_crc=check_crc, release=release, **limit)
+    with log_bytes(path) as (buf, release):
+        return scan_segment(
+            buf, file=path, check_crc=check_crc, release=release, **limit_kwargs(max_decompressed_bytes)
+        )
 
 
 @contextmanager
-def log_bytes(path: str) -> Iterator[np.ndarray]:
-    """A ``.log`` file's bytes, for a scan.
+def log_bytes(path: str) -> Iterator[tuple[np.ndarray, Callable[[int], None] | None]]:
+    """A ``.log`` file's bytes, for a scan, and for a local file what gives back the mapped pages before a
+    position (``txnlog.kafka.record_batch.mapped_pages``; None for a remote one).
 
     Local files are memory-mapped, as ``scan_segment_file`` does: the walk reads the page cache
     directly instead of copying every segment into a fresh buffer first (up to 2.9 s/GiB the first
@@ -84,13 +83,13 @@ def log_bytes(path: str) -> Iterator[np.ndarray]:
     reading fewer bytes: point txnlog at copies of a live broker's log dirs, as the README does.
     """
     from txnlog import storage
-    from txnlog.kafka.record_batch import mapped_file
+    from txnlog.kafka.record_batch import mapped_pages
 
     if storage.is_remote(path):
-        yield read_file_bytes(path)
+        yield read_file_bytes(path), None
         return
-    with mapped_file(storage.local_path(path)) as buf:
-        yield buf
+    with mapped_pages(storage.local_path(path)) as (buf, release):
+        yield buf, release
 
 
 @dataclass(frozen=True, slots=True)

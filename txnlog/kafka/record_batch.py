@@ -1107,18 +1107,8 @@ def mapped_file(path: str | os.PathLike[str]) -> Iterator[np.ndarray]:
 
     The scans copy what they return, so nothing they return keeps the mapping alive.
     """
-    with open(os.fspath(path), "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            yield np.empty(0, np.uint8)
-            return
-        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        try:
-            yield np.frombuffer(mm, dtype=np.uint8)
-        finally:
-            try:
-                mm.close()
-            except BufferError:
-                pass  # a view is still alive (the caller's name for it): unmapped when it is collected
+    with mapped_pages(path) as (arr, _):
+        yield arr
 
 
 @contextmanager

@@ -834,13 +834,9 @@ def scan_transaction_log(
     >>> scan.transactional_ids()[:2], scan.records["state"][:2]  # doctest: +SKIP
     """
     arr = as_uint8(buf)
-    # no reused output block: decoding the records costs far more than the header columns' page faults, and a
-    # block sized for a 100 MiB segment would stay with the process
-    segment = scan_segment(
-        arr, file=file, check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes, blocks=False
-    )
-    data_idx = np.flatnonzero(~segment.batches["is_control"])
-    scan, _ = _records_of(arr, segment, data_idx, file, max_decompressed_bytes, list(segment.quarantine))
+    (scan,) = scan_transaction_log_windows(
+        arr, arr.size + 1, file=file, check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes
+    )  # one window: the whole segment
     return scan
 
 

@@ -151,7 +151,7 @@ class _TxnStateReader(FilesReader):
 
         quarantine: list[QuarantineEntry] = []
         try:
-            with log_bytes(file.path) as buf:
+            with log_bytes(file.path) as (buf, _):
                 for scan in scan_transaction_log_windows(
                     buf, WINDOW_BYTES, file=file.path, check_crc=self.check_crc,
                     **limit_kwargs(self.max_decompressed_bytes),
@@ -194,7 +194,7 @@ class _TxnStateReader(FilesReader):
                         rows = parts[0].num_rows
         if parts:
             reduced = reduce_records(pa.concat_tables(parts)) if len(parts) > 1 else parts[0]
-            yield from (b.cast(SOURCE_SCHEMA) for b in reduced.to_batches())
+            yield from reduced.to_batches()
 
 
 def _read_already(seen: list[np.ndarray], offsets: np.ndarray) -> np.ndarray:
