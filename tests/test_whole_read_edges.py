@@ -35,9 +35,12 @@ _FINISHED_BY = ("broker", "file", "piece")
 NEVER = 1 << 62
 
 
-def _read(files: list[LogFile], checkpoints: list[Checkpoint], *, edge_bytes: int, stage: str | None) -> pa.Table:
+def _read(
+    files: list[LogFile], checkpoints: list[Checkpoint], *, edge_bytes: int, stage: str | None, merge_bytes: int = NEVER
+) -> pa.Table:
     """The segments source's rows of ``files`` read in this process, whole partitions merged (the driver's read);
-    the segments of at least ``edge_bytes`` finish their own transactions."""
+    the segments of at least ``edge_bytes`` finish their own transactions; a merge past ``merge_bytes`` finishes at
+    its partition's end."""
     from txnlog.rows import SEGMENT_SUMMARY_SCHEMA
     from txnlog.spark.placement import read_here
     from txnlog.spark.sources import SegmentsSource, checkpoints_option, files_option
@@ -48,6 +51,7 @@ def _read(files: list[LogFile], checkpoints: list[Checkpoint], *, edge_bytes: in
         "transactions": "true",
         "min_partitions": "1",
         "edge_segment_bytes": str(edge_bytes),
+        "merge_bytes": str(merge_bytes),
         **({"stage": stage} if stage else {}),
     }
     return read_here(SegmentsSource, options, SEGMENT_SUMMARY_SCHEMA)
@@ -255,6 +259,26 @@ def test_the_writers_scenarios_read_the_same(tmp_path: Path, name: str) -> None:
     inv: Inventory = discover([str(tmp_path / "logs")])
     got, _ = assert_edges_read_the_same([*inv.segments, *inv.snapshots], list(inv.checkpoints), tmp_path)
     assert got.num_rows
+
+
+@pytest.mark.parametrize("name", _scenario_names())
+def test_a_merge_per_partition_reads_the_same(tmp_path: Path, name: str) -> None:
+    """A task whose merge finishes at every partition's end (``merge_bytes`` 1) yields and stages the rows that one
+    merge of all its partitions at the task's end gives, into one staged file as well."""
+    from txnlog.brokerlog import scenarios
+
+    scenarios.write_scenario(name, tmp_path / "logs", seed=0)
+    inv: Inventory = discover([str(tmp_path / "logs")])
+    files, checkpoints = [*inv.segments, *inv.snapshots], list(inv.checkpoints)
+    each = _read(files, checkpoints, edge_bytes=NEVER, stage=None, merge_bytes=1)
+    once = _read(files, checkpoints, edge_bytes=NEVER, stage=None)
+    assert each.num_rows and _sorted(each) == _sorted(once)
+
+    each = _read(files, checkpoints, edge_bytes=NEVER, stage=str(tmp_path / "each"), merge_bytes=1)
+    once = _read(files, checkpoints, edge_bytes=NEVER, stage=str(tmp_path / "once"))
+    assert _sorted(each) == _sorted(once)
+    assert len(list((tmp_path / "each").rglob(f"*{STAGED_SUFFIX}"))) == 1
+    assert _sorted(_staged(tmp_path / "each")) == _sorted(_staged(tmp_path / "once"))
 
 
 # ------------------------------------------------------------------------------------------------------------

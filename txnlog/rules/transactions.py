@@ -124,11 +124,13 @@ class PartitionTransactions:
         stage: str | None = None,
         max_rows: int = 1 << 16,
         stage_file: str | None = None,
+        writer: staged.RawWriter | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """The transactions of every partition added as ``schema`` (the segments source's), ``max_rows``
         rows per batch. With ``stage`` (a directory), all of them are written there for the
-        ``transactions`` table (txnlog.rules.staged; as ``stage_file``, default: a name of the replicas)
-        and only those the verdicts need are yielded."""
+        ``transactions`` table (txnlog.rules.staged; as ``stage_file``, default: a name of the replicas;
+        into ``writer`` when given, a file already open that more than one merge writes) and only those the
+        verdicts need are yielded."""
         if not self.replica_ids:
             return
         # replicas ordered by (topic, partition, broker): index order is broker order within a partition
@@ -158,9 +160,12 @@ class PartitionTransactions:
             merged["snapshot_coordinator_epoch"], merged["prev_coordinator_epoch"]
         )
         table = _arrow(merged, lists, partitions, [b for b, _, _ in names], schema)
-        if stage is not None:
-            name = stage_file or staged.stage_name(f"{b}/{t}-{p}" for b, t, p in names)
-            staged.write_raw(table, stage, name)
+        if stage is not None or writer is not None:
+            if writer is not None:
+                writer.write(table)
+            else:
+                assert stage is not None
+                staged.write_raw(table, stage, stage_file or staged.stage_name(f"{b}/{t}-{p}" for b, t, p in names))
             # a lower bound of each partition's high watermark: the smallest checkpointed one, else the log end
             hw = np.array([c[2] if c[2] is not None else R.I64_MAX for c in ck], np.int64)
             bound = np.where(replicas.is_lead, replicas.log_end, R.I64_MAX)
