@@ -67,6 +67,10 @@ RAW_COLUMNS = (
     "started_before_log_start",
 )
 
+#: columns of a staged ``__transaction_state`` record: what a ``coordinator_history`` row takes from it (the
+#: record's file, broker and quarantine columns stay behind: the file path alone weighed a third of a row)
+HISTORY_COLUMNS = tuple(f.name for f in contract.COORDINATOR_HISTORY if f.name not in ("cluster", "as_of"))
+
 
 def filesystem_of(uri: str) -> tuple[pafs.FileSystem, str]:
     """pyarrow's filesystem for ``uri`` (a path, ``file://``, or a URI Spark users write) and the path in it."""
@@ -151,9 +155,9 @@ class StagingError(UsageError):
 
 
 def records_writer(stage: str | None, key: str) -> AbstractContextManager[RawWriter | None]:
-    """Where a task stages every ``__transaction_state`` record it read of what ``key`` names (all columns, for
-    ``coordinator_history``): a :class:`RawWriter`, or None without a ``stage``."""
-    return nullcontext() if stage is None else RawWriter(stage, stage_name([key]), columns=None)
+    """Where a task stages every ``__transaction_state`` record it read of what ``key`` names (the columns of
+    ``coordinator_history``, :data:`HISTORY_COLUMNS`): a :class:`RawWriter`, or None without a ``stage``."""
+    return nullcontext() if stage is None else RawWriter(stage, stage_name([key]), columns=HISTORY_COLUMNS)
 
 
 def read_raw(uri: str) -> pa.Table:
