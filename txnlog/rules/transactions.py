@@ -160,12 +160,11 @@ class PartitionTransactions:
             merged["snapshot_coordinator_epoch"], merged["prev_coordinator_epoch"]
         )
         table = _arrow(merged, lists, partitions, [b for b, _, _ in names], schema)
+        if writer is not None:
+            writer.write(table)
+        elif stage is not None:
+            staged.write_raw(table, stage, stage_file or staged.stage_name(f"{b}/{t}-{p}" for b, t, p in names))
         if stage is not None or writer is not None:
-            if writer is not None:
-                writer.write(table)
-            else:
-                assert stage is not None
-                staged.write_raw(table, stage, stage_file or staged.stage_name(f"{b}/{t}-{p}" for b, t, p in names))
             # a lower bound of each partition's high watermark: the smallest checkpointed one, else the log end
             hw = np.array([c[2] if c[2] is not None else R.I64_MAX for c in ck], np.int64)
             bound = np.where(replicas.is_lead, replicas.log_end, R.I64_MAX)
