@@ -494,7 +494,7 @@ def _stage_arrow(data: pa.Table, table: _Location, stage: str) -> None:
         return
     path = posixpath.join(table.fs_path, stage, f"part-00000-{uuid.uuid4()}-c000.snappy.parquet")
     table.fs.create_dir(posixpath.dirname(path), recursive=True)
-    pq.write_table(data, path, filesystem=table.fs, compression="snappy")
+    pq.write_table(data, path, filesystem=table.fs, **contract.parquet_options(data.schema))
 
 
 def _collect_staged(table: _Location, stage: str, schema: pa.Schema) -> list[_File]:
@@ -709,9 +709,8 @@ def _rewrite_without(
             if remainder.num_rows:
                 if writer is None:
                     location.fs.create_dir(posixpath.dirname(target_fs_path), recursive=True)
-                    writer = pq.ParquetWriter(
-                        target_fs_path, arrow_schema, filesystem=location.fs, compression="snappy"
-                    )
+                    options = contract.parquet_options(arrow_schema)
+                    writer = pq.ParquetWriter(target_fs_path, arrow_schema, filesystem=location.fs, **options)
                 writer.write_batch(remainder)
                 kept += remainder.num_rows
     finally:

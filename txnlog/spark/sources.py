@@ -570,10 +570,15 @@ class _SegmentsReader(FilesReader):
         stage = self.options.get("stage")
         name = stage_name({f"{f.broker}/{f.topic}-{f.partition}" for f in files})
         with RawWriter(stage, name) if transactions and stage else nullcontext() as writer:
-            yield from self._read(partition, files, transactions, writer)
+            yield from self._read(partition, files, transactions, stage, writer)
 
     def _read(
-        self, partition: InputPartition, files: list[LogFile], transactions: bool, writer: RawWriter | None
+        self,
+        partition: InputPartition,
+        files: list[LogFile],
+        transactions: bool,
+        stage: str | None,
+        writer: RawWriter | None,
     ) -> Iterator[pa.RecordBatch]:
         merge = PartitionTransactions() if transactions else None
         # segment rows wait in `segments` and leave as one batch before any other row: rows keep file order
@@ -587,7 +592,6 @@ class _SegmentsReader(FilesReader):
             edge_snapshots, checkpoints = partition.edge_snapshots(), partition.checkpoints()
         edge_bytes = int(self.options.get("edge_segment_bytes") or EDGE_SEGMENT_BYTES)
         merge_bytes, merged = int(self.options.get("merge_bytes") or MERGE_BYTES), 0
-        stage = self.options.get("stage")
         alone_whole = one_replica_snapshots(files, downstream) if merge is not None else {}
         whole_edges: dict[tuple[str, int], Edges] = {}
         rows_of = zip(files, pieces, downstream, edge_snapshots, strict=True)
