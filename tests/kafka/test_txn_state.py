@@ -414,13 +414,20 @@ def test_arrow_buffers_build_columns_without_python_loops() -> None:
         n, pa.py_buffer(scan.transactional_id_offsets), pa.py_buffer(scan.transactional_id_data)
     )
     assert ids.to_pylist() == ["t-1", "t-2", "t-3", "t-4"]
-    data, offsets = scan.partition_topics()
-    topics = pa.LargeStringArray.from_buffers(offsets.size - 1, pa.py_buffer(offsets), pa.py_buffer(data))
-    lists = pa.LargeListArray.from_arrays(pa.array(scan.partition_list_offsets()), topics)
-    assert lists.to_pylist() == [["orders", "orders", "pay"], [], [], ["x"]]
+    data, offsets = scan.topic_partitions()
+    names = pa.LargeStringArray.from_buffers(offsets.size - 1, pa.py_buffer(offsets), pa.py_buffer(data))
+    lists = pa.LargeListArray.from_arrays(pa.array(scan.partition_list_offsets()), names)
+    assert lists.to_pylist() == [["orders-0", "orders-1", "pay-3"], [], [], ["x-9"]]
     assert scan.partitions["partition"].tolist() == [0, 1, 3, 9]
     assert scan.topic_partition_strings().tolist() == ["orders-0", "orders-1", "pay-3", "x-9"]
     assert np.array_equal(scan.transactional_id_length, [3, 3, 3, 3])
+
+
+def test_topic_partition_names_print_every_int32_as_java_does() -> None:
+    ids = [0, 9, 10, 99, 100, 12345, 2**31 - 1, -1, -10, -(2**31)]
+    entries = [(E.txn_log_key("t"), E.TxnValue(partitions=[("ünï-topic", ids), ("", [5])]).encode(1))]
+    names = bulk(entries).topic_partition_strings().tolist()
+    assert names == [f"ünï-topic-{i}" for i in ids] + ["-5"]  # TopicPartition.toString: topic + "-" + partition
 
 
 def test_scan_transaction_log_file(tmp_path) -> None:  # type: ignore[no-untyped-def]

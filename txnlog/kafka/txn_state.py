@@ -411,7 +411,7 @@ def _grow(mat: np.ndarray, used: int, need: int) -> np.ndarray:
     return out
 
 
-@jit()
+@jit(inline=True)
 def _decode_value(
     data: np.ndarray,
     p: int,
@@ -697,11 +697,44 @@ def _gather_strings(buf: np.ndarray, extra: np.ndarray, src: np.ndarray, start: 
         offsets[i + 1] = offsets[i] + length[i]
     out = np.empty(offsets[n], np.uint8)
     for i in range(n):
-        data = buf if src[i] == 0 else extra
-        o = offsets[i]
-        s = start[i]
-        for j in range(length[i]):
-            out[o + j] = data[s + j]
+        o, s, k = offsets[i], start[i], length[i]
+        if src[i] == 0:  # slices: each a memcpy
+            out[o : o + k] = buf[s : s + k]
+        else:
+            out[o : o + k] = extra[s : s + k]
+    return out, offsets
+
+
+@jit()
+def _topic_partitions(topic_data: np.ndarray, bounds: np.ndarray, topic_index: np.ndarray, partition: np.ndarray):
+    """``"<topic>-<partition>"`` (``TopicPartition.toString``) per partition row, as (UTF-8 data, int64
+    offsets): the topic's bytes, a dash, the id in decimal."""
+    n = topic_index.size
+    digits = np.empty(n, np.int64)
+    offsets = np.empty(n + 1, np.int64)
+    offsets[0] = 0
+    for i in range(n):
+        v = abs(np.int64(partition[i]))  # int64: the int32 minimum's absolute value fits
+        d = 1
+        while v >= 10:
+            v //= 10
+            d += 1
+        digits[i] = d
+        t = topic_index[i]
+        sign = 1 if partition[i] < 0 else 0
+        offsets[i + 1] = offsets[i] + (bounds[t + 1] - bounds[t]) + 1 + sign + d
+    out = np.empty(offsets[n], np.uint8)
+    for i in range(n):
+        t = topic_index[i]
+        o, s, k = offsets[i], bounds[t], bounds[t + 1] - bounds[t]
+        out[o : o + k] = topic_data[s : s + k]
+        out[o + k] = 45  # "-"
+        if partition[i] < 0:
+            out[o + k + 1] = 45
+        v = abs(np.int64(partition[i]))
+        for j in range(offsets[i + 1] - 1, offsets[i + 1] - 1 - digits[i], -1):
+            out[j] = 48 + v % 10
+            v //= 10
     return out, offsets
 
 
@@ -766,19 +799,16 @@ class TxnLogScan:
         np.cumsum(counts, out=offsets[1:])
         return offsets
 
-    def partition_topics(self) -> tuple[np.ndarray, np.ndarray]:
-        """(data, offsets) of each partition row's topic name (Arrow large_string buffers)."""
-        idx = self.partitions["topic_index"]
-        starts = self.topic_offsets[:-1][idx]
-        lengths = np.diff(self.topic_offsets)[idx]
-        return _gather_strings(
-            as_uint8(self.topic_data), as_uint8(self.topic_data), np.zeros(idx.size, np.int64), starts, lengths
+    def topic_partitions(self) -> tuple[np.ndarray, np.ndarray]:
+        """(data, offsets) of each partition row's ``"topic-partition"`` (TopicPartition.toString; Arrow
+        large_string buffers)."""
+        return _topic_partitions(
+            as_uint8(self.topic_data), self.topic_offsets, self.partitions["topic_index"], self.partitions["partition"]
         )
 
     def topic_partition_strings(self) -> np.ndarray:
-        """Object array of ``"topic-partition"`` (TopicPartition.toString), one per partition row."""
-        topics = strings_to_objects(*self.partition_topics())
-        return np.array([f"{t}-{p}" for t, p in zip(topics, self.partitions["partition"].tolist())], dtype=object)
+        """Object array of ``"topic-partition"``, one per partition row."""
+        return strings_to_objects(*self.topic_partitions())
 
 
 def _detail_text(detail: int, a1: int, a2: int) -> str:

@@ -39,6 +39,28 @@ def _last_per_group(keys: list[np.ndarray], order: list[np.ndarray], mask: np.nd
     return ordered[last]
 
 
+def _last_in_row_order(key: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """:func:`_last_per_group` of one key when the rows already stand in the ``order`` asked for: a stable sort
+    of the key alone, not a sort of the key and the order."""
+    rows = np.flatnonzero(mask)
+    if rows.size == 0:
+        return rows
+    ordered = rows[np.argsort(key[rows], kind="stable")]
+    k = key[ordered]
+    last = np.ones(ordered.size, bool)
+    last[:-1] = k[1:] != k[:-1]
+    return ordered[last]
+
+
+def _in_log_order(part: np.ndarray, offset: np.ndarray) -> bool:
+    """Whether the rows stand in (partition, offset) order with no record twice: as a segment's window, or a
+    partition's reductions in turn, come."""
+    if part.size < 2:
+        return True
+    step = np.diff(part)
+    return bool(np.all((step > 0) | ((step == 0) & (np.diff(offset) > 0))))
+
+
 def _codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """Dense integer codes of a (string) column; nulls get -1."""
     encoded = pc.dictionary_encode(column)
@@ -63,28 +85,31 @@ def reduce_records(records: pa.Table, sink: staged.RawWriter | None = None) -> p
         )
     part = records.column("coordinator_partition").to_numpy(zero_copy_only=False).astype(np.int64)
     offset = records.column("record_offset").to_numpy(zero_copy_only=False).astype(np.int64)
-    broker = _codes(records.column("broker"))
-    # one copy of each record: replicas of a partition hold the same records at the same offsets
-    order = np.lexsort((broker, offset, part))
-    first = np.ones(order.size, bool)
-    first[1:] = (part[order][1:] != part[order][:-1]) | (offset[order][1:] != offset[order][:-1])
-    records = records.take(pa.array(order[first]))
+    if not _in_log_order(part, offset):
+        # one copy of each record: replicas of a partition hold the same records at the same offsets
+        order = np.lexsort((_codes(records.column("broker")), offset, part))
+        first = np.ones(order.size, bool)
+        first[1:] = (part[order][1:] != part[order][:-1]) | (offset[order][1:] != offset[order][:-1])
+        records = records.take(pa.array(order[first]))
+        part, offset = part[order[first]], offset[order[first]]
     if sink is not None:
         sink.write(records)
-    part, offset = part[order[first]], offset[order[first]]
+    # the rows now stand in (partition, offset) order, each record once
     tid = _codes(records.column("transactional_id"))
     tomb = pc.fill_null(records.column("is_tombstone"), False).to_numpy(zero_copy_only=False).astype(bool)
     pid_valid = pc.is_valid(records.column("producer_id")).to_numpy(zero_copy_only=False).astype(bool)
     pid = pc.fill_null(records.column("producer_id"), 0).to_numpy(zero_copy_only=False).astype(np.int64)
     ts = pc.fill_null(records.column("record_timestamp"), np.iinfo(np.int64).min).to_numpy(zero_copy_only=False)
-    everything = np.ones(records.num_rows, bool)
-    id_last = _last_per_group([tid], [part, offset], tid >= 0)
+    id_last = _last_in_row_order(tid, tid >= 0)
     kept = np.concatenate(
         [
             id_last,
-            _last_per_group([tid], [part, offset], (tid >= 0) & ~tomb),  # its newest value
-            _last_per_group([pid], [offset, part], pid_valid),  # history_owners' order: offset, then partition
-            _last_per_group([part], [offset], everything),  # which coordinator partitions were read
+            _last_in_row_order(tid, (tid >= 0) & ~tomb),  # its newest value
+            # history_owners' order: offset, then partition (the row order when there is one partition)
+            _last_in_row_order(pid, pid_valid)
+            if part[0] == part[-1]
+            else _last_per_group([pid], [offset, part], pid_valid),
+            np.flatnonzero(np.append(part[1:] != part[:-1], True)),  # which coordinator partitions were read
             np.array([int(np.argmax(ts))]),  # the newest broker-written time
         ]
     )

@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
@@ -46,9 +45,7 @@ def record_batch_of(scan: Any, file: LogFile) -> pa.RecordBatch | None:
         return pa.array(r[name], mask=tomb).cast(typ)
 
     # partitions: list<string> of "topic-partition", null where the array is null (or a tombstone)
-    topics = _strings(*scan.partition_topics())
-    ids = pa.array(scan.partitions["partition"]).cast(pa.string())
-    tps = pc.binary_join_element_wise(topics, ids, "-") if len(ids) else pa.array([], pa.string())
+    tps = _strings(*scan.topic_partitions())
     offsets = scan.partition_list_offsets().astype(np.int32)
     null_parts = tomb | (r["partition_count"] < 0)
     partitions = pa.ListArray.from_arrays(pa.array(offsets), tps, mask=pa.array(null_parts))
