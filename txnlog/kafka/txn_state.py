@@ -223,7 +223,7 @@ def decode_transaction_log_value(
     if data is None:
         return None
     raw = bytes(data)
-    row = np.full(_NREC, -1, np.int64)
+    rows = np.full((_NREC, 1), -1, np.int64)  # the walk's layout: a row per column
     # Every tag takes two bytes at least: room for all the unknown ones.
     tags = np.empty((len(raw) // 2 + 1, _NTAG), np.int64)
     reason, detail, a1, a2, topics, nt, parts, npart = _decode_value(
@@ -231,7 +231,7 @@ def decode_transaction_log_value(
         0,
         len(raw),
         0,
-        row,
+        rows,
         0,
         np.empty((16, _NTOPIC), np.int64),
         0,
@@ -247,6 +247,7 @@ def decode_transaction_log_value(
             errors.REASONS[int(reason)],
             _detail_text(int(detail), int(a1), int(a2)),
         )
+    row = rows[:, 0]
     partitions: tuple[tuple[str, tuple[int, ...]], ...] | None = None
     if row[_R_PCOUNT] >= 0:
         ids: list[list[int]] = [[] for _ in range(int(nt))]
@@ -417,7 +418,7 @@ def _decode_value(
     p: int,
     end: int,
     src: int,
-    row: np.ndarray,
+    recs: np.ndarray,
     record: int,
     topics: np.ndarray,
     nt: int,
@@ -425,10 +426,11 @@ def _decode_value(
     npart: int,
     tags: np.ndarray,
 ):
-    """Decode a TransactionLogValue at data[p:end] into ``row``: the one decoder of these values.
+    """Decode a TransactionLogValue at data[p:end] into column ``record`` of ``recs`` (a row per column of
+    :data:`TXN_RECORD_COLUMNS`; it sets every value column): the one decoder of these values.
 
     Appends the value's topics to ``topics`` and its partition ids to ``parts``. The unknown
-    top-level tags are counted in ``row``; the first ``tags.shape[0]`` of them are also written
+    top-level tags are counted in ``recs``; the first ``tags.shape[0]`` of them are also written
     to ``tags`` as (tag, start, size) (the scan passes no room: it keeps only the count).
     Returns (reason, detail, arg1, arg2, topics, nt, parts, npart); reason 0 = ok.
     On error the caller drops the rows appended to ``topics``/``parts``.
@@ -440,17 +442,17 @@ def _decode_value(
     if version != TXN_LOG_VALUE_V0 and version != TXN_LOG_VALUE_V1:
         return _Q_UNKNOWN_VERSION, _D_VALUE_VERSION, version, 0, topics, nt, parts, npart
     flexible = version == TXN_LOG_VALUE_V1
-    row[_R_VALUE_VERSION] = version
+    recs[_R_VALUE_VERSION, record] = version
     if end - p < 15:
         return _Q_BAD_VALUE, _D_VALUE_SHORT, _F_FIXED, 0, topics, nt, parts, npart
-    row[_R_PID] = be_i64(data, p)
-    row[_R_EPOCH] = be_i16(data, p + 8)
-    row[_R_TIMEOUT] = be_i32(data, p + 10)
+    recs[_R_PID, record] = be_i64(data, p)
+    recs[_R_EPOCH, record] = be_i16(data, p + 8)
+    recs[_R_TIMEOUT, record] = be_i32(data, p + 10)
     state = np.int64(np.int8(data[p + 14]))
     p += 15
     if state < 0 or state >= _NUM_STATES:
         return _Q_BAD_VALUE, _D_STATE, state, 0, topics, nt, parts, npart
-    row[_R_STATE] = state
+    recs[_R_STATE, record] = state
     # TransactionPartitions
     if flexible:
         count, p = read_uvarint(data, p, end)
@@ -524,17 +526,17 @@ def _decode_value(
                 if p < 0 or size > end - p:
                     return _Q_BAD_VALUE, _D_VALUE_SHORT, _F_TOPIC_TAGS, 0, topics, nt, parts, npart
                 p += size
-    row[_R_PCOUNT] = -1 if count == -1 else total
+    recs[_R_PCOUNT, record] = -1 if count == -1 else total
     if end - p < 16:
         return _Q_BAD_VALUE, _D_VALUE_SHORT, _F_TIMESTAMPS, 0, topics, nt, parts, npart
-    row[_R_LAST_UPDATE] = be_i64(data, p)
-    row[_R_START] = be_i64(data, p + 8)
+    recs[_R_LAST_UPDATE, record] = be_i64(data, p)
+    recs[_R_START, record] = be_i64(data, p + 8)
     p += 16
-    row[_R_PREV_PID] = -1
-    row[_R_NEXT_PID] = -1
-    row[_R_NEXT_EPOCH] = -1
-    row[_R_CTV] = 0
-    row[_R_UNKNOWN_TAGS] = 0
+    recs[_R_PREV_PID, record] = -1
+    recs[_R_NEXT_PID, record] = -1
+    recs[_R_NEXT_EPOCH, record] = -1
+    recs[_R_CTV, record] = 0
+    recs[_R_UNKNOWN_TAGS, record] = 0
     if flexible:
         ntags, p = read_uvarint(data, p, end)
         if p < 0:
@@ -549,18 +551,18 @@ def _decode_value(
             if tag == TAG_PREVIOUS_PRODUCER_ID or tag == TAG_NEXT_PRODUCER_ID:
                 if size != _INT64_SIZE:
                     return _Q_BAD_VALUE, _D_TAG_SIZE, tag, size, topics, nt, parts, npart
-                row[_R_PREV_PID if tag == TAG_PREVIOUS_PRODUCER_ID else _R_NEXT_PID] = be_i64(data, p)
+                recs[_R_PREV_PID if tag == TAG_PREVIOUS_PRODUCER_ID else _R_NEXT_PID, record] = be_i64(data, p)
             elif tag == TAG_CLIENT_TRANSACTION_VERSION or tag == TAG_NEXT_PRODUCER_EPOCH:
                 if size != _INT16_SIZE:
                     return _Q_BAD_VALUE, _D_TAG_SIZE, tag, size, topics, nt, parts, npart
-                row[_R_CTV if tag == TAG_CLIENT_TRANSACTION_VERSION else _R_NEXT_EPOCH] = be_i16(data, p)
+                recs[_R_CTV if tag == TAG_CLIENT_TRANSACTION_VERSION else _R_NEXT_EPOCH, record] = be_i16(data, p)
             else:
-                ntag = row[_R_UNKNOWN_TAGS]
+                ntag = recs[_R_UNKNOWN_TAGS, record]
                 if ntag < tags.shape[0]:
                     tags[ntag, 0] = tag
                     tags[ntag, 1] = p
                     tags[ntag, 2] = size
-                row[_R_UNKNOWN_TAGS] = ntag + 1
+                recs[_R_UNKNOWN_TAGS, record] = ntag + 1
             p += size
     return 0, 0, 0, 0, topics, nt, parts, npart
 
@@ -593,7 +595,7 @@ def _walk_records(
 ):
     """Every record of every batch: framing (spec §1.4), then key and value."""
     nbatch = starts.size
-    recs = np.empty((max(16, nbatch), _NREC), np.int64)
+    recs = np.empty((_NREC, max(16, nbatch)), np.int64)  # a row per column: each column comes out contiguous
     nr = 0
     topics = np.empty((16, _NTOPIC), np.int64)
     nt = 0
@@ -656,25 +658,27 @@ def _walk_records(
                 quar, nq = _add_q(quar, nq, b, offset, _Q_BAD_KEY, _D_ID_UTF8, 0, 0)
                 continue
             # --- row
-            recs = _grow(recs, nr, 1)
-            row = recs[nr]
-            row[:] = -1
-            row[_R_POSITION] = position[b]
-            row[_R_OFFSET] = offset
-            row[_R_TIMESTAMP] = max_ts[b] if log_append_time[b] else base_ts[b] + ts_delta
-            row[_R_KEY_VERSION] = key_version
-            row[_R_ID_SRC] = src[b]
-            row[_R_ID_START] = key_start + 4
-            row[_R_ID_LEN] = id_len
+            if nr >= recs.shape[1]:
+                wider = np.empty((_NREC, 2 * recs.shape[1]), np.int64)
+                wider[:, :nr] = recs[:, :nr]
+                recs = wider
+            recs[_R_POSITION, nr] = position[b]
+            recs[_R_OFFSET, nr] = offset
+            recs[_R_TIMESTAMP, nr] = max_ts[b] if log_append_time[b] else base_ts[b] + ts_delta
+            recs[_R_KEY_VERSION, nr] = key_version
+            recs[_R_ID_SRC, nr] = src[b]
+            recs[_R_ID_START, nr] = key_start + 4
+            recs[_R_ID_LEN, nr] = id_len
             if value_len < 0:
-                row[_R_TOMBSTONE] = 1
+                recs[_R_TOMBSTONE, nr] = 1
+                recs[_R_VALUE_VERSION : _R_UNKNOWN_TAGS + 1, nr] = -1  # every value column; a value sets them all
                 nr += 1
                 continue
-            row[_R_TOMBSTONE] = 0
+            recs[_R_TOMBSTONE, nr] = 0
             saved_nt = nt
             saved_np = npart
             reason, detail, a1, a2, topics, nt, parts, npart = _decode_value(
-                data, value_start, value_start + value_len, src[b], row, nr, topics, nt, parts, npart, no_tags
+                data, value_start, value_start + value_len, src[b], recs, nr, topics, nt, parts, npart, no_tags
             )
             if reason != 0:
                 nt = saved_nt
@@ -684,7 +688,7 @@ def _walk_records(
             nr += 1
         if not broken and p != end:
             quar, nq = _add_q(quar, nq, b, -1, _Q_BAD_RECORD, _D_TRAILING, end - p, 0)
-    return recs[:nr], topics[:nt], parts[:npart], quar[:nq]
+    return recs[:, :nr], topics[:nt], parts[:npart], quar[:nq]
 
 
 @jit()
@@ -961,11 +965,9 @@ def _records_of(
         b["timestamp_type"][data_idx] == TimestampType.LOG_APPEND_TIME,
         positions,
     )
-    records = {name: recs[:, _RC[name]].astype(dtype) for name, dtype in TXN_RECORD_COLUMNS.items()}
+    records = {name: recs[_RC[name]].astype(dtype) for name, dtype in TXN_RECORD_COLUMNS.items()}
     col = np.ascontiguousarray
-    id_data, id_offsets = _gather_strings(
-        arr, extra, col(recs[:, _R_ID_SRC]), col(recs[:, _R_ID_START]), col(recs[:, _R_ID_LEN])
-    )
+    id_data, id_offsets = _gather_strings(arr, extra, recs[_R_ID_SRC], recs[_R_ID_START], recs[_R_ID_LEN])
     topic_data, topic_offsets = _gather_strings(arr, extra, col(topics[:, 1]), col(topics[:, 2]), col(topics[:, 3]))
     partitions = {
         "record_index": parts[:, 0].copy(),

@@ -183,7 +183,7 @@ class _TxnStateReader(FilesReader):
                     known = _read_already(seen, offsets)
                     if known.any():  # another replica's copy of a record already read
                         window, offsets = window.filter(pa.array(~known)), offsets[~known]
-                    seen.append(np.sort(offsets))
+                    seen.append(offsets if np.all(offsets[1:] > offsets[:-1]) else np.sort(offsets))  # log order
                     parts.append(reduce_records(window, sink))
                     rows += parts[-1].num_rows
                     if rows > _REDUCED_ROWS and len(parts) > 1:
