@@ -73,7 +73,8 @@ def broker_times_of(summary: Any, records: Any) -> dict[str, int | None]:
     def newest(table: Any, kinds: list[str], column: str) -> int | None:
         if table is None:
             return None
-        rows = table.filter(pc.is_in(table.column("kind"), pa.array(kinds, pa.string())))
+        rows = table.select(["kind", column])  # the filter then copies two columns, not every one
+        rows = rows.filter(pc.is_in(rows.column("kind"), pa.array(kinds, pa.string())))
         value = pc.max(rows.column(column)).as_py() if rows.num_rows else None
         return None if value is None else int(value)
 
