@@ -134,7 +134,8 @@ def batch_of(schema: pa.Schema, n: int, columns: dict[str, Any]) -> pa.RecordBat
         elif isinstance(value, (pa.Array, pa.ChunkedArray)):
             arrays.append(value if value.type == type else value.cast(type))
         elif isinstance(value, np.ndarray):
-            arrays.append(pa.array(value).cast(type))
+            array = pa.array(value)
+            arrays.append(array if array.type == type else array.cast(type))
         else:
             arrays.append(repeated(value, type, n))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from txnlog import reconstruct as R
 from txnlog.logdirs import Checkpoint
+from txnlog.rows import batch_of
 from txnlog.rules import staged
 
 KIND_TRANSACTION = "transaction"
@@ -265,11 +266,7 @@ def _arrow(
     for name, (values, valid) in merged.items():
         if name != "tp":
             columns[name] = pa.array(values, mask=~valid)
-    arrays = []
-    for field in schema:
-        value = columns.get(field.name)
-        arrays.append(pa.nulls(n, field.type) if value is None else value.cast(field.type))
-    return pa.Table.from_arrays(arrays, schema=schema)
+    return pa.Table.from_batches([batch_of(schema, n, columns)], schema)
 
 
 def _arrow_col(table: pa.Table, name: str, dtype: np.dtype) -> R.Col:
