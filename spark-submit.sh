@@ -22,7 +22,7 @@ spark_args=()
 job_args=()
 master_given=0
 # The driver JVM's JIT and collector: C1 only and the serial GC leave the CPU to the Python workers that
-# decode (txnlog/spark/session.py DRIVER_JAVA_OPTIONS says why; benchmarks/RESULTS.md §2 measured it).
+# decode (txnlog/engine/spark/session.py DRIVER_JAVA_OPTIONS says why; benchmarks/RESULTS.md §2 measured it).
 # Your own --driver-java-options or --conf spark.driver.extraJavaOptions=... replaces these.
 driver_java_options="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 own_java_options=0
@@ -67,9 +67,9 @@ else
 fi
 [ "$master_given" = 1 ] || spark_args+=(--master "local[*]")
 # With txnlog's own JVM options, the driver also maps the archive of Spark's classes that
-# scripts/bootstrap.sh recorded (txnlog/spark/jvm_archive.py: ~4 s off a cold start).
+# scripts/bootstrap.sh recorded (txnlog/engine/spark/jvm_archive.py: ~4 s off a cold start).
 if [ "$own_java_options" = 0 ]; then
-  driver_java_options="$driver_java_options $(python "$ROOT/txnlog/spark/jvm_archive.py" --options)"
+  driver_java_options="$driver_java_options $(python "$ROOT/txnlog/engine/spark/jvm_archive.py" --options)"
 fi
 
 # Spark's progress bars help a person at a terminal and clutter cron logs.

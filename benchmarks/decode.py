@@ -19,7 +19,7 @@ walk file (CRC)    ``scan_segment_file(path)``: mmap + walk, as a user of the li
 walk file, 2 thr   the same over 2 threads, one segment per thread at a time (the walk releases
                    the GIL; the box has 2 cores)
 executor path      what a Spark task does per segment: ``scan_log_file`` (mmap + ``scan_segment``,
-                   CRC) + ``segment_fragments`` (txnlog.segments.summarize_segment minus Arrow)
+                   CRC) + ``segment_fragments`` (txnlog.engine.segments.summarize_segment minus Arrow)
 kafka-python       ``MemoryRecords`` -> ``DefaultRecordBatch`` over the same in-memory segments,
                    reading every header field (and ``validate_crc()`` in the CRC variant)
 =================  =========================================================================
@@ -138,8 +138,8 @@ def txnlog_walk_fresh_memory(buffers: list[np.ndarray], check_crc: bool) -> int:
 
 def executor_path(files: list[Path], check_crc: bool = True) -> int:
     """Per segment, what summarize_segment does before building Arrow rows."""
-    from txnlog.reconstruct import segment_fragments
-    from txnlog.segments import scan_log_file
+    from txnlog.broker.reconstruct import segment_fragments
+    from txnlog.engine.segments import scan_log_file
 
     n = 0
     for f in files:
@@ -231,9 +231,9 @@ def child_rss(mode: str, files: list[str], kp_limit: int | None) -> dict[str, An
     """One streaming pass of ``mode`` over ``files``; peak RSS of this process."""
     paths = [Path(f) for f in files]
     if mode in ("walk_file", "executor"):
+        import txnlog.broker.reconstruct  # noqa: F401
+        import txnlog.engine.spark.sources  # noqa: F401
         import txnlog.kafka.record_batch  # noqa: F401
-        import txnlog.reconstruct  # noqa: F401
-        import txnlog.spark.sources  # noqa: F401
     if mode == "kafka_python":
         import kafka.record.memory_records  # noqa: F401
     base = rss_mib()
@@ -304,7 +304,7 @@ def bench_dataset(name: str, ds, args, log) -> dict[str, Any]:
     scan_segment(small, check_crc=False)
     first_here = time.perf_counter() - t
     # every code path used below, once, before timing
-    from txnlog.reconstruct import segment_fragments
+    from txnlog.broker.reconstruct import segment_fragments
 
     segment_fragments(scan_segment(small).batches)
     del small

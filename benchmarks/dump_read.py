@@ -8,7 +8,7 @@ as ``kafka-dump-log.sh --deep-iteration`` prints it (``--transaction-log-decoder
 
 Two modes, each a fresh Python process per run, interleaved in every repeat, page cache warmed before each:
 
-* ``spark``: ``txnlog.spark.dump_log.read_dump_logs`` in a local Spark session (``local[*]``), both of its
+* ``spark``: ``txnlog.engine.spark.dump_log.read_dump_logs`` in a local Spark session (``local[*]``), both of its
   outputs collected as Arrow (the session's start is not timed);
 * ``here``: ``read_dump_logs_here``, the driver placement's read of the same files, in this process.
 
@@ -41,7 +41,7 @@ def build(data_dir: Path, mib: int) -> Path:
     """The dense mix's segments and their dumps (reused while ``mib`` matches)."""
     from txnlog.brokerlog.dense import dense
     from txnlog.kafka.dump_log_text import render_dump
-    from txnlog.logdirs import discover
+    from txnlog.sources.logdirs import discover
 
     root = data_dir.resolve() / f"dump-read-{mib}MiB"
     done = root / "done.json"
@@ -71,8 +71,8 @@ def warm(dumps: Path) -> int:
 def child(mode: str, dumps: str) -> dict[str, Any]:
     """One timed read (what ``--child`` prints as JSON)."""
     if mode == "spark":
-        from txnlog.spark.dump_log import read_dump_logs
-        from txnlog.spark.session import get_session
+        from txnlog.engine.spark.dump_log import read_dump_logs
+        from txnlog.engine.spark.session import get_session
 
         spark = get_session()
         t = time.perf_counter()
@@ -81,7 +81,7 @@ def child(mode: str, dumps: str) -> dict[str, Any]:
         seconds = time.perf_counter() - t
         spark.stop()
     else:
-        from txnlog.spark.dump_log import read_dump_logs_here
+        from txnlog.engine.spark.dump_log import read_dump_logs_here
 
         t = time.perf_counter()
         summary, records = read_dump_logs_here([dumps])

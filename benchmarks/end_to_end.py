@@ -358,7 +358,7 @@ def check_output(out: Path, truth: dict[str, Any], truth_dir: Path | None = None
     first/last/marker offset, outcome), every finding, quarantine rows, one partition_health row per partition.
 
     A dense data set's transactions are in ``transactions.npz`` (``truth_dir``): compared as sorted arrays."""
-    from txnlog.delta import read_table
+    from txnlog.output.delta import read_table
 
     cols = [
         "topic",
@@ -475,9 +475,9 @@ def check_output(out: Path, truth: dict[str, Any], truth_dir: Path | None = None
 def child_source(root: str) -> dict[str, Any]:
     """txnlog's own Data Source readers, called directly in one process (no Spark): the work the executors do."""
     t_import = time.perf_counter()
-    from txnlog.logdirs import discover
-    from txnlog.spark.sources import SegmentsSource, files_option
-    from txnlog.spark.txn_state_source import TxnStateSource
+    from txnlog.engine.spark.sources import SegmentsSource, files_option
+    from txnlog.engine.spark.txn_state_source import TxnStateSource
+    from txnlog.sources.logdirs import discover
 
     t0 = time.perf_counter()
     inventory = discover([root])
@@ -893,7 +893,7 @@ TARGET_WALK = "kafka_python_txn"
 
 
 #: the hot mix: the hot partition's share of the data bytes (a little over half: a straggler on 2 cores, though
-#: not one worth splitting there since txnlog.splits.worth_splitting counts the split's cost) and its segments' size
+#: not one worth splitting there since txnlog.sources.splits.worth_splitting counts the split's cost) and its segments' size
 HOT_FRACTION = 0.55
 HOT_SEGMENT_BYTES = 256 * MiB
 
@@ -1423,7 +1423,7 @@ def main(argv: list[str] | None = None) -> int:
         default="0",
         metavar="BYTES|auto",
         help="the job's --driver-max-bytes: 0 (default) measures the Spark path at every size; auto measures "
-        "what a user's run does (the driver process up to where the placements cross, txnlog.spark.placement)",
+        "what a user's run does (the driver process up to where the placements cross, txnlog.engine.spark.placement)",
     )
     p.add_argument("--no-baselines", action="store_true", help="only the job")
     p.add_argument(

@@ -5,7 +5,7 @@ read, and what retention gives back.
 1. The embedded sample is run once (``./spark-submit.sh``, unless ``--base`` names an output that holds a
    run): its tables are one night.
 2. That night is written again as ``--nights`` runs (default 365), one per day back from the sample's
-   as_of, with txnlog's own writer (``txnlog.delta.write_tables``, deltalake: one commit per table per
+   as_of, with txnlog's own writer (``txnlog.output.delta.write_tables``, deltalake: one commit per table per
    night, as the job commits): the Delta logs, the files and their statistics are those a year of
    nightly jobs leaves.
 3. Measured on the one-night output and on the year, each ``--repeat`` times, interleaved (one, year,
@@ -66,8 +66,8 @@ print(len(ctx.execute(Path(query).read_text()).collect()))
 
 def build_year(base: Path, year: Path, nights: int) -> float:
     """Write ``nights`` copies of the base run, one per day ending at its as_of; seconds taken."""
-    from txnlog.delta import read_table, write_tables
-    from txnlog.tables import TABLES
+    from txnlog.model.contract import TABLES
+    from txnlog.output.delta import read_table, write_tables
 
     runs = read_table(str(base), "runs").to_pylist()
     [newest] = [r for r in runs if r["as_of"] == max(x["as_of"] for x in runs)]
@@ -152,7 +152,7 @@ def main() -> int:
     ap.add_argument("--work", type=Path, default=DEFAULT_DATA / "history")
     args = ap.parse_args()
 
-    from txnlog.delta import read_table
+    from txnlog.output.delta import read_table
 
     shutil.rmtree(args.work, ignore_errors=True)
     args.work.mkdir(parents=True)

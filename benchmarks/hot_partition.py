@@ -7,7 +7,7 @@ files, as transaction-dense as the rest. The job (``./spark-submit.sh --logs DIR
 it in these variants, interleaved in every repeat (A B A B ...), page cache warmed before each run:
 
 * ``indexed``: the data set as written. Where the hot partition is worth splitting
-  (txnlog.splits.worth_splitting: not on 2 cores at 55 %, which the split's cost outweighs), its segments above
+  (txnlog.sources.splits.worth_splitting: not on 2 cores at 55 %, which the split's cost outweighs), its segments above
   ``split_segment_bytes`` are cut at index positions and read by several tasks, and its transactions are
   merged from the pieces' staged fragments.
 * ``empty_index``: the same ``.log`` files (hard links: the same inodes, the same page cache) with every
@@ -167,7 +167,7 @@ def _stage() -> dict[str, Any]:
 def pieces_cpu(root: Path, split_bytes: int, repeat: int, log) -> list[dict[str, Any]]:
     """CPU seconds, in this process, of the hot partition read whole (its segments and snapshots into one
     PartitionTransactions, as a whole-partition task does) and read in pieces of ``split_bytes`` as the split
-    tasks do (every piece with its edges, txnlog.segments.Edges; the partition's merge of the staged edges with
+    tasks do (every piece with its edges, txnlog.engine.segments.Edges; the partition's merge of the staged edges with
     the segment and snapshot rows, transactions_of_summary), and the pieces handing on every fragment instead
     (``edges`` off: the merge before pieces finished their transactions). No Spark: the split's own cost."""
     import tempfile
@@ -175,13 +175,13 @@ def pieces_cpu(root: Path, split_bytes: int, repeat: int, log) -> list[dict[str,
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from txnlog import segments as SG
-    from txnlog import splits as S
-    from txnlog.logdirs import discover
-    from txnlog.rows import SEGMENT_SUMMARY_SCHEMA
+    from txnlog.engine import segments as SG
+    from txnlog.engine.spark.sources import _read_index
+    from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
     from txnlog.rules.staged import read_raw
     from txnlog.rules.transactions import PartitionTransactions, checkpoints_of, transactions_of_summary
-    from txnlog.spark.sources import _read_index
+    from txnlog.sources import splits as S
+    from txnlog.sources.logdirs import discover
 
     inv = discover([str(root)])
     segs = [f for f in inv.segments if f.topic == "dense-hot"]

@@ -177,7 +177,7 @@ FRAME_LIMIT = 2**31 - 1
 def raise_frame_limit() -> None:
     """Lift kafka-python's frame-size guard (``receive_message_max_bytes``, default 1,000,000) for txnlog's client.
 
-    ``txnlog.live_fetch.FetchClient`` builds its ``KafkaNetClient`` with the default, so a Fetch response
+    ``txnlog.live.fetch.FetchClient`` builds its ``KafkaNetClient`` with the default, so a Fetch response
     larger than 1,000,000 bytes fails with ``InvalidReceiveError: Invalid frame length``; a broker returns
     up to ``partition_max_bytes`` (1 MiB) of records plus the response's header, and noida-db returns
     the whole rest of the partition. ``KafkaConsumer`` raises the guard to fetch_max_bytes +
@@ -201,8 +201,8 @@ class _Tally(list):
 def child_txnlog(bootstrap: str, topic: str, server_pid: int, fetch_only: bool, frame_fix: bool) -> dict[str, Any]:
     from dataclasses import replace
 
-    from txnlog.live_fetch import FetchClient
-    from txnlog.spark.live_batches import RANGE_ALL, capture_cut, read_ranges
+    from txnlog.engine.spark.live_batches import RANGE_ALL, capture_cut, read_ranges
+    from txnlog.live.fetch import FetchClient
 
     if frame_fix:
         raise_frame_limit()
@@ -485,8 +485,8 @@ def fill(bootstrap: str, topic: str, mix: str, args: argparse.Namespace) -> dict
 
 def describe(bootstrap: str, topic: str) -> dict[str, Any]:
     """The topic's data set, by a header walk in Python (struct) over the bytes of a raw Fetch of every partition."""
-    from txnlog.live_fetch import FetchClient
-    from txnlog.spark.live_batches import RANGE_ALL, capture_cut
+    from txnlog.engine.spark.live_batches import RANGE_ALL, capture_cut
+    from txnlog.live.fetch import FetchClient
 
     cut = capture_cut(bootstrap, None, [topic], mode=RANGE_ALL)
     facts = {"log_bytes": 0, "data_batches": 0, "markers": 0, "records": 0, "compressed_batches": 0}

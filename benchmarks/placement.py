@@ -2,7 +2,7 @@
 """Where the two placements cross: the same input run in this process (no JVM) and with Spark, at several sizes.
 
 A small input (``driver_max_bytes``) is read, built and written by ``./spark-submit.sh``'s Python process with no
-JVM (txnlog.spark.placement); a larger one goes to spark-submit. The threshold belongs where the two take the same
+JVM (txnlog.engine.spark.placement); a larger one goes to spark-submit. The threshold belongs where the two take the same
 time, so that an input just above it takes about what one just below it takes (no cliff). This script measures
 both placements at ``--sizes`` MiB on ``--mix``: ``dense``, the transaction-dense mix (``txnlog.brokerlog.dense``),
 or ``hot``, the same with one partition holding 55 % of the bytes in indexed 256 MiB segments
@@ -10,7 +10,7 @@ or ``hot``, the same with one partition holding 55 % of the bytes in indexed 256
 
 * ``driver``: ``./spark-submit.sh --logs DIR --output FRESH --driver-max-bytes 2**40`` (every size in the driver);
 * ``driver1``: the driver run again on one core (``taskset -c 0``: one reading thread), so the driver's per-byte
-  cost splits into what more cores share (its threads) and what they do not (:class:`txnlog.spark.placement.Costs`);
+  cost splits into what more cores share (its threads) and what they do not (:class:`txnlog.engine.spark.placement.Costs`);
 * ``spark``: the same with ``--driver-max-bytes 0`` (always Spark, ``local[*]``).
 
 Each run is a process tree watched by ``end_to_end.watch`` (wall time, CPU, peak RSS of the driver process), the
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
 def driver_parts(one_core: float, cores_s: float) -> dict[str, Any]:
     """The driver's s/GiB on one core and on this machine's cores, split into the part its threads share and the
     part they do not (Costs.driver_parallel_s_per_gib, Costs.driver_serial_s_per_gib): one + p (1/c − 1) = cores_s."""
-    from txnlog.spark.placement import COSTS, local_cores
+    from txnlog.engine.spark.placement import COSTS, local_cores
 
     c = local_cores()
     parallel = (one_core - cores_s) / (1 - 1 / c) if c > 1 else 0.0
@@ -188,10 +188,10 @@ def driver_parts(one_core: float, cores_s: float) -> dict[str, Any]:
 
 
 def threshold_cliff(driver: tuple[float, float], spark: tuple[float, float]) -> dict[str, Any]:
-    """Where ``driver_max_bytes: auto`` puts the threshold on this machine (txnlog.spark.placement.Costs), and
+    """Where ``driver_max_bytes: auto`` puts the threshold on this machine (txnlog.engine.spark.placement.Costs), and
     what the two fitted lines (a, b per GiB) say an input there takes in each placement: their ratio is the
     cliff an input just above the threshold meets."""
-    from txnlog.spark.placement import COSTS, local_cores
+    from txnlog.engine.spark.placement import COSTS, local_cores
 
     cores = local_cores()
     limit = COSTS.crossover(cores)

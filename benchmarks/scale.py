@@ -11,7 +11,7 @@ Each size is then measured in a fresh Python process (so its peak RSS is its own
 session (``local[2]``, ``spark.driver.memory`` = ``--driver-memory``; not timed) and times what a run
 does before the first task reads a byte:
 
-* ``discover``: ``txnlog.pipeline.check_inputs([log dir])`` (locate + ``txnlog.logdirs.discover``);
+* ``discover``: ``txnlog.pipeline.check_inputs([log dir])`` (locate + ``txnlog.sources.logdirs.discover``);
 * ``manifest + load``: ``txnlog.pipeline._log_dir_sources`` (the file manifests written to the scratch dir,
   ``spark.read.format(...).load()`` of both sources: schema only);
 * ``plan``: ``summary.rdd.getNumPartitions()`` and the same for the ``__transaction_state`` records: Spark's
@@ -74,8 +74,8 @@ MiB = 1 << 20
 def _templates(work: Path) -> tuple[Path, Path]:
     """The smallest non-empty data segment and producer snapshot of the sample cluster."""
     from txnlog.brokerlog.scenarios import write_scenario
-    from txnlog.logdirs import discover
-    from txnlog.sample import SAMPLE_SEED
+    from txnlog.sources.logdirs import discover
+    from txnlog.sources.sample import SAMPLE_SEED
 
     write_scenario("sample", work / "sample", seed=SAMPLE_SEED)
     inv = discover([str(work / "sample")])
@@ -148,8 +148,8 @@ def child(log_dir: str, driver_memory: str) -> dict[str, Any]:
     """One size's measurement, in this (fresh) process."""
     from pyspark.sql import SparkSession
 
+    from txnlog.engine.spark.sources import SegmentsSource, files_option
     from txnlog.pipeline import _describe, _log_dir_sources, check_inputs
-    from txnlog.spark.sources import SegmentsSource, files_option
 
     peak = _Peak()
     spark = (
@@ -186,7 +186,7 @@ def child(log_dir: str, driver_memory: str) -> dict[str, Any]:
     files = [*inv.segments, *inv.snapshots]
     old_json = len(files_option(files))
     try:
-        from txnlog.spark.sources import write_manifest
+        from txnlog.engine.spark.sources import write_manifest
     except ImportError:  # code before the manifest (--code): the files went in the options
         spark.stop()
         shutil.rmtree(scratch, ignore_errors=True)
@@ -327,8 +327,8 @@ def compare_outputs(a: Path, b: Path) -> dict[str, Any]:
     import duckdb
     import pyarrow as pa
 
-    from txnlog.delta import read_table
-    from txnlog.tables import TABLES
+    from txnlog.model.contract import TABLES
+    from txnlog.output.delta import read_table
 
     con = duckdb.connect()
     con.execute("SET threads TO 2")

@@ -6,11 +6,11 @@ Five measurements, interleaved in every repeat (floor, floor_archive, tiny, samp
 * ``floor``: the least any Spark job that writes Delta pays. The venv's ``spark-submit`` with the
   ``--conf`` flags ``./spark-submit.sh`` passes (``--master local[*]``, UTC, TIMESTAMP_MICROS,
   ``spark.pyspark.python``, the driver's log4j2 file and JIT/GC options) runs this script's
-  ``--child-floor``: ``txnlog.spark.session.get_session()``, then one small Delta table (3 rows of
-  ``txnlog.tables.RUNS``) written with txnlog's own ``txnlog.delta.write_tables``, then
+  ``--child-floor``: ``txnlog.engine.spark.session.get_session()``, then one small Delta table (3 rows of
+  ``txnlog.model.contract.RUNS``) written with txnlog's own ``txnlog.output.delta.write_tables``, then
   ``spark.stop()``. No ``bootstrap.sh``, no input check.
 * ``floor_archive``: the floor with its driver JVM mapping txnlog's class-data-sharing archive of Spark's
-  classes, as ``./spark-submit.sh`` starts its JVM (txnlog/spark/jvm_archive.py): the tiny and sample
+  classes, as ``./spark-submit.sh`` starts its JVM (txnlog/engine/spark/jvm_archive.py): the tiny and sample
   ratios against it say how much of their gain is the JVM's start alone. The issue's target is against ``floor``.
 * ``tiny``: ``./spark-submit.sh --dump-log FILE --output FRESH`` on one 8-line kafka-dump-log.sh
   output: the ``Dumping`` and ``Starting offset`` lines and the 6 batch lines of the real Kafka dump
@@ -99,8 +99,9 @@ def child_floor(out: str) -> int:
 
     import pyarrow as pa
 
-    from txnlog import delta, tables
-    from txnlog.spark.session import get_session
+    from txnlog.engine.spark.session import get_session
+    from txnlog.model import contract as tables
+    from txnlog.output import delta
 
     progress(f"floor: imported (txnlog from {os.path.dirname(os.path.dirname(delta.__file__))})")
     spark = get_session("txnlog-floor")
@@ -133,9 +134,9 @@ def child_floor(out: str) -> int:
 def child_warm(out_root: str) -> int:
     """One process, one session, ``pipeline.run`` on the sample twice; the timings as JSON on stdout."""
     t0 = time.perf_counter()
-    from txnlog.config import load_config
+    from txnlog.engine.spark.session import get_session
+    from txnlog.model.config import load_config
     from txnlog.pipeline import run
-    from txnlog.spark.session import get_session
 
     t_import = time.perf_counter()
     spark = get_session("txnlog-warm")
@@ -202,10 +203,10 @@ def child_env() -> dict[str, str]:
 
 def floor_cmd(code: Path, out: Path, *, archive: bool = False) -> list[str]:
     """The venv's spark-submit with the --conf flags ./spark-submit.sh passes (read from it); ``archive``: the
-    driver JVM also maps txnlog's class archive, as ./spark-submit.sh's does (txnlog/spark/jvm_archive.py)."""
+    driver JVM also maps txnlog's class archive, as ./spark-submit.sh's does (txnlog/engine/spark/jvm_archive.py)."""
     driver_java_options = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
     if archive:
-        from txnlog.spark.jvm_archive import java_options
+        from txnlog.engine.spark.jvm_archive import java_options
 
         driver_java_options += " " + java_options()
     return [

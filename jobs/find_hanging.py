@@ -144,8 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from txnlog.config import load_config
-    from txnlog.errors import UsageError
+    from txnlog.model.config import load_config
+    from txnlog.model.errors import UsageError
 
     overrides = {
         "logs": args.logs,

@@ -29,12 +29,12 @@ if [ "${TXNLOG_NO_WARMUP:-0}" != 1 ] && ! "$VENV/bin/python" "$TXNLOG_ROOT/txnlo
     "from txnlog.pipeline import warm_decoders; warm_decoders()" >&2 \
     || echo "txnlog: warning: could not pre-compile the decoders; Spark workers will compile them" >&2
 fi
-# Record the driver JVM's classes once per JDK and Spark install (txnlog/spark/jvm_archive.py): every
+# Record the driver JVM's classes once per JDK and Spark install (txnlog/engine/spark/jvm_archive.py): every
 # later run's JVM maps them instead of loading Spark's jars again. TXNLOG_JVM_ARCHIVE=0 skips it.
-if [ "${TXNLOG_NO_WARMUP:-0}" != 1 ] && ! "$VENV/bin/python" "$TXNLOG_ROOT/txnlog/spark/jvm_archive.py" --is-ready; then
+if [ "${TXNLOG_NO_WARMUP:-0}" != 1 ] && ! "$VENV/bin/python" "$TXNLOG_ROOT/txnlog/engine/spark/jvm_archive.py" --is-ready; then
   echo "txnlog: recording the driver JVM's classes for faster starts (once per Spark install; ~1 min)" >&2
   PATH="$VENV/bin:$PATH" PYTHONPATH="$TXNLOG_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$VENV/bin/python" \
-    "$TXNLOG_ROOT/txnlog/spark/jvm_archive.py" --create >&2 \
+    "$TXNLOG_ROOT/txnlog/engine/spark/jvm_archive.py" --create >&2 \
     || echo "txnlog: warning: could not record the JVM's classes; runs start ~4 s slower" >&2
 fi
 export PATH="$VENV/bin:$PATH"

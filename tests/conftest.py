@@ -10,7 +10,7 @@ import pytest
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:  # noqa: F821
     """A local[2] session (UI off, 4 shuffle partitions), shared by every Spark test."""
-    from txnlog.spark.session import get_session
+    from txnlog.engine.spark.session import get_session
 
     session = get_session(
         "txnlog-tests",

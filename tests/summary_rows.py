@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from txnlog.reconstruct import SUMMARY_FRAGMENT_COLUMNS
-from txnlog.rows import SEGMENT_SUMMARY_SCHEMA, batch_of, fragment_kinds
+from txnlog.broker.reconstruct import SUMMARY_FRAGMENT_COLUMNS
+from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, batch_of, fragment_kinds
 
 
 def fragment_batch(common: dict[str, Any], frags: dict[str, np.ndarray], file_offset: int) -> pa.RecordBatch:

@@ -12,9 +12,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from txnlog import tables
-from txnlog.cli import main
-from txnlog.delta import write_tables
+from txnlog.model import contract as tables
+from txnlog.ops.cli import main
+from txnlog.output.delta import write_tables
 
 AS_OF = datetime(2026, 11, 2, 0, 0, tzinfo=UTC)
 
@@ -91,10 +91,10 @@ def test_describe_producers_prints_producer_state_as_kafka_transactions_does(tmp
     )  # fmt: skip
     health = _table(tables.PARTITION_HEALTH, [{"topic": "orders", "partition": p} for p in (0, 1, 2)])
     _write(tmp_path, {"producer_state": state, "partition_health": health})
-    from txnlog.delta import read_table
+    from txnlog.output.delta import read_table
 
     written = read_table(str(tmp_path), "producer_state", where={"topic": "orders", "partition": 0}).to_pylist()
-    epoch_ms = 1_793_577_600_000 - 3_600_000 + 123  # t0: 2026-11-02T00:00Z is 1793577600000 (txnlog.config)
+    epoch_ms = 1_793_577_600_000 - 3_600_000 + 123  # t0: 2026-11-02T00:00Z is 1793577600000 (txnlog.model.config)
     want = [
         {
             "ProducerId": str(r["producer_id"]),
@@ -234,7 +234,7 @@ def test_formats_print_the_same_rows(tmp_path: Path, verb: str) -> None:
 def test_list_filters_as_the_coordinator_applies_them() -> None:
     """TransactionStateManager.listTransactionStates: Dead never; producer ids; states; now - start > duration
     (an id with no start, -1, passes); KIP-1152's pattern matches the whole id."""
-    from txnlog.cli_commands import list_filter
+    from txnlog.ops.commands import list_filter
 
     def row(tid: str, pid: int, state: str | None, start_min: int | None, tomb: bool = False) -> dict:
         start = None if start_min is None else AS_OF - timedelta(minutes=start_min)
@@ -284,7 +284,7 @@ def test_verbs_show_the_newest_complete_run(tmp_path: Path) -> None:
 )
 def test_every_verb_explains_itself(verb: str, capsys: pytest.CaptureFixture[str]) -> None:
     """--help: a paragraph saying what the verb does, a copy-paste example, and every option described."""
-    from txnlog.cli import VERBS, build_parser
+    from txnlog.ops.cli import VERBS, build_parser
 
     with pytest.raises(SystemExit):
         build_parser().parse_args([verb, "--help"])
@@ -375,7 +375,7 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path: Path) -> N
     ]  # fmt: skip
     health = _table(tables.PARTITION_HEALTH, [{"topic": "orders", "partition": 1}])
     _write(tmp_path, {"findings": _table(tables.FINDINGS, rows), "partition_health": health})
-    script = "import sys; from txnlog.cli import main; sys.exit(main(sys.argv[1:]))"
+    script = "import sys; from txnlog.ops.cli import main; sys.exit(main(sys.argv[1:]))"
     proc = subprocess.run(
         f"{sys.executable} -c {script!r} find-hanging --output {tmp_path} -v | head -c 10; exit ${{PIPESTATUS[0]}}",
         shell=True, capture_output=True, text=True, executable="/bin/bash", timeout=120,

@@ -1,4 +1,4 @@
-"""txnlog.config: layers, validation messages, as_of parsing."""
+"""txnlog.model.config: layers, validation messages, as_of parsing."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from txnlog.config import DEFAULT_FILE, Config, load_config, parse_as_of
-from txnlog.errors import ConfigError, UsageError
+from txnlog.model.config import DEFAULT_FILE, Config, load_config, parse_as_of
+from txnlog.model.errors import ConfigError, UsageError
 
 UTC = UTC
 REPO = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""``--logs`` discovery (txnlog.logdirs): every form an operator copies Kafka's logs in, on the broker-log
+"""``--logs`` discovery (txnlog.sources.logdirs): every form an operator copies Kafka's logs in, on the broker-log
 writer's directories; and the one-line messages of ``check_inputs`` for what is none of them."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from txnlog.brokerlog.scenarios import write_scenario
-from txnlog.config import load_config
-from txnlog.errors import UsageError
 from txnlog.kafka.dump_log_text import render_dump
-from txnlog.logdirs import LOG_DIRS, LOG_FILE, NOTHING, PARTITION_DIR, discover, locate, parse_partition_dir
+from txnlog.model.config import load_config
+from txnlog.model.errors import UsageError
 from txnlog.pipeline import check_inputs, plan_inputs
-from txnlog.sample import SAMPLE_SEED
+from txnlog.sources.logdirs import LOG_DIRS, LOG_FILE, NOTHING, PARTITION_DIR, discover, locate, parse_partition_dir
+from txnlog.sources.sample import SAMPLE_SEED
 
 #: what Kafka names the directory of a partition it is deleting / still copying / no longer hosts
 #: (LocalLog.logDeleteDirName, logFutureDirName, logStrayDirName: <topic>-<n>.<uuid><suffix>)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from txnlog.config import load_config
-from txnlog.delta import read_table
+from txnlog.model.config import load_config
+from txnlog.output.delta import read_table
 from txnlog.pipeline import run
 
 REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata" / "dump-log"
@@ -50,12 +50,12 @@ def test_real_dump_log_outputs_flow_into_the_tables(spark, tmp_path):
 def test_library_run_in_live_mode_fails_in_one_line_before_spark(tmp_path):
     """A notebook calling run() on an unreachable cluster gets a UsageError naming it, not a Spark task traceback.
 
-    The check (``txnlog.live.check_cluster``, a 30 s timeout) gives up once librdkafka has said for a few
+    The check (``txnlog.live.admin.check_cluster``, a 30 s timeout) gives up once librdkafka has said for a few
     seconds that every broker is down (a refused port), without waiting out the timeout."""
     import socket
     import time
 
-    from txnlog.errors import UsageError
+    from txnlog.model.errors import UsageError
 
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))

@@ -14,8 +14,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from txnlog import tables
-from txnlog.delta import read_table, write_tables
+from txnlog.model import contract as tables
+from txnlog.output.delta import read_table, write_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 AS_OF = [datetime(2026, 11, 2, tzinfo=UTC), datetime(2026, 11, 3, tzinfo=UTC)]

@@ -1,5 +1,5 @@
-"""The history's retention: which runs go (txnlog.retention), and
-their rows deleted from real Delta tables (txnlog.delta_retention.drop_runs_before), including from files that hold
+"""The history's retention: which runs go (txnlog.output.retention), and
+their rows deleted from real Delta tables (txnlog.output.delta_retention.drop_runs_before), including from files that hold
 several runs after a compaction, then vacuumed; `txnlog retain`; the job's retain_runs."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from txnlog import tables
-from txnlog.cli import main
-from txnlog.delta import read_table, write_tables
-from txnlog.delta_retention import drop_runs_before, vacuum
-from txnlog.retention import plan
+from txnlog.model import contract as tables
+from txnlog.ops.cli import main
+from txnlog.output.delta import read_table, write_tables
+from txnlog.output.delta_retention import drop_runs_before, vacuum
+from txnlog.output.retention import plan
 
 DAY0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -121,7 +121,7 @@ def test_txnlog_retain_lists_then_deletes(tmp_path, capsys):
 
 
 def test_the_job_applies_retain_runs_to_its_cluster(tmp_path):
-    from txnlog.config import load_config
+    from txnlog.model.config import load_config
     from txnlog.pipeline import retain
 
     out = tmp_path / "out"

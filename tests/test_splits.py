@@ -18,9 +18,9 @@ from tests.domain.test_partition_transactions import _log, _summary
 from tests.domain.test_reconstruct import batches
 from tests.hot_segments import write_hot_segment
 from tests.summary_rows import segment_summary
-from txnlog import splits as S
+from txnlog.broker.reconstruct import merge_fragments, segment_fragments
 from txnlog.kafka.record_batch import SegmentScan, scan_segment, scan_segment_piece
-from txnlog.reconstruct import merge_fragments, segment_fragments
+from txnlog.sources import splits as S
 
 
 def _points(path: Path) -> S.SplitPoints:
@@ -31,7 +31,7 @@ def _points(path: Path) -> S.SplitPoints:
 
 
 def stitched(buf: np.ndarray, points: S.SplitPoints, check_crc: bool = True) -> tuple[list[SegmentScan], list[int]]:
-    """Every piece's scan as the reader makes it, and the live ones (txnlog.splits)."""
+    """Every piece's scan as the reader makes it, and the live ones (txnlog.sources.splits)."""
     ok = S.valid_points(buf, points, check_crc)
     stops = points.positions[ok]
     scans: list[SegmentScan] = []
@@ -209,7 +209,7 @@ def test_random_positions_never_change_the_result(tmp_path: Path) -> None:
 
 
 def test_stitch_keeps_live_pieces_and_one_unreadable_row() -> None:
-    from txnlog.spark.splits import live_and_dead
+    from txnlog.engine.spark.stitch import live_and_dead
 
     def row(file: str, piece: int, nxt: int | None) -> dict:
         return {"broker": "b", "file": file, "piece": piece, "next_piece": nxt}
@@ -250,13 +250,13 @@ def test_only_a_stragglers_big_segments_are_split() -> None:
 
 
 def test_the_drivers_stitch_imports_no_compiled_walk() -> None:
-    """The driver stitches pieces (txnlog.spark.splits) without numba and the compiled walk: ~60 MiB of its
+    """The driver stitches pieces (txnlog.engine.spark.stitch) without numba and the compiled walk: ~60 MiB of its
     memory at every input with a big segment (benchmarks/RESULTS.md §2, "Both mixes at 1–8 GiB, index splits
     only for stragglers")."""
     import subprocess
     import sys
 
-    code = "import sys, txnlog.spark.splits; print('numba' in sys.modules, 'txnlog.kafka.record_batch' in sys.modules)"
+    code = "import sys, txnlog.engine.spark.stitch; print('numba' in sys.modules, 'txnlog.kafka.record_batch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "False"]
 
@@ -277,17 +277,17 @@ _SNAPSHOT_ENTRY = st.tuples(st.integers(0, 3), st.integers(0, 60), st.integers(0
 )
 def test_pieces_finish_their_inner_transactions_and_hand_on_only_edges(events, cuts, snapshot, high_watermark) -> None:
     """A partition's log cut anywhere into files (a split segment's pieces): each finishes the transactions between
-    its producers' first and last markers (txnlog.rules.transactions.piece_edges, txnlog.segments.finished_transactions)
+    its producers' first and last markers (txnlog.rules.transactions.piece_edges, txnlog.engine.segments.finished_transactions)
     and only its edge fragments are merged with the others' (transactions_of_summary): together, exactly the whole
     read's transaction rows — transactions spanning many pieces, a marker first in a piece, a producer whose only
     batch is at an edge, markers that close nothing, a producer snapshot whose open transaction starts anywhere."""
     import pyarrow as pa
 
-    from txnlog.logdirs import LogFile
-    from txnlog.rows import SEGMENT_SUMMARY_SCHEMA, batch_of
+    from txnlog.engine.segments import Edges, finished_transactions
+    from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, batch_of
     from txnlog.rules.staged import RAW_COLUMNS
     from txnlog.rules.transactions import piece_edges, transactions_of_summary
-    from txnlog.segments import Edges, finished_transactions
+    from txnlog.sources.logdirs import LogFile
 
     rows = _log(events)
     snaps: list[pa.RecordBatch] = []

@@ -1,4 +1,4 @@
-"""txnlog.storage without a server: which paths are remote, URI arithmetic, local parity with ``os``,
+"""txnlog.sources.storage without a server: which paths are remote, URI arithmetic, local parity with ``os``,
 the settings' redaction; listing, reading and the Delta output on moto's S3 server (the job on it:
 tests/e2e/test_shared_storage_job.py)."""
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from txnlog import storage
+from txnlog.sources import storage
 
 
 @pytest.mark.parametrize(
@@ -80,7 +80,7 @@ def test_settings_never_show_their_values() -> None:
 
 @contextmanager
 def s3_bucket(tmp_path, monkeypatch, bucket: str) -> Iterator[Any]:
-    """moto's S3 server with ``bucket``, no AWS_* environment, txnlog.storage configured for it (and reset
+    """moto's S3 server with ``bucket``, no AWS_* environment, txnlog.sources.storage configured for it (and reset
     after): yields a pyarrow S3 filesystem on it for the test's own uploads and checks."""
     from pyarrow import fs as pafs
 
@@ -108,12 +108,12 @@ def s3_bucket(tmp_path, monkeypatch, bucket: str) -> Iterator[Any]:
 def test_discovery_and_reads_on_s3_are_the_local_ones(tmp_path, monkeypatch) -> None:
     """The sample cluster's log dirs uploaded to moto's S3 server: ``discover`` over ``s3a://`` lists the
     same files with the same sizes and checkpoints as over the local copy (paths re-rooted), and every
-    segment's bytes read back through ``txnlog.segments.read_file_bytes`` are the local bytes."""
+    segment's bytes read back through ``txnlog.engine.segments.read_file_bytes`` are the local bytes."""
     from pyarrow import fs as pafs
 
     from txnlog.brokerlog.scenarios import write_scenario
-    from txnlog.logdirs import discover
-    from txnlog.segments import read_file_bytes
+    from txnlog.engine.segments import read_file_bytes
+    from txnlog.sources.logdirs import discover
 
     write_scenario("sample", tmp_path / "logs", seed=7)
     with s3_bucket(tmp_path, monkeypatch, "copies") as s3:
@@ -143,9 +143,9 @@ def test_delta_tables_on_s3_take_the_storage_settings(tmp_path, monkeypatch) -> 
     import pyarrow as pa
     from pyarrow import fs as pafs
 
-    from txnlog import delta
-    from txnlog.delta_retention import drop_runs_before
-    from txnlog.tables import RUNS
+    from txnlog.model.contract import RUNS
+    from txnlog.output import delta
+    from txnlog.output.delta_retention import drop_runs_before
 
     first, second = datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC)
 

@@ -1,6 +1,6 @@
-"""A partition read whole by one task (or by the driver, txnlog.spark.placement.read_here) whose files one
+"""A partition read whole by one task (or by the driver, txnlog.engine.spark.placement.read_here) whose files one
 replica holds: each big segment finishes the transactions between its producers' markers itself and hands the
-task's merge only its edges (txnlog.segments.Edges). The reference is the same read with every fragment merged
+task's merge only its edges (txnlog.engine.segments.Edges). The reference is the same read with every fragment merged
 at the end (the segments source's ``edge_segment_bytes`` above every segment): the rows must be the same (any
 segments finishing their own, the others merged whole), on random multi-segment
 logs (rolls anywhere, the writer's producer snapshots and arbitrary ones, DeleteRecords, retention, damage, a
@@ -24,8 +24,8 @@ from tests.hot_segments import BASE_TS, DAMAGE_KINDS, _batch, write_hot_segment
 from txnlog.brokerlog import encode
 from txnlog.brokerlog.partition import PartitionLog, segment_file_name
 from txnlog.kafka.wire import ControlType
-from txnlog.logdirs import Checkpoint, Inventory, LogFile, discover
 from txnlog.rules.staged import RAW_COLUMNS, STAGED_SUFFIX, read_raw
+from txnlog.sources.logdirs import Checkpoint, Inventory, LogFile, discover
 
 #: what a transaction row says besides the table's columns: which file (and piece) finished it
 _FINISHED_BY = ("broker", "file", "piece")
@@ -41,9 +41,9 @@ def _read(
     """The segments source's rows of ``files`` read in this process, whole partitions merged (the driver's read);
     the segments of at least ``edge_bytes`` finish their own transactions; a merge past ``merge_bytes`` finishes at
     its partition's end."""
-    from txnlog.rows import SEGMENT_SUMMARY_SCHEMA
-    from txnlog.spark.placement import read_here
-    from txnlog.spark.sources import SegmentsSource, checkpoints_option, files_option
+    from txnlog.engine.spark.placement import read_here
+    from txnlog.engine.spark.sources import SegmentsSource, checkpoints_option, files_option
+    from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
 
     options = {
         "files": files_option(files),

@@ -1,5 +1,5 @@
 """The writer's expected producer state (``ScenarioResult.producers``) and the decoder's per-segment producer
-rows (``txnlog.producer_state.segment_producers``), each held against kafka-python's decoder.
+rows (``txnlog.broker.producer_state.segment_producers``), each held against kafka-python's decoder.
 
 kafka-python reads every batch of what the writer left on disk; ``Replay`` replays Kafka's producer-state rules
 over them (tests/brokerlog/kafka_python.py). Scenarios: ``healthy`` (idempotent producers, TV0/TV1/TV2
@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 
 from tests.brokerlog.kafka_python import Replay, iter_entries, parse_producer_snapshot
+from txnlog.broker.producer_state import segment_producers
 from txnlog.brokerlog import scenarios
 from txnlog.brokerlog.ground_truth import ScenarioResult
 from txnlog.kafka.record_batch import scan_segment
 from txnlog.kafka.wire import DEFAULT_PRODUCER_ID_EXPIRATION_MS
-from txnlog.producer_state import segment_producers
 
 NAMES = ("healthy", "deleted_segment_snapshot", "transactional_id_expired", "sample")
 

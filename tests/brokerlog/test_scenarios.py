@@ -79,7 +79,7 @@ def written(tmp_path_factory) -> dict[str, ScenarioResult]:
         out[name] = scenarios.write_scenario(name, root / name, seed=0)
         out[name].notes["wall_s"] = time.perf_counter() - started
     out["bulk"] = scenarios.bulk(root / "bulk", 0, total_bytes=12 << 20, partitions=6, segment_bytes=2 << 20)
-    # The seed the job's embedded sample uses (txnlog.sample.SAMPLE_SEED).
+    # The seed the job's embedded sample uses (txnlog.sources.sample.SAMPLE_SEED).
     out["sample@20261122"] = scenarios.write_scenario("sample", root / "sample-20261122", seed=20261122)
     return out
 

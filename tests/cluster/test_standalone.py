@@ -49,7 +49,7 @@ def local(messy_dumps_run) -> Path:
 def _assert_same_tables(spark, got: Path, expected: Path) -> None:
     from chispa import assert_df_equality
 
-    from txnlog.delta import read_table
+    from txnlog.output.delta import read_table
 
     rows = 0
     for table in TABLES:
@@ -91,7 +91,7 @@ def test_a_worker_lost_mid_run_still_gives_the_local_tables(dumps, local, tmp_pa
     (tests/e2e/test_faults_job.py's seam): its executor and the cached blocks on it are gone; Spark
     recomputes them on the other worker and the run completes with the local tables."""
     from tests.e2e.test_faults_job import _start, _wait_for
-    from txnlog.delta import read_table
+    from txnlog.output.delta import read_table
 
     paused = tmp_path / "paused"
     with StandaloneCluster(tmp_path / "cluster", workers=2, cores=1) as cluster:

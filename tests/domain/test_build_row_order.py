@@ -42,7 +42,7 @@ def test_any_order_of_the_decoded_rows_gives_the_same_tables(tmp_path: Path, nam
     from tests.e2e.shared import render_broker_dumps
     from txnlog import pipeline
     from txnlog.brokerlog.scenarios import write_scenario
-    from txnlog.config import load_config
+    from txnlog.model.config import load_config
 
     truth = write_scenario(name, tmp_path / "logs", seed=3)
     given: dict[str, Any] = {"logs": [str(tmp_path / "logs")]}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from txnlog import classify as C
+from txnlog.broker import classify as C
 from txnlog.rules.remedy import evidence_and_advice
 
 AS_OF = 10_000_000_000

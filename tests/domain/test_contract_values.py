@@ -7,10 +7,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from txnlog import classify
-from txnlog.classify import Owner, Reason, Safety, Verdict
+from txnlog.broker import classify
+from txnlog.broker.classify import Owner, Reason, Safety, Verdict
 from txnlog.kafka.wire import ControlType, TransactionState
-from txnlog.tables import InputSource, Outcome
+from txnlog.model.contract import InputSource, Outcome
 
 # docs/design.md §3 (findings.verdict, abort_recommendations.safety, transactions.outcome, every source
 # column) and §4 (the reasons, in the order of its table). Literals on purpose: this is the contract.

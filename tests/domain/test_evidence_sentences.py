@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from txnlog import classify as C
+from txnlog.broker import classify as C
 from txnlog.kafka.wire import ControlType
 from txnlog.rules.remedy import coordinator_stuck_evidence_and_advice, evidence_and_advice
 

@@ -1,4 +1,4 @@
-"""Whole partitions' transactions (txnlog.reconstruct.replica_transactions / merge_replicas), no Spark.
+"""Whole partitions' transactions (txnlog.broker.reconstruct.replica_transactions / merge_replicas), no Spark.
 
 The vectorized merge is checked against the step-by-step reference (``merge_fragments``, a loop
 that applies ProducerAppendInfo's rules one fragment at a time) on random logs split into random
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from tests.domain.test_reconstruct import batches
 from tests.summary_rows import segment_summary
-from txnlog.reconstruct import (
+from txnlog.broker.reconstruct import (
     SNAPSHOT_ENTRY_COLUMNS,
     col,
     merge_fragments,
@@ -25,7 +25,7 @@ from txnlog.reconstruct import (
     replica_transactions,
     segment_fragments,
 )
-from txnlog.rows import SEGMENT_SUMMARY_SCHEMA, batch_of
+from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, batch_of
 from txnlog.rules.transactions import transactions_of_summary
 
 EVENT = st.tuples(st.integers(-1, 3), st.sampled_from(["data", "data", "commit", "abort"]), st.integers(1, 3))

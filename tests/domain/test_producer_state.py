@@ -1,4 +1,4 @@
-"""txnlog.producer_state against a step-by-step model of the broker's producer state, written here from
+"""txnlog.broker.producer_state against a step-by-step model of the broker's producer state, written here from
 Kafka's classes (ProducerAppendInfo.append / appendDataBatch / appendEndTxnMarker, ProducerStateEntry.addBatch /
 update / maybeUpdateProducerEpoch, DefaultRecordBatch.lastSequence, ProducerStateManager.isProducerExpired):
 one batch at a time, a dict per producer. The module under test reduces segment rows instead; whichever way
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from txnlog import producer_state as P
-from txnlog import reconstruct as R
+from txnlog.broker import producer_state as P
+from txnlog.broker import reconstruct as R
 from txnlog.kafka.control import ControlStatus
 
 INT_MAX = 2**31 - 1
@@ -248,7 +248,7 @@ def test_a_snapshot_of_no_producer_still_cuts_off_the_batches_before_it() -> Non
     snapshot at a roll, whose file then holds no entry, and the producer wrote again after it: its entry
     starts empty, the older marker's coordinator epoch gone. The snapshot's file is a row without a producer
     id. (A segment holding batches on both sides of a snapshot still lends its earlier fields to a producer
-    the snapshot lacks: see :func:`txnlog.producer_state.leader_producers`.)"""
+    the snapshot lacks: see :func:`txnlog.broker.producer_state.leader_producers`.)"""
     before = [Batch(0, 7, 2, "data", 0, 1, 1000), Batch(2, 7, 2, "marker", timestamp=2000, coordinator_epoch=3)]
     after = [Batch(3, 7, 2, "data", 2, 2, 90_000_000)]
     want = model(after)

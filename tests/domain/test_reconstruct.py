@@ -1,11 +1,11 @@
-"""Fragment reconstruction (txnlog.reconstruct) on hand-written batch headers."""
+"""Fragment reconstruction (txnlog.broker.reconstruct) on hand-written batch headers."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from txnlog.reconstruct import MARKER, RUN, merge_fragments, segment_fragments
+from txnlog.broker.reconstruct import MARKER, RUN, merge_fragments, segment_fragments
 
 COLUMNS = {
     "base_offset": np.int64,

@@ -16,7 +16,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from txnlog.rows import TXN_STATE_SCHEMA
+from txnlog.model.rows import TXN_STATE_SCHEMA
 from txnlog.rules.coordinator import reduce_records
 from txnlog.rules.staged import read_raw, records_writer
 

@@ -8,7 +8,7 @@ import re
 import pyarrow as pa
 import pytest
 
-from txnlog import classify as C
+from txnlog.broker import classify as C
 from txnlog.rules.remedy import REMEDY_COLUMNS, remedy_columns, remedy_of
 
 B = "kafka-1:9092"

@@ -1,10 +1,10 @@
-"""Per-replica bounds and the leader (txnlog.rules.tables.replica_stats, by txnlog.reconstruct.replica_logs)."""
+"""Per-replica bounds and the leader (txnlog.rules.tables.replica_stats, by txnlog.broker.reconstruct.replica_logs)."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 
-from txnlog.rows import SEGMENT_SUMMARY_SCHEMA
+from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
 from txnlog.rules.tables import replica_stats
 
 

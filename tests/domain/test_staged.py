@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from txnlog import tables
-from txnlog.rows import SEGMENT_SUMMARY_SCHEMA, repeated
+from txnlog.model import contract as tables
+from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, repeated
 from txnlog.rules import staged
 from txnlog.rules.staged import OWNERS_SCHEMA, RAW_COLUMNS, SOURCES_SCHEMA, Finish, read_raw, stage_name, write_raw
 
@@ -53,7 +53,7 @@ def test_a_scratch_directory_that_cannot_be_written_is_a_usage_error_not_an_unre
     like one, so it is a UsageError naming the scratch directory."""
     import pytest
 
-    from txnlog.errors import UsageError
+    from txnlog.model.errors import UsageError
 
     blocked = tmp_path / "stage"
     blocked.write_text("a file where the scratch directory should be")

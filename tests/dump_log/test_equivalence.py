@@ -208,10 +208,10 @@ class _Worlds:
 
     def _build(self, scenarios: list[str]) -> Any:
         from txnlog.brokerlog.scenarios import write_scenario
-        from txnlog.logdirs import discover
-        from txnlog.spark.dump_log import read_dump_logs
-        from txnlog.spark.sources import SegmentsSource, files_option
-        from txnlog.spark.txn_state_source import TxnStateSource
+        from txnlog.engine.spark.dump_log import read_dump_logs
+        from txnlog.engine.spark.sources import SegmentsSource, files_option
+        from txnlog.engine.spark.txn_state_source import TxnStateSource
+        from txnlog.sources.logdirs import discover
 
         root = str(self.tmp.mktemp("scenarios"))
         dumps = str(self.tmp.mktemp("dumps"))
@@ -373,8 +373,8 @@ class _Runs:
         self.scenarios: dict[str, tuple[str, Any]] = {}
 
     def _run(self, config: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-        from txnlog.config import load_config
-        from txnlog.delta import read_table
+        from txnlog.model.config import load_config
+        from txnlog.output.delta import read_table
         from txnlog.pipeline import run
 
         run(load_config(None, {"cluster": "eq", **config}), spark=self.spark, progress=lambda _m: None)
@@ -383,7 +383,7 @@ class _Runs:
     def segments(self, scenario: str) -> tuple[str, Any, dict[str, list[dict[str, Any]]]]:
         if scenario not in self.scenarios:
             from txnlog.brokerlog.scenarios import write_scenario
-            from txnlog.logdirs import discover
+            from txnlog.sources.logdirs import discover
 
             base = str(self.tmp.mktemp(scenario))
             logs = os.path.join(base, "logs")

@@ -14,9 +14,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from txnlog.dump_log.lines import dumping_lines, iter_line_batches
-from txnlog.dump_log.parse import K_DUMPING, parse_lines
-from txnlog.dump_log.rows import RECORDS, SUMMARY, file_rows, record_rows, replica_names, summary_rows
+from txnlog.engine.dump_log.rows import RECORDS, SUMMARY, file_rows, record_rows, replica_names, summary_rows
+from txnlog.sources.dump_log.lines import dumping_lines, iter_line_batches
+from txnlog.sources.dump_log.parse import K_DUMPING, parse_lines
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,7 @@ def dump(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
     stray line before the first "Dumping" and no newline at the end."""
     from txnlog.brokerlog.scenarios import write_scenario
     from txnlog.kafka.dump_log_text import render_dump
-    from txnlog.logdirs import discover
+    from txnlog.sources.logdirs import discover
 
     root = tmp_path_factory.mktemp("file-rows")
     write_scenario("coordinator_stuck", root / "logs", seed=2)

@@ -56,7 +56,7 @@ SYNTHETIC = (
 
 @pytest.fixture(scope="module")
 def frames(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
-    from txnlog.spark.dump_log import read_dump_logs
+    from txnlog.engine.spark.dump_log import read_dump_logs
 
     d = tmp_path_factory.mktemp("synthetic")
     (d / "synthetic.txt").write_bytes(SYNTHETIC.encode())

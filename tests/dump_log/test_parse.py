@@ -1,4 +1,4 @@
-"""The kafka-dump-log.sh parse in the lines reader (``txnlog.dump_log.parse.parse_lines``), without Spark.
+"""The kafka-dump-log.sh parse in the lines reader (``txnlog.sources.dump_log.parse.parse_lines``), without Spark.
 
 The parse replaced Spark SQL column expressions; what Spark did is the reference: Java regular
 expressions (``.``, ``$`` and ``\\s`` differ from RE2's: ``dump_log_text.re2``), ``try_cast`` (null on a
@@ -13,9 +13,9 @@ import re
 import pyarrow as pa
 import pytest
 
-from txnlog.dump_log import parse as M
-from txnlog.dump_log.lines import iter_line_batches
 from txnlog.kafka import dump_log_text as D
+from txnlog.sources.dump_log import parse as M
+from txnlog.sources.dump_log.lines import iter_line_batches
 
 from .test_golden import SYNTHETIC
 from .test_replicas_and_lines import KNOWN_LINES

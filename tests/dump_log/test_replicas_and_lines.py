@@ -143,7 +143,7 @@ DAMAGED = (
 def test_damage_is_quarantined_by_segment_position(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """isvalid: false, invalid trailing bytes, elisions: the segment file and byte range, as the segment
     reader names damage (reasons crc_mismatch / truncated_tail); the dump file and line in detail."""
-    from txnlog.spark.dump_log import read_dump_logs
+    from txnlog.engine.spark.dump_log import read_dump_logs
 
     (tmp_path / "d.txt").write_text(DAMAGED)
     s = read_dump_logs(spark, [str(tmp_path / "d.txt")]).summary.toPandas()
@@ -172,8 +172,8 @@ def test_damage_is_quarantined_by_segment_position(spark, tmp_path: Path) -> Non
 def _segment(tmp_path_factory) -> tuple[str, int, int]:  # type: ignore[no-untyped-def]
     """A data segment written by the broker-log writer: (path, batches, records)."""
     from txnlog.brokerlog.scenarios import write_scenario
-    from txnlog.logdirs import discover
-    from txnlog.segments import scan_log_file
+    from txnlog.engine.segments import scan_log_file
+    from txnlog.sources.logdirs import discover
 
     root = str(tmp_path_factory.mktemp("seg"))
     write_scenario("coordinator_completed", root, 0)
@@ -186,8 +186,8 @@ def _segment(tmp_path_factory) -> tuple[str, int, int]:  # type: ignore[no-untyp
 @pytest.mark.spark
 def test_same_segment_path_in_two_broker_dirs_is_two_replicas(spark, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
     """Every broker's log dir is /var/lib/kafka/data: the dump's place names the replica, counts are not doubled."""
-    from txnlog.dump_log.lines import list_dump_inputs
-    from txnlog.spark.dump_log import read_dump_logs
+    from txnlog.engine.spark.dump_log import read_dump_logs
+    from txnlog.sources.dump_log.lines import list_dump_inputs
 
     path, n_batches, n_records = _segment(tmp_path_factory)
     shown = "/var/lib/kafka/data/orders-7/" + os.path.basename(path)
@@ -220,7 +220,7 @@ def test_same_segment_path_in_two_broker_dirs_is_two_replicas(spark, tmp_path_fa
 
 
 def test_dump_arg() -> None:
-    from txnlog.dump_log.lines import split_dump_arg
+    from txnlog.sources.dump_log.lines import split_dump_arg
 
     assert split_dump_arg("broker-1=dumps/b1.txt") == ("broker-1", "dumps/b1.txt")
     assert split_dump_arg("dumps/x=y.txt") == (None, "dumps/x=y.txt")  # a name holds no "/"
@@ -230,7 +230,7 @@ def test_dump_arg() -> None:
 @pytest.mark.spark
 def test_4x_json_status_names_are_read(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """KAFKA-20712 prints transactionStatus as the state's name; 4.0 printed its id: both read."""
-    from txnlog.spark.dump_log import read_dump_logs
+    from txnlog.engine.spark.dump_log import read_dump_logs
 
     head = (
         "baseOffset: {o} lastOffset: {o} count: 1 baseSequence: -1 lastSequence: -1 producerId: -1 "

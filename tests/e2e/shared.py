@@ -60,7 +60,7 @@ def render_broker_dumps(logs: Path, dumps: Path) -> None:
     Scala tool, broker 3 the 4.x Java tool (a rolling upgrade); --deep-iteration on data segments,
     --transaction-log-decoder on __transaction_state."""
     from txnlog.kafka.dump_log_text import render_dump
-    from txnlog.logdirs import discover
+    from txnlog.sources.logdirs import discover
 
     inv = discover([str(logs)])
     for f in list(inv.segments) + list(inv.snapshots) + list(inv.txn_state_segments):
@@ -78,7 +78,7 @@ def render_broker_dumps(logs: Path, dumps: Path) -> None:
 def readme_run(work: Path) -> Run:
     """The README's run command, verbatim, in ``work`` (fresh); the sample's ground truth beside it."""
     from txnlog.brokerlog.scenarios import write_scenario
-    from txnlog.sample import SAMPLE_SEED
+    from txnlog.sources.sample import SAMPLE_SEED
 
     proc = run_job(cwd=work, env={"TXNLOG_CACHE": str(work / "cache")})
     truth = write_scenario("sample", work / "truth", seed=SAMPLE_SEED)

@@ -27,7 +27,7 @@ def damaged(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untype
 
 
 def _run(spark, logs: Path, out: Path, as_of_ms: int, *, driver: bool) -> None:
-    from txnlog.config import load_config
+    from txnlog.model.config import load_config
     from txnlog.pipeline import run
 
     config = load_config(

@@ -29,8 +29,8 @@ SCENARIO = "coordinator_completed"  # the KAFKA-14053 seed case: one broker, a h
 
 @pytest.fixture(scope="module")
 def run(spark, tmp_path_factory) -> dict[str, Any]:
-    from txnlog.logdirs import discover
-    from txnlog.segments import scan_log_file
+    from txnlog.engine.segments import scan_log_file
+    from txnlog.sources.logdirs import discover
 
     work = tmp_path_factory.mktemp("dump-replicas")
     write_scenario(SCENARIO, work / "logs", 0)

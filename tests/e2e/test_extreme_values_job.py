@@ -19,10 +19,10 @@ import pytest
 from tests.e2e import truth as T
 from tests.e2e.jobrun import run_in_process, run_job
 from tests.e2e.test_job import duckdb_delta_extension
-from txnlog.as_of import AS_OF_FLAG, FUTURE_BOUND_MS, REASON_FUTURE, SOURCES
+from txnlog.broker.as_of import AS_OF_FLAG, FUTURE_BOUND_MS, REASON_FUTURE, SOURCES
 from txnlog.brokerlog.extreme import LONG_MAX, PARTITIONS
 from txnlog.brokerlog.scenarios import write_scenario
-from txnlog.tables import TABLES
+from txnlog.model.contract import TABLES
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -126,7 +126,7 @@ def test_every_table_reads_back_with_duckdb(extreme_run) -> None:
 
 
 def test_txnlog_verbs_read_the_tables(extreme_run) -> None:
-    from txnlog.cli import main
+    from txnlog.ops.cli import main
 
     def cli(*args: str) -> str:
         buf = io.StringIO()

@@ -1,7 +1,7 @@
 """Faults during the write, run as a user runs the job (``./spark-submit.sh``): a driver killed between two
 tables' commits, and two runs writing one output at once.
 
-The protocol under test (txnlog.pipeline.run, txnlog.output_dir.output_lock): a run's ``runs`` row says RUNNING
+The protocol under test (txnlog.pipeline.run, txnlog.output.output_dir.output_lock): a run's ``runs`` row says RUNNING
 before its first table and SUCCEEDED after its last; every reader shows the newest SUCCEEDED run; runs into
 one local output take turns on ``<output>/_txnlog_write.lock`` (flock: a killed holder frees it).
 
@@ -29,10 +29,10 @@ import pytest
 
 from tests.e2e.jobrun import SUBMIT, run_in_process, run_job
 from tests.reports.test_dashboards import DASHBOARDS, _duckdb
-from txnlog import cli
 from txnlog.brokerlog.scenarios import write_scenario
-from txnlog.delta import read_table
-from txnlog.output_dir import LOCK_FILE
+from txnlog.ops import cli
+from txnlog.output.delta import read_table
+from txnlog.output.output_dir import LOCK_FILE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 

@@ -50,7 +50,7 @@ class Damage:
 
 
 def _run(spark: Any, logs: Path, out: Path, as_of: str | None) -> Any:
-    from txnlog.config import load_config
+    from txnlog.model.config import load_config
     from txnlog.pipeline import run
 
     overrides = {

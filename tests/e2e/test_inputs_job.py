@@ -29,7 +29,7 @@ from tests.e2e.jobrun import run_in_process, run_job
 from tests.e2e.test_job import README_DUCKDB_QUERY, duckdb_delta_extension
 from txnlog.brokerlog.scenarios import write_scenario
 from txnlog.kafka.dump_log_text import render_dump
-from txnlog.sample import SAMPLE_SEED
+from txnlog.sources.sample import SAMPLE_SEED
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -426,7 +426,7 @@ def test_topic_flag_and_config_key(tmp_path, capsys) -> None:
         import find_hanging
     finally:
         sys.path.pop(0)
-    from txnlog.config import DEFAULT_FILE, ConfigError, load_config
+    from txnlog.model.config import DEFAULT_FILE, ConfigError, load_config
 
     args = find_hanging.build_parser().parse_args(
         ["--bootstrap-servers", "k:9092", "--topic", "orders", "--topic", "payments"]

@@ -18,8 +18,8 @@ import pytest
 
 from tests.e2e import truth as T
 from tests.e2e.jobrun import run_in_process, run_job
+from txnlog.broker.classify import Reason
 from txnlog.brokerlog.scenarios import write_scenario
-from txnlog.classify import Reason
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -465,7 +465,7 @@ def test_offline_kafka_transactions_cli(readme_run):
     """`txnlog find-hanging/list/describe/describe-producers/timeline` over the job's tables."""
     import io
 
-    from txnlog.cli import main
+    from txnlog.ops.cli import main
 
     def cli(*args: str, code: int = 0) -> str:
         buf = io.StringIO()

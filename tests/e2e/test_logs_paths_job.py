@@ -26,7 +26,7 @@ from tests.e2e import truth as T
 from tests.e2e.jobrun import run_in_process, run_job
 from txnlog.brokerlog.scenarios import write_scenario
 from txnlog.kafka.dump_log_text import render_dump
-from txnlog.sample import SAMPLE_SEED
+from txnlog.sources.sample import SAMPLE_SEED
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 

@@ -1,4 +1,4 @@
-"""Both placements give the same tables (txnlog.spark.placement).
+"""Both placements give the same tables (txnlog.engine.spark.placement).
 
 A small input runs its Python steps in the driver process (``driver_max_bytes``: by default up to where the
 two placements cross), a large one in Spark's Python tasks. Every other test runs small inputs, so here each
@@ -27,7 +27,7 @@ AS_OF, CLUSTER = MESSY_AS_OF, MESSY_CLUSTER  # those of the shared dumps run
 
 
 def _run(spark, out: Path, *, driver: bool, as_of: str = AS_OF, **inputs) -> None:
-    from txnlog.config import load_config
+    from txnlog.model.config import load_config
     from txnlog.pipeline import run
 
     config = load_config(
@@ -85,7 +85,7 @@ def test_driver_and_tasks_write_the_same_tables(spark, messy, tmp_path, kind, re
 
 
 def test_placement_follows_the_input_size():
-    from txnlog.spark.placement import Placement
+    from txnlog.engine.spark.placement import Placement
 
     assert Placement.for_input(10, 64).driver
     assert not Placement.for_input(65, 64).driver
@@ -96,7 +96,7 @@ def test_placement_follows_the_input_size():
 def test_the_driver_reads_with_a_thread_per_core(monkeypatch):
     """In the driver one thread per core of this machine reads the files, or fewer when the master says so; a
     cluster's cores are not this machine's."""
-    from txnlog.spark import placement
+    from txnlog.engine.spark import placement
 
     monkeypatch.setattr(placement, "local_cores", lambda: 4)
     assert placement.Placement.for_input(10, 64).threads == 4
@@ -105,14 +105,14 @@ def test_the_driver_reads_with_a_thread_per_core(monkeypatch):
 
 
 def test_threads_read_the_rows_one_thread_reads(tmp_path):
-    """The threads' tables come back in each reader's partition order (txnlog.spark.placement.read_all_here), so
+    """The threads' tables come back in each reader's partition order (txnlog.engine.spark.placement.read_all_here), so
     the rows of both sources are those one thread reads, in the same order."""
     from txnlog.brokerlog.scenarios import write_scenario
-    from txnlog.logdirs import discover
-    from txnlog.rows import SEGMENT_SUMMARY_SCHEMA
-    from txnlog.spark.placement import read_all_here
-    from txnlog.spark.sources import SegmentsSource, files_option
-    from txnlog.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
+    from txnlog.engine.spark.placement import read_all_here
+    from txnlog.engine.spark.sources import SegmentsSource, files_option
+    from txnlog.engine.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
+    from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
+    from txnlog.sources.logdirs import discover
 
     write_scenario("replicas_disagree", tmp_path / "logs", seed=1)
     inventory = discover([str(tmp_path / "logs")])
@@ -131,12 +131,12 @@ def test_coordinator_partitions_read_a_window_at_a_time(tmp_path, monkeypatch):
     import glob
 
     from txnlog.brokerlog.scenarios import write_scenario
-    from txnlog.logdirs import discover
+    from txnlog.engine.spark import txn_state_source
+    from txnlog.engine.spark.placement import read_all_here
+    from txnlog.engine.spark.sources import files_option
+    from txnlog.engine.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
     from txnlog.rules.staged import HISTORY_COLUMNS, read_raw
-    from txnlog.spark import txn_state_source
-    from txnlog.spark.placement import read_all_here
-    from txnlog.spark.sources import files_option
-    from txnlog.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
+    from txnlog.sources.logdirs import discover
 
     write_scenario("replicas_disagree", tmp_path / "logs", seed=3)
     inventory = discover([str(tmp_path / "logs")])
@@ -164,11 +164,11 @@ def test_a_failing_staged_write_is_not_an_unreadable_coordinator_file(tmp_path):
     """The coordinator reader quarantines a segment it cannot read; a scratch directory it cannot write stops the
     run with the one-line error instead (txnlog.rules.staged.StagingError)."""
     from txnlog.brokerlog.scenarios import write_scenario
-    from txnlog.logdirs import discover
+    from txnlog.engine.spark.placement import read_all_here
+    from txnlog.engine.spark.sources import files_option
+    from txnlog.engine.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
     from txnlog.rules.staged import StagingError
-    from txnlog.spark.placement import read_all_here
-    from txnlog.spark.sources import files_option
-    from txnlog.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
+    from txnlog.sources.logdirs import discover
 
     write_scenario("replicas_disagree", tmp_path / "logs", seed=3)
     inventory = discover([str(tmp_path / "logs")])
@@ -182,8 +182,8 @@ def test_a_failing_staged_write_is_not_an_unreadable_coordinator_file(tmp_path):
 def test_auto_threshold_is_where_the_placements_cross(monkeypatch):
     """``driver_max_bytes: auto``: the driver up to the size at which the two cost lines meet for the cores
     Spark has; on one core Spark's tasks never catch up (they cost more per byte than the one process)."""
-    from txnlog.spark import placement
-    from txnlog.spark.placement import COSTS, Costs
+    from txnlog.engine.spark import placement
+    from txnlog.engine.spark.placement import COSTS, Costs
 
     costs = Costs(spark_fixed_s=12.0, driver_serial_s_per_gib=2.0, driver_parallel_s_per_gib=2.0, task_s_per_gib=4.0)
     for cores in (2, 4, 8, 64):
@@ -213,7 +213,7 @@ def test_auto_threshold_is_where_the_placements_cross(monkeypatch):
 
 
 def test_cores_of_a_master():
-    from txnlog.spark.placement import local_cores, master_cores
+    from txnlog.engine.spark.placement import local_cores, master_cores
 
     assert master_cores("local") == 1
     assert master_cores("local[3]") == 3
@@ -224,7 +224,7 @@ def test_cores_of_a_master():
 
 
 def test_driver_max_bytes_auto_in_the_config(tmp_path):
-    from txnlog.config import load_config
+    from txnlog.model.config import load_config
 
     assert load_config(None).driver_max_bytes == "auto"  # by default
     assert load_config(None, {"driver_max_bytes": "Auto"}).driver_max_bytes == "auto"
@@ -270,7 +270,7 @@ SCENARIOS = _scenarios()
 
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_every_scenario_gives_the_same_tables_in_both_placements(spark, tmp_path, name):
-    """The driver decodes, merges and reduces in this process, Spark in its tasks (txnlog.spark.collect), and
+    """The driver decodes, merges and reduces in this process, Spark in its tasks (txnlog.engine.spark.collect), and
     the same code builds the tables from what each hands over: every situation the writer makes must give the
     same tables row for row, as
     read from the copied log dirs and, for the scenarios with replicas and damage, from their dumps."""

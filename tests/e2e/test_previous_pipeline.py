@@ -6,7 +6,7 @@ job wrote through ``./spark-submit.sh`` on the same two inputs, with the same ``
 the session's shared runs (tests/e2e/shared.py), which other modules read too:
 
 * ``sample``: the README's command (no input: the embedded sample cluster, deterministic,
-  ``txnlog.sample``), whose cluster ``sample`` and natural ``as_of`` are the fixture's (asserted);
+  ``txnlog.sources.sample``), whose cluster ``sample`` and natural ``as_of`` are the fixture's (asserted);
 * ``messy_dumps``: the writer's ``messy_incident`` scenario (seed 3) printed as kafka-dump-log.sh
   output, one directory per broker, passed as ``--dump-log <dir>`` per broker with ``--cluster messy-dumps
   --as-of`` the scenario's as_of (tests/e2e/test_messy.py reads the same run).

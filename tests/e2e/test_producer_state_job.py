@@ -141,7 +141,7 @@ def test_expired_producers_are_gone(spark, expired_logs) -> None:
 @pytest.mark.parametrize("fmt", ["table", "json", "csv"])
 def test_describe_producers_prints_the_tables_rows(healthy, fmt: str) -> None:
     """Every partition's describe-producers output, parsed back, is its producer_state rows as printed."""
-    from txnlog.cli import main
+    from txnlog.ops.cli import main
 
     out, _ = healthy
     by_tp: dict[tuple[str, int], list[dict[str, Any]]] = {}

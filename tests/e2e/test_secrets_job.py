@@ -25,10 +25,10 @@ import pytest
 
 from tests.e2e.jobrun import finish_job, start_job
 from tests.reports.kernel import ROOT, execute
-from txnlog import cli
 from txnlog.brokerlog.scenarios import write_scenario
-from txnlog.delta import read_table
-from txnlog.tables import TABLES
+from txnlog.model.contract import TABLES
+from txnlog.ops import cli
+from txnlog.output.delta import read_table
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -77,7 +77,7 @@ def started(work) -> Iterator[dict[str, subprocess.Popen]]:
             "--config", "secret.yaml", "--logs", "logs", "--output", "out-failed", "--verify-live",
             "--bootstrap-servers", f"127.0.0.1:{_closed_port()}", cwd=work, env=env,
         )  # fmt: skip
-        abort = [sys.executable, "-m", "txnlog.cli", "abort", "--config", str(work / "secret.yaml")]
+        abort = [sys.executable, "-m", "txnlog.ops.cli", "abort", "--config", str(work / "secret.yaml")]
         abort += ["--bootstrap-servers", f"127.0.0.1:{_closed_port()}", "--topic", "orders", "--partition", "0"]
         abort += ["--producer-id", "1", "--producer-epoch", "0", "--coordinator-epoch", "0"]
         runs["abort"] = subprocess.Popen(

@@ -2,7 +2,7 @@
 
 moto's S3 server (``moto[server]``: a real HTTP S3 endpoint) is started on 127.0.0.1 at a free port,
 a bucket is filled with the writer-made sample cluster's log dirs and its kafka-dump-log.sh files, and
-the job reads them through ``pyarrow.fs`` (txnlog.storage) — the listing in the driver, every segment,
+the job reads them through ``pyarrow.fs`` (txnlog.sources.storage) — the listing in the driver, every segment,
 snapshot and checkpoint file in the Spark tasks (``--driver-max-bytes 0``) — writing to a local
 ``--output``. Every table is compared with a run on the same files from a local path (the job script's
 ``main`` in process, on the shared Spark session, with the same options: tests/e2e/jobrun.py).
@@ -32,7 +32,7 @@ from tests.e2e.jobrun import run_in_process
 from tests.e2e.shared import render_broker_dumps
 from tests.moto_s3 import moto_server
 from txnlog.brokerlog.scenarios import write_scenario
-from txnlog.sample import SAMPLE_SEED
+from txnlog.sources.sample import SAMPLE_SEED
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 
@@ -98,7 +98,7 @@ def _run_local(spark: Any, copies: dict[str, Any], out: str, *inputs: str) -> su
     try:
         return run_in_process(spark, *args, "--driver-max-bytes", "0", cwd=work)
     finally:
-        from txnlog import storage
+        from txnlog.sources import storage
 
         storage.configure(None)  # the config's S3 settings stay with that run, not this process's later ones
 
@@ -109,7 +109,7 @@ def _tables(output: str) -> list[str]:
 
 def _rows(output: str, table: str, prefix: str, local: str) -> list[tuple]:
     """The table's rows, sorted, with every string that starts with ``prefix`` re-rooted at ``local``."""
-    from txnlog.delta import read_table
+    from txnlog.output.delta import read_table
 
     def norm(v: Any) -> Any:
         if isinstance(v, str) and v.startswith(prefix):
@@ -123,7 +123,7 @@ def _rows(output: str, table: str, prefix: str, local: str) -> list[tuple]:
 
 
 def _assert_same_tables(work: Path, remote: str, local: str, prefix: str, local_root: str) -> int:
-    from txnlog.delta import read_table
+    from txnlog.output.delta import read_table
 
     assert _tables(str(work / remote)) == _tables(str(work / local))
     total = 0
@@ -171,14 +171,14 @@ def test_logs_on_s3_give_the_local_tables(copies, logs_runs) -> None:
     work = copies["work"]
     rows = _assert_same_tables(work, "out-s3a", "out-local", f"s3a://{BUCKET}/logs", str(work / "logs"))
     assert rows > 100
-    from txnlog.delta import read_table
+    from txnlog.output.delta import read_table
 
     files = [r["file"] for r in read_table(str(work / "out-s3a"), "quarantine").to_pylist() if r["file"]]
     assert files and all(f.startswith(f"s3a://{BUCKET}/logs/") for f in files)  # named as the user wrote them
 
 
 def test_the_secret_is_never_printed_or_written(copies, logs_runs) -> None:
-    from txnlog.delta import read_table
+    from txnlog.output.delta import read_table
 
     for proc in logs_runs.values():
         _no_secret(proc.stdout, proc.stderr)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from txnlog.delta import read_table
+from txnlog.output.delta import read_table
 
 
 def ms(value: datetime | None) -> int | None:

@@ -658,7 +658,7 @@ class Oracle:
             self.tally.exceptions.append(f"{type(err).__name__}: {err}")
             raise Violation(f"decode_producer_snapshot raised {type(err).__name__}: {err}") from err
         changed = m.data != m.seed.data
-        # The Spark layer quarantines a DecodeError and a CRC mismatch (txnlog.segments.summarize_snapshot).
+        # The Spark layer quarantines a DecodeError and a CRC mismatch (txnlog.engine.segments.summarize_snapshot).
         quarantined = err is not None or (snap is not None and not snap.crc_valid)
         self.tally.add("snapshot", m, [], err if isinstance(err, DecodeError) else None)
         if snap is not None and not snap.crc_valid:

@@ -6,7 +6,7 @@ from txnlog.brokerlog.encode import encode_transaction_log_key, encode_transacti
 from txnlog.kafka.consumed import segment_from_records
 from txnlog.kafka.record_batch import scan_segment
 from txnlog.kafka.txn_state import decode_transaction_log_value, scan_transaction_log
-from txnlog.live import kafka_python_settings
+from txnlog.live.admin import kafka_python_settings
 
 
 def test_round_trip_with_tombstones_long_values_and_gaps() -> None:
@@ -74,7 +74,7 @@ def test_kafka_python_settings_translate_librdkafka_names() -> None:
     }
     import pytest
 
-    from txnlog.errors import UsageError
+    from txnlog.model.errors import UsageError
 
     with pytest.raises(UsageError, match="kafka.sasl.oauthbearer.config: not supported"):
         kafka_python_settings({"sasl.oauthbearer.config": "x"})

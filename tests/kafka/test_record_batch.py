@@ -622,7 +622,7 @@ def test_a_mapped_file_walked_in_windows_equals_the_whole_walk(
 ) -> None:  # type: ignore[no-untyped-def]
     """scan_log_file walks a local file a window at a time, giving back the mapped pages behind: the scan is the
     whole walk's (rows, control columns, quarantine, counters), windows of a few batches or of a big segment."""
-    from txnlog.segments import scan_log_file
+    from txnlog.engine.segments import scan_log_file
 
     raw = _entry_mix()[name]
     big, _ = _big_segment(0, record_batch._BLOCK_MIN_INPUT)

@@ -2,9 +2,9 @@
 
 noida-db (``tests/live/noida.py``) answers DescribeProducers with no active producers, does not support
 WriteTxnMarkers and has no group coordinator writing ``__consumer_offsets``. So the paths that matter most
-for a real hanging transaction never run against it: :func:`txnlog.live.find_hanging_live` with an open
-transaction, ``txnlog abort --execute`` (:func:`txnlog.live.revalidate_abort` then
-:func:`txnlog.live.send_abort`), and the Kafka source reading the transactional offset commits of a
+for a real hanging transaction never run against it: :func:`txnlog.live.admin.find_hanging_live` with an open
+transaction, ``txnlog abort --execute`` (:func:`txnlog.live.admin.revalidate_abort` then
+:func:`txnlog.live.admin.send_abort`), and the Kafka source reading the transactional offset commits of a
 consume-transform-produce application. These tests stand in for those with **recorded responses**: every
 answer is a real kafka-python 3.0.12 message (``DescribeProducersResponse``, ``ListTransactionsResponse``,
 ``DescribeTransactionsResponse``, ``FindCoordinatorResponse``, ``WriteTxnMarkersResponse``,
@@ -47,7 +47,7 @@ What each test pins, against the Kafka classes that define the behaviour:
   ``OffsetCommitKey`` v1 / ``OffsetCommitValue`` v3 records (``GroupCoordinatorRecordSerde``; schemas in
   ``group-coordinator/src/main/resources/common/message/``) and the transaction coordinator's
   WriteTxnMarkers ends it with a COMMIT/ABORT marker there. The Kafka source
-  (:func:`txnlog.spark.live_batches.read_ranges`) reads that partition like any topic: the same run and
+  (:func:`txnlog.engine.spark.live_batches.read_ranges`) reads that partition like any topic: the same run and
   marker rows as for a data topic with the same batches, and the producer that never committed is an open
   transaction of ``__consumer_offsets-<n>`` (:func:`txnlog.rules.transactions.transactions_of_summary`).
 """
@@ -68,7 +68,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from txnlog import classify, cli, live
+from txnlog.broker import classify
+from txnlog.broker.classify import Reason, Verdict
 from txnlog.brokerlog.encode import (
     RecordSpec,
     encode_end_txn_marker_batch,
@@ -76,9 +77,10 @@ from txnlog.brokerlog.encode import (
     encode_offset_commit_value,
     encode_record_batch,
 )
-from txnlog.classify import Reason, Verdict
 from txnlog.kafka.wire import CONSUMER_OFFSETS_TOPIC, ControlType, transaction_state_partition_for
-from txnlog.live_fetch import READ_UNCOMMITTED, LiveRange
+from txnlog.live import admin as live
+from txnlog.live.fetch import READ_UNCOMMITTED, LiveRange
+from txnlog.ops import cli
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -276,7 +278,7 @@ def wire(monkeypatch: pytest.MonkeyPatch) -> Callable[..., WireBrokers]:
 
 @pytest.fixture
 def admin_of() -> Iterator[Callable[[], Any]]:
-    """txnlog's own admin client (:func:`txnlog.live.admin_client`), closed after the test."""
+    """txnlog's own admin client (:func:`txnlog.live.admin.admin_client`), closed after the test."""
     made: list[Any] = []
 
     def make() -> Any:
@@ -1003,8 +1005,8 @@ def fetch_answer(topic: str, partition: int, batches: list[tuple[int, bytes]], e
 def read_partition(
     wire: Any, topic: str, batches: list[tuple[int, bytes]], max_decompressed_bytes: int | None = None
 ) -> tuple[pa.Table, WireBrokers, list[Any]]:
-    from txnlog.rows import SEGMENT_SUMMARY_SCHEMA
-    from txnlog.spark.live_batches import read_ranges
+    from txnlog.engine.spark.live_batches import read_ranges
+    from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
 
     partition = GROUP_PARTITION
     leaders = {(topic, p): BROKERS[p % 3] for p in range(OFFSETS_PARTITIONS if topic == CONSUMER_OFFSETS_TOPIC else 1)}
@@ -1080,8 +1082,8 @@ def test_consumer_offsets_reads_like_a_data_topic(wire: Any) -> None:
 
 
 def test_consumer_offsets_open_commit_is_an_open_transaction(wire: Any) -> None:
+    from txnlog.engine.spark.live_batches import LiveCut
     from txnlog.rules.transactions import checkpoints_of, transactions_of_summary
-    from txnlog.spark.live_batches import LiveCut
 
     table, _, _ = read_partition(wire, CONSUMER_OFFSETS_TOPIC, offsets_log(offset_commits))
     cut = LiveCut(T0 + 10_000, (LiveRange(CONSUMER_OFFSETS_TOPIC, GROUP_PARTITION, 0, 5, 0, 4, 5),))

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from tests.live.capture import _create_topic
-from txnlog import live
-from txnlog.cli import main as txnlog_main
+from txnlog.live import admin as live
+from txnlog.ops.cli import main as txnlog_main
 
 pytestmark = pytest.mark.live
 
@@ -174,8 +174,8 @@ def test_usage_errors_are_one_line(cluster, capsys) -> None:
 
 def _job_findings(bootstrap: str, spark: Any, out: str) -> tuple[list[dict[str, Any]], dict[int, int]]:
     """The job on the live topic (read with Fetch), a day ahead so every open transaction is a candidate."""
-    from txnlog.config import load_config
-    from txnlog.delta import read_table
+    from txnlog.model.config import load_config
+    from txnlog.output.delta import read_table
     from txnlog.pipeline import run
 
     as_of = (datetime.now(UTC) + timedelta(days=1)).isoformat()

@@ -1,7 +1,7 @@
 """``txnlog fence`` where noida-db cannot show it: a cluster without DescribeTransactions (a Kafka 2.8 broker's
 ApiVersions, on the recorded-response double of tests/live/test_admin_protocol.py), and the refusals whose
 coordinator state a client cannot make noida-db hold (a two-phase-commit transaction, markers pending), on
-DescribeTransactions answers as :func:`txnlog.live.describe_transactions` returns them."""
+DescribeTransactions answers as :func:`txnlog.live.admin.describe_transactions` returns them."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from tests.live.test_admin_protocol import BOOTSTRAP, LEADERS, metadata_answer, wire  # noqa: F401 (fixture)
-from txnlog import cli
-from txnlog.fence import FenceRefused, FenceRequest, validate_fence
+from txnlog.ops import cli
+from txnlog.ops.fence import FenceRefused, FenceRequest, validate_fence
 
 NOW = 1_760_000_000_000
 

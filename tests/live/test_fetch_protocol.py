@@ -1,4 +1,4 @@
-"""The Kafka source's client (``txnlog.live_fetch.FetchClient``) on recorded protocol responses: no server.
+"""The Kafka source's client (``txnlog.live.fetch.FetchClient``) on recorded protocol responses: no server.
 
 ``tests/live/test_kafka_source.py`` reads real ranges from noida-db, which cannot show a leader moving
 mid-read, quotas, SASL/SSL, retention deleting the head of a range, an ACL refusing the read, a
@@ -50,11 +50,11 @@ from typing import Any
 
 import pytest
 
-from txnlog import live_fetch
 from txnlog.brokerlog.encode import RecordSpec, encode_end_txn_marker_batch, encode_record_batch
 from txnlog.kafka.wire import ControlType
-from txnlog.live import kafka_python_settings
-from txnlog.live_fetch import FetchClient, FetchSettings, LiveRange, LiveReadError
+from txnlog.live import fetch as live_fetch
+from txnlog.live.admin import kafka_python_settings
+from txnlog.live.fetch import FetchClient, FetchSettings, LiveRange, LiveReadError
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -75,7 +75,7 @@ _RESPONSE_FOR = {
 
 
 # --------------------------------------------------------------------------------------------
-# A fake clock for txnlog.live_fetch (throttling and back-off are measured, never slept)
+# A fake clock for txnlog.live.fetch (throttling and back-off are measured, never slept)
 # --------------------------------------------------------------------------------------------
 
 

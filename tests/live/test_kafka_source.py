@@ -29,8 +29,8 @@ import pytest
 
 from tests.live import raw_fetch
 from tests.live.capture import default_plans, run_capture
-from txnlog.config import load_config
-from txnlog.delta import read_table
+from txnlog.model.config import load_config
+from txnlog.output.delta import read_table
 
 pytestmark = pytest.mark.live
 
@@ -144,7 +144,7 @@ def test_all_range_writes_the_offline_transactions(runs, topic) -> None:
 
 
 def test_partition_health_has_the_cut_offsets(runs, topic) -> None:
-    from txnlog.live import partition_offsets
+    from txnlog.live.admin import partition_offsets
 
     out, _ = runs["unstable"]
     now = {o["partition"]: o for o in partition_offsets(topic["bootstrap"], {}, [(topic["name"], p) for p in range(8)])}
@@ -171,9 +171,9 @@ def test_unstable_fetches_only_the_tail_and_the_lookback(topic) -> None:
     the look-back is bounded; stable partitions cost no Fetch at all."""
     import numpy as np
 
+    from txnlog.engine.spark.live_batches import capture_cut, pack_ranges, read_ranges
     from txnlog.kafka.record_batch import scan_segment
-    from txnlog.live_fetch import FetchSettings
-    from txnlog.spark.live_batches import capture_cut, pack_ranges, read_ranges
+    from txnlog.live.fetch import FetchSettings
 
     lookback = 600
     cut = capture_cut(topic["bootstrap"], {}, [topic["name"]], mode="unstable", lookback_bytes=lookback)
@@ -243,7 +243,7 @@ def test_since_last_run_keeps_every_transaction_once(noida, spark, tmp_path) -> 
     """Two nightly runs: the second reads only what is new (and the transaction open at the first), writes
     that transaction with its outcome and drops the first run's OPEN row; the history has each once."""
     from tests.live.capture import _create_topic
-    from txnlog.spark.live_batches import capture_cut, previous_cut
+    from txnlog.engine.spark.live_batches import capture_cut, previous_cut
 
     b, name = noida.bootstrap, f"since-{uuid.uuid4().hex[:8]}"
     _create_topic(b, name, 4)

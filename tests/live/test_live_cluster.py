@@ -28,8 +28,9 @@ from typing import Any
 import pytest
 
 from tests.live.capture import _create_topic
-from txnlog import classify, live
-from txnlog.cli import main as txnlog_main
+from txnlog.broker import classify
+from txnlog.live import admin as live
+from txnlog.ops.cli import main as txnlog_main
 
 pytestmark = pytest.mark.live
 
@@ -482,8 +483,8 @@ def test_live_source_reads_writer_made_records(cluster, spark) -> None:
     import confluent_kafka
 
     from txnlog.brokerlog.encode import encode_transaction_log_key, encode_transaction_log_value
-    from txnlog.rows import TXN_STATE_SCHEMA
-    from txnlog.spark.live_source import LiveTxnStateSource, live_options
+    from txnlog.engine.spark.live_source import LiveTxnStateSource, live_options
+    from txnlog.model.rows import TXN_STATE_SCHEMA
 
     b = cluster["bootstrap"]
     _create_topic(b, COPY_TOPIC, COPY_PARTITIONS)

@@ -1,4 +1,4 @@
-"""txnlog.live_tables and ``verify_live`` against noida-db with a SIGKILLed transactional producer.
+"""txnlog.live.verify and ``verify_live`` against noida-db with a SIGKILLed transactional producer.
 
 Real clients, a real server on 127.0.0.1, no mocks. noida-db 0.2.3 answers DescribeProducers with no
 active producers (tests/live/test_live_cluster.py), so live *findings* cannot appear there: that part
@@ -22,10 +22,11 @@ import pytest
 
 from tests.live.capture import _create_topic
 from tests.live.test_live_cluster import _KILLED_PRODUCER
-from txnlog import live, tables
-from txnlog.config import load_config
-from txnlog.errors import UsageError
-from txnlog.live_tables import LIVE_TABLES, live_rows
+from txnlog.live import admin as live
+from txnlog.live.verify import LIVE_TABLES, live_rows
+from txnlog.model import contract as tables
+from txnlog.model.config import load_config
+from txnlog.model.errors import UsageError
 
 pytestmark = pytest.mark.live
 
@@ -279,7 +280,7 @@ def test_pipeline_verify_live(stuck, spark, tmp_path) -> None:
     from collections import Counter
 
     from txnlog.brokerlog.scenarios import write_scenario
-    from txnlog.delta import read_table
+    from txnlog.output.delta import read_table
     from txnlog.pipeline import run
 
     b, killed = stuck["bootstrap"], stuck["killed"]

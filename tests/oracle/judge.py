@@ -16,7 +16,7 @@ INTERNAL = ("__transaction_state", "__cluster_metadata")
 
 
 def run_txnlog(spark, logs: Path, out: Path, as_of_ms: int, cluster: str) -> None:
-    from txnlog.config import load_config
+    from txnlog.model.config import load_config
     from txnlog.pipeline import run
 
     config = load_config(

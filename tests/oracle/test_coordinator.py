@@ -124,7 +124,7 @@ def _content(directory: Path) -> str:
 
 def run_txnlog(spark: Any, out: Path, *, as_of: int, cluster: str, **inputs: Any) -> None:
     """The job in this process (the shared ``spark`` session), at a fixed ``as_of`` and ``cluster``."""
-    from txnlog.config import load_config
+    from txnlog.model.config import load_config
     from txnlog.pipeline import run
 
     config = load_config(

@@ -131,10 +131,10 @@ def dump_each(broker_dir: Path, paths: list[str], options: tuple[str, ...]) -> l
 
 
 def dump_brokers(logs: Path, dumps: Path) -> dict[str, list[Dumped]]:
-    """Every broker's files under ``logs`` (those txnlog reads: ``txnlog.logdirs.discover``) dumped into
+    """Every broker's files under ``logs`` (those txnlog reads: ``txnlog.sources.logdirs.discover``) dumped into
     ``dumps/<broker>/<partition dir>-<file>.txt``: two calls per broker (the data segments and
     snapshots, then ``__transaction_state``)."""
-    from txnlog.logdirs import discover
+    from txnlog.sources.logdirs import discover
 
     inv = discover([str(logs)])
     dumped: dict[str, list[Dumped]] = {}
@@ -172,7 +172,7 @@ class Judged:
 
 
 def _run(spark, out: Path, as_of: str, **inputs) -> None:
-    from txnlog.config import load_config
+    from txnlog.model.config import load_config
     from txnlog.pipeline import run
 
     config = load_config(None, {**inputs, "output": str(out), "as_of": as_of, "cluster": CLUSTER, "progress": False})
@@ -203,7 +203,7 @@ _NOT_COMPARED = {"source", "file", "detail", "dump_file"}
 #: The 3.x text form of ``--transaction-log-decoder`` (``TransactionLog.formatRecordKeyAndValue``) is what the
 #: oracle prints: its Kafka tree (2024-10-25) predates KAFKA-18207 (apache/kafka#18136), which made 4.0.0's
 #: decoder print the record as JSON. The text form carries no start timestamp, value version or tagged
-#: fields (txnlog.spark.dump_log: those columns are null) and prints a null partition list as ``[]``.
+#: fields (txnlog.engine.spark.dump_log: those columns are null) and prints a null partition list as ``[]``.
 _TEXT_DECODER = (
     "the transaction-log decoder's text form (the oracle's tree predates 4.0's JSON decoder) "
     "prints no start timestamp, value version or tagged fields, and a null partition list as []"

@@ -59,10 +59,10 @@ def append_abort_marker(logs: Path, topic: str, partition: int, rec: dict, times
 
 def build(spark, work: Path) -> History:
     """Four job runs into ``work/out``: EARLY, MIDDLE, the sample's own as_of, AFTER_ABORT (on the copy)."""
-    from txnlog.config import load_config
-    from txnlog.delta import read_table
+    from txnlog.model.config import load_config
+    from txnlog.output.delta import read_table
     from txnlog.pipeline import run
-    from txnlog.sample import sample_logs
+    from txnlog.sources.sample import sample_logs
 
     output = str(work / "out")
 

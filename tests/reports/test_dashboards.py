@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.reports.history import AFTER_ABORT, CLUSTER, EARLY, STUCK
-from txnlog.delta import read_table
+from txnlog.output.delta import read_table
 
 pytestmark = pytest.mark.spark
 DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"
@@ -50,7 +50,7 @@ def _run(output: str, name: str, engine: str) -> list[tuple]:
 
 
 def _expected(output: str, name: str) -> list[tuple]:
-    """What each query should return, computed from the tables read with pyarrow (txnlog.delta.read_table)."""
+    """What each query should return, computed from the tables read with pyarrow (txnlog.output.delta.read_table)."""
     runs = sorted(r["as_of"] for r in read_table(output, "runs").to_pylist() if r["status"] == "SUCCEEDED")
     findings = [f for f in read_table(output, "findings").to_pylist() if f["as_of"] in runs]
     health = [

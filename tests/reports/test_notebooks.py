@@ -12,7 +12,7 @@ import pytest
 
 from tests.reports.history import AFTER_ABORT, CLUSTER, EARLY, STUCK
 from tests.reports.kernel import execute
-from txnlog.delta import read_table
+from txnlog.output.delta import read_table
 
 pytestmark = pytest.mark.spark
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"

@@ -2,7 +2,7 @@
 json lines and csv are parsed back into rows, and those rows equal the Delta tables' rows of the run shown,
 normalised as the verbs print them (epoch ms, minutes of idle time, second-precision ISO times, ``-``/null
 for none, lists joined by commas). The expectations come from the tables read with pyarrow
-(txnlog.delta.read_table), not from the command's code; each verb is asked about the newest complete run
+(txnlog.output.delta.read_table), not from the command's code; each verb is asked about the newest complete run
 and, with ``--as-of``, about an older one."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from tests.reports.history import CLUSTER, EARLY
-from txnlog.cli import main
-from txnlog.delta import read_table
+from txnlog.ops.cli import main
+from txnlog.output.delta import read_table
 
 FORMATS = ("table", "json", "csv")
 

@@ -1,4 +1,4 @@
-"""txnlog.delta against real Delta tables, written by real Spark and read by deltalake, polars and duckdb."""
+"""txnlog.output.delta against real Delta tables, written by real Spark and read by deltalake, polars and duckdb."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from txnlog import tables
-from txnlog.delta import read_table, resolve_writer, table_uris, write_tables
-from txnlog.errors import UsageError
-from txnlog.spark.schemas import spark_schema
-from txnlog.spark_base import delta_spark_available
+from txnlog.engine.spark.schemas import spark_schema
+from txnlog.model import contract as tables
+from txnlog.model.errors import UsageError
+from txnlog.output.delta import read_table, resolve_writer, table_uris, write_tables
+from txnlog.output.spark_base import delta_spark_available
 
 pytestmark = pytest.mark.spark
 
@@ -133,7 +133,7 @@ def test_rerun_same_run_replaces_rows_in_one_commit(spark, tmp_path):
     table = DeltaTable(str(tmp_path / "findings"))
     assert table.version() == version_before + 2
     last = table.history(1)[0]
-    assert last["txnlog.cluster"] == "c1" and last["txnlog.as_of"] == "2026-11-02T00:00:00.000Z"
+    assert last["txnlog.cluster"] == "c1" and last["txnlog.broker.as_of"] == "2026-11-02T00:00:00.000Z"
 
 
 def test_second_as_of_appends_and_other_runs_stay(spark, tmp_path):
@@ -399,7 +399,7 @@ def test_timestamps_past_the_year_9999_are_written_and_read_back(tmp_path):
     the writer's file statistics (no bounds for such a column) nor the txnlog CLI's reader (null there)."""
     import argparse
 
-    from txnlog.cli_commands import _run
+    from txnlog.ops.commands import _run
 
     year_56k = pa.scalar(1_717_402_810_030_000 * 1000, pa.timestamp("us", tz="UTC"))  # a µs CreateTime read as ms
     row = {f.name: None for f in tables.QUARANTINE}

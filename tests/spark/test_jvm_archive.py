@@ -1,4 +1,4 @@
-"""txnlog.spark.jvm_archive: the driver JVM's class-data-sharing archive."""
+"""txnlog.engine.spark.jvm_archive: the driver JVM's class-data-sharing archive."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from txnlog.spark import jvm_archive
+from txnlog.engine.spark import jvm_archive
 
 ROOT = Path(__file__).parents[2]
 
@@ -64,7 +64,9 @@ def test_a_spark_jvm_maps_the_bootstrapped_archive(tmp_path):
     path = jvm_archive.archive_path()
     if path is None or os.environ.get("TXNLOG_NO_WARMUP") == "1":
         pytest.skip(f"{jvm_archive.ENV}=0, TXNLOG_NO_WARMUP=1 (bootstrap records none) or no java/Spark to key one by")
-    assert path.is_file(), f"scripts/bootstrap.sh did not record {path}; run txnlog/spark/jvm_archive.py --create"
+    assert path.is_file(), (
+        f"scripts/bootstrap.sh did not record {path}; run txnlog/engine/spark/jvm_archive.py --create"
+    )
     script = tmp_path / "session.py"
     script.write_text(
         "from pyspark.sql import SparkSession\n"

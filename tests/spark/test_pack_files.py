@@ -1,4 +1,4 @@
-"""How the Data Sources deal files into input partitions (txnlog.spark.sources.pack_files)."""
+"""How the Data Sources deal files into input partitions (txnlog.engine.spark.sources.pack_files)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from txnlog.logdirs import LogFile
-from txnlog.spark.sources import pack_files
+from txnlog.engine.spark.sources import pack_files
+from txnlog.sources.logdirs import LogFile
 
 MiB = 2**20
 
@@ -75,10 +75,10 @@ def test_every_file_once_balanced_and_in_order(sizes: list[int], max_bytes: int,
 def test_planning_on_the_manifest_columns_is_pack_files(
     sizes: list[int], partitions: list[int], max_bytes: int, min_partitions: int, whole: bool
 ) -> None:
-    """The Data Sources plan on the manifest's Arrow columns (txnlog.spark.sources._partitions); the
+    """The Data Sources plan on the manifest's Arrow columns (txnlog.engine.spark.sources._partitions); the
     groups are exactly pack_files' (pack_partitions' when whole partitions go to one task), each with
     only its own files and the checkpoints of its own partitions."""
-    from txnlog.spark.sources import _partitions, files_table, pack_partitions
+    from txnlog.engine.spark.sources import _partitions, files_table, pack_partitions
 
     files = [
         LogFile(f"/logs/b{i % 2}/t{p % 2}-{p}/{i:020d}.log", f"b{i % 2}", f"t{p % 2}", p, i, size, "log")

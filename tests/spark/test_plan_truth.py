@@ -46,7 +46,7 @@ KEY = ("topic", "partition", "producer_id", "start_offset")
 @pytest.fixture(scope="module")
 def run(spark, tmp_path_factory) -> Iterator[tuple[ScenarioResult, Path]]:
     """The scenario written once and the job run once over it (in-process, the shared session)."""
-    from txnlog.config import load_config
+    from txnlog.model.config import load_config
     from txnlog.pipeline import run as run_job
 
     root = tmp_path_factory.mktemp("plan-truth")
@@ -114,7 +114,7 @@ def test_the_scenario_has_several_open_transactions_per_partition(run) -> None:
 
 
 def test_abort_recommendations_match_the_writer(run) -> None:
-    from txnlog.delta import read_table
+    from txnlog.output.delta import read_table
 
     truth, out = run
     expected = _expected(truth)
@@ -131,7 +131,7 @@ def test_abort_recommendations_match_the_writer(run) -> None:
 
 
 def test_plan_json_matches_the_writer(run) -> None:
-    from txnlog.cli import main
+    from txnlog.ops.cli import main
 
     truth, out = run
     expected = _expected(truth)

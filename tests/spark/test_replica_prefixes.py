@@ -26,10 +26,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.summary_rows import fragment_batch
-from txnlog import classify
+from txnlog.broker import classify
+from txnlog.broker.reconstruct import segment_fragments
+from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA, batch_of
 from txnlog.pipeline import build_tables
-from txnlog.reconstruct import segment_fragments
-from txnlog.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA, batch_of
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 

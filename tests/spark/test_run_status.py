@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from txnlog.brokerlog.scenarios import write_scenario
-from txnlog.delta import read_table
-from txnlog.output_dir import LOCK_FILE, OutputBusy, output_lock
+from txnlog.output.delta import read_table
+from txnlog.output.output_dir import LOCK_FILE, OutputBusy, output_lock
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -31,7 +31,7 @@ def logs(tmp_path_factory) -> Path:
 
 
 def _config(logs: Path, out: Path):
-    from txnlog.config import load_config
+    from txnlog.model.config import load_config
 
     return load_config(None, {"logs": [str(logs)], "output": str(out), "cluster": "status", "as_of": AS_OF})
 
@@ -67,7 +67,7 @@ def test_a_run_whose_write_fails_says_failed_with_the_error(spark, logs, tmp_pat
 HOLDER = textwrap.dedent(
     """
     import sys, time
-    from txnlog.output_dir import output_lock
+    from txnlog.output.output_dir import output_lock
     with output_lock(sys.argv[1], "holder-run", wait_s=0):
         print("held", flush=True)
         time.sleep(float(sys.argv[2]))

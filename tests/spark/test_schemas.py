@@ -1,4 +1,4 @@
-"""txnlog.spark.schemas: Spark schemas derived from the Arrow contract."""
+"""txnlog.engine.spark.schemas: Spark schemas derived from the Arrow contract."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import types as T
 
-from txnlog import tables
-from txnlog.spark.schemas import spark_schema
+from txnlog.engine.spark.schemas import spark_schema
+from txnlog.model import contract as tables
 
 
 @pytest.mark.parametrize("name", list(tables.TABLES))

@@ -1,4 +1,4 @@
-"""txnlog.spark.session against the shared local session."""
+"""txnlog.engine.spark.session against the shared local session."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from txnlog.spark.session import get_session
-from txnlog.spark_base import delta_spark_available
+from txnlog.engine.spark.session import get_session
+from txnlog.output.spark_base import delta_spark_available
 
 pytestmark = pytest.mark.spark
 
@@ -37,7 +37,7 @@ def test_spark_submit_sh_passes_the_same_driver_jvm_options() -> None:
     """./spark-submit.sh (bash) and sessions built by get_session (Python) tune the driver JVM alike."""
     from pathlib import Path
 
-    from txnlog.spark.session import DEFAULT_CONF, DRIVER_JAVA_OPTIONS
+    from txnlog.engine.spark.session import DEFAULT_CONF, DRIVER_JAVA_OPTIONS
 
     script = (Path(__file__).parents[2] / "spark-submit.sh").read_text()
     assert f'driver_java_options="{DRIVER_JAVA_OPTIONS}"' in script

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.hot_segments import write_hot_segment
-from txnlog.logdirs import Inventory, discover
+from txnlog.sources.logdirs import Inventory, discover
 
 pytestmark = pytest.mark.spark
 
@@ -35,8 +35,8 @@ def _inventory(root: Path, seed: int, *, damage: int, tail: bool, interval: int)
 def _read(spark, inv: Inventory, split_bytes: int, staged: str | None = None) -> tuple[Any, Any]:
     """(the source's DataFrame as the job reads it: whole partitions per task, merged there; the summary
     after the stitch). ``staged``: split partitions' fragments staged there, as the job does, not yielded."""
-    from txnlog.spark.sources import SegmentsSource, checkpoints_option, files_option
-    from txnlog.spark.splits import stitch_pieces
+    from txnlog.engine.spark.sources import SegmentsSource, checkpoints_option, files_option
+    from txnlog.engine.spark.stitch import stitch_pieces
 
     spark.dataSource.register(SegmentsSource)
     options = {
@@ -61,15 +61,15 @@ def _rows(df, kinds: tuple[str, ...]) -> list[tuple]:
 def _tables(
     spark, summary, inv: Inventory, fragments: bool, only: frozenset | None = None, staged=None, dead=()
 ) -> dict[str, list]:
-    """The rows the table build reads of ``summary`` as the job hands them over (txnlog.spark.collect): the
+    """The rows the table build reads of ``summary`` as the job hands them over (txnlog.engine.spark.collect): the
     split partitions' fragments merged per partition in tasks, every transaction kept (no stage)."""
     from pyspark.sql import functions as F
 
-    from txnlog.rows import KIND_MARKER, KIND_RUN
+    from txnlog.engine.spark import collect
+    from txnlog.model.rows import KIND_MARKER, KIND_RUN
     from txnlog.rules.producers import producers_of_summary
     from txnlog.rules.staged import RAW_COLUMNS
     from txnlog.rules.transactions import KIND_TRANSACTION, checkpoints_of
-    from txnlog.spark import collect
 
     checkpoints = checkpoints_of(inv.checkpoints)
     if fragments:
@@ -154,7 +154,7 @@ def test_a_split_partition_of_two_replicas_hands_on_every_fragment(spark, tmp_pa
 
 
 def test_a_hot_partitions_big_segment_becomes_several_tasks(spark, tmp_path: Path) -> None:
-    from txnlog.spark.sources import SegmentsSource, files_option
+    from txnlog.engine.spark.sources import SegmentsSource, files_option
 
     inv = _inventory(tmp_path, 7, damage=0, tail=False, interval=512)
     hot = next(f for f in inv.segments if f.topic == "hot")
@@ -215,10 +215,10 @@ def test_job_tables_and_damage_at_a_split_edge(spark, tmp_path: Path, monkeypatc
     the batches at and right before a split point, makes the aborts of the hanging transactions before it
     VERIFY_FIRST because of it."""
     from tests.e2e.test_previous_pipeline import TABLES, differences, read_delta
-    from txnlog import splits as S
-    from txnlog.config import load_config
+    from txnlog.engine.spark import stitch as spark_splits
+    from txnlog.model.config import load_config
     from txnlog.pipeline import run
-    from txnlog.spark import splits as spark_splits
+    from txnlog.sources import splits as S
 
     stitched: list[bool] = []
     real = spark_splits.stitch_pieces

@@ -2,7 +2,7 @@
 
 Two halves, both pure (stdlib + numpy, no pyspark):
 
-* **Format knowledge** used by ``txnlog.spark.dump_log``: regular expressions in
+* **Format knowledge** used by ``txnlog.engine.spark.dump_log``: regular expressions in
   Java syntax (the form Spark ran; ``pyarrow.compute`` runs them as :func:`re2`
   translates them, with Java's meaning), token positions of the batch line,
   quarantine reasons and the path rule that turns ``Dumping <path>`` into
@@ -274,7 +274,7 @@ CONTROL_TYPE_IDS = {t.name: int(t) for t in (ControlType.ABORT, ControlType.COMM
 def split_dump_path(path: str) -> tuple[str, str | None, int | None, int | None, str | None]:
     """(broker, topic, partition, file offset, suffix) of a ``Dumping <path>`` path.
 
-    Reference implementation of the Arrow parse in ``txnlog.spark.dump_log``.
+    Reference implementation of the Arrow parse in ``txnlog.engine.spark.dump_log``.
 
     >>> split_dump_path("/tmp/kafka-logs/foo-0/00000000000000000000.log")
     ('kafka-logs', 'foo', 0, 0, 'log')

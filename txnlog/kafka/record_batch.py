@@ -487,7 +487,7 @@ def _walk(buf: np.ndarray, check_crc: bool, cols, tight_loop: bool, start: int, 
     quarantine arrays, counters, where it stopped). ``tight_loop=False`` sends every entry the
     careful way (the tests' reference: both must give the same result).
 
-    A piece of a segment (txnlog.spark.splits) starts at ``start``, a valid v2 batch, and stops at
+    A piece of a segment (txnlog.engine.spark.stitch) starts at ``start``, a valid v2 batch, and stops at
     the first entry start of its chain that is one of ``stops`` (sorted positions after ``start``):
     the position returned last; ``buf.size`` when the walk reached the end of the data. The whole
     buffer is still what the walk sees (resync scans, the zero tail, the truncated tail), so from a
@@ -1012,7 +1012,7 @@ def scan_segment_piece(
     entry start of the chain that is one of ``stops`` (``SegmentScan.stopped_at``; the data's end if none).
 
     ``start`` must be 0 or a valid v2 batch (:func:`valid_batch_at`): the walk then emits exactly what
-    the walk from 0 emits from that batch on (txnlog.spark.splits stitches pieces on that)."""
+    the walk from 0 emits from that batch on (txnlog.engine.spark.stitch stitches pieces on that)."""
     arr = as_uint8(buf)
     return _scan(
         arr,

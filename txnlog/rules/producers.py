@@ -1,10 +1,10 @@
 """The partitions' producer state (the ``producer_state`` table) from the segments source's rows.
 
-Every segment leaves one ``producer`` row per producer id (:func:`txnlog.producer_state.segment_producers`),
+Every segment leaves one ``producer`` row per producer id (:func:`txnlog.broker.producer_state.segment_producers`),
 wherever it was decoded, and every producer snapshot its entries (``snapshot`` rows, or ``producer`` rows
 with ``snapshot_offset`` set where the decode task merged the transactions itself). They are grouped by
 partition — all replicas, whichever tasks decoded them — and reduced by
-:func:`txnlog.producer_state.leader_producers`: the state of the partition's most advanced replica, the
+:func:`txnlog.broker.producer_state.leader_producers`: the state of the partition's most advanced replica, the
 one whose offsets ``partition_health`` reports (the leader answers DescribeProducers:
 ``ReplicaManager.activeProducerState`` → ``Partition.activeProducerState`` → ``UnifiedLog.activeProducers``).
 """
@@ -15,8 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txnlog import producer_state as P
-from txnlog import reconstruct as R
+from txnlog.broker import producer_state as P
+from txnlog.broker import reconstruct as R
 from txnlog.rules.transactions import Checkpoints, _arrow_col
 
 #: one row per producer id of a partition, on its leader, before expiry (times in epoch ms)

@@ -1,7 +1,7 @@
 """What to do about a finding: its remedy, the exact command(s), the Kafka version each needs, and when it is safe.
 
 One function, :func:`remedy_of`, decides it for every finding, whichever path built the finding (the
-offline job's two table builds through :func:`remedy_columns`, the live checks in txnlog.live); the
+offline job's two table builds through :func:`remedy_columns`, the live checks in txnlog.live.admin); the
 ``advice`` sentence of a finding is this remedy's (:attr:`Remedy.advice`).
 
 =====================================  ===================  ==============================================
@@ -34,7 +34,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from txnlog.classify import (
+from txnlog.broker.classify import (
     BOOTSTRAP_PLACEHOLDER,
     HANGING_REASONS,
     PREPARE_STATES,
@@ -77,7 +77,7 @@ FENCE_NEEDS = "Kafka 3.2+ (KIP-618: Admin.fenceProducers' InitProducerId, re-val
 DESCRIBE_NEEDS = "Kafka 3.0+ (KIP-664: DescribeTransactions)"
 TWO_PHASE_NEEDS = "Kafka 4.1+ (KIP-939: two-phase transactions exist only there)"
 
-#: the ``findings`` columns :func:`remedy_columns` adds (txnlog.tables.FINDINGS), in order
+#: the ``findings`` columns :func:`remedy_columns` adds (txnlog.model.contract.FINDINGS), in order
 REMEDY_COLUMNS = (
     "remedy",
     "remedy_command",
@@ -313,12 +313,12 @@ def remedy_columns(rows: pa.Table, bootstrap: str | None) -> dict[str, pa.Array]
 
 
 def evidence_and_advice(row: dict, reason: Reason | str, thresholds: Thresholds) -> tuple[str, str]:
-    """A partition-level finding's evidence sentence (txnlog.classify.evidence) and advice: its remedy's."""
+    """A partition-level finding's evidence sentence (txnlog.broker.classify.evidence) and advice: its remedy's."""
     advice = remedy_of({**row, "reason": str(reason)}, thresholds.bootstrap_servers).advice
     return evidence(row, reason, thresholds), advice
 
 
 def coordinator_stuck_evidence_and_advice(row: dict, thresholds: Thresholds) -> tuple[str, str]:
-    """A stuck coordinator record's evidence sentence (txnlog.classify.coordinator_stuck_evidence) and advice."""
+    """A stuck coordinator record's evidence sentence (txnlog.broker.classify.coordinator_stuck_evidence) and advice."""
     advice = remedy_of({**row, "reason": Reason.COORDINATOR_STUCK.value}, thresholds.bootstrap_servers).advice
     return coordinator_stuck_evidence(row, thresholds), advice

@@ -6,7 +6,7 @@ replica, and completed ones whose marker is not yet below the high watermark (th
 LSO: ``UnifiedLog.lastStableOffset``). So the tasks that finish a partition's transactions
 (``txnlog.rules.transactions``) write *all* of them to a staging directory (Arrow IPC files, see
 :func:`write_raw`), with pyarrow, and hand Spark only the few that matter (:func:`verdict_relevant`).
-Once the run's ``as_of`` and the coordinator's owners are known, ``txnlog.spark.staged.StagedTable``
+Once the run's ``as_of`` and the coordinator's owners are known, ``txnlog.engine.spark.staged_table.StagedTable``
 turns the staged files into the table's files, again in Python tasks (:func:`finish_files`, :func:`finish`),
 and the Delta writer commits them as they are. Rows never pass through the JVM: it schedules tasks and
 moves file names.
@@ -30,9 +30,9 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
-from txnlog import tables as contract
-from txnlog.errors import UsageError
-from txnlog.rows import repeated
+from txnlog.model import contract
+from txnlog.model.errors import UsageError
+from txnlog.model.rows import repeated
 
 #: columns of a staged transaction (names of the segments source's schema; the job reads the same ones)
 RAW_COLUMNS = (
@@ -215,7 +215,7 @@ class Finish:
     as_of_ms: int
     owners: pa.Table  # producer_id int64 (unique), transactional_id string
     sources: pa.Table  # topic string, partition int32, source string
-    #: a live run's bounds (txnlog.spark.live_batches.LiveCut.history_bounds): topic, partition, marker_from,
+    #: a live run's bounds (txnlog.engine.spark.live_batches.LiveCut.history_bounds): topic, partition, marker_from,
     #: first_from; a transaction is written only when its marker is at or after marker_from (or it has
     #: none) and its first offset at or after first_from
     bounds: pa.Table | None = None
@@ -257,8 +257,9 @@ def _run_key(cluster: str, as_of: datetime, n: int) -> dict[str, pa.Array]:
 
 def timestamps(ms: pa.ChunkedArray | pa.Array) -> pa.Array:
     """Epoch ms → timestamp (UTC); unknown (negative) and past-year-9999 values become null (a client clock
-    in µs or ns: no reader's datetime holds it; txnlog.as_of reports such segments as ``timestamp_in_future``)."""
-    from txnlog.as_of import MAX_MS
+    in µs or ns: no reader's datetime holds it; txnlog.broker.as_of reports such segments as
+    ``timestamp_in_future``)."""
+    from txnlog.broker.as_of import MAX_MS
 
     values = pc.fill_null(ms, -1).to_numpy(zero_copy_only=False).astype(np.int64)
     ok = (values >= 0) & (values <= MAX_MS)
@@ -299,14 +300,14 @@ def _duration(end: pa.ChunkedArray | pa.Array, start: pa.ChunkedArray | pa.Array
 
 
 def finish(raw: pa.Table, how: Finish, cluster: str, as_of: datetime) -> pa.Table:
-    """Staged transaction rows → rows of ``txnlog.tables.TRANSACTIONS`` for the run (cluster, as_of)."""
+    """Staged transaction rows → rows of ``txnlog.model.contract.TRANSACTIONS`` for the run (cluster, as_of)."""
     if how.bounds is not None and how.bounds.num_rows and raw.num_rows:
         raw = raw.filter(_within_bounds(raw, how.bounds))
     n = raw.num_rows
     marker = raw.column("marker_offset")
     control = raw.column("control_type")
     from txnlog.kafka.wire import ControlType
-    from txnlog.tables import Outcome
+    from txnlog.model.contract import Outcome
 
     outcome = pc.if_else(
         pc.is_null(marker),

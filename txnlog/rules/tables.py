@@ -1,11 +1,11 @@
 """The output tables, built from the decoded rows with pyarrow and numpy: one function per rule.
 
-Every input size runs this code. A small input (``driver_max_bytes``, txnlog.spark.placement) is decoded in
+Every input size runs this code. A small input (``driver_max_bytes``, txnlog.engine.spark.placement) is decoded in
 this process; a large one in Spark's tasks, where the partitions decoded in pieces are merged and the
 coordinator partitions reduced by the same functions, and the rest (a few rows per segment, producer and
-open transaction) is collected here (txnlog.spark.collect). Each function below names the Kafka classes
-its rule follows. The run key (``cluster``, ``as_of``) is set by the Delta writer (txnlog.delta), and the
-columns and their order come from the contract (txnlog.tables).
+open transaction) is collected here (txnlog.engine.spark.collect). Each function below names the Kafka classes
+its rule follows. The run key (``cluster``, ``as_of``) is set by the Delta writer (txnlog.output.delta), and the
+columns and their order come from the contract (txnlog.model.contract).
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txnlog import classify
-from txnlog import tables as contract
+from txnlog.broker import classify
 from txnlog.kafka.wire import TransactionState
+from txnlog.model import contract
+from txnlog.model.contract import InputSource
 from txnlog.rules import staged
 from txnlog.rules.plan import lso_after_steps
 from txnlog.rules.remedy import (
@@ -32,10 +33,9 @@ from txnlog.rules.remedy import (
     remedy_columns,
 )
 from txnlog.rules.staged import timestamps as _ts  # epoch ms → UTC timestamps, the writer's rule
-from txnlog.tables import InputSource
 
 if TYPE_CHECKING:
-    from txnlog.logdirs import Checkpoint
+    from txnlog.sources.logdirs import Checkpoint
 
 RUN_KEY = ("cluster", "as_of")
 REPLICA = ["broker", "topic", "partition"]
@@ -99,7 +99,7 @@ STUCK_SCHEMA_EXTRA = [("evidence", pa.string()), ("advice", pa.string()), *((n, 
 def classify_batches(
     batches: Iterator[pa.RecordBatch], thresholds: classify.Thresholds, damage: classify.Damage, out_schema: pa.Schema
 ) -> Iterator[pa.RecordBatch]:
-    """Candidates → the same rows with verdict, reason, safety, evidence and advice (txnlog.classify)."""
+    """Candidates → the same rows with verdict, reason, safety, evidence and advice (txnlog.broker.classify)."""
     for batch in batches:
         table = pa.Table.from_batches([batch])
         for name, values in classify.damage_flags(table, damage).items():
@@ -131,7 +131,7 @@ def classify_batches(
 def stuck_batches(
     batches: Iterator[pa.RecordBatch], thresholds: classify.Thresholds, out_schema: pa.Schema
 ) -> Iterator[pa.RecordBatch]:
-    """Coordinator states → the COORDINATOR_STUCK ones with evidence and advice (txnlog.classify)."""
+    """Coordinator states → the COORDINATOR_STUCK ones with evidence and advice (txnlog.broker.classify)."""
     for batch in batches:
         table = pa.Table.from_batches([batch])
         mask = classify.coordinator_stuck(table, thresholds)
@@ -224,7 +224,7 @@ def _first_rows(table: pa.Table, keys: list[str], order: list[tuple[str, str]]) 
 
 
 def _project(table: pa.Table, name: str, **derived: Any) -> pa.Table:
-    """The contract's columns of ``name`` but the run key (txnlog.tables), from ``derived`` or ``table``."""
+    """The contract's columns of ``name`` but the run key (txnlog.model.contract), from ``derived`` or ``table``."""
     fields = [f for f in contract.TABLES[name] if f.name not in RUN_KEY]
     arrays = []
     for f in fields:
@@ -240,14 +240,14 @@ def _project(table: pa.Table, name: str, **derived: Any) -> pa.Table:
 
 def replica_stats(summary: pa.Table, checkpoints: Sequence[Checkpoint]) -> pa.Table:
     """Per replica: log start/end, batches, newest timestamp, its checkpoints, whether it is the most
-    advanced (txnlog.reconstruct.replica_logs, the bounds and the leader the transactions' merge and
+    advanced (txnlog.broker.reconstruct.replica_logs, the bounds and the leader the transactions' merge and
     the producer state use).
 
     The checkpointed log start (``log-start-offset-checkpoint``) is the real log start once DeleteRecords moved
     it inside a segment (``UnifiedLog.maybeIncrementLogStartOffset``); the segments alone only say where the
     oldest retained segment begins. ``is_lead``: the replica with the largest log end offset (ties: the first
     broker name), whose offsets the leader reports."""
-    from txnlog import reconstruct as R
+    from txnlog.broker import reconstruct as R
 
     seg = _kind(summary, "segment")
     aggs = [("file_offset", "min"), ("batch_count", "sum"), ("last_timestamp", "max"), ("input", "max")]
@@ -613,11 +613,11 @@ def partition_transactions(
     stage: str,
     fragment_partitions: frozenset[tuple[str, int]] | None,
 ) -> pa.Table:
-    """One row per transaction of a partition, replicas merged (txnlog.reconstruct): those
+    """One row per transaction of a partition, replicas merged (txnlog.broker.reconstruct): those
     the decode tasks finished, and with ``fragments`` the others (kafka-dump-log.sh output, split segments'
     pieces) merged here by the same function (txnlog.rules.transactions.transactions_of_summary; in Spark it
-    runs per partition in tasks, txnlog.spark.collect)."""
-    from txnlog.rows import SEGMENT_SUMMARY_SCHEMA
+    runs per partition in tasks, txnlog.engine.spark.collect)."""
+    from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
     from txnlog.rules.transactions import KIND_TRANSACTION, checkpoints_of, transactions_of_summary
 
     names = SEGMENT_SUMMARY_SCHEMA.names
@@ -646,7 +646,7 @@ def partition_transactions(
 def reduced_records(records: pa.Table, stage: str) -> pa.Table:
     """``records`` whose records were not reduced where decoded, reduced by the same code, every record
     staged for ``coordinator_history`` (txnlog.rules.coordinator; in Spark per partition in tasks,
-    txnlog.spark.collect)."""
+    txnlog.engine.spark.collect)."""
     from txnlog.rules.coordinator import reduce_records
 
     columns = [c for c in records.column_names if c != "transitions"]
@@ -728,7 +728,7 @@ def candidates(it: Intermediates, thresholds: classify.Thresholds) -> pa.Table:
 
 
 def classified(cands: pa.Table, thresholds: classify.Thresholds, damaged: classify.Damage) -> pa.Table:
-    """The candidates with a verdict (txnlog.classify, vectorised per Arrow batch)."""
+    """The candidates with a verdict (txnlog.broker.classify, vectorised per Arrow batch)."""
     out = pa.schema(list(cands.schema) + [pa.field(n, t) for n, t in CANDIDATE_SCHEMA_EXTRA])
     table = pa.Table.from_batches(list(classify_batches(iter(cands.to_batches()), thresholds, damaged, out)), out)
     return table.filter(pc.is_valid(table.column("verdict")))
@@ -864,7 +864,7 @@ def abort_recommendations(verdicts: pa.Table, bootstrap: str, it: Intermediates)
 
 def partition_health(it: Intermediates, thresholds: classify.Thresholds) -> pa.Table:
     """Per partition: offsets, the LSO and its lag, open transactions, whether one is late
-    (txnlog.classify.has_late_transaction)."""
+    (txnlog.broker.classify.has_late_transaction)."""
     health = it.health
     late = classify.has_late_transaction(health.column("oldest_idle_ms"), thresholds.max_transaction_timeout_ms)
     has_late = pc.fill_null(late, False)
@@ -879,7 +879,7 @@ _renamed = {"first_offset_min": "current_txn_start_offset"}
 
 
 def producer_state(it: Intermediates, thresholds: classify.Thresholds) -> pa.Table:
-    """Per partition: what DescribeProducers would have answered at as_of (txnlog.producer_state).
+    """Per partition: what DescribeProducers would have answered at as_of (txnlog.broker.producer_state).
 
     The leader's producers (the most advanced replica's, as for ``partition_health``), each with the first
     offset of the transaction open on that replica (the transactions' merge's, so the same offset the
@@ -892,7 +892,7 @@ def producer_state(it: Intermediates, thresholds: classify.Thresholds) -> pa.Tab
     open_txn = open_txn.rename_columns([_renamed.get(c, c) for c in open_txn.column_names])
     rows = _join(it.producers, open_txn, key)
     rows = _join(rows, it.health, TP, ["source"])
-    from txnlog.producer_state import expired
+    from txnlog.broker.producer_state import expired
 
     gone = expired(
         _values(rows.column("last_timestamp_ms"), -1),  # unknown: Kafka's -1
@@ -916,8 +916,8 @@ def coordinator_state_table(it: Intermediates) -> pa.Table:
 
 def quarantine(summary: pa.Table, records: pa.Table, as_of: datetime | None, as_of_source: str) -> pa.Table:
     """Unreadable regions by file and position, and warning rows for client clocks far past ``as_of``
-    (txnlog.as_of: kept as read, never "now")."""
-    from txnlog import as_of as as_of_rule
+    (txnlog.broker.as_of: kept as read, never "now")."""
+    from txnlog.broker import as_of as as_of_rule
 
     data = _kind(summary, "quarantine")
     coordinator = _kind(records, "quarantine")
@@ -956,7 +956,8 @@ def quarantine(summary: pa.Table, records: pa.Table, as_of: datetime | None, as_
 
 
 #: the tables whose rows are staged as files under ``scratch``/<name> (txnlog.rules.staged): :func:`build` gives
-#: what finishes them (a ``staged.Finisher``), the writer's side (txnlog.spark.staged.StagedTable) the files
+#: what finishes them (a ``staged.Finisher``), the writer's side
+#: (txnlog.engine.spark.staged_table.StagedTable) the files
 STAGED = ("transactions", "coordinator_history")
 
 

@@ -1,6 +1,6 @@
 """Whole partitions' transactions as Arrow rows, where the bytes were decoded.
 
-A partition's transactions need every fragment of every replica of it (``txnlog.reconstruct``). When
+A partition's transactions need every fragment of every replica of it (``txnlog.broker.reconstruct``). When
 one Spark task holds all of a partition's files (``txnlog_segments`` with ``transactions`` = true
 groups them so), the task merges them itself with :class:`PartitionTransactions` and only finished
 transaction rows leave it: no shuffle and no per-row JVM work over fragments. Inputs whose fragments
@@ -19,15 +19,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txnlog import reconstruct as R
-from txnlog.logdirs import Checkpoint
-from txnlog.rows import batch_of
+from txnlog.broker import reconstruct as R
+from txnlog.model.rows import batch_of
 from txnlog.rules import staged
+from txnlog.sources.logdirs import Checkpoint
 
 KIND_TRANSACTION = "transaction"
 
 #: (broker, topic, partition) → (checkpointed log start, clean shutdown, checkpointed high watermark;
-#: None where unknown): the log-dir checkpoints the merge needs (``txnlog.logdirs.Checkpoint``)
+#: None where unknown): the log-dir checkpoints the merge needs (``txnlog.sources.logdirs.Checkpoint``)
 Checkpoints = Mapping[tuple[str, str, int], tuple[int | None, bool, int | None]]
 
 
@@ -191,8 +191,8 @@ def piece_edges(
     frags: Mapping[str, np.ndarray], snapshot_starts: tuple[np.ndarray, np.ndarray] | None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Which fragments of one file of a partition of one replica (a piece of a split segment, a whole segment of
-    such a partition, or a big segment of a partition read whole in one task: ``txnlog.segments.Edges``;
-    ``txnlog.reconstruct.segment_fragments``) its own task finishes into transactions, and which are its *edges*,
+    such a partition, or a big segment of a partition read whole in one task: ``txnlog.engine.segments.Edges``;
+    ``txnlog.broker.reconstruct.segment_fragments``) its own task finishes into transactions, and which are its *edges*,
     merged with the other files' edges (or whole fragments) of the partition.
 
     Per producer, a transaction is a run of its fragments up to and including its next marker
@@ -203,7 +203,7 @@ def piece_edges(
     up to its first marker (they may continue a transaction that began before the file) and after its last
     marker (they may go on after it), plus that last marker (the previous marker of what follows). A producer
     snapshot's open transaction joins the transaction that holds its ``currentTxnFirstOffset``
-    (``txnlog.reconstruct.replica_transactions``): a producer with such a start (in any snapshot of the
+    (``txnlog.broker.reconstruct.replica_transactions``): a producer with such a start (in any snapshot of the
     replica: ``snapshot_starts``, (producer ids, first offsets)) between its first and last marker in the file
     keeps every fragment at the edge; with ``snapshot_starts`` None (unknown) every producer does.
 
@@ -233,7 +233,7 @@ def piece_edges(
         for g in np.flatnonzero(finishes & np.isin(group_pid, s_pid)):
             lo, hi = np.searchsorted(s_pid, group_pid[g], "left"), np.searchsorted(s_pid, group_pid[g], "right")
             firsts = s_first[lo:hi]
-            # a snapshot's start sorts before a marker at its offset (txnlog.reconstruct: data first)
+            # a snapshot's start sorts before a marker at its offset (txnlog.broker.reconstruct: data first)
             if ((firsts > low[g]) & (firsts <= high[g])).any():
                 finishes[g] = False
     group = np.cumsum(np.isin(positions, starts)) - 1

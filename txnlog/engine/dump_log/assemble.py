@@ -1,0 +1,353 @@
+"""``--dump-log`` step 3, the assembly: one dumped segment's parsed lines become the segment source's rows
+(:func:`assemble_segment`) or the txn-state source's (:func:`assemble_txn_state`), with the quarantine rows
+of its damage. txnlog.engine.spark.dump_log says how the three steps fit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from txnlog.kafka import dump_log_text as D
+from txnlog.model.rows import (
+    KIND_QUARANTINE,
+    KIND_SEGMENT,
+    SEGMENT_SUMMARY_SCHEMA,
+    TXN_STATE_SCHEMA,
+    batch_of,
+    broker_timestamps,
+    fragment_kinds,
+    producer_rows,
+)
+from txnlog.sources.dump_log.parse import K_BATCH, K_ELIDED, K_INVALID_BYTES, K_LEGACY, K_RECORD, K_START
+
+
+def _np(table: pa.Table, name: str, dtype: Any, fill: Any) -> np.ndarray:
+    col = table.column(name)
+    return (
+        np.asarray(col.fill_null(fill).to_numpy(zero_copy_only=False), dtype=dtype) if len(col) else np.empty(0, dtype)
+    )
+
+
+def _first(table: pa.Table, name: str) -> Any:
+    col = table.column(name).drop_null()
+    return col[0].as_py() if len(col) else None
+
+
+def damage_rows(
+    table: pa.Table, pos_col: str = "position", size_col: str = "size", dump_col: str = "file"
+) -> dict[str, Any] | None:
+    """What the dump says is damaged in one dumped segment, as the segment reader would say it.
+
+    ``table`` is the segment's lines in line order. Each row names the dumped segment (``file``)
+    and a byte range in it, from the positions the dump printed (the dump file and its line go
+    into ``detail``):
+
+    * a batch line with ``isvalid: false`` → ``crc_mismatch`` at the batch's position, its size;
+    * ``Found N invalid bytes at the end of <file>`` → ``truncated_tail`` after the last batch, N bytes
+      (``DumpLogSegments.dumpLog``: the bytes after the last batch ``FileRecords.batches`` framed);
+    * a ``...`` elision → ``dump_log_elided`` from the end of the batch above it to the next batch
+      shown (length null when none follows: the rest of the segment is unknown);
+    * an exception that stopped the tool → ``dump_log_tool_error`` after the last batch shown.
+    """
+    kind = _np(table, "kind_code", np.int32, -1)
+    line_no = _np(table, "line_no", np.int64, 0)
+    is_frame = np.isin(kind, (K_BATCH, K_LEGACY))
+    text = table.column("damage_text")
+    has = np.asarray(text.is_valid().to_numpy(zero_copy_only=False), bool) if len(text) else np.zeros(0, bool)
+    idx = np.flatnonzero(has)
+    if idx.size == 0:
+        return None
+    pos = _np(table, pos_col, np.int64, -1)
+    size = _np(table, size_col, np.int64, 0)
+    frame_idx = np.flatnonzero(is_frame)
+    end = pos + size
+    # the end of the last frame above each line (0 at the segment start), the position of the next one
+    above = np.searchsorted(frame_idx, idx, side="left") - 1
+    prev_end = np.where(above >= 0, end[frame_idx[np.maximum(above, 0)]] if frame_idx.size else 0, 0)
+    below = np.searchsorted(frame_idx, idx, side="right")
+    next_pos = np.where(
+        below < frame_idx.size,
+        pos[frame_idx[np.minimum(below, max(frame_idx.size - 1, 0))]] if frame_idx.size else -1,
+        -1,
+    )
+    k = kind[idx]
+    inv = _np(table, "invalid_bytes", np.int64, -1)[idx]
+    is_bad_batch = k == K_BATCH
+    position = np.where(is_bad_batch, pos[idx], prev_end)
+    length = np.where(
+        is_bad_batch,
+        size[idx],
+        np.where(k == K_INVALID_BYTES, inv, np.where((k == K_ELIDED) & (next_pos >= 0), next_pos - prev_end, -1)),
+    )
+    reason = np.where(
+        is_bad_batch,
+        D.REASON_CRC,
+        np.where(
+            k == K_INVALID_BYTES, D.REASON_INVALID_BYTES, np.where(k == K_ELIDED, D.REASON_ELIDED, D.REASON_TOOL_ERROR)
+        ),
+    )
+    dump_file = _first(table, dump_col)
+    texts = text.take(pa.array(idx)).to_pylist()
+    return {
+        "position": pa.array(position, pa.int64()),
+        "length": pa.array(np.where(length >= 0, length, 0), pa.int64(), mask=length < 0),
+        "reason": pa.array(reason.tolist(), pa.string()),
+        "detail": pa.array([f"{dump_file}:{int(n)}: {t}" for n, t in zip(line_no[idx], texts)], pa.string()),
+        "n": int(idx.size),
+    }
+
+
+def assemble_segment(table: pa.Table) -> pa.Table:
+    """One dumped segment's parsed lines → SEGMENT_SUMMARY rows (runs, markers, the segment row).
+
+    Runs in executors (``applyInArrow``); vectorized with numpy, then
+    ``segment_fragments`` exactly as ``summarize_segment`` does for the bytes.
+    """
+    from txnlog.broker.producer_state import segment_producers
+    from txnlog.broker.reconstruct import SUMMARY_FRAGMENT_COLUMNS, segment_fragments
+    from txnlog.kafka.control import ControlStatus
+    from txnlog.kafka.record_batch import BATCH_COLUMNS
+
+    table = table.sort_by("line_no")
+    kind = _np(table, "kind_code", np.int32, -1)
+    line_no = _np(table, "line_no", np.int64, 0)
+    broker, topic, partition, dpath = (_first(table, c) for c in ("broker", "topic", "partition", "dpath"))
+    file_offset = _first(table, "file_offset")
+    if file_offset is None:
+        starts = table.filter(pa.compute.equal(table.column("kind_code"), K_START))
+        file_offset = _first(starts, "base_offset")
+
+    is_b = kind == K_BATCH
+    bl = line_no[is_b]
+    valid_all = _np(table, "crc_valid", bool, False)[is_b]
+    nb = int(bl.size)
+
+    def col(name: str, dtype: Any, fill: Any) -> np.ndarray:
+        return _np(table, name, dtype, fill)[is_b]
+
+    # record lines → their batch (the closest batch line above them)
+    is_r = kind == K_RECORD
+    r_line = line_no[is_r]
+    r_batch = np.searchsorted(bl, r_line, side="right") - 1
+    r_ok = r_batch >= 0
+    r_ts = _np(table, "rec_timestamp", np.int64, -1)[is_r]
+    r_after = _np(table, "after_batch", bool, False)[is_r]
+    r_mtype = table.column("marker_type").filter(pa.array(is_r)).to_pylist() if is_r.any() else []
+    r_mtype_id = (
+        np.array([D.CONTROL_TYPE_IDS.get(t, -1) if t else -1 for t in r_mtype], np.int16)
+        if r_mtype
+        else np.empty(0, np.int16)
+    )
+    r_mepoch = _np(table, "marker_epoch", np.int32, -1)[is_r]
+
+    max_ts = col("max_timestamp", np.int64, -1)
+    base_ts = max_ts.copy()
+    first = r_ok & r_after & (r_batch >= 0)
+    base_ts[r_batch[first]] = r_ts[first]
+    dh = table.column("delete_horizon").filter(pa.array(is_b))
+    dh_np = np.asarray(dh.fill_null(-1).to_numpy(zero_copy_only=False), np.int64) if nb else np.empty(0, np.int64)
+    base_ts = np.where(dh_np >= 0, dh_np, base_ts)
+
+    is_control = col("is_control", bool, False)
+    count = col("record_count", np.int32, 0)
+    status = np.where(
+        is_control,
+        np.where(count == 0, ControlStatus.ZERO_RECORDS, ControlStatus.END_TXN_MARKER),
+        ControlStatus.NOT_CONTROL,
+    ).astype(np.int8)
+    ctype = np.full(nb, -1, np.int16)
+    cepoch = np.full(nb, -1, np.int32)
+    marker_ts = np.where(is_control, max_ts, -1)
+    # a record line of a control batch says what it is: a marker, or another control type
+    ctl_rec = r_ok & (r_after | (r_mtype_id >= 0))
+    if ctl_rec.any():
+        rb = r_batch[ctl_rec]
+        on_ctl = is_control[rb]
+        rb, mt, me, ts = rb[on_ctl], r_mtype_id[ctl_rec][on_ctl], r_mepoch[ctl_rec][on_ctl], r_ts[ctl_rec][on_ctl]
+        status[rb] = np.where(mt >= 0, ControlStatus.END_TXN_MARKER, ControlStatus.OTHER_TYPE)
+        ctype[rb] = mt
+        cepoch[rb] = np.where(mt >= 0, me, -1)
+        marker_ts[rb] = ts
+
+    size = col("size", np.int64, 12)
+    batches = {
+        "position": col("position", np.int64, -1),
+        "base_offset": col("base_offset", np.int64, -1),
+        "last_offset": col("last_offset", np.int64, -1),
+        "batch_length": (size - 12).astype(np.int32),
+        "partition_leader_epoch": col("partition_leader_epoch", np.int32, -1),
+        "magic": col("magic", np.int8, 2),
+        "crc": col("crc", np.int64, 0).astype(np.uint32),
+        "crc_valid": valid_all,
+        "compression": col("compression", np.int8, 0),
+        "timestamp_type": col("timestamp_type", np.int8, 0),
+        "is_transactional": col("is_transactional", bool, False),
+        "is_control": is_control,
+        "last_offset_delta": (col("last_offset", np.int64, 0) - col("base_offset", np.int64, 0)).astype(np.int32),
+        "base_timestamp": base_ts,
+        "max_timestamp": max_ts,
+        "producer_id": col("producer_id", np.int64, -1),
+        "producer_epoch": col("producer_epoch", np.int16, -1),
+        "base_sequence": col("base_sequence", np.int32, -1),
+        "record_count": count,
+        "control_key_version": np.where(is_control, 0, -1).astype(np.int16),
+        "control_type": ctype,
+        "control_value_version": np.where(status == ControlStatus.END_TXN_MARKER, 0, -1).astype(np.int16),
+        "coordinator_epoch": cepoch,
+        "marker_timestamp": marker_ts,
+        "control_status": status,
+        "has_delete_horizon": dh_np >= 0,
+    }
+    for name, dtype in BATCH_COLUMNS.items():  # columns added to the binary scan later: neutral values
+        if name not in batches:
+            batches[name] = np.zeros(nb, dtype)
+    # batches with isvalid: false are quarantined (crc_mismatch) and, as in the binary path, not used
+    batches = {k: np.asarray(v, BATCH_COLUMNS.get(k))[valid_all] for k, v in batches.items()}
+    out: list[pa.RecordBatch] = []
+    frags = segment_fragments(batches)
+    n = len(frags["kind"])
+    base = {"broker": broker, "topic": topic, "file": dpath}
+    # the producers' state in this segment, as summarize_segment gives it for the bytes (producer_state)
+    out.append(producer_rows(broker, topic, partition, dpath, file_offset, segment_producers(batches)))
+    if n:
+        out.append(
+            batch_of(
+                SEGMENT_SUMMARY_SCHEMA,
+                n,
+                {
+                    **base,
+                    "kind": fragment_kinds(frags["kind"]),
+                    "partition": partition,
+                    "file_offset": file_offset,
+                    **{k: frags[k] for k in SUMMARY_FRAGMENT_COLUMNS},
+                    "control_type": frags["control_type"].astype(np.int32),
+                },
+            )
+        )
+    is_l = kind == K_LEGACY
+    ends = (_np(table, "position", np.int64, 0) + _np(table, "size", np.int64, 0))[is_b | is_l]
+    has = batches["base_offset"].size > 0
+    out.append(
+        batch_of(
+            SEGMENT_SUMMARY_SCHEMA,
+            1,
+            {
+                **base,
+                "kind": KIND_SEGMENT,
+                "partition": pa.array([partition], pa.int32()),
+                "file_offset": pa.array([file_offset], pa.int64()),
+                "first_offset": pa.array([int(batches["base_offset"].min()) if has else None], pa.int64()),
+                "last_offset": pa.array([int(batches["last_offset"].max()) if has else None], pa.int64()),
+                "first_timestamp": pa.array([int(batches["base_timestamp"].min()) if has else None], pa.int64()),
+                "last_timestamp": pa.array([int(batches["max_timestamp"].max()) if has else None], pa.int64()),
+                "batch_count": np.full(1, batches["base_offset"].size, np.int64),
+                "record_count": np.full(1, int(batches["record_count"].astype(np.int64).sum()), np.int64),
+                "size_bytes": np.full(1, int(ends.max()) if ends.size else 0, np.int64),
+                "legacy_entries": np.full(1, int(is_l.sum()), np.int64),
+                **broker_timestamps(batches),
+            },
+        )
+    )
+    damage = damage_rows(table)
+    if damage is not None:
+        n = damage.pop("n")
+        out.append(
+            batch_of(
+                SEGMENT_SUMMARY_SCHEMA,
+                n,
+                {
+                    **base,
+                    "kind": KIND_QUARANTINE,
+                    "partition": partition,
+                    "file_offset": file_offset,
+                    **damage,
+                },
+            )
+        )
+    result = pa.Table.from_batches(out, schema=SEGMENT_SUMMARY_SCHEMA)
+    return result.append_column("dump_file", pa.array([_first(table, "file")] * result.num_rows, pa.string()))
+
+
+def assemble_txn_state(table: pa.Table) -> pa.Table:
+    """One dumped ``__transaction_state`` segment: records get their batch's leader epoch.
+
+    Input rows are the segment's batch lines (``kind_code`` batch, with
+    ``partition_leader_epoch``) and its decoded record lines (TXN_STATE columns).
+    A segment whose batches have no decoded record lines (dumped without
+    ``--transaction-log-decoder``) yields one quarantine row saying so.
+    """
+    table = table.sort_by("line_no")
+    kind = _np(table, "kind_code", np.int32, -1)
+    line_no = _np(table, "line_no", np.int64, 0)
+    is_b = kind == K_BATCH
+    bl = line_no[is_b]
+    ple = _np(table, "partition_leader_epoch", np.int32, -1)[is_b]
+    valid = _np(table, "crc_valid", bool, True)[is_b]
+    is_rec = kind == K_RECORD
+    r_batch_all = np.searchsorted(bl, line_no, side="right") - 1
+    # records of a batch marked isvalid: false are not used (the segment reader quarantines the batch)
+    use = is_rec & ~((r_batch_all >= 0) & ~valid[np.maximum(r_batch_all, 0)] if bl.size else np.zeros(len(kind), bool))
+    recs = table.filter(pa.array(use))
+    r_batch = r_batch_all[use]
+    epochs = np.where(r_batch >= 0, ple[np.maximum(r_batch, 0)] if ple.size else -1, -1).astype(np.int32)
+    dump_file = _first(table, "dump_file")
+    out = [
+        recs.set_column(
+            recs.schema.get_field_index("coordinator_epoch"), "coordinator_epoch", pa.array(epochs, pa.int32())
+        )
+        .select(TXN_STATE_SCHEMA.names)
+        .cast(TXN_STATE_SCHEMA)
+    ]
+    damage = damage_rows(table, "batch_position", "batch_size", "dump_file")
+    if damage is not None:
+        n = damage.pop("n")
+        out.append(
+            pa.Table.from_batches(
+                [
+                    batch_of(
+                        TXN_STATE_SCHEMA,
+                        n,
+                        {
+                            "kind": KIND_QUARANTINE,
+                            "broker": _first(table, "broker"),
+                            "coordinator_partition": _first(table, "partition"),
+                            "file": _first(table, "dpath"),
+                            **damage,
+                        },
+                    )
+                ]
+            )
+        )
+    counts = _np(table, "record_count", np.int64, 0)[is_b]
+    decoded = np.zeros(bl.size, bool)
+    all_recs = r_batch_all[is_rec]
+    decoded[all_recs[all_recs >= 0]] = True
+    missing = np.flatnonzero(~decoded & (counts > 0))
+    if missing.size:
+        n = 1
+        out.append(
+            pa.Table.from_batches(
+                [
+                    batch_of(
+                        TXN_STATE_SCHEMA,
+                        n,
+                        {
+                            "kind": KIND_QUARANTINE,
+                            "broker": _first(table, "broker"),
+                            "coordinator_partition": pa.array([_first(table, "partition")], pa.int32()),
+                            "file": _first(table, "dump_file"),
+                            "position": np.full(1, int(bl[missing[0]]), np.int64),
+                            "length": np.full(1, 1, np.int64),
+                            "reason": D.REASON_TXN_UNDECODED,
+                            "detail": f"{missing.size} of {bl.size} batches of {_first(table, 'dpath')} "
+                            "show no decoded record; "
+                            "dump __transaction_state with --transaction-log-decoder",
+                        },
+                    )
+                ]
+            )
+        )
+    result = pa.concat_tables(out)
+    return result.append_column("dump_file", pa.array([dump_file] * result.num_rows, pa.string()))

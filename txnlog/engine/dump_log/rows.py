@@ -1,0 +1,380 @@
+"""kafka-dump-log.sh lines → the rows of the segment and txn-state sources: one function per step, over Arrow.
+
+Both placements call these functions on the lines the Data Source parsed (txnlog.engine.spark.dump_log): a small
+input reads every line in the driver (``read_dump_logs_here``); Spark filters the lines in its reading tasks
+(:func:`summary_lines`, :func:`record_lines`), groups each dumped segment's lines and applies
+:func:`summary_rows` and :func:`record_rows` per group, with the replica names :func:`replica_names` gave from
+the few "Dumping" lines. SQL's three-valued logic is kept: a filter keeps a row only where its condition is
+true (``_where``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from txnlog.engine.dump_log.assemble import assemble_segment, assemble_txn_state
+from txnlog.kafka import dump_log_text as D
+from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
+from txnlog.rules import staged
+from txnlog.rules.tables import groups
+from txnlog.sources.dump_log.lines import DEFAULT_CHUNK_BYTES, iter_line_batches
+from txnlog.sources.dump_log.parse import (
+    DAMAGE_KINDS,
+    K_BATCH,
+    K_DUMPING,
+    K_LEGACY,
+    K_RECORD,
+    K_SNAPSHOT,
+    K_SNAPSHOT_CORRUPT,
+    K_START,
+    parse_lines,
+)
+
+DUMP_FILE = pa.field("dump_file", pa.string())
+
+
+#: the parsed columns assemble_segment reads
+SEGMENT_COLUMNS = (
+    "file line_no section kind_code after_batch dpath broker topic partition file_offset damage_text invalid_bytes "
+    "base_offset last_offset record_count base_sequence producer_id producer_epoch partition_leader_epoch "
+    "is_transactional is_control delete_horizon position timestamp_type max_timestamp size magic compression crc "
+    "crc_valid rec_offset rec_timestamp marker_type marker_epoch"
+).split()
+#: TXN_STATE columns a decoded record line carries as parsed (the rest are null or set by assemble_txn_state)
+RECORD_COLUMNS = (
+    "transactional_id is_tombstone key_version value_version producer_id producer_epoch timeout_ms state partitions "
+    "last_update_timestamp txn_start_timestamp previous_producer_id next_producer_id next_producer_epoch "
+    "client_transaction_version"
+).split()
+
+
+#: the parsed columns :func:`summary_rows` reads
+SUMMARY_LINE_COLUMNS = tuple(
+    dict.fromkeys(
+        [*SEGMENT_COLUMNS, "data_section", "kind_code", "after_batch", "marker_type", "section", "is_txn_state"]
+        + ["ignored", "first_offset", "last_timestamp", "coordinator_epoch", "last_sequence", "reason", "detail"]
+    )
+)
+#: the parsed columns :func:`record_rows` reads
+RECORD_LINE_COLUMNS = tuple(
+    dict.fromkeys(
+        ["is_txn_state", "kind_code", "txn_decoded", "broker", "partition", "dpath", "rec_offset", "rec_timestamp"]
+        + [*RECORD_COLUMNS, "partition_leader_epoch", "record_count", "crc_valid", "position", "size"]
+        + ["damage_text", "invalid_bytes", "line_no", "section", "file"]
+    )
+)
+
+
+def summary_lines(lines: pa.Table) -> pa.Table:
+    """The lines and columns :func:`summary_rows` reads (a row-local filter: Spark applies it in the reading
+    tasks, before each dumped segment's lines are grouped)."""
+    kind = _col(lines, "kind_code")
+    record = pc.and_kleene(
+        pc.equal(kind, K_RECORD), pc.or_kleene(_col(lines, "after_batch"), pc.is_valid(_col(lines, "marker_type")))
+    )
+    kinds = _kinds(lines, K_DUMPING, K_START, K_BATCH, K_LEGACY, K_SNAPSHOT, *DAMAGE_KINDS)
+    keep = pc.or_kleene(pc.or_kleene(kinds, record), pc.is_valid(_col(lines, "reason")))
+    return _where(lines, keep).select(list(SUMMARY_LINE_COLUMNS))
+
+
+def record_lines(lines: pa.Table) -> pa.Table:
+    """The lines and columns :func:`record_rows` reads: the ``__transaction_state`` dumps' record, batch,
+    damage and "Dumping" lines."""
+    kinds = _kinds(lines, K_DUMPING, K_RECORD, K_BATCH, K_LEGACY, *DAMAGE_KINDS)
+    return _where(lines, pc.and_kleene(_col(lines, "is_txn_state"), kinds)).select(list(RECORD_LINE_COLUMNS))
+
+
+def summary_rows(lines: pa.Table, names: dict[tuple[str | None, str | None], str | None]) -> pa.Table:
+    """The parsed lines of whole dumped files or segments → SEGMENT_SUMMARY_SCHEMA rows (segments, producer
+    snapshots, quarantine), ``broker`` the replica name ``names`` gives (:func:`replica_names`)."""
+    summary = pa.concat_tables([_segments(lines), _snapshots(lines), _quarantine(lines)], promote_options="default")
+    return _shaped(_named(summary, names), SEGMENT_SUMMARY_SCHEMA)
+
+
+def record_rows(lines: pa.Table, names: dict[tuple[str | None, str | None], str | None]) -> pa.Table:
+    """The parsed lines of whole dumped files or segments → TXN_STATE_SCHEMA rows (the ``__transaction_state``
+    records and one ``segment`` row per dumped coordinator segment), ``broker`` the replica name."""
+    records = pa.concat_tables([_records(lines), _dumped(lines)], promote_options="default")
+    return _shaped(_named(records, names), TXN_STATE_SCHEMA)
+
+
+#: what a dump file is read into: the rows of the segment source, or of the txn-state source
+SUMMARY, RECORDS = "summary", "records"
+
+
+def file_rows(
+    path: str,
+    names: dict[tuple[str | None, str | None], str | None],
+    output: str,
+    loc: str | None = None,
+    loc_named: bool = False,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+) -> Iterator[pa.Table]:
+    """One dump file → its SUMMARY (:func:`summary_rows`) or RECORDS (:func:`record_rows`) rows, read a chunk at
+    a time. A dumped segment's lines never leave their file, so each segment is assembled as soon as the next
+    "Dumping" line is read: what is held is one segment's kept lines, never the file's, and nothing is shuffled.
+    ``names`` are the replica names (:func:`replica_names` of the input's "Dumping" lines)."""
+    keep, build = (summary_lines, summary_rows) if output == SUMMARY else (record_lines, record_rows)
+    pending: pa.Table | None = None
+    for batch in iter_line_batches(path, chunk_bytes, loc, loc_named):
+        kept = keep(pa.Table.from_batches([parse_lines(batch)]))
+        pending = kept if pending is None else pa.concat_tables([pending, kept])
+        done = pc.less(pending.column("section"), batch.column("section")[-1])  # sections that have ended
+        if pc.any(done).as_py():
+            yield build(pending.filter(done), names)
+            pending = pending.filter(pc.invert(done))
+    if pending is not None and pending.num_rows:
+        yield build(pending, names)
+
+
+def _where(lines: pa.Table, condition: Any) -> pa.Table:
+    """The rows where ``condition`` is true (null: dropped, as SQL's WHERE does)."""
+    return lines.filter(pc.fill_null(condition, False))
+
+
+def _col(lines: pa.Table, name: str) -> Any:
+    return lines.column(name)
+
+
+def _kinds(lines: pa.Table, *kinds: int) -> Any:
+    return pc.is_in(_col(lines, "kind_code"), pa.array(kinds, pa.int32()))
+
+
+def _shaped(table: pa.Table, schema: pa.Schema, *extra: str) -> pa.Table:
+    """``table`` with exactly ``schema``'s columns (null where it has none), cast, then ``extra`` as they are
+    (what a SELECT of CASTs does)."""
+    n = table.num_rows
+    arrays = [
+        table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(n, f.type) for f in schema
+    ]
+    fields = [pa.field(f.name, f.type) for f in schema]
+    for name in extra:
+        arrays.append(table.column(name))
+        fields.append(table.schema.field(name))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _assembled(rows: pa.Table, keys: tuple[str, str], function: Any, schema: pa.Schema) -> pa.Table:
+    """``function`` over each ``keys`` group of ``rows`` (``applyInArrow``), its results cast to ``schema``."""
+    parts = [_shaped(function(group), schema) for group in groups(rows, keys)]
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+# --- replica names ---------------------------------------------------------------------------------------
+
+
+def replica_names(lines: pa.Table) -> dict[tuple[str | None, str | None], str | None]:
+    """(dump file, printed broker) → replica name, for every dumped file (README, kafka-dump-log.sh), from
+    the distinct "Dumping" lines (one per dumped file, so few). Deterministic, from the whole input:
+
+    1. ``NAME=PATH`` names every dump under PATH: NAME, always.
+    2. Otherwise the broker directory in the printed path (``.../<broker dir>/<topic>-<n>/``) names the
+       replica - unless the printed paths cannot tell replicas apart: the same segment path printed by
+       several dump files (every broker's log dir is /var/lib/kafka/data), or no broker directory at all.
+       Then every dump of that *location* (the directory below the ``--dump-log`` directory, or the
+       directory given) that prints that broker directory takes the location's name, so a replica's
+       segments, snapshots and __transaction_state dumps stay together.
+    3. Dump files that still print the same segment path under the same name (files given one by one, or
+       lying side by side in one directory) are told apart by the dump file's name (``b1.txt`` → ``b1``;
+       under a location ``dumps/b1``).
+    """
+    dumping = _where(lines, pc.equal(_col(lines, "kind_code"), K_DUMPING))
+    seen = {
+        (r["file"], r["loc"], bool(r["loc_named"]), r["broker"], r["dpath"], r["stem"])
+        for r in dumping.select(["file", "loc", "loc_named", "broker", "dpath", "stem"]).to_pylist()
+    }
+    d = [dict(zip(("dump_file", "loc", "named", "pbroker", "dpath", "stem"), row, strict=True)) for row in seen]
+    # the same printed path in several dump files: per printed broker, then per chosen base name
+    files = _sets(d, ("pbroker", "dpath"))
+    for r in d:
+        r["clash"] = len(files[(r["pbroker"], r["dpath"])]) > 1
+    clashing = {(r["loc"], r["pbroker"]) for r in d if r["clash"]}
+    for r in d:
+        r["use_loc"] = r["loc"] is not None and (
+            r["named"] or (r["loc"], r["pbroker"]) in clashing or r["pbroker"] == D.UNKNOWN_BROKER
+        )
+        r["base"] = r["loc"] if r["use_loc"] else r["pbroker"]
+    files = _sets(d, ("base", "dpath"))
+    renamed = {(r["dump_file"], r["base"]) for r in d if len(files[(r["base"], r["dpath"])]) > 1 and not r["named"]}
+    names: dict[tuple[str | None, str | None], str | None] = {}
+    for r in d:
+        if (r["dump_file"], r["base"]) in renamed:
+            stem = "/".join(x for x in (r["base"], r["stem"]) if x is not None) if r["use_loc"] else r["stem"]
+            names[(r["dump_file"], r["pbroker"])] = stem
+        else:
+            names[(r["dump_file"], r["pbroker"])] = r["base"]
+    return names
+
+
+def _sets(rows: list[dict[str, Any]], keys: tuple[str, str]) -> dict[tuple[Any, Any], set[str]]:
+    """The dump files per value of ``keys`` (``collect_set(dump_file) OVER (PARTITION BY keys)``)."""
+    out: dict[tuple[Any, Any], set[str]] = {}
+    for r in rows:
+        out.setdefault((r[keys[0]], r[keys[1]]), set()).add(r["dump_file"])
+    return out
+
+
+def _named(table: pa.Table, names: dict[tuple[str | None, str | None], str | None]) -> pa.Table:
+    """``table`` with ``broker`` replaced by the replica name of its (dump file, printed broker)."""
+    if not names or not table.num_rows:
+        return table
+    keys = list(names)
+    lookup = pa.table(
+        {
+            "dump_file": pa.array([f for f, _ in keys], pa.string()),
+            "broker": pa.array([b for _, b in keys], pa.string()),
+            "replica": pa.array([names[k] for k in keys], pa.string()),
+        }
+    )
+    named = staged.lookup(table, ["dump_file", "broker"], lookup, "replica")
+    broker = pc.coalesce(named, table.column("broker"))
+    return table.set_column(table.column_names.index("broker"), "broker", broker)
+
+
+# --- the rows --------------------------------------------------------------------------------------------
+
+
+def _segments(lines: pa.Table) -> pa.Table:
+    """Each dumped data segment's lines → its summary rows (``assemble_segment``)."""
+    kinds = _kinds(lines, K_DUMPING, K_START, K_BATCH, K_LEGACY, *DAMAGE_KINDS)
+    record = pc.and_kleene(
+        pc.equal(_col(lines, "kind_code"), K_RECORD),
+        pc.or_kleene(_col(lines, "after_batch"), pc.is_valid(_col(lines, "marker_type"))),
+    )
+    rows = _where(lines, pc.and_kleene(_col(lines, "data_section"), pc.or_kleene(kinds, record)))
+    schema = SEGMENT_SUMMARY_SCHEMA.append(DUMP_FILE)
+    return _assembled(rows.select(list(SEGMENT_COLUMNS)), ("file", "section"), assemble_segment, schema)
+
+
+def _snapshots(lines: pa.Table) -> pa.Table:
+    """Producer snapshot entries as ``snapshot`` rows."""
+    snap = pc.and_kleene(
+        pc.and_kleene(pc.equal(_col(lines, "kind_code"), K_SNAPSHOT), pc.greater(_col(lines, "section"), 0)),
+        pc.and_kleene(pc.invert(_col(lines, "is_txn_state")), pc.invert(_col(lines, "ignored"))),
+    )
+    rows = _where(lines, snap)
+    columns = ["broker", "topic", "partition", "file_offset", "producer_id", "producer_epoch", "first_offset"]
+    columns += ["last_offset", "last_timestamp", "coordinator_epoch", "last_sequence"]
+    return _shaped(
+        pa.table(
+            {
+                "kind": pa.repeat(pa.scalar("snapshot"), rows.num_rows),
+                "file": rows.column("dpath"),
+                **{c: rows.column(c) for c in columns},
+                "dump_file": rows.column("file"),
+            }
+        ),
+        SEGMENT_SUMMARY_SCHEMA,
+        "dump_file",
+    )
+
+
+def _quarantine(lines: pa.Table) -> pa.Table:
+    """Lines that cannot or must not be read, by dump file and line; a corrupt producer snapshot by its file."""
+    rows = _where(lines, pc.is_valid(_col(lines, "reason")))
+    corrupt = pc.equal(rows.column("kind_code"), K_SNAPSHOT_CORRUPT)
+    n = rows.num_rows
+    return _shaped(
+        pa.table(
+            {
+                "kind": pa.repeat(pa.scalar("quarantine"), n),
+                **{c: rows.column(c) for c in ("broker", "topic", "partition", "file_offset", "reason", "detail")},
+                "file": pc.if_else(corrupt, rows.column("dpath"), rows.column("file")),
+                "position": pc.if_else(corrupt, pa.scalar(0, pa.int64()), rows.column("line_no")),
+                "length": pc.if_else(corrupt, pa.scalar(None, pa.int64()), pa.scalar(1, pa.int64())),
+                "dump_file": rows.column("file"),
+            }
+        ),
+        SEGMENT_SUMMARY_SCHEMA,
+        "dump_file",
+    )
+
+
+def _records(lines: pa.Table) -> pa.Table:
+    """The ``__transaction_state`` record lines with their batch lines, per dumped segment → TXN_STATE rows
+    (``assemble_txn_state``)."""
+    txn = _col(lines, "is_txn_state")
+    decoded = _where(
+        lines,
+        pc.and_kleene(pc.and_kleene(txn, pc.equal(_col(lines, "kind_code"), K_RECORD)), _col(lines, "txn_decoded")),
+    )
+    n = decoded.num_rows
+    record_rows = {
+        "kind": pa.repeat(pa.scalar("record"), n),
+        "broker": decoded.column("broker"),
+        "coordinator_partition": decoded.column("partition"),
+        "file": decoded.column("dpath"),
+        "record_offset": decoded.column("rec_offset"),
+        "record_timestamp": decoded.column("rec_timestamp"),
+        **{c: decoded.column(c) for c in RECORD_COLUMNS},
+    }
+    batches = _where(lines, pc.and_kleene(txn, _kinds(lines, K_BATCH, K_LEGACY, *DAMAGE_KINDS)))
+    batch_rows = {
+        "broker": batches.column("broker"),
+        "file": batches.column("dpath"),
+        "partition_leader_epoch": batches.column("partition_leader_epoch"),
+        "record_count": batches.column("record_count").cast(pa.int64()),
+        "crc_valid": batches.column("crc_valid"),
+        "batch_position": batches.column("position"),
+        "batch_size": batches.column("size"),
+        "damage_text": batches.column("damage_text"),
+        "invalid_bytes": batches.column("invalid_bytes"),
+    }
+    both = pa.concat_tables(
+        [_with_lines(pa.table(record_rows), decoded), _with_lines(pa.table(batch_rows), batches)],
+        promote_options="default",
+    )
+    extra = ["line_no", "section", "dump_file", "kind_code", "dpath", "partition_leader_epoch", "record_count"]
+    extra += ["partition", "crc_valid", "batch_position", "batch_size", "damage_text", "invalid_bytes"]
+    both = _shaped(_typed(both), TXN_STATE_SCHEMA, *extra)
+    schema = TXN_STATE_SCHEMA.append(DUMP_FILE)
+    return _assembled(both, ("dump_file", "section"), assemble_txn_state, schema)
+
+
+_LINE_TYPES = {
+    "partition_leader_epoch": pa.int32(),
+    "record_count": pa.int64(),
+    "crc_valid": pa.bool_(),
+    "batch_position": pa.int64(),
+    "batch_size": pa.int64(),
+    "damage_text": pa.string(),
+    "invalid_bytes": pa.int64(),
+}
+
+
+def _with_lines(rows: pa.Table, lines: pa.Table) -> pa.Table:
+    """``rows`` plus the line columns ``assemble_txn_state`` groups and orders by."""
+    for name in ("line_no", "section", "kind_code", "dpath", "partition"):
+        rows = rows.append_column(name, lines.column(name))
+    return rows.append_column("dump_file", lines.column("file"))
+
+
+def _typed(table: pa.Table) -> pa.Table:
+    """The extra line columns in the types the Spark path hands ``assemble_txn_state`` (null-filled ones
+    take the type of a null column otherwise)."""
+    for name, typ in _LINE_TYPES.items():
+        if name not in table.column_names:
+            table = table.append_column(name, pa.nulls(table.num_rows, typ))
+        else:
+            table = table.set_column(table.column_names.index(name), name, table.column(name).cast(typ))
+    return table
+
+
+def _dumped(lines: pa.Table) -> pa.Table:
+    """One ``segment`` row per dumped ``__transaction_state`` segment: the coordinator partitions the dumps
+    hold, records or not."""
+    rows = _where(lines, pc.and_kleene(_col(lines, "is_txn_state"), pc.equal(_col(lines, "kind_code"), K_DUMPING)))
+    table = pa.table(
+        {
+            "kind": pa.repeat(pa.scalar("segment"), rows.num_rows),
+            "broker": rows.column("broker"),
+            "coordinator_partition": rows.column("partition"),
+            "file": rows.column("dpath"),
+            "dump_file": rows.column("file"),
+        }
+    )
+    return _shaped(table, TXN_STATE_SCHEMA, "dump_file")

@@ -1,0 +1,239 @@
+"""What Spark's tasks hand to the table build: the decode's rows, reduced where they are, collected as Arrow.
+
+The rules that turn decoded rows into the output tables live once, as functions over Arrow tables
+(txnlog.rules.tables and the kernels it calls). Spark's part is to run the heavy, per-partition
+kernels in its tasks, near the data, so that what reaches the driver is a few rows per segment, producer
+and open transaction:
+
+- the decode itself (the Data Sources), where a log dir's partition is read whole and merged into its
+  transactions in the same task (txnlog.rules.transactions), and ``__transaction_state`` partitions are
+  reduced where they are read (txnlog.rules.coordinator);
+- :func:`merged_fragments`: the partitions whose rows were decoded in several tasks (kafka-dump-log.sh files,
+  a live cluster's batches, a segment read in pieces) grouped by partition and merged by the same function
+  (``groupBy(...).applyInArrow``), every transaction staged for the ``transactions`` table and only those
+  the verdicts need kept (txnlog.rules.staged);
+- :func:`reduced_records`: ``__transaction_state`` records not reduced where they were read, reduced per
+  coordinator partition by the same function;
+- :func:`broker_times`: the newest broker-written times (txnlog.broker.as_of), one Arrow function per batch,
+  combined with ``max``, in the action that decodes and caches every input.
+
+:func:`collected` then brings the remaining rows to the driver as Arrow tables (list columns only on the
+rows that carry them: Spark's row-to-Arrow conversion costs ~0.1 ms per row for each list column, even a
+null one), and the tables are built there by the same code as a small input's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from txnlog.engine.spark.sources import arrow_to_spark_schema
+from txnlog.model.rows import KIND_MARKER, KIND_RUN, SEGMENT_SUMMARY_SCHEMA
+from txnlog.rules.transactions import KIND_TRANSACTION, Checkpoints, transactions_of_summary
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+#: the rows the fragment merge reads (every other kind reaches the driver as it is)
+FRAGMENT_KINDS = (KIND_RUN, KIND_MARKER, "segment", "snapshot")
+#: the scratch directory split partitions' fragments are staged in (the segments source's ``fragments_stage``)
+FRAGMENTS_STAGE = "fragments"
+#: the summary's list columns, which only transaction rows fill
+LIST_COLUMNS = tuple(f.name for f in SEGMENT_SUMMARY_SCHEMA if pa.types.is_list(f.type))
+
+
+def merged_fragments(
+    summary: DataFrame,
+    checkpoints: Checkpoints,
+    *,
+    stage: str | None,
+    fragment_partitions: Collection[tuple[str, int]] | None = None,
+    staged: str | None = None,
+    dead: Collection[tuple[str, str, int]] = (),
+) -> DataFrame:
+    """The transaction rows of the partitions decoded in fragments, merged per (topic, partition) in tasks by
+    :func:`txnlog.rules.transactions.transactions_of_summary`: every transaction staged under ``stage`` and
+    the ones the verdicts need returned (None: every transaction returned, none staged).
+    ``fragment_partitions``: the only partitions that may hold fragments (split segments', txnlog.sources.splits), so
+    that no other partition's rows are shuffled; None: any. ``staged``: the directory the reading tasks staged
+    split partitions' fragments in (the ``fragments_stage`` option, txnlog.engine.spark.sources), read here per
+    partition, less the ``dead`` pieces' (txnlog.engine.spark.stitch.stitch_pieces): they never pass through the JVM."""
+    from pyspark.sql import functions as F
+
+    pieces = summary.filter(
+        F.col("kind").isin(*FRAGMENT_KINDS) & F.col("topic").isNotNull() & F.col("partition").isNotNull()
+    )
+    if fragment_partitions is not None:
+        split = sorted({f"{t}-{p}" for t, p in fragment_partitions})
+        pieces = pieces.filter(F.concat_ws("-", "topic", F.col("partition").cast("string")).isin(split))
+    known = dict(checkpoints)
+    # the merge reads no list column (transaction rows' own): see the module doc for their cost
+    sent = [f.name for f in SEGMENT_SUMMARY_SCHEMA if not pa.types.is_list(f.type)]
+
+    skip = frozenset(dead)
+
+    def merge_group(table: pa.Table) -> pa.Table:  # typed: applyInArrow reads the hints
+        if staged is not None and table.num_rows:
+            table = _with_staged(table, staged, skip)
+        return transactions_of_summary(table, known, stage, SEGMENT_SUMMARY_SCHEMA)
+
+    return (
+        pieces.select(*sent)
+        .groupBy("topic", "partition")
+        .applyInArrow(merge_group, arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA))
+    )
+
+
+def _with_staged(table: pa.Table, staged: str, dead: frozenset[tuple[str, str, int]]) -> pa.Table:
+    """``table`` (one partition's rows) plus the fragments its reading tasks staged under ``staged``, but the
+    ``dead`` pieces'."""
+    import numpy as np
+    from pyarrow import fs as pafs
+
+    from txnlog.engine.segments import fragments_dir
+    from txnlog.rules.staged import STAGED_SUFFIX, filesystem_of, read_raw
+
+    where = fragments_dir(staged, table.column("topic")[0].as_py(), int(table.column("partition")[0].as_py()))
+    filesystem, path = filesystem_of(where)
+    prefix = where[: len(where) - len(path)] if where.endswith(path) else ""
+    infos = filesystem.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    parts = [
+        read_raw(prefix + i.path) for i in infos if i.type == pafs.FileType.File and i.path.endswith(STAGED_SUFFIX)
+    ]
+    if not parts:
+        return table
+    frags = pa.concat_tables(parts)
+    if dead:
+        keys = zip(*(frags.column(c).to_pylist() for c in ("broker", "file", "piece")), strict=True)
+        frags = frags.filter(pa.array(np.array([k not in dead for k in keys], bool)))
+    frags = frags.select(table.column_names).cast(table.schema)
+    return pa.concat_tables([table, frags])
+
+
+def reduced_records(records: DataFrame, stage: str) -> DataFrame:
+    """``records`` whose ``record`` rows were not reduced where they were read, reduced per coordinator
+    partition in tasks by :func:`txnlog.rules.coordinator.reduce_records` (every record staged under
+    ``stage`` for ``coordinator_history``); other rows as they are."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from txnlog.rules import staged
+    from txnlog.rules.coordinator import reduce_records
+
+    columns = [c for c in records.columns if c != "transitions"]
+
+    def reduce_group(table: pa.Table) -> pa.Table:  # typed: applyInArrow reads the hints
+        with staged.records_writer(stage, f"{table.column('coordinator_partition')[0]}") as sink:
+            return reduce_records(table, sink)
+
+    recs = records.filter(F.col("kind") == "record").select(*columns)
+    # every column nullable: the reduced rows are a subset, but a caller's F.lit column is declared non-null
+    out = StructType([StructField(f.name, f.dataType, True) for f in recs.schema.fields])
+    out = out.add(StructField("transitions", LongType(), True))
+    reduced = recs.groupBy("coordinator_partition").applyInArrow(reduce_group, out)
+    others = records.filter(F.col("kind") != "record").select(*columns, F.lit(None).cast("long").alias("transitions"))
+    return reduced.unionByName(others)
+
+
+def broker_times(summary: DataFrame, records: DataFrame) -> dict[str, int | None]:
+    """The newest broker-written time per source (:func:`txnlog.broker.as_of.broker_times_of`, applied to each Arrow
+    batch in tasks and combined by Spark's ``max``), in one action that also decodes and caches both inputs
+    when they are persisted."""
+    from txnlog.broker import as_of
+
+    schema = ", ".join(f"{s} long" for s in as_of.SOURCES)
+
+    def of_summary(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            yield _times_batch(as_of.broker_times_of(pa.Table.from_batches([batch]), None))
+
+    def of_records(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            yield _times_batch(as_of.broker_times_of(None, pa.Table.from_batches([batch])))
+
+    # only the columns the rule reads cross into Python: the rows' other columns (lists above all) would cost
+    # far more to convert than the rule does (see the module doc)
+    summary = summary.select("kind", "marker_timestamp", "log_append_timestamp")
+    records = records.select("kind", "record_timestamp")
+    from pyspark.sql import functions as F
+
+    # one row per batch, combined by Spark's max (nulls skipped, as newest_times does): one row reaches here
+    parts = summary.mapInArrow(of_summary, schema).unionByName(records.mapInArrow(of_records, schema))
+    (row,) = parts.agg(*[F.max(s).alias(s) for s in as_of.SOURCES]).collect()
+    return as_of.newest_times([row.asDict()])
+
+
+def _times_batch(times: dict[str, int | None]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict({k: pa.array([v], pa.int64()) for k, v in times.items()})
+
+
+def collected(summary: DataFrame, records: DataFrame) -> tuple[pa.Table, pa.Table]:
+    """``summary`` and ``records`` as Arrow tables in this process; the summary's list columns are read
+    from its transaction rows only (see the module doc). ``summary`` is computed once (persisted while
+    it is read twice: its merge is the expensive part of a split partition)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    summary = summary.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        txns = summary.filter(F.col("kind") == KIND_TRANSACTION).toArrow()
+        others = summary.filter(F.col("kind") != KIND_TRANSACTION).drop(*LIST_COLUMNS).toArrow()
+    finally:
+        summary.unpersist()
+    others = _with_nulls(others, txns.schema)
+    return pa.concat_tables([txns, others.select(txns.column_names)]), records.toArrow()
+
+
+def merged_and_collected(
+    summary: DataFrame,
+    records: DataFrame,
+    checkpoints: Checkpoints,
+    *,
+    scratch: str,
+    fragment_partitions: Collection[tuple[str, int]] | None,
+    reduce: bool,
+    dead: Collection[tuple[str, str, int]] = (),
+) -> tuple[pa.Table, pa.Table]:
+    """The decode's rows in this process, fragments merged (:func:`merged_fragments`; ``fragment_partitions``:
+    the only partitions that may hold them, None: any, empty: none) and, with ``reduce``, the coordinator
+    records reduced (:func:`reduced_records`), every transaction and record staged under ``scratch``."""
+    from pyspark.sql import functions as F
+
+    drop_finished(f"{scratch}/transactions", dead)
+    if fragment_partitions is None or fragment_partitions:
+        merged = merged_fragments(
+            summary, checkpoints, stage=f"{scratch}/transactions", fragment_partitions=fragment_partitions,
+            staged=f"{scratch}/{FRAGMENTS_STAGE}", dead=dead,
+        )  # fmt: skip
+        rest = summary.filter(~F.col("kind").isin(KIND_RUN, KIND_MARKER))
+        summary = rest.unionByName(merged.withColumn("input", F.lit(None).cast("string")))
+    if reduce:  # other inputs may hold the same __transaction_state partitions: reduced together here
+        records = reduced_records(records, f"{scratch}/coordinator_history")
+    return collected(summary, records)
+
+
+def drop_finished(stage: str, dead: Collection[tuple[str, str, int]]) -> None:
+    """Remove from ``stage`` the transactions the ``dead`` pieces (broker, file, piece) finished themselves
+    (txnlog.engine.segments.finished_transactions): the whole walk passes over their starts, so what they read is
+    another live piece's (txnlog.sources.splits). The rows they yielded are dropped with their other rows by the
+    stitch."""
+    from txnlog.engine.segments import finished_file_name
+    from txnlog.rules.staged import filesystem_of
+
+    if not dead:
+        return
+    filesystem, path = filesystem_of(stage)
+    for broker, file, piece in dead:
+        target = f"{path}/{finished_file_name(broker, file, piece)}"
+        if filesystem.get_file_info(target).is_file:
+            filesystem.delete_file(target)
+
+
+def _with_nulls(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` plus ``schema``'s columns it lacks, all null."""
+    for f in schema:
+        if f.name not in table.column_names:
+            table = table.append_column(f, pa.nulls(table.num_rows, f.type))
+    return table

@@ -1,0 +1,208 @@
+"""``--dump-log``: read ``kafka-dump-log.sh`` text into the same rows as the binary sources.
+
+This module holds the Data Source and the plan that joins the steps (:func:`read_dump_logs`); the steps
+themselves are txnlog.sources.dump_log.lines, parse, assemble and rows, the same functions in both placements
+(txnlog.engine.spark.placement):
+
+1. **Lines**: one dump file read in chunks and split on ``\\n`` with numpy (no loop per line). Each line gets
+   its true 1-based line number, plus two pieces of *context* that only a sequential reader can give
+   cheaply: the ``Dumping <path>`` line that governs it (``section``/``section_header``) and whether the
+   previous line is a batch line (``after_batch``).
+2. **Parse**, chunk by chunk (``parse_lines``): each line's kind and typed fields (``PARSED_SCHEMA``) with
+   ``pyarrow.compute`` - the patterns of ``txnlog.kafka.dump_log_text`` in RE2 form, token positions,
+   Spark's ``try_cast`` rules, ``pyarrow.json`` for the 4.x JSON decoder output.
+3. **Assemble** per dumped segment, as soon as the segment's lines are read (``file_rows``): the batch
+   lines of one segment (and the few record lines needed: control markers and each batch's first record)
+   become ``BATCH_COLUMNS`` arrays, and ``txnlog.broker.reconstruct.segment_fragments`` - the function the
+   segment reader uses - turns them into run/marker fragments. ``__transaction_state`` record lines get
+   their batch's partitionLeaderEpoch the same way.
+
+A dumped segment's lines never leave their file, so each reading task makes the rows of whole files: no
+line crosses the JVM and nothing is shuffled. Only the replica names need the whole input: a first pass
+reads just the "Dumping" lines (one regular-expression scan per chunk), and
+``txnlog.engine.dump_log.rows.replica_names`` names every (dump file, printed broker) from them; the reading
+tasks get that map as an option. The same pass says which files hold ``__transaction_state`` segments,
+the only ones read a second time, for the coordinator records.
+
+What the text cannot give (documented, not guessed):
+
+* without deep iteration a control batch's type and coordinator epoch are not
+  printed: it still closes the producer's transaction (on a data partition only
+  ABORT/COMMIT exist), with ``control_type`` -1 and ``coordinator_epoch`` -1;
+* a batch's *base* timestamp is not printed: it is the first record's timestamp
+  with deep iteration (exact for CreateTime), else the batch's max timestamp;
+* the 3.x ``--transaction-log-decoder`` form shows no start timestamp, value
+  version or tagged fields: those columns are null.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from txnlog.engine.dump_log.rows import RECORDS, SUMMARY, file_rows, replica_names
+from txnlog.engine.spark.placement import read_here
+from txnlog.engine.spark.sources import arrow_to_spark_schema
+from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
+from txnlog.sources import storage
+from txnlog.sources.dump_log.lines import DEFAULT_CHUNK_BYTES, dumping_lines, list_dump_inputs, split_dump_arg
+from txnlog.sources.dump_log.parse import PARSED_SCHEMA, parse_lines
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+DUMP_ROWS_SOURCE = "txnlog_dump_rows"
+#: the reader's third output: the parsed "Dumping" lines only (the replica names' first pass)
+DUMPING = "dumping"
+_SCHEMAS = {SUMMARY: SEGMENT_SUMMARY_SCHEMA, RECORDS: TXN_STATE_SCHEMA, DUMPING: PARSED_SCHEMA}
+
+Names = dict[tuple[str | None, str | None], str | None]
+
+
+@dataclass
+class DumpLogFrames:
+    """What :func:`read_dump_logs` returns: the segment-source and txn-state-source shaped rows."""
+
+    summary: DataFrame  # SEGMENT_SUMMARY_SCHEMA
+    records: DataFrame  # TXN_STATE_SCHEMA
+    files: list[str]
+
+
+def list_dump_files(paths: list[str]) -> list[str]:
+    """Every regular, non-hidden file under ``paths`` (``NAME=PATH`` accepted; files as given)."""
+    return [f for f, _loc, _named in list_dump_inputs(paths)]
+
+
+def dump_arg_path(arg: str) -> str:
+    """The path part of a ``--dump-log`` value (``NAME=PATH`` → PATH)."""
+    return split_dump_arg(arg)[1]
+
+
+class _DumpFilePartition(InputPartition):
+    """Some dump files read by one task (small files packed together; a file is never split)."""
+
+    def __init__(self, paths: list[str]):
+        super().__init__(paths)
+
+
+class _DumpRowsReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]):
+        self.paths = json.loads(options.get("paths", "[]"))
+        self.locations = json.loads(options.get("locations", "{}"))  # file → [loc, named]
+        self.chunk_bytes = int(options.get("chunk_bytes", DEFAULT_CHUNK_BYTES))
+        self.output = options.get("output", SUMMARY)
+        self.names: Names = {(f, b): n for f, b, n in json.loads(options.get("names", "[]"))}
+        self.options = options
+
+    def partitions(self) -> list[InputPartition]:
+        target = int(self.options.get("target_partition_bytes", 64 * 2**20))
+        groups: list[list[str]] = []
+        size = 0
+        for p in self.paths:
+            try:
+                n = os.path.getsize(p) if "://" not in p else target
+            except OSError:
+                n = 0
+            if not groups or size + n > target:
+                groups.append([])
+                size = 0
+            groups[-1].append(p)
+            size += n
+        return [_DumpFilePartition(g) for g in groups]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        storage.configure_from_options(self.options)
+        for path in partition.value:
+            loc, named = self.locations.get(path, (None, False))
+            if self.output == DUMPING:
+                yield parse_lines(dumping_lines(path, self.chunk_bytes, loc, bool(named)))
+                continue
+            for table in file_rows(path, self.names, self.output, loc, bool(named), self.chunk_bytes):
+                yield from table.to_batches()
+
+
+class DumpRowsSource(DataSource):
+    """``spark.read.format("txnlog_dump_rows").options(paths=..., output=..., names=...).load()``: the dump
+    files' rows, ``output`` ``summary`` (SEGMENT_SUMMARY_SCHEMA), ``records`` (TXN_STATE_SCHEMA) or
+    ``dumping`` (the parsed "Dumping" lines, PARSED_SCHEMA)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return DUMP_ROWS_SOURCE
+
+    def schema(self) -> StructType:
+        return arrow_to_spark_schema(_SCHEMAS[self.options.get("output", SUMMARY)])
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return _DumpRowsReader(dict(self.options))
+
+
+# ============================================================================ the plan
+
+
+def register_dump_log_source(spark: SparkSession) -> None:
+    spark.dataSource.register(DumpRowsSource)
+
+
+#: what replica_names reads of the "Dumping" lines, and which of them are __transaction_state segments
+_NAMING_COLUMNS = ("kind_code", "file", "loc", "loc_named", "broker", "dpath", "stem", "is_txn_state")
+
+
+def _options(paths: list[str]) -> dict[str, str]:
+    inputs = list_dump_inputs(paths)
+    return {
+        "paths": json.dumps([f for f, _, _ in inputs]),
+        "storage": storage.settings_option(),
+        "locations": json.dumps({f: [loc, named] for f, loc, named in inputs}),
+    }
+
+
+def _named(options: dict[str, str], dumping: pa.Table, output: str) -> dict[str, str]:
+    """``options`` for reading ``output`` with the replica names of the "Dumping" lines ``dumping``; the
+    coordinator records are read only from the files that dumped a ``__transaction_state`` segment."""
+    names = replica_names(dumping)
+    out = {**options, "output": output, "names": json.dumps([[f, b, n] for (f, b), n in names.items()])}
+    if output == RECORDS:
+        txn = set(dumping.filter(pc.fill_null(dumping.column("is_txn_state"), False)).column("file").to_pylist())
+        out["paths"] = json.dumps([f for f in json.loads(options["paths"]) if f in txn])
+    return out
+
+
+def read_dump_logs_here(paths: list[str]) -> tuple[pa.Table, pa.Table]:
+    """``read_dump_logs(spark, paths)`` in this process: (summary, records) as Arrow tables of
+    SEGMENT_SUMMARY_SCHEMA and TXN_STATE_SCHEMA, ``broker`` the replica name."""
+    options = _options(paths)
+    dumping = read_here(DumpRowsSource, {**options, "output": DUMPING}, PARSED_SCHEMA)
+    return tuple(read_here(DumpRowsSource, _named(options, dumping, out), _SCHEMAS[out]) for out in (SUMMARY, RECORDS))
+
+
+def read_dump_logs(spark: SparkSession, paths: list[str]) -> DumpLogFrames:
+    """``kafka-dump-log.sh`` outputs under ``paths`` → the rows of the segment and txn-state sources.
+
+    ``paths`` are ``--dump-log`` values (``PATH`` or ``NAME=PATH``). ``summary`` has
+    SEGMENT_SUMMARY_SCHEMA (run/marker/segment/snapshot/quarantine), ``records`` has
+    TXN_STATE_SCHEMA (record/quarantine, plus one ``segment`` row per dumped
+    ``__transaction_state`` segment: the coordinator partitions the dumps hold). ``file`` of a
+    fragment is the dumped segment's path as printed. Damage the dump shows in a segment
+    (``isvalid: false``, invalid bytes at the end, ``...`` elisions, the tool's exceptions) is
+    quarantined by that segment's path and byte position, the dump file and line in ``detail``;
+    a line no format knows is quarantined by the dump file and its line number (``length`` 1).
+    ``broker`` is the replica name (``replica_names``). A small input is read in the driver by
+    :func:`read_dump_logs_here` instead, with the same reader.
+    """
+    options = _options(paths)
+    register_dump_log_source(spark)
+    dumping = spark.read.format(DUMP_ROWS_SOURCE).options(**options, output=DUMPING).load()
+    first = dumping.select(*_NAMING_COLUMNS).toArrow()
+    summary, records = (
+        spark.read.format(DUMP_ROWS_SOURCE).options(**_named(options, first, out)).load() for out in (SUMMARY, RECORDS)
+    )
+    return DumpLogFrames(summary=summary, records=records, files=json.loads(options["paths"]))

@@ -1,0 +1,89 @@
+"""An output table as staged files (txnlog.rules.staged) and what finishes them, in Spark's tasks.
+
+The tasks that rebuilt the rows staged them as Arrow files; :class:`StagedTable` holds the session that
+turns them into the table's files, in parallel Python tasks (or in this process for a small input), and
+the Delta writer commits them as they are. Rows never pass through the JVM: it schedules tasks and moves
+file names.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from pyarrow import fs as pafs
+
+from txnlog.rules.staged import STAGED_SUFFIX, Finisher, filesystem_of, finish_files
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass(frozen=True)
+class StagedTable:
+    """An output table as staged files plus what finishes them (see txnlog.rules.staged): ``transactions``
+    (``txnlog.rules.staged.Finish``) or ``coordinator_history`` (``FinishHistory``).
+
+    ``txnlog.output.delta`` writes it with :meth:`write_parquet` into the table's own staging directory (the
+    deltalake writer commits those files), or reads it with :meth:`dataframe` (delta-spark, notebooks).
+    """
+
+    spark: SparkSession | None  # None: a run without Spark (``driver``)
+    stage: str
+    how: Finisher
+    table: str = "transactions"
+    driver: bool = False  # finish in this process (a small input: txnlog.engine.spark.placement), not in tasks
+    threads: int = 1  # in this process, finished by so many threads (the placement's)
+
+    def raw_files(self) -> list[str]:
+        filesystem, path = filesystem_of(self.stage)
+        infos = filesystem.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+        prefix = self.stage[: len(self.stage) - len(path)] if self.stage.endswith(path) else ""
+        return sorted(prefix + i.path for i in infos if i.type == pafs.FileType.File and i.path.endswith(STAGED_SUFFIX))
+
+    def write_parquet(self, target: str, cluster: str, as_of: datetime) -> int:
+        """Write the table's files for the run (cluster, as_of) into ``target`` (a directory path or
+        URI), in parallel tasks; returns the rows written."""
+        from functools import partial
+
+        files = self.raw_files()
+        if not files:
+            return 0
+        if self.driver:  # by the placement's threads: Parquet's encoder and Arrow's kernels release the GIL
+            from concurrent.futures import ThreadPoolExecutor
+
+            def finish(path: str) -> int:
+                batches = iter([pa.RecordBatch.from_pydict({"path": [path]})])
+                written = finish_files(batches, self.how, target, cluster, as_of)
+                return sum(int(b.column("rows")[0].as_py()) for b in written)
+
+            with ThreadPoolExecutor(max(1, min(self.threads, len(files))), thread_name_prefix="txnlog-finish") as pool:
+                return sum(pool.map(finish, files))
+        spark = self._session()
+        tasks = max(1, min(len(files), spark.sparkContext.defaultParallelism * 2))
+        paths = spark.createDataFrame([(f,) for f in files], "path string").repartition(tasks)
+        work = partial(finish_files, how=self.how, target=target, cluster=cluster, as_of=as_of)
+        from pyspark.sql import functions as F
+
+        # one row per staged file, summed by Spark: one row reaches the driver whatever the input's size
+        (total,) = paths.mapInArrow(work, "path string, rows long").agg(F.sum("rows")).collect()[0]
+        return int(total or 0)
+
+    def dataframe(self, cluster: str, as_of: datetime) -> DataFrame:
+        """The table as a Spark DataFrame (finished into a directory next to the staged rows)."""
+        from txnlog.engine.spark.schemas import spark_schema
+
+        spark = self._session()
+        target = posixpath.join(self.stage, f"_finished-{uuid.uuid4().hex[:8]}")
+        if not self.write_parquet(target, cluster, as_of):
+            return spark.createDataFrame([], spark_schema(self.table))
+        return spark.read.schema(spark_schema(self.table)).parquet(target)
+
+    def _session(self) -> SparkSession:
+        if self.spark is None:
+            raise ValueError(f"{self.table}: staged by a run without Spark; finish it with write_parquet")
+        return self.spark

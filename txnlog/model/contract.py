@@ -1,0 +1,288 @@
+"""The output contract: every Delta table txnlog writes, as Arrow schemas.
+
+This module is the one home of output column names and types (docs/design.md §3).
+Dashboards and acceptance checks read these names: add columns freely, never
+rename one. Spark schemas are derived from these in ``txnlog.engine.spark.schemas``.
+The values of ``source`` and ``outcome`` are enums here too (:class:`InputSource`,
+:class:`Outcome`); verdicts, reasons and safety are :mod:`txnlog.broker.classify`'s.
+
+Conventions: every table starts with ``cluster`` (string) and ``as_of``
+(timestamp, UTC); offsets and ids are int64, epochs int32, durations ``*_ms``
+int64, timestamps microsecond UTC (what Spark writes as TIMESTAMP_MICROS).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+import pyarrow as pa
+
+
+class InputSource(StrEnum):
+    """The ``source`` column (docs/design.md §3): which input a row's data came from. The pipeline reads the
+    offline inputs, :mod:`txnlog.live.admin` the live cluster; both write these values."""
+
+    SEGMENTS = "segments"  # broker log directories: segment files, indexes, producer snapshots
+    DUMP_LOG = "dump_log"  # kafka-dump-log.sh text
+    LIVE_LOG = "live_log"  # records fetched from a live cluster (__transaction_state or data partitions)
+    LIVE = "live"  # admin-API answers of --verify-live (ListOffsets, DescribeProducers, DescribeTransactions)
+
+
+#: the replica name of what a live cluster answers (the Kafka source reads from each partition's leader,
+#: whichever broker that is), in ``replicas``/``open_replicas`` and quarantine's ``replica``
+LIVE_REPLICA = "live"
+
+
+class Outcome(StrEnum):
+    """``transactions.outcome`` (docs/design.md §3)."""
+
+    COMMIT = "COMMIT"
+    ABORT = "ABORT"
+    OPEN = "OPEN"  # no marker yet
+    UNKNOWN = "UNKNOWN"  # a marker whose type the input does not show (a dump without --deep-iteration)
+
+
+TS = pa.timestamp("us", tz="UTC")
+STR = pa.string()
+I64 = pa.int64()
+I32 = pa.int32()
+BOOL = pa.bool_()
+STR_LIST = pa.list_(pa.string())
+
+
+def _schema(*fields: tuple[str, pa.DataType], nullable: set[str] | None = None) -> pa.Schema:
+    keys = {"cluster", "as_of"}
+    return pa.schema(
+        [pa.field("cluster", STR, nullable=False), pa.field("as_of", TS, nullable=False)]
+        + [pa.field(name, typ, nullable=name not in keys) for name, typ in fields]
+    )
+
+
+TRANSACTIONS = _schema(
+    ("topic", STR),
+    ("partition", I32),
+    ("producer_id", I64),
+    ("producer_epoch", I32),
+    ("first_offset", I64),
+    ("last_offset", I64),
+    ("marker_offset", I64),
+    ("outcome", STR),  # COMMIT / ABORT / OPEN (UNKNOWN: a marker whose type the input does not show)
+    ("marker_epoch", I32),
+    ("coordinator_epoch", I32),
+    ("first_timestamp", TS),
+    ("last_timestamp", TS),
+    ("marker_timestamp", TS),
+    ("duration_ms", I64),
+    ("batch_count", I64),
+    ("record_count", I64),
+    ("size_bytes", I64),
+    ("transactional_id", STR),
+    # beyond the contract
+    ("replicas", STR_LIST),  # brokers (log dirs) holding this transaction
+    ("open_replicas", STR_LIST),  # brokers where it has no marker
+    ("started_before_log_start", BOOL),  # first offset known only from a producer snapshot
+    ("source", STR),  # the partition's input: segments / dump_log / live ("+"-joined when several inputs held it)
+)
+
+FINDINGS = _schema(
+    ("topic", STR),
+    ("partition", I32),
+    ("producer_id", I64),
+    ("producer_epoch", I32),
+    ("start_offset", I64),
+    ("first_timestamp", TS),
+    ("last_timestamp", TS),
+    ("open_ms", I64),
+    ("idle_ms", I64),
+    ("lso_lag", I64),
+    ("verdict", STR),  # HANGING / LATE
+    ("reason", STR),
+    ("transactional_id", STR),
+    ("coordinator_state", STR),
+    ("coordinator_partition", I32),
+    ("coordinator_epoch", I32),
+    ("evidence", STR),
+    ("advice", STR),
+    # beyond the contract
+    # what to do (txnlog.rules.remedy): ABORT / FENCE / WAIT / DELIVER_MARKERS / NONE, the command for the
+    # newest brokers and the Kafka version it needs, the one for older brokers, and when it is safe
+    ("remedy", STR),
+    ("remedy_command", STR),
+    ("remedy_kafka_version", STR),
+    ("remedy_fallback_command", STR),
+    ("remedy_fallback_kafka_version", STR),
+    ("remedy_condition", STR),
+    ("replicas", STR_LIST),
+    ("open_replicas", STR_LIST),
+    ("started_before_log_start", BOOL),
+    ("source", STR),
+)
+
+ABORT_RECOMMENDATIONS = _schema(
+    ("topic", STR),
+    ("partition", I32),
+    ("start_offset", I64),
+    ("producer_id", I64),
+    ("producer_epoch", I32),
+    ("coordinator_epoch", I32),
+    ("transactional_id", STR),
+    ("reason", STR),
+    ("safety", STR),  # SAFE / VERIFY_FIRST
+    ("command", STR),
+    ("legacy_command", STR),
+    # the impact: aborting this one and the HANGING ones before it on the partition moves the LSO
+    # to lso_after_abort, releasing offsets_released offsets to read_committed consumers (txnlog plan)
+    ("lso_after_abort", I64),
+    ("offsets_released", I64),
+    # beyond the contract
+    ("source", STR),  # the input the finding came from (see TRANSACTIONS.source)
+)
+
+PARTITION_HEALTH = _schema(
+    ("topic", STR),
+    ("partition", I32),
+    ("log_start_offset", I64),
+    ("log_end_offset", I64),
+    ("high_watermark", I64),  # null when unknown (no replication-offset-checkpoint in the input)
+    ("last_stable_offset", I64),
+    ("lso_lag", I64),
+    ("open_transactions", I64),
+    ("max_open_ms", I64),
+    ("has_late_transaction", BOOL),
+    ("stuck_since", TS),
+    # beyond the contract
+    ("replicas", STR_LIST),
+    ("batch_count", I64),
+    ("max_timestamp", TS),
+    ("source", STR),  # segments / dump_log (the offline inputs) / live (ListOffsets, --verify-live)
+)
+
+#: What DescribeProducers would have answered at as_of (txnlog.broker.producer_state): the producers with state on
+#: the partition's leader (the most advanced replica, as for partition_health), transactional and idempotent,
+#: without those producer.id.expiration.ms removed (idle that long, nothing open).
+PRODUCER_STATE = _schema(
+    ("topic", STR),
+    ("partition", I32),
+    ("producer_id", I64),
+    ("producer_epoch", I32),
+    ("last_sequence", I32),  # -1: none (no batch since the epoch changed), as the broker answers
+    ("last_timestamp", TS),
+    ("coordinator_epoch", I32),  # of its last marker, else the snapshot's; -1: none, as the broker answers
+    ("current_txn_start_offset", I64),  # first offset of its open transaction; null if none
+    # beyond the contract
+    ("replica", STR),  # the replica (broker log dir) whose state this is: the most advanced one
+    ("from_snapshot", BOOL),  # known only from a producer snapshot: no batch of it after the snapshot's offset
+    # last_timestamp as the broker holds it, epoch ms (also -1 and clocks past the year 9999, which
+    # last_timestamp shows as null): what DescribeProducers answers and kafka-transactions.sh prints
+    ("last_timestamp_ms", I64),
+    ("source", STR),  # the partition's input (see TRANSACTIONS.source)
+)
+
+COORDINATOR_STATE = _schema(
+    ("transactional_id", STR),
+    ("producer_id", I64),
+    ("producer_epoch", I32),
+    ("state", STR),
+    ("timeout_ms", I64),
+    ("partitions", STR_LIST),
+    ("txn_start_timestamp", TS),
+    ("last_update_timestamp", TS),
+    ("coordinator_partition", I32),
+    ("coordinator_epoch", I32),
+    ("previous_producer_id", I64),
+    ("next_producer_id", I64),
+    ("client_transaction_version", I32),
+    ("is_tombstoned", BOOL),
+    # beyond the contract
+    ("next_producer_epoch", I32),
+    ("record_offset", I64),
+    ("transitions", I64),  # records seen for this id (history length)
+    # the input of the latest record: segments / dump_log / live_log (the live cluster's __transaction_state) /
+    # live (DescribeTransactions, --verify-live)
+    ("source", STR),
+)
+
+#: Every __transaction_state record, in log order (the history behind coordinator_state).
+COORDINATOR_HISTORY = _schema(
+    ("transactional_id", STR),
+    ("coordinator_partition", I32),
+    ("record_offset", I64),
+    ("record_timestamp", TS),
+    ("producer_id", I64),
+    ("producer_epoch", I32),
+    ("state", STR),
+    ("timeout_ms", I64),
+    ("partitions", STR_LIST),
+    ("txn_start_timestamp", TS),
+    ("last_update_timestamp", TS),
+    ("coordinator_epoch", I32),
+    ("previous_producer_id", I64),
+    ("next_producer_id", I64),
+    ("next_producer_epoch", I32),
+    ("client_transaction_version", I32),
+    ("is_tombstone", BOOL),
+    ("value_version", I32),
+)
+
+QUARANTINE = _schema(
+    ("file", STR),
+    ("position", I64),
+    ("length", I64),
+    ("reason", STR),
+    # beyond the contract
+    ("detail", STR),
+    ("topic", STR),
+    ("partition", I32),
+    ("replica", STR),
+)
+
+RUNS = _schema(
+    ("run_id", STR),
+    ("started_at", TS),
+    ("finished_at", TS),
+    ("inputs", STR_LIST),
+    ("transactions_count", I64),
+    ("findings_count", I64),
+    ("abort_recommendations_count", I64),
+    ("partition_health_count", I64),
+    ("producer_state_count", I64),
+    ("coordinator_state_count", I64),
+    ("coordinator_history_count", I64),
+    ("quarantine_count", I64),
+    ("hanging_count", I64),
+    ("late_count", I64),
+    ("partitions_with_late_transactions", I64),
+    ("txnlog_version", STR),
+    ("status", STR),  # RUNNING (writing its tables) / SUCCEEDED (complete) / FAILED
+    ("config", STR),  # the effective configuration, as JSON
+    # beyond the contract
+    # where as_of came from: --as-of / markers / transaction_state / log_append_time (txnlog.broker.as_of)
+    ("as_of_source", STR),
+    # a FAILED run's error, one line (null otherwise)
+    ("error", STR),
+)
+
+#: table name -> schema, in the order they are written.
+TABLES: dict[str, pa.Schema] = {
+    "transactions": TRANSACTIONS,
+    "findings": FINDINGS,
+    "abort_recommendations": ABORT_RECOMMENDATIONS,
+    "partition_health": PARTITION_HEALTH,
+    "producer_state": PRODUCER_STATE,
+    "coordinator_state": COORDINATOR_STATE,
+    "coordinator_history": COORDINATOR_HISTORY,
+    "quarantine": QUARANTINE,
+    "runs": RUNS,
+}
+
+
+def parquet_options(schema: pa.Schema) -> dict[str, Any]:
+    """How every txnlog writer writes a table's Parquet files (``pyarrow.parquet`` keyword arguments): snappy, and
+    dictionary pages for the string columns (names, states, lists of partitions: they repeat) and none for the
+    numbers (offsets, ids, times: mostly distinct, so the writer built a dictionary per column chunk only to fall
+    back to plain pages). On the 4.6 GiB hot mix the ``transactions`` write took 0.52-0.56 s instead of 0.68-0.72
+    and ``coordinator_history`` 0.66-0.71 instead of 0.92-0.97 (three runs each), and the files were 5-13 %
+    smaller (benchmarks/RESULTS.md §2)."""
+    strings = [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_list(f.type)]
+    return {"compression": "snappy", "use_dictionary": strings}

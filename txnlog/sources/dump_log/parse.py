@@ -1,0 +1,653 @@
+"""``--dump-log`` step 2, the parse: each line's kind and typed fields (``PARSED_SCHEMA``), vectorized with
+``pyarrow.compute`` over a chunk of lines (:func:`parse_lines`, called in the lines reader's tasks).
+txnlog.engine.spark.dump_log says how the three steps fit."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from txnlog.kafka import dump_log_text as D
+from txnlog.sources.logdirs import IGNORED_TOPICS
+
+# line kinds
+K_DUMPING, K_START, K_BATCH, K_LEGACY, K_RECORD, K_SNAPSHOT = 0, 1, 2, 3, 4, 5
+K_IGNORED, K_UNPARSED, K_MALFORMED_28, K_INVALID_BYTES, K_RECORD_NO_META = 6, 7, 8, 9, 10
+K_ELIDED, K_TOOL_ERROR, K_SNAPSHOT_CORRUPT = 11, 12, 13
+#: kinds that say a dumped segment is damaged or incomplete: quarantined by byte range of the
+#: segment (assemble_segment / assemble_txn_state), as the segment reader would
+DAMAGE_KINDS = (K_INVALID_BYTES, K_ELIDED, K_TOOL_ERROR)
+#: the kinds in the order they are tried (the first pattern that matches wins): lines starting
+#: with "| " are record-ish and only tried against the first list; "Dumping " lines are K_DUMPING
+_RECORDISH = (
+    (D.RECORD_LINE, K_RECORD),
+    (D.MALFORMED_2_8, K_MALFORMED_28),
+    (D.RECORD_NO_METADATA_LINE, K_RECORD_NO_META),
+    (D.ELISION_LINE, K_ELIDED),
+)
+_OTHER = (
+    (D.BATCH_LINE, K_BATCH),
+    (D.START_OFFSET_LINE, K_START),
+    (D.SNAPSHOT_LINE, K_SNAPSHOT),
+    (D.LEGACY_LINE, K_LEGACY),
+    (D.INVALID_BYTES_LINE, K_INVALID_BYTES),
+    (D.IGNORED_LINES, K_IGNORED),
+    (D.SNAPSHOT_CORRUPT_LINE, K_SNAPSHOT_CORRUPT),
+    (D.TOOL_ERROR_LINE, K_TOOL_ERROR),
+    (D.ELISION_LINE, K_ELIDED),
+)
+_BAD_BATCH = r" isvalid: false\s*$"
+_CHECKPOINT = r"\.checkpoint$"
+_LOG_FILE = r"\.log$"
+#: the dump file's name without its extension (names a replica when nothing else does: _replica_names)
+_STEM = r"([^/\\]+?)(?:\.[^./\\]*)?$"
+_KEY_JSON = pa.struct([("type", pa.string()), ("data", pa.struct([("transactionalId", pa.string())]))])
+_PARTITIONS_JSON = pa.list_(pa.struct([("topic", pa.string()), ("partitionIds", pa.list_(pa.int32()))]))
+_VALUE_JSON = pa.struct(
+    [
+        ("version", pa.string()),
+        ("type", pa.string()),
+        (
+            "data",
+            pa.struct(
+                [
+                    ("producerId", pa.int64()),
+                    ("previousProducerId", pa.int64()),
+                    ("nextProducerId", pa.int64()),
+                    ("producerEpoch", pa.int32()),
+                    ("nextProducerEpoch", pa.int32()),
+                    ("transactionTimeoutMs", pa.int64()),
+                    ("transactionStatus", pa.string()),
+                    ("transactionPartitions", _PARTITIONS_JSON),
+                    ("transactionLastUpdateTimestampMs", pa.int64()),
+                    ("transactionStartTimestampMs", pa.int64()),
+                    ("clientTransactionVersion", pa.int32()),
+                ]
+            ),
+        ),
+    ]
+)
+#: string fields a Kafka version may print as a JSON number (a string field reads a number as its text)
+_NUMBER_AS_TEXT = (r'"(version|type|transactionStatus)":(-?[0-9]+)([,}])', r'"\1":"\2"\3')
+
+#: what the reader yields: every line's kind and typed fields (null where they do not apply)
+PARSED_SCHEMA = pa.schema(
+    [
+        ("file", pa.string()),  # the dump file
+        ("line_no", pa.int64()),
+        ("section", pa.int64()),  # line number of the governing "Dumping" line, 0 before any
+        ("kind_code", pa.int32()),  # K_*
+        ("after_batch", pa.bool_()),  # the previous line is a batch line
+        ("loc", pa.string()),  # the replica name the dump file's location gives (list_dump_inputs)
+        ("loc_named", pa.bool_()),  # that name was given explicitly (--dump-log NAME=PATH)
+        ("stem", pa.string()),  # Dumping lines: the dump file's name without extension
+        # the governing "Dumping <path>" line: the path printed and what it says (section > 0)
+        ("dpath", pa.string()),
+        ("broker", pa.string()),  # the broker directory in the path, else "dump" (D.UNKNOWN_BROKER)
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("file_offset", pa.int64()),
+        ("is_txn_state", pa.bool_()),
+        ("data_section", pa.bool_()),  # a dumped data-partition segment (its lines are assembled)
+        ("ignored", pa.bool_()),  # the KRaft metadata log or a KRaft snapshot: skipped
+        # damage the dump shows (DAMAGE_KINDS, batch lines with isvalid: false)
+        ("damage_text", pa.string()),
+        ("invalid_bytes", pa.int64()),
+        # batch lines (and legacy entries: position, size, compression)
+        ("base_offset", pa.int64()),
+        ("last_offset", pa.int64()),  # also a snapshot entry's lastOffset (-1 when not printed)
+        ("record_count", pa.int32()),
+        ("base_sequence", pa.int32()),
+        ("producer_id", pa.int64()),  # also snapshot entries and __transaction_state records
+        ("producer_epoch", pa.int32()),  # also snapshot entries and __transaction_state records
+        ("partition_leader_epoch", pa.int32()),
+        ("is_transactional", pa.bool_()),
+        ("is_control", pa.bool_()),
+        ("delete_horizon", pa.int64()),
+        ("position", pa.int64()),
+        ("timestamp_type", pa.int32()),
+        ("max_timestamp", pa.int64()),
+        ("size", pa.int64()),
+        ("magic", pa.int32()),
+        ("compression", pa.int32()),
+        ("crc", pa.int64()),
+        ("crc_valid", pa.bool_()),
+        # record lines
+        ("rec_offset", pa.int64()),
+        ("rec_timestamp", pa.int64()),
+        ("marker_type", pa.string()),  # "" when " endTxnMarker: " is printed in no known form
+        ("marker_epoch", pa.int32()),
+        # producer snapshot entries
+        ("first_offset", pa.int64()),
+        ("last_timestamp", pa.int64()),
+        ("coordinator_epoch", pa.int32()),
+        ("last_sequence", pa.int32()),  # a snapshot entry's lastSequence (-1 when not printed)
+        # __transaction_state record lines (--transaction-log-decoder: 3.x Scala text or JSON)
+        ("txn_decoded", pa.bool_()),
+        ("transactional_id", pa.string()),
+        ("is_tombstone", pa.bool_()),
+        ("key_version", pa.int32()),
+        ("value_version", pa.int32()),
+        ("timeout_ms", pa.int64()),
+        ("state", pa.int32()),
+        ("partitions", pa.list_(pa.string())),
+        ("last_update_timestamp", pa.int64()),
+        ("txn_start_timestamp", pa.int64()),
+        ("previous_producer_id", pa.int64()),
+        ("next_producer_id", pa.int64()),
+        ("next_producer_epoch", pa.int32()),
+        ("client_transaction_version", pa.int32()),
+        # quarantine: a line no format knows or one outside any readable segment (position = line_no),
+        # and a corrupt producer snapshot (kind K_SNAPSHOT_CORRUPT, whole file)
+        ("reason", pa.string()),
+        ("detail", pa.string()),
+    ]
+)
+
+
+def _match(strings: pa.Array, pattern: str) -> np.ndarray:
+    """``strings rlike pattern`` (Java meaning: :func:`D.re2`), nulls false."""
+    if len(strings) == 0:
+        return np.zeros(0, bool)
+    m = pc.match_substring_regex(strings, D.re2(pattern))
+    return np.asarray(m.fill_null(False).to_numpy(zero_copy_only=False), bool)
+
+
+def _groups(strings: pa.Array, pattern: str) -> list[pa.Array]:
+    """``regexp_extract(strings, pattern, i)`` for every group i: "" where the pattern or the group
+    does not match (as Spark's), null where the string is null."""
+    if len(strings) == 0:
+        return [pa.array([], pa.string())] * D.re2(pattern, named=True).count("(?P<")
+    found = pc.extract_regex(strings, D.re2(pattern, named=True))
+    fields = found.flatten()  # null where no match
+    return [pc.if_else(strings.is_null(), None, f.fill_null("")) for f in fields]
+
+
+def _nullif_empty(strings: pa.Array) -> pa.Array:
+    return pc.if_else(pc.equal(strings, ""), None, strings)
+
+
+def _try_int(strings: pa.Array, typ: pa.DataType) -> pa.Array:
+    """Spark's ``try_cast(s AS INT|BIGINT)``: surrounding whitespace and control characters ignored,
+    an optional sign, decimal digits only; null on anything else and on overflow."""
+    bits = 32 if typ == pa.int32() else 64
+    if len(strings) == 0 or strings.null_count == len(strings):
+        return pa.nulls(len(strings), typ)
+    trimmed = pc.utf8_trim(strings, "".join(map(chr, [*range(0x21), 0x7F])))
+    ok = pc.match_substring_regex(trimmed, r"^[+-]?[0-9]+$").fill_null(False)
+    neg = pc.starts_with(trimmed, "-")
+    digits = pc.utf8_ltrim(pc.utf8_ltrim(trimmed, "+-"), "0")
+    limit = {32: ("2147483647", "2147483648"), 64: ("9223372036854775807", "9223372036854775808")}[bits]
+    width = pc.utf8_length(digits)
+    fits = pc.or_(
+        pc.less(width, len(limit[0])),
+        pc.and_(pc.equal(width, len(limit[0])), pc.less_equal(digits, pc.if_else(neg, limit[1], limit[0]))),
+    )
+    valid = pc.and_(ok, fits.fill_null(False))
+    text = pc.if_else(valid, pc.binary_join_element_wise(pc.if_else(neg, "-", ""), digits, ""), "0")
+    text = pc.if_else(pc.equal(text, "-"), "0", pc.if_else(pc.equal(text, ""), "0", text))
+    return pc.if_else(valid, pc.cast(text, typ), pa.scalar(None, typ))
+
+
+def _spread(values: pa.Array, idx: np.ndarray, n: int) -> pa.Array:
+    """``values`` (one per row ``idx``) placed in an array of ``n`` rows, null elsewhere."""
+    pos = np.full(n, len(values), np.int64)
+    pos[idx] = np.arange(idx.size)
+    return pa.concat_arrays([values, pa.nulls(1, values.type)]).take(pa.array(pos))
+
+
+def _pick(n: int, typ: pa.DataType, *choices: tuple[np.ndarray, pa.Array]) -> pa.Array:
+    """Row i from the first (mask, values) whose mask is true at i (``CASE WHEN``), else null."""
+    pos = np.full(n, -1, np.int64)
+    base = 0
+    arrays = []
+    for mask, values in choices:
+        take = mask & (pos < 0)
+        pos[take] = base + np.flatnonzero(take)
+        base += len(values)
+        arrays.append(values.cast(typ))
+    pos[pos < 0] = base
+    return pa.concat_arrays([*arrays, pa.nulls(1, typ)]).take(pa.array(pos))
+
+
+def _np_bool(values: pa.Array) -> np.ndarray:
+    return np.asarray(values.fill_null(False).to_numpy(zero_copy_only=False), bool)
+
+
+def _kinds(lines: pa.Array) -> np.ndarray:
+    """The kind of each line: the first pattern of the cascade that matches (a prefix first)."""
+    n = len(lines)
+    kind = np.full(n, K_UNPARSED, np.int32)
+    dumping = _np_bool(pc.starts_with(lines, "Dumping "))
+    recordish = ~dumping & _np_bool(pc.starts_with(lines, "| "))
+    kind[dumping] = K_DUMPING
+    for idx, cascade in ((np.flatnonzero(recordish), _RECORDISH), (np.flatnonzero(~dumping & ~recordish), _OTHER)):
+        for pattern, k in cascade:
+            if idx.size == 0:
+                break
+            m = _match(lines.take(pa.array(idx)), pattern)
+            kind[idx[m]] = k
+            idx = idx[~m]
+    return kind
+
+
+def _path_columns(headers: pa.Array, section: np.ndarray) -> dict[str, pa.Array]:
+    """What each line's governing ``Dumping <path>`` line says (D.split_dump_path), computed once per
+    distinct header (a chunk holds few) and spread to the lines."""
+    enc = pc.dictionary_encode(headers)
+    hdr = enc.dictionary
+    idx = enc.indices
+    dpath = _groups(hdr, D.DUMPING_LINE)[0]
+    parent, topic, pnum, _, _ = (_nullif_empty(g) for g in _groups(dpath, D.PARTITION_PATH))
+    offset = _nullif_empty(_groups(dpath, D.FILE_NAME)[0])
+    has_topic = _np_bool(topic.is_valid())
+    broker_dir = has_topic & _match(parent, D.BROKER_DIR)
+    broker = pc.if_else(pa.array(broker_dir), parent, D.UNKNOWN_BROKER)
+    is_txn = _np_bool(pc.equal(topic, "__transaction_state"))
+    checkpoint = _match(dpath, _CHECKPOINT)
+    ignored = (has_topic & _np_bool(pc.is_in(topic, pa.array(sorted(IGNORED_TOPICS), pa.string())))) | checkpoint
+    data_section = (
+        (~has_topic | ~is_txn & ~ignored) & (_match(dpath, _LOG_FILE) | ~_match(dpath, D.FILE_NAME)) & ~checkpoint
+    )
+    governed = pa.array(section > 0)
+
+    def spread(values: pa.Array, default: Any = None) -> pa.Array:
+        out = values.take(idx)
+        return pc.if_else(governed, out, pa.scalar(default, values.type))
+
+    return {
+        "dpath": spread(dpath),
+        "broker": spread(broker, D.UNKNOWN_BROKER),
+        "topic": spread(topic),
+        "partition": spread(_try_int(pnum, pa.int32())),
+        "file_offset": spread(_try_int(offset, pa.int64())),
+        "is_txn_state": spread(pa.array(is_txn), False),
+        "data_section": spread(pa.array(data_section), False),
+        "ignored": spread(pa.array(ignored), False),
+    }
+
+
+def _tokens(lines: pa.Array, positions: list[np.ndarray]) -> list[pa.Array]:
+    """The ``split(line, " ")`` token at 1-based ``positions`` (one number per line) of every line."""
+    tokens = pc.split_pattern(lines, " ")
+    starts = tokens.offsets.to_numpy()[:-1]
+    values = tokens.values
+    return [values.take(pa.array(starts + p - 1)) for p in positions]
+
+
+def _batch_fields(lines: pa.Array) -> dict[str, pa.Array]:
+    """Batch line fields by token position (BATCH_LINE has matched: every token is where it should be)."""
+    n = len(lines)
+    shift = np.where(_np_bool(pc.match_substring(lines, " deleteHorizonMs: ")), 2, 0)
+    names = list(D.BATCH_TOKENS)
+    at = [np.full(n, D.BATCH_TOKENS[k]) + (shift if k in D.BATCH_TOKENS_AFTER_CONTROL else 0) for k in names]
+    tok = dict(zip(names, _tokens(lines, at), strict=True))
+    out = {
+        "base_offset": _try_int(tok["base_offset"], pa.int64()),
+        "last_offset": _try_int(tok["last_offset"], pa.int64()),
+        "record_count": _try_int(tok["count"], pa.int32()),
+        "base_sequence": _try_int(tok["base_sequence"], pa.int32()),
+        "producer_id": _try_int(tok["producer_id"], pa.int64()),
+        "producer_epoch": _try_int(tok["producer_epoch"], pa.int32()),
+        "partition_leader_epoch": _try_int(tok["partition_leader_epoch"], pa.int32()),
+        "is_transactional": pc.equal(tok["is_transactional"], "true"),
+        "is_control": pc.equal(tok["is_control"], "true"),
+        "delete_horizon": _try_int(_groups(lines, D.DELETE_HORIZON)[0], pa.int64()),
+        "position": _try_int(tok["position"], pa.int64()),
+        "timestamp_type": pc.cast(pc.equal(tok["timestamp_type"], "LogAppendTime:"), pa.int32()),
+        "max_timestamp": _try_int(tok["max_timestamp"], pa.int64()),
+        "size": _try_int(tok["size"], pa.int64()),
+        "magic": _try_int(tok["magic"], pa.int32()),
+        "compression": _codec(tok["compresscodec"]),
+        "crc": _try_int(tok["crc"], pa.int64()),
+        "crc_valid": pc.equal(tok["isvalid"], "true"),
+    }
+    return out
+
+
+def _codec(names: pa.Array) -> pa.Array:
+    lower = pc.utf8_lower(names)
+    found = pc.index_in(lower, pa.array(list(D.CODEC_IDS), pa.string()))
+    return pa.array(list(D.CODEC_IDS.values()), pa.int32()).take(found)
+
+
+def _state_ids(names: pa.Array) -> pa.Array:
+    """The TransactionStatus id of each state name (null for any other text)."""
+    found = pc.index_in(names, pa.array(list(D.STATE_IDS), pa.string()))
+    return pa.array(list(D.STATE_IDS.values()), pa.int32()).take(found)
+
+
+def _spark_json(value: Any, typ: pa.DataType) -> Any:
+    """One JSON value as Spark's ``from_json`` converts it to ``typ`` (a value it cannot convert makes
+    the innermost struct field holding it null; a number or object read as a string is its text)."""
+    if value is None:
+        return None
+    if pa.types.is_struct(typ):
+        if not isinstance(value, dict):
+            raise ValueError(value)
+        out = {}
+        for f in typ:
+            try:
+                out[f.name] = _spark_json(value.get(f.name), f.type)
+            except ValueError:
+                out[f.name] = None
+        return out
+    if pa.types.is_list(typ):
+        if not isinstance(value, list):
+            raise ValueError(value)
+        return [_spark_json(v, typ.value_type) for v in value]
+    if pa.types.is_string(typ):
+        if isinstance(value, str):
+            return value
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return json.dumps(value, separators=(",", ":"))
+    bits = typ.bit_width - 1
+    if isinstance(value, bool) or not isinstance(value, int) or not -(2**bits) <= value < 2**bits:
+        raise ValueError(value)
+    return value
+
+
+def _double_quoted(text: str) -> str:
+    """``text`` with its 'single-quoted' strings double-quoted (Spark's JSON reader allows them)."""
+    if "'" not in text:
+        return text
+    out: list[str] = []
+    quote = ""  # the quote of the string we are in
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if quote and c == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            out.append("'" if quote == "'" and nxt == "'" else c + nxt)
+            i += 2
+            continue
+        if not quote and c in "\"'":
+            quote = c
+            c = '"'
+        elif quote and c == quote:
+            quote = ""
+            c = '"'
+        elif quote == "'" and c == '"':
+            c = '\\"'
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _from_json(strings: pa.Array, typ: pa.StructType) -> pa.StructArray:
+    """Spark's ``from_json(s, typ)`` over JSON objects, with ``pyarrow.json``; a batch it rejects (a
+    value of another JSON type than ``typ`` says, a duplicate key, broken JSON: never in the tool's
+    output) is converted line by line as Spark would."""
+    if len(strings) == 0:
+        return pa.array([], typ)
+    import io
+
+    import pyarrow.json as pj
+
+    text = pc.replace_substring_regex(strings, *_NUMBER_AS_TEXT)
+    data = ("\n".join(text.to_pylist()) + "\n").encode()
+    try:
+        table = pj.read_json(
+            io.BytesIO(data),
+            read_options=pj.ReadOptions(use_threads=False, block_size=max(len(data) + 1, 1 << 16)),
+            parse_options=pj.ParseOptions(explicit_schema=pa.schema(list(typ)), unexpected_field_behavior="ignore"),
+        )
+        if table.num_rows == len(strings):
+            return pa.StructArray.from_arrays(
+                [table.column(f.name).combine_chunks().cast(f.type) for f in typ], fields=list(typ)
+            )
+    except (pa.ArrowInvalid, ValueError):
+        pass
+    rows = []
+    decoder = json.JSONDecoder()
+    for s in strings.to_pylist():
+        try:  # the first JSON value: Spark ignores what follows it
+            rows.append(_spark_json(decoder.raw_decode(_double_quoted(s))[0], typ))
+        except ValueError:  # not JSON (json.JSONDecodeError), or not an object
+            rows.append(None)
+    return pa.array(rows, typ)
+
+
+def _json_partitions(parts: pa.Array) -> pa.Array:
+    """``transactionPartitions`` → ``["topic-p", ..]`` (null when it or any entry's partitionIds is null)."""
+    n = len(parts)
+    entries = parts.flatten()
+    entry_row = np.asarray(pc.list_parent_indices(parts).to_numpy(zero_copy_only=False), np.int64)
+    topic, ids = entries.flatten()
+    bad = np.zeros(n, bool)
+    bad[entry_row[_np_bool(ids.is_null())]] = True
+    id_entry = np.asarray(pc.list_parent_indices(ids).to_numpy(zero_copy_only=False), np.int64)
+    names = pc.binary_join_element_wise(
+        topic.take(pa.array(id_entry, pa.int64())), pc.cast(ids.flatten(), pa.string()), "-"
+    )
+    counts = np.bincount(entry_row[id_entry], minlength=n)
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    valid = _np_bool(parts.is_valid()) & ~bad
+    return pa.ListArray.from_arrays(pa.array(offsets), names, mask=pa.array(~valid))
+
+
+def _txn_fields(lines: pa.Array) -> dict[str, pa.Array]:
+    """``__transaction_state`` record lines → TXN_STATE fields (the 3.x Scala text or the 4.x JSON)."""
+    n = len(lines)
+    scala_key, scala_val = _groups(lines, D.TXN_SCALA)
+    is_scala = _match(lines, D.TXN_SCALA)
+    json_key, json_val = _groups(lines, D.TXN_JSON)
+    is_json = ~is_scala & _match(lines, D.TXN_JSON)
+    tomb = np.where(is_scala, _np_bool(pc.equal(scala_val, "<DELETE>")), _np_bool(pc.equal(json_val, "<DELETE>")))
+    sc = is_scala & ~tomb
+    js = is_json & ~tomb
+    sv = _groups(scala_val, D.TXN_SCALA_VALUE)
+    ji = np.flatnonzero(is_json)
+    jv_i = np.flatnonzero(js)
+    key_full = _spread(_from_json(json_key.take(pa.array(ji, pa.int64())), _KEY_JSON), ji, n)
+    value_full = _spread(_from_json(json_val.take(pa.array(jv_i, pa.int64())), _VALUE_JSON), jv_i, n)
+    kf = key_full.flatten()  # type, data
+    vf = dict(zip(["version", "type", "data"], value_full.flatten(), strict=True))
+    data = dict(zip([f.name for f in _VALUE_JSON["data"].type], vf["data"].flatten(), strict=True))
+
+    def field(name: str, typ: pa.DataType, default: int | None = None) -> pa.Array:
+        """The JSON value's ``data.<name>`` (or ``default`` when it is absent: a tagged field)."""
+        value = data[name] if default is None else pc.coalesce(data[name], pa.scalar(default, data[name].type))
+        return _pick(n, typ, (js, value))
+
+    def coalesce(typ: pa.DataType, *values: pa.Array) -> pa.Array:
+        return pc.coalesce(*[v.cast(typ) for v in values])
+
+    status = data["transactionStatus"]
+    scala_parts = sv[3]
+    scala_list = _pick(
+        n,
+        pa.list_(pa.string()),
+        (_np_bool(pc.equal(scala_parts, "")), pa.array([[]] * n, pa.list_(pa.string()))),
+        (np.ones(n, bool), pc.split_pattern(scala_parts, ",")),
+    )
+    return {
+        "txn_decoded": pa.array(is_scala | is_json),
+        "transactional_id": _pick(n, pa.string(), (is_scala, scala_key), (is_json, kf[1].flatten()[0])),
+        "is_tombstone": pa.array(tomb),
+        "key_version": _pick(
+            n, pa.int32(), (is_scala, pa.array(np.zeros(n, np.int32))), (is_json, _try_int(kf[0], pa.int32()))
+        ),
+        "value_version": _pick(n, pa.int32(), (js, _try_int(pc.coalesce(vf["version"], vf["type"]), pa.int32()))),
+        "producer_id": coalesce(
+            pa.int64(), _pick(n, pa.int64(), (sc, _try_int(sv[0], pa.int64()))), field("producerId", pa.int64())
+        ),
+        "producer_epoch": coalesce(
+            pa.int32(), _pick(n, pa.int32(), (sc, _try_int(sv[1], pa.int32()))), field("producerEpoch", pa.int32())
+        ),
+        "timeout_ms": coalesce(
+            pa.int64(),
+            _pick(n, pa.int64(), (sc, _try_int(sv[5], pa.int64()))),
+            field("transactionTimeoutMs", pa.int64()),
+        ),
+        "state": coalesce(
+            pa.int32(),
+            _pick(n, pa.int32(), (sc, _state_ids(sv[2]))),
+            _pick(n, pa.int32(), (js, _try_int(status, pa.int32()))),
+            _pick(n, pa.int32(), (js, _state_ids(status))),
+        ),
+        "partitions": _pick(
+            n, pa.list_(pa.string()), (sc, scala_list), (js, _json_partitions(data["transactionPartitions"]))
+        ),
+        "last_update_timestamp": coalesce(
+            pa.int64(),
+            _pick(n, pa.int64(), (sc, _try_int(sv[4], pa.int64()))),
+            field("transactionLastUpdateTimestampMs", pa.int64()),
+        ),
+        "txn_start_timestamp": field("transactionStartTimestampMs", pa.int64()),
+        "previous_producer_id": field("previousProducerId", pa.int64(), default=-1),
+        "next_producer_id": field("nextProducerId", pa.int64(), default=-1),
+        "next_producer_epoch": field("nextProducerEpoch", pa.int32(), default=-1),
+        "client_transaction_version": field("clientTransactionVersion", pa.int32(), default=0),
+    }
+
+
+def _valid_utf8(lines: pa.Array) -> pa.Array:
+    """``lines`` as valid UTF-8 (the tool prints UTF-8; a file in another encoding gets U+FFFD, as a
+    decoder would give it, instead of failing the UTF-8 kernels below)."""
+    try:
+        lines.validate(full=True)
+        return lines
+    except pa.ArrowInvalid:
+        raw = lines.cast(pa.binary()).to_pylist()
+        return pa.array([None if b is None else b.decode("utf-8", "replace") for b in raw], pa.string())
+
+
+def parse_lines(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``DUMP_LINES_SCHEMA`` → ``PARSED_SCHEMA``: each line's kind and typed fields, with ``pyarrow.compute``.
+
+    Every pattern runs only on the lines it can apply to (a batch line is tried against BATCH_LINE
+    first, a record line only against the record forms), so a dump costs about one pattern per line.
+    """
+    n = batch.num_rows
+    lines = _valid_utf8(batch.column("line"))
+    section = np.asarray(batch.column("section").to_numpy(zero_copy_only=False), np.int64)
+    line_no = batch.column("line_no")
+    kind = _kinds(lines)
+    path = _path_columns(batch.column("section_header"), section)
+
+    def rows(k: int, also: np.ndarray | None = None) -> np.ndarray:
+        return np.flatnonzero((kind == k) & (True if also is None else also))
+
+    def sub(idx: np.ndarray) -> pa.Array:
+        return lines.take(pa.array(idx, pa.int64()))
+
+    # the dump file's name without extension, on the Dumping lines (_replica_names)
+    dumping = rows(K_DUMPING)
+    files = batch.column("file").take(pa.array(dumping, pa.int64()))
+    stem = _spread(_groups(files, _STEM)[0], dumping, n)
+
+    # batch lines, legacy entries, record lines
+    b = rows(K_BATCH)
+    fields = {k: _spread(v, b, n) for k, v in _batch_fields(sub(b)).items()}
+    legacy = rows(K_LEGACY)
+    lpos, lsize, lcodec = _tokens(sub(legacy), [np.full(legacy.size, i) for i in (4, 8, 12)])
+    for name, values in (
+        ("position", _try_int(lpos, pa.int64())),
+        ("size", _try_int(lsize, pa.int64())),
+        ("compression", _codec(lcodec)),
+    ):
+        fields[name] = pc.coalesce(fields[name], _spread(values, legacy, n))
+    r = rows(K_RECORD)
+    rec_offset, rec_ts = _tokens(sub(r), [np.full(r.size, 3), np.full(r.size, 5)])
+    marker = r[_np_bool(pc.match_substring(sub(r), " endTxnMarker: "))]
+    marker_type, marker_epoch = _groups(sub(marker), D.END_TXN_MARKER)
+
+    # damage shown inside a segment (quarantined by its byte range in assemble_*)
+    bad_batch = np.zeros(n, bool)
+    bad_batch[b[_match(sub(b), _BAD_BATCH)]] = True
+    damage = np.isin(kind, DAMAGE_KINDS) | bad_batch
+    first_chars = pc.utf8_slice_codeunits(lines, 0, D.DETAIL_CHARS)
+    invalid = rows(K_INVALID_BYTES)
+
+    # producer snapshot entries
+    s = rows(K_SNAPSHOT)
+    sg = _groups(sub(s), D.SNAPSHOT_LINE)
+
+    def sn(i: int, typ: pa.DataType | None = None) -> pa.Array:  # group i (1-based), try_cast
+        return _try_int(sg[i - 1], typ or pa.int64())
+
+    minus_one = pa.scalar(-1, pa.int64())
+    snap = {
+        "producer_id": sn(1),
+        "producer_epoch": sn(2, pa.int32()),
+        "coordinator_epoch": sn(3, pa.int32()),
+        "first_offset": pc.coalesce(sn(5), sn(6), minus_one),
+        "last_offset": pc.coalesce(sn(10), minus_one),
+        "last_sequence": pc.coalesce(sn(9, pa.int32()), pa.scalar(-1, pa.int32())),
+        "last_timestamp": pc.coalesce(sn(7), sn(12)),
+    }
+
+    # __transaction_state record lines
+    is_txn = _np_bool(path["is_txn_state"])
+    t = rows(K_RECORD, is_txn)
+    txn = {k: _spread(v, t, n) for k, v in _txn_fields(sub(t)).items()}
+    unknown_key = np.zeros(n, bool)
+    unknown_key[t[_match(sub(t), D.TXN_UNKNOWN_KEY)]] = True
+
+    # quarantine: lines no format knows, lines outside any readable segment; corrupt snapshots
+    governed = section > 0
+    ignored = _np_bool(path["ignored"])
+    in_segment = _np_bool(path["data_section"]) | (is_txn & governed)
+    outside = ~in_segment & ~ignored
+    orphan = ~governed & np.isin(kind, (K_BATCH, K_LEGACY, K_RECORD, K_SNAPSHOT, K_START))
+    no_partition = (kind == K_DUMPING) & _np_bool(path["topic"].is_null()) & ~ignored
+    corrupt = rows(K_SNAPSHOT_CORRUPT, governed)
+    snapshot_crc = np.zeros(n, bool)
+    snapshot_crc[corrupt[_np_bool(pc.not_equal(_groups(sub(corrupt), D.SNAPSHOT_CORRUPT_LINE)[0], ""))]] = True
+    reasons = [
+        (kind == K_UNPARSED, D.REASON_UNPARSED),
+        (kind == K_MALFORMED_28, D.REASON_MALFORMED_2_8),
+        (orphan, "dump_log_no_dumping_line"),
+        (outside & (kind == K_INVALID_BYTES), D.REASON_INVALID_BYTES),
+        (outside & (kind == K_ELIDED), D.REASON_ELIDED),
+        (outside & (kind == K_TOOL_ERROR), D.REASON_TOOL_ERROR),
+        (outside & bad_batch, D.REASON_CRC),
+        (unknown_key, D.REASON_TXN_UNKNOWN_KEY),
+        (no_partition, D.REASON_NO_PARTITION),
+        (snapshot_crc, D.REASON_SNAPSHOT_CRC),
+        ((kind == K_SNAPSHOT_CORRUPT) & governed, D.REASON_BAD_SNAPSHOT),
+    ]
+    code = np.select([m for m, _ in reasons], np.arange(1, len(reasons) + 1), 0)
+    reason = pa.array([None, *(r for _, r in reasons)], pa.string()).take(pa.array(code))
+    entries_ignored = pc.binary_join_element_wise(
+        batch.column("file"), ":", pc.cast(line_no, pa.string()), ": entries ignored: ", first_chars, ""
+    )
+    is_corrupt = (kind == K_SNAPSHOT_CORRUPT) & governed
+    detail = _pick(n, pa.string(), (is_corrupt, entries_ignored), (code > 0, first_chars))
+
+    columns: dict[str, pa.Array] = {
+        "file": batch.column("file"),
+        "line_no": line_no,
+        "section": batch.column("section"),
+        "kind_code": pa.array(kind, pa.int32()),
+        "after_batch": batch.column("after_batch"),
+        "loc": batch.column("loc"),
+        "loc_named": batch.column("loc_named"),
+        "stem": stem,
+        **path,
+        "damage_text": pc.if_else(pa.array(damage), first_chars, None),
+        "invalid_bytes": _spread(_try_int(_groups(sub(invalid), D.INVALID_BYTES_LINE)[0], pa.int64()), invalid, n),
+        **fields,
+        "rec_offset": _spread(_try_int(rec_offset, pa.int64()), r, n),
+        "rec_timestamp": _spread(_try_int(rec_ts, pa.int64()), r, n),
+        "marker_type": _spread(marker_type, marker, n),
+        "marker_epoch": _spread(_try_int(marker_epoch, pa.int32()), marker, n),
+        "first_offset": _spread(snap["first_offset"], s, n),
+        "last_timestamp": _spread(snap["last_timestamp"], s, n),
+        "coordinator_epoch": _spread(snap["coordinator_epoch"], s, n),
+        "last_sequence": _spread(snap["last_sequence"], s, n),
+        **txn,
+        "reason": reason,
+        "detail": detail,
+    }
+    for name in ("producer_id", "producer_epoch"):
+        columns[name] = pc.coalesce(fields[name], _spread(snap[name], s, n), txn[name])
+    columns["last_offset"] = pc.coalesce(fields["last_offset"], _spread(snap["last_offset"], s, n))
+    return pa.RecordBatch.from_arrays([columns[f.name].cast(f.type) for f in PARSED_SCHEMA], schema=PARSED_SCHEMA)

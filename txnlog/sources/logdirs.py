@@ -1,0 +1,433 @@
+"""Find Kafka log files under the paths an operator hands us.
+
+``--logs <path>`` (docs/design.md §4a, ``locate``), in this order:
+
+* a directory holding partition directories (``<topic>-<n>``) is one broker's log dir;
+* a partition directory itself (named ``<topic>-<n>`` and holding ``<20-digit offset>.log`` /
+  ``.snapshot`` / index files or ``partition.metadata``) is one replica of that partition, named
+  after its parent directory as a log dir's partitions are after the log dir;
+* a single ``<20-digit offset>.log`` segment or ``.snapshot`` file is read alone, its topic and
+  partition from its parent directory's name, its replica named after the directory above that;
+* otherwise every subdirectory that holds partition directories is a broker log dir.
+
+Replicas of one partition on several brokers are compared later. A partition directory's name is
+parsed as Kafka parses it (``LocalLog.parseTopicPartitionName``): the partition is what follows the
+last ``-``, so topics may hold ``-`` and ``.``.
+
+What the broker itself ignores is skipped: ``*.deleted``, ``*.cleaned``, ``*.swap`` files,
+directories ending in ``-delete`` / ``-future`` / ``-stray`` (``LocalLog.DeleteDirSuffix`` /
+``FutureDirSuffix`` / ``StrayDirSuffix``: ``<topic>-<n>.<uuid>-delete`` is being deleted, ``-future``
+a replica still being copied to another log dir, ``-stray`` one the broker no longer hosts) and the
+KRaft metadata log ``__cluster_metadata``; given as a ``--logs`` path themselves, they are refused
+(``Located.problem``). Listing is driver work, through ``txnlog.sources.storage`` (local paths with ``os``,
+``s3a://…`` and other shared storage with ``pyarrow.fs``); reading segment bytes happens in executors.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from txnlog.kafka.wire import TRANSACTION_STATE_TOPIC
+from txnlog.sources import storage
+
+_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+_OFFSET_FILE = re.compile(r"^(?P<offset>\d{20})\.(?P<suffix>log|snapshot|index|timeindex|txnindex)$")
+_IGNORED_DIR_SUFFIXES = ("-delete", "-future", "-stray")
+IGNORED_TOPICS = {"__cluster_metadata"}
+_SUFFIX_MEANING = {
+    "-delete": "a partition directory Kafka has marked for deletion",
+    "-future": "a replica Kafka is still copying to another log dir (it serves the original)",
+    "-stray": "a replica the broker no longer hosts (marked stray)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LogFile:
+    """One segment (``.log``) or producer snapshot (``.snapshot``) of one replica."""
+
+    path: str
+    broker: str
+    topic: str
+    partition: int
+    base_offset: int  # segment base offset, or the snapshot's offset
+    size: int
+    kind: str  # "log" or "snapshot"
+
+
+#: Files a broker keeps at the root of each log dir (``LogManager``, ``ReplicaManager``): one line per
+#: partition, ``<topic> <partition> <offset>``, after a version line (0) and a count line
+#: (``OffsetCheckpointFile``). Written every few seconds, so they can lag the segments a little.
+CHECKPOINT_FILES = {
+    "replication-offset-checkpoint": "high_watermark",
+    "log-start-offset-checkpoint": "log_start_offset",
+    "recovery-point-offset-checkpoint": "recovery_point",
+}
+#: Written by a broker that shut down cleanly, deleted when it starts loading (``CleanShutdownFileHandler``).
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """One broker's checkpointed offsets of one partition (None where its file lacks the partition)."""
+
+    broker: str
+    topic: str
+    partition: int
+    high_watermark: int | None = None
+    log_start_offset: int | None = None
+    recovery_point: int | None = None
+    clean_shutdown: bool = False
+
+
+def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
+    """``(topic, partition) -> offset`` of an ``OffsetCheckpointFile``; {} when missing or unreadable.
+
+    Format (``CheckpointFile``): ``0`` (version), the entry count, then ``topic partition offset``
+    lines. A file in another version or with a short/garbled body is ignored as a whole, as the
+    broker would fail to read it: no partial answer.
+    """
+    try:
+        lines = storage.read_bytes(path).decode("utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return {}
+    if len(lines) < 2 or lines[0].strip() != "0" or not lines[1].strip().isdigit():
+        return {}
+    n = int(lines[1])
+    out: dict[tuple[str, int], int] = {}
+    for line in lines[2 : 2 + n]:
+        parts = line.split()
+        if len(parts) != 3 or not parts[1].isdigit() or not re.fullmatch(r"-?\d+", parts[2]):
+            return {}
+        out[(parts[0], int(parts[1]))] = int(parts[2])
+    return out if len(out) == n else {}
+
+
+def read_checkpoints(broker: str, log_dir: str) -> list[Checkpoint]:
+    """Every partition named in ``log_dir``'s checkpoint files, merged per partition."""
+    present = {e.name for e in storage.scandir(log_dir)}
+    files = {
+        col: read_offset_checkpoint(storage.join(log_dir, name)) if name in present else {}
+        for name, col in CHECKPOINT_FILES.items()
+    }
+    clean = CLEAN_SHUTDOWN_FILE in present
+    keys = sorted(set().union(*files.values()))
+    hw, start, recovery = files["high_watermark"], files["log_start_offset"], files["recovery_point"]
+    return [Checkpoint(broker, *tp, hw.get(tp), start.get(tp), recovery.get(tp), clean) for tp in keys]
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """Everything found under the input paths, ordered by (broker, topic, partition, offset)."""
+
+    segments: tuple[LogFile, ...] = ()
+    snapshots: tuple[LogFile, ...] = ()
+    txn_state_segments: tuple[LogFile, ...] = ()
+    brokers: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = field(default=())  # paths ignored on purpose, for the summary
+    checkpoints: tuple[Checkpoint, ...] = ()
+    clean_shutdown_brokers: tuple[str, ...] = ()
+
+    @property
+    def data_partitions(self) -> set[tuple[str, int]]:
+        return {(f.topic, f.partition) for f in self.segments}
+
+    @property
+    def txn_state_partitions(self) -> set[int]:
+        return {f.partition for f in self.txn_state_segments}
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size for f in self.segments) + sum(f.size for f in self.txn_state_segments)
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """``orders-7`` -> ("orders", 7); None for what is not a live partition directory."""
+    if name.endswith(_IGNORED_DIR_SUFFIXES):
+        return None
+    m = _PARTITION_DIR.match(name)
+    if not m or m.group("topic") in IGNORED_TOPICS:
+        return None
+    return m.group("topic"), int(m.group("partition"))
+
+
+_PARTITION_MARKERS = ("partition.metadata", "leader-epoch-checkpoint")
+
+
+def _is_partition_dir(entry: Any) -> bool:
+    """A ``<topic>-<n>`` directory that holds Kafka files (a broker dir may be named ``broker-1``)."""
+    if not (_PARTITION_DIR.match(entry.name) and entry.is_dir()):
+        return False
+    return _holds_kafka_files(entry.path)
+
+
+def _holds_partition_dirs(path: str) -> bool:
+    try:
+        return any(_is_partition_dir(e) for e in storage.scandir(path))
+    except OSError:
+        return False
+
+
+def broker_dirs(root: str) -> list[tuple[str, str]]:
+    """(broker name, log dir) pairs under ``root`` per the ``--logs`` rule (whole log dirs only)."""
+    root = storage.abspath(root)
+    if _holds_partition_dirs(root):
+        return [(_dir_name(root), root)]
+    return [(e.name, e.path) for e in storage.scandir(root) if e.is_dir() and _holds_partition_dirs(e.path)]
+
+
+def _dir_name(path: str) -> str:
+    return storage.basename(path) or path
+
+
+#: ``Located.kind``
+LOG_DIRS, PARTITION_DIR, LOG_FILE, NOTHING = "log_dirs", "partition_dir", "file", "nothing"
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """What one ``--logs`` path is (``locate``).
+
+    ``log_dirs``: (broker name, log dir) of whole log dirs (LOG_DIRS), or the one replica a partition
+    directory or file belongs to (its parent log dir). ``topic``/``partition``: of a PARTITION_DIR or
+    LOG_FILE. ``problem`` (NOTHING): what the path is instead, one clause naming what was expected.
+    """
+
+    path: str
+    kind: str
+    log_dirs: tuple[tuple[str, str], ...] = ()
+    topic: str = ""
+    partition: int = -1
+    problem: str = ""
+
+
+def _holds_kafka_files(path: str) -> bool:
+    try:
+        if not storage.is_remote(path):  # stops at the first Kafka file (a partition may hold thousands)
+            with os.scandir(storage.local_path(path)) as it:
+                return any(_OFFSET_FILE.match(f.name) or f.name in _PARTITION_MARKERS for f in it)
+        return any(_OFFSET_FILE.match(f.name) or f.name in _PARTITION_MARKERS for f in storage.scandir(path))
+    except OSError:
+        return False
+
+
+#: what ``--logs`` accepts, for messages
+LOGS_EXPECTED = (
+    "give a broker log dir (log.dirs), a directory of them, a partition directory (<topic>-<partition>/) "
+    "or a segment file (<topic>-<partition>/<20-digit base offset>.log)"
+)
+
+
+def _partition_of(dir_path: str, subject: str) -> tuple[tuple[str, int] | None, str]:
+    """(topic, partition) of a partition directory, as Kafka parses its name; else None and why not
+    (``subject``: how the message names the directory's name, e.g. "its directory")."""
+    name = _dir_name(dir_path)
+    suffix = next((x for x in _IGNORED_DIR_SUFFIXES if name.endswith(x)), None)
+    if suffix is not None:
+        return None, (
+            f"{name} is {_SUFFIX_MEANING[suffix]} (Kafka's {suffix} suffix), which txnlog skips as the broker does; "
+            "give the <topic>-<partition>/ directory the broker serves"
+        )
+    tp = parse_partition_dir(name)
+    if tp is None and _PARTITION_DIR.match(name):
+        return None, f"{name} is the KRaft metadata log, which holds no transactions"
+    if tp is None:
+        return None, (
+            f"{subject} {name!r} is not <topic>-<partition> as Kafka names a partition directory, so the topic and "
+            "partition are unknown; copy the files into a directory named after their partition (e.g. orders-7/)"
+        )
+    return tp, ""
+
+
+def locate(path: str) -> Located:
+    """What the ``--logs`` path ``path`` is (module doc); NOTHING with a ``problem`` when none of them."""
+    storage.check_scheme(path)
+    path = storage.abspath(path)
+    if storage.is_remote(path):
+        storage.prefetch(path)
+    if storage.isfile(path):
+        name = storage.basename(path)
+        m = _OFFSET_FILE.match(name)
+        if m and m.group("suffix") not in ("log", "snapshot"):
+            return Located(path, NOTHING, problem=f"an index file; give the segment {m.group('offset')}.log beside it")
+        if not m:
+            return Located(
+                path,
+                NOTHING,
+                problem="not a Kafka segment or producer snapshot (<20-digit base offset>.log or .snapshot); "
+                + LOGS_EXPECTED,
+            )
+        part_dir = storage.dirname(path)
+        tp, why = _partition_of(part_dir, "its directory")
+        if tp is None:
+            return Located(path, NOTHING, problem=why)
+        log_dir = storage.dirname(part_dir)
+        return Located(path, LOG_FILE, ((_dir_name(log_dir), log_dir),), *tp)
+    if not storage.isdir(path):
+        return Located(path, NOTHING, problem=f"{storage.missing_reason(path)}; {LOGS_EXPECTED}")
+    if _holds_partition_dirs(path):  # one broker's log dir (what broker_dirs would list again)
+        return Located(path, LOG_DIRS, ((_dir_name(path), path),))
+    if _holds_kafka_files(path):
+        tp, why = _partition_of(path, "it holds Kafka log files, but its name")
+        if tp is None:
+            return Located(path, NOTHING, problem=why)
+        log_dir = storage.dirname(path)
+        return Located(path, PARTITION_DIR, ((_dir_name(log_dir), log_dir),), *tp)
+    found = broker_dirs(path)
+    if not found:
+        return Located(
+            path,
+            NOTHING,
+            problem="no Kafka logs found (expected <topic>-<partition>/ directories holding 0000….log segments, "
+            f"or the segments themselves); {LOGS_EXPECTED}",
+        )
+    return Located(path, LOG_DIRS, tuple(found))
+
+
+def looks_like_dump_log(path: str, *, max_files: int = 20, head_bytes: int = 8192) -> bool:
+    """Whether ``path`` (a file, or a few files under a directory) is kafka-dump-log.sh output: text
+    that starts with ``Dumping `` or has ``baseOffset: `` lines within its first ``head_bytes``."""
+    if storage.isdir(path):
+        files: list[str] = []
+        for dirpath, dirs, names in storage.walk(path):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            files.extend(storage.join(dirpath, n) for n in sorted(names) if not n.startswith("."))
+            if len(files) >= max_files:
+                break
+        return any(looks_like_dump_log(f) for f in files[:max_files])
+    try:
+        head = storage.read_bytes(path, head_bytes)
+    except OSError:
+        return False
+    text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
+    return text.startswith(("Dumping ", "baseOffset: ")) or "\nbaseOffset: " in text
+
+
+def discover(paths: list[str] | tuple[str, ...], located: dict[str, Located] | None = None) -> Inventory:
+    """List every segment and snapshot below ``paths`` (see module doc); a path that ``locate`` finds
+    nothing in adds nothing. A file reached twice (a segment given inside a partition directory also
+    given) is listed once; one log dir reached twice is one replica. ``located``: what ``locate`` already
+    said of some of the paths (the input check), not asked again.
+
+    Costs one directory listing per partition and one ``stat`` per kept file (a file's identity is its
+    directory's real path and its name; only a symlinked file is resolved itself): 300,000 files are a
+    few seconds of driver time (benchmarks/RESULTS.md, "Planning 100,000 partitions")."""
+    segments: list[tuple[tuple[int, str, str], LogFile]] = []
+    snapshots: list[tuple[tuple[int, str, str], LogFile]] = []
+    txn_state: list[tuple[tuple[int, str, str], LogFile]] = []
+    brokers: list[str] = []
+    order: dict[str, int] = {}  # broker name -> its place in ``brokers``
+    skipped: list[str] = []
+    checkpoints: list[Checkpoint] = []
+    clean: list[str] = []
+    replicas: dict[str, str] = {}  # log dir (real path) -> broker name
+    whole: set[str] = set()  # log dirs (real paths) given whole: their checkpoints are read
+    seen: set[str] = set()  # files listed (real paths)
+
+    def replica(name: str, log_dir: str, *, whole_dir: bool) -> str:
+        key = storage.realpath(log_dir)
+        if key not in replicas:
+            if name in order:  # two roots with the same basename: keep them apart
+                name = f"{name}@{log_dir}"
+            replicas[key] = name
+            order[name] = len(brokers)
+            brokers.append(name)
+        name = replicas[key]
+        if whole_dir and key not in whole:  # the log dir's checkpoints and clean-shutdown file
+            whole.add(key)
+            found = read_checkpoints(name, log_dir)
+            checkpoints.extend(found)
+            if storage.exists(storage.join(log_dir, CLEAN_SHUTDOWN_FILE)):
+                clean.append(name)
+        return name
+
+    def add(
+        broker: str, topic: str, partition: int, fpath: str, fname: str, real: str, entry: Any, dir_name: str
+    ) -> None:
+        m = _OFFSET_FILE.match(fname)
+        if not m:
+            if fname.endswith((".deleted", ".cleaned", ".swap")):
+                skipped.append(fpath)
+            return
+        suffix = m.group("suffix")
+        if suffix not in ("log", "snapshot"):
+            return
+        if real in seen:
+            return
+        seen.add(real)
+        lf = LogFile(
+            path=fpath,
+            broker=broker,
+            topic=topic,
+            partition=partition,
+            base_offset=int(m.group("offset")),
+            size=storage.getsize(fpath) if entry is None else entry.stat().st_size,
+            kind=suffix,
+        )
+        # a log dir's listing order, whatever order paths came in
+        key = (order[broker], dir_name, fname)
+        if suffix == "snapshot":
+            if topic != TRANSACTION_STATE_TOPIC:
+                snapshots.append((key, lf))
+        elif topic == TRANSACTION_STATE_TOPIC:
+            txn_state.append((key, lf))
+        else:
+            segments.append((key, lf))
+
+    def add_partition(broker: str, topic: str, partition: int, part_dir: str, real_dir: str) -> None:
+        dir_name = _dir_name(part_dir)
+        for f in storage.scandir(part_dir, sort=False):  # sorted once at the end
+            # a file's identity without resolving every path (lstat per component): its directory's real path
+            real = storage.realpath(f.path) if f.is_symlink() else f"{real_dir}/{f.name}"
+            add(broker, topic, partition, f.path, f.name, real, f, dir_name)
+
+    for root in paths:
+        found = (located or {}).get(root) or locate(root)
+        if found.kind == LOG_DIRS:
+            for name, log_dir in found.log_dirs:
+                broker = replica(name, log_dir, whole_dir=True)
+                real_log_dir = storage.realpath(log_dir)
+                for entry in storage.scandir(log_dir):
+                    if not entry.is_dir():
+                        continue
+                    tp = parse_partition_dir(entry.name)
+                    if tp is None:
+                        if _PARTITION_DIR.match(entry.name) or entry.name.endswith(_IGNORED_DIR_SUFFIXES):
+                            skipped.append(entry.path)
+                        continue
+                    real = storage.realpath(entry.path) if entry.is_symlink() else f"{real_log_dir}/{entry.name}"
+                    add_partition(broker, *tp, entry.path, real)
+        elif found.kind in (PARTITION_DIR, LOG_FILE):
+            ((name, log_dir),) = found.log_dirs
+            broker = replica(name, log_dir, whole_dir=False)
+            if found.kind == PARTITION_DIR:
+                add_partition(broker, found.topic, found.partition, found.path, storage.realpath(found.path))
+            else:
+                path = found.path
+                real = storage.realpath(path)
+                add(
+                    broker,
+                    found.topic,
+                    found.partition,
+                    path,
+                    storage.basename(path),
+                    real,
+                    None,
+                    _dir_name(storage.dirname(path)),
+                )
+
+    def ordered(files: list[tuple[tuple[int, str, str], LogFile]]) -> tuple[LogFile, ...]:
+        files.sort(key=lambda kf: kf[0])
+        return tuple(f for _, f in files)
+
+    return Inventory(
+        segments=ordered(segments),
+        snapshots=ordered(snapshots),
+        txn_state_segments=ordered(txn_state),
+        brokers=tuple(brokers),
+        skipped=tuple(skipped),
+        checkpoints=tuple(checkpoints),
+        clean_shutdown_brokers=tuple(clean),
+    )
