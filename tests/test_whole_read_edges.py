@@ -24,8 +24,9 @@ from tests.hot_segments import BASE_TS, DAMAGE_KINDS, _batch, write_hot_segment
 from txnlog.brokerlog import encode
 from txnlog.brokerlog.partition import PartitionLog, segment_file_name
 from txnlog.kafka.wire import ControlType
+from txnlog.model.rows import Checkpoint
 from txnlog.rules.staged import RAW_COLUMNS, STAGED_SUFFIX, read_raw
-from txnlog.sources.logdirs import Checkpoint, Inventory, LogFile, discover
+from txnlog.sources.logdirs import Inventory, LogFile, discover
 
 #: what a transaction row says besides the table's columns: which file (and piece) finished it
 _FINISHED_BY = ("broker", "file", "piece")

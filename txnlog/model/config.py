@@ -272,6 +272,8 @@ def _as_bool(value: Any, where: str) -> bool:
     return value
 
 
+#: keys of the config's ``storage`` mapping (read by txnlog.sources.storage)
+SETTING_KEYS = ("s3.endpoint", "s3.region", "s3.access_key", "s3.secret_key", "s3.session_token", "s3.anonymous")
 #: which offsets of each data partition a live run reads (txnlog.engine.spark.live_batches)
 LIVE_RANGES = ("unstable", "since-last-run", "all")
 
@@ -329,8 +331,6 @@ def _as_kafka_conf(value: Any, where: str) -> dict[str, Any]:
 
 
 def _as_storage_conf(value: Any, where: str) -> dict[str, str]:
-    from txnlog.sources.storage import SETTING_KEYS
-
     if value is None:
         return {}
     if not isinstance(value, dict) or not all(isinstance(k, str) and _scalar(v) for k, v in value.items()):

@@ -10,6 +10,7 @@ the same rows. :func:`batch_of` builds a batch of a schema, :func:`producer_rows
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -121,6 +122,19 @@ TXN_STATE_SCHEMA = pa.schema(
         ("detail", pa.string()),
     ]
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """One broker's checkpointed offsets of one partition (None where its file lacks the partition)."""
+
+    broker: str
+    topic: str
+    partition: int
+    high_watermark: int | None = None
+    log_start_offset: int | None = None
+    recovery_point: int | None = None
+    clean_shutdown: bool = False
 
 
 def batch_of(schema: pa.Schema, n: int, columns: dict[str, Any]) -> pa.RecordBatch:

@@ -40,8 +40,9 @@ from txnlog import __version__
 from txnlog.broker import classify
 from txnlog.model.contract import InputSource
 from txnlog.model.errors import UsageError
+from txnlog.model.rows import Checkpoint
 from txnlog.model.words import count
-from txnlog.sources.logdirs import LOGS_EXPECTED, NOTHING, Checkpoint, Inventory, discover, locate, looks_like_dump_log
+from txnlog.sources.logdirs import LOGS_EXPECTED, NOTHING, Inventory, discover, locate, looks_like_dump_log
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from txnlog.rules.remedy import (
 from txnlog.rules.staged import timestamps as _ts  # epoch ms → UTC timestamps, the writer's rule
 
 if TYPE_CHECKING:
-    from txnlog.sources.logdirs import Checkpoint
+    from txnlog.model.rows import Checkpoint
 
 RUN_KEY = ("cluster", "as_of")
 REPLICA = ["broker", "topic", "partition"]

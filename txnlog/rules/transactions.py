@@ -20,14 +20,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txnlog.broker import reconstruct as R
-from txnlog.model.rows import batch_of
+from txnlog.model.rows import Checkpoint, batch_of
 from txnlog.rules import staged
-from txnlog.sources.logdirs import Checkpoint
 
 KIND_TRANSACTION = "transaction"
 
 #: (broker, topic, partition) → (checkpointed log start, clean shutdown, checkpointed high watermark;
-#: None where unknown): the log-dir checkpoints the merge needs (``txnlog.sources.logdirs.Checkpoint``)
+#: None where unknown): the log-dir checkpoints the merge needs (``txnlog.model.rows.Checkpoint``)
 Checkpoints = Mapping[tuple[str, str, int], tuple[int | None, bool, int | None]]
 
 

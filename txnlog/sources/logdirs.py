@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from txnlog.kafka.wire import TRANSACTION_STATE_TOPIC
+from txnlog.model.rows import Checkpoint
 from txnlog.sources import storage
 
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
@@ -67,19 +68,6 @@ CHECKPOINT_FILES = {
 }
 #: Written by a broker that shut down cleanly, deleted when it starts loading (``CleanShutdownFileHandler``).
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-
-
-@dataclass(frozen=True, slots=True)
-class Checkpoint:
-    """One broker's checkpointed offsets of one partition (None where its file lacks the partition)."""
-
-    broker: str
-    topic: str
-    partition: int
-    high_watermark: int | None = None
-    log_start_offset: int | None = None
-    recovery_point: int | None = None
-    clean_shutdown: bool = False
 
 
 def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:

@@ -54,8 +54,6 @@ SCHEMES = {
     "abfs": "abfs",
     "abfss": "abfs",
 }
-#: keys of the config's ``storage`` mapping
-SETTING_KEYS = ("s3.endpoint", "s3.region", "s3.access_key", "s3.secret_key", "s3.session_token", "s3.anonymous")
 
 
 class StorageError(UsageError):

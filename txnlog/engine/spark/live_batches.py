@@ -59,8 +59,8 @@ from txnlog.engine.spark.sources import arrow_to_spark_schema, option_limit
 from txnlog.live.fetch import FetchSettings, LiveRange
 from txnlog.model.config import LIVE_RANGES
 from txnlog.model.contract import LIVE_REPLICA
-from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
-from txnlog.sources.logdirs import Checkpoint, LogFile
+from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, Checkpoint
+from txnlog.sources.logdirs import LogFile
 
 if TYPE_CHECKING:
     from txnlog.live.fetch import RangeRead

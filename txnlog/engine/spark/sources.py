@@ -102,7 +102,7 @@ _CHECKPOINT_SCHEMA = pa.schema(
 def write_manifest(
     directory: str, name: str, files: list[LogFile] | tuple[LogFile, ...], checkpoints: Any = ()
 ) -> dict[str, str]:
-    """Options that hand ``files`` (and the log-dir ``checkpoints``, ``txnlog.sources.logdirs.Checkpoint``) to a
+    """Options that hand ``files`` (and the log-dir ``checkpoints``, ``txnlog.model.rows.Checkpoint``) to a
     source as one Arrow IPC file under ``directory`` (the run's scratch dir: local or shared storage),
     read once by the planning worker: the options stay a few bytes whatever the number of files."""
     import posixpath
@@ -486,7 +486,7 @@ def split_segments(table: pa.Table, split_bytes: int, hot: np.ndarray) -> pa.Tab
 
 
 def checkpoints_option(checkpoints: Any) -> str:
-    """The ``checkpoints`` option: the log-dir checkpoints (``txnlog.sources.logdirs.Checkpoint``) the
+    """The ``checkpoints`` option: the log-dir checkpoints (``txnlog.model.rows.Checkpoint``) the
     transaction merge needs — (broker, topic, partition, checkpointed log start, clean shutdown, high watermark)."""
     return json.dumps(
         [[c.broker, c.topic, c.partition, c.log_start_offset, c.clean_shutdown, c.high_watermark] for c in checkpoints]
