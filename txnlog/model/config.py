@@ -32,7 +32,7 @@ from txnlog.model.errors import ConfigError
 __all__ = ["Config", "ConfigError", "DEFAULT_FILE", "DeltaWriter", "load_config", "parse_as_of"]
 
 #: Always loaded first; its keys and values mirror the defaults of :class:`Config`.
-DEFAULT_FILE = Path(__file__).resolve().parent.parent / "conf" / "default.yaml"
+DEFAULT_FILE = Path(__file__).resolve().parents[2] / "conf" / "default.yaml"
 
 DeltaWriter = Literal["auto", "deltalake", "spark"]
 DELTA_WRITERS: tuple[str, ...] = ("auto", "deltalake", "spark")

@@ -92,7 +92,7 @@ def create(progress: bool = True) -> Path | None:
     its Python steps in the driver (the small inputs whose start this speeds up). Idempotent: an existing
     archive is kept; None when there is nothing to key one by or no job script beside the package."""
     path = archive_path()
-    job = Path(__file__).resolve().parents[2] / "jobs" / "find_hanging.py"
+    job = Path(__file__).resolve().parents[3] / "jobs" / "find_hanging.py"
     if path is None or path.is_file() or not job.is_file():
         return path if path is not None and path.is_file() else None
     from txnlog.kafka.dump_log_text import render_dump
