@@ -31,6 +31,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from txnlog.model.config import parse_as_of
 from txnlog.model.errors import UsageError
 
 AS_OF_FLAG = "--as-of"
@@ -106,8 +107,6 @@ def choose(as_of_option: Any, times: dict[str, int | None]) -> tuple[datetime, s
     txnlog.model.errors.UsageError: the input holds no broker-written time (no transaction markers, __transaction_state records or LogAppendTime batches) to measure ages against, and client timestamps are not trusted for that; give --as-of (ISO-8601 or epoch ms), e.g. when the logs were copied
     """  # noqa: E501 -- a doctest's expected exception message is one line
     if as_of_option is not None:
-        from txnlog.model.config import parse_as_of
-
         return parse_as_of(as_of_option), AS_OF_FLAG
     known = {s: t for s in SOURCES if (t := times.get(s)) is not None and t > 0}
     if not known:

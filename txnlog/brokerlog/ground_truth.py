@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from txnlog.brokerlog.broker_time import broker_time_ms
 from txnlog.brokerlog.cluster import Cluster, CoordinatorRecordTruth, TopicPartition
 from txnlog.brokerlog.partition import PartitionLog, QuarantineTruth, TxnRecord
 from txnlog.kafka import wire
@@ -514,8 +515,6 @@ def assemble(
     txn_present = cluster.present_txn_state_partitions()
     all_txn_state = len(txn_present) == cluster.txn_state_partitions
     if as_of_ms is None:  # the job's rule: the newest broker-written time (txnlog.brokerlog.broker_time)
-        from txnlog.brokerlog.broker_time import broker_time_ms
-
         as_of_ms = broker_time_ms(cluster)
     latest, history = _latest_records(cluster.coordinator.records, txn_present)
 

@@ -21,6 +21,11 @@ from typing import Any, TypedDict
 import numpy as np
 import pyarrow as pa
 
+from txnlog.broker.producer_state import segment_producers
+from txnlog.broker.reconstruct import SUMMARY_FRAGMENT_COLUMNS, col, segment_fragments
+from txnlog.kafka.errors import DecodeError, QuarantineEntry
+from txnlog.kafka.producer_snapshot import decode_producer_snapshot
+from txnlog.kafka.record_batch import empty_batches, mapped_file, mapped_pages, scan_segment, scan_segment_piece
 from txnlog.model.rows import (
     KIND_PIECE,
     KIND_PRODUCER,
@@ -34,13 +39,16 @@ from txnlog.model.rows import (
     newest_timestamp,
     producer_rows,
 )
-from txnlog.rules.transactions import Checkpoints, PartitionTransactions
+from txnlog.rules.damage import region_offsets
+from txnlog.rules.staged import stage_name, write_raw
+from txnlog.rules.transactions import Checkpoints, PartitionTransactions, piece_edges
+from txnlog.sources import splits as S
+from txnlog.sources import storage
 from txnlog.sources.logdirs import LogFile
 
 
 def read_file_bytes(path: str) -> np.ndarray:
     """The whole file as a uint8 array (local: one read; s3a://, hdfs://, ... through txnlog.sources.storage)."""
-    from txnlog.sources import storage
 
     if storage.is_remote(path):
         return np.frombuffer(storage.read_bytes(path), dtype=np.uint8)
@@ -62,7 +70,6 @@ def scan_log_file(path: str, check_crc: bool, max_decompressed_bytes: int | None
     """``scan_segment`` of a ``.log`` file (a ``txnlog.kafka.record_batch.SegmentScan``), its bytes as
     :func:`log_bytes` gives them; a local file's mapped pages given back a window at a time as the walk
     passes them."""
-    from txnlog.kafka.record_batch import scan_segment
 
     with log_bytes(path) as (buf, release):
         return scan_segment(
@@ -82,8 +89,6 @@ def log_bytes(path: str) -> Iterator[tuple[np.ndarray, Callable[[int], None] | N
     another process truncates *while* it is mapped makes this process fault (SIGBUS) instead of
     reading fewer bytes: point txnlog at copies of a live broker's log dirs, as the README does.
     """
-    from txnlog.kafka.record_batch import mapped_pages
-    from txnlog.sources import storage
 
     if storage.is_remote(path):
         yield read_file_bytes(path), None
@@ -116,8 +121,6 @@ def quarantine_batch(
     n = len(entries)
     bounds: dict[str, Any] = {}
     if batches is not None:
-        from txnlog.rules.damage import region_offsets
-
         first, last = region_offsets(
             batches["position"],
             batches["base_offset"],
@@ -171,8 +174,6 @@ def snapshot_starts(paths: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
     """(producer ids, first offsets) of the open transactions of every producer snapshot in ``paths``; those
     of a file that does not decode are none (its entries are ignored downstream too: quarantined); None when
     a file cannot be read at all."""
-    from txnlog.kafka.errors import DecodeError
-    from txnlog.kafka.producer_snapshot import decode_producer_snapshot
 
     pids, firsts = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
     for path in paths:
@@ -194,7 +195,6 @@ def snapshot_starts(paths: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
 def finished_file_name(broker: str, path: str, piece: int | None) -> str:
     """The staged file of the transactions a file (or piece) finished itself (:class:`Edges`): named by what the
     task read, so a retried task overwrites it and the stitch can drop a dead piece's (txnlog.engine.spark.collect)."""
-    from txnlog.rules.staged import stage_name
 
     return stage_name(["finished", broker, path, str(piece)])
 
@@ -219,7 +219,6 @@ class SegmentRows:
     ) -> None:
         """The row of ``file``, a data segment whose batch columns are ``batches``, and its producer rows;
         with ``piece``, a ``piece`` row of that piece of it (txnlog.sources.splits)."""
-        from txnlog.broker.producer_state import segment_producers
 
         b = batches
         producers = producer_rows(
@@ -320,15 +319,12 @@ def summarize_segment(
     ``scan``: the segment already walked (a live range's bytes,
     txnlog.engine.spark.live_batches; a piece of it, :func:`summarize_piece`: every row then says ``piece``),
     else ``file.path`` is read."""
-    from txnlog.broker.reconstruct import SUMMARY_FRAGMENT_COLUMNS, col, segment_fragments
 
     if scan is None:
         scan = scan_log_file(file.path, check_crc, max_decompressed_bytes)
     b = scan.batches
     frags = segment_fragments(b)
     if edges is not None:
-        from txnlog.rules.transactions import piece_edges
-
         at_edge, inner = piece_edges(frags, edges.snapshot_starts)
         if inner.any():
             yield from finished_transactions(file, {k: v[inner] for k, v in frags.items()}, edges, piece)
@@ -362,8 +358,6 @@ def summarize_segment(
         if fragments_to is None:
             yield batch
         else:
-            from txnlog.rules.staged import stage_name, write_raw
-
             name = stage_name([file.broker, file.path, str(piece)])
             write_raw(pa.Table.from_batches([batch]), fragments_to, name, columns=None)
     segments.add(file, b, scan.legacy_entries, piece=piece, next_piece=next_piece)
@@ -387,7 +381,6 @@ def finished_transactions(
     (txnlog.rules.transactions.PartitionTransactions): staged under ``edges.stage`` and those the verdicts need
     yielded (else all yielded), as ``transaction`` rows that say which file and piece finished them (the
     stitch drops a dead piece's, txnlog.engine.spark.stitch)."""
-    from txnlog.broker.reconstruct import col
 
     acc = PartitionTransactions()
     acc.add_fragments(file.broker, file.topic, file.partition, {k: col(v) for k, v in frags.items()})
@@ -418,9 +411,6 @@ def summarize_piece(
     every split point checked, and the piece walked from its start to the first valid split point its
     chain reaches. A piece whose split point fails the checks reads nothing: its ``piece`` row says so
     (``next_piece`` null) and the piece before it walks on through its bytes."""
-    from txnlog.kafka.record_batch import empty_batches, mapped_file, scan_segment_piece
-    from txnlog.sources import splits as S
-    from txnlog.sources import storage
 
     # only this piece's own split point and those after it matter here (where it starts, where it may stop)
     first = max(piece.index - 1, 0)
@@ -463,8 +453,6 @@ def summarize_piece(
 
 def summarize_snapshot(file: LogFile, merge: PartitionTransactions | None = None) -> Iterator[pa.RecordBatch]:
     """Producer snapshot entries as rows of kind ``snapshot``, or into ``merge`` (bad files → quarantine)."""
-    from txnlog.kafka.errors import DecodeError, QuarantineEntry
-    from txnlog.kafka.producer_snapshot import decode_producer_snapshot
 
     buf = read_file_bytes(file.path)
     try:
@@ -488,8 +476,6 @@ def summarize_snapshot(file: LogFile, merge: PartitionTransactions | None = None
     if not n:
         return
     if merge is not None:
-        from txnlog.broker.reconstruct import col
-
         merge.add_snapshot(
             file.broker,
             file.topic,

@@ -45,6 +45,7 @@ from typing import Literal
 
 import numpy as np
 
+from txnlog.kafka.compression import decompress
 from txnlog.kafka.wire import ControlType, TransactionState
 
 __all__ = [
@@ -471,7 +472,6 @@ def _render_log(
     name: str,
     set_order: bool = False,
 ) -> list[str]:
-    from txnlog.kafka.compression import decompress
     from txnlog.kafka.crc import crc32c
 
     out: list[str] = []

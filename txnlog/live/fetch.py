@@ -40,6 +40,9 @@ from typing import Any
 
 import numpy as np
 
+from txnlog.kafka.framing import whole_entries
+from txnlog.live.admin import kafka_python_settings
+
 #: Fetch v13+ names topics by id (KIP-516); names are what the config and the tables use
 FETCH_MAX_VERSION = 12
 METADATA_MAX_VERSION = 12
@@ -119,7 +122,6 @@ class FetchClient:
     def __init__(
         self, bootstrap: str, kafka_conf: Mapping[str, Any] | None = None, settings: FetchSettings | None = None
     ):
-        from txnlog.live.admin import kafka_python_settings
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
@@ -317,8 +319,6 @@ class FetchClient:
         """Whole entries with base offsets in [.., stop), from the one holding ``start`` on."""
         import kafka.errors as Errors
 
-        from txnlog.kafka.framing import whole_entries
-
         chunks: list[np.ndarray] = []
         offset = start
         limit = self.settings.partition_max_bytes
@@ -436,6 +436,5 @@ def _first_base(chunks: list[np.ndarray]) -> int | None:
 
 
 def _next_after(chunk: np.ndarray) -> int:
-    from txnlog.kafka.framing import whole_entries
 
     return whole_entries(chunk)[1]

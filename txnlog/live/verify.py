@@ -32,6 +32,7 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from txnlog.broker import classify
+from txnlog.kafka.wire import transaction_state_partition_for
 from txnlog.live import admin as live
 from txnlog.model import contract
 from txnlog.model.errors import UsageError
@@ -207,7 +208,6 @@ def _coordinator_rows(
     admin: Any, tps: Sequence[tuple[str, int]], finding_pids: set[int], txn_state_partitions: int
 ) -> list[dict[str, Any]]:
     """coordinator_state rows for the ids in flight on ``tps`` or owning a live finding's producer id."""
-    from txnlog.kafka.wire import transaction_state_partition_for
 
     listed = live.list_transactions(admin)
     ids = {

@@ -11,10 +11,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TextIO
 
+from txnlog.broker import classify
+from txnlog.broker.classify import BOOTSTRAP_PLACEHOLDER, IN_FLIGHT_STATES, Safety, Verdict
+from txnlog.kafka.wire import TransactionState
+from txnlog.live import admin as live
+from txnlog.live.admin import AbortRequest
+from txnlog.model.config import load_config, parse_as_of
 from txnlog.model.errors import UsageError
 from txnlog.model.words import count
+from txnlog.ops import fence
 from txnlog.ops.cli_output import datetime_safe, emit, format_value
+from txnlog.output import delta, retention
+from txnlog.output.delta import read_table
+from txnlog.output.delta_retention import drop_runs_before, vacuum
+from txnlog.output.output_dir import output_lock
 from txnlog.rules.plan import fence_steps, plan_steps
+from txnlog.rules.remedy import force_terminate_command
 
 #: find-hanging's exit code when it lists what --fail-on names (0 otherwise; 2 is a usage error)
 EXIT_FOUND = 1
@@ -31,7 +43,6 @@ class Run:
     def rows(self, table: str, columns: list[str] | None = None, **where: Any) -> list[dict[str, Any]]:
         """The run's rows of one output table whose columns equal ``where`` (filtered in the scan), only
         ``columns`` when given."""
-        from txnlog.output.delta import read_table
 
         data = read_table(self.output, table, cluster=self.cluster, as_of=self.as_of, where=where, columns=columns)
         return datetime_safe(data).to_pylist()
@@ -39,7 +50,6 @@ class Run:
 
 def _run(args: argparse.Namespace) -> Run:
     """The run to show: ``--cluster``/``--as-of`` if given, else the only cluster's newest complete run."""
-    from txnlog.output.delta import read_table
 
     columns = ["cluster", "as_of", "status"]  # a year of runs rows holds a year of configs: not those
     runs = datetime_safe(read_table(args.output, "runs", cluster=args.cluster, columns=columns)).to_pylist()
@@ -53,8 +63,6 @@ def _run(args: argparse.Namespace) -> Run:
         raise UsageError(f"{args.output}: no run of {which} in the runs table; run the job first (./spark-submit.sh)")
     complete = [r for r in runs if r.get("status") == "SUCCEEDED"]
     if args.as_of is not None:
-        from txnlog.model.config import parse_as_of
-
         wanted = parse_as_of(args.as_of)
         hit = [r for r in runs if abs((r["as_of"] - wanted).total_seconds()) < 0.001]
         if not hit:
@@ -129,7 +137,6 @@ def list_filter(
 
 
 def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
-    from txnlog.kafka.wire import TransactionState
 
     names = [s.kafka_name for s in TransactionState]
     unknown = [s for s in args.state or () if s not in names]
@@ -177,7 +184,6 @@ def _coordinator(r: dict[str, Any]) -> str | None:
 
 
 def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
-    from txnlog.broker.classify import IN_FLIGHT_STATES
 
     run = _run(args)
     rows = run.rows("coordinator_state", transactional_id=args.transactional_id)
@@ -276,7 +282,6 @@ DESCRIBE_PRODUCERS_COLUMNS = (
 
 
 def cmd_find_hanging(args: argparse.Namespace, out: TextIO) -> int:
-    from txnlog.broker.classify import Verdict
 
     run = _run(args)
     _known_partition(run, args.topic, args.partition)
@@ -360,7 +365,6 @@ def plan_script(steps: Sequence[dict[str, Any]], run: Run, bootstrap: str | None
     """A shell script that calls ``txnlog abort`` for each SAFE abort and ``txnlog fence`` for each fence, in
     order (a fence once, where it first appears): a dry run (each re-validated live) unless it is run with
     ``--execute``, which it passes on."""
-    from txnlog.broker.classify import BOOTSTRAP_PLACEHOLDER, Safety
 
     target = bootstrap or '"${BOOTSTRAP_SERVERS:?set BOOTSTRAP_SERVERS to the cluster}"'
     fences = [s for s in steps if s.get("remedy") == "FENCE"]
@@ -412,8 +416,6 @@ def plan_script(steps: Sequence[dict[str, Any]], run: Run, bootstrap: str | None
 
 def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
     import os
-
-    from txnlog.broker.classify import Safety
 
     run = _run(args)
     _known_partition(run, args.topic, None)
@@ -483,7 +485,6 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _abort_request(args: argparse.Namespace) -> Any:
-    from txnlog.live.admin import AbortRequest
 
     if args.start_offset is not None:
         if any(v is not None for v in (args.producer_id, args.producer_epoch, args.coordinator_epoch)):
@@ -511,9 +512,6 @@ def _abort_request(args: argparse.Namespace) -> Any:
 def cmd_abort(args: argparse.Namespace, out: TextIO) -> int:
     """Re-validate one transaction against live state, then abort it only with --execute."""
     import time
-
-    from txnlog.broker import classify
-    from txnlog.live import admin as live
 
     request = _abort_request(args)
     cfg = _cluster_config(args, "abort", "--bootstrap-servers")
@@ -577,8 +575,6 @@ def _admin_of(verb: str, bootstrap: str, cfg: Any) -> Any:
     """An admin client of ``bootstrap`` for a live action; one line (exit 2) when it cannot be reached."""
     from kafka.errors import KafkaError
 
-    from txnlog.live import admin as live
-
     try:
         return live.admin_client(bootstrap, cfg.kafka)
     except KafkaError as e:
@@ -591,9 +587,6 @@ def _admin_of(verb: str, bootstrap: str, cfg: Any) -> Any:
 def cmd_fence(args: argparse.Namespace, out: TextIO) -> int:
     """Re-validate a transactional.id's overdue transaction live, then fence it only with --execute."""
     import time
-
-    from txnlog.ops import fence
-    from txnlog.rules.remedy import force_terminate_command
 
     if (args.producer_id is None) != (args.producer_epoch is None):
         raise UsageError("fence: give --producer-id and --producer-epoch together (the finding's), or neither")
@@ -666,7 +659,6 @@ def cmd_fence(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_retain(args: argparse.Namespace, out: TextIO) -> int:
-    from txnlog.output import delta, retention
 
     if args.keep_runs is None and args.keep_days is None:
         raise UsageError("retain: give --keep-runs N, --keep-days D or both")
@@ -707,8 +699,6 @@ def cmd_retain(args: argparse.Namespace, out: TextIO) -> int:
     if not args.execute:
         print("dry run: nothing deleted; --execute deletes the runs listed", file=sys.stderr)
         return 0
-    from txnlog.output.delta_retention import drop_runs_before, vacuum
-    from txnlog.output.output_dir import output_lock
 
     with output_lock(args.output, "retain", wait_s=args.wait_s, progress=lambda m: print(m, file=sys.stderr)):
         deleted = drop_runs_before(args.output, cutoffs) if cutoffs else {}
@@ -724,7 +714,6 @@ def cmd_retain(args: argparse.Namespace, out: TextIO) -> int:
 def _cluster_config(args: argparse.Namespace, verb: str, flag: str) -> Any:
     """The config ``verb`` talks to the cluster with: ``--config`` plus the command line's cluster and
     timeout; one line and exit 2 when it names no cluster."""
-    from txnlog.model.config import load_config
 
     overrides: dict[str, Any] = {}
     if args.bootstrap_servers:

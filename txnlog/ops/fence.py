@@ -26,6 +26,7 @@ from typing import Any
 
 from txnlog.broker import classify
 from txnlog.kafka.wire import TWO_PHASE_COMMIT_TIMEOUT_MS, TransactionState
+from txnlog.live import admin as live
 
 #: what fencing needs of the cluster, in the one line that refuses a cluster without it
 NEEDS = (
@@ -157,7 +158,6 @@ def _unsupported(e: Exception) -> bool:
 
 def revalidate_fence(admin: Any, request: FenceRequest, now_ms: int | None = None) -> FencePlan:
     """:func:`validate_fence` over DescribeTransactions asked now."""
-    from txnlog.live import admin as live
 
     try:
         description = live.describe_transactions(admin, [request.transactional_id])[request.transactional_id]
@@ -179,8 +179,6 @@ def send_fence(
     from kafka import errors as kafka_errors
     from kafka.protocol.metadata import CoordinatorType
     from kafka.protocol.producer.transaction import InitProducerIdRequest
-
-    from txnlog.live import admin as live
 
     tid = plan.transactional_id
     timeout_ms = min(plan.timeout_ms, max_transaction_timeout_ms)

@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from txnlog.model.words import count
+from txnlog.rules.plan import fence_steps, plan_steps
 
 OUTCOME_COLORS = {"COMMIT": "#4c9a2a", "ABORT": "#c0504d", "OPEN": "#f0a30a", "UNKNOWN": "#7f7f7f"}
 #: reasons of HANGING findings in reds, LATE ones in blues (the same reason keeps its colour in every plot)
@@ -197,7 +198,6 @@ def impact_plan(recommendations: Any, health: Any, findings: Any = None, transac
     """``txnlog plan``'s rows as a DataFrame: per partition the aborts and (given ``findings``) the fences in
     order, the LSO before and after each and the offsets it releases, partitions that release the most first
     (``txnlog.rules.plan.plan_steps``; ``transactions``' open ones are what a fence's release stops at)."""
-    from txnlog.rules.plan import fence_steps, plan_steps
 
     pd = _pd()
 

@@ -37,12 +37,30 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from txnlog import __version__
+from txnlog.broker import as_of as as_of_rule
 from txnlog.broker import classify
-from txnlog.model.contract import InputSource
+from txnlog.brokerlog.scenarios import write_scenario
+from txnlog.engine.spark.placement import Placement, master_cores, read_all_here
+from txnlog.engine.spark.session import get_session
+from txnlog.kafka import jit
+from txnlog.kafka.crc import crc32c
+from txnlog.kafka.framing import whole_entries
+from txnlog.kafka.record_batch import release_output_blocks
+from txnlog.live.admin import check_cluster
+from txnlog.live.fetch import FetchSettings
+from txnlog.live.verify import live_rows
+from txnlog.model.contract import RUNS, InputSource
 from txnlog.model.errors import UsageError
-from txnlog.model.rows import Checkpoint
+from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, Checkpoint
 from txnlog.model.words import count
+from txnlog.output import delta, delta_retention, output_dir, retention
+from txnlog.output.delta import Supersede
+from txnlog.output.spark_base import temporary_conf
+from txnlog.rules import tables
+from txnlog.rules.transactions import checkpoints_of
+from txnlog.sources import storage
 from txnlog.sources.logdirs import LOGS_EXPECTED, NOTHING, Inventory, discover, locate, looks_like_dump_log
+from txnlog.sources.sample import sample_logs
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +134,6 @@ def check_inputs(paths: list[str]) -> Inventory:
     """Discover logs under ``paths`` or raise a one-line UsageError saying what to do: each path is a log
     dir, a directory of them, a partition directory or a segment/snapshot file (txnlog.sources.logdirs.locate);
     kafka-dump-log.sh text is pointed at --dump-log."""
-    from txnlog.sources import storage
 
     located = {}
     try:
@@ -209,14 +226,12 @@ def plan_inputs(config: Config, progress: Progress | None = None, *, sample: boo
         raise UsageError(
             "--verify-live: needs --bootstrap-servers (the live cluster to check); give it or drop --verify-live"
         )
-    from txnlog.sources import storage
 
     storage.configure(config.storage)  # shared-storage settings for every later listing and read
     logs = list(config.logs)
     if not logs and not config.dump_log and not config.bootstrap_servers:
         if not sample:
             return Inputs()
-        from txnlog.sources.sample import sample_logs
 
         logs = [sample_logs(progress=progress)]
         if progress:
@@ -225,8 +240,6 @@ def plan_inputs(config: Config, progress: Progress | None = None, *, sample: boo
     dump_files = _dump_files(list(config.dump_log))
     live = config.bootstrap_servers if config.bootstrap_servers and not logs and not config.dump_log else None
     if live:
-        from txnlog.live.admin import check_cluster
-
         check_cluster(live, dict(config.kafka))  # before Spark: one line if it cannot be read
     note = _describe(inventory, len(dump_files), live, config.transaction_state_partitions)
     if progress:
@@ -275,7 +288,6 @@ def _dump_files(args: list[str]) -> list[str]:
     if not args:
         return []
     from txnlog.engine.spark.dump_log import dump_arg_path, list_dump_files
-    from txnlog.sources import storage
 
     try:
         missing = [p for p in args if not storage.exists(dump_arg_path(p))]
@@ -341,8 +353,6 @@ def run_scope(spark: SparkSession | None, output: str, run_id: str) -> Iterator[
     """A run's scratch directory under the output (txnlog.rules.staged) and its cache, both released on
     every exit; the run's Spark settings (RUN_CONF; one the user set explicitly wins) for its duration
     (``spark`` None: a small input's run, which starts no Spark)."""
-    from txnlog.output import output_dir
-    from txnlog.output.spark_base import temporary_conf
 
     cache = Cache()
     settings: AbstractContextManager[None] = nullcontext()
@@ -390,8 +400,6 @@ def decode(
     ``max_decompressed_bytes``: what one file's compressed batches may expand to. ``split_segment_bytes``: segments
     above it are read in pieces (txnlog.sources.splits; 0: never) and stitched into what a whole read gives."""
 
-    from txnlog.engine.spark.placement import Placement
-
     placement = placement or Placement()
     if placement.driver:
         return _decode_here(inputs, check_crc, scratch, max_decompressed_bytes, placement.threads)
@@ -407,7 +415,6 @@ def decode(
             _live_batches(spark, inputs.live, kafka, live_cut, check_crc, fetch, max_decompressed_bytes)
         )
     from txnlog.engine.spark import collect
-    from txnlog.rules.transactions import checkpoints_of
 
     with job_description(spark, "txnlog: decode"):
         summary, records = cache(summary), cache(records)
@@ -496,7 +503,6 @@ def _log_dir_options(
     """The options of the segments and ``__transaction_state`` sources for the log dirs ``inv`` lists."""
     from txnlog.engine.spark.collect import FRAGMENTS_STAGE
     from txnlog.engine.spark.sources import write_manifest
-    from txnlog.sources import storage
 
     common = {
         "check_crc": str(check_crc).lower(),
@@ -535,12 +541,8 @@ def _decode_here(
     are for Spark's tasks)."""
     import pyarrow as pa
 
-    from txnlog.broker import as_of as as_of_rule
-    from txnlog.engine.spark.placement import read_all_here
     from txnlog.engine.spark.sources import SegmentsSource
     from txnlog.engine.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
-    from txnlog.kafka.record_batch import release_output_blocks
-    from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
 
     shared = bool(inputs.dump_files)  # a live input is never read here (Placement.for_input)
     segments, txn_state = _log_dir_options(
@@ -625,13 +627,11 @@ def _superseded(cut: LiveCut | None) -> dict[str, Any] | None:
     which = cut.supersede() if cut is not None else None
     if which is None:
         return None
-    from txnlog.output.delta import Supersede
 
     return {"transactions": Supersede(which[0], which[1])}
 
 
 def _fetch_settings(config: Config) -> FetchSettings:
-    from txnlog.live.fetch import FetchSettings
 
     return FetchSettings(
         max_bytes=config.live_fetch_max_bytes, partition_max_bytes=config.live_fetch_partition_max_bytes
@@ -675,7 +675,6 @@ def resolve_as_of(
 ) -> tuple[datetime, str]:
     """(as_of, where it came from): ``--as-of``, else the moment of a live run's cut (a live run looks at
     the present), else the newest time a broker's clock wrote (txnlog.broker.as_of)."""
-    from txnlog.broker import as_of as as_of_rule
 
     if option is None and live_cut is not None:
         return as_of_rule.from_ms(live_cut.as_of_ms), as_of_rule.LIVE_CUT
@@ -716,7 +715,6 @@ def build_tables(
     ``history_bounds``: a live run's bounds of the transactions it writes (a pyarrow Table,
     txnlog.engine.spark.live_batches.LiveCut.history_bounds). The run key (cluster, as_of) is set by the writer."""
     from txnlog.engine.spark.staged_table import StagedTable
-    from txnlog.rules import tables
 
     built = tables.build(
         summary, records, thresholds, scratch=scratch, checkpoints=checkpoints, fragments=fragments,
@@ -743,8 +741,6 @@ def verify_live(
     """``tables`` plus :func:`txnlog.live.verify.live_rows` for the offline findings' partitions and
     ``config.topics`` (rows with source = live). Live state is the present, so live ages use the wall clock."""
     import pyarrow as pa
-
-    from txnlog.live.verify import live_rows
 
     found = tables["findings"]
     rows = found.select(["topic", "partition"]).to_pylist()
@@ -776,7 +772,6 @@ def write(
     replaced, one commit per table, with the configured writer (a small input's Arrow tables with pyarrow,
     not by a Spark job's writers, txnlog.output.delta). ``supersede``: per table, an earlier run's rows the same
     commit drops (txnlog.output.delta.Supersede)."""
-    from txnlog.output import delta
 
     counts: dict[str, int] = {}
     for name, table in tables.items():
@@ -851,7 +846,6 @@ def run(
 ) -> RunResult:
     """Run the whole job for ``config`` and write the Delta tables; without ``spark``, a small input starts no
     Spark (:func:`runs_without_spark`; unless ``without_spark`` is false: the job under spark-submit)."""
-    from txnlog.output import output_dir
 
     t0, started_at, run_id = time.monotonic(), datetime.now(UTC), uuid.uuid4().hex[:12]
     inputs = plan_inputs(config, progress)
@@ -904,7 +898,6 @@ def run(
 
 
 def _session(config: Config) -> SparkSession:
-    from txnlog.engine.spark.session import get_session
 
     return get_session("txnlog", conf=dict(config.spark))
 
@@ -913,7 +906,6 @@ def placement_of(config: Config, inputs: Inputs, spark: SparkSession | None = No
     """Where a run of ``inputs`` runs (txnlog.engine.spark.placement): the threshold weighs the cores of ``spark``'s
     session (its default parallelism: a cluster's executors' cores), or without one those of the session the run
     would start (``spark.master`` in the config; ``local[*]``: this machine's)."""
-    from txnlog.engine.spark.placement import Placement, master_cores
 
     cores = master_cores(config.spark.get("spark.master"))
     if spark is not None:
@@ -949,7 +941,6 @@ def _thresholds(config: Config, inputs: Inputs, decoded: Decoded, as_of: datetim
 def retain(config: Config, progress: Progress) -> None:
     """The history's retention after a complete run (``retain_runs``/``retain_days``; 0 = keep): the run's
     cluster's runs older than both are deleted from every table (txnlog.output.retention, ``txnlog retain``)."""
-    from txnlog.output import delta, delta_retention, retention
 
     if not config.retain_runs and not config.retain_days:
         return
@@ -1010,12 +1001,8 @@ def warm_decoders(progress: Progress | None = None) -> None:
 
     import numpy as np
 
-    from txnlog.brokerlog.scenarios import write_scenario
     from txnlog.engine.spark.sources import SegmentsSource, files_option
     from txnlog.engine.spark.txn_state_source import TxnStateSource
-    from txnlog.kafka import jit
-    from txnlog.kafka.crc import crc32c
-    from txnlog.kafka.framing import whole_entries
 
     fingerprint = jit.sources_fingerprint()
     work = tempfile.mkdtemp(prefix="txnlog-warm-")
@@ -1049,8 +1036,6 @@ def _runs_table(
     error: str | None = None,
 ):  # -> pa.Table
     import pyarrow as pa
-
-    from txnlog.model.contract import RUNS
 
     c = result.counts
     hanging = sum(n for v, _, n in result.verdicts if v == classify.Verdict.HANGING)

@@ -30,7 +30,10 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
+from txnlog.broker.as_of import MAX_MS
+from txnlog.kafka.wire import ControlType, TransactionState
 from txnlog.model import contract
+from txnlog.model.contract import Outcome
 from txnlog.model.errors import UsageError
 from txnlog.model.rows import repeated
 
@@ -229,7 +232,6 @@ class FinishHistory:
     """Staged ``__transaction_state`` records (``TXN_STATE_SCHEMA``) → ``coordinator_history`` rows."""
 
     def __call__(self, raw: pa.Table, cluster: str, as_of: datetime) -> pa.Table:
-        from txnlog.kafka.wire import TransactionState
 
         n = raw.num_rows
         names = {int(s): s.kafka_name for s in TransactionState}
@@ -259,7 +261,6 @@ def timestamps(ms: pa.ChunkedArray | pa.Array) -> pa.Array:
     """Epoch ms → timestamp (UTC); unknown (negative) and past-year-9999 values become null (a client clock
     in µs or ns: no reader's datetime holds it; txnlog.broker.as_of reports such segments as
     ``timestamp_in_future``)."""
-    from txnlog.broker.as_of import MAX_MS
 
     values = pc.fill_null(ms, -1).to_numpy(zero_copy_only=False).astype(np.int64)
     ok = (values >= 0) & (values <= MAX_MS)
@@ -306,8 +307,6 @@ def finish(raw: pa.Table, how: Finish, cluster: str, as_of: datetime) -> pa.Tabl
     n = raw.num_rows
     marker = raw.column("marker_offset")
     control = raw.column("control_type")
-    from txnlog.kafka.wire import ControlType
-    from txnlog.model.contract import Outcome
 
     outcome = pc.if_else(
         pc.is_null(marker),

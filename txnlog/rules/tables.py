@@ -20,12 +20,21 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from txnlog.broker import as_of as as_of_rule
 from txnlog.broker import classify
+from txnlog.broker import reconstruct as R
+from txnlog.broker.producer_state import expired
 from txnlog.kafka.wire import TransactionState
 from txnlog.model import contract
 from txnlog.model.contract import InputSource
+from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
+from txnlog.rules import damage as rule
 from txnlog.rules import staged
+from txnlog.rules.coordinator import reduce_records
 from txnlog.rules.plan import lso_after_steps
+from txnlog.rules.producers import KINDS as PRODUCER_KINDS
+from txnlog.rules.producers import SUMMARY_COLUMNS as PRODUCER_SUMMARY_COLUMNS
+from txnlog.rules.producers import producers_of_summary
 from txnlog.rules.remedy import (
     REMEDY_COLUMNS,
     coordinator_stuck_evidence_and_advice,
@@ -33,6 +42,7 @@ from txnlog.rules.remedy import (
     remedy_columns,
 )
 from txnlog.rules.staged import timestamps as _ts  # epoch ms → UTC timestamps, the writer's rule
+from txnlog.rules.transactions import KIND_TRANSACTION, checkpoints_of, transactions_of_summary
 
 if TYPE_CHECKING:
     from txnlog.model.rows import Checkpoint
@@ -247,7 +257,6 @@ def replica_stats(summary: pa.Table, checkpoints: Sequence[Checkpoint]) -> pa.Ta
     it inside a segment (``UnifiedLog.maybeIncrementLogStartOffset``); the segments alone only say where the
     oldest retained segment begins. ``is_lead``: the replica with the largest log end offset (ties: the first
     broker name), whose offsets the leader reports."""
-    from txnlog.broker import reconstruct as R
 
     seg = _kind(summary, "segment")
     aggs = [("file_offset", "min"), ("batch_count", "sum"), ("last_timestamp", "max"), ("input", "max")]
@@ -442,7 +451,6 @@ def with_lso(txns: pa.Table, pstats: pa.Table, as_of_ms: int) -> tuple[pa.Table,
 def damage(summary: pa.Table, records: pa.Table) -> classify.Damage:
     """The quarantined regions per data partition (txnlog.rules.damage.ranges) and the damaged
     ``__transaction_state`` partitions, applied to the few candidates by the verdicts."""
-    from txnlog.rules import damage as rule
 
     quarantined = _kind(summary, "quarantine")
     bad = _kind(records, "quarantine").column("coordinator_partition").drop_null().to_pylist()
@@ -617,8 +625,6 @@ def partition_transactions(
     the decode tasks finished, and with ``fragments`` the others (kafka-dump-log.sh output, split segments'
     pieces) merged here by the same function (txnlog.rules.transactions.transactions_of_summary; in Spark it
     runs per partition in tasks, txnlog.engine.spark.collect)."""
-    from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
-    from txnlog.rules.transactions import KIND_TRANSACTION, checkpoints_of, transactions_of_summary
 
     names = SEGMENT_SUMMARY_SCHEMA.names
     done = _kind(summary, KIND_TRANSACTION).select(names)
@@ -647,7 +653,6 @@ def reduced_records(records: pa.Table, stage: str) -> pa.Table:
     """``records`` whose records were not reduced where decoded, reduced by the same code, every record
     staged for ``coordinator_history`` (txnlog.rules.coordinator; in Spark per partition in tasks,
     txnlog.engine.spark.collect)."""
-    from txnlog.rules.coordinator import reduce_records
 
     columns = [c for c in records.column_names if c != "transitions"]
     recs = _kind(records, "record").select(columns)
@@ -674,10 +679,6 @@ def intermediates(
 ) -> Intermediates:
     """The run's :class:`Intermediates`: partition stats, transactions with their LSO lag and owners, health,
     the coordinator's state and owners, the leaders' producer state."""
-    from txnlog.rules.producers import KINDS as PRODUCER_KINDS
-    from txnlog.rules.producers import SUMMARY_COLUMNS as PRODUCER_SUMMARY_COLUMNS
-    from txnlog.rules.producers import producers_of_summary
-    from txnlog.rules.transactions import checkpoints_of
 
     pstats = partition_stats(replica_stats(summary, checkpoints))
     txns = partition_transactions(
@@ -892,7 +893,6 @@ def producer_state(it: Intermediates, thresholds: classify.Thresholds) -> pa.Tab
     open_txn = open_txn.rename_columns([_renamed.get(c, c) for c in open_txn.column_names])
     rows = _join(it.producers, open_txn, key)
     rows = _join(rows, it.health, TP, ["source"])
-    from txnlog.broker.producer_state import expired
 
     gone = expired(
         _values(rows.column("last_timestamp_ms"), -1),  # unknown: Kafka's -1
@@ -917,7 +917,6 @@ def coordinator_state_table(it: Intermediates) -> pa.Table:
 def quarantine(summary: pa.Table, records: pa.Table, as_of: datetime | None, as_of_source: str) -> pa.Table:
     """Unreadable regions by file and position, and warning rows for client clocks far past ``as_of``
     (txnlog.broker.as_of: kept as read, never "now")."""
-    from txnlog.broker import as_of as as_of_rule
 
     data = _kind(summary, "quarantine")
     coordinator = _kind(records, "quarantine")

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from txnlog import __version__
+from txnlog.brokerlog.scenarios import write_scenario
 
 SAMPLE_SEED = 20261122
 
@@ -39,7 +40,6 @@ def _writer_fingerprint() -> str:
 
 def sample_logs(*, root: Path | None = None, progress: Callable[[str], None] | None = None) -> str:
     """Path of the sample cluster's log dirs, writing it first if needed (atomic, idempotent)."""
-    from txnlog.brokerlog.scenarios import write_scenario
 
     root = root or cache_root()
     target = root / f"sample-{__version__}-seed{SAMPLE_SEED}-{_writer_fingerprint()}"

@@ -9,7 +9,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from txnlog.broker.producer_state import segment_producers
+from txnlog.broker.reconstruct import SUMMARY_FRAGMENT_COLUMNS, segment_fragments
 from txnlog.kafka import dump_log_text as D
+from txnlog.kafka.control import ControlStatus
+from txnlog.kafka.record_batch import BATCH_COLUMNS
 from txnlog.model.rows import (
     KIND_QUARANTINE,
     KIND_SEGMENT,
@@ -105,10 +109,6 @@ def assemble_segment(table: pa.Table) -> pa.Table:
     Runs in executors (``applyInArrow``); vectorized with numpy, then
     ``segment_fragments`` exactly as ``summarize_segment`` does for the bytes.
     """
-    from txnlog.broker.producer_state import segment_producers
-    from txnlog.broker.reconstruct import SUMMARY_FRAGMENT_COLUMNS, segment_fragments
-    from txnlog.kafka.control import ControlStatus
-    from txnlog.kafka.record_batch import BATCH_COLUMNS
 
     table = table.sort_by("line_no")
     kind = _np(table, "kind_code", np.int32, -1)

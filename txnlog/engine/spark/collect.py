@@ -29,8 +29,13 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from txnlog.broker import as_of
+from txnlog.engine.segments import finished_file_name, fragments_dir
 from txnlog.engine.spark.sources import arrow_to_spark_schema
 from txnlog.model.rows import KIND_MARKER, KIND_RUN, SEGMENT_SUMMARY_SCHEMA
+from txnlog.rules import staged
+from txnlog.rules.coordinator import reduce_records
+from txnlog.rules.staged import STAGED_SUFFIX, filesystem_of, read_raw
 from txnlog.rules.transactions import KIND_TRANSACTION, Checkpoints, transactions_of_summary
 
 if TYPE_CHECKING:
@@ -92,9 +97,6 @@ def _with_staged(table: pa.Table, staged: str, dead: frozenset[tuple[str, str, i
     import numpy as np
     from pyarrow import fs as pafs
 
-    from txnlog.engine.segments import fragments_dir
-    from txnlog.rules.staged import STAGED_SUFFIX, filesystem_of, read_raw
-
     where = fragments_dir(staged, table.column("topic")[0].as_py(), int(table.column("partition")[0].as_py()))
     filesystem, path = filesystem_of(where)
     prefix = where[: len(where) - len(path)] if where.endswith(path) else ""
@@ -119,9 +121,6 @@ def reduced_records(records: DataFrame, stage: str) -> DataFrame:
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StructField, StructType
 
-    from txnlog.rules import staged
-    from txnlog.rules.coordinator import reduce_records
-
     columns = [c for c in records.columns if c != "transitions"]
 
     def reduce_group(table: pa.Table) -> pa.Table:  # typed: applyInArrow reads the hints
@@ -141,7 +140,6 @@ def broker_times(summary: DataFrame, records: DataFrame) -> dict[str, int | None
     """The newest broker-written time per source (:func:`txnlog.broker.as_of.broker_times_of`, applied to each Arrow
     batch in tasks and combined by Spark's ``max``), in one action that also decodes and caches both inputs
     when they are persisted."""
-    from txnlog.broker import as_of
 
     schema = ", ".join(f"{s} long" for s in as_of.SOURCES)
 
@@ -219,8 +217,6 @@ def drop_finished(stage: str, dead: Collection[tuple[str, str, int]]) -> None:
     (txnlog.engine.segments.finished_transactions): the whole walk passes over their starts, so what they read is
     another live piece's (txnlog.sources.splits). The rows they yielded are dropped with their other rows by the
     stitch."""
-    from txnlog.engine.segments import finished_file_name
-    from txnlog.rules.staged import filesystem_of
 
     if not dead:
         return

@@ -56,10 +56,14 @@ from pyspark.sql.types import StructType
 
 from txnlog.engine.segments import SegmentRows, limit_kwargs, summarize_segment
 from txnlog.engine.spark.sources import arrow_to_spark_schema, option_limit
-from txnlog.live.fetch import FetchSettings, LiveRange
+from txnlog.kafka.record_batch import scan_segment
+from txnlog.live.admin import partition_offsets, topic_partitions
+from txnlog.live.fetch import FetchClient, FetchSettings, LiveRange
 from txnlog.model.config import LIVE_RANGES
-from txnlog.model.contract import LIVE_REPLICA
+from txnlog.model.contract import LIVE_REPLICA, InputSource
+from txnlog.model.errors import UsageError
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, Checkpoint
+from txnlog.output.delta import read_table
 from txnlog.sources.logdirs import LogFile
 
 if TYPE_CHECKING:
@@ -87,10 +91,6 @@ def previous_cut(output: str, cluster: str) -> PreviousCut | None:
     (txnlog.engine.spark.live_batches.LiveCut.checkpoints). Runs that are not ``SUCCEEDED`` are ignored.
     """
     import pyarrow.compute as pc
-
-    from txnlog.model.contract import InputSource
-    from txnlog.model.errors import UsageError
-    from txnlog.output.delta import read_table
 
     try:
         runs = read_table(output, "runs", cluster=cluster)
@@ -175,8 +175,6 @@ def capture_cut(
     ``previous`` (``since-last-run``): the previous run's cut; a partition it does not know is read as
     ``unstable``.
     """
-    from txnlog.live.admin import partition_offsets, topic_partitions
-    from txnlog.model.errors import UsageError
 
     if mode not in LIVE_RANGES:
         raise UsageError(f"--live-range {mode}: must be one of {', '.join(LIVE_RANGES)}")
@@ -286,8 +284,6 @@ def read_ranges(
 ) -> Iterator[pa.RecordBatch]:
     """SEGMENT_SUMMARY rows of ``ranges``, read now (``reads`` collects what each read cost); a range whose
     compressed batches expand past ``max_decompressed_bytes`` is quarantined there, as a segment file is."""
-    from txnlog.kafka.record_batch import scan_segment
-    from txnlog.live.fetch import FetchClient
 
     segments = SegmentRows()
     if not fetch:

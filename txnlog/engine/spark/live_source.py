@@ -46,7 +46,11 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from txnlog.engine.spark.sources import arrow_to_spark_schema
+from txnlog.kafka.consumed import segment_from_records
+from txnlog.kafka.errors import QuarantineEntry
+from txnlog.kafka.txn_state import scan_transaction_log
 from txnlog.model.rows import TXN_STATE_SCHEMA
+from txnlog.sources.logdirs import LogFile
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -194,10 +198,6 @@ def decode_chunk(
     import numpy as np
 
     from txnlog.engine.spark.txn_state_source import quarantine_of, record_batch_of
-    from txnlog.kafka.consumed import segment_from_records
-    from txnlog.kafka.errors import QuarantineEntry
-    from txnlog.kafka.txn_state import scan_transaction_log
-    from txnlog.sources.logdirs import LogFile
 
     name = f"kafka://{part.topic}-{part.partition}"
     klen = np.fromiter((-1 if k is None else len(k) for k in keys), np.int64, len(keys))

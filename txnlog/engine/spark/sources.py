@@ -54,12 +54,17 @@ from txnlog.engine.segments import (
     summarize_segment,
     summarize_snapshot,
 )
+from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
+from txnlog.kafka.record_batch import empty_batches
 from txnlog.model.rows import (
     SEGMENT_SUMMARY_SCHEMA,
 )
-from txnlog.rules.staged import RawWriter, stage_name
+from txnlog.rules.staged import RawWriter, filesystem_of, stage_name
 from txnlog.rules.transactions import PartitionTransactions
+from txnlog.sources import splits as S
+from txnlog.sources import storage
 from txnlog.sources.logdirs import LogFile
+from txnlog.sources.splits import UNREADABLE, worth_splitting
 
 SEGMENTS_SOURCE = "txnlog_segments"
 
@@ -109,8 +114,6 @@ def write_manifest(
 
     from pyarrow import ipc
 
-    from txnlog.rules.staged import filesystem_of
-
     table = files_table(files)
     cps = list(checkpoints)
     cp_table = pa.Table.from_arrays(
@@ -137,8 +140,6 @@ def write_manifest(
 
 def _read_arrow(uri: str) -> pa.Table:
     from pyarrow import ipc
-
-    from txnlog.rules.staged import filesystem_of
 
     filesystem, path = filesystem_of(uri)
     with filesystem.open_input_file(path) as f:
@@ -345,8 +346,6 @@ def _partitions(options: dict[str, str], table: pa.Table) -> list[InputPartition
     split_bytes = int(options.get("split_segment_bytes") or 0)
     split = False
     if split_bytes > 0:
-        from txnlog.sources.splits import worth_splitting
-
         cores = int(options.get("cores") or max(2, minimum // 2))
         units = _partition_keys(table) if whole else np.arange(n, dtype=np.int64)
         hot = worth_splitting(np.asarray(table.column("size").to_numpy(), np.int64), units, split_bytes, cores)
@@ -403,7 +402,6 @@ def _partition_keys(table: pa.Table) -> np.ndarray:
 
 def _read_index(path: str) -> bytes | None:
     """The ``.index`` next to a local ``.log`` file, None when there is none (or it cannot be read)."""
-    from txnlog.sources import storage
 
     try:
         with open(storage.local_path(path[: -len(".log")] + ".index"), "rb") as f:
@@ -420,8 +418,6 @@ def split_segments(table: pa.Table, split_bytes: int, hot: np.ndarray) -> pa.Tab
     (every row of a partition that has a split file: it is merged downstream), and ``edge_snapshots`` (the
     ``.log`` rows of a split partition that only one replica holds: the paths of that replica's producer
     snapshots; such a file finishes its inner transactions and hands on its edges, txnlog.engine.segments.Edges)."""
-    from txnlog.sources import splits as S
-    from txnlog.sources import storage
 
     paths = table.column("path").to_pylist()
     sizes = table.column("size").to_pylist()
@@ -500,7 +496,6 @@ class FilesReader(DataSourceReader):
     each partition carries its own files."""
 
     def __init__(self, options: dict[str, str]):
-        from txnlog.sources import storage
 
         self.check_crc = option_flag(options, "check_crc", True)
         self.max_decompressed_bytes = option_limit(options)
@@ -519,7 +514,6 @@ class FilesReader(DataSourceReader):
 
     def start_task(self) -> None:
         """In a task, before reading: the driver's shared-storage settings (txnlog.sources.storage)."""
-        from txnlog.sources import storage
 
         storage.configure_from_options(self.options)
 
@@ -626,12 +620,7 @@ class _SegmentsReader(FilesReader):
                     yield from segments.batches()
                     yield batch
             except OSError as e:  # vanished/unreadable file: a quarantine row, never a crash
-                from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
-
                 if piece is not None:  # every piece of the file says so; the stitch keeps one (engine.spark.stitch)
-                    from txnlog.kafka.record_batch import empty_batches
-                    from txnlog.sources.splits import UNREADABLE
-
                     segments.add(file, empty_batches(), 0, piece=piece.index, next_piece=UNREADABLE)
                 yield from segments.batches()
                 yield quarantine_batch(

@@ -18,7 +18,9 @@ from pyspark.sql.types import StructType
 
 from txnlog.engine.segments import limit_kwargs, log_bytes
 from txnlog.engine.spark.sources import FilesReader, arrow_to_spark_schema, option_flag, partition_files
+from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
 from txnlog.kafka.record_batch import release_output_blocks
+from txnlog.kafka.txn_state import scan_transaction_log_windows
 from txnlog.model.rows import KIND_QUARANTINE, TXN_STATE_SCHEMA, batch_of
 from txnlog.rules import staged
 from txnlog.rules.coordinator import TRANSITIONS, reduce_records
@@ -143,8 +145,6 @@ class _TxnStateReader(FilesReader):
 
     def _decoded(self, file: LogFile) -> Iterator[pa.RecordBatch]:
         """``file``'s records, a window at a time, then its quarantine rows."""
-        from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
-        from txnlog.kafka.txn_state import scan_transaction_log_windows
 
         quarantine: list[QuarantineEntry] = []
         try:
