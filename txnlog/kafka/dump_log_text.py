@@ -318,6 +318,7 @@ def _iter_v2_records(payload: bytes, count: int):
     Stops at the first record whose frame is broken, as the real tool's iteration stops at
     DefaultRecord.readFrom's exception: the records before it stand.
     """
+    # Lazy in this module: the numba decoders load only when a dump is rendered, not when its text is parsed.
     from txnlog.kafka.records import RECORD_OK, read_header, read_record
 
     buf = np.frombuffer(payload, np.uint8)

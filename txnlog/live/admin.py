@@ -94,6 +94,7 @@ def admin_client(bootstrap: str, kafka_conf: Mapping[str, Any] | None = None) ->
     """A kafka-python KafkaAdminClient for ``bootstrap`` with the config's security settings."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
+        # Lazy in this module: the Kafka clients load only when a live cluster is asked.
         from kafka.admin import KafkaAdminClient
 
         kw = {"client_id": "txnlog", **kafka_python_settings(kafka_conf)}

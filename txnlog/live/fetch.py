@@ -125,6 +125,7 @@ class FetchClient:
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
+            # Lazy in this module: the Kafka clients load only when a live cluster is asked.
             from kafka.net import KafkaNetClient
 
             self.settings = settings or FetchSettings()

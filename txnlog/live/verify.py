@@ -135,6 +135,7 @@ def _describe_producers(
     admin: Any, tps: Sequence[tuple[str, int]]
 ) -> dict[tuple[str, int], list[dict[str, Any]]] | None:
     """DescribeProducers rows by partition; None when the brokers do not support it."""
+    # Lazy in this module: the Kafka clients load only when a live cluster is asked.
     from kafka.errors import UnsupportedVersionError
 
     by_topic: dict[str, list[int]] = {}

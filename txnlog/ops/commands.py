@@ -533,6 +533,7 @@ def cmd_abort(args: argparse.Namespace, out: TextIO) -> int:
         max_transaction_timeout_ms=cfg.max_transaction_timeout_ms,
         bootstrap_servers=bootstrap,
     )
+    # Lazy in this module: the Kafka clients load only when a live cluster is asked.
     from kafka.errors import KafkaError
 
     admin = _admin_of("abort", bootstrap, cfg)

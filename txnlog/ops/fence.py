@@ -151,6 +151,7 @@ def validate_fence(request: FenceRequest, description: Mapping[str, Any] | None,
 
 
 def _unsupported(e: Exception) -> bool:
+    # Lazy in this module: the Kafka clients load only when a live cluster is asked.
     from kafka.errors import IncompatibleBrokerVersion, UnsupportedVersionError
 
     return isinstance(e, IncompatibleBrokerVersion | UnsupportedVersionError)

@@ -47,6 +47,7 @@ STATE_COLORS = {
 
 
 def _pd() -> Any:
+    # Lazy in this module: matplotlib and pandas are the notebook extra (pip install txnlog[notebook]).
     import pandas as pd
 
     return pd

@@ -318,6 +318,7 @@ class _Location:
     options: dict[str, str] = dataclass_field(default_factory=dict)  # delta-rs storage_options (txnlog.sources.storage)
 
     def table(self) -> DeltaTable:
+        # Lazy in this module: deltalake loads only on the path that writes or reads with delta-rs.
         from deltalake import DeltaTable
 
         return DeltaTable(self.uri, storage_options=self.options or None)
@@ -446,6 +447,7 @@ def _stage_is_live(location: _Location, stage: str) -> bool:
 
 
 def _conform_dataframe(df: DataFrame, schema: pa.Schema, name: str, cluster: str, as_of: datetime) -> DataFrame:
+    # Lazy in this module: pyspark (and engine.spark, which imports it) loads only where a run uses Spark.
     from pyspark.sql import functions as F
 
     _require_columns(name, schema, df.columns)

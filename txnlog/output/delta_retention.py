@@ -33,6 +33,7 @@ def drop_runs_before(output: str, cutoffs: Mapping[str, datetime]) -> dict[str, 
     file that may hold such rows is rewritten without them. The removed files stay on disk for time
     travel and running readers until :func:`vacuum` deletes them.
     """
+    # Lazy in this module: deltalake loads only on the path that writes or reads with delta-rs.
     from deltalake.transaction import AddAction, CommitProperties, RemoveAction
 
     base = _Location.of(output)

@@ -63,6 +63,7 @@ def temporary_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator
 
 def spark_type(arrow_type: pa.DataType) -> T.DataType:
     """The Spark type for one Arrow type of the contract (raises TypeError for others)."""
+    # Lazy in this module: pyspark (and engine.spark, which imports it) loads only where a run uses Spark.
     from pyspark.sql import types as T
 
     if pa.types.is_timestamp(arrow_type):

@@ -42,6 +42,7 @@ from txnlog.broker import classify
 from txnlog.brokerlog.scenarios import write_scenario
 from txnlog.engine.spark.placement import Placement, master_cores, read_all_here
 from txnlog.engine.spark.session import get_session
+from txnlog.engine.spark.staged_table import StagedTable
 from txnlog.kafka import jit
 from txnlog.kafka.crc import crc32c
 from txnlog.kafka.framing import whole_entries
@@ -287,6 +288,7 @@ def cluster_name(given: str | None, inputs: Inputs) -> tuple[str, bool]:
 def _dump_files(args: list[str]) -> list[str]:
     if not args:
         return []
+    # Lazy in this module: pyspark (and engine.spark, which imports it) loads only where a run uses Spark.
     from txnlog.engine.spark.dump_log import dump_arg_path, list_dump_files
 
     try:
@@ -714,7 +716,6 @@ def build_tables(
     ``as_of``: adds the quarantine's warning rows for client clocks far past it.
     ``history_bounds``: a live run's bounds of the transactions it writes (a pyarrow Table,
     txnlog.engine.spark.live_batches.LiveCut.history_bounds). The run key (cluster, as_of) is set by the writer."""
-    from txnlog.engine.spark.staged_table import StagedTable
 
     built = tables.build(
         summary, records, thresholds, scratch=scratch, checkpoints=checkpoints, fragments=fragments,

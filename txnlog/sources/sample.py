@@ -30,6 +30,7 @@ def _writer_fingerprint() -> str:
     """Short hash of the writer's sources: a changed writer writes a new sample."""
     import hashlib
 
+    # Lazy: the writer loads only when the sample's cache is cold.
     import txnlog.brokerlog as brokerlog
 
     h = hashlib.sha256()

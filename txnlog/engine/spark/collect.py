@@ -28,6 +28,9 @@ from collections.abc import Collection, Iterator
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+from pyspark import StorageLevel
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField, StructType
 
 from txnlog.broker import as_of
 from txnlog.engine.segments import finished_file_name, fragments_dir
@@ -65,7 +68,6 @@ def merged_fragments(
     that no other partition's rows are shuffled; None: any. ``staged``: the directory the reading tasks staged
     split partitions' fragments in (the ``fragments_stage`` option, txnlog.engine.spark.sources), read here per
     partition, less the ``dead`` pieces' (txnlog.engine.spark.stitch.stitch_pieces): they never pass through the JVM."""
-    from pyspark.sql import functions as F
 
     pieces = summary.filter(
         F.col("kind").isin(*FRAGMENT_KINDS) & F.col("topic").isNotNull() & F.col("partition").isNotNull()
@@ -118,8 +120,6 @@ def reduced_records(records: DataFrame, stage: str) -> DataFrame:
     """``records`` whose ``record`` rows were not reduced where they were read, reduced per coordinator
     partition in tasks by :func:`txnlog.rules.coordinator.reduce_records` (every record staged under
     ``stage`` for ``coordinator_history``); other rows as they are."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import LongType, StructField, StructType
 
     columns = [c for c in records.columns if c != "transitions"]
 
@@ -155,7 +155,6 @@ def broker_times(summary: DataFrame, records: DataFrame) -> dict[str, int | None
     # far more to convert than the rule does (see the module doc)
     summary = summary.select("kind", "marker_timestamp", "log_append_timestamp")
     records = records.select("kind", "record_timestamp")
-    from pyspark.sql import functions as F
 
     # one row per batch, combined by Spark's max (nulls skipped, as newest_times does): one row reaches here
     parts = summary.mapInArrow(of_summary, schema).unionByName(records.mapInArrow(of_records, schema))
@@ -171,8 +170,6 @@ def collected(summary: DataFrame, records: DataFrame) -> tuple[pa.Table, pa.Tabl
     """``summary`` and ``records`` as Arrow tables in this process; the summary's list columns are read
     from its transaction rows only (see the module doc). ``summary`` is computed once (persisted while
     it is read twice: its merge is the expensive part of a split partition)."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
 
     summary = summary.persist(StorageLevel.MEMORY_AND_DISK)
     try:
@@ -197,7 +194,6 @@ def merged_and_collected(
     """The decode's rows in this process, fragments merged (:func:`merged_fragments`; ``fragment_partitions``:
     the only partitions that may hold them, None: any, empty: none) and, with ``reduce``, the coordinator
     records reduced (:func:`reduced_records`), every transaction and record staged under ``scratch``."""
-    from pyspark.sql import functions as F
 
     drop_finished(f"{scratch}/transactions", dead)
     if fragment_partitions is None or fragment_partitions:

@@ -46,6 +46,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from txnlog.engine.spark.sources import arrow_to_spark_schema
+from txnlog.engine.spark.txn_state_source import quarantine_of, record_batch_of
 from txnlog.kafka.consumed import segment_from_records
 from txnlog.kafka.errors import QuarantineEntry
 from txnlog.kafka.txn_state import scan_transaction_log
@@ -96,6 +97,7 @@ class LivePartition(InputPartition):
 
 def capture_partitions(options: dict[str, str]) -> list[LivePartition]:
     """The topic's partitions with their [log start, high watermark) captured now (driver side)."""
+    # Lazy in this module: the Kafka clients load only when a live cluster is asked.
     from confluent_kafka import Consumer, TopicPartition
 
     topic = options.get("topic") or TRANSACTION_STATE_TOPIC
@@ -196,8 +198,6 @@ def decode_chunk(
 ) -> Iterator[Any]:
     """Arrow batches (records, then quarantine) of TXN_STATE_SCHEMA for one consumed chunk."""
     import numpy as np
-
-    from txnlog.engine.spark.txn_state_source import quarantine_of, record_batch_of
 
     name = f"kafka://{part.topic}-{part.partition}"
     klen = np.fromiter((-1 if k is None else len(k) for k in keys), np.int64, len(keys))

@@ -74,6 +74,7 @@ def get_session(
     >>> spark.conf.get("spark.sql.session.timeZone")
     'UTC'
     """
+    # Lazy in this module: pyspark (and engine.spark, which imports it) loads only where a run uses Spark.
     from pyspark.sql import SparkSession
 
     extra = {str(k): str(v) for k, v in (conf or {}).items()}

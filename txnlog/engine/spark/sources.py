@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from txnlog.engine.segments import (
@@ -70,7 +71,6 @@ SEGMENTS_SOURCE = "txnlog_segments"
 
 
 def arrow_to_spark_schema(schema: pa.Schema) -> StructType:
-    from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(schema)
 

@@ -67,6 +67,7 @@ class StagedTable:
         tasks = max(1, min(len(files), spark.sparkContext.defaultParallelism * 2))
         paths = spark.createDataFrame([(f,) for f in files], "path string").repartition(tasks)
         work = partial(finish_files, how=self.how, target=target, cluster=cluster, as_of=as_of)
+        # Lazy in this module: pyspark (and engine.spark, which imports it) loads only where a run uses Spark.
         from pyspark.sql import functions as F
 
         # one row per staged file, summed by Spark: one row reaches the driver whatever the input's size
