@@ -96,6 +96,11 @@ def from_ms(ms: int) -> datetime:
     return _EPOCH + timedelta(milliseconds=ms)
 
 
+def to_ms(moment: datetime) -> int:
+    """Milliseconds after 1970 (UTC) of ``moment``: :func:`from_ms` undone."""
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
+
+
 def choose(as_of_option: Any, times: dict[str, int | None]) -> tuple[datetime, str]:
     """(as_of, as_of_source): ``--as-of`` when given, else the newest broker-written time.
 

@@ -107,7 +107,8 @@ def _confluent_conf(bootstrap: str, kafka_conf: Mapping[str, Any] | None) -> dic
     return conf
 
 
-def _ms_to_dt(ms: int | None) -> datetime | None:
+def datetime_of_ms(ms: int | None) -> datetime | None:
+    """The instant of a Kafka timestamp in ms (UTC); None for none or a negative one (Kafka's -1: unknown)."""
     return None if ms is None or ms < 0 else datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
@@ -498,7 +499,7 @@ def findings_from_producers(
                 "producer_epoch": r["producer_epoch"],
                 "start_offset": r["current_transaction_start_offset"],
                 "first_timestamp": None,
-                "last_timestamp": _ms_to_dt(r["last_timestamp"]),
+                "last_timestamp": datetime_of_ms(r["last_timestamp"]),
                 "open_ms": None,
                 "idle_ms": idle,
                 "lso_lag": lag,

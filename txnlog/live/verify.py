@@ -26,7 +26,6 @@ bounded timeout.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -230,7 +229,7 @@ def _coordinator_rows(
                 "state": d["state"],
                 "timeout_ms": d["timeout_ms"],
                 "partitions": d["partitions"],
-                "txn_start_timestamp": _ts(start),
+                "txn_start_timestamp": live.datetime_of_ms(start),
                 "last_update_timestamp": None,
                 "coordinator_partition": transaction_state_partition_for(tid, txn_state_partitions),
                 "coordinator_epoch": None,
@@ -250,14 +249,10 @@ def _coordinator_rows(
 # --- helpers -------------------------------------------------------------------------------------
 
 
-def _ts(ms: int | None) -> datetime | None:
-    return None if ms is None or ms < 0 else datetime.fromtimestamp(ms / 1000, tz=UTC)
-
-
 def _table(name: str, rows: Sequence[Mapping[str, Any]], config: Any, cluster: str | None, as_of_ms: int) -> pa.Table:
     """``rows`` as exactly the contract schema of ``name`` (extra keys dropped, missing ones null)."""
     schema = contract.TABLES[name]
-    keys = {"cluster": cluster or config.cluster, "as_of": _ts(as_of_ms)}
+    keys = {"cluster": cluster or config.cluster, "as_of": live.datetime_of_ms(as_of_ms)}
     return pa.Table.from_pylist([{**{f.name: r.get(f.name) for f in schema}, **keys} for r in rows], schema=schema)
 
 

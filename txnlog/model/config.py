@@ -347,11 +347,11 @@ def _parse_as_of(value: Any) -> datetime | None:
     if isinstance(value, datetime):
         parsed = value
     elif isinstance(value, int):
-        return _epoch_ms(value)
+        return _datetime_of_ms(value)
     elif isinstance(value, str):
         text = value.strip()
         if re.fullmatch(r"\d+", text):
-            return _epoch_ms(int(text))
+            return _datetime_of_ms(int(text))
         try:
             parsed = datetime.fromisoformat(text)
         except ValueError:
@@ -364,7 +364,7 @@ def _parse_as_of(value: Any) -> datetime | None:
     return parsed.replace(microsecond=parsed.microsecond // 1000 * 1000)
 
 
-def _epoch_ms(ms: int) -> datetime | None:
+def _datetime_of_ms(ms: int) -> datetime | None:
     try:
         return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
     except OverflowError:

@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from txnlog import __version__
@@ -683,10 +683,6 @@ def resolve_as_of(
     return as_of_rule.choose(option, times)
 
 
-def _epoch_ms(moment: datetime) -> int:
-    return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
-
-
 # --- 4. build_tables -------------------------------------------------------------------------------------
 
 
@@ -928,7 +924,7 @@ def _thresholds(config: Config, inputs: Inputs, decoded: Decoded, as_of: datetim
     """What the verdicts of this run weigh: its ``as_of``, the configured limits, and how much of
     ``__transaction_state`` the input holds (a live run reads all of it)."""
     return classify.Thresholds(
-        as_of_ms=_epoch_ms(as_of),
+        as_of_ms=as_of_rule.to_ms(as_of),
         max_transaction_timeout_ms=config.max_transaction_timeout_ms,
         all_txn_state_partitions_read=bool(inputs.live)
         or len(decoded.txn_state_read) >= config.transaction_state_partitions,

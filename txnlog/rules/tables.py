@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
@@ -175,18 +175,20 @@ def groups(table: pa.Table, keys: Sequence[str]) -> Iterator[pa.Table]:
 def group_starts(order: pa.Table, keys: Sequence[str]) -> Any:
     """The row numbers where a new group of ``keys`` starts in ``order`` (sorted by ``keys``; null == null
     here): a numpy int64 array, empty for an empty table."""
-    starts = np.zeros(order.num_rows, dtype=bool)
-    if order.num_rows == 0:
-        return np.flatnonzero(starts)
-    starts[0] = True
+    if order.num_rows == 0 or not keys:
+        return np.flatnonzero(np.arange(order.num_rows) == 0)
+    arrays = []
     for key in keys:
         column = order.column(key)
-        values = column.to_numpy(zero_copy_only=False)
         valid = np.asarray(column.is_valid().to_numpy(zero_copy_only=False), bool)
-        starts[1:] |= valid[1:] != valid[:-1]
-        both = valid[1:] & valid[:-1]
-        starts[1:] |= both & (values[1:] != values[:-1])
-    return np.flatnonzero(starts)
+        arrays.append(valid)
+        if valid.any():  # a null takes a valid row's value: where validity agrees, only two valid values differ
+            values = column.to_numpy(zero_copy_only=False)
+            if not valid.all():
+                values = values.copy()
+                values[~valid] = values[np.argmax(valid)]
+            arrays.append(values)
+    return R.group_starts(*arrays)
 
 
 def _least(*values: Any) -> Any:
@@ -931,7 +933,7 @@ def quarantine(summary: pa.Table, records: pa.Table, as_of: datetime | None, as_
         ),  # fmt: skip
     ]
     if as_of is not None:
-        as_of_ms = (as_of - as_of_rule.from_ms(0)) // timedelta(milliseconds=1)
+        as_of_ms = as_of_rule.to_ms(as_of)
         late = _kind(summary, "segment")
         late = late.filter(_true(pc.greater(late.column("last_timestamp"), as_of_ms + as_of_rule.FUTURE_BOUND_MS)))
         stamp = as_of.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
