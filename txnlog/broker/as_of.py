@@ -31,6 +31,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from txnlog.model.config import parse_as_of
 from txnlog.model.errors import UsageError
 
@@ -68,8 +71,6 @@ def broker_times_of(summary: Any, records: Any) -> dict[str, int | None]:
     Partial answers combine with :func:`newest_times` (Spark applies this to each batch:
     txnlog.engine.spark.collect.broker_times).
     """
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     def newest(table: Any, kinds: list[str], column: str) -> int | None:
         if table is None:

@@ -13,6 +13,7 @@ leave the process that read them.
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -535,6 +536,5 @@ def summarize_snapshot(file: LogFile, merge: PartitionTransactions | None = None
 
 def fragments_dir(stage: str, topic: str, partition: int) -> str:
     """Where a split partition's fragments are staged (``fragments_stage`` option): one directory per partition."""
-    import posixpath
 
     return posixpath.join(stage, f"{topic}-{partition}")

@@ -40,6 +40,7 @@ import json
 import os
 import re
 import struct
+import zlib
 from collections.abc import Iterable
 from typing import Literal
 
@@ -549,7 +550,6 @@ def _legacy_messages(entry: bytes):
     """(offset, magic, attributes, timestamp, key size, value, crc, crc valid) of each message in ``entry``
     (a log entry or a wrapper's decompressed value: offset, size, crc, magic, attributes, [timestamp], key,
     value); stops at the first one that does not fit."""
-    import zlib
 
     p, n = 0, len(entry)
     while p + 26 <= n:

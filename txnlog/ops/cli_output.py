@@ -9,14 +9,15 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 FORMATS = ("table", "json", "csv")
 
 
 def datetime_safe(data: Any) -> Any:
     """``data`` with timestamps a Python datetime cannot hold (past the year 9999, e.g. a client clock
     in µs, written by another tool) as null, so that reading the rows never fails."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     low, high = (
         datetime(1, 1, 1, tzinfo=UTC),

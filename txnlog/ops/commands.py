@@ -4,8 +4,10 @@ shows, the verbs over the Delta tables, and ``abort``/``fence``, which re-valida
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -415,7 +417,6 @@ def plan_script(steps: Sequence[dict[str, Any]], run: Run, bootstrap: str | None
 
 
 def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
-    import os
 
     run = _run(args)
     _known_partition(run, args.topic, None)
@@ -511,7 +512,6 @@ def _abort_request(args: argparse.Namespace) -> Any:
 
 def cmd_abort(args: argparse.Namespace, out: TextIO) -> int:
     """Re-validate one transaction against live state, then abort it only with --execute."""
-    import time
 
     request = _abort_request(args)
     cfg = _cluster_config(args, "abort", "--bootstrap-servers")
@@ -587,7 +587,6 @@ def _admin_of(verb: str, bootstrap: str, cfg: Any) -> Any:
 
 def cmd_fence(args: argparse.Namespace, out: TextIO) -> int:
     """Re-validate a transactional.id's overdue transaction live, then fence it only with --execute."""
-    import time
 
     if (args.producer_id is None) != (args.producer_epoch is None):
         raise UsageError("fence: give --producer-id and --producer-epoch together (the finding's), or neither")

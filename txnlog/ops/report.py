@@ -19,6 +19,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from txnlog.model.words import count
 from txnlog.rules.plan import fence_steps, plan_steps
 
@@ -427,7 +429,6 @@ def duration_distribution(transactions: Any) -> Any:
 
 def plot_duration_distribution(transactions: Any, *, ax: Any = None) -> Any:
     """Histogram of transaction durations on a log axis, per outcome (durations under 1 ms drawn at 1 ms)."""
-    import numpy as np
 
     t = unique_transactions(transactions)
     ax = _axes(ax, (10, 4.5))

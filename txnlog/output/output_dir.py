@@ -4,7 +4,10 @@ write in turn, and the run's scratch directory for intermediate files.
 
 from __future__ import annotations
 
+import fcntl
+import os
 import posixpath
+import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,9 +45,6 @@ def output_lock(
     commit whose files another commit removed, but two first runs of one (cluster, as_of) racing there
     could both append, so schedule one run per output at a time (README, "Running it every night").
     """
-    import fcntl
-    import os
-    import socket
 
     location = _Location.of(output)
     if not isinstance(location.fs, pafs.LocalFileSystem):

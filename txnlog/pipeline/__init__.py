@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
 import logging
 import os
 import re
+import shutil
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -36,10 +39,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from txnlog import __version__
 from txnlog.broker import as_of as as_of_rule
 from txnlog.broker import classify
-from txnlog.brokerlog.scenarios import write_scenario
 from txnlog.engine.spark.placement import Placement, master_cores, read_all_here
 from txnlog.engine.spark.session import get_session
 from txnlog.engine.spark.staged_table import StagedTable
@@ -270,7 +276,6 @@ def cluster_name(given: str | None, inputs: Inputs) -> tuple[str, bool]:
     input, the same for the same input so that reruns replace their run and ``since-last-run`` finds the
     previous one: ``sample`` for the embedded sample, ``live-<bootstrap servers>`` for a live cluster, else
     ``<first input's name>-<8 hex digits of a hash of every input's absolute path>``."""
-    import hashlib
 
     if given:
         return given, False
@@ -541,7 +546,6 @@ def _decode_here(
     ``threads`` threads (txnlog.engine.spark.placement.read_all_here), the dumps read by
     txnlog.engine.spark.dump_log.read_dump_logs_here, Arrow tables returned. Every segment is read whole (split segments
     are for Spark's tasks)."""
-    import pyarrow as pa
 
     from txnlog.engine.spark.sources import SegmentsSource
     from txnlog.engine.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
@@ -570,7 +574,6 @@ def _decode_here(
 
 def _labelled(table: Any, source: InputSource) -> Any:
     """``table`` (Arrow) with its ``input`` column: which input its rows came from."""
-    import pyarrow as pa
 
     return table.append_column("input", pa.repeat(pa.scalar(source.value, pa.string()), table.num_rows))
 
@@ -737,7 +740,6 @@ def verify_live(
 ) -> dict[str, Any]:
     """``tables`` plus :func:`txnlog.live.verify.live_rows` for the offline findings' partitions and
     ``config.topics`` (rows with source = live). Live state is the present, so live ages use the wall clock."""
-    import pyarrow as pa
 
     found = tables["findings"]
     rows = found.select(["topic", "partition"]).to_pylist()
@@ -818,8 +820,6 @@ WORST_COLUMNS = ("topic", "partition", "lso_lag", "open_transactions", "max_open
 def _arrow_summary(findings: Any, health: Any) -> tuple[list[tuple[str, str, int]], list[dict[str, Any]], int]:
     """:func:`summarize`'s three answers from Arrow tables: verdict × reason counts (by verdict, most first),
     the five partitions with open transactions and the largest LSO lag, how many have a late transaction."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     counts = findings.group_by(["verdict", "reason"], use_threads=False).aggregate([([], "count_all")])
     verdicts = sorted(
@@ -993,11 +993,9 @@ def warm_decoders(progress: Progress | None = None) -> None:
     Idempotent: with a warm cache it only loads it (~3 s). ``scripts/bootstrap.sh`` calls it when
     ``python txnlog/kafka/jit.py --is-warm`` says the cache does not match the sources.
     """
-    import shutil
-    import tempfile
 
-    import numpy as np
-
+    # Lazy: the broker-log writer serves only this install-time warm-up.
+    from txnlog.brokerlog.scenarios import write_scenario
     from txnlog.engine.spark.sources import SegmentsSource, files_option
     from txnlog.engine.spark.txn_state_source import TxnStateSource
 
@@ -1032,7 +1030,6 @@ def _runs_table(
     status: str = "SUCCEEDED",
     error: str | None = None,
 ):  # -> pa.Table
-    import pyarrow as pa
 
     c = result.counts
     hanging = sum(n for v, _, n in result.verdicts if v == classify.Verdict.HANGING)

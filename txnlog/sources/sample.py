@@ -6,6 +6,7 @@ directory and reused: healthy traffic plus every verdict class of docs/design.md
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -13,7 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from txnlog import __version__
-from txnlog.brokerlog.scenarios import write_scenario
 
 SAMPLE_SEED = 20261122
 
@@ -28,9 +28,8 @@ def cache_root() -> Path:
 
 def _writer_fingerprint() -> str:
     """Short hash of the writer's sources: a changed writer writes a new sample."""
-    import hashlib
 
-    # Lazy: the writer loads only when the sample's cache is cold.
+    # Lazy in this module: the broker-log writer loads only when a run uses the sample.
     import txnlog.brokerlog as brokerlog
 
     h = hashlib.sha256()
@@ -49,6 +48,8 @@ def sample_logs(*, root: Path | None = None, progress: Callable[[str], None] | N
     root.mkdir(parents=True, exist_ok=True)
     if progress:
         progress(f"writing the embedded sample cluster to {target} (first run only)")
+    from txnlog.brokerlog.scenarios import write_scenario
+
     tmp = Path(tempfile.mkdtemp(prefix=".sample-", dir=root))
     try:
         write_scenario("sample", tmp / "logs", seed=SAMPLE_SEED)

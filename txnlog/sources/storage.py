@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from typing import IO, Any
 from urllib.parse import urlsplit
 
+from pyarrow import fs as pafs
+
 from txnlog.model.errors import UsageError
 
 _SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
@@ -152,8 +154,6 @@ def filesystem(uri: str) -> tuple[Any, str]:
     with _lock:
         cached = _filesystems.get(key)
     if cached is None:
-        from pyarrow import fs as pafs
-
         try:
             if family == "s3":
                 made: Any = _s3(pafs)
@@ -306,7 +306,6 @@ def prefetch(root: str) -> None:
     root = _strip(root)
     if not is_remote(root) or _under(root):
         return
-    from pyarrow import fs as pafs
 
     filesystem_, inner = filesystem(root)
     try:
@@ -341,7 +340,6 @@ def _info(uri: str) -> tuple[str, int]:
         if uri in _files:
             return "file", _files[uri]
         return ("dir", 0) if uri in _dirs else ("missing", 0)
-    from pyarrow import fs as pafs
 
     filesystem_, inner = filesystem(uri)
     try:

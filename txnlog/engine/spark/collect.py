@@ -27,7 +27,9 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
+from pyarrow import fs as pafs
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
@@ -96,8 +98,6 @@ def merged_fragments(
 def _with_staged(table: pa.Table, staged: str, dead: frozenset[tuple[str, str, int]]) -> pa.Table:
     """``table`` (one partition's rows) plus the fragments its reading tasks staged under ``staged``, but the
     ``dead`` pieces'."""
-    import numpy as np
-    from pyarrow import fs as pafs
 
     where = fragments_dir(staged, table.column("topic")[0].as_py(), int(table.column("partition")[0].as_py()))
     filesystem, path = filesystem_of(where)

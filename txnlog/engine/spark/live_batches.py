@@ -51,6 +51,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
@@ -90,7 +91,6 @@ def previous_cut(output: str, cluster: str) -> PreviousCut | None:
     Its ``partition_health`` rows with ``source = live_log`` hold the cut's LSO and high watermark
     (txnlog.engine.spark.live_batches.LiveCut.checkpoints). Runs that are not ``SUCCEEDED`` are ignored.
     """
-    import pyarrow.compute as pc
 
     try:
         runs = read_table(output, "runs", cluster=cluster)

@@ -42,6 +42,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
@@ -197,7 +198,6 @@ def decode_chunk(
     epochs: list[int],
 ) -> Iterator[Any]:
     """Arrow batches (records, then quarantine) of TXN_STATE_SCHEMA for one consumed chunk."""
-    import numpy as np
 
     name = f"kafka://{part.topic}-{part.partition}"
     klen = np.fromiter((-1 if k is None else len(k) for k in keys), np.int64, len(keys))

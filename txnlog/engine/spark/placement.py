@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -139,8 +140,6 @@ def read_all_here(reads: list[Read], threads: int = 1) -> list[pa.Table]:
         return _read_partition(readers[job[0]], job[1], reads[job[0]][2])
 
     if threads > 1 and len(jobs) > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
         with ThreadPoolExecutor(min(threads, len(jobs)), thread_name_prefix="txnlog-read") as pool:
             read = list(pool.map(run, jobs))
     else:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import posixpath
 from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import asdict
@@ -40,6 +41,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from pyarrow import ipc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
@@ -110,9 +112,6 @@ def write_manifest(
     """Options that hand ``files`` (and the log-dir ``checkpoints``, ``txnlog.model.rows.Checkpoint``) to a
     source as one Arrow IPC file under ``directory`` (the run's scratch dir: local or shared storage),
     read once by the planning worker: the options stay a few bytes whatever the number of files."""
-    import posixpath
-
-    from pyarrow import ipc
 
     table = files_table(files)
     cps = list(checkpoints)
@@ -139,7 +138,6 @@ def write_manifest(
 
 
 def _read_arrow(uri: str) -> pa.Table:
-    from pyarrow import ipc
 
     filesystem, path = filesystem_of(uri)
     with filesystem.open_input_file(path) as f:

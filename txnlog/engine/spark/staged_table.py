@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import posixpath
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -48,13 +50,11 @@ class StagedTable:
     def write_parquet(self, target: str, cluster: str, as_of: datetime) -> int:
         """Write the table's files for the run (cluster, as_of) into ``target`` (a directory path or
         URI), in parallel tasks; returns the rows written."""
-        from functools import partial
 
         files = self.raw_files()
         if not files:
             return 0
         if self.driver:  # by the placement's threads: Parquet's encoder and Arrow's kernels release the GIL
-            from concurrent.futures import ThreadPoolExecutor
 
             def finish(path: str) -> int:
                 batches = iter([pa.RecordBatch.from_pydict({"path": [path]})])

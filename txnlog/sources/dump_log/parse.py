@@ -4,12 +4,14 @@ txnlog.engine.spark.dump_log says how the three steps fit."""
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pj
 
 from txnlog.kafka import dump_log_text as D
 from txnlog.sources.logdirs import IGNORED_TOPICS
@@ -385,9 +387,6 @@ def _from_json(strings: pa.Array, typ: pa.StructType) -> pa.StructArray:
     output) is converted line by line as Spark would."""
     if len(strings) == 0:
         return pa.array([], typ)
-    import io
-
-    import pyarrow.json as pj
 
     text = pc.replace_substring_regex(strings, *_NUMBER_AS_TEXT)
     data = ("\n".join(text.to_pylist()) + "\n").encode()
