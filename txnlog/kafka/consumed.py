@@ -27,7 +27,7 @@ from txnlog.kafka import wire
 
 __all__ = ["segment_from_records"]
 
-#: The 61-byte v2 batch header as a packed big-endian numpy record (spec §1.3).
+#: The 61-byte v2 batch header as a packed big-endian numpy record (DefaultRecordBatch).
 BATCH_HEADER_DTYPE = np.dtype(
     [
         ("base_offset", ">i8"),

@@ -1,6 +1,6 @@
 """Control records: the key every control record carries, and the EndTxnMarker value.
 
-Wire grammar (spec §2; ControlRecordType.java, EndTransactionMarker.java)::
+Wire grammar (ControlRecordType.java, EndTransactionMarker.java)::
 
     ControlRecordKey => version:int16 type:int16          (version 0; 4 bytes)
     EndTxnMarker     => version:int16 coordinatorEpoch:int32  (version 0; 6 bytes)
@@ -58,7 +58,7 @@ class ControlStatus(IntEnum):
     NOT_CONTROL = 0
     #: ABORT/COMMIT whose EndTxnMarker value decoded: coordinator_epoch is set.
     END_TXN_MARKER = 1
-    #: Control batch with no records (left by the cleaner); the broker ignores it (spec §2.3).
+    #: Control batch with no records (left by the cleaner); the broker ignores it (ProducerAppendInfo.append).
     ZERO_RECORDS = 2
     #: Another control type (KRaft LEADER_CHANGE, SNAPSHOT_*, ..., or unknown): ignored.
     OTHER_TYPE = 3

@@ -1,4 +1,4 @@
-"""CRC-32C (Castagnoli), for record batches (spec §1.3) and producer snapshots (§4.1).
+"""CRC-32C (Castagnoli), for record batches (DefaultRecordBatch) and producer snapshots (ProducerStateManager).
 
 Record batches carry a CRC-32C over bytes ``[21, end)``; checking it is most of
 the cost of a segment walk, so the walk calls a native implementation from
@@ -187,7 +187,7 @@ _IEEE_TABLE = _ieee_table()
 
 @jit()
 def crc32_ieee(buf: np.ndarray, start: int, stop: int) -> int:
-    """Plain CRC-32 (zlib polynomial) of ``buf[start:stop]``: the CRC of legacy magic 0/1 entries (spec §1.5).
+    """Plain CRC-32 (zlib polynomial) of ``buf[start:stop]``: the CRC of legacy magic 0/1 entries (LegacyRecord).
 
     Table-driven, one byte at a time: legacy entries are rare in any segment worth analysing.
     """

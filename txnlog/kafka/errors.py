@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # --- Reasons ---------------------------------------------------------------
-# Segment damage (spec §1.2, docs/design.md §4a).
+# Segment damage (FileLogInputStream, docs/design.md §4a).
 CRC_MISMATCH = "crc_mismatch"
 BAD_LENGTH = "bad_length"
 BAD_MAGIC = "bad_magic"
@@ -31,16 +31,16 @@ DECOMPRESSION_FAILED = "decompression_failed"
 # A compressed records section that expands past max_decompressed_bytes (a decompression bomb, or a
 # batch far larger than any broker writes): quarantined instead of allocated (txnlog.kafka.compression).
 DECOMPRESSED_TOO_LARGE = "decompressed_too_large"
-# Control records (spec §2).
+# Control records (EndTransactionMarker).
 BAD_CONTROL_RECORD = "bad_control_record"
-# __transaction_state (spec §3).
+# __transaction_state (TransactionLog).
 BAD_TXN_LOG_KEY = "bad_txn_log_key"
 BAD_TXN_LOG_VALUE = "bad_txn_log_value"
 UNKNOWN_VALUE_VERSION = "unknown_value_version"
-# Producer snapshots (spec §4).
+# Producer snapshots (ProducerStateManager).
 BAD_SNAPSHOT = "bad_snapshot"
 SNAPSHOT_CRC_MISMATCH = "snapshot_crc_mismatch"
-# Index files (spec §1.1, §1.6).
+# Index files (OffsetIndex, TimeIndex, TransactionIndex).
 BAD_INDEX = "bad_index"
 # A file the task could not open or read at all (gone since discovery, permissions, an I/O error).
 UNREADABLE_FILE = "unreadable_file"

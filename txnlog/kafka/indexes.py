@@ -1,4 +1,4 @@
-"""Segment index files: ``.index``, ``.timeindex`` and ``.txnindex`` (spec §1.1, §1.6).
+"""Segment index files: ``.index``, ``.timeindex`` and ``.txnindex`` (OffsetIndex, TimeIndex, TransactionIndex).
 
 Wire grammar::
 

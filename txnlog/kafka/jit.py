@@ -1,7 +1,7 @@
 """How this package compiles its per-batch loops (numba ``@njit``).
 
 Every walk over batches or records is compiled: a Python loop per batch is
-~20x slower than the disk (FEASIBILITY.md §6). Compiled functions are cached
+far slower than the disk delivers them. Compiled functions are cached
 on disk (``cache=True``) so that a Spark worker pays the JIT once per machine,
 not once per task — but only where numba can cache:
 

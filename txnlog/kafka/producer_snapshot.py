@@ -1,6 +1,6 @@
 """Producer-state snapshots (``<offset>.snapshot`` in a partition directory).
 
-Wire grammar (spec §4.1; ProducerSnapshot.json, ProducerStateManager.readSnapshot)::
+Wire grammar (ProducerSnapshot.json, ProducerStateManager.readSnapshot)::
 
     ProducerSnapshot => version:int16(=1) crc:uint32 entryCount:int32 entries
     entry (46 bytes) => producerId:int64 epoch:int16 lastSequence:int32 lastOffset:int64
@@ -15,7 +15,7 @@ version, count or size raises :class:`DecodeError` (``bad_snapshot``); a bad CRC
 does not — the entries are decoded and ``crc_valid`` is False, and the caller
 decides (the broker would discard the snapshot and rebuild from the log).
 
-``currentTxnFirstOffset >= 0`` is an open transaction (spec §4.2); ``lastOffset
+``currentTxnFirstOffset >= 0`` is an open transaction (ProducerStateEntry); ``lastOffset
 < 0`` means no batch metadata. The file name is the offset up to which state was
 captured (the log end offset when taken), not a segment base.
 """

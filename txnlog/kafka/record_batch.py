@@ -1,6 +1,6 @@
 """Walk a ``.log`` segment: one row of header columns per magic-2 batch, damage as quarantine.
 
-Wire grammar (spec §1.2-1.4; DefaultRecordBatch.java, FileLogInputStream.java)::
+Wire grammar (DefaultRecordBatch.java, FileLogInputStream.java)::
 
     Entry       => baseOffset:int64 batchLength:int32 <batchLength bytes>     (any magic)
     RecordBatch => baseOffset:int64 batchLength:int32 partitionLeaderEpoch:int32
@@ -47,7 +47,7 @@ says ``crc_checked=False``.
 
 Data batches are never decompressed. Control batches (markers) are parsed: the
 first record's key (version, type) and, for ABORT/COMMIT, the EndTxnMarker value
-(version, coordinator epoch) — spec §2 and :mod:`txnlog.kafka.control`. A broker
+(version, coordinator epoch) — EndTransactionMarker and :mod:`txnlog.kafka.control`. A broker
 never compresses them; one that is compressed is decompressed within
 ``max_decompressed_bytes`` for the whole scan (a budget, so that a segment of
 many small bombs costs no more than one), else ``decompressed_too_large``.
@@ -149,7 +149,7 @@ BATCH_COLUMNS: dict[str, np.dtype] = {
     "is_control": np.dtype(np.bool_),
     "has_delete_horizon": np.dtype(np.bool_),  # attributes bit 6: base_timestamp is the delete horizon
     "last_offset_delta": np.dtype(np.int32),
-    # The delete horizon instead when attributes bit 6 is set (cleaned batches, spec §1.3).
+    # The delete horizon instead when attributes bit 6 is set (cleaned batches, DefaultRecordBatch.deleteHorizonMs).
     "base_timestamp": np.dtype(np.int64),
     "max_timestamp": np.dtype(np.int64),
     "producer_id": np.dtype(np.int64),
@@ -587,7 +587,7 @@ def _walk(buf: np.ndarray, check_crc: bool, cols, tight_loop: bool, start: int, 
         if last_entry < 0:
             min_base = 0
         elif last_is_legacy:
-            # A legacy entry's offset is its last (inner) offset (spec §1.5).
+            # A legacy entry's offset is its last (inner) offset (AbstractLegacyRecordBatch).
             min_base = be_i64(buf, last_entry) + 1
         else:
             min_base = be_i64(buf, last_entry) + be_i32(buf, last_entry + LAST_OFFSET_DELTA_OFFSET) + 1
@@ -906,7 +906,8 @@ def _fill_control_columns(
     log_append = cols["timestamp_type"][idx] == TimestampType.LOG_APPEND_TIME
     parsed = list(_parse_control_records(buf, starts, ends, counts, base_ts, max_ts, log_append))
     quarantine: list[QuarantineEntry] = []
-    # Brokers never compress control batches (spec §2.3); if someone did, read them the slow way.
+    # Brokers never compress control batches (MemoryRecords.withEndTransactionMarker); if someone did,
+    # read them the slow way.
     compressed = np.flatnonzero((cols["compression"][idx] != Compression.NONE) & (counts != 0))
     left = budget  # for the whole scan: the total work stays bounded, not only each batch
     for k in compressed:

@@ -1,12 +1,12 @@
 """The record frame inside a v2 batch, read in one place: DefaultRecord's framing.
 
-Wire grammar (spec §1.4; DefaultRecord.readFrom / DefaultRecord.writeTo)::
+Wire grammar (DefaultRecord.readFrom / DefaultRecord.writeTo)::
 
     Record => length:varint attributes:int8 timestampDelta:varlong offsetDelta:varint
               keyLength:varint key valueLength:varint value
               headersCount:varint [headerKeyLength:varint headerKey headerValueLength:varint headerValue]
 
-How a frame is judged (spec §1.4):
+How a frame is judged (DefaultRecord.readFrom):
 
 * a negative key, value or header-value length is null (Kafka writes -1);
 * a negative headers count or header-key length, a length that runs past the end of

@@ -1,6 +1,6 @@
 """``__transaction_state`` records: TransactionLogKey and TransactionLogValue v0/v1.
 
-Wire grammar (spec §3.2-3.4; TransactionLogKey.json, TransactionLogValue.json,
+Wire grammar (TransactionLogKey.json, TransactionLogValue.json,
 MessageDataGenerator for the flexible rules)::
 
     TransactionLogKey   => version:int16(=0) transactionalId:string(int16 length + UTF-8)
@@ -593,7 +593,7 @@ def _walk_records(
     log_append_time: np.ndarray,
     position: np.ndarray,
 ):
-    """Every record of every batch: framing (spec §1.4), then key and value."""
+    """Every record of every batch: framing (DefaultRecord), then key and value."""
     nbatch = starts.size
     recs = np.empty((_NREC, max(16, nbatch)), np.int64)  # a row per column: each column comes out contiguous
     nr = 0
@@ -922,7 +922,7 @@ def _records_of(
     ends = positions + LOG_OVERHEAD + b["batch_length"][data_idx].astype(np.int64)
     counts = b["record_count"][data_idx].astype(np.int64)
     src = np.zeros(data_idx.size, np.int64)
-    # The coordinator never compresses (spec §3.1), but a copied topic may be: decompress those
+    # The coordinator never compresses (TransactionLog.EnforcedCompression), but a copied topic may be: decompress those
     # batches (a Python loop over compressed batches only) into one side buffer.
     pieces: list[bytes] = []
     extra_size = 0

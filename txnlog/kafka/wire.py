@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-# --- Log entries (spec §1.2, FileLogInputStream / Records) -----------------
+# --- Log entries (FileLogInputStream, Records) ---------------------------------
 #: int64 offset + int32 size precede every entry of any magic.
 LOG_OVERHEAD = 12
 #: offset(8) + size(4) + partitionLeaderEpoch/crc(4) + magic(1)
@@ -18,7 +18,7 @@ MAGIC_OFFSET = 16
 #: Smallest legacy entry body (LegacyRecord.RECORD_OVERHEAD_V0).
 LEGACY_RECORD_OVERHEAD_V0 = 14
 
-# --- Record batch v2 header (spec §1.3, DefaultRecordBatch) -----------------
+# --- Record batch v2 header (DefaultRecordBatch) ---------------------------------
 RECORD_BATCH_OVERHEAD = 61
 BASE_OFFSET_OFFSET = 0
 BATCH_LENGTH_OFFSET = 8
@@ -66,7 +66,7 @@ class TimestampType(IntEnum):
     LOG_APPEND_TIME = 1
 
 
-# --- Control records (spec §2) --------------------------------------------
+# --- Control records (ControlRecordType, EndTransactionMarker) -----------
 class ControlType(IntEnum):
     """ControlRecordType: the int16 ``type`` of a control record key."""
 
@@ -85,7 +85,7 @@ CURRENT_CONTROL_KEY_VERSION = 0
 CURRENT_END_TXN_MARKER_VERSION = 0
 
 
-# --- __transaction_state (spec §3) ----------------------------------------
+# --- __transaction_state (TransactionLog, TransactionLogKey/Value.json) ---
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 DEFAULT_TRANSACTION_STATE_PARTITIONS = 50
 TWO_PHASE_COMMIT_TIMEOUT_MS = 2147483647  # KIP-939: Integer.MAX_VALUE timeout
@@ -121,24 +121,24 @@ _STATE_NAMES = {
 }
 STATE_BY_KAFKA_NAME = {name: state for state, name in _STATE_NAMES.items()}
 
-# TransactionLogValue tagged fields (v1+, spec §3.3).
+# TransactionLogValue tagged fields (v1+, TransactionLogValue.json).
 TAG_PREVIOUS_PRODUCER_ID = 0
 TAG_NEXT_PRODUCER_ID = 1
 TAG_CLIENT_TRANSACTION_VERSION = 2
-TAG_NEXT_PRODUCER_EPOCH = 3  # likely, see spec §3.3 caveat; unknown tags are skipped anyway
+TAG_NEXT_PRODUCER_EPOCH = 3  # not in the oracle's TransactionLogValue.json (tags 0-2); unknown tags are skipped
 
-# --- Producer snapshot (spec §4) ------------------------------------------
+# --- Producer snapshot (ProducerStateManager, ProducerSnapshot.json) ------
 PRODUCER_SNAPSHOT_VERSION = 1
 PRODUCER_SNAPSHOT_ENTRIES_OFFSET = 6  # CRC covers [6, end)
 PRODUCER_SNAPSHOT_HEADER_SIZE = 10
 PRODUCER_SNAPSHOT_ENTRY_SIZE = 46
 
-# --- .txnindex (spec §1.6) ------------------------------------------------
+# --- .txnindex (TransactionIndex, AbortedTxn) ----------------------------
 ABORTED_TXN_ENTRY_SIZE = 34
 OFFSET_INDEX_ENTRY_SIZE = 8
 TIME_INDEX_ENTRY_SIZE = 12
 
-# --- Broker defaults (spec §7.6) ------------------------------------------
+# --- Broker defaults (TransactionStateManagerConfig, TransactionLogConfig) --
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MS = 900_000
 LATE_TRANSACTION_BUFFER_MS = 300_000
 EPOCH_EXHAUSTION_THRESHOLD = 32766  # isEpochExhausted: epoch >= Short.MAX_VALUE - 1
@@ -164,18 +164,18 @@ def transaction_state_partition_for(
 
 # --- Added for the decoders (txnlog.kafka.record_batch and friends) -------
 
-# Legacy magic 0/1 entries (spec §1.5, LegacyRecord). The CRC is a plain CRC-32
+# Legacy magic 0/1 entries (LegacyRecord, AbstractLegacyRecordBatch). The CRC is a plain CRC-32
 # (zlib polynomial) over [MAGIC_OFFSET, end of entry).
 LEGACY_CRC_OFFSET = 12
 LEGACY_ATTRIBUTES_OFFSET = 17
 #: crc(4) + magic(1) + attributes(1) + timestamp(8) + keyLength(4) + valueLength(4)
 LEGACY_RECORD_OVERHEAD_V1 = 22
 
-#: Bits 7-15 of the v2 attributes are unused (spec §1.3): set ones mean the bytes are not a header.
+#: Bits 7-15 of the v2 attributes are unused (DefaultRecordBatch): set ones mean the bytes are not a header.
 ATTRIBUTES_UNUSED_MASK = 0xFF80
 MAX_COMPRESSION_CODEC = 4  # Compression.ZSTD
 
-# Records inside a v2 batch (spec §1.4, ByteUtils).
+# Records inside a v2 batch (DefaultRecord, ByteUtils).
 MAX_VARINT_BYTES = 5
 MAX_VARLONG_BYTES = 10
 #: length, attributes, timestampDelta, offsetDelta, keyLength, valueLength, headersCount: one byte each at least.
@@ -184,16 +184,16 @@ MIN_RECORD_SIZE = 7
 #: No Kafka message schema has ever had a version anywhere near this. A control
 #: key / EndTxnMarker whose int16 version exceeds it is not one (e.g. the ASCII
 #: "op" = 28528 of kafka-python's "opaque-control-message" sample), even though
-#: Kafka itself would parse any non-negative version as v0 (spec §2.1, §2.2).
+#: Kafka itself would parse any non-negative version as v0 (ControlRecordType, EndTransactionMarker).
 MAX_PLAUSIBLE_MESSAGE_VERSION = 255
 
-# __transaction_state key and value versions (spec §3.2, §3.3).
+# __transaction_state key and value versions (TransactionLogKey.json, TransactionLogValue.json).
 TXN_LOG_KEY_VERSION = 0
 TXN_LOG_VALUE_V0 = 0
 TXN_LOG_VALUE_V1 = 1  # first flexible version
 TXN_LOG_VALUE_HIGHEST_VERSION = 1
 
-# Producer snapshot header (spec §4.1).
+# Producer snapshot header (ProducerStateManager.readSnapshot).
 PRODUCER_SNAPSHOT_CRC_OFFSET = 2
 PRODUCER_SNAPSHOT_COUNT_OFFSET = 6
 
@@ -206,12 +206,12 @@ XERIAL_SNAPPY_HEADER_SIZE = 16
 # --- Added for the broker-log writer (txnlog.brokerlog) -------------------
 # Broker and client defaults the writer reproduces. Sources: ServerLogConfigs /
 # LogConfig (segment and index sizes), TransactionStateManagerConfig and
-# TransactionLogConfig (spec §3.1, §3.5, §7.6), ProducerStateManager (§4.3).
+# TransactionLogConfig, ProducerStateManager.
 
-MAX_PRODUCER_EPOCH = 32767  # Short.MAX_VALUE; TV2 markers may carry it after a rollover (spec §7.3)
-ABORTED_TXN_VERSION = 0  # AbortedTxn.CurrentVersion (spec §1.6)
+MAX_PRODUCER_EPOCH = 32767  # Short.MAX_VALUE; TV2 markers may carry it after a rollover (KIP-890)
+ABORTED_TXN_VERSION = 0  # AbortedTxn.CurrentVersion
 
-#: ``filenamePrefixFromOffset``: at least 20 digits, zero padded (spec §1.1).
+#: ``LogFileUtils.filenamePrefixFromOffset``: at least 20 digits, zero padded.
 LOG_FILE_NAME_DIGITS = 20
 DEFAULT_SEGMENT_BYTES = 1 << 30  # log.segment.bytes
 DEFAULT_INDEX_INTERVAL_BYTES = 4096  # log.index.interval.bytes

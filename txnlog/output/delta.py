@@ -13,7 +13,7 @@ txnlog.model.contract):
     ``replaceWhere`` on the run key. Only when the Delta jars are already on
     the classpath (``--jars``, a cluster image); txnlog never downloads them.
 ``deltalake``
-    FEASIBILITY §2 "c2": Spark writes plain Parquet (TIMESTAMP_MICROS) into a
+    Spark writes plain Parquet (TIMESTAMP_MICROS) into a
     fresh ``stage-<uuid>/`` directory inside the table; the driver reads only
     the Parquet footers (size, rows, min/max/null counts) and commits, with
     delta-rs, RemoveActions for the files holding the run's old rows plus
@@ -354,7 +354,7 @@ class _Location:
         return pafs.SubTreeFileSystem(self.fs_path, self.fs)
 
 
-# --- the deltalake writer (FEASIBILITY §2 c2) --------------------------------------------------
+# --- the deltalake writer ---------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ def delta_spark_available(spark: SparkSession) -> bool:
     """True when the Delta Lake Spark classes are on the driver's classpath.
 
     Loads ``io.delta.tables.DeltaTable`` through the JVM's context class loader
-    without initialising it (FEASIBILITY §3: about 0.1 s). Nothing is
+    without initialising it (a class lookup, cheap). Nothing is
     downloaded. A Spark Connect session has no driver JVM to ask: False.
 
     >>> delta_spark_available(get_session())

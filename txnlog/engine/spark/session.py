@@ -4,7 +4,7 @@
 already built one), otherwise builds a local one. It never asks Maven for
 anything: ``configure_spark_with_delta_pip`` and ``spark.jars.packages`` would
 try to download the Delta jars, which fails (or hangs until Ivy times out) on
-machines without Maven access (shared/FEASIBILITY.md §3). Delta comes either
+machines without Maven access. Delta comes either
 from jars someone put on the classpath (``--jars``, the cluster image), which
 ``txnlog.output.spark_base.delta_spark_available`` detects, or from ``deltalake`` (txnlog.output.delta).
 """
@@ -45,7 +45,7 @@ DEFAULT_CONF: dict[str, str] = {
 }
 
 # Local mode only: the host name may resolve to an address that is not up
-# (FEASIBILITY §4 saw 192.0.2.2), and a local driver needs no outside listener.
+# (a documentation-range address was seen), and a local driver needs no outside listener.
 LOCAL_CONF: dict[str, str] = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.host": "127.0.0.1",
