@@ -158,9 +158,9 @@ def batch_of(schema: pa.Schema, n: int, columns: dict[str, Any]) -> pa.RecordBat
 #: rows of the all-null columns kept per schema for :func:`batch_of`
 _NULLS_KEPT = 1 << 12
 #: per schema (by identity; the schema is kept so its id is not reused): its names, types and all-null columns.
-#: A reader builds a batch of ~46 columns per file, most of them null (the 4 GiB dense mix: 2,655 batches): looking
-#: each field up and allocating its nulls took 111 µs a batch of 20 rows, 73 µs now. Arrow arrays are immutable,
-#: so the batches share the null columns' buffers (zero-copy slices).
+#: A reader builds a batch of a few dozen columns per file, most of them null; looking each field up and
+#: allocating its nulls per batch cost half as much again (benchmarks/RESULTS.md §2, "Fewer CPU-seconds per GiB").
+#: Arrow arrays are immutable, so the batches share the null columns' buffers (zero-copy slices).
 _LAYOUTS: dict[int, tuple[pa.Schema, list[str], list[pa.DataType], list[pa.Array]]] = {}
 
 

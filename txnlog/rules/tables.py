@@ -980,7 +980,7 @@ def build(
     (``transactions``, ``coordinator_history``: their rows staged under ``scratch``) what finishes their
     staged files (``staged.Finish``, ``staged.FinishHistory``)."""
     # one chunk each: the readers hand on a batch per task or window, and every filter and join below pays per
-    # chunk and column (the 4.6 GiB hot mix's 3,513 summary rows came in 2,067 chunks: 0.1 s or more a filter)
+    # chunk and column (benchmarks/RESULTS.md §2, "Fewer CPU-seconds per GiB")
     summary, records = _with_input(summary).combine_chunks(), _with_input(records).combine_chunks()
     it = intermediates(
         summary, records, as_of_ms=thresholds.as_of_ms, checkpoints=checkpoints, fragments=fragments,

@@ -108,10 +108,9 @@ class SplitPoints:
 
 #: what reading a partition in pieces costs besides its bytes, in units of the partition's own decode. Each piece
 #: finishes the transactions between its producers' markers and hands on only its edges, so the pieces' CPU is the
-#: whole read's: on the hot mix's 0.55 GiB partition, 0.47-0.51 CPU-s for its five pieces plus 0.01-0.02 for the
-#: merge of their 240 edge fragments, against 0.51-0.55 read whole in one process (the pieces' 560,320 fragments
-#: took 1.1-2.1 CPU-s to merge before). What remains is the merge's own Spark stages, ~2-3 s of wall time whatever
-#: the partition (benchmarks/RESULTS.md §2, "Pieces hand on their edges"): 0.25 of a ~1 GiB partition's decode.
+#: whole read's, and the merge of their edge fragments is small beside it. What remains is the merge's own Spark
+#: stages, a few seconds of wall time whatever the partition (benchmarks/RESULTS.md §2, "Pieces hand on their
+#: edges"): about a quarter of a 1 GiB partition's decode.
 SPLIT_OVERHEAD = 0.25
 
 

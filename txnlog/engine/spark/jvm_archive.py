@@ -32,10 +32,9 @@ from pathlib import Path
 # The driver JVM's JIT and garbage collector. txnlog's driver plans ~50 short Spark jobs over a few
 # thousand summary rows (the bytes are decoded in Python workers), and in local mode it runs them too.
 # The JVM's default tiered JIT spends most of its CPU compiling with C2, and G1 runs concurrent GC
-# threads: on a 2-core machine, 45 CPU-s of a 30 s job, taken from the Python workers that decode.
-# C1 alone and the serial collector cut the job's CPU to 26 s and its time per extra GiB of input from
-# 1.7 to 0.6 s (benchmarks/RESULTS.md §2, "Driver JVM and balanced
-# decode tasks"). ./spark-submit.sh passes the same options;
+# threads: on a 2-core machine that CPU is taken from the Python workers that decode. C1 alone and the
+# serial collector cut the job's CPU and its time per extra GiB of input (benchmarks/RESULTS.md §2,
+# "Driver JVM and balanced decode tasks"). ./spark-submit.sh passes the same options;
 # a user's own spark.driver.extraJavaOptions replaces them.
 DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 

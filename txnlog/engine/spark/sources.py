@@ -517,11 +517,10 @@ class FilesReader(DataSourceReader):
 
 
 #: The smallest segment of a partition read whole that finishes its own inner transactions (the
-#: ``edge_segment_bytes`` option). Its fragments otherwise stay in the task's merge until the task ends: reading
-#: the 4.6 GiB hot mix's segments in one process peaked at 1.51 GB RSS with every fragment merged at the end, at
-#: 0.74 GB with the hot partition's 256 MiB segments finishing their own. A segment that does costs a merge and a
-#: staged file (~3 ms, and one more file for the table build to read): every segment of that mix finishing its own
-#: (700 files of mostly 10-50 MiB, whose fragments weigh little) took 1.8 CPU-s more.
+#: ``edge_segment_bytes`` option). Its fragments otherwise stay in the task's merge until the task ends, and a
+#: hot partition's big segments then hold the reading process's peak memory up; a segment that finishes its own
+#: costs a merge and a staged file, which small segments (whose fragments weigh little) are not worth
+#: (benchmarks/RESULTS.md §2, "As a user runs it").
 EDGE_SEGMENT_BYTES = 64 << 20
 
 
@@ -542,9 +541,9 @@ def one_replica_snapshots(files: list[LogFile], downstream: list[bool]) -> dict[
 
 #: The bytes of whole partitions a task merges before it finishes their transactions and starts a new merge
 #: (at a partition's end; the ``merge_bytes`` option). A task's group of small partitions grows with the input
-#: (its share of the bytes): merged all at once, a 294 MiB group of the 4.6 GiB hot mix held 127 MB more while
-#: read, 56 MB in merges of 64 MiB, 6 MB in merges of 16 MiB (no slower: 0.61-0.64 s each way). Every merge of
-#: a task stages into the task's one file.
+#: (its share of the bytes); merged all at once it holds memory in proportion, in merges of this size it holds
+#: little, at no cost in time (benchmarks/RESULTS.md §2, "Flat memory with threads: merges of 16 MiB"). Every
+#: merge of a task stages into the task's one file.
 MERGE_BYTES = 16 << 20
 
 
