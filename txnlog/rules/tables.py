@@ -533,17 +533,18 @@ _OWNER_COLUMNS = {
 
 
 def producer_owners(state: pa.Table) -> pa.Table:
-    """producer_id → the transactional.id that owns it, best match first (classify.Owner): the current
-    owner, else a KIP-890 rollover's, else the one that owned it when it was tombstoned or went Dead; two
-    records claiming one id: the later record of a partition (offsets, never clocks)."""
+    """producer_id → the transactional.id that owns it, best match first (classify.Owner): the id whose current
+    producer id it is, else one whose Prepare* record names it as the next (KIP-890 rollover; it owns nothing
+    yet), else the one that owned it when it was tombstoned or went Dead; two records claiming one id: the
+    later record of a partition (offsets, never clocks). A previous producer id owns nothing: the coordinator
+    writes every marker with the current one (``TransactionMarkerChannelManager.addTxnMarkersToSend``)."""
     dead = pc.equal(state.column("state"), TransactionState.DEAD.kafka_name)
     live = pc.and_(pc.invert(state.column("is_tombstoned")), pc.invert(pc.fill_null(dead, False)))
     live = _true(live)
     parts = []
     for rows, pid_column, rank, match in (
         (state.filter(live), "producer_id", 0, classify.Owner.CURRENT),
-        (state.filter(live), "previous_producer_id", 1, classify.Owner.ROLLOVER),
-        (state.filter(live), "next_producer_id", 1, classify.Owner.ROLLOVER),
+        (state.filter(live), "next_producer_id", 1, classify.Owner.NEXT),
         (state.filter(pc.invert(live)), "producer_id", 2, classify.Owner.EXPIRED),
     ):
         if rank == 1:
