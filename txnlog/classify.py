@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txnlog.kafka.wire import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     LATE_TRANSACTION_BUFFER_MS,
     TWO_PHASE_COMMIT_TIMEOUT_MS,
@@ -120,6 +121,8 @@ class Thresholds:
     txn_state_partitions: int = 50
     #: the brokers' producer.id.expiration.ms: producers idle longer (and with nothing open) have no state
     producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
+    #: the brokers' producer.id.expiration.check.interval.ms: how often a running leader removes those
+    producer_id_expiration_check_interval_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS
 
 
 def abort_command(bootstrap: str | None, topic: str, partition: int, start_offset: int) -> str:

@@ -672,9 +672,11 @@ def intermediates(
     records_reduced: bool,
     scratch: str,
     fragment_partitions: frozenset[tuple[str, int]] | None = None,
+    expiry_gap_ms: int | None = None,
 ) -> Intermediates:
     """The run's :class:`Intermediates`: partition stats, transactions with their LSO lag and owners, health,
-    the coordinator's state and owners, the leaders' producer state."""
+    the coordinator's state and owners, the leaders' producer state (``expiry_gap_ms``:
+    txnlog.rules.producers.producers_of_summary)."""
     from txnlog.rules.producers import KINDS as PRODUCER_KINDS
     from txnlog.rules.producers import SUMMARY_COLUMNS as PRODUCER_SUMMARY_COLUMNS
     from txnlog.rules.producers import producers_of_summary
@@ -695,7 +697,7 @@ def intermediates(
     txns = _join(txns, owners.rename_columns(["producer_id", *owners.column_names[1:]]), ["producer_id"])
     rows = _kind(summary, *PRODUCER_KINDS).select(list(PRODUCER_SUMMARY_COLUMNS))
     rows = rows.filter(pc.and_(pc.is_valid(rows.column("topic")), pc.is_valid(rows.column("partition"))))
-    producers = producers_of_summary(rows, checkpoints_of(checkpoints))
+    producers = producers_of_summary(rows, checkpoints_of(checkpoints), expiry_gap_ms=expiry_gap_ms)
     partitions = frozenset(
         f"{t}-{p}"
         for t, p in zip(pstats.column("topic").to_pylist(), pstats.column("partition").to_pylist(), strict=True)
@@ -984,6 +986,7 @@ def build(
     it = intermediates(
         summary, records, as_of_ms=thresholds.as_of_ms, checkpoints=checkpoints, fragments=fragments,
         records_reduced=records_reduced, scratch=scratch, fragment_partitions=fragment_partitions,
+        expiry_gap_ms=thresholds.producer_id_expiration_ms + thresholds.producer_id_expiration_check_interval_ms,
     )  # fmt: skip
     verdicts = classified(candidates(it, thresholds), thresholds, damage(summary, records))
     sources = it.health.select([*TP, "source"]).cast(staged.SOURCES_SCHEMA)
