@@ -941,6 +941,7 @@ def _thresholds(config: Config, inputs: Inputs, decoded: Decoded, as_of: datetim
         txn_state_partitions=config.transaction_state_partitions,
         bootstrap_servers=config.bootstrap_servers,
         producer_id_expiration_ms=config.producer_id_expiration_ms,
+        producer_id_expiration_check_interval_ms=config.producer_id_expiration_check_interval_ms,
     )
 
 
