@@ -142,9 +142,21 @@ class KafkaBroker:
         _RUNNING.add(self)
         return self
 
+    def cpu_seconds(self) -> float | None:
+        """The broker JVM's CPU time so far (user + system), None when it does not run."""
+        pid = self.pid
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self, timeout: float = 60) -> int:
         """Clean shutdown (SIGTERM, waits): 0, or 3 when the script had to SIGKILL the broker."""
         _RUNNING.discard(self)
+        cpu = self.cpu_seconds()
+        if cpu is not None:
+            self.transcript.append(f"broker pid {self.pid}: {cpu:.1f} s of CPU before the stop")
         try:
             return self._run(["stop", str(self.workdir), "--timeout", str(int(timeout))], timeout + 30).returncode
         except BrokerUnavailable:

@@ -6,14 +6,18 @@ confluent-kafka producers: committed (gzip) and aborted transactions on ``orders
 transactions on ``orders-1`` over several segments; a producer SIGKILLed mid-transaction, left open on
 ``orders-1`` and ``orders-2``; and a hanging transaction no coordinator owns on ``orders-0``
 (tests/live/orphan.py). The live answers are taken (DescribeProducers, ListOffsets read_committed,
-find-hanging an hour ahead), the broker is stopped cleanly, and its log dir (``__transaction_state`` with one
-partition, as ``transaction.state.log.num.partitions=1`` makes it) is copied and read offline with the
-job's ``logs`` and ``transaction_state_partitions: 1`` - the cluster's setting.
+find-hanging an hour ahead). Its log dir (``__transaction_state`` with one partition, as
+``transaction.state.log.num.partitions=1`` makes it) is copied twice, while it runs (once the high watermarks are
+checkpointed: no ``.kafka_cleanshutdown``) and after a clean stop, and each copy is read offline by its own
+run of the job, with ``logs`` and ``transaction_state_partitions: 1`` - the cluster's setting. No client writes
+between the live answers and the copies, so for both copies:
 
 * findings (verdict, reason, start offset) = find-hanging's on the live broker;
 * partition_health LSO / log end = ListOffsets' LSO / high watermark = ``oracle load-partition``'s;
 * producer_state (id, epoch, last sequence and timestamp, coordinator epoch, open transaction's first offset)
-  = DescribeProducers' = Kafka's loaded producer state.
+  = DescribeProducers' = Kafka's loaded producer state
+
+(Kafka's load: ``load-partition`` of the clean copy, the broker as restarted on it.)
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -117,7 +122,8 @@ def scenario(spark, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     if reason:
         pytest.skip(reason)
     work = tmp_path_factory.mktemp("broker-logdir")
-    broker = start_or_skip(KafkaBroker(work / "broker", configs=[*SESSION_CONFIGS, "log.segment.bytes=16384"]))
+    configs = [*SESSION_CONFIGS, "log.segment.bytes=16384", "replica.high.watermark.checkpoint.interval.ms=1000"]
+    broker = start_or_skip(KafkaBroker(work / "broker", configs=configs))
     try:
         b = broker.bootstrap
         _create_topic(b, TOPIC, PARTITIONS)
@@ -137,6 +143,9 @@ def scenario(spark, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         finally:
             admin.close()
         offsets = {o["partition"]: o for o in live.partition_offsets(b, {}, tps)}
+        # the copy of the running broker, once its high watermarks are checkpointed (every second here)
+        time.sleep(2)
+        _copy_running(broker.log_dir, work / "logs-running" / "broker-1")
     finally:
         assert broker.stop() == 0, broker.report()  # a clean shutdown
     assert (broker.log_dir / ".kafka_cleanshutdown").exists()
@@ -146,10 +155,13 @@ def scenario(spark, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from tests.oracle.test_coordinator import run_txnlog
 
     run_txnlog(spark, out, as_of=as_of, cluster=CLUSTER, logs=[str(logs)], transaction_state_partitions=1)
+    running = [str(work / "logs-running")]
+    run_txnlog(spark, work / "out-running", as_of=as_of, cluster=CLUSTER, logs=running, transaction_state_partitions=1)
     dirs = [logs / "broker-1" / f"{TOPIC}-{p}" for p in range(PARTITIONS)]
     loaded = dict(enumerate(oracle.load_partitions(dirs, "--now", str(as_of))))
+    assert not (work / "logs-running" / "broker-1" / ".kafka_cleanshutdown").exists()
     return {
-        "out": out,
+        "out": {"clean": out, "running": work / "out-running"},
         "as_of": as_of,
         "found": found,
         "producers": producers,
@@ -161,10 +173,22 @@ def scenario(spark, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     }
 
 
-def _rows(scenario: dict[str, Any], table: str) -> list[dict[str, Any]]:
+def _copy_running(src: Path, dst: Path) -> None:
+    """Copy a running broker's log dir: a file the broker replaces meanwhile (a checkpoint's ``.tmp``) is skipped."""
+
+    def copy(a: str, b: str) -> None:
+        try:
+            shutil.copy2(a, b)
+        except FileNotFoundError:
+            pass
+
+    shutil.copytree(src, dst, copy_function=copy)
+
+
+def _rows(scenario: dict[str, Any], table: str, copy: str) -> list[dict[str, Any]]:
     from tests.e2e.truth import rows
 
-    return [r for r in rows(str(scenario["out"]), table, cluster=CLUSTER) if r["topic"] == TOPIC]
+    return [r for r in rows(str(scenario["out"][copy]), table, cluster=CLUSTER) if r["topic"] == TOPIC]
 
 
 def test_the_scenario_is_what_was_written(scenario) -> None:
@@ -186,14 +210,23 @@ def test_the_scenario_is_what_was_written(scenario) -> None:
     }
 
 
-def test_findings_offline_equal_live(scenario) -> None:
+COPIES = ["clean", "running"]
+
+
+@pytest.mark.parametrize("copy", COPIES)
+def test_findings_offline_equal_live(scenario, copy: str) -> None:
     live_found = {(f["partition"], f["start_offset"]): (f["verdict"], f["reason"]) for f in scenario["found"]}
-    offline = {(f["partition"], f["start_offset"]): (f["verdict"], f["reason"]) for f in _rows(scenario, "findings")}
+    offline = {
+        (f["partition"], f["start_offset"]): (f["verdict"], f["reason"]) for f in _rows(scenario, "findings", copy)
+    }
     assert offline == live_found
 
 
-def test_partition_health_offline_equals_live_and_kafka(scenario) -> None:
-    health = {r["partition"]: r for r in _rows(scenario, "partition_health")}
+@pytest.mark.parametrize("copy", COPIES)
+def test_partition_health_offline_equals_live_and_kafka(scenario, copy: str) -> None:
+    """Kafka's load of the clean copy is the restarted broker's answer, the same as the live one here: the
+    high watermark is the log end (one replica), so no transaction is cut off by it."""
+    health = {r["partition"]: r for r in _rows(scenario, "partition_health", copy)}
     assert sorted(health) == list(range(PARTITIONS))
     for p in range(PARTITIONS):
         h, o, k = health[p], scenario["offsets"][p], scenario["loaded"][p]
@@ -203,11 +236,12 @@ def test_partition_health_offline_equals_live_and_kafka(scenario) -> None:
         assert h["open_transactions"] == sum(x["currentTxnStartOffset"] >= 0 for x in k["producers"]) == 1
 
 
-def test_producer_state_offline_equals_describe_producers_and_kafka(scenario) -> None:
+@pytest.mark.parametrize("copy", COPIES)
+def test_producer_state_offline_equals_describe_producers_and_kafka(scenario, copy: str) -> None:
     for p in range(PARTITIONS):
         offline = sorted(
             _producer_key({**r, "ts": r["last_timestamp_ms"], "start": r["current_txn_start_offset"]})
-            for r in _rows(scenario, "producer_state")
+            for r in _rows(scenario, "producer_state", copy)
             if r["partition"] == p
         )
         described = sorted(
