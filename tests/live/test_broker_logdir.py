@@ -8,9 +8,11 @@ transactions on ``orders-1`` over several segments; a producer SIGKILLed mid-tra
 (tests/live/orphan.py). The live answers are taken (DescribeProducers, ListOffsets read_committed,
 find-hanging an hour ahead). Its log dir (``__transaction_state`` with one partition, as
 ``transaction.state.log.num.partitions=1`` makes it) is copied twice, while it runs (once the high watermarks are
-checkpointed: no ``.kafka_cleanshutdown``) and after a clean stop, and each copy is read offline by its own
-run of the job, with ``logs`` and ``transaction_state_partitions: 1`` - the cluster's setting. No client writes
-between the live answers and the copies, so for both copies:
+checkpointed: no ``.kafka_cleanshutdown``) and after a clean stop; the broker is restarted on it, answers
+again, is SIGKILLed (a third copy, of the crashed log dir), restarted and answers again. Each copy is read
+offline by its own run of the job, with ``logs`` and ``transaction_state_partitions: 1`` - the cluster's setting. No client writes
+between the live answers and the copies, the restarted broker answers what it answered before, and for every
+copy:
 
 * findings (verdict, reason, start offset) = find-hanging's on the live broker;
 * partition_health LSO / log end = ListOffsets' LSO / high watermark = ``oracle load-partition``'s;
@@ -133,16 +135,8 @@ def scenario(spark, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         killed = _kill_mid_transaction(b)
         orphan = init_producer_id(b)
         orphan_start = produce_transactional(b, orphan, TOPIC, 0, [b"o-1", b"o-2"])
-        now_ms = int(time.time() * 1000)
-        as_of = now_ms + AHEAD_MS
-        tps = [(TOPIC, p) for p in range(PARTITIONS)]
-        admin = live.admin_client(b)
-        try:
-            found = live.find_hanging_live(admin, tps, bootstrap=b, now_ms=as_of)
-            producers = live.describe_producers(admin, TOPIC, list(range(PARTITIONS)))
-        finally:
-            admin.close()
-        offsets = {o["partition"]: o for o in live.partition_offsets(b, {}, tps)}
+        as_of = int(time.time() * 1000) + AHEAD_MS
+        answers = {"live": _answers(b, as_of)}
         # the copy of the running broker, once its high watermarks are checkpointed (every second here)
         time.sleep(2)
         _copy_running(broker.log_dir, work / "logs-running" / "broker-1")
@@ -151,26 +145,58 @@ def scenario(spark, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     assert (broker.log_dir / ".kafka_cleanshutdown").exists()
     logs = work / "logs"
     shutil.copytree(broker.log_dir, logs / "broker-1")
+    # a restart on the clean log dir, then a SIGKILL (a crash: no clean-shutdown marker) and a restart again
+    try:
+        answers["after clean restart"] = _answers(broker.start().bootstrap, as_of)
+        broker.kill()
+        assert not (broker.log_dir / ".kafka_cleanshutdown").exists()
+        shutil.copytree(broker.log_dir, work / "logs-crashed" / "broker-1")
+        answers["after crash restart"] = _answers(broker.start().bootstrap, as_of)
+    finally:
+        assert broker.stop() == 0, broker.report()
     out = work / "out"
     from tests.oracle.test_coordinator import run_txnlog
 
     run_txnlog(spark, out, as_of=as_of, cluster=CLUSTER, logs=[str(logs)], transaction_state_partitions=1)
-    running = [str(work / "logs-running")]
-    run_txnlog(spark, work / "out-running", as_of=as_of, cluster=CLUSTER, logs=running, transaction_state_partitions=1)
+    for copy in ("running", "crashed"):
+        logs_copy = [str(work / f"logs-{copy}")]
+        run_txnlog(
+            spark, work / f"out-{copy}", as_of=as_of, cluster=CLUSTER, logs=logs_copy, transaction_state_partitions=1
+        )
     dirs = [logs / "broker-1" / f"{TOPIC}-{p}" for p in range(PARTITIONS)]
     loaded = dict(enumerate(oracle.load_partitions(dirs, "--now", str(as_of))))
     assert not (work / "logs-running" / "broker-1" / ".kafka_cleanshutdown").exists()
     return {
-        "out": {"clean": out, "running": work / "out-running"},
+        "out": {"clean": out, "running": work / "out-running", "crashed": work / "out-crashed"},
         "as_of": as_of,
-        "found": found,
-        "producers": producers,
-        "offsets": offsets,
+        "answers": answers,
+        **answers["live"],
         "loaded": loaded,
         "killed": killed,
         "orphan": (orphan, orphan_start),
         "segments": {p: len(list(d.glob("*.log"))) for p, d in enumerate(dirs)},
     }
+
+
+def _answers(bootstrap: str, as_of: int) -> dict[str, Any]:
+    """find-hanging at ``as_of``, DescribeProducers and ListOffsets, asked of the broker now; right after a start
+    the coordinator may still be loading (COORDINATOR_LOAD_IN_PROGRESS): asked again for up to 60 s."""
+    tps = [(TOPIC, p) for p in range(PARTITIONS)]
+    deadline = time.monotonic() + 60
+    while True:
+        admin = live.admin_client(bootstrap)
+        try:
+            return {
+                "found": live.find_hanging_live(admin, tps, bootstrap=bootstrap, now_ms=as_of),
+                "producers": live.describe_producers(admin, TOPIC, list(range(PARTITIONS))),
+                "offsets": {o["partition"]: o for o in live.partition_offsets(bootstrap, {}, tps)},
+            }
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+        finally:
+            admin.close()
 
 
 def _copy_running(src: Path, dst: Path) -> None:
@@ -210,7 +236,23 @@ def test_the_scenario_is_what_was_written(scenario) -> None:
     }
 
 
-COPIES = ["clean", "running"]
+COPIES = ["clean", "running", "crashed"]
+
+
+@pytest.mark.parametrize("restart", ["after clean restart", "after crash restart"])
+def test_a_restarted_broker_serves_what_it_served(scenario, restart: str) -> None:
+    """What the broker answers after a restart on its log dir (the clean one, then after a SIGKILL) is what it
+    answered before: the copies' offline answers stand for both."""
+    before, after = scenario["answers"]["live"], scenario["answers"][restart]
+
+    def key(a: dict[str, Any]) -> tuple:
+        return (
+            sorted((f["partition"], f["start_offset"], f["verdict"], f["reason"]) for f in a["found"]),
+            sorted(tuple(sorted(p.items())) for p in a["producers"]),
+            a["offsets"],
+        )
+
+    assert key(after) == key(before)
 
 
 @pytest.mark.parametrize("copy", COPIES)
