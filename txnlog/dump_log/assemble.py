@@ -39,8 +39,8 @@ def _first(table: pa.Table, name: str) -> Any:
 def _valid(table: pa.Table, unknown: bool = False) -> np.ndarray:
     """Per line: a batch line the segment reader would read (``isvalid: true``, magic 2); ``unknown`` where the
     line says neither."""
-    magic = _np(table, "magic", np.int32, 2)
-    return _np(table, "crc_valid", bool, unknown) & (magic == 2)
+    valid = _np(table, "crc_valid", bool, unknown)
+    return valid & (_np(table, "magic", np.int32, 2) == 2) if "magic" in table.column_names else valid
 
 
 def damage_rows(
