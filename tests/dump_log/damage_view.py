@@ -48,11 +48,25 @@ def quarantine_rows(tables: Tables) -> set[tuple]:
     }
 
 
+def safety(tables: Tables, finding: dict[str, Any]) -> str | None:
+    """A finding's abort safety (its ``abort_recommendations`` row's; None: no abort recommended)."""
+    key = (finding["topic"], finding["partition"], finding["producer_id"], finding["start_offset"])
+    by_key = {
+        (r["topic"], r["partition"], r["producer_id"], r["start_offset"]): r for r in tables["abort_recommendations"]
+    }
+    return by_key[key]["safety"] if key in by_key else None
+
+
+def safety_by_id(tables: Tables, topic: str) -> dict[str, str | None]:
+    """The abort safety of each finding on ``topic``, by transactional.id."""
+    return {f["transactional_id"]: safety(tables, f) for f in tables["findings"] if f["topic"] == topic}
+
+
 def finding_damage(tables: Tables) -> dict[tuple, tuple]:
     """Per finding (topic, partition, producer id, start offset, reason): its safety and its evidence's regions."""
     return {
         (f["topic"], f["partition"], f["producer_id"], f["start_offset"], f["reason"]): (
-            f["safety"],
+            safety(tables, f),
             tuple(damage_clauses(f["evidence"])),
         )
         for f in tables["findings"]

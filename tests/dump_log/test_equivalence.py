@@ -42,7 +42,14 @@ from typing import Any
 
 import pytest
 
-from tests.dump_log.damage_view import UNBOUNDED_AFTER, assert_damage_equal, damage_clauses, dump_lines, without_regions
+from tests.dump_log.damage_view import (
+    UNBOUNDED_AFTER,
+    assert_damage_equal,
+    damage_clauses,
+    dump_lines,
+    safety_by_id,
+    without_regions,
+)
 from txnlog.kafka.dump_log_text import render_dump
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1800)]
@@ -518,11 +525,12 @@ def test_damage_is_bounded_as_in_the_log_files(runs, scenario, variant) -> None:
     unbounded = _unbounded(seg)
     assert_damage_equal(seg, dump, unbounded)
     if scenario == "damage_around_transactions":
-        safety = {f["transactional_id"]: f["safety"] for f in dump["findings"] if f["topic"] == "ledger"}
-        assert safety == {"ledger-before": "SAFE", "ledger-inside": "VERIFY_FIRST", "ledger-after": "VERIFY_FIRST"}
-    # the dump line each region came from: the batch line that printed isvalid: false
-    lines = [line for f in dump["findings"] for line in dump_lines(f["evidence"])]
-    assert lines and any(re.search(r"dump\.txt:\d+: baseOffset: \d+ .* isvalid: false$", str(x)) for x in lines)
+        want = {"ledger-before": "SAFE", "ledger-inside": "VERIFY_FIRST", "ledger-after": "VERIFY_FIRST"}
+        assert safety_by_id(seg, "ledger") == want and safety_by_id(dump, "ledger") == want
+    # the dump line each region came from: the batch line that printed isvalid: false, the invalid bytes' line
+    lines = [str(line) for f in dump["findings"] for line in dump_lines(f["evidence"])]
+    shown = r"baseOffset: \d+ .* isvalid: false$" if scenario == "damage_around_transactions" else "invalid bytes"
+    assert lines and any(re.search(r"dump\.txt:\d+: " + shown, line) for line in lines), lines
     if variant.shows_markers:  # the whole evidence too, where the dump shows what the files show
         by_key = lambda t: {  # noqa: E731
             (f["topic"], f["partition"], f["producer_id"], f["start_offset"]): without_regions(f["evidence"])
