@@ -14,7 +14,11 @@ point on, always the active one), it truncates the log at the first invalid batc
 everything after it.
 
 Two steps, one function each: :func:`region_offsets` at decode time, where a file's valid batches are at
-hand, and :func:`ranges` over the decoded rows, where the segments of every replica are.
+hand, and :func:`ranges` over the decoded rows, where the segments of every replica are. A segment given as
+kafka-dump-log.sh text is bounded by the same :func:`region_offsets`, over the batches the dump prints valid
+(txnlog.dump_log.assemble); where the tool stopped or printed invalid bytes at the end, no batch bounds the
+region after, as in a file. :func:`region_source` says, for the evidence, how each region was bounded and, for
+a dump, the line that showed it.
 """
 
 from __future__ import annotations
