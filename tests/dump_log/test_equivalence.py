@@ -529,7 +529,11 @@ def test_damage_is_bounded_as_in_the_log_files(runs, scenario, variant) -> None:
         assert safety_by_id(seg, "ledger") == want and safety_by_id(dump, "ledger") == want
     # the dump line each region came from: the batch line that printed isvalid: false, the invalid bytes' line
     lines = [str(line) for f in dump["findings"] for line in dump_lines(f["evidence"])]
-    shown = r"baseOffset: \d+ .* isvalid: false$" if scenario == "damage_around_transactions" else "invalid bytes"
+    shown = (
+        r"baseOffset: \d+ .* isvalid: false$"
+        if scenario == "damage_around_transactions"
+        else r"Found \d+ invalid bytes"
+    )
     assert lines and any(re.search(r"dump\.txt:\d+: " + shown, line) for line in lines), lines
     if variant.shows_markers:  # the whole evidence too, where the dump shows what the files show
         by_key = lambda t: {  # noqa: E731
