@@ -63,7 +63,7 @@ class Costs:
     #: Per file read (a segment or a producer snapshot), besides its bytes: in the driver, the Python work of a
     #: file holds the GIL, so its threads do it one at a time; Spark's tasks are processes and share it out over
     #: the cores (the small-segments mix, benchmarks/RESULTS.md "Many small segments").
-    driver_s_per_file: float = 0.00065
+    driver_s_per_file: float = 0.0004
     task_s_per_file: float = 0.00012
 
     def driver_s_per_gib(self, threads: int) -> float:
