@@ -919,7 +919,8 @@ def placement_of(config: Config, inputs: Inputs, spark: SparkSession | None = No
             cores = int(spark.sparkContext.defaultParallelism)
         except Exception:  # a session without a SparkContext here (Spark Connect): the config's master
             pass
-    return Placement.for_input(inputs.bytes, config.driver_max_bytes, live=bool(inputs.live), cores=cores)
+    files = len(inputs.inventory.segments) + len(inputs.inventory.snapshots) + len(inputs.inventory.txn_state_segments)
+    return Placement.for_input(inputs.bytes, config.driver_max_bytes, live=bool(inputs.live), cores=cores, files=files)
 
 
 def runs_without_spark(config: Config, inputs: Inputs) -> bool:
