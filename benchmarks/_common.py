@@ -81,7 +81,9 @@ def dataset(name: str, data_dir: Path, *, log=print, mix: str = "bulk", **kwargs
     ``mix="bulk"``: ``txnlog.brokerlog.scenarios.bulk(**kwargs)`` (few, large transactions);
     ``mix="dense"``: ``txnlog.brokerlog.dense.dense(**kwargs)`` (Kafka Streams exactly-once: ~400,000
     transactions per GiB over 685 partitions; its ground truth keeps every transaction in
-    ``transactions.npz`` next to ``ground-truth.json``).
+    ``transactions.npz`` next to ``ground-truth.json``); ``mix="small"``:
+    ``txnlog.brokerlog.dense.small_segments(**kwargs)`` (the same traffic over many partitions of small
+    segments beside a few hot ones).
     """
     root = data_dir / name
     stamp = root / "bench-params.json"
@@ -89,7 +91,7 @@ def dataset(name: str, data_dir: Path, *, log=print, mix: str = "bulk", **kwargs
     params = {"scenario": mix, **kwargs}
     if stamp.exists() and truth.exists():
         try:
-            if json.loads(stamp.read_text()) == params:
+            if json.loads(stamp.read_text()) == json.loads(json.dumps(params)):  # tuples as lists
                 return DataSet(name, root, params, truth, None)
         except ValueError:
             pass
@@ -97,13 +99,16 @@ def dataset(name: str, data_dir: Path, *, log=print, mix: str = "bulk", **kwargs
         from txnlog.brokerlog.scenarios import bulk as writer
     elif mix == "dense":
         from txnlog.brokerlog.dense import dense as writer
+    elif mix == "small":
+        from txnlog.brokerlog.dense import small_segments as writer
     else:
-        raise ValueError(f"unknown mix {mix!r} (bulk or dense)")
+        raise ValueError(f"unknown mix {mix!r} (bulk, dense or small)")
 
     if root.exists():
         shutil.rmtree(root)
     root.parent.mkdir(parents=True, exist_ok=True)
-    log(f"writing data set {name} ({mix}, {fmt_size(kwargs['total_bytes'])}) to {root} ...")
+    size = f", {fmt_size(kwargs['total_bytes'])}" if "total_bytes" in kwargs else ""
+    log(f"writing data set {name} ({mix}{size}) to {root} ...")
     t = time.perf_counter()
     result = writer(root, **kwargs)
     result.write_json(truth)

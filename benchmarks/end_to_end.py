@@ -14,6 +14,9 @@ with ground truth:
   written by every producer in every round (~2 KiB batches): ~55 % of the data bytes in 256 MiB segments
   with their ``.index`` files, as transaction-dense as the rest; the partition the job splits at its
   index (``benchmarks/hot_partition.py`` compares that with the same bytes read whole).
+* ``--mix small``: ``txnlog.brokerlog.dense.small_segments()``: a real cluster's shape, half the bytes in
+  ~790 partitions per GiB of 1-4 small segments (16 KiB-1 MiB) each with their indexes, half in one hot
+  partition per GiB of 256 MiB segments; the same traffic as the dense mix: the cost per file.
 * ``--mix both`` (the default): bulk, then dense, each with its own table.
 
 Each repeat runs, per size, in a rotating order:
@@ -914,9 +917,41 @@ def hot_dataset(size_gib: float, data_dir: Path, log) -> Any:
     )
 
 
+#: the small-segments mix: half the bytes in small partitions (1-4 segments of 16 KiB-1 MiB each: ~680 KB a
+#: partition on average, so ~790 partitions per GiB of the mix), half in hot ones of 256 MiB segments (one per GiB)
+SMALL_SEGMENTS = (1, 4)
+SMALL_SEGMENT_BYTES = (16 * 1024, 1 * MiB)
+SMALL_HOT_FRACTION = 0.5
+
+
+def small_dataset(size_gib: float, data_dir: Path, log) -> Any:
+    """The small-segments mix (``txnlog.brokerlog.dense.small_segments``) of about ``size_gib``: a real cluster's
+    shape, many quiet partitions with 1-4 small segments each and their indexes, beside a few hot partitions
+    (one per GiB) in 256 MiB segments holding half the bytes."""
+    from txnlog.brokerlog.dense import small_partitions_for
+
+    hot = max(1, int(round(size_gib)))
+    hot_bytes = int(size_gib * GiB * SMALL_HOT_FRACTION / hot)
+    partitions = small_partitions_for(size_gib * GiB * (1 - SMALL_HOT_FRACTION), SMALL_SEGMENTS, SMALL_SEGMENT_BYTES)
+    return dataset(
+        f"e2e-small-{size_gib:g}GiB",
+        data_dir,
+        log=log,
+        mix="small",
+        partitions=partitions,
+        segments=SMALL_SEGMENTS,
+        segment_bytes=SMALL_SEGMENT_BYTES,
+        hot_partitions=hot,
+        hot_bytes=hot_bytes,
+        hot_segment_bytes=HOT_SEGMENT_BYTES,
+    )
+
+
 def mix_dataset(mix: str, size_gib: float, args: argparse.Namespace, log) -> Any:
     if mix == "hot":
         return hot_dataset(size_gib, args.data_dir, log)
+    if mix == "small":
+        return small_dataset(size_gib, args.data_dir, log)
     if mix == "dense":
         return dataset(
             f"e2e-dense-{size_gib:g}GiB",
@@ -1384,11 +1419,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
         "--mix",
-        choices=("dense", "bulk", "hot", "both"),
+        choices=("dense", "bulk", "hot", "small", "both"),
         default="both",
         help="input mix: dense (Kafka Streams exactly-once, ~400,000 transactions/GiB over 685 partitions), "
         "bulk (few large transactions), hot (the dense mix plus one partition holding ~55 %% of the bytes in "
-        "indexed 256 MiB segments, as transaction-dense), or both (bulk, then dense; default both)",
+        "indexed 256 MiB segments, as transaction-dense), small (half the bytes in ~790 partitions per GiB of 1-4 "
+        "small segments each, half in hot partitions: the cost per file), or both (bulk, then dense; default both)",
     )
     p.add_argument(
         "--sizes",

@@ -22,6 +22,7 @@ SINGLE_PURPOSE = {
     "ongoing_within_timeout": set(),
     "tv2_rollover": set(),
     "no_transactional_id": {"NO_TRANSACTIONAL_ID"},
+    "rolled_over_producer_id": {"NO_TRANSACTIONAL_ID", "COORDINATOR_TIMEOUT_OVERDUE"},
     "transactional_id_expired": {"TRANSACTIONAL_ID_EXPIRED"},
     "coordinator_completed": {"COORDINATOR_COMPLETED"},
     "partition_not_in_transaction": {"PARTITION_NOT_IN_TRANSACTION"},

@@ -50,12 +50,14 @@ CASES = [
         "COORDINATOR_COMPLETED",
         "SAFE",
     ),
+    # the next producer id of a rollover under way owns nothing yet; a batch of it means the copy of
+    # __transaction_state is older than the record that made it the id's
     (
-        "complete-commit-rollover",
-        {"owner_match": C.Owner.ROLLOVER, "owner_state": "CompleteCommit", "owner_partitions": []},
+        "next-producer-id-of-a-prepare",
+        {"owner_match": C.Owner.NEXT, "owner_state": "PrepareCommit"},
         "HANGING",
-        "COORDINATOR_COMPLETED",
-        "SAFE",
+        "NO_TRANSACTIONAL_ID",
+        "VERIFY_FIRST",
     ),
     ("other-partition", {"owner_partitions": ["orders-4"]}, "HANGING", "PARTITION_NOT_IN_TRANSACTION", "SAFE"),
     ("prepare-commit", {"owner_state": "PrepareCommit"}, "LATE", "MARKERS_PENDING", None),
@@ -199,3 +201,29 @@ def test_has_late_transaction_is_past_max_timeout_plus_the_buffer() -> None:
     limit = 900_000 + C.LATE_TRANSACTION_BUFFER_MS
     idle = pa.array([None, limit - 1, limit, limit + 1], pa.int64())
     assert C.has_late_transaction(idle, 900_000).to_pylist() == [None, False, False, True]
+
+
+def test_only_the_current_producer_id_owns_a_transaction():
+    """The record a KIP-890 rollover completes with names the old producer id as the previous one, and a record
+    in Prepare* names the new one as the next: neither is the id's producer id for its markers
+    (``TransactionMarkerChannelManager.addTxnMarkersToSend`` sends ``txnMetadata.producerId``), so neither owns
+    an open transaction; a batch of the next one is NO_TRANSACTIONAL_ID, VERIFY_FIRST (README, "How txnlog
+    decides")."""
+    from txnlog.rules.tables import producer_owners
+
+    def record(tid, state, pid, previous, next_pid, partitions, offset):
+        return {
+            "transactional_id": tid, "state": state, "partitions": partitions, "timeout_ms": 60_000,
+            "txn_start_timestamp": 0, "last_update_timestamp": 0, "coordinator_partition": 7,
+            "coordinator_epoch": 0, "producer_id": pid, "record_offset": offset, "is_tombstoned": False,
+            "previous_producer_id": previous, "next_producer_id": next_pid,
+        }  # fmt: skip
+
+    state = pa.Table.from_pylist(
+        [
+            record("fx-ledger", "CompleteCommit", 39005, 39004, -1, [], 10),  # rolled over from 39004
+            record("fx-rates", "PrepareCommit", 5000, 5000, 5001, ["orders-3"], 11),  # rolling over to 5001
+        ]
+    )
+    owners = {r["pid"]: (r["transactional_id"], r["owner_match"]) for r in producer_owners(state).to_pylist()}
+    assert owners == {39005: ("fx-ledger", "current"), 5000: ("fx-rates", "current"), 5001: ("fx-rates", "next")}

@@ -30,7 +30,7 @@ CONTRACT = {
     InputSource: ["segments", "dump_log", "live_log", "live"],
     Outcome: ["COMMIT", "ABORT", "OPEN", "UNKNOWN"],
     # not an output column, but the Spark steps and classify.verdicts meet on these values
-    Owner: ["current", "rollover", "expired", "none"],
+    Owner: ["current", "next", "expired", "none"],
 }
 
 

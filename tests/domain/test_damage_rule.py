@@ -8,7 +8,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from txnlog.rules.damage import ranges, region_offsets
+from txnlog.rules.damage import ranges, region_offsets, region_source
 
 
 @st.composite
@@ -72,7 +72,37 @@ def test_ranges_fall_back_to_the_segment_bounds_and_ignore_row_order():
             },  # the log's tail
         ]
     )
-    want = {("t", 0): ((10, 20, "a.log"), (100, 151, "b.log"), (180, 200, "b.log"), (250, None, "c.log"))}
+    want = {
+        ("t", 0): tuple(
+            sorted(
+                [
+                    (10, 20, region_source("a.log", True, True)),
+                    (100, 151, region_source("b.log", False, True)),
+                    (180, 200, region_source("b.log", True, False)),
+                    (250, None, region_source("c.log", True, False)),
+                ],
+                key=repr,
+            )
+        )
+    }
     assert ranges(segments, quarantined) == want
     reversed_rows = [quarantined.num_rows - 1 - i for i in range(quarantined.num_rows)]
     assert ranges(segments.take([2, 0, 1]), quarantined.take(reversed_rows)) == want
+    assert "bounded by the valid batches either side" in want[("t", 0)][0][2]
+
+
+def test_a_dumped_region_names_the_dump_line_it_came_from():
+    """A region read from kafka-dump-log.sh text is labelled with the dump line that showed it (its
+    ``detail``), bounded by the same rule; a region of the log files names its file only."""
+    replica = {"broker": "b1", "topic": "t", "partition": 0, "file_offset": 0, "first_offset": 10, "last_offset": 14}
+    line = "b1.txt:57: baseOffset: 10 lastOffset: 14 count: 5 ... isvalid: false"
+    rows = [
+        {**replica, "file": "/var/lib/kafka/data/t-0/0.log", "detail": line, "input": "dump_log"},
+        {**replica, "file": "/copy/b1/t-0/0.log", "detail": "crc mismatch", "input": "segments"},
+    ]
+    segments = pa.Table.from_pylist([{k: replica[k] for k in ("broker", "topic", "partition", "file_offset")}])
+    got = {r[2] for r in ranges(segments, pa.Table.from_pylist(rows))[("t", 0)]}
+    assert got == {
+        "/var/lib/kafka/data/t-0/0.log (bounded by the valid batches either side; " + line + ")",
+        "/copy/b1/t-0/0.log (bounded by the valid batches either side)",
+    }

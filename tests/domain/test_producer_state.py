@@ -64,14 +64,27 @@ class Batch:
     delta: int = 0  # last offset delta
     timestamp: int = 0  # data: maxTimestamp; marker: the control record's timestamp
     coordinator_epoch: int = -1
+    transactional: bool = False  # a data batch's isTransactional
 
 
-def model(batches: list[Batch], start: dict[int, dict[str, int]] | None = None) -> dict[int, dict[str, int]]:
-    """The broker's producer state after ``batches`` (offset order), from ``start`` (a loaded snapshot)."""
+def model(
+    batches: list[Batch], start: dict[int, dict[str, int]] | None = None, expiry_gap_ms: int | None = None
+) -> dict[int, dict[str, int]]:
+    """The broker's producer state after ``batches`` (offset order), from ``start`` (a loaded snapshot); with
+    ``expiry_gap_ms``, the leader's periodic check (ProducerStateManager.removeExpiredProducers) removed a
+    producer with nothing open idle that long before its next batch."""
     state = {pid: dict(s) for pid, s in (start or {}).items()}
+    open_txn: set[int] = set()
     for b in batches:
         if b.pid < 0 or b.kind == "empty-control":  # no producer id / a cleaned control batch: nothing
             continue
+        last = state.get(b.pid)
+        if expiry_gap_ms is not None and last and b.pid not in open_txn and b.timestamp - last["ts"] >= expiry_gap_ms:
+            del state[b.pid]  # ProducerStateEntry.empty for this batch
+        if b.kind == "data" and b.transactional:
+            open_txn.add(b.pid)
+        elif b.kind == "marker":
+            open_txn.discard(b.pid)
         e = state.setdefault(b.pid, {"epoch": -1, "seq": -1, "ts": -1, "ce": -1})
         if b.epoch != e["epoch"]:  # maybeUpdateProducerEpoch: a new epoch clears the batch metadata
             e["epoch"], e["seq"] = b.epoch, -1
@@ -107,10 +120,15 @@ def columns(batches: list[Batch]) -> dict[str, np.ndarray]:
         "max_timestamp": ts,
         "marker_timestamp": np.where(marker, ts, -1),
         "coordinator_epoch": np.array([b.coordinator_epoch if b.kind == "marker" else -1 for b in batches], np.int32),
+        "is_transactional": np.array([b.transactional for b in batches], bool),
     }
 
 
-def reduce(segments: list[list[Batch]], snapshot: tuple[int, dict[int, dict[str, int]]] | None = None):
+def reduce(
+    segments: list[list[Batch]],
+    snapshot: tuple[int, dict[int, dict[str, int]]] | None = None,
+    expiry_gap_ms: int | None = None,
+):
     """One replica's segments (and snapshot at an offset) through segment_producers and leader_producers."""
     parts = [P.segment_producers(columns(s)) for s in segments if s]
     events = {name: R.col(np.concatenate([p[name][0] for p in parts]), np.concatenate([p[name][1] for p in parts]))
@@ -141,7 +159,7 @@ def reduce(segments: list[list[Batch]], snapshot: tuple[int, dict[int, dict[str,
         R.col(np.zeros(1, np.int64), np.zeros(1, bool)),
         np.zeros(1, bool),
     )
-    out = P.leader_producers(events, snaps, replicas)
+    out = P.leader_producers(events, snaps, replicas, expiry_gap_ms=expiry_gap_ms)
     return {
         int(pid): {
             "epoch": int(out["producer_epoch"][0][i]),
@@ -255,3 +273,28 @@ def test_a_snapshot_of_no_producer_still_cuts_off_the_batches_before_it() -> Non
     assert want[7]["ce"] == -1
     assert reduce([before, after], (3, {})) == want
     assert reduce([after], (3, {})) == want  # retention deleted the segment before it
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_producer_idle_past_the_expiry_gap_restarts_from_an_empty_entry(seed: int) -> None:
+    """A running leader's periodic check removed a producer idle for ``expiry_gap_ms`` with nothing open
+    between two of its batches (the model's reset): whichever way the log is cut into segments, the
+    reduction gives the model's state (its coordinator epoch −1 unless a marker follows the last such gap,
+    its sequence −1 unless a data batch does)."""
+    rng = np.random.default_rng(2000 + seed)
+    gap = 86_400_000 + 600_000
+    log = random_log(rng, int(rng.integers(2, 60)))
+    jumps = np.cumsum(rng.choice([0, 0, 0, 0, gap - 1, gap, 2 * gap], size=len(log)))
+    log = [
+        Batch(
+            b.offset, b.pid, b.epoch, b.kind, b.base_sequence, b.delta, b.timestamp + int(j), b.coordinator_epoch,
+            transactional=b.kind == "data" and b.pid != 1,  # producer 1 is idempotent
+        )
+        for b, j in zip(log, jumps, strict=True)
+    ]  # fmt: skip
+    want = model(log, expiry_gap_ms=gap)
+    assert reduce([log], expiry_gap_ms=gap) == want
+    for k in (1, 3, 10):
+        segments = cuts(rng, log, k)
+        assert reduce(segments, expiry_gap_ms=gap) == want
+        assert reduce(list(reversed(segments)), expiry_gap_ms=gap) == want

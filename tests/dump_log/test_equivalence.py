@@ -36,11 +36,20 @@ dump's own quarantine). ``sample`` holds that damage too; ``bulk`` is a benchmar
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from tests.dump_log.damage_view import (
+    UNBOUNDED_AFTER,
+    assert_damage_equal,
+    damage_clauses,
+    dump_lines,
+    safety_by_id,
+    without_regions,
+)
 from txnlog.kafka.dump_log_text import render_dump
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1800)]
@@ -476,3 +485,112 @@ def test_job_tables_equal(runs, scenario, variant) -> None:  # type: ignore[no-u
     assert seg["quarantine"] == []
     q = {r["reason"] for r in dump["quarantine"]}
     assert q <= ({"dump_log_unparsed_line"} if variant.print_data else set()), q
+
+
+# ============================================================================ damage
+
+#: the writer's damage, every kind (crc_mismatch, bad_magic, bad_length, truncated_tail): a bad-CRC batch before
+#: a hanging transaction and past its producer's earlier marker (SAFE), between two of its batches and after its
+#: last (VERIFY_FIRST); and a segment with each kind of damage
+DAMAGE_SCENARIOS = ("damage_around_transactions", "corrupt_and_truncated")
+#: txnlog's 3.x (Scala) and 4.x (Java port) renderings, with and without --deep-iteration. Kafka 4.0's own output
+#: is judged through the oracle (tests/oracle/test_dump_log.py), with what the tool prints to stderr when it stops
+#: (the renderer gives stdout only, so a 4.0 rendering of a segment the tool stops on just ends)
+DAMAGE_VARIANTS = [
+    Variant("3.x", deep=False, decoder=True),
+    Variant("3.x", deep=True, decoder=True),
+    Variant("4.x", deep=False, decoder=True),
+    Variant("4.x", deep=True, decoder=True),
+]
+#: a region's damage the dump cannot bound by a valid batch after it: the tool stops on a header it cannot frame
+#: (``FileLogInputStream.nextBatch`` throws ``CorruptRecordException`` for a batch length below 14)
+UNBOUNDED_IN_DUMPS = ("bad_length",)
+
+
+def _unbounded(tables: dict[str, list[dict[str, Any]]]) -> set[tuple[str, int]]:
+    return {(q["topic"], q["partition"]) for q in tables["quarantine"] if q["reason"] in UNBOUNDED_IN_DUMPS}
+
+
+@pytest.mark.parametrize("variant", DAMAGE_VARIANTS, ids=[v.id for v in DAMAGE_VARIANTS])
+@pytest.mark.parametrize("scenario", DAMAGE_SCENARIOS)
+def test_damage_is_bounded_as_in_the_log_files(runs, scenario, variant) -> None:  # type: ignore[no-untyped-def]
+    """A dumped region is bounded by the one damage rule, from the batches the dump shows valid either side of
+    it: the quarantine rows, the safety of every finding and the regions its evidence names (their offsets and
+    how they were bounded) are those of the log files; the dump's evidence also names the dump line.
+
+    Where the dump cannot show a valid batch after the region (the tool stopped on a header it cannot frame) the
+    rule says so and stays conservative: its region runs on, and no finding there is safer than from the files."""
+    _, _, seg = runs.segments(scenario)
+    dump = runs.dumps(scenario, variant)
+    unbounded = _unbounded(seg)
+    assert_damage_equal(seg, dump, unbounded)
+    if scenario == "damage_around_transactions":
+        want = {"ledger-before": "SAFE", "ledger-inside": "VERIFY_FIRST", "ledger-after": "VERIFY_FIRST"}
+        assert safety_by_id(seg, "ledger") == want and safety_by_id(dump, "ledger") == want
+    # the dump line each region came from: the batch line that printed isvalid: false, the invalid bytes' line
+    lines = [str(line) for f in dump["findings"] for line in dump_lines(f["evidence"])]
+    shown = (
+        r"baseOffset: \d+ .* isvalid: false$"
+        if scenario == "damage_around_transactions"
+        else r"Found \d+ invalid bytes"
+    )
+    assert lines and any(re.search(r"dump\.txt:\d+: " + shown, line) for line in lines), lines
+    if variant.shows_markers:  # the whole evidence too, where the dump shows what the files show
+        by_key = lambda t: {  # noqa: E731
+            (f["topic"], f["partition"], f["producer_id"], f["start_offset"]): without_regions(f["evidence"])
+            for f in t["findings"]
+            if (f["topic"], f["partition"]) not in unbounded
+        }
+        assert by_key(dump) == by_key(seg)
+
+
+@pytest.mark.parametrize("variant", DAMAGE_VARIANTS, ids=[v.id for v in DAMAGE_VARIANTS])
+@pytest.mark.parametrize("scenario", DAMAGE_SCENARIOS)
+def test_damage_ranges_equal(tmp_path, scenario, variant) -> None:  # type: ignore[no-untyped-def]
+    """The damage ranges the verdicts use (txnlog.rules.damage.ranges), read in this process from the log files
+    and from their dump: the same offsets and bounds, but where the dump cannot bound a region (it runs on)."""
+    import pyarrow as pa
+
+    from txnlog.brokerlog.scenarios import write_scenario
+    from txnlog.engine.spark.dump_log import read_dump_logs_here
+    from txnlog.engine.spark.placement import read_here
+    from txnlog.engine.spark.sources import SegmentsSource, files_option
+    from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
+    from txnlog.rules import tables as rules
+    from txnlog.sources.logdirs import discover
+
+    logs = str(tmp_path / "logs")
+    write_scenario(scenario, logs, 0)
+    inv = discover([logs])
+    files = files_option(list(inv.segments) + list(inv.snapshots))
+    seg = read_here(SegmentsSource, {"files": files}, SEGMENT_SUMMARY_SCHEMA)
+    os.makedirs(tmp_path / "dump")
+    _render(inv, logs, variant, str(tmp_path / "dump" / "dump.txt"), "/var/lib/kafka/")
+    dumped, _ = read_dump_logs_here([str(tmp_path / "dump")])
+    records = pa.table({"kind": pa.array([], pa.string()), "coordinator_partition": pa.array([], pa.int32())})
+
+    def ranges(summary: pa.Table, source: str) -> dict[Any, set[tuple]]:
+        summary = summary.append_column("input", pa.repeat(pa.scalar(source), summary.num_rows))
+        found = rules.damage(summary, records).ranges
+        return {
+            k: {(lo, hi, damage_clauses(f"offsets 0-0 of {w}")[0][1:]) for lo, hi, w in v} for k, v in found.items()
+        }
+
+    want, got = ranges(seg, "segments"), ranges(dumped, "dump_log")
+    assert want and set(got) == set(want)
+    for tp, regions in want.items():
+        if _reasons(seg, tp) & set(UNBOUNDED_IN_DUMPS):  # the dump runs each such region on, and says so
+            lost = regions - got[tp]
+            assert lost, tp
+            for first, end, _ in lost:
+                assert any(
+                    lo == first and (hi is None or hi >= end) and UNBOUNDED_AFTER in w[1] for lo, hi, w in got[tp]
+                ), (tp, got[tp])
+            assert {r for r in got[tp] if r[0] not in {x[0] for x in lost}} == regions - lost
+        else:
+            assert got[tp] == regions, tp
+
+
+def _reasons(summary: Any, tp: tuple[str, int]) -> set[str]:
+    rows = summary.filter(summary.column("kind").to_numpy(zero_copy_only=False) == "quarantine").to_pylist()
+    return {r["reason"] for r in rows if (r["topic"], r["partition"]) == tp}

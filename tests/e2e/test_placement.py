@@ -212,6 +212,35 @@ def test_auto_threshold_is_where_the_placements_cross(monkeypatch):
     assert not placement.Placement.for_input(10, "auto", live=True, cores=1).driver
 
 
+def test_auto_threshold_counts_files(monkeypatch):
+    """The per-file terms: an input of many files per GiB (small segments) crosses over to Spark sooner, on 2 cores
+    too, where the driver's per-file work (one thread at a time, under the GIL) outweighs Spark's per core."""
+    from txnlog.engine.spark import placement
+    from txnlog.engine.spark.placement import Costs
+
+    costs = Costs(
+        spark_fixed_s=12.0,
+        driver_serial_s_per_gib=1.0,
+        driver_parallel_s_per_gib=2.0,
+        task_s_per_gib=4.0,
+        driver_s_per_file=0.001,
+        task_s_per_file=0.0002,
+    )
+    assert costs.crossover(2) is None  # by bytes alone: 1 + 1 s per GiB in the driver, 2 in Spark
+    # 1,000 files per GiB: 1 + 1 + 1 s per GiB in the driver, 2 + 0.1 in Spark: the lines meet at 12 / 0.9 GiB
+    gib = costs.crossover(2, files_per_gib=1000) / 2**30
+    driver_s = gib * (1.0 + 2.0 / 2 + 1000 * 0.001)
+    spark_s = 12.0 + gib * (4.0 + 1000 * 0.0002) / 2
+    assert abs(driver_s - spark_s) < 1e-6
+    assert costs.crossover(2, files_per_gib=2000) < costs.crossover(2, files_per_gib=1000)  # more files: sooner
+    monkeypatch.setattr(placement, "local_cores", lambda: 2)
+    monkeypatch.setattr(placement, "COSTS", costs)
+    size = 20 * 2**30
+    assert placement.Placement.for_input(size, "auto", cores=2).driver  # the files not counted
+    assert not placement.Placement.for_input(size, "auto", cores=2, files=20 * 1000).driver
+    assert placement.Placement.for_input(size, "auto", cores=2, files=20 * 10).driver  # few large files
+
+
 def test_cores_of_a_master():
     from txnlog.engine.spark.placement import local_cores, master_cores
 

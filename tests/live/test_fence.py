@@ -1,11 +1,12 @@
-"""``txnlog fence`` end to end against noida-db: real transactional producers SIGKILLed mid-transaction.
+"""``txnlog fence`` end to end on a real Kafka coordinator: real transactional producers SIGKILLed mid-transaction.
 
-noida-db answers DescribeTransactions and InitProducerId as a coordinator does (shared/FEASIBILITY.md §1), and
-never times a transaction out on its own: a killed producer's transaction with a 1 s timeout stays Ongoing
-past it, the COORDINATOR_TIMEOUT_OVERDUE a fence is for. Each refusal is one line and exit 2, with nothing
-sent (the id's state and epoch unchanged); the fence bumps the epoch, the coordinator aborts the transaction
-on both partitions it lists, their LSOs move to the high watermark, and the job run on the live partitions
-finds the transaction before and nothing after.
+The session broker (tests/live/broker.py) checks for timed-out transactions once an hour instead of Kafka's 10 s
+(``transaction.abort.timed.out.transaction.cleanup.interval.ms``), so a killed producer's transaction with a 1 s
+timeout stays Ongoing past it: the COORDINATOR_TIMEOUT_OVERDUE a fence is for (a coordinator that has not
+aborted it on its own). Each refusal is one line and exit 2, with nothing sent (the id's state and epoch
+unchanged); the fence (InitProducerId for the id) bumps the epoch, the coordinator aborts the transaction on
+both partitions it lists, their LSOs move to the high watermark, and the job run on the live partitions finds
+the transaction before and nothing after.
 """
 
 from __future__ import annotations
@@ -89,10 +90,10 @@ def _committed(bootstrap: str, tid: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster(noida) -> Any:
+def cluster(kafka_broker) -> Any:
     """tx-overdue: killed, 1 s timeout, past it. tx-young: killed, 10 min timeout (its own topic). tx-done:
     committed."""
-    b = noida.bootstrap
+    b = kafka_broker.bootstrap
     _create_topic(b, TOPIC, 3)
     _create_topic(b, YOUNG_TOPIC, 2)
     _committed(b, "tx-done")
@@ -180,7 +181,7 @@ def _job_findings(bootstrap: str, spark: Any, out: str) -> tuple[list[dict[str, 
 
     as_of = (datetime.now(UTC) + timedelta(days=1)).isoformat()
     cfg = load_config(
-        None, {"output": out, "cluster": "noida", "bootstrap_servers": bootstrap, "topics": [TOPIC], "as_of": as_of}
+        None, {"output": out, "cluster": "kafka", "bootstrap_servers": bootstrap, "topics": [TOPIC], "as_of": as_of}
     )
     run(cfg, spark=spark, progress=lambda _m: None)
     findings = [r for r in read_table(out, "findings").to_pylist() if r["topic"] == TOPIC]

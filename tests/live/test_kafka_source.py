@@ -87,25 +87,27 @@ def _kill_mid_transaction(bootstrap: str, topic: str) -> dict[int, list[int]]:
 
 
 @pytest.fixture(scope="module")
-def topic(noida, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The topic on the server, and its partitions copied as a broker log dir (``logs/noida``)."""
+def topic(kafka_broker, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The topic on the server, and its partitions copied as a broker log dir (``logs/kafka``)."""
     name = f"kafka-source-{uuid.uuid4().hex[:8]}"
     work = tmp_path_factory.mktemp("kafka-source")
-    run_capture(noida.bootstrap, work / "capture", topic=name, partitions=PARTITIONS, plans=default_plans(PARTITIONS))
-    killed = _kill_mid_transaction(noida.bootstrap, name)
-    logs = work / "logs" / "noida"
+    run_capture(
+        kafka_broker.bootstrap, work / "capture", topic=name, partitions=PARTITIONS, plans=default_plans(PARTITIONS)
+    )
+    killed = _kill_mid_transaction(kafka_broker.bootstrap, name)
+    logs = work / "logs" / "kafka"
     for p in range(PARTITIONS):
-        f = raw_fetch.fetch_partition(noida.bootstrap, name, p)
+        f = raw_fetch.fetch_partition(kafka_broker.bootstrap, name, p)
         d = logs / f"{name}-{p}"
         d.mkdir(parents=True)
         (d / "00000000000000000000.log").write_bytes(f.records)
-    return {"name": name, "bootstrap": noida.bootstrap, "work": work, "logs": work / "logs", "killed": killed}
+    return {"name": name, "bootstrap": kafka_broker.bootstrap, "work": work, "logs": work / "logs", "killed": killed}
 
 
 def _run(spark, topic: dict[str, Any], out: str, **over: Any) -> Any:
     from txnlog.pipeline import run
 
-    config = load_config(None, {"output": out, "cluster": "noida", **over})
+    config = load_config(None, {"output": out, "cluster": "kafka", **over})
     return run(config, spark=spark, progress=lambda _m: None)
 
 
@@ -190,7 +192,7 @@ def test_unstable_fetches_only_the_tail_and_the_lookback(topic) -> None:
         rows = list(read_ranges(topic["bootstrap"], {}, [r], settings=settings, reads=reads))
         assert rows and len(reads) == 1
         read = reads[0]
-        segment = (topic["logs"] / "noida" / f"{topic['name']}-{r.partition}" / "00000000000000000000.log").read_bytes()
+        segment = (topic["logs"] / "kafka" / f"{topic['name']}-{r.partition}" / "00000000000000000000.log").read_bytes()
         scan = scan_segment(segment)
         b = scan.batches
         at_lso = int(np.flatnonzero(b["base_offset"] <= r.last_stable_offset)[-1])
@@ -212,7 +214,7 @@ def test_spark_submit_local1_matches_local2(runs, topic, tmp_path) -> None:
     out = str(tmp_path / "out")
     cmd = [
         str(ROOT / "spark-submit.sh"), "--master", "local[1]", "--bootstrap-servers", topic["bootstrap"],
-        "--topic", topic["name"], "--live-range", "all", "--output", out, "--cluster", "noida",
+        "--topic", topic["name"], "--live-range", "all", "--output", out, "--cluster", "kafka",
     ]  # fmt: skip
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -239,13 +241,13 @@ def _transaction(p: Any, topic: str, partitions: tuple[int, ...], *, end: str | 
         p.abort_transaction(30)
 
 
-def test_since_last_run_keeps_every_transaction_once(noida, spark, tmp_path) -> None:
+def test_since_last_run_keeps_every_transaction_once(kafka_broker, spark, tmp_path) -> None:
     """Two nightly runs: the second reads only what is new (and the transaction open at the first), writes
     that transaction with its outcome and drops the first run's OPEN row; the history has each once."""
     from tests.live.capture import _create_topic
     from txnlog.engine.spark.live_batches import capture_cut, previous_cut
 
-    b, name = noida.bootstrap, f"since-{uuid.uuid4().hex[:8]}"
+    b, name = kafka_broker.bootstrap, f"since-{uuid.uuid4().hex[:8]}"
     _create_topic(b, name, 4)
     a = _producer(b, f"since-a-{uuid.uuid4().hex[:6]}")
     for _ in range(3):

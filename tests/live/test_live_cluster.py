@@ -1,15 +1,11 @@
-"""Live cluster reading and checks against noida-db with real transactional producers.
+"""Live cluster reading, checks and remedies against a real Kafka broker with real transactional producers.
 
-What noida-db 0.2.3 can and cannot show (shared/FEASIBILITY.md §1), and what these tests do:
-
-* transactions, read_committed, ListTransactions v0-1, DescribeTransactions v0: real checks
-  (committed, aborted, and a producer SIGKILLed mid-transaction seen Ongoing; its LSO stuck);
-* ``__transaction_state`` records are not exposed: the live Data Source reads writer-made
-  TransactionLogKey/Value records served from a normal topic of the same layout;
-* DescribeProducers answers with no active producers, and WriteTxnMarkers is missing: the parts
-  that need them are skipped with that reason, after the closest real check (the abort
-  re-validation refuses, exit 2, nothing sent; the verdict logic runs on the real
-  ListTransactions/DescribeTransactions answers with DescribeProducers-shaped rows).
+The session broker (tests/live/broker.py) serves transactions, read_committed, ListTransactions,
+DescribeTransactions, DescribeProducers with the real producers, WriteTxnMarkers and ``__transaction_state``:
+committed, aborted, and a producer SIGKILLed mid-transaction seen Ongoing with its LSO stuck; find-hanging with
+its candidates from DescribeProducers; an executed ``abort`` of a hanging transaction (tests/live/orphan.py) that
+moves the LSO, twice on one producer, the second time with the coordinator epoch of the first marker; the live
+``__transaction_state`` source on the coordinator's own records and on writer-made ones served from a topic.
 """
 
 from __future__ import annotations
@@ -28,6 +24,7 @@ from typing import Any
 import pytest
 
 from tests.live.capture import _create_topic
+from tests.live.orphan import init_producer_id, produce_transactional
 from txnlog.broker import classify
 from txnlog.live import admin as live
 from txnlog.ops.cli import main as txnlog_main
@@ -35,6 +32,7 @@ from txnlog.ops.cli import main as txnlog_main
 pytestmark = pytest.mark.live
 
 TOPIC = "live-txn"
+ORPHAN_TOPIC = "live-orphan"
 COPY_TOPIC = "txnstate-copy"
 COPY_PARTITIONS = 4
 
@@ -106,9 +104,9 @@ def _kill_mid_transaction(bootstrap: str) -> dict[int, list[int]]:
 
 
 @pytest.fixture(scope="module")
-def cluster(noida) -> dict[str, Any]:
+def cluster(kafka_broker) -> dict[str, Any]:
     """commit + abort on partition 0, a SIGKILLed producer open on 1 and 2, then a commit after it on 1."""
-    b = noida.bootstrap
+    b = kafka_broker.bootstrap
     _create_topic(b, TOPIC, 3)
     _transaction(b, "tx-commit", 0, 3, commit=True)  # offsets 0-2, COMMIT at 3
     _transaction(b, "tx-abort", 0, 2, commit=False)  # offsets 4-5, ABORT at 6
@@ -117,10 +115,6 @@ def cluster(noida) -> dict[str, Any]:
     admin = live.admin_client(b)
     yield {"bootstrap": b, "killed": killed, "admin": admin}
     admin.close()
-
-
-def _noida_describe_producers_is_empty(cluster: dict[str, Any]) -> bool:
-    return not live.describe_producers(cluster["admin"], TOPIC, [1])
 
 
 # --- ListTransactions / DescribeTransactions / offsets ------------------------------------------------------
@@ -163,8 +157,9 @@ def test_lso_is_stuck_at_the_killed_transaction(cluster) -> None:
 
 
 def test_verdicts_on_real_coordinator_answers(cluster) -> None:
-    """classify's rules over real ListTransactions/DescribeTransactions, with DescribeProducers-shaped rows
-    for what we know was written (noida-db's DescribeProducers has none)."""
+    """classify's rules over real ListTransactions/DescribeTransactions and the real DescribeProducers rows of
+    the killed producer, plus made-up rows for what the broker cannot show at once (its producer open on a
+    partition its coordinator does not list; a producer id no transactional.id owns)."""
     admin, killed = cluster["admin"], cluster["killed"]
     listings = live.list_transactions(admin)
     descriptions = live.describe_transactions(admin, [v["transactional_id"] for v in listings.values()])
@@ -186,7 +181,11 @@ def test_verdicts_on_real_coordinator_answers(cluster) -> None:
 
     now = classify.Thresholds(as_of_ms=start_ms + 1000, max_transaction_timeout_ms=900_000)
     later = classify.Thresholds(as_of_ms=start_ms + 86_400_000, max_transaction_timeout_ms=900_000)
-    rows = [row(1), row(2), row(0), row(1, producer_id=987654321)]
+    real = {r["partition"]: r for r in live.describe_producers(admin, TOPIC, [1, 2]) if r["producer_id"] == pid}
+    for p in (1, 2):  # DescribeProducers: the killed producer, open at its first offset, no marker yet
+        assert (real[p]["producer_epoch"], real[p]["current_transaction_start_offset"]) == (epoch, min(killed[p]))
+        assert real[p]["coordinator_epoch"] == -1
+    rows = [real[1], real[2], row(0), row(1, producer_id=987654321)]
     assert live.live_verdicts(rows, listings, descriptions, now)[:2] == [("", "", ""), ("", "", "")]
     got = live.live_verdicts(rows, listings, descriptions, later)
     # Ongoing, listed, past its 600 s; then live-txn-0, not in its owner's set
@@ -203,13 +202,10 @@ def test_find_hanging_live(cluster) -> None:
     future = int(time.time() * 1000) + 86_400_000
     assert live.find_hanging_live(admin, tps, bootstrap=cluster["bootstrap"]) == []
     found = live.find_hanging_live(admin, tps, bootstrap=cluster["bootstrap"], now_ms=future)
-    if _noida_describe_producers_is_empty(cluster):
-        assert found == []
-        pytest.skip(
-            "noida-db 0.2.3 answers DescribeProducers with no active producers, so find-hanging has no "
-            "candidates; the verdict rules ran on its real coordinator answers in "
-            "test_verdicts_on_real_coordinator_answers"
-        )
+    # DescribeProducers' candidates: the killed producer's open transactions on partitions 1 and 2, nothing else
+    assert sorted((f["partition"], f["start_offset"]) for f in found) == [
+        (p, min(cluster["killed"][p])) for p in (1, 2)
+    ]
     killed = [f for f in found if f["start_offset"] == min(cluster["killed"][1]) and f["partition"] == 1]
     assert killed and killed[0]["verdict"] == classify.Verdict.LATE and killed[0]["source"] == "live"
     assert killed[0]["lso_lag"] > 0
@@ -243,19 +239,24 @@ def test_abort_dry_run_prints_the_plan(cluster, capsys) -> None:
     assert f"target: the open transaction starting at offset {start} on {TOPIC}-1" in out
     assert "re-validate against live state: DescribeProducers live-txn-1" in out
     assert "WriteTxnMarkers ABORT to the leader of live-txn-1" in out
-    if _noida_describe_producers_is_empty(cluster):
-        assert code == 2
-        assert err.count("\n") == 1
-        assert err.startswith(
-            f"txnlog: refused: Could not find any open transactions starting at offset {start} "
-            f"on partition {TOPIC}-1 (DescribeProducers lists 0 active producers"
-        )
-        pytest.skip(
-            "noida-db 0.2.3 answers DescribeProducers with no active producers: the re-validation "
-            "refuses (checked, exit 2); a dry run that passes validation (exit 0) needs a real broker"
-        )
-    # A real broker: the killed transaction is Ongoing on its coordinator, listing this partition.
-    assert code == 2 and "not hanging" in err
+    # Written to seconds ago: not a candidate yet
+    assert code == 2 and err.endswith("not a hanging candidate\n") and err.count("\n") == 1
+    # A candidate at once (threshold 0), and the coordinator says: Ongoing, listing this partition
+    code, _, err = _abort(
+        [
+            "--bootstrap-servers",
+            cluster["bootstrap"],
+            "--topic",
+            TOPIC,
+            "--partition",
+            "1",
+            "--start-offset",
+            str(start),
+        ]
+        + ["--max-transaction-timeout-ms", "0"],
+        capsys,
+    )
+    assert code == 2 and f"{TOPIC}-1 @ {start}: verdict is not hanging" in err and err.count("\n") == 1
 
 
 def test_abort_execute_refuses_and_sends_nothing(cluster, capsys) -> None:
@@ -302,13 +303,15 @@ def test_abort_legacy_form_revalidates_producer(cluster, capsys) -> None:
             str(d["producer_epoch"]),
             "--coordinator-epoch",
             "-1",
+            "--max-transaction-timeout-ms",
+            "0",
         ],
         capsys,
     )
     assert f"target: the open transaction of producer {d['producer_id']} epoch {d['producer_epoch']}" in out
     assert code == 2 and err.count("\n") == 1
-    if _noida_describe_producers_is_empty(cluster):
-        assert f"producer {d['producer_id']} has no state on {TOPIC}-1" in err
+    # DescribeProducers finds it open at its first offset; its coordinator still owns it
+    assert f"{TOPIC}-1 @ {min(cluster['killed'][1])}: verdict is not hanging" in err
 
 
 def test_abort_usage_errors(cluster, capsys) -> None:
@@ -395,17 +398,49 @@ def test_abort_validation_rules(cluster) -> None:
         )
 
 
-def test_send_abort_without_write_txn_markers(cluster) -> None:
-    """noida-db has no WriteTxnMarkers: the abort is refused client-side (ApiVersions), and says so."""
-    plan = live.AbortPlan(
-        TOPIC, 1, 987654321, 0, 0, 0, classify.Verdict.HANGING, classify.Reason.NO_TRANSACTIONAL_ID, None, ""
-    )
-    try:
-        live.send_abort(cluster["admin"], plan)
-    except live.AbortUnsupported as e:
-        assert "does not support WriteTxnMarkers" in str(e)
-        pytest.skip(f"noida-db 0.2.3: {e}; an executed abort needs a broker with WriteTxnMarkers")
-    pytest.fail("the server accepted WriteTxnMarkers for an unknown producer")
+def test_abort_executes_on_a_hanging_transaction(cluster, capsys) -> None:
+    """A transaction no coordinator owns (tests/live/orphan.py) pins the LSO; ``abort --execute`` re-validates
+    it on DescribeProducers/ListTransactions, sends WriteTxnMarkers and the LSO moves. Then the same producer
+    opens another one: the partition now holds its marker, so the abort must carry the coordinator epoch
+    DescribeProducers reports (ProducerStateManager fences an older one, as kafka-python's default -1 is)."""
+    from kafka.errors import TransactionCoordinatorFencedError
+
+    b = cluster["bootstrap"]
+    _create_topic(b, ORPHAN_TOPIC, 1)
+    orphan = init_producer_id(b)
+    argv = ["--bootstrap-servers", b, "--topic", ORPHAN_TOPIC, "--partition", "0", "--max-transaction-timeout-ms", "0"]
+    for round_ in (1, 2):
+        first = produce_transactional(b, orphan, ORPHAN_TOPIC, 0, [b"orphan-%d-%d" % (round_, i) for i in range(3)])
+        before = live.partition_offsets(b, {}, [(ORPHAN_TOPIC, 0)])[0]
+        assert before["last_stable_offset"] == first and before["high_watermark"] == first + 3
+        (row,) = live.describe_producers(cluster["admin"], ORPHAN_TOPIC, [0])
+        assert (row["producer_id"], row["current_transaction_start_offset"]) == (orphan.producer_id, first)
+        assert live.list_transactions(cluster["admin"], [orphan.producer_id]) == {}  # no transactional.id owns it
+        if round_ == 1:
+            assert row["coordinator_epoch"] == -1  # no marker for this producer yet
+        else:
+            assert row["coordinator_epoch"] == 0  # the first abort's marker
+            stale = live.AbortPlan(
+                ORPHAN_TOPIC, 0, orphan.producer_id, orphan.producer_epoch, -1, first, "", "", None, ""
+            )
+            with pytest.raises(TransactionCoordinatorFencedError):
+                live.send_abort(cluster["admin"], stale)
+        time.sleep(0.01)  # idle > the 0 ms threshold
+        if round_ == 1:  # a dry run passes the re-validation and sends nothing
+            code, out, err = _abort([*argv, "--start-offset", str(first)], capsys)
+            assert code == 0 and "DRY RUN" in out, err
+            assert live.partition_offsets(b, {}, [(ORPHAN_TOPIC, 0)])[0] == before
+        code, out, err = _abort([*argv, "--start-offset", str(first), "--execute"], capsys)
+        assert code == 0, err
+        assert "txnlog abort [EXECUTE]" in out and "aborted" in out, out
+        after = live.partition_offsets(b, {}, [(ORPHAN_TOPIC, 0)])[0]
+        # the ABORT marker is one more offset; nothing open: LSO = high watermark
+        assert after["high_watermark"] == first + 4 and after["last_stable_offset"] == after["high_watermark"]
+        (row,) = live.describe_producers(cluster["admin"], ORPHAN_TOPIC, [0])
+        assert row["current_transaction_start_offset"] is None
+    # A second look finds nothing to abort: refused, exit 2
+    code, _, err = _abort([*argv, "--start-offset", str(first), "--execute"], capsys)
+    assert code == 2 and "Could not find any open transactions" in err
 
 
 def test_console_command(cluster) -> None:
@@ -435,6 +470,41 @@ def test_console_command(cluster) -> None:
 
 
 # --- the live Data Source -----------------------------------------------------------------------------------
+
+
+def test_live_source_reads_the_coordinators_transaction_state(cluster, spark) -> None:
+    """The live source on the broker's own ``__transaction_state`` (Fetch of the internal topic): each
+    transactional.id's last record says what DescribeTransactions says now."""
+    from txnlog.engine.spark.live_source import LiveTxnStateSource, live_options
+    from txnlog.model.rows import TXN_STATE_SCHEMA
+
+    b, admin = cluster["bootstrap"], cluster["admin"]
+    spark.dataSource.register(LiveTxnStateSource)
+    table = spark.read.format("txnlog_live_txn_state").options(**live_options(b, {})).load().toArrow()
+    assert table.schema.equals(TXN_STATE_SCHEMA)
+    rows = sorted(table.to_pylist(), key=lambda r: (r["coordinator_partition"], r["record_offset"]))
+    assert [r for r in rows if r["kind"] != "record"] == []  # every record the coordinator wrote decodes
+    assert {r["file"] for r in rows} == {"kafka://__transaction_state-0"}  # one partition on this broker
+    last = {r["transactional_id"]: r for r in rows}
+    tids = ["tx-commit", "tx-abort", "tx-killed", "tx-after"]
+    described = live.describe_transactions(admin, tids)
+    from txnlog.kafka.wire import TransactionState
+
+    def name(state: int) -> str:
+        return TransactionState(state).kafka_name
+
+    for tid in tids:
+        d, r = described[tid], last[tid]
+        assert (name(r["state"]), r["producer_id"], r["producer_epoch"]) == (
+            d["state"],
+            d["producer_id"],
+            d["producer_epoch"],
+        ), tid
+        assert r["timeout_ms"] == d["timeout_ms"]
+    assert sorted(last["tx-killed"]["partitions"]) == [f"{TOPIC}-1", f"{TOPIC}-2"]  # in the coordinator's set order
+    # Ongoing -> PrepareCommit -> CompleteCommit, in that order, for a committed id
+    states = [name(r["state"]) for r in rows if r["transactional_id"] == "tx-commit"]
+    assert states[-3:] == ["Ongoing", "PrepareCommit", "CompleteCommit"], states
 
 
 def _written_records() -> list[dict[str, Any]]:
@@ -499,7 +569,7 @@ def test_live_source_reads_writer_made_records(cluster, spark) -> None:
 
         return done
 
-    # Record timestamps near now: noida-db, like a broker, deletes records older than its retention.
+    # Record timestamps near now: a broker deletes records older than its retention.
     t_now = int(time.time() * 1000) - 60_000
     for i, r in enumerate(records):
         value = (

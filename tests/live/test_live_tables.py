@@ -1,9 +1,9 @@
-"""txnlog.live.verify and ``verify_live`` against noida-db with a SIGKILLed transactional producer.
+"""txnlog.live.verify and ``verify_live`` against a real Kafka broker with a SIGKILLed transactional producer.
 
-Real clients, a real server on 127.0.0.1, no mocks. noida-db 0.2.3 answers DescribeProducers with no
-active producers (tests/live/test_live_cluster.py), so live *findings* cannot appear there: that part
-is skipped with that reason after the closest real check (the ListTransactions/DescribeTransactions
-answers land in coordinator_state; the LSO is stuck in partition_health).
+Real clients, a real broker on 127.0.0.1 (tests/live/broker.py), no mocks: DescribeProducers lists the killed
+producer's open transactions, so live findings come from find-hanging's own candidates; a hanging transaction
+no coordinator owns (tests/live/orphan.py) gets an abort recommendation with the coordinator epoch
+DescribeProducers reports.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.live.capture import _create_topic
+from tests.live.orphan import init_producer_id, produce_transactional
 from tests.live.test_live_cluster import _KILLED_PRODUCER
 from txnlog.live import admin as live
 from txnlog.live.verify import LIVE_TABLES, live_rows
@@ -31,6 +32,7 @@ from txnlog.model.errors import UsageError
 pytestmark = pytest.mark.live
 
 TOPIC = "verify-live-txn"
+ORPHAN_TOPIC = "verify-live-orphan"
 TID_KILLED = "vl-killed"
 FUTURE_MS = 86_400_000  # a day ahead: every open transaction is a find-hanging candidate
 
@@ -74,24 +76,16 @@ def _commit(bootstrap: str, tid: str, partition: int, n: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def stuck(noida) -> dict[str, Any]:
+def stuck(kafka_broker) -> dict[str, Any]:
     """partition 0: 3 committed records + COMMIT; a SIGKILLed producer's open transaction on 1 and 2."""
-    b = noida.bootstrap
+    b = kafka_broker.bootstrap
     _create_topic(b, TOPIC, 3)
     _commit(b, "vl-commit", 0, 3)
     return {"bootstrap": b, "killed": _kill_mid_transaction(b)}
 
 
 def _config(bootstrap: str, **over: Any):
-    return load_config(None, {"bootstrap_servers": bootstrap, "cluster": "noida", **over})
-
-
-def _describe_producers_is_empty(bootstrap: str) -> bool:
-    admin = live.admin_client(bootstrap)
-    try:
-        return not live.describe_producers(admin, TOPIC, [1, 2])
-    finally:
-        admin.close()
+    return load_config(None, {"bootstrap_servers": bootstrap, "cluster": "kafka", **over})
 
 
 def test_partition_health_has_the_real_lso(stuck) -> None:
@@ -104,7 +98,7 @@ def test_partition_health_has_the_real_lso(stuck) -> None:
         assert table.schema.equals(tables.TABLES[name]), name  # exactly the contract
     rows = {r["partition"]: r for r in got["partition_health"].to_pylist()}
     assert sorted(rows) == [0, 1, 2]
-    assert all(r["source"] == "live" and r["topic"] == TOPIC and r["cluster"] == "noida" for r in rows.values())
+    assert all(r["source"] == "live" and r["topic"] == TOPIC and r["cluster"] == "kafka" for r in rows.values())
     # healthy: everything committed, LSO = high watermark (3 records + COMMIT marker)
     assert (rows[0]["last_stable_offset"], rows[0]["log_end_offset"], rows[0]["lso_lag"]) == (4, 4, 0)
     assert rows[0]["open_transactions"] == 0 and rows[0]["has_late_transaction"] is False
@@ -114,11 +108,7 @@ def test_partition_health_has_the_real_lso(stuck) -> None:
         assert rows[p]["log_end_offset"] == max(killed[p]) + 1
         assert rows[p]["lso_lag"] == len(killed[p]) > 0
         assert rows[p]["log_start_offset"] == 0
-    if _describe_producers_is_empty(b):
-        # ListOffsets says something is open, DescribeProducers says nothing is: unknown, not 0
-        assert rows[1]["open_transactions"] is None and rows[1]["has_late_transaction"] is None
-    else:
-        assert rows[1]["open_transactions"] == 1 and rows[1]["has_late_transaction"] is False
+    assert rows[1]["open_transactions"] == 1 and rows[1]["has_late_transaction"] is False
 
 
 def test_coordinator_state_from_list_and_describe_transactions(stuck) -> None:
@@ -141,15 +131,6 @@ def test_live_findings(stuck) -> None:
     assert now["findings"].num_rows == 0  # idle for seconds: not a candidate
     later = live_rows(_config(b), [(TOPIC, 1), (TOPIC, 2)], as_of_ms=int(time.time() * 1000) + FUTURE_MS)
     findings = later["findings"].to_pylist()
-    if _describe_producers_is_empty(b):
-        assert findings == []
-        # the closest real check: the coordinator answers the verdict would use are in the same result
-        assert {r["transactional_id"] for r in later["coordinator_state"].to_pylist()} >= {TID_KILLED}
-        pytest.skip(
-            "noida-db 0.2.3 answers DescribeProducers with no active producers, so find-hanging has no "
-            "candidates and no live findings rows; checked instead: LSO/lso_lag in partition_health and "
-            "the ListTransactions/DescribeTransactions rows in coordinator_state"
-        )
     by_p = {f["partition"]: f for f in findings}
     assert set(by_p) == {1, 2}
     for p in (1, 2):  # Ongoing, listing the partition, far past its 600 s timeout
@@ -164,22 +145,34 @@ def test_live_findings(stuck) -> None:
 def test_live_abort_recommendations(stuck) -> None:
     """A HANGING live finding gets an abort_recommendations row with both command forms.
 
-    noida-db answers DescribeProducers with no active producers, so no live finding (hence no
-    recommendation) can come from it. The closest real check: find-hanging's later steps run on
-    DescribeProducers-shaped rows for real producers - ListTransactions, DescribeTransactions and
-    ListOffsets are asked of the server - and their recommendations are checked; then skip.
+    Real: a transaction no coordinator owns (tests/live/orphan.py) on its own topic is a HANGING
+    NO_TRANSACTIONAL_ID finding with DescribeProducers' producer and coordinator epoch; the killed producer's
+    (Ongoing, listed) is LATE, with no recommendation. Then find-hanging's later steps run on made-up
+    DescribeProducers rows for states one broker cannot show at once (a committed id's producer still open),
+    ListTransactions, DescribeTransactions and ListOffsets asked of the broker.
     """
     b, killed = stuck["bootstrap"], stuck["killed"]
+    _create_topic(b, ORPHAN_TOPIC, 1)
+    orphan = init_producer_id(b)
+    first = produce_transactional(b, orphan, ORPHAN_TOPIC, 0, [b"a", b"b"])
     now = int(time.time() * 1000)
-    later = live_rows(_config(b), [(TOPIC, 0), (TOPIC, 1), (TOPIC, 2)], as_of_ms=now + FUTURE_MS)
+    later = live_rows(_config(b), [(TOPIC, 1), (TOPIC, 2), (ORPHAN_TOPIC, 0)], as_of_ms=now + FUTURE_MS)
     recs = later["abort_recommendations"]
     assert recs.schema.equals(tables.TABLES["abort_recommendations"])
-    if not _describe_producers_is_empty(b):
-        # a real broker: the killed producer's coordinator is Ongoing listing its partitions: LATE, no abort
-        assert {f["reason"] for f in later["findings"].to_pylist()} <= {"COORDINATOR_TIMEOUT_OVERDUE"}
-        assert recs.num_rows == 0
-        return
-    assert later["findings"].num_rows == 0 and recs.num_rows == 0
+    found = {(f["topic"], f["partition"]): f for f in later["findings"].to_pylist()}
+    assert {k: (f["verdict"], f["reason"]) for k, f in found.items()} == {
+        (TOPIC, 1): ("LATE", "COORDINATOR_TIMEOUT_OVERDUE"),
+        (TOPIC, 2): ("LATE", "COORDINATOR_TIMEOUT_OVERDUE"),
+        (ORPHAN_TOPIC, 0): ("HANGING", "NO_TRANSACTIONAL_ID"),
+    }
+    (rec,) = recs.to_pylist()
+    head = f"kafka-transactions.sh --bootstrap-server {b} abort --topic {ORPHAN_TOPIC}"
+    assert rec["command"] == f"{head} --partition 0 --start-offset {first}"
+    assert rec["legacy_command"] == (
+        f"{head} --partition 0 --producer-id {orphan.producer_id} --producer-epoch {orphan.producer_epoch} "
+        "--coordinator-epoch 0"  # DescribeProducers' -1 (no marker yet), sent as 0 as kafka-transactions.sh does
+    )
+    assert (rec["safety"], rec["transactional_id"], rec["coordinator_epoch"]) == ("SAFE", None, 0)
 
     admin = live.admin_client(b)
     try:
@@ -235,12 +228,6 @@ def test_live_abort_recommendations(stuck) -> None:
     assert (recs[0]["safety"], recs[1]["safety"]) == ("SAFE", "SAFE")
     assert (recs[0]["transactional_id"], recs[1]["transactional_id"]) == ("vl-commit", None)
     assert recs[0]["coordinator_epoch"] == 3 and recs[1]["coordinator_epoch"] == 0
-    pytest.skip(
-        "noida-db 0.2.3 answers DescribeProducers with no active producers, so live_rows has no live "
-        "finding to recommend aborting; checked instead: find-hanging's ListTransactions/"
-        "DescribeTransactions/ListOffsets steps on the real server give HANGING findings whose "
-        "abort_recommendations carry both command forms"
-    )
 
 
 def test_topics_and_missing_partitions(stuck) -> None:
@@ -291,7 +278,7 @@ def test_pipeline_verify_live(stuck, spark, tmp_path) -> None:
         {
             "logs": [str(tmp_path / "logs")],
             "output": str(tmp_path / "out"),
-            "cluster": "noida",
+            "cluster": "kafka",
             "bootstrap_servers": b,
             "topics": [TOPIC],
             "verify_live": True,
@@ -303,7 +290,7 @@ def test_pipeline_verify_live(stuck, spark, tmp_path) -> None:
 
     def rows(name: str) -> list[dict[str, Any]]:
         got = read_table(str(tmp_path / "out"), name).to_pylist()
-        assert all(r["cluster"] == "noida" and r["as_of"] == result.as_of for r in got), name
+        assert all(r["cluster"] == "kafka" and r["as_of"] == result.as_of for r in got), name
         return got
 
     # live rows, source = live
@@ -316,7 +303,8 @@ def test_pipeline_verify_live(stuck, spark, tmp_path) -> None:
     coord = rows("coordinator_state")
     assert [r["transactional_id"] for r in coord if r["source"] == "live"] == [TID_KILLED]
     findings = rows("findings")
-    assert findings == []  # healthy offline; no live ones either (noida-db: DescribeProducers is empty)
+    # healthy offline; live: the killed producer's transactions, Ongoing and listed, idle for seconds: none yet
+    assert findings == []
 
     # offline rows, source = segments, exactly the ground truth
     offline = {(r["topic"], r["partition"]): r for r in health if r["source"] == "segments"}

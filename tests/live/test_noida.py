@@ -1,4 +1,5 @@
-"""The noida-db helper: start, readiness, stop, and the errors it reports when the server cannot run."""
+"""The noida-db helper (used by scripts/capture_real_batches.py; the live tests run on a real Kafka broker):
+start, readiness, stop, and the errors it reports when the server cannot run."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from tests.live import noida as nd
 from tests.live import raw_fetch
+from tests.live.noida import noida  # noqa: F401  (its session fixture, no longer the live tests')
 
 pytestmark = pytest.mark.live
 
@@ -21,7 +23,7 @@ def _port_open(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def test_session_fixture_serves_kafka(noida: nd.NoidaServer) -> None:
+def test_session_fixture_serves_kafka(noida: nd.NoidaServer) -> None:  # noqa: F811  (the fixture)
     host, port = noida.bootstrap.rsplit(":", 1)
     assert host == "127.0.0.1" and int(port) == noida.port and noida.running()
     with raw_fetch.Connection.to(noida.bootstrap) as conn:

@@ -1,4 +1,4 @@
-"""Real client-written batches: librdkafka and kafka-python producers -> noida-db -> raw Fetch -> scan_segment.
+"""Real client-written batches: librdkafka and kafka-python producers -> a real Kafka broker -> raw Fetch -> scan_segment.
 
 The capture (tests/live/capture.py) produces a known plan of committed, aborted and open transactions
 plus idempotent and plain rounds, with every codec each client can write here, then raw-fetches each
@@ -71,14 +71,14 @@ def _batch_bytes(raw: bytes, scan: SegmentScan, i: int) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def capture(noida, tmp_path_factory: pytest.TempPathFactory) -> Capture:
+def capture(kafka_broker, tmp_path_factory: pytest.TempPathFactory) -> Capture:
     topic = f"real-batches-{uuid.uuid4().hex[:8]}"  # the server is shared by the session
     return run_capture(
-        noida.bootstrap,
+        kafka_broker.bootstrap,
         tmp_path_factory.mktemp("segments"),
         topic=topic,
         partitions=PARTITIONS,
-        server="noida-db 0.2.3",
+        server="Apache Kafka 4.0.0-SNAPSHOT (shared/kafka-broker)",
     )
 
 
@@ -369,7 +369,7 @@ def test_read_committed_view_matches_the_segment(capture: Capture, segments: dic
         assert (lso < hw) == bool(opens), part
 
 
-def test_server_transaction_state_agrees(noida, capture: Capture, segments: dict[int, Segment]) -> None:
+def test_server_transaction_state_agrees(kafka_broker, capture: Capture, segments: dict[int, Segment]) -> None:
     from kafka.admin import KafkaAdminClient
 
     ids = {}
@@ -380,7 +380,7 @@ def test_server_transaction_state_agrees(noida, capture: Capture, segments: dict
     last = {}
     for plan in sorted(_plans(capture, mode="transactional"), key=lambda p: p.stage):
         last[plan.transactional_id] = plan
-    admin = KafkaAdminClient(bootstrap_servers=noida.bootstrap, client_id="txnlog-live-test")
+    admin = KafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap, client_id="txnlog-live-test")
     try:
         described = admin.describe_transactions(sorted(last))
     finally:
@@ -425,23 +425,31 @@ def test_split_entries_keeps_only_whole_batches(segments: dict[int, Segment]) ->
         assert [nxt for _, _, nxt in entries] == (b["last_offset"][: len(whole)] + 1).tolist(), cut
 
 
-def test_fetch_from_the_middle_returns_the_tail(noida, capture: Capture, segments: dict[int, Segment]) -> None:
+def test_fetched_bytes_are_the_brokers_log_file(kafka_broker, capture: Capture) -> None:
+    """What Fetch returned is, byte for byte, the partition's ``.log`` in the broker's log dir (one segment)."""
+    for part, path in capture.segments.items():
+        (on_disk,) = sorted((kafka_broker.log_dir / f"{capture.topic}-{part}").glob("*.log"))
+        assert on_disk.read_bytes() == path.read_bytes(), part
+
+
+def test_fetch_from_the_middle_returns_the_tail(kafka_broker, capture: Capture, segments: dict[int, Segment]) -> None:
     seg = segments[1]
     b = seg.scan.batches
     i = seg.scan.batch_count // 2
-    tail = raw_fetch.fetch_partition(noida.bootstrap, capture.topic, 1, start_offset=int(b["base_offset"][i]))
+    tail = raw_fetch.fetch_partition(kafka_broker.bootstrap, capture.topic, 1, start_offset=int(b["base_offset"][i]))
     assert tail.records == seg.raw[int(b["position"][i]) :]
 
 
 def test_fetch_loop_reassembles_size_limited_responses(
-    noida, capture: Capture, segments: dict[int, Segment], monkeypatch: pytest.MonkeyPatch
+    kafka_broker, capture: Capture, segments: dict[int, Segment], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """noida-db ignores the Fetch size limits (it returns the whole log at once), so emulate a broker that
-    cuts each response at ``partition_max_bytes`` (even inside the first batch) and starts at the batch
-    holding the requested offset."""
+    """The broker's own size-limited responses (KIP-74: the first batch whole even past the limit), then an
+    emulated broker that cuts each response at ``partition_max_bytes`` even inside the first batch (a
+    response Kafka does not give, the fetch loop's worst case) and starts at the batch holding the offset."""
     seg = segments[0]
     b = seg.scan.batches
     hw = capture.fetches[0].high_watermark
+    assert raw_fetch.fetch_partition(kafka_broker.bootstrap, capture.topic, 0, max_bytes=100).records == seg.raw
     calls: list[tuple[int, int]] = []
 
     def cut_fetch_once(
@@ -453,10 +461,10 @@ def test_fetch_loop_reassembles_size_limited_responses(
         return raw_fetch.PartitionFetch(0, hw, hw, None, seg.raw[start : start + partition_max_bytes])
 
     monkeypatch.setattr(raw_fetch, "fetch_once", cut_fetch_once)
-    got = raw_fetch.fetch_partition(noida.bootstrap, capture.topic, 0, max_bytes=100)
+    got = raw_fetch.fetch_partition(kafka_broker.bootstrap, capture.topic, 0, max_bytes=100)
     assert got.records == seg.raw and got.high_watermark == hw
     assert max(limit for _, limit in calls) > 100  # grew for batches larger than the limit
     # From inside a batch: that whole batch comes back first (a broker returns the batch holding the offset).
     i = next(i for i in range(seg.scan.batch_count) if b["record_count"][i] > 1)
-    got = raw_fetch.fetch_partition(noida.bootstrap, capture.topic, 0, start_offset=int(b["base_offset"][i]) + 1)
+    got = raw_fetch.fetch_partition(kafka_broker.bootstrap, capture.topic, 0, start_offset=int(b["base_offset"][i]) + 1)
     assert got.records == seg.raw[int(b["position"][i]) :]

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.dump_log.damage_view import assert_damage_equal, dump_lines, safety_by_id, without_regions
 from tests.e2e.test_previous_pipeline import TABLES, differences, read_delta
 from tests.oracle import kafka
 
@@ -130,10 +131,10 @@ def dump_each(broker_dir: Path, paths: list[str], options: tuple[str, ...]) -> l
     return out
 
 
-def dump_brokers(logs: Path, dumps: Path) -> dict[str, list[Dumped]]:
+def dump_brokers(logs: Path, dumps: Path, data_options: tuple[str, ...] = DEEP) -> dict[str, list[Dumped]]:
     """Every broker's files under ``logs`` (those txnlog reads: ``txnlog.sources.logdirs.discover``) dumped into
     ``dumps/<broker>/<partition dir>-<file>.txt``: two calls per broker (the data segments and
-    snapshots, then ``__transaction_state``)."""
+    snapshots with ``data_options``, then ``__transaction_state``)."""
     from txnlog.sources.logdirs import discover
 
     inv = discover([str(logs)])
@@ -148,7 +149,7 @@ def dump_brokers(logs: Path, dumps: Path) -> dict[str, list[Dumped]]:
             )
             for txn in (False, True)
         }
-        files = dump_each(broker_dir, rel[False], DEEP) + dump_each(broker_dir, rel[True], DECODER)
+        files = dump_each(broker_dir, rel[False], data_options) + dump_each(broker_dir, rel[True], DECODER)
         dumped[broker] = files
         (dumps / broker).mkdir(parents=True)
         for d in files:
@@ -240,6 +241,9 @@ def _columns(data, table: str, drop: set[str]):
     import pyarrow.compute  # noqa: F401 - pa.compute
 
     data = data.select([c for c in data.schema.names if c not in drop])
+    if table == "findings":  # a damaged region's file and dump line name an input file (_NOT_COMPARED); the rest is
+        evidence = [without_regions(e) for e in data.column("evidence").to_pylist()]
+        data = data.set_column(data.schema.names.index("evidence"), "evidence", pa.array(evidence, pa.string()))
     for c in _COORDINATOR_ONLY.get(table, ()):
         nulls = pa.array([None] * data.num_rows, data.schema.field(c).type)
         no_topic = pa.compute.is_null(data.column("topic"))
@@ -322,6 +326,49 @@ def test_dumps_give_the_tables_of_the_segments(judged: Judged) -> None:
     quarantine = read_delta(judged.out_dumps, "quarantine", {}).to_pylist()
     told = {(q["topic"], q["partition"]) for q in quarantine if q["reason"] == "dump_log_tool_error"}
     assert _stopped(judged) <= told, (_stopped(judged), told)
+
+
+#: the writer's damage, every kind: a bad-CRC batch before a hanging transaction and past its producer's earlier
+#: marker (SAFE), between two of its batches and after its last (VERIFY_FIRST); a segment with every kind
+DAMAGE_SCENARIOS = ("damage_around_transactions", "corrupt_and_truncated")
+
+
+@pytest.mark.parametrize("options", [DEEP, ()], ids=["deep-iteration", "shallow"])
+@pytest.mark.parametrize("scenario", DAMAGE_SCENARIOS)
+def test_damage_dumped_by_kafka_is_bounded_as_in_the_log_files(oracle, spark, tmp_path, scenario, options) -> None:
+    """Kafka's DumpLogSegments, with and without ``--deep-iteration``: a region it shows (``isvalid: false``, a
+    batch of another magic) is bounded by the one damage rule from the batches it prints valid either side, so the
+    quarantine rows, the findings' safety and the regions their evidence names are those of the log files, and the
+    evidence names the dump line. Where the tool stopped (a header it cannot frame, records it cannot read: the
+    exception in the file, ``dump_log_tool_error``) no valid batch bounds the region after: the rule says so and
+    no finding there is safer than from the files."""
+    from txnlog.brokerlog.scenarios import write_scenario
+    from txnlog.output.delta import read_table
+
+    truth = write_scenario(scenario, tmp_path / "logs", seed=1)
+    dumped = dump_brokers(tmp_path / "logs", tmp_path / "dumps", options)
+    as_of = str(truth.as_of_ms)
+    _run(spark, tmp_path / "out-logs", as_of, logs=[str(tmp_path / "logs")])
+    named = [f"{p.name}={p}" for p in sorted((tmp_path / "dumps").iterdir())]
+    _run(spark, tmp_path / "out-dumps", as_of, dump_log=named)
+    tables = ("findings", "abort_recommendations", "quarantine")
+    files = {t: read_table(str(tmp_path / "out-logs"), t).to_pylist() for t in tables}
+    dump = {t: read_table(str(tmp_path / "out-dumps"), t).to_pylist() for t in tables}
+    stopped = _stopped(Judged(scenario, tmp_path / "logs", tmp_path / "dumps", dumped, tmp_path, tmp_path))
+    assert_damage_equal(files, dump, stopped)
+    told = {(q["topic"], q["partition"]) for q in dump["quarantine"] if q["reason"] == "dump_log_tool_error"}
+    assert stopped <= told
+    # the dump line of each region named: where the dump shows the partition whole, as the files' evidence names it
+    lines = [str(line) for f in dump["findings"] for line in dump_lines(f["evidence"])]
+    shown = r"baseOffset: \d+ .* isvalid: false$" if scenario == "damage_around_transactions" else ""
+    if any(dump_lines(f["evidence"]) and (f["topic"], f["partition"]) not in stopped for f in files["findings"]):
+        assert any(re.search(r"\.txt:\d+: " + shown, line) for line in lines), lines
+    if scenario == "damage_around_transactions":
+        safety, want = safety_by_id(dump, "ledger"), safety_by_id(files, "ledger")
+        assert want == {"ledger-before": "SAFE", "ledger-inside": "VERIFY_FIRST", "ledger-after": "VERIFY_FIRST"}
+        partition = {"ledger-before": 0, "ledger-inside": 1, "ledger-after": 2}  # the scenario's placement
+        bounded = {t for t in want if ("ledger", partition[t]) not in stopped}
+        assert {t: safety[t] for t in bounded} == {t: want[t] for t in bounded}
 
 
 def test_every_line_kafka_prints_is_read(judged: Judged) -> None:

@@ -70,6 +70,7 @@ about 30 s to the suite (0.5 CI minutes); 150 examples take about 60 s, 200 abou
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -297,6 +298,17 @@ def _restart_rebuilds_from_log_start(c: Cluster, key: tuple[int, str, int]) -> b
     return log.log_start_offset > 0 and not any(log.log_start_offset < o <= recovered for o in snapshots)
 
 
+def _leader_expired_a_producer(c: Cluster, key: tuple[int, str, int]) -> bool:
+    """A running broker's copy whose leader's periodic check removed a producer between two of its batches
+    (``UnifiedLog.producerExpireCheck`` → ``ProducerStateManager.removeExpiredProducers``): its next batch
+    started from an empty entry (coordinator epoch −1), which a restart, replaying the batches without
+    expiring between them (``UnifiedLog.rebuildProducerState``), does not do. Judged by Kafka's own code in
+    :func:`test_a_producer_idle_past_its_expiration_restarts_from_an_empty_entry`."""
+    if key[0] in c.clean_shutdown_brokers:
+        return False
+    return bool(c.partition(*key[1:]).logs[key[0]].expired_between)
+
+
 def _live_answer(truth: ScenarioResult, key: tuple[int, str, int], kafka: dict[str, Any]) -> dict[str, Any]:
     """Kafka's answer with the LSO and producers of the ground truth's live answer (the offsets stay Kafka's; an
     LSO held by an unreplicated transaction stays Kafka's restart answer, which the judge compares as such)."""
@@ -370,7 +382,7 @@ def _differences(
             k["lastStableOffset"],
             _producers(k["producers"]),
         )
-        if differs and _restart_rebuilds_from_log_start(c, key):
+        if differs and (_restart_rebuilds_from_log_start(c, key) or _leader_expired_a_producer(c, key)):
             named.append(key)
             kafka[key] = for_txnlog[key] = live
     return truth_differences(truth, kafka) + txnlog_differences(truth, for_txnlog, out), named
@@ -378,14 +390,15 @@ def _differences(
 
 @dataclass
 class _Judged:
-    """One workload judged alone: the differences, the replicas named, Kafka's restart answer, the truth and
-    txnlog's producer_state rows."""
+    """One workload judged alone: the differences, the replicas named, Kafka's restart answer, the truth,
+    txnlog's producer_state rows and the written cluster."""
 
     problems: list[str]
     named: list[tuple[int, str, int]]
     restart: dict[tuple[int, str, int], dict[str, Any]]
     truth: ScenarioResult
     txnlog_producers: list[dict[str, Any]]
+    cluster: Cluster
 
 
 def _judge_one(oracle: Any, spark: Any, w: Workload, root: Path) -> _Judged:
@@ -397,7 +410,7 @@ def _judge_one(oracle: Any, spark: Any, w: Workload, root: Path) -> _Judged:
     restart = dict(kafka)
     run_txnlog(spark, truth.root, root / "out", c.now, "one")
     problems, named = _differences(c, truth, kafka, root / "out")
-    return _Judged(problems, named, restart, truth, T.rows(str(root / "out"), "producer_state"))
+    return _Judged(problems, named, restart, truth, T.rows(str(root / "out"), "producer_state"), c)
 
 
 #: one idempotent batch on a partition of one segment, then DeleteRecords up to the log end
@@ -450,19 +463,19 @@ def test_a_running_copy_whose_producers_no_byte_shows(oracle, spark, tmp_path):
     assert not judged.truth.producers
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the writer and txnlog: a producer the live leader expired between two of its batches "
-    "(UnifiedLog.producerExpireCheck → ProducerStateManager.removeExpiredProducers every "
-    "producer.id.expiration.check.interval.ms) restarts from an empty entry; both keep the old one",
-)
 def test_a_producer_idle_past_its_expiration_restarts_from_an_empty_entry(oracle, spark, tmp_path):
     """A running broker removes a producer idle for ``producer.id.expiration.ms`` with no transaction open at
-    its next periodic check; its next batch starts a new entry (``ProducerStateEntry.empty``: coordinator
-    epoch −1). The copy's bytes show the gap (the marker, then a batch 25 hours later), so a running copy's
-    tables should say −1. Kafka's restart replays the batches without expiring between them
-    (``UnifiedLog.rebuildProducerState``), as the writer and txnlog do: all three keep the marker's
-    coordinator epoch."""
+    the next run of its periodic check (``UnifiedLog.producerExpireCheck`` every
+    ``producer.id.expiration.check.interval.ms`` → ``ProducerStateManager.removeExpiredProducers``,
+    ``isProducerExpired``); its next batch starts a new entry (``ProducerStateEntry.empty``: coordinator epoch
+    −1). The copy's bytes show the gap (the marker, then a batch 25 hours later). Kafka's own code says what
+    the leader held, in the two steps the leader took: the log up to that batch, loaded at the check's time
+    with the check applied, has no producer (Kafka's ``removeExpiredProducers`` removed it); the whole log,
+    loaded from a producer snapshot at that batch holding that state, gives the leader's answer. The ground
+    truth and txnlog say the same; Kafka's restart on the copy keeps the marker's coordinator epoch (it
+    replays without expiring), the difference the judge names (``_leader_expired_a_producer``)."""
+    from txnlog.brokerlog.encode import encode_producer_snapshot
+
     w = Workload(
         0,
         1,
@@ -475,6 +488,75 @@ def test_a_producer_idle_past_its_expiration_restarts_from_an_empty_entry(oracle
         (0,),
     )
     judged = _judge_one(oracle, spark, w, tmp_path)
-    (producer,) = judged.truth.producers
-    assert producer.current_txn_start_offset is not None
-    assert [r["coordinator_epoch"] for r in judged.txnlog_producers] == [producer.coordinator_epoch] == [-1]
+    key = (1, TOPIC, 0)
+    assert not judged.problems and judged.named == [key]
+    log = judged.truth.root / "broker-1" / f"{TOPIC}-0"
+    c_log = _leader_log(judged)
+    ((check, offset, pid),) = c_log.expired_between
+
+    # where the batch after the gap starts, and its time, as Kafka's DumpLogSegments reads them
+    segment = max((p for p in log.glob("*.log") if int(p.stem) <= offset), key=lambda p: int(p.stem))
+    dumped = {
+        int(m[1]): (int(m[2]), int(m[3]))
+        for m in re.finditer(r"baseOffset: (\d+) .* position: (\d+) CreateTime: (-?\d+)", oracle.dump(segment))
+    }
+    position, batch_time = dumped[offset]
+    assert check < batch_time  # the check ran in the gap, before that batch
+
+    # 1. the log up to that batch, at the check's time, the check applied (Kafka's removeExpiredProducers)
+    before = tmp_path / "before" / log.name
+    shutil.copytree(log, before)
+    for f in before.iterdir():
+        if f.suffix == ".log" and int(f.stem) > int(segment.stem) or f.suffix in (".index", ".timeindex"):
+            f.unlink()
+        elif f.suffix == ".snapshot" and int(f.stem) > offset:
+            f.unlink()
+    with open(before / segment.name, "r+b") as fh:
+        fh.truncate(position)
+    (at_check,) = oracle.load_partitions([before], "--now", str(check), "--apply-expiration")
+    assert at_check["logEndOffset"] == offset
+    assert [p["producerId"] for p in at_check["producers"]] == []
+
+    # 2. the whole log, from a producer snapshot at that batch holding that state
+    after = tmp_path / "after" / log.name
+    shutil.copytree(log, after)
+    for f in after.glob("*.snapshot"):
+        f.unlink()
+    (after / f"{offset:020d}.snapshot").write_bytes(encode_producer_snapshot([]))
+    (leader,) = oracle.load_partitions(
+        [after], "--now", str(judged.truth.as_of_ms), "--apply-expiration", "--shutdown", "clean"
+    )
+    kafka_live = _producers(leader["producers"])
+
+    truth = sorted(
+        (
+            p.producer_id,
+            p.producer_epoch,
+            p.last_sequence,
+            p.last_timestamp,
+            p.coordinator_epoch,
+            p.current_txn_start_offset,
+        )
+        for p in judged.truth.producers
+    )
+    txnlog = sorted(
+        (
+            r["producer_id"],
+            r["producer_epoch"],
+            r["last_sequence"],
+            r["last_timestamp_ms"],
+            r["coordinator_epoch"],
+            r["current_txn_start_offset"],
+        )
+        for r in judged.txnlog_producers
+    )
+    assert truth == txnlog == kafka_live
+    ((producer_id, *_, coordinator_epoch, current_txn),) = kafka_live
+    assert (producer_id, coordinator_epoch) == (pid, -1) and current_txn == offset
+    # Kafka's restart on the copy replays without expiring: the marker's coordinator epoch
+    (marker,) = c_log.markers
+    assert [p["coordinatorEpoch"] for p in judged.restart[key]["producers"]] == [marker.coordinator_epoch] != [-1]
+
+
+def _leader_log(judged: _Judged) -> PartitionLog:
+    return judged.cluster.partition(TOPIC, 0).leader_log

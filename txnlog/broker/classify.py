@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txnlog.kafka.wire import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     LATE_TRANSACTION_BUFFER_MS,
     TWO_PHASE_COMMIT_TIMEOUT_MS,
@@ -77,8 +78,10 @@ class Safety(StrEnum):
 class Owner(StrEnum):
     """How a producer id was tied to a transactional.id (the candidates' column ``owner_match``)."""
 
-    CURRENT = "current"  # the id's latest ProducerId
-    ROLLOVER = "rollover"  # the id's NextProducerId / PreviousProducerId (KIP-890)
+    CURRENT = "current"  # the id's latest ProducerId: the only one its markers are written with
+    #: the NextProducerId of the id's Prepare* record (a KIP-890 rollover under way): not the id's yet, and no
+    #: batch of it can precede the record that makes it so, so the copy of __transaction_state predates one
+    NEXT = "next"
     EXPIRED = "expired"  # the id owned it when it was tombstoned or went Dead
     NONE = "none"
 
@@ -118,6 +121,8 @@ class Thresholds:
     txn_state_partitions: int = 50
     #: the brokers' producer.id.expiration.ms: producers idle longer (and with nothing open) have no state
     producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
+    #: the brokers' producer.id.expiration.check.interval.ms: how often a running leader removes those
+    producer_id_expiration_check_interval_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS
 
 
 def abort_command(bootstrap: str | None, topic: str, partition: int, start_offset: int) -> str:
@@ -260,7 +265,9 @@ def verdicts(candidates: pa.Table, thresholds: Thresholds) -> tuple[np.ndarray, 
     in_set = np.array(
         [f"{t}-{p}" in (ps or ()) for t, p, ps in zip(topics, parts, owner_parts, strict=True)], dtype=bool
     )
-    has_owner = (match == Owner.CURRENT) | (match == Owner.ROLLOVER)
+    # Only the id's current producer id owns a transaction: the coordinator writes every marker with it
+    # (README "How txnlog decides": a rolled-over producer id).
+    has_owner = match == Owner.CURRENT
     completed = np.isin(state, COMPLETED_STATES)
     prepare = np.isin(state, PREPARE_STATES)
     ongoing = state == TransactionState.ONGOING.kafka_name
@@ -292,8 +299,10 @@ def verdicts(candidates: pa.Table, thresholds: Thresholds) -> tuple[np.ndarray, 
     reason = np.select(conditions, reasons, default="").astype(object)
     is_hanging = np.isin(reason, HANGING_REASONS)
     verdict = np.where(is_hanging, Verdict.HANGING, np.where(reason == "", "", Verdict.LATE)).astype(object)
-    verify = ((reason == Reason.NO_TRANSACTIONAL_ID) & (not thresholds.all_txn_state_partitions_read)) | doubtful(
-        candidates
+    verify = (
+        ((reason == Reason.NO_TRANSACTIONAL_ID) & (not thresholds.all_txn_state_partitions_read))
+        | (match == Owner.NEXT)
+        | doubtful(candidates)
     )
     safety = np.where(is_hanging, np.where(verify, Safety.VERIFY_FIRST, Safety.SAFE), "").astype(object)
     assert verdict.shape == (n,)
@@ -411,7 +420,13 @@ def evidence(row: dict, reason: Reason | str, thresholds: Thresholds) -> str:
     if reason == Reason.NO_TRANSACTIONAL_ID:
         coord = f"no transactional.id in __transaction_state currently owns producer id {pid}"
         seen = row.get("history_transactional_id")
-        if seen:
+        if row.get("owner_match") == Owner.NEXT:
+            coord += (
+                f"; {tid}'s {state or 'latest'} record names it as the next producer id of a KIP-890 rollover, so "
+                "this copy of __transaction_state predates the record that made it that id's: verify with "
+                "kafka-transactions.sh describe-producers first"
+            )
+        elif seen:
             coord += f" (it was last seen under {seen}, which has moved on to another producer id)"
         read = thresholds.txn_state_partitions_read
         if not thresholds.all_txn_state_partitions_read and read == 0:

@@ -22,11 +22,10 @@ snapshots exactly as the broker's ``ProducerStateManager`` keeps them (Kafka's s
 * a producer with no open transaction whose ``lastTimestamp + producer.id.expiration.ms`` ≤ now is
   removed (``ProducerStateManager.isProducerExpired``/``removeExpiredProducers``): :func:`expired`.
 
-The broker runs that expiry check every ``producer.id.expiration.check.interval.ms`` (10 min,
-``TransactionLogConfig``; defaults there: ``producer.id.expiration.ms`` 1 day), so a
-producer idle longer than the expiration that wrote again afterwards restarts from an empty entry
-(coordinator epoch −1) on a live broker; offline that reset is visible only through the snapshots
-and is not replayed between them.
+The broker runs that expiry check every ``producer.id.expiration.check.interval.ms`` (10 min;
+``producer.id.expiration.ms`` 1 day), so a producer idle longer than the expiration that wrote again
+afterwards restarts from an empty entry (coordinator epoch −1) on a live broker: :func:`leader_producers`
+applies it on a running broker's copy where the idle time certainly held a run of the check.
 
 Work is split as for transactions (:mod:`txnlog.broker.reconstruct`): each segment is collapsed, vectorized,
 into one row per producer id (:func:`segment_producers`), wherever it is decoded; the rows of every
@@ -67,11 +66,19 @@ PRODUCER_COLUMNS: dict[str, np.dtype] = {
     # none; null: no such marker): whether an epoch change cleared that batch's sequence
     "after_min_epoch": np.dtype(np.int32),
     "after_max_epoch": np.dtype(np.int32),
+    # for the expiry check between its batches (:func:`leader_producers`): the time of its first event, whether
+    # a transaction of it is open after its last one, and the longest idle time (ms between two of its
+    # events, nothing open after the first) from its last marker on, and from its last data batch on (all of
+    # its events where it has none; null: no such two events)
+    "first_event_timestamp": np.dtype(np.int64),
+    "ends_open": np.dtype(np.bool_),
+    "idle_after_marker": np.dtype(np.int64),
+    "idle_after_data": np.dtype(np.int64),
 }
 
 #: nullable columns of :data:`PRODUCER_COLUMNS`
 NULLABLE = ("data_offset", "data_epoch", "last_sequence", "marker_offset", "coordinator_epoch")
-NULLABLE_AFTER = ("after_min_epoch", "after_max_epoch")
+NULLABLE_AFTER = ("after_min_epoch", "after_max_epoch", "idle_after_marker", "idle_after_data")
 
 
 def last_sequences(base_sequence: np.ndarray, last_offset_delta: np.ndarray) -> np.ndarray:
@@ -134,6 +141,18 @@ def segment_producers(batches: Mapping[str, np.ndarray]) -> dict[str, Col]:
     after_min = g.min(col(epoch), after)
     after_max = g.max(col(epoch), after)
     coordinator = np.asarray(batches["coordinator_epoch"], np.int32)[idx]
+    # a transaction of it is open after an event when its last marker-or-transactional-batch so far is a
+    # transactional batch (``currentTxnFirstOffset``); a batch-header without the flag counts as open: no expiry
+    transactional = batches.get("is_transactional")
+    txn_data = ~marker & (np.asarray(transactional, bool)[idx] if transactional is not None else True)
+    relevant = np.maximum.accumulate(np.where(marker | txn_data, pos, -1))
+    open_after = (relevant >= g.starts[g.of_row]) & txn_data[np.maximum(relevant, 0)]
+    ts64 = event_ts.astype(np.int64)
+    follows = np.ones(n, bool)
+    follows[g.starts] = False  # each event but a producer's first, after the one before it
+    idle_gap = follows & ~np.roll(open_after, 1)
+    gap = (np.where(follows, ts64 - np.roll(ts64, 1), 0), idle_gap)
+    prev_pos = pos - 1
     return {
         "producer_id": col(pid[g.starts]),
         "producer_epoch": col(epoch[last]),
@@ -146,6 +165,10 @@ def segment_producers(batches: Mapping[str, np.ndarray]) -> dict[str, Col]:
         "coordinator_epoch": col(coordinator[m], has_marker),
         "after_min_epoch": after_min,
         "after_max_epoch": after_max,
+        "first_event_timestamp": col(ts64[g.starts]),
+        "ends_open": col(open_after[last]),
+        "idle_after_marker": g.max(gap, prev_pos >= last_marker[g.of_row]),
+        "idle_after_data": g.max(gap, prev_pos >= last_data[g.of_row]),
     }
 
 
@@ -190,7 +213,9 @@ def _last_in_group(
     return at, found
 
 
-def leader_producers(events: Mapping[str, Col], snaps: Mapping[str, Col], replicas: R.ReplicaLogs) -> dict[str, Col]:
+def leader_producers(
+    events: Mapping[str, Col], snaps: Mapping[str, Col], replicas: R.ReplicaLogs, *, expiry_gap_ms: int | None = None
+) -> dict[str, Col]:
     """The producer state of each partition's leader (:attr:`txnlog.broker.reconstruct.ReplicaLogs.is_lead`, the
     most advanced replica — the one whose offsets ``partition_health`` reports), one row per producer id
     (:data:`RESULT_COLUMNS`), before expiry.
@@ -205,6 +230,16 @@ def leader_producers(events: Mapping[str, Col], snaps: Mapping[str, Col], replic
     for a producer the snapshot lacks, a segment that holds batches on both sides of the snapshot's offset (a
     snapshot written at the log end on restart, then more appends to that segment) also lends what it held
     before that offset.
+
+    ``expiry_gap_ms`` (``producer.id.expiration.ms`` + ``producer.id.expiration.check.interval.ms``; None: not
+    applied): on a running broker's copy, a producer idle that long with nothing open between two of its
+    events was removed by the leader's periodic check (``UnifiedLog.producerExpireCheck`` →
+    ``ProducerStateManager.removeExpiredProducers``, ``isProducerExpired``) — some run of it fell in the
+    idle time at least ``producer.id.expiration.ms`` after the first event — and its next event started from
+    ``ProducerStateEntry.empty``: its coordinator epoch is −1 unless a marker follows the last such gap, its
+    last sequence −1 unless a data batch does. A shorter gap past ``producer.id.expiration.ms`` depends on when
+    the checks ran, which no byte shows: the entry is kept, as a restart keeps it. A clean copy speaks for a
+    restart, which replays without expiring (``UnifiedLog.rebuildProducerState``): not applied.
     """
     lead = replicas.is_lead
     n_rep = replicas.tp.size
@@ -274,6 +309,20 @@ def leader_producers(events: Mapping[str, Col], snaps: Mapping[str, Col], replic
     kept = d_found & ((lo == _I32_MAX) | (lo == d_epoch)) & ((hi == _I32_MIN) | (hi == d_epoch))
     seq_ok = seq[1][d_at]
     from_snapshot = is_snap[ev_at]
+    if expiry_gap_ms is not None and pid.size:
+        idle = _expired_between(
+            group, event_off[0], rank, ng,
+            first_ts=both("first_event_timestamp", (ts[0][ne:], np.ones(ns, bool)), np.int64),
+            last_ts=ts,
+            # a snapshot entry's transaction: its CurrentTxnFirstOffset (unknown: open, no expiry)
+            ends_open=both("ends_open", _snap_open(snaps, chosen), bool),
+            after_marker=both("idle_after_marker", (np.zeros(ns, np.int64), np.zeros(ns, bool)), np.int64),
+            after_data=both("idle_after_data", (np.zeros(ns, np.int64), np.zeros(ns, bool)), np.int64),
+            marker_at=m_at, data_at=d_at, gap_ms=expiry_gap_ms,
+        )  # fmt: skip
+        running = ~replicas.clean_shutdown[keys[0]]
+        m_found = m_found & ~(idle[0] & running)
+        kept = kept & ~(idle[1] & running)
     return {
         "replica": col(keys[0].astype(np.int32)),
         "producer_id": col(keys[1].astype(np.int64)),
@@ -284,6 +333,58 @@ def leader_producers(events: Mapping[str, Col], snaps: Mapping[str, Col], replic
         "last_offset": (event_off[0][ev_at], ~from_snapshot),
         "from_snapshot": col(from_snapshot),
     }
+
+
+def _snap_open(snaps: Mapping[str, Col], chosen: np.ndarray) -> Col:
+    """Whether each chosen snapshot entry has a transaction open (``CurrentTxnFirstOffset`` ≥ 0; unknown: yes)."""
+    first = snaps.get("first_offset")
+    if first is None:
+        return np.ones(int(chosen.sum()), bool), np.ones(int(chosen.sum()), bool)
+    values, valid = first[0][chosen], first[1][chosen]
+    return ~valid | (values >= 0), np.ones(values.size, bool)
+
+
+def _expired_between(
+    group: np.ndarray,
+    offset: np.ndarray,
+    rank: np.ndarray,
+    ng: int,
+    *,
+    first_ts: Col,
+    last_ts: Col,
+    ends_open: Col,
+    after_marker: Col,
+    after_data: Col,
+    marker_at: np.ndarray,
+    data_at: np.ndarray,
+    gap_ms: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per group (a replica's producer id): whether the expiry check removed it after its last marker, and after
+    its last data batch (:func:`leader_producers`). Its rows (a snapshot entry, segments) in log order: a gap
+    of at least ``gap_ms`` inside a row after that event, or between a row at or after it and the next one
+    (the first with nothing open at its end), counts."""
+    order = np.lexsort((rank, offset, group))
+    g = group[order]
+    same = np.zeros(order.size, bool)
+    same[1:] = g[1:] == g[:-1]
+    prev = np.roll(order, 1)
+    cross = np.zeros(group.size, np.int64)
+    cross_ok = np.zeros(group.size, bool)
+    ok = same & first_ts[1][order] & last_ts[1][prev] & ends_open[1][prev] & ~ends_open[0][prev]
+    cross[order] = np.where(ok, first_ts[0][order] - last_ts[0][prev], 0)
+    cross_ok[order] = ok
+    # each row's position in its group's log order, and the position of the row holding the event
+    position = np.empty(group.size, np.int64)
+    position[order] = np.arange(order.size)
+    out = []
+    for inside, at in ((after_marker, marker_at), (after_data, data_at)):
+        after_row = position > position[at][group]
+        long_inside = inside[1] & (inside[0] >= gap_ms) & (after_row | (np.arange(group.size) == at[group]))
+        long_cross = cross_ok & (cross >= gap_ms) & after_row
+        hit = np.zeros(ng, bool)
+        np.logical_or.at(hit, group, long_inside | long_cross)
+        out.append(hit)
+    return out[0], out[1]
 
 
 def expired(

@@ -113,14 +113,20 @@ class ProducerState:
 
 #: What one appended batch did to its producer's state, for :meth:`PartitionLog.producers_on_disk`:
 #: (base offset, producer id, epoch, then for a data batch: last offset, offset delta, max timestamp, last
-#: sequence, transactional; for an ABORT/COMMIT marker: None, None, timestamp, coordinator epoch, None).
-_ProducerEvent = tuple[int, int, int, int | None, int | None, int, int, bool | None]
+#: sequence, transactional; for an ABORT/COMMIT marker: None, None, timestamp, coordinator epoch, None; for
+#: the periodic expiry check removing the producer before the batch at that offset: None, None, the check's
+#: time, None, None).
+_ProducerEvent = tuple[int, int, int, int | None, int | None, int, int | None, bool | None]
 
 
 def _feed(producers: dict[int, ProducerState], event: _ProducerEvent) -> None:
     """``ProducerStateManager.update`` of one batch (``ProducerAppendInfo``: a data batch, or a marker, whose new
     epoch clears the batch metadata: ``ProducerStateEntry.maybeUpdateProducerEpoch``)."""
     base, pid, epoch, last_offset, delta, timestamp, value, transactional = event
+    if last_offset is None and value is None:  # removed by the expiry check (PartitionLog._expire_idle)
+        producers.pop(pid, None)
+        return
+    assert value is not None
     state = producers.get(pid)
     if state is None:
         state = producers[pid] = ProducerState(producer_id=pid)
@@ -233,6 +239,7 @@ class PartitionLog:
         timestamp_type: TimestampType = TimestampType.CREATE_TIME,
         clock: Callable[[], int] | None = None,
         producer_id_expiration_ms: int = wire.DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        producer_id_expiration_check_interval_ms: int = wire.DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
         topic_id: bytes | None = None,
         log_start_offset: int = 0,
     ) -> None:
@@ -248,6 +255,12 @@ class PartitionLog:
         self.timestamp_type = TimestampType(timestamp_type)
         self.clock = clock
         self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.producer_id_expiration_check_interval_ms = producer_id_expiration_check_interval_ms
+        #: the periodic expiry check (``UnifiedLog.producerExpireCheck``) runs every interval from the log's
+        #: load: its first run one interval after this time (None: no clock, no check)
+        self.expiry_checks_from: int | None = clock() if clock is not None else None
+        #: (check time, offset of the batch it came before, producer id): producers the check removed
+        self.expired_between: list[tuple[int, int, int]] = []
         self.topic_id = topic_id
         self.log_start_offset = log_start_offset
         self.log_end_offset = log_start_offset
@@ -621,6 +634,25 @@ class PartitionLog:
             state = self.producers[pid] = ProducerState(producer_id=pid)
         return state
 
+    def _expire_idle(self, pid: int, offset: int) -> None:
+        """What the periodic expiry check did to ``pid`` since its last batch, before its batch at ``offset``:
+        ``ProducerStateManager.removeExpiredProducers`` at each run (``UnifiedLog.producerExpireCheck`` every
+        ``producer.id.expiration.check.interval.ms``) removes a producer with no transaction open and idle for
+        at least ``producer.id.expiration.ms`` (``isProducerExpired``); its next batch then starts from
+        ``ProducerStateEntry.empty`` (no coordinator epoch). The other producers' removal shows only at
+        a snapshot or at ``as_of``, where it is applied."""
+        state = self.producers.get(pid)
+        start = self.expiry_checks_from
+        if state is None or state.current_txn_first_offset >= 0 or start is None or self.clock is None:
+            return
+        interval = self.producer_id_expiration_check_interval_ms
+        due = state.last_timestamp + self.producer_id_expiration_ms  # the first time a check removes it
+        check = start + max(1, -(-(due - start) // interval)) * interval  # the first run at or after it
+        if check <= self.clock():
+            del self.producers[pid]
+            self.expired_between.append((check, offset, pid))
+            self._producer_events.append((offset, pid, wire.NO_PRODUCER_EPOCH, None, None, check, None, None))
+
     def _apply_data(
         self,
         *,
@@ -637,6 +669,7 @@ class PartitionLog:
         size: int,
         batches: int,
     ) -> None:
+        self._expire_idle(pid, base_offset)
         state = self._producer(pid)
         if epoch != state.producer_epoch:
             state.producer_epoch = epoch
@@ -679,6 +712,7 @@ class PartitionLog:
         if control_type not in (ControlType.ABORT, ControlType.COMMIT) or value is None or len(value) < 6:
             return
         coordinator_epoch = struct.unpack_from(">i", value, 2)[0]
+        self._expire_idle(pid, offset)
         self._producer_events.append((offset, pid, epoch, None, None, timestamp, coordinator_epoch, None))
         state = self._producer(pid)
         if epoch != state.producer_epoch:  # ProducerStateEntry.maybeUpdateProducerEpoch clears the batch metadata
@@ -841,6 +875,8 @@ class PartitionLog:
             raise NotImplementedError("restart without a snapshot above the log start: rebuild from the log start")
         self._last_snapshot_offset = min(self._last_snapshot_offset, self.log_end_offset - 1)
         self.take_snapshot(self.log_end_offset)
+        if self.clock is not None:  # the loaded log schedules its expiry check anew
+            self.expiry_checks_from = self.clock()
         return doomed
 
     # ---------------------------------------------------------------- damage

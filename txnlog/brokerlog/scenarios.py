@@ -430,6 +430,54 @@ def situation_tv2_rollover(
     return p
 
 
+def situation_rolled_over_producer_id(
+    c: Cluster, hang: TopicPartition, other: TopicPartition, txn_id: str = "fx-ledger"
+) -> list[Intent]:
+    """A KAFKA-14053 late batch leaves the id's producer id open on ``hang``; the application moves to
+    transaction version 2, whose epoch bumps exhaust the epoch and roll the id over to a new producer id;
+    the new producer's transactions list ``hang`` (one committed, the last left Ongoing past its timeout).
+    Its markers carry the new producer id (``TransactionMarkerChannelManager.addTxnMarkersToSend`` sends
+    ``txnMetadata.producerId``), so none ends the old producer's transaction: HANGING, as find-hanging
+    says (no transactional.id's current producer id is the old one)."""
+    c.coordinator.seed_transactional_id(txn_id, producer_epoch=32760, timeout_ms=60_000, client_transaction_version=1)
+    first = c.transactional_producer(txn_id, transaction_version=1, compression=Compression.LZ4).init_transactions()
+    first.begin_transaction()
+    first.send(*other)
+    stuck = first.send_deferred(*hang)
+    c.advance(c.rng.randint(2_000, 8_000))
+    first.abort_transaction()  # transaction version 1: the markers keep the epoch
+    c.advance(c.rng.randint(50, 400))
+    stuck.deliver()
+    old_pid = first.producer_id
+    p = c.transactional_producer(txn_id, transaction_version=2, compression=Compression.ZSTD).init_transactions()
+    while p.producer_id == old_pid:  # each end bumps the epoch; at 32766 the id rolls over
+        p.begin_transaction()
+        p.send(*other)
+        p.commit_transaction()
+        c.advance(c.rng.randint(1_000, 5_000))
+    new_pid = p.producer_id
+    p.begin_transaction()
+    p.send(*hang)
+    p.send(*other)
+    p.commit_transaction()  # a COMMIT marker of the new producer id on `hang`
+    c.advance(c.rng.randint(1_000, 5_000))
+    p.begin_transaction()
+    p.send(*hang)
+    p.crash()
+    c.coordinator.stall(txn_id)  # the new producer's transaction, listing `hang`, stays Ongoing
+    return [
+        Intent(HANGING, "NO_TRANSACTIONAL_ID", *hang, producer_id=old_pid, label="rolled-over producer id"),
+        Intent(
+            LATE,
+            "COORDINATOR_TIMEOUT_OVERDUE",
+            *hang,
+            producer_id=new_pid,
+            transactional_id=txn_id,
+            label="the new producer id's transaction",
+        ),
+    ]
+
+
 def situation_tv1_rotation(c: Cluster, tp: TopicPartition, txn_id: str = "fx-rates-legacy") -> None:
     """TV1 exhaustion is handled at InitProducerId: a new producer id at epoch 0."""
     c.coordinator.seed_transactional_id(txn_id, producer_epoch=32765, timeout_ms=60_000, client_transaction_version=1)
@@ -605,6 +653,20 @@ def tv2_rollover(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> 
         intents=[],
         description="KIP-890 epoch bumps and producer-id rollover",
         notes={"rolled_over_from": seeded, "rolled_over_to": p.producer_id},
+    )
+
+
+def rolled_over_producer_id(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
+    """An open transaction of an id's previous producer id on a partition its new producer id's transaction
+    lists: HANGING (the new producer id's markers never end it), the new one's LATE."""
+    return _situation(
+        out,
+        seed,
+        overwrite,
+        name="rolled_over_producer_id",
+        act=lambda c: situation_rolled_over_producer_id(c, ("payments", 1), ("orders", 2)),
+        description="an open transaction of a rolled-over producer id on a partition the new producer id's "
+        "transaction lists",
     )
 
 
@@ -1463,6 +1525,7 @@ SCENARIOS: dict[str, Callable[..., ScenarioResult]] = {
     "ongoing_within_timeout": ongoing_within_timeout,
     "tv2_rollover": tv2_rollover,
     "no_transactional_id": no_transactional_id,
+    "rolled_over_producer_id": rolled_over_producer_id,
     "transactional_id_expired": transactional_id_expired,
     "coordinator_completed": coordinator_completed,
     "partition_not_in_transaction": partition_not_in_transaction,

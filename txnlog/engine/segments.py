@@ -38,7 +38,6 @@ from txnlog.model.rows import (
     broker_written,
     fragment_kinds,
     newest_timestamp,
-    producer_rows,
 )
 from txnlog.rules.damage import region_offsets
 from txnlog.rules.staged import stage_name, write_raw
@@ -207,7 +206,8 @@ class SegmentRows:
     def __init__(self) -> None:
         self.values: dict[str, list[Any]] = {name: [] for name in _SEGMENT_ROW_TYPES}
         self.kinds: list[str] = []
-        self.producers: list[pa.RecordBatch] = []
+        #: producer rows waiting for :meth:`batches`, built there into one batch (:meth:`add_rows`)
+        self.pending: list[tuple[int, dict[str, Any], dict[str, tuple[np.ndarray, np.ndarray | None]]]] = []
 
     def add(
         self,
@@ -222,16 +222,19 @@ class SegmentRows:
         with ``piece``, a ``piece`` row of that piece of it (txnlog.sources.splits)."""
 
         b = batches
-        producers = producer_rows(
-            file.broker, file.topic, file.partition, file.path, file.base_offset, segment_producers(b)
+        producers = segment_producers(b)
+        self.add_rows(
+            producers["producer_id"][0].size,
+            {
+                "broker": file.broker,
+                "topic": file.topic,
+                "partition": file.partition,
+                "file": file.path,
+                "file_offset": file.base_offset,
+                "piece": piece,
+            },
+            {name: (values, valid) for name, (values, valid) in producers.items()},
         )
-        if piece is not None:
-            producers = producers.set_column(
-                SEGMENT_SUMMARY_SCHEMA.get_field_index("piece"),
-                "piece",
-                pa.array([piece] * producers.num_rows, pa.int32()),
-            )
-        self.producers.append(producers)
         self.kinds.append(KIND_SEGMENT if piece is None else KIND_PIECE)
         has = len(b["base_offset"]) > 0
         row = {
@@ -259,16 +262,61 @@ class SegmentRows:
         """The rows added since the last call, as one batch of ``SEGMENT_SUMMARY_SCHEMA`` (none if none)."""
         n = len(self.values["file"])
         if not n:
+            yield from self._pending_rows()
             return
         columns = {name: pa.array(values, _SEGMENT_ROW_TYPES[name]) for name, values in self.values.items()}
         kinds = pa.array(self.kinds, pa.string())
         self.values = {name: [] for name in _SEGMENT_ROW_TYPES}
         self.kinds = []
         yield batch_of(SEGMENT_SUMMARY_SCHEMA, n, {"kind": kinds, **columns})
-        producers = [b for b in self.producers if b.num_rows]
-        self.producers = []
-        if producers:
-            yield pa.Table.from_batches(producers, SEGMENT_SUMMARY_SCHEMA).combine_chunks().to_batches()[0]
+        yield from self._pending_rows()
+
+    def add_rows(
+        self, n: int, scalars: dict[str, Any], arrays: dict[str, tuple[np.ndarray, np.ndarray | None]]
+    ) -> None:
+        """``n`` rows of kind ``producer`` of one file, kept for :meth:`batches`: ``scalars`` the same in every
+        row (None: null), ``arrays`` (values, valid or None: all valid) per row. A file's rows cost ~1 ms
+        of the GIL as a batch of their own (the schema's ~46 columns); the files' rows as one batch cost that
+        once per :meth:`batches` (``SegmentRows`` of the small-segments mix: benchmarks/RESULTS.md)."""
+        if n:
+            self.pending.append((n, scalars, arrays))
+
+    def _pending_rows(self) -> Iterator[pa.RecordBatch]:
+        """The rows of :meth:`add_rows` since the last call, as one batch in the order added (none if none)."""
+        pending, self.pending = self.pending, []
+        if not pending:
+            return
+        counts = np.array([n for n, _, _ in pending], np.int64)
+        total = int(counts.sum())
+        owner = pa.array(np.repeat(np.arange(len(pending), dtype=np.int64), counts))
+        columns: dict[str, Any] = {"kind": KIND_PRODUCER}
+        for name in dict.fromkeys(k for _, scalars, _ in pending for k in scalars):
+            each = [scalars.get(name) for _, scalars, _ in pending]
+            if all(v is None for v in each):
+                continue
+            type = SEGMENT_SUMMARY_SCHEMA.field(name).type
+            columns[name] = each[0] if len(pending) == 1 else pa.array(each, type).take(owner)
+        for name in dict.fromkeys(k for _, _, arrays in pending for k in arrays):
+            type = SEGMENT_SUMMARY_SCHEMA.field(name).type
+            given = [arrays.get(name) for _, _, arrays in pending]
+            if all(g is not None for g in given):  # one array of every file's values
+                values = np.concatenate([np.asarray(g[0]) for g in given if g is not None])
+                valid = np.concatenate(
+                    [
+                        np.ones(n, bool) if g is None or g[1] is None else np.asarray(g[1], bool)
+                        for n, g in zip(counts, given)
+                    ]
+                )
+                columns[name] = pa.array(values, mask=~valid)
+                continue
+            chunks = [
+                pa.nulls(int(n), type)
+                if g is None
+                else pa.array(g[0], mask=None if g[1] is None else ~np.asarray(g[1], bool)).cast(type)
+                for n, g in zip(counts, given)
+            ]
+            columns[name] = pa.concat_arrays(chunks)
+        yield batch_of(SEGMENT_SUMMARY_SCHEMA, total, columns)
 
 
 #: the columns a ``segment`` row sets besides its kind (the others are null)
@@ -452,8 +500,11 @@ def summarize_piece(
     )
 
 
-def summarize_snapshot(file: LogFile, merge: PartitionTransactions | None = None) -> Iterator[pa.RecordBatch]:
-    """Producer snapshot entries as rows of kind ``snapshot``, or into ``merge`` (bad files → quarantine)."""
+def summarize_snapshot(
+    file: LogFile, merge: PartitionTransactions | None = None, rows: SegmentRows | None = None
+) -> Iterator[pa.RecordBatch]:
+    """Producer snapshot entries as rows of kind ``snapshot``, or into ``merge`` (bad files → quarantine); with
+    ``merge``, their ``producer`` rows go to ``rows`` when given (built with the others there), else are yielded."""
 
     buf = read_file_bytes(file.path)
     try:
@@ -493,6 +544,27 @@ def summarize_snapshot(file: LogFile, merge: PartitionTransactions | None = None
         )
         # the entries leave as producer rows (snapshot_offset set) for the producer_state table, not as
         # snapshot rows: the merge above took those, and a fragments merge downstream would take them again
+        if rows is not None:
+            rows.add_rows(
+                n,
+                {
+                    "broker": file.broker,
+                    "topic": file.topic,
+                    "partition": file.partition,
+                    "file": file.path,
+                    "file_offset": file.base_offset,
+                    "snapshot_offset": file.base_offset,
+                },
+                {
+                    "producer_id": (entries["producer_id"], None),
+                    "producer_epoch": (entries["producer_epoch"].astype(np.int32), None),
+                    "first_offset": (entries["current_txn_first_offset"], None),
+                    "last_sequence": (entries["last_sequence"], None),
+                    "last_timestamp": (entries["timestamp"], None),
+                    "coordinator_epoch": (entries["coordinator_epoch"], None),
+                },
+            )
+            return
         yield batch_of(
             SEGMENT_SUMMARY_SCHEMA,
             n,

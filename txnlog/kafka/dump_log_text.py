@@ -449,7 +449,7 @@ def _batch_line(version: Version, h: dict[str, int], crc_valid: bool) -> str:
     if version in ("3.x", "4.0", "4.x", "trunk"):
         dh = f" deleteHorizonMs: {_opt_long(h['base_timestamp'] if h['attrs'] & 0x40 else None, version)}"
     last_seq = -1 if h["base_sequence"] < 0 else (h["base_sequence"] + h["last_offset_delta"]) & 0x7FFFFFFF
-    magic = h["magic"] if version in KAFKA_CHECKED_VERSIONS else 2  # the byte as read (a damaged one too)
+    magic = h["magic"]  # the byte as read, a damaged one too (DumpLogSegments prints batch.magic in every version)
     return (
         f"baseOffset: {h['base_offset']} lastOffset: {h['base_offset'] + h['last_offset_delta']} "
         f"count: {h['count']} baseSequence: {h['base_sequence']} lastSequence: {last_seq} "

@@ -220,6 +220,9 @@ DEFAULT_TRANSACTION_STATE_SEGMENT_BYTES = 100 * 1024 * 1024  # transaction.state
 DEFAULT_TRANSACTION_STATE_REPLICATION_FACTOR = 3
 DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS = 604_800_000  # transactional.id.expiration.ms
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
+#: producer.id.expiration.check.interval.ms: how often ``UnifiedLog.producerExpireCheck`` runs
+#: ``ProducerStateManager.removeExpiredProducers`` (``ProducerStateManagerConfig``, ``ServerLogConfigs``)
+DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS = 600_000
 DEFAULT_ABORT_TIMED_OUT_TRANSACTIONS_INTERVAL_MS = 10_000
 DEFAULT_REMOVE_EXPIRED_TRANSACTIONAL_IDS_INTERVAL_MS = 3_600_000
 

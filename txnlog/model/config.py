@@ -62,6 +62,7 @@ class Config:
     as_of: str | None = None
     max_transaction_timeout_ms: int = 900_000
     producer_id_expiration_ms: int = 86_400_000
+    producer_id_expiration_check_interval_ms: int = 600_000
     transaction_state_partitions: int = 50
     check_crc: bool = True
     max_decompressed_bytes: int = 64 * 2**20
@@ -385,6 +386,7 @@ _KEYS: dict[str, Callable[[Any, str], Any]] = {
     "as_of": _as_as_of,
     "max_transaction_timeout_ms": lambda v, w: _int(v, w, minimum=0),
     "producer_id_expiration_ms": lambda v, w: _int(v, w, minimum=0),
+    "producer_id_expiration_check_interval_ms": lambda v, w: _int(v, w, minimum=1),
     "transaction_state_partitions": lambda v, w: _int(v, w, minimum=1),
     "check_crc": _as_bool,
     "max_decompressed_bytes": lambda v, w: _int(v, w, minimum=1),

@@ -83,6 +83,10 @@ SEGMENT_SUMMARY_SCHEMA = pa.schema(
         ("data_epoch", pa.int32()),
         ("after_min_epoch", pa.int32()),
         ("after_max_epoch", pa.int32()),
+        ("first_event_timestamp", pa.int64()),
+        ("ends_open", pa.bool_()),
+        ("idle_after_marker", pa.int64()),
+        ("idle_after_data", pa.int64()),
         # rows of a split segment's piece (txnlog.sources.splits): which piece (0: from byte 0; k: from split point
         # k - 1), and on ``piece`` rows the piece its walk stopped at (pieces + 1: the end; null: the piece
         # did not start, its split point failed the checks)

@@ -910,7 +910,8 @@ def placement_of(config: Config, inputs: Inputs, spark: SparkSession | None = No
             cores = int(spark.sparkContext.defaultParallelism)
         except Exception:  # a session without a SparkContext here (Spark Connect): the config's master
             pass
-    return Placement.for_input(inputs.bytes, config.driver_max_bytes, live=bool(inputs.live), cores=cores)
+    files = len(inputs.inventory.segments) + len(inputs.inventory.snapshots) + len(inputs.inventory.txn_state_segments)
+    return Placement.for_input(inputs.bytes, config.driver_max_bytes, live=bool(inputs.live), cores=cores, files=files)
 
 
 def runs_without_spark(config: Config, inputs: Inputs) -> bool:
@@ -932,6 +933,7 @@ def _thresholds(config: Config, inputs: Inputs, decoded: Decoded, as_of: datetim
         txn_state_partitions=config.transaction_state_partitions,
         bootstrap_servers=config.bootstrap_servers,
         producer_id_expiration_ms=config.producer_id_expiration_ms,
+        producer_id_expiration_check_interval_ms=config.producer_id_expiration_check_interval_ms,
     )
 
 

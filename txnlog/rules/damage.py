@@ -14,7 +14,11 @@ point on, always the active one), it truncates the log at the first invalid batc
 everything after it.
 
 Two steps, one function each: :func:`region_offsets` at decode time, where a file's valid batches are at
-hand, and :func:`ranges` over the decoded rows, where the segments of every replica are.
+hand, and :func:`ranges` over the decoded rows, where the segments of every replica are. A segment given as
+kafka-dump-log.sh text is bounded by the same :func:`region_offsets`, over the batches the dump prints valid
+(txnlog.engine.dump_log.assemble); where the tool stopped or printed invalid bytes at the end, no batch bounds the
+region after, as in a file. :func:`region_source` says, for the evidence, how each region was bounded and, for
+a dump, the line that showed it.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["region_offsets", "ranges"]
+from txnlog.model.contract import InputSource
+
+__all__ = ["region_offsets", "ranges", "region_source"]
 
 #: one damaged region: (first offset it may hold, end offset exclusive or None = up to the log end, file)
 Range = tuple[int, int | None, str]
@@ -75,8 +81,10 @@ def ranges(segments: pa.Table, quarantined: pa.Table) -> Mapping[tuple[str, int]
     next_base: dict[tuple[str, str, int], np.ndarray] = {}
     for key, bases in _grouped(segs, replica, "file_offset").items():
         next_base[key] = np.unique(bases)
+    columns = [*replica, "file_offset", "file", "first_offset", "last_offset"]
+    columns += [c for c in ("detail", "input") if c in quarantined.column_names]
     out: dict[tuple[str, int], set[Range]] = {}
-    for q in quarantined.select([*replica, "file_offset", "file", "first_offset", "last_offset"]).to_pylist():
+    for q in quarantined.select(columns).to_pylist():
         if q["topic"] is None or q["file_offset"] is None:
             continue
         base = int(q["file_offset"])
@@ -87,8 +95,31 @@ def ranges(segments: pa.Table, quarantined: pa.Table) -> Mapping[tuple[str, int]
             bases = next_base.get((q["broker"], q["topic"], int(q["partition"])), np.empty(0, np.int64))
             later = bases[bases > base]
             hi = int(later[0]) if later.size else None
-        out.setdefault((q["topic"], int(q["partition"])), set()).add((lo, hi, q["file"]))
+        line = q.get("detail") if q.get("input") == InputSource.DUMP_LOG else None
+        where = region_source(q["file"], q["first_offset"] is not None, q["last_offset"] is not None, line)
+        out.setdefault((q["topic"], int(q["partition"])), set()).add((lo, hi, where))
     return {k: tuple(sorted(v, key=repr)) for k, v in out.items()}
+
+
+def region_source(file: str, bounded_before: bool, bounded_after: bool, dump_line: str | None = None) -> str:
+    """The file a region lies in, how its offsets were bounded and, for a kafka-dump-log.sh input, the dump
+    line that showed it (``DUMP FILE:LINE: text``): what a finding's evidence names after the offsets.
+
+    >>> region_source("/k/e-0/0.log", True, True)
+    '/k/e-0/0.log (bounded by the valid batches either side)'
+    >>> region_source("/k/e-0/0.log", True, False, "b1.txt:7: baseOffset: 5 lastOffset: 9 ... isvalid: false")
+    '/k/e-0/0.log (no valid batch after it in the file: up to the next segment or the log end; b1.txt:7: \
+baseOffset: 5 lastOffset: 9 ... isvalid: false)'
+    """
+    if bounded_before and bounded_after:
+        bound = "bounded by the valid batches either side"
+    elif bounded_after:
+        bound = "no valid batch before it in the file: from the segment's base offset"
+    elif bounded_before:
+        bound = "no valid batch after it in the file: up to the next segment or the log end"
+    else:
+        bound = "no valid batch in the file: the whole segment"
+    return f"{file} ({bound}{'; ' + dump_line if dump_line else ''})"
 
 
 def _grouped(table: pa.Table, keys: list[str], value: str) -> dict[tuple, np.ndarray]:

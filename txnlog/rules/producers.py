@@ -44,13 +44,16 @@ SUMMARY_COLUMNS = (
     "partition",
     "file_offset",
     "snapshot_offset",
+    "first_offset",  # a snapshot entry's CurrentTxnFirstOffset
     *P.PRODUCER_COLUMNS,
 )
 
 
-def producers_of_summary(table: pa.Table, checkpoints: Checkpoints) -> pa.Table:
+def producers_of_summary(table: pa.Table, checkpoints: Checkpoints, *, expiry_gap_ms: int | None = None) -> pa.Table:
     """``producer``, ``snapshot`` and ``segment`` rows of whole partitions (every replica) → their
-    leaders' producer state (:data:`PRODUCER_ROWS`); other kinds are ignored."""
+    leaders' producer state (:data:`PRODUCER_ROWS`); other kinds are ignored. ``expiry_gap_ms``: the idle time
+    after which a running leader's periodic check certainly removed a producer between two of its batches
+    (:func:`txnlog.broker.producer_state.leader_producers`; None: never)."""
     table = table.filter(
         pc.and_(
             pc.is_in(table.column("kind"), pa.array(list(KINDS))),
@@ -97,6 +100,7 @@ def producers_of_summary(table: pa.Table, checkpoints: Checkpoints) -> pa.Table:
             ("last_sequence", np.int32),
             ("last_timestamp", np.int64),
             ("coordinator_epoch", np.int32),
+            ("first_offset", np.int64),  # the entry's CurrentTxnFirstOffset
         )
     }
     # a snapshot entry printed without its sequence (an old kafka-dump-log.sh): none (-1)
@@ -105,7 +109,7 @@ def producers_of_summary(table: pa.Table, checkpoints: Checkpoints) -> pa.Table:
         snaps["file_offset"][1],
     )
     snaps["replica"] = R.col(replica[snap])
-    out = P.leader_producers(events, snaps, replicas)
+    out = P.leader_producers(events, snaps, replicas, expiry_gap_ms=expiry_gap_ms)
     r = out["replica"][0].astype(np.int64)
     n = r.size
     columns = {

@@ -543,17 +543,18 @@ _OWNER_COLUMNS = {
 
 
 def producer_owners(state: pa.Table) -> pa.Table:
-    """producer_id → the transactional.id that owns it, best match first (classify.Owner): the current
-    owner, else a KIP-890 rollover's, else the one that owned it when it was tombstoned or went Dead; two
-    records claiming one id: the later record of a partition (offsets, never clocks)."""
+    """producer_id → the transactional.id that owns it, best match first (classify.Owner): the id whose current
+    producer id it is, else one whose Prepare* record names it as the next (KIP-890 rollover; it owns nothing
+    yet), else the one that owned it when it was tombstoned or went Dead; two records claiming one id: the
+    later record of a partition (offsets, never clocks). A previous producer id owns nothing: the coordinator
+    writes every marker with the current one (``TransactionMarkerChannelManager.addTxnMarkersToSend``)."""
     dead = pc.equal(state.column("state"), TransactionState.DEAD.kafka_name)
     live = pc.and_(pc.invert(state.column("is_tombstoned")), pc.invert(pc.fill_null(dead, False)))
     live = _true(live)
     parts = []
     for rows, pid_column, rank, match in (
         (state.filter(live), "producer_id", 0, classify.Owner.CURRENT),
-        (state.filter(live), "previous_producer_id", 1, classify.Owner.ROLLOVER),
-        (state.filter(live), "next_producer_id", 1, classify.Owner.ROLLOVER),
+        (state.filter(live), "next_producer_id", 1, classify.Owner.NEXT),
         (state.filter(pc.invert(live)), "producer_id", 2, classify.Owner.EXPIRED),
     ):
         if rank == 1:
@@ -678,9 +679,11 @@ def intermediates(
     records_reduced: bool,
     scratch: str,
     fragment_partitions: frozenset[tuple[str, int]] | None = None,
+    expiry_gap_ms: int | None = None,
 ) -> Intermediates:
     """The run's :class:`Intermediates`: partition stats, transactions with their LSO lag and owners, health,
-    the coordinator's state and owners, the leaders' producer state."""
+    the coordinator's state and owners, the leaders' producer state (``expiry_gap_ms``:
+    txnlog.rules.producers.producers_of_summary)."""
 
     pstats = partition_stats(replica_stats(summary, checkpoints))
     txns = partition_transactions(
@@ -697,7 +700,7 @@ def intermediates(
     txns = _join(txns, owners.rename_columns(["producer_id", *owners.column_names[1:]]), ["producer_id"])
     rows = _kind(summary, *PRODUCER_KINDS).select(list(PRODUCER_SUMMARY_COLUMNS))
     rows = rows.filter(pc.and_(pc.is_valid(rows.column("topic")), pc.is_valid(rows.column("partition"))))
-    producers = producers_of_summary(rows, checkpoints_of(checkpoints))
+    producers = producers_of_summary(rows, checkpoints_of(checkpoints), expiry_gap_ms=expiry_gap_ms)
     partitions = frozenset(
         f"{t}-{p}"
         for t, p in zip(pstats.column("topic").to_pylist(), pstats.column("partition").to_pylist(), strict=True)
@@ -985,6 +988,7 @@ def build(
     it = intermediates(
         summary, records, as_of_ms=thresholds.as_of_ms, checkpoints=checkpoints, fragments=fragments,
         records_reduced=records_reduced, scratch=scratch, fragment_partitions=fragment_partitions,
+        expiry_gap_ms=thresholds.producer_id_expiration_ms + thresholds.producer_id_expiration_check_interval_ms,
     )  # fmt: skip
     verdicts = classified(candidates(it, thresholds), thresholds, damage(summary, records))
     sources = it.health.select([*TP, "source"]).cast(staged.SOURCES_SCHEMA)

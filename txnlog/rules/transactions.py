@@ -271,7 +271,8 @@ def _arrow(
 def _arrow_col(table: pa.Table, name: str, dtype: np.dtype) -> R.Col:
     column = table.column(name)
     valid = pc.is_valid(column).to_numpy(zero_copy_only=False)
-    values = pc.fill_null(column, 0).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+    values = pc.fill_null(column, False if pa.types.is_boolean(column.type) else 0)
+    values = values.to_numpy(zero_copy_only=False).astype(dtype, copy=False)
     return values, np.asarray(valid, bool)
 
 

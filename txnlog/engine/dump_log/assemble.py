@@ -12,6 +12,7 @@ import pyarrow as pa
 from txnlog.broker.producer_state import segment_producers
 from txnlog.broker.reconstruct import SUMMARY_FRAGMENT_COLUMNS, segment_fragments
 from txnlog.kafka import dump_log_text as D
+from txnlog.kafka import errors
 from txnlog.kafka.control import ControlStatus
 from txnlog.kafka.record_batch import BATCH_COLUMNS
 from txnlog.model.rows import (
@@ -37,6 +38,13 @@ def _np(table: pa.Table, name: str, dtype: Any, fill: Any) -> np.ndarray:
 def _first(table: pa.Table, name: str) -> Any:
     col = table.column(name).drop_null()
     return col[0].as_py() if len(col) else None
+
+
+def _valid(table: pa.Table, unknown: bool = False) -> np.ndarray:
+    """Per line: a batch line the segment reader would read (``isvalid: true``, magic 2); ``unknown`` where the
+    line says neither."""
+    valid = _np(table, "crc_valid", bool, unknown)
+    return valid & (_np(table, "magic", np.int32, 2) == 2) if "magic" in table.column_names else valid
 
 
 def damage_rows(
@@ -85,15 +93,27 @@ def damage_rows(
         size[idx],
         np.where(k == K_INVALID_BYTES, inv, np.where((k == K_ELIDED) & (next_pos >= 0), next_pos - prev_end, -1)),
     )
+    bad_magic = _np(table, "magic", np.int32, 2)[idx] != 2
     reason = np.where(
         is_bad_batch,
-        D.REASON_CRC,
+        np.where(bad_magic, errors.BAD_MAGIC, D.REASON_CRC),
         np.where(
             k == K_INVALID_BYTES, D.REASON_INVALID_BYTES, np.where(k == K_ELIDED, D.REASON_ELIDED, D.REASON_TOOL_ERROR)
         ),
     )
     dump_file = _first(table, dump_col)
     texts = text.take(pa.array(idx)).to_pylist()
+    if is_bad_batch.any():  # a batch line is long: its offsets, position and size, as printed, and its verdict
+        offsets = _np(table, "base_offset", np.int64, -1)[idx], _np(table, "last_offset", np.int64, -1)[idx]
+        magic = _np(table, "magic", np.int32, 2)[idx]
+        crc_bad = ~_np(table, "crc_valid", bool, False)[idx]
+        texts = [
+            f"baseOffset: {offsets[0][j]} lastOffset: {offsets[1][j]} ... position: {pos[idx][j]} ... "
+            f"size: {size[idx][j]} magic: {magic[j]} ... isvalid: {str(not crc_bad[j]).lower()}"
+            if bad
+            else t
+            for j, (bad, t) in enumerate(zip(is_bad_batch, texts))
+        ]
     return {
         "position": pa.array(position, pa.int64()),
         "length": pa.array(np.where(length >= 0, length, 0), pa.int64(), mask=length < 0),
@@ -101,6 +121,27 @@ def damage_rows(
         "detail": pa.array([f"{dump_file}:{int(n)}: {t}" for n, t in zip(line_no[idx], texts)], pa.string()),
         "n": int(idx.size),
     }
+
+
+def _region_offsets(batches: dict[str, np.ndarray], damage: dict[str, Any]) -> dict[str, pa.Array]:
+    """The offsets each damaged region of a dumped segment may hold, by the one rule the segment reader
+    applies (txnlog.rules.damage.region_offsets), from the batches the dump shows valid: after the last one
+    above the region, before the first one below it. A region of unknown length (the tool stopped, or a
+    ``...`` with nothing shown after it) runs to the end of what the dump shows, so no batch bounds it after.
+    """
+    from txnlog.rules.damage import region_offsets
+
+    length = damage["length"]
+    unknown = np.asarray(length.is_null().to_numpy(zero_copy_only=False), bool)
+    span = np.where(unknown, np.iinfo(np.int32).max, np.asarray(length.fill_null(0).to_numpy(), np.int64))
+    first, last = region_offsets(
+        batches["position"],
+        batches["base_offset"],
+        batches["last_offset"],
+        np.asarray(damage["position"].to_numpy(), np.int64),
+        span,
+    )
+    return {"first_offset": first, "last_offset": last}
 
 
 def assemble_segment(table: pa.Table) -> pa.Table:
@@ -121,7 +162,7 @@ def assemble_segment(table: pa.Table) -> pa.Table:
 
     is_b = kind == K_BATCH
     bl = line_no[is_b]
-    valid_all = _np(table, "crc_valid", bool, False)[is_b]
+    valid_all = _valid(table)[is_b]
     nb = int(bl.size)
 
     def col(name: str, dtype: Any, fill: Any) -> np.ndarray:
@@ -263,6 +304,7 @@ def assemble_segment(table: pa.Table) -> pa.Table:
                     "partition": partition,
                     "file_offset": file_offset,
                     **damage,
+                    **_region_offsets(batches, damage),
                 },
             )
         )
@@ -284,7 +326,7 @@ def assemble_txn_state(table: pa.Table) -> pa.Table:
     is_b = kind == K_BATCH
     bl = line_no[is_b]
     ple = _np(table, "partition_leader_epoch", np.int32, -1)[is_b]
-    valid = _np(table, "crc_valid", bool, True)[is_b]
+    valid = _valid(table, True)[is_b]
     is_rec = kind == K_RECORD
     r_batch_all = np.searchsorted(bl, line_no, side="right") - 1
     # records of a batch marked isvalid: false are not used (the segment reader quarantines the batch)

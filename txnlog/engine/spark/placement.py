@@ -51,21 +51,33 @@ class Costs:
     ``spark_fixed_s / (serial + parallel / threads − task_s_per_gib / cores)`` GiB; where that is not positive they
     never do. On one machine (``local[*]``, threads = cores) that needs more than 4 cores: the driver's threads
     cost less than half what Spark's tasks cost per byte, and only the part they do not share grows relatively
-    with the cores. Measured on 2 cores only: how the threads scale beyond 2 is this model's guess."""
+    with the cores. Measured on 2 cores only: how the threads scale beyond 2 is this model's guess.
+
+    Files add a term to each line: ``driver_s_per_file`` serial in the driver, ``task_s_per_file`` per file and
+    core in Spark; an input of F files per GiB adds F × each to the per-GiB terms, so a log dir of many small
+    segments (thousands per GiB) crosses over to Spark at a few GiB even on 2 cores."""
 
     spark_fixed_s: float = 10.9
     driver_serial_s_per_gib: float = 0.35
     driver_parallel_s_per_gib: float = 1.56
     task_s_per_gib: float = 3.52
+    #: Per file read (a segment or a producer snapshot), besides its bytes: in the driver, the Python work of a
+    #: file holds the GIL, so its threads do it one at a time; Spark's tasks are processes and share it out over
+    #: the cores (the small-segments mix, benchmarks/RESULTS.md "Many small segments").
+    driver_s_per_file: float = 0.0004
+    task_s_per_file: float = 0.00012
 
     def driver_s_per_gib(self, threads: int) -> float:
         """The driver's seconds per GiB with ``threads`` reading threads (one per core)."""
         return self.driver_serial_s_per_gib + self.driver_parallel_s_per_gib / max(threads, 1)
 
-    def crossover(self, cores: int, threads: int | None = None) -> int | None:
+    def crossover(self, cores: int, threads: int | None = None, files_per_gib: float = 0.0) -> int | None:
         """Bytes at which Spark on ``cores`` cores takes what the driver with ``threads`` reading threads (by
-        default as many as ``cores``: a local session) takes; None: never, the driver is faster at every size."""
-        per_gib = self.driver_s_per_gib(threads or cores) - self.task_s_per_gib / max(cores, 1)
+        default as many as ``cores``: a local session) takes, for an input of ``files_per_gib`` files per GiB (a
+        log dir keeps its shape as it grows: the per-file terms weigh as much per byte at every size); None:
+        never, the driver is faster at every size."""
+        driver = self.driver_s_per_gib(threads or cores) + files_per_gib * self.driver_s_per_file
+        per_gib = driver - (self.task_s_per_gib + files_per_gib * self.task_s_per_file) / max(cores, 1)
         return None if per_gib <= 0 else int(self.spark_fixed_s / per_gib * 2**30)
 
 
@@ -100,17 +112,18 @@ class Placement:
 
     @classmethod
     def for_input(
-        cls, input_bytes: int, max_bytes: int | str, *, live: bool = False, cores: int | None = None
+        cls, input_bytes: int, max_bytes: int | str, *, live: bool = False, cores: int | None = None, files: int = 0
     ) -> Placement:
         """The driver when the input is known and at most ``max_bytes`` (0: never; ``"auto"``: where the
-        placements cross, :meth:`Costs.crossover`, for ``cores``, by default :func:`local_cores`); a live read is
-        not bounded by a size known in advance, so it stays in tasks. In the driver, one thread per core of
-        this machine reads the files (at most ``cores``)."""
+        placements cross, :meth:`Costs.crossover`, for ``cores``, by default :func:`local_cores`, and the input's
+        ``files``); a live read is not bounded by a size known in advance, so it stays in tasks. In the driver,
+        one thread per core of this machine reads the files (at most ``cores``)."""
         if live or max_bytes == 0:
             return cls(driver=False)
         # the driver reads with this machine's cores, or fewer when a local master says so
         threads = min(cores or local_cores(), local_cores())
-        limit = COSTS.crossover(cores or local_cores(), threads) if max_bytes == "auto" else int(max_bytes)
+        per_gib = files / max(input_bytes / 2**30, 2**-30)
+        limit = COSTS.crossover(cores or local_cores(), threads, per_gib) if max_bytes == "auto" else int(max_bytes)
         if limit is not None and input_bytes > limit:
             return cls(driver=False)
         return cls(driver=True, threads=threads)

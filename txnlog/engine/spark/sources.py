@@ -603,7 +603,7 @@ class _SegmentsReader(FilesReader):
                 edges = whole_edges[tp]
             try:
                 if file.kind == "snapshot":
-                    rows = summarize_snapshot(file, file_merge)
+                    rows = summarize_snapshot(file, file_merge, segments)
                 elif piece is not None:
                     rows = summarize_piece(
                         file, piece, self.check_crc, segments, self.max_decompressed_bytes, to, edges
