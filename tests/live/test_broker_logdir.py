@@ -24,13 +24,8 @@ copy:
 
 from __future__ import annotations
 
-import json
 import os
-import select
 import shutil
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -39,6 +34,7 @@ import pytest
 
 from tests.live.broker import SESSION_CONFIGS, KafkaBroker, start_or_skip
 from tests.live.capture import _create_topic
+from tests.live.killed import run_and_kill
 from tests.live.orphan import init_producer_id, produce_transactional
 from tests.oracle import kafka as oracle
 from txnlog.live import admin as live
@@ -92,26 +88,7 @@ def _transactions(bootstrap: str, tid: str, partition: int, sizes: list[int], co
 
 
 def _kill_mid_transaction(bootstrap: str) -> dict[int, list[int]]:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _KILLED, bootstrap, TOPIC],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    assert proc.stdout is not None
-    try:
-        ready, _, _ = select.select([proc.stdout], [], [], 60)
-        line = proc.stdout.readline() if ready else ""
-        assert line, f"killed producer did not report: rc={proc.poll()}"
-    finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-    out: dict[int, list[int]] = {}
-    for partition, offset, err in json.loads(line):
-        assert err is None, err
-        out.setdefault(partition, []).append(offset)
-    return out
+    return run_and_kill(_KILLED, bootstrap, TOPIC)
 
 
 def _producer_key(p: dict[str, Any]) -> tuple:

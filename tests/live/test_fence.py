@@ -12,12 +12,6 @@ the transaction before and nothing after.
 from __future__ import annotations
 
 import io
-import json
-import os
-import select
-import signal
-import subprocess
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -25,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.live.capture import _create_topic
+from tests.live.killed import run_and_kill
 from txnlog.live import admin as live
 from txnlog.ops.cli import main as txnlog_main
 
@@ -55,27 +50,7 @@ time.sleep(600)
 
 
 def _kill_mid_transaction(bootstrap: str, topic: str, tid: str, timeout_ms: int) -> dict[int, list[int]]:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _KILLED_PRODUCER, bootstrap, topic, tid, str(timeout_ms)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    assert proc.stdout is not None
-    try:
-        ready, _, _ = select.select([proc.stdout], [], [], 60)
-        line = proc.stdout.readline() if ready else ""
-        assert line, f"killed producer did not report: rc={proc.poll()}"
-    finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-    assert proc.returncode == -signal.SIGKILL
-    out: dict[int, list[int]] = {}
-    for partition, offset, err in json.loads(line):
-        assert err is None, err
-        out.setdefault(partition, []).append(offset)
-    return out
+    return run_and_kill(_KILLED_PRODUCER, bootstrap, topic, tid, str(timeout_ms))
 
 
 def _committed(bootstrap: str, tid: str) -> None:

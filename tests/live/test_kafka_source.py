@@ -16,11 +16,7 @@ byte with a raw Fetch (tests/live/raw_fetch.py: the offline path's input, what a
 from __future__ import annotations
 
 import json
-import os
-import select
-import signal
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -29,6 +25,7 @@ import pytest
 
 from tests.live import raw_fetch
 from tests.live.capture import default_plans, run_capture
+from tests.live.killed import run_and_kill
 from txnlog.model.config import load_config
 from txnlog.output.delta import read_table
 
@@ -64,26 +61,7 @@ KEY = ("topic", "partition", "producer_id", "producer_epoch", "first_offset", "l
 
 def _kill_mid_transaction(bootstrap: str, topic: str) -> dict[int, list[int]]:
     tid = f"kafka-source-killed-{uuid.uuid4().hex[:6]}"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _KILLED_PRODUCER, bootstrap, topic, tid, json.dumps(KILLED_PARTITIONS)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    assert proc.stdout is not None
-    try:
-        ready, _, _ = select.select([proc.stdout], [], [], 60)
-        line = proc.stdout.readline() if ready else ""
-        assert line, f"killed producer did not report: rc={proc.poll()}"
-    finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-    out: dict[int, list[int]] = {}
-    for partition, offset, err in json.loads(line):
-        assert err is None, err
-        out.setdefault(partition, []).append(offset)
-    return out
+    return run_and_kill(_KILLED_PRODUCER, bootstrap, topic, tid, json.dumps(KILLED_PARTITIONS))
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,6 @@ moves the LSO, twice on one producer, the second time with the coordinator epoch
 from __future__ import annotations
 
 import io
-import json
-import os
-import select
-import signal
 import subprocess
 import sys
 import time
@@ -24,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.live.capture import _create_topic
+from tests.live.killed import run_and_kill
 from tests.live.orphan import init_producer_id, produce_transactional
 from txnlog.broker import classify
 from txnlog.live import admin as live
@@ -78,29 +75,7 @@ def _transaction(bootstrap: str, tid: str, partition: int, n: int, commit: bool)
 
 def _kill_mid_transaction(bootstrap: str) -> dict[int, list[int]]:
     """Run the killed producer in a subprocess, SIGKILL it once it flushed; partition → offsets."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _KILLED_PRODUCER, bootstrap, TOPIC],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        ready, _, _ = select.select([proc.stdout], [], [], 60)
-        line = proc.stdout.readline() if ready else ""
-        if not line:
-            raise AssertionError(
-                f"killed producer did not report: rc={proc.poll()} {proc.stderr.read() if proc.poll() is not None else ''}"
-            )
-    finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-    assert proc.returncode == -signal.SIGKILL
-    out: dict[int, list[int]] = {}
-    for partition, offset, err in json.loads(line):
-        assert err is None, err
-        out.setdefault(partition, []).append(offset)
-    return out
+    return run_and_kill(_KILLED_PRODUCER, bootstrap, TOPIC)
 
 
 @pytest.fixture(scope="module")

@@ -9,18 +9,14 @@ DescribeProducers reports.
 from __future__ import annotations
 
 import json
-import os
-import select
-import signal
 import socket
-import subprocess
-import sys
 import time
 from typing import Any
 
 import pytest
 
 from tests.live.capture import _create_topic
+from tests.live.killed import run_and_kill
 from tests.live.orphan import init_producer_id, produce_transactional
 from tests.live.test_live_cluster import _KILLED_PRODUCER
 from txnlog.live import admin as live
@@ -40,27 +36,7 @@ FUTURE_MS = 86_400_000  # a day ahead: every open transaction is a find-hanging 
 def _kill_mid_transaction(bootstrap: str) -> dict[int, list[int]]:
     """test_live_cluster's killed producer (own transactional.id, own topic): partition → offsets it wrote."""
     script = _KILLED_PRODUCER.replace('"tx-killed"', json.dumps(TID_KILLED))
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script, bootstrap, TOPIC],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        ready, _, _ = select.select([proc.stdout], [], [], 60)
-        line = proc.stdout.readline() if ready else ""
-        if not line:
-            raise AssertionError(f"killed producer did not report: rc={proc.poll()}")
-    finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-    assert proc.returncode == -signal.SIGKILL
-    out: dict[int, list[int]] = {}
-    for partition, offset, err in json.loads(line):
-        assert err is None, err
-        out.setdefault(partition, []).append(offset)
-    return out
+    return run_and_kill(script, bootstrap, TOPIC)
 
 
 def _commit(bootstrap: str, tid: str, partition: int, n: int) -> None:
