@@ -465,6 +465,34 @@ def _manifest(cap: Capture, server: str, elapsed: float) -> dict:
     }
 
 
+def _await_markers(bootstrap: str, topic: str, partitions: int, plans: list[ProducerPlan]) -> None:
+    """Wait until every ended transaction's marker is in its partitions.
+
+    A producer's commit or abort returns once the coordinator has written PrepareCommit / PrepareAbort; the
+    markers follow asynchronously (TransactionMarkerChannelManager), so a fetch right after the last stage can
+    miss them on a real broker.
+    """
+    expected = [0] * partitions
+    for plan in plans:
+        for r in plan.rounds:
+            if plan.transactional and r.outcome in (COMMIT, ABORT):
+                for part in r.partitions:
+                    expected[part] += 1
+    deadline = time.monotonic() + 30
+    while True:
+        seen = []
+        for part in range(partitions):
+            records = raw_fetch.fetch_partition(bootstrap, topic, part).records
+            entries, _ = raw_fetch.split_entries(records)
+            # the attributes' low byte (offset 22 of a v2 batch) carries the control flag, 0x20
+            seen.append(sum(1 for pos, _, _ in entries if records[pos + 16] >= 2 and records[pos + 22] & 0x20))
+        if all(s >= e for s, e in zip(seen, expected, strict=True)):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{topic}: markers per partition {seen}, expected {expected}")
+        time.sleep(0.1)
+
+
 def run_capture(
     bootstrap: str,
     out: str | Path,
@@ -486,6 +514,7 @@ def run_capture(
         try:
             for stage in sorted({p.stage for p in plans}):
                 _run_stage([p for p in plans if p.stage == stage], bootstrap, topic, keep_open)
+            _await_markers(bootstrap, topic, partitions, plans)
             fetches = {p: raw_fetch.fetch_partition(bootstrap, topic, p) for p in range(partitions)}
             committed = {
                 p: raw_fetch.fetch_partition(bootstrap, topic, p, isolation_level=raw_fetch.READ_COMMITTED)

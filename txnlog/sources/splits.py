@@ -74,12 +74,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from txnlog.kafka.indexes import decode_offset_index
-from txnlog.kafka.record_batch import as_uint8, valid_batch_at
 from txnlog.kafka.wire import OFFSET_INDEX_ENTRY_SIZE
 
 if TYPE_CHECKING:
     from txnlog.kafka.record_batch import Buffer
+
+# txnlog.kafka.record_batch (numba and the compiled walk; txnlog.kafka.indexes imports it) is imported lazily,
+# where bytes are read, in the tasks: the driver's stitch (live_pieces, segment_row) needs none of it
+# (benchmarks/RESULTS.md §2, "Both mixes at 1-8 GiB, index splits only for stragglers").
 
 # txnlog.kafka.record_batch (numba and the compiled walk; txnlog.kafka.indexes imports it) is imported where
 # bytes are read, in the tasks:
@@ -146,6 +148,8 @@ def index_split_points(index: Buffer | None, base_offset: int, size: int) -> Spl
     """The usable entries of a segment's ``.index`` bytes (None: no index), or why there are none."""
     if index is None:
         return INDEX_MISSING
+    from txnlog.kafka.indexes import decode_offset_index  # lazy: see the note at the imports
+    from txnlog.kafka.record_batch import as_uint8
 
     raw = as_uint8(index)
     if raw.size % OFFSET_INDEX_ENTRY_SIZE:  # OffsetIndex.sanityCheck: length() % entrySize() != 0
@@ -189,6 +193,7 @@ def valid_points(buf: Buffer, points: SplitPoints, check_crc: bool) -> np.ndarra
     """Which split points hold the batch their index entry promises (see the module doc). Every piece
     of a file computes this on the same bytes for the points from its own on, so all of them agree on
     where a piece may start."""
+    from txnlog.kafka.record_batch import as_uint8, valid_batch_at  # lazy: see the note at the imports
 
     arr = as_uint8(buf)
     ok = np.zeros(points.positions.size, bool)
