@@ -275,9 +275,9 @@ class SegmentRows:
         self, n: int, scalars: dict[str, Any], arrays: dict[str, tuple[np.ndarray, np.ndarray | None]]
     ) -> None:
         """``n`` rows of kind ``producer`` of one file, kept for :meth:`batches`: ``scalars`` the same in every
-        row (None: null), ``arrays`` (values, valid or None: all valid) per row. A file's rows cost ~1 ms
-        of the GIL as a batch of their own (the schema's ~46 columns); the files' rows as one batch cost that
-        once per :meth:`batches` (``SegmentRows`` of the small-segments mix: benchmarks/RESULTS.md)."""
+        row (None: null), ``arrays`` (values, valid or None: all valid) per row. Built as a batch of their own,
+        a file's rows would hold the GIL once per file for the schema's every column; kept here, the files' rows
+        become one batch per :meth:`batches` (benchmarks/RESULTS.md §2, "Many small segments: the cost per file")."""
         if n:
             self.pending.append((n, scalars, arrays))
 

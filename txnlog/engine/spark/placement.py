@@ -5,8 +5,7 @@ Every Python step of the job (the Data Sources' readers, the Arrow functions of 
 tasks, in parallel, near the data, and plans the joins and aggregates between them. On a small one,
 Spark's part costs far more than the work: a Python Data Source is planned in a Python process of its
 own, every Python stage starts or wakes Python workers, and a cold JVM plans and compiles each of
-~70 queries. An 8-line kafka-dump-log.sh file took 15 s that way against a 5 s floor, of which well
-under a second was the work (benchmarks/RESULTS.md, "Startup").
+its queries: on a tiny input that is nearly all of the run's time (benchmarks/RESULTS.md, "Startup").
 
 Spark pays back its fixed cost only by spreading the per-byte work over more cores than one process has, so
 the threshold, ``driver_max_bytes``, is by default (``auto``) where the two placements take the same time for the
@@ -55,7 +54,9 @@ class Costs:
 
     Files add a term to each line: ``driver_s_per_file`` serial in the driver, ``task_s_per_file`` per file and
     core in Spark; an input of F files per GiB adds F × each to the per-GiB terms, so a log dir of many small
-    segments (thousands per GiB) crosses over to Spark at a few GiB even on 2 cores."""
+    segments (thousands per GiB) crosses over to Spark where one of few large segments never does. Unlike the
+    per-GiB terms, the two per-file values are estimates not yet fitted to runs (benchmarks/RESULTS.md §2, "Many
+    small segments: the cost per file")."""
 
     spark_fixed_s: float = 10.9
     driver_serial_s_per_gib: float = 0.35
