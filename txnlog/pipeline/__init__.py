@@ -63,6 +63,7 @@ from txnlog.model.words import count
 from txnlog.output import delta, delta_retention, output_dir, retention
 from txnlog.output.delta import Supersede
 from txnlog.output.spark_base import temporary_conf
+from txnlog.pipeline.audit import with_integrity
 from txnlog.rules import tables
 from txnlog.rules.transactions import checkpoints_of
 from txnlog.sources import storage
@@ -872,6 +873,7 @@ def run(
             records_reduced=decoded.records_reduced, as_of=as_of, as_of_source=as_of_source, placement=placement,
             history_bounds=live_cut.history_bounds() if live_cut else None,
         )  # fmt: skip
+        tables = with_integrity(tables, inputs.inventory, inputs.inventory.checkpoints, as_of)
         if config.verify_live:
             tables = verify_live(spark, tables, config, progress=progress)
         result = RunResult(run_id, _named(config), as_of, config.output, {}, inputs=inputs.names)

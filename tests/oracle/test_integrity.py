@@ -1,0 +1,91 @@
+"""The integrity audit judged by Kafka's read path: ``oracle read-committed`` (Kafka's ``LocalLog.read`` with
+the copy's ``.txnindex`` files as they are, drained by the consumer's real ``CompletedFetch``) lists the batches a
+read_committed consumer receives although they were aborted, and the committed ones it drops. txnlog's
+``integrity`` rows must name the same transactions, on writer scenarios with each fault and on one without.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e import truth as T
+from tests.oracle import kafka
+from tests.oracle.judge import INTERNAL, run_txnlog
+from txnlog.brokerlog.scenarios import write_scenario
+
+_KINDS = {"aborted-data-visible": "ABORTED_DATA_VISIBLE", "committed-data-hidden": "COMMITTED_DATA_HIDDEN"}
+
+
+def read_committed(dirs: list[Path]) -> list[dict[str, Any]]:
+    """``oracle read-committed`` over ``dirs`` in one JVM: one answer per directory."""
+    proc = subprocess.run(
+        [str(kafka.ORACLE), "read-committed", *map(str, dirs), "--jsonl"],
+        env=kafka._env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == len(dirs), proc.stderr[-3000:]
+    return rows
+
+
+def kafka_discrepancies(log_dir: Path) -> set[tuple[str, str, int, int, int]]:
+    """(check, topic, partition, producer id, marker offset) of every batch Kafka's consumer got wrong."""
+    dirs = sorted(d for d in log_dir.iterdir() if d.is_dir() and not d.name.startswith(INTERNAL))
+    found = set()
+    for answer in read_committed(dirs):
+        assert "error" not in answer, answer
+        topic, _, part = answer["partition"].rpartition("-")
+        for d in answer["discrepancies"]:
+            if d["kind"] in _KINDS:
+                found.add((_KINDS[d["kind"]], topic, int(part), d["producerId"], d["markerOffset"]))
+    return found
+
+
+def audit(rows: list[dict[str, Any]], *severities: str) -> set[tuple[str, str, int, int, int]]:
+    return {
+        (r["check"], r["topic"], r["partition"], r["producer_id"], r["marker_offset"])
+        for r in rows
+        if r["check"] in _KINDS.values() and r["severity"] in severities
+    }
+
+
+@pytest.mark.parametrize(
+    "name", ["index_entry_missing", "index_entry_spurious", "txnindex_file_lost", "markers_pending"]
+)
+def test_the_audit_names_what_kafkas_read_committed_consumer_gets_wrong(oracle, tmp_path, name):
+    truth = write_scenario(name, tmp_path / "logs")
+    out = tmp_path / "out"
+    run_txnlog(None, truth.root, out, truth.as_of_ms, name)
+    rows = T.rows(str(out), "integrity")
+    (log_dir,) = truth.log_dirs
+    kafka_says = kafka_discrepancies(log_dir)
+    certain, possible = audit(rows, "ERROR"), audit(rows, "ERROR", "WARNING")
+    assert certain <= kafka_says <= possible, (sorted(certain), sorted(kafka_says), sorted(possible))
+    injected = {
+        (t["check"], t["topic"], t["partition"], t["producer_id"], t["marker_offset"])
+        for t in truth.notes.get("integrity", [])  # type: ignore[union-attr]
+    }
+    assert certain == injected, (sorted(certain), sorted(injected))
+    assert not [r for r in rows if r["check"] == "SPLIT_OUTCOME"]
+
+
+def test_a_partition_aborted_by_hand_under_a_committed_transaction_is_a_split_outcome(tmp_path):
+    truth = write_scenario("split_outcome", tmp_path / "logs")
+    out = tmp_path / "out"
+    run_txnlog(None, truth.root, out, truth.as_of_ms, "split_outcome")
+    rows = T.rows(str(out), "integrity")
+    split = {
+        (r["topic"], r["partition"], r["producer_id"], r["marker_offset"])
+        for r in rows
+        if r["check"] == "SPLIT_OUTCOME"
+    }
+    injected = {(t["topic"], t["partition"], t["producer_id"], t["marker_offset"]) for t in truth.notes["integrity"]}  # type: ignore[union-attr]
+    assert split == injected
+    assert not [r for r in rows if r["check"] in _KINDS.values()]
