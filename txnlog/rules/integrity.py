@@ -239,10 +239,9 @@ def _not_checked_row(topic: str, partition: int) -> dict[str, Any]:
         "topic": topic,
         "partition": partition,
         "kafka_class": _INDEX_CLASSES,
-        "evidence": "the input holds this partition's records but no segment files (.txnindex): what its "
-        "read_committed consumers received was not checked.",
+        "evidence": "the input holds this partition's transactions but not its segment files and their .txnindex "
+        "(kafka-dump-log.sh text, a live cluster): what its read_committed consumers received was not checked.",
         "advice": "copy the partition's log directory (segments with their .txnindex files) to check it.",
-        "source": contract.InputSource.DUMP_LOG.value,
     }
 
 
