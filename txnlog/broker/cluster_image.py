@@ -26,8 +26,9 @@ from typing import Any
 import pyarrow as pa
 
 from txnlog.kafka.cluster_metadata import NO_LEADER_CHANGE, RECORD_TYPES
+from txnlog.kafka.wire import TRANSACTION_STATE_TOPIC
 
-__all__ = ["DELETED_COLUMNS", "PARTITION_COLUMNS", "ClusterImage", "furthest", "replay"]
+__all__ = ["DELETED_COLUMNS", "PARTITION_COLUMNS", "ClusterImage", "coordinator_partitions", "furthest", "replay"]
 
 _TOPIC, _PARTITION, _CHANGE, _REMOVE = (
     RECORD_TYPES[k] for k in (2, 3, 5, 9)
@@ -138,6 +139,25 @@ def furthest(logs: Sequence[tuple[str, pa.Table, str]]) -> tuple[ClusterImage, s
         if best is None or image.end_offset > best[0].end_offset:
             best = (image, node)
     return best
+
+
+def coordinator_partitions(found: tuple[ClusterImage, str] | None, configured: int) -> tuple[int, str]:
+    """How many ``__transaction_state`` partitions the cluster has, and what decided it ("" for the configured
+    value alone). As a broker gives its TransactionCoordinator the count (``BrokerServer``:
+    ``metadataCache.numPartitions(TRANSACTION_STATE_TOPIC_NAME).getOrElse(config.transactionTopicPartitions)``):
+    the topic's count in the metadata (``found``: :func:`furthest`), else ``configured``
+    (``transaction.state.log.num.partitions``, which only shapes the topic when it is created)."""
+    if found is None:
+        return configured, ""
+    image, node = found
+    n = image.partition_count(TRANSACTION_STATE_TOPIC)
+    if n is None:
+        why = image.problem or f"it holds no {TRANSACTION_STATE_TOPIC} topic"
+        return configured, f"the configured count, {configured} (the KRaft metadata log of {node} was not used: {why})"
+    said = f"{n} as the KRaft metadata log of {node} counts them (as of its offset {image.end_offset})"
+    if n != configured:
+        said += f", not the configured {configured}: a broker takes the topic's count too (BrokerServer)"
+    return n, said
 
 
 def _merge(p: dict[str, Any], change: dict[str, Any]) -> None:

@@ -46,6 +46,7 @@ import pyarrow.compute as pc
 from txnlog import __version__
 from txnlog.broker import as_of as as_of_rule
 from txnlog.broker import classify
+from txnlog.broker.cluster_image import ClusterImage, coordinator_partitions, furthest
 from txnlog.engine.spark.placement import Placement, master_cores, read_all_here
 from txnlog.engine.spark.session import get_session
 from txnlog.engine.spark.staged_table import StagedTable
@@ -66,6 +67,7 @@ from txnlog.output.spark_base import temporary_conf
 from txnlog.rules import tables
 from txnlog.rules.transactions import checkpoints_of
 from txnlog.sources import storage
+from txnlog.sources.cluster_metadata import read_metadata_logs
 from txnlog.sources.logdirs import LOGS_EXPECTED, NOTHING, Inventory, discover, locate, looks_like_dump_log
 from txnlog.sources.sample import sample_logs
 
@@ -208,6 +210,12 @@ class Inputs:
     note: str = ""
     dump_bytes: int = 0  # the kafka-dump-log.sh files' size
     sample: bool = False  # no input was given: the embedded sample cluster
+    #: the cluster as the log dirs' KRaft metadata log says it is, and which log dir's (txnlog.broker.cluster_image)
+    cluster: tuple[ClusterImage, str] | None = None
+
+    def coordinator_partitions(self, configured: int) -> tuple[int, str]:
+        """How many ``__transaction_state`` partitions the cluster has, and what decided it (cluster_image)."""
+        return coordinator_partitions(self.cluster, configured)
 
     @property
     def bytes(self) -> int:
@@ -248,7 +256,13 @@ def plan_inputs(config: Config, progress: Progress | None = None, *, sample: boo
     live = config.bootstrap_servers if config.bootstrap_servers and not logs and not config.dump_log else None
     if live:
         check_cluster(live, dict(config.kafka))  # before Spark: one line if it cannot be read
-    note = _describe(inventory, len(dump_files), live, config.transaction_state_partitions)
+    cluster = furthest(read_metadata_logs(inventory.cluster_metadata)) if inventory.cluster_metadata else None
+    note = _describe(
+        inventory, len(dump_files), live, coordinator_partitions(cluster, config.transaction_state_partitions)
+    )
+    if cluster is not None and cluster[0].deleted.num_rows:
+        gone = ", ".join(f"{d['topic']} ({d['partitions']})" for d in cluster[0].deleted.to_pylist())
+        note += f"; topics deleted as the KRaft metadata log of {cluster[1]} says: {gone}"
     if progress:
         progress(f"found {note}")
     # a remote file's size is not looked up: such an input counts as unbounded (Spark tasks read it)
@@ -257,7 +271,7 @@ def plan_inputs(config: Config, progress: Progress | None = None, *, sample: boo
     )
     return Inputs(
         tuple(logs), inventory, tuple(config.dump_log), tuple(dump_files), live, note, dump_bytes,
-        sample=not config.logs and not config.dump_log and not config.bootstrap_servers,
+        sample=not config.logs and not config.dump_log and not config.bootstrap_servers, cluster=cluster,
     )  # fmt: skip
 
 
@@ -313,7 +327,8 @@ def _dump_files(args: list[str]) -> list[str]:
     return files
 
 
-def _describe(inventory: Inventory, dump_files: int, live: str | None, txn_state_partitions: int) -> str:
+def _describe(inventory: Inventory, dump_files: int, live: str | None, coordinator: tuple[int, str]) -> str:
+    txn_state_partitions, decided = coordinator
     note = (
         f"{count(len(inventory.segments), 'segment')} and {count(len(inventory.snapshots), 'snapshot')} of "
         f"{count(len(inventory.data_partitions), 'partition')}, "
@@ -321,6 +336,8 @@ def _describe(inventory: Inventory, dump_files: int, live: str | None, txn_state
         f"of {len(inventory.txn_state_partitions)}/{txn_state_partitions} partitions "
         f"on {count(len(inventory.brokers), 'broker')}, {inventory.total_bytes / 2**30:.2f} GiB"
     )
+    if decided:
+        note += f"; __transaction_state partitions: {decided}"
     if dump_files:
         note += f"; {count(dump_files, 'kafka-dump-log.sh output file')}"
     if live:
@@ -924,13 +941,14 @@ def runs_without_spark(config: Config, inputs: Inputs) -> bool:
 def _thresholds(config: Config, inputs: Inputs, decoded: Decoded, as_of: datetime) -> classify.Thresholds:
     """What the verdicts of this run weigh: its ``as_of``, the configured limits, and how much of
     ``__transaction_state`` the input holds (a live run reads all of it)."""
+    partitions, decided = inputs.coordinator_partitions(config.transaction_state_partitions)
     return classify.Thresholds(
         as_of_ms=as_of_rule.to_ms(as_of),
         max_transaction_timeout_ms=config.max_transaction_timeout_ms,
-        all_txn_state_partitions_read=bool(inputs.live)
-        or len(decoded.txn_state_read) >= config.transaction_state_partitions,
+        all_txn_state_partitions_read=bool(inputs.live) or len(decoded.txn_state_read) >= partitions,
         txn_state_partitions_read=None if inputs.live else len(decoded.txn_state_read),
-        txn_state_partitions=config.transaction_state_partitions,
+        txn_state_partitions=partitions,
+        txn_state_partitions_from=decided,
         bootstrap_servers=config.bootstrap_servers,
         producer_id_expiration_ms=config.producer_id_expiration_ms,
         producer_id_expiration_check_interval_ms=config.producer_id_expiration_check_interval_ms,
