@@ -63,9 +63,9 @@ def audit(rows: list[dict[str, Any]], *severities: str) -> set[Key]:
     }
 
 
-# markers_pending and healthy have no fault: a hanging transaction; a busy 3-broker cluster (replicas, every
+# markers_pending, healthy and sample (the embedded sample) have no fault: a hanging transaction; a busy 3-broker cluster (replicas, every
 # producer kind, TV0 to TV2)
-NAMES = ["index_entry_missing", "index_entry_spurious", "txnindex_file_lost", "markers_pending", "healthy"]
+NAMES = ["index_entry_missing", "index_entry_spurious", "txnindex_file_lost", "markers_pending", "healthy", "sample"]
 
 
 @pytest.mark.parametrize("name", NAMES)
