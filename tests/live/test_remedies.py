@@ -14,6 +14,7 @@ high watermark; the job run again finds nothing, and the plan has nothing to run
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -26,6 +27,7 @@ import pytest
 from tests.live.capture import _create_topic
 from tests.live.orphan import init_producer_id, produce_transactional
 from txnlog.live import admin as live
+from txnlog.ops.cli import main as txnlog_main
 
 pytestmark = pytest.mark.live
 
@@ -55,14 +57,14 @@ def _offsets(bootstrap: str) -> dict[str, Any]:
     return live.partition_offsets(bootstrap, {}, [(TOPIC, 0)])[0]
 
 
-def _txnlog(*argv: str) -> subprocess.CompletedProcess[str]:
-    """The installed ``txnlog`` command, as the plan's script calls it."""
-    return subprocess.run(
-        [sys.executable, "-c", "import sys; from txnlog.ops.cli import main; sys.exit(main(sys.argv[1:]))", *argv],
-        capture_output=True,
-        text=True,
-        timeout=120,
+def _plan_script(out: Path, script: Path, bootstrap: str) -> str:
+    """``txnlog plan --script`` (in this process): the script's text."""
+    buf = io.StringIO()
+    assert (
+        txnlog_main(["plan", "--output", str(out), "--script", str(script), "--bootstrap-servers", bootstrap], out=buf)
+        == 0
     )
+    return script.read_text()
 
 
 def _committed(bootstrap: str) -> None:
@@ -130,22 +132,17 @@ def test_plan_script_aborts_with_the_epoch_the_broker_expects(hanging, spark, tm
     assert f"--start-offset {start}" in rec["command"]
 
     script = tmp_path / "unblock.sh"
-    r = _txnlog("plan", "--output", str(tmp_path / "before"), "--script", str(script), "--bootstrap-servers", b)
-    assert r.returncode == 0, r.stderr
-    calls = [line for line in script.read_text().splitlines() if line.startswith("txnlog ")]
+    text = _plan_script(tmp_path / "before", script, b)
+    calls = [line for line in text.splitlines() if line.startswith("txnlog ")]
     assert calls == [
         f'txnlog abort --bootstrap-servers {b} --topic {TOPIC} --partition 0 --start-offset {start} "$@"  '
         f"# LSO {start} -> {start + 2}, 2 offsets released"
-    ], script.read_text()
+    ], text
 
-    # the script as written (the venv's txnlog on PATH): a dry run, nothing sent. Its arguments go to each
-    # 'txnlog abort': the re-validation's idle threshold is 0 here, the transaction being seconds old.
+    # the script run (the venv's txnlog on PATH; its dry run is tests/test_cli.py's) passes its arguments to each
+    # 'txnlog abort': --execute, and an idle threshold of 0 for the re-validation, the transaction being seconds old
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     idle = ["--max-transaction-timeout-ms", "0"]
-    dry = subprocess.run(["sh", str(script), *idle], capture_output=True, text=True, env=env, timeout=120)
-    assert dry.returncode == 0 and "DRY RUN" in dry.stdout, dry.stdout + dry.stderr
-    assert f"coordinator_epoch={EPOCH}" in dry.stdout, dry.stdout
-    assert _offsets(b)["last_stable_offset"] == start
     done = subprocess.run(["sh", str(script), *idle, "--execute"], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0 and f"coordinator_epoch={EPOCH}" in done.stdout, done.stdout + done.stderr
     after = _offsets(b)
@@ -154,6 +151,4 @@ def test_plan_script_aborts_with_the_epoch_the_broker_expects(hanging, spark, tm
     again = _job(b, spark, tmp_path / "after")
     assert again["findings"] == [] and again["abort_recommendations"] == []
     assert [h["lso_lag"] for h in again["partition_health"]] == [0]
-    r = _txnlog("plan", "--output", str(tmp_path / "after"), "--script", str(script), "--bootstrap-servers", b)
-    assert r.returncode == 0, r.stderr
-    assert "nothing is SAFE to abort" in script.read_text()
+    assert "nothing is SAFE to abort" in _plan_script(tmp_path / "after", script, b)
