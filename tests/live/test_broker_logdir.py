@@ -190,7 +190,7 @@ def scenario(spark, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         as_of = int(time.time() * 1000) + AHEAD_MS
         answers = {"live": _answers(b, as_of)}
         # the copy of the running broker, once its high watermarks are checkpointed (every second here)
-        time.sleep(2)
+        _await_checkpoint(broker.log_dir, answers["live"]["offsets"])
         _copy_running(broker.log_dir, work / "logs-running" / "broker-1")
     finally:
         assert broker.stop() == 0, broker.report()  # a clean shutdown
@@ -255,6 +255,23 @@ def _answers(bootstrap: str, as_of: int) -> dict[str, Any]:
             time.sleep(1)
         finally:
             admin.close()
+
+
+def _await_checkpoint(log_dir: Path, offsets: dict[tuple[str, int], dict[str, Any]]) -> None:
+    """Until ``replication-offset-checkpoint`` (version, count, then ``topic partition offset`` lines:
+    OffsetCheckpointFile) holds every compared partition's high watermark as ListOffsets gave it."""
+    want = {tp: o["high_watermark"] for tp, o in offsets.items()}
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            lines = (log_dir / "replication-offset-checkpoint").read_text().splitlines()[2:]
+        except OSError:
+            lines = []
+        have = {(t, int(p)): int(o) for t, p, o in (line.split() for line in lines if line.strip())}
+        if all(have.get(tp) == hw for tp, hw in want.items()):
+            return
+        assert time.monotonic() < deadline, f"high watermarks not checkpointed within 30 s: {have} != {want}"
+        time.sleep(0.1)
 
 
 def _copy_running(src: Path, dst: Path) -> None:
