@@ -182,9 +182,9 @@ def read_table(
             filesystem=location.subtree_fs(), filters=condition, columns=list(columns) if columns else None
         )
     # A year of nightly runs is 365 files per table: deltalake's dataset turns every file's statistics into
-    # an expression first (~1 s per table read, benchmarks/RESULTS.md "History"). Skip the files whose
+    # an expression first (the cost is in benchmarks/RESULTS.md, "History"). Skip the files whose
     # statistics rule out the run asked for, then scan the rest with pyarrow.
-    # Lazy in this module: pyarrow.dataset imports pandas (a second or more), which only a history read needs.
+    # Lazy in this module: pyarrow.dataset imports pandas, which only a history read needs.
     import pyarrow.dataset as pads
 
     files = _files_that_may_hold(table, cluster, None if as_of is None else key_as_of(parse_as_of(as_of)))
