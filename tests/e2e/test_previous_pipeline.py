@@ -55,6 +55,7 @@ TABLES = (
     "coordinator_state",
     "coordinator_history",
     "quarantine",
+    "integrity",
 )
 NOT_COMPARED = {"runs"}  # run id, wall-clock timings, effective config: per run by design
 
