@@ -166,7 +166,7 @@ def child(log_dir: str, driver_memory: str) -> dict[str, Any]:
     load_before = os.getloadavg()[0]
     t0, c0 = time.perf_counter(), time.process_time()
     inv = check_inputs([log_dir])
-    note = describe(inv, 0, None, 50)
+    note = describe(inv, 0, None, (50, ""))
     t1, c1 = time.perf_counter(), time.process_time()
     summary, records = log_dir_sources(spark, inv, True, scratch, False, False)
     t2, c2 = time.perf_counter(), time.process_time()

@@ -1,4 +1,4 @@
-"""``txnlog plan`` orders the fences with the aborts (txnlog.rules.plan.plan_steps, fence_steps; txnlog.ops.commands.plan_script): a fence ends
+"""``txnlog plan`` orders the fences with the aborts (txnlog.rules.plan.plan_steps, fence_steps; txnlog.ops.unblock.plan_script): a fence ends
 its transactional.id's transaction on every partition the coordinator lists, and releases on each what the next
 transaction still open there allows, as an abort does."""
 
@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from txnlog.ops.commands import Run, plan_script
+from txnlog.ops.commands import Run
+from txnlog.ops.unblock import plan_script
 from txnlog.rules.plan import fence_steps, plan_steps
 
 HEALTH = [

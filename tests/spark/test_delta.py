@@ -399,7 +399,7 @@ def test_timestamps_past_the_year_9999_are_written_and_read_back(tmp_path):
     the writer's file statistics (no bounds for such a column) nor the txnlog CLI's reader (null there)."""
     import argparse
 
-    from txnlog.ops.commands import _run
+    from txnlog.ops.commands import shown_run
 
     year_56k = pa.scalar(1_717_402_810_030_000 * 1000, pa.timestamp("us", tz="UTC"))  # a µs CreateTime read as ms
     row = {f.name: None for f in tables.QUARANTINE}
@@ -424,7 +424,7 @@ def test_timestamps_past_the_year_9999_are_written_and_read_back(tmp_path):
         or pa.table(stats).column("min.started_at")[0].as_py() is None
     )
     assert read_table(str(tmp_path), "runs").column("started_at")[0].value == year_56k.value  # kept as written
-    (run,) = _run(argparse.Namespace(output=str(tmp_path), cluster=None, as_of=None)).rows("runs")
+    (run,) = shown_run(argparse.Namespace(output=str(tmp_path), cluster=None, as_of=None)).rows("runs")
     assert run["started_at"] is None and run["as_of"] == A1
     con = _duckdb_with_delta()
     assert (

@@ -29,7 +29,7 @@ from tests.summary_rows import fragment_batch
 from txnlog.broker import classify
 from txnlog.broker.reconstruct import segment_fragments
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA, batch_of
-from txnlog.pipeline import build_tables
+from txnlog.pipeline import Decoded, build_tables
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 
@@ -147,7 +147,7 @@ def _tables(spark: Any, summary: pa.Table, as_of_ms: int) -> dict[str, list[dict
     as_of = datetime.fromtimestamp(as_of_ms / 1000, tz=UTC)
     stage = tempfile.mkdtemp(prefix="txnlog-prop-")
     try:
-        tables = build_tables(spark, summary, records, thresholds, as_of=as_of, scratch=stage)
+        tables = build_tables(spark, Decoded(summary, records), thresholds, as_of=as_of, scratch=stage)
         return {name: tables[name].to_pylist() for name in ("findings", "abort_recommendations", "partition_health")}
     finally:
         shutil.rmtree(stage, ignore_errors=True)

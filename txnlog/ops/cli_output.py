@@ -12,8 +12,6 @@ from typing import Any, TextIO
 import pyarrow as pa
 import pyarrow.compute as pc
 
-FORMATS = ("table", "json", "csv")
-
 
 def datetime_safe(data: Any) -> Any:
     """``data`` with timestamps a Python datetime cannot hold (past the year 9999, e.g. a client clock

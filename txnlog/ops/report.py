@@ -132,8 +132,7 @@ def plot_timeline(
     those with an open transaction and the busiest others are drawn, and the title says so. ``window``: how
     much time before ``as_of`` to show (a ``pandas.Timedelta``; ``None``: all; ``"auto"``: from half the
     oldest open transaction's age before its start, or all when none is open)."""
-    import matplotlib.dates as mdates
-    from matplotlib.lines import Line2D
+    import matplotlib.dates as mdates  # optional: matplotlib (notebooks only)
 
     pd = _pd()
     rows = transactions[(transactions["topic"] == topic) & (transactions["partition"] == partition)]
@@ -183,6 +182,14 @@ def plot_timeline(
         f"{topic}-{partition}: {n_txns} transactions, {n_open} open{view}" + (cap if len(shown) < n_all else "")
     )
     ax.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M"))
+    _timeline_legend(ax)
+    return ax
+
+
+def _timeline_legend(ax: Any) -> None:
+    """:func:`plot_timeline`'s legend, beside the axes."""
+    from matplotlib.lines import Line2D  # optional: matplotlib (notebooks only)
+
     ax.legend(
         handles=[
             Line2D([], [], color=OUTCOME_COLORS["COMMIT"], marker="|", label="committed (tick: marker)"),
@@ -194,7 +201,6 @@ def plot_timeline(
         bbox_to_anchor=(1.01, 1),
         fontsize=8,
     )
-    return ax
 
 
 def impact_plan(recommendations: Any, health: Any, findings: Any = None, transactions: Any = None) -> Any:

@@ -17,7 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txnlog.model import contract
-from txnlog.output.delta import _MS, STAGE_PREFIX, _File, _iso_ms, _Location, _rewrite_without, _run_as_of
+from txnlog.output.delta_base import ONE_MS, STAGE_PREFIX, DataFile, Location, iso_ms, key_as_of
+from txnlog.output.delta_rs import rewrite_without
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +37,8 @@ def drop_runs_before(output: str, cutoffs: Mapping[str, datetime]) -> dict[str, 
     # Lazy in this module: deltalake loads only on the path that writes or reads with delta-rs.
     from deltalake.transaction import AddAction, CommitProperties, RemoveAction
 
-    base = _Location.of(output)
-    cuts = {c: _run_as_of(t) for c, t in cutoffs.items()}
+    base = Location.of(output)
+    cuts = {c: key_as_of(t) for c, t in cutoffs.items()}
     deleted: dict[str, int] = {}
     for name in ["runs", *(t for t in contract.TABLES if t != "runs")]:
         location = base.child(name)
@@ -52,7 +53,7 @@ def drop_runs_before(output: str, cutoffs: Mapping[str, datetime]) -> dict[str, 
 
         stage = f"{STAGE_PREFIX}{uuid.uuid4().hex}"
         removes: list[Any] = []
-        adds: list[_File] = []
+        adds: list[DataFile] = []
         rows = 0
         now_ms = int(time.time() * 1000)
         files = zip(
@@ -61,13 +62,13 @@ def drop_runs_before(output: str, cutoffs: Mapping[str, datetime]) -> dict[str, 
         )  # fmt: skip
         for path, size, records, c_lo, c_hi, t_lo, t_hi in files:
             known = None not in (c_lo, c_hi, t_lo, t_hi)
-            if known and c_lo == c_hi and c_lo in cuts and t_hi + _MS <= cuts[c_lo] and records is not None:
+            if known and c_lo == c_hi and c_lo in cuts and t_hi + ONE_MS <= cuts[c_lo] and records is not None:
                 removes.append(RemoveAction(path, True, now_ms, size=size, partition_values={}))
                 rows += int(records)
                 continue
             if known and not any(c_lo <= c <= c_hi and t_lo < cut for c, cut in cuts.items()):
                 continue
-            outcome = _rewrite_without(location, path, stage, lambda b: _before(b, cuts))
+            outcome = rewrite_without(location, path, stage, lambda b: _before(b, cuts))
             if outcome is not None:
                 removes.append(RemoveAction(path, True, now_ms, size=size, partition_values={}))
                 rows += outcome.dropped
@@ -75,7 +76,7 @@ def drop_runs_before(output: str, cutoffs: Mapping[str, datetime]) -> dict[str, 
                     adds.append(outcome.file)
         if removes:
             commit = CommitProperties(custom_metadata={"txnlog.output.retention": json.dumps(
-                {c: _iso_ms(t) for c, t in sorted(cuts.items())})})  # fmt: skip
+                {c: iso_ms(t) for c, t in sorted(cuts.items())})})  # fmt: skip
             new = [AddAction(f.path, f.size, {}, now_ms, True, f.stats) for f in adds]
             table.create_write_transaction([*removes, *new], "append", contract.TABLES[name], commit_properties=commit)
         deleted[name] = rows
@@ -88,7 +89,7 @@ def vacuum(output: str, *, retention_hours: int) -> dict[str, int]:
     (delta-rs vacuum; Delta's default retention is 168 hours: a shorter one can break readers still on an
     older version and time travel); then checkpoint each table's log. Returns the files deleted per table."""
 
-    base = _Location.of(output)
+    base = Location.of(output)
     deleted: dict[str, int] = {}
     for name in contract.TABLES:
         location = base.child(name)

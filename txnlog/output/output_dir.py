@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from txnlog.model.errors import UsageError
-from txnlog.output.delta import _delete_dir, _Location
+from txnlog.output.delta_base import Location, delete_dir
 
 #: the lock file under a local output while a run writes its tables (see :func:`output_lock`)
 LOCK_FILE = "_txnlog_write.lock"
@@ -46,7 +46,7 @@ def output_lock(
     could both append, so schedule one run per output at a time (README, "Running it every night").
     """
 
-    location = _Location.of(output)
+    location = Location.of(output)
     if not isinstance(location.fs, pafs.LocalFileSystem):
         yield
         return
@@ -94,11 +94,11 @@ def _lock_holder(path: str) -> str:
 def scratch(output: str, name: str) -> Iterator[str]:
     """A directory for one run's intermediate files under the output (``_txnlog_scratch/<name>``, where
     executors can write when the output is shared storage); deleted on every exit."""
-    location = _Location.of(output).child(SCRATCH_DIR).child(name)
+    location = Location.of(output).child(SCRATCH_DIR).child(name)
     try:
         yield location.uri
     finally:
-        _delete_dir(location.fs, location.fs_path)
+        delete_dir(location.fs, location.fs_path)
         parent = posixpath.dirname(location.fs_path)
         try:
             if not location.fs.get_file_info(pafs.FileSelector(parent, allow_not_found=True)):

@@ -4,7 +4,6 @@ table by txnlog.rules.tables, and the live cluster's rows for --verify-live."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +14,6 @@ from txnlog.broker import classify
 from txnlog.engine.spark.placement import Placement
 from txnlog.engine.spark.staged_table import StagedTable
 from txnlog.live.verify import live_rows
-from txnlog.model.rows import Checkpoint
 from txnlog.model.words import count
 from txnlog.pipeline.decode import Decoded
 from txnlog.pipeline.inputs import Inputs
@@ -59,45 +57,33 @@ def thresholds_of(config: Config, inputs: Inputs, decoded: Decoded, as_of: datet
 
 def build_tables(
     spark: SparkSession | None,
-    summary: pa.Table,
-    records: pa.Table,
+    decoded: Decoded,
     thresholds: classify.Thresholds,
     *,
     scratch: str,
-    checkpoints: Sequence[Checkpoint] = (),
-    fragments: bool = True,
-    fragment_partitions: frozenset[tuple[str, int]] | None = None,
-    records_reduced: bool = False,
     as_of: datetime | None = None,
     as_of_source: str = "",
     placement: Placement | None = None,
-    history_bounds: Any = None,
 ) -> dict[str, Any]:
-    """Every output table (txnlog.rules.tables): Arrow tables, and ``transactions`` /
+    """Every output table (txnlog.rules.tables) from ``decoded``: Arrow tables, and ``transactions`` /
     ``coordinator_history`` as ``txnlog.engine.spark.staged_table.StagedTable`` values (staged under ``scratch``,
-    finished by the writer: in Spark tasks, or in this process with ``placement.driver``).
-
-    ``fragments``: ``summary`` may hold fragments still to merge into transactions (``fragment_partitions``:
-    only those partitions' rows, else any); ``records_reduced``: ``records`` were reduced where decoded
-    (txnlog.rules.coordinator), else they are reduced here.
-    ``as_of``: adds the quarantine's warning rows for client clocks far past it.
-    ``history_bounds``: a live run's bounds of the transactions it writes (a pyarrow Table,
-    txnlog.engine.spark.live_batches.LiveCut.history_bounds). The run key (cluster, as_of) is set by the writer."""
+    finished by the writer: in Spark tasks, or in this process with ``placement.driver``). ``as_of`` adds the
+    quarantine's warning rows for client clocks far past it. The run key (cluster, as_of) is set by the writer."""
 
     built = tables.build(
-        summary, records, thresholds, scratch=scratch, checkpoints=checkpoints, fragments=fragments,
-        fragment_partitions=fragment_partitions, records_reduced=records_reduced, as_of=as_of,
-        as_of_source=as_of_source, history_bounds=history_bounds,
+        decoded.summary, decoded.records, thresholds, scratch=scratch, checkpoints=decoded.checkpoints,
+        fragments=decoded.fragments, fragment_partitions=decoded.fragment_partitions,
+        records_reduced=decoded.records_reduced, as_of=as_of, as_of_source=as_of_source,
+        history_bounds=decoded.history_bounds,
     )  # fmt: skip
     driver = placement is not None and placement.driver
+    threads = placement.threads if placement is not None and driver else 1
     for name in tables.STAGED:
-        threads = placement.threads if placement is not None and driver else 1
         built[name] = StagedTable(spark, f"{scratch}/{name}", built[name], name, driver=driver, threads=threads)
     return built
 
 
 def verify_live(
-    spark: SparkSession | None,
     tables: dict[str, Any],
     config: Config,
     *,

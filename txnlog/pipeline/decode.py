@@ -3,7 +3,7 @@ merged and reduced per partition, and handed on as Arrow tables (:class:`Decoded
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -13,7 +13,7 @@ from txnlog.engine.spark.placement import Placement, read_all_here
 from txnlog.kafka.record_batch import release_output_blocks
 from txnlog.live.fetch import FetchSettings
 from txnlog.model.contract import InputSource
-from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
+from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, Checkpoint
 from txnlog.pipeline.inputs import Inputs
 from txnlog.pipeline.scope import Cache, job_description
 from txnlog.rules.transactions import checkpoints_of
@@ -29,16 +29,20 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Decoded:
-    """The Data Sources' outputs as Arrow tables, and what the decode found out on the way."""
+    """The Data Sources' outputs as Arrow tables, and what the decode found out on the way: everything the
+    tables are built from besides the run's ``as_of`` and thresholds (txnlog.pipeline.build)."""
 
     summary: pa.Table  # segment / quarantine / transaction / producer / snapshot rows (fragments: below)
     records: pa.Table  # __transaction_state records (reduced unless ``records_reduced`` is false)
-    times: dict[str, int | None]  # the newest broker-written time per source (txnlog.broker.as_of)
-    fragments: bool  # summary holds fragments still to merge (a small input's kafka-dump-log.sh files)
-    records_reduced: bool
-    txn_state_read: frozenset[int]  # the __transaction_state partitions the input holds
+    #: the newest broker-written time per source (txnlog.broker.as_of)
+    times: dict[str, int | None] = field(default_factory=dict)
+    fragments: bool = True  # summary may hold fragments still to merge into transactions
+    records_reduced: bool = False  # records were reduced where decoded (txnlog.rules.coordinator)
+    txn_state_read: frozenset[int] = frozenset()  # the __transaction_state partitions the input holds
     #: the only partitions with fragments to merge (split segments' only: txnlog.sources.splits); None: any
     fragment_partitions: frozenset[tuple[str, int]] | None = None
+    checkpoints: tuple[Checkpoint, ...] = ()  # the log dirs' and a live cut's checkpoint files
+    history_bounds: pa.Table | None = None  # a live run's bounds of the transactions it writes (LiveCut)
 
 
 def decode(
@@ -95,7 +99,8 @@ def decode(
         )  # fmt: skip
     return Decoded(
         summary_table, records_table, times, fragments=False, records_reduced=True,
-        txn_state_read=_txn_state_read(inputs, records_table),
+        txn_state_read=_txn_state_read(inputs, records_table), checkpoints=tuple(checkpoints),
+        history_bounds=live_cut.history_bounds() if live_cut else None,
     )  # fmt: skip
 
 
@@ -223,6 +228,7 @@ def decode_here(
     return Decoded(
         summary, records, as_of_rule.broker_times_of(summary, records), fragments=shared,
         fragment_partitions=None, records_reduced=not shared, txn_state_read=frozenset(read),
+        checkpoints=tuple(inputs.inventory.checkpoints),
     )  # fmt: skip
 
 

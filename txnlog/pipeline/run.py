@@ -64,16 +64,13 @@ def run(
         )  # fmt: skip
         as_of, as_of_source = resolve_as_of(config.as_of, decoded.times, live_cut)
         progress(f"decoded in {time.monotonic() - t0:.1f} s; as_of = {as_of.isoformat()} ({as_of_source})")
+        thresholds = thresholds_of(config, inputs, decoded, as_of)
         tables = build_tables(
-            spark, decoded.summary, decoded.records, thresholds_of(config, inputs, decoded, as_of), scratch=scratch,
-            checkpoints=[*inputs.inventory.checkpoints, *(live_cut.checkpoints() if live_cut else ())],
-            fragments=decoded.fragments, fragment_partitions=decoded.fragment_partitions,
-            records_reduced=decoded.records_reduced, as_of=as_of, as_of_source=as_of_source, placement=placement,
-            history_bounds=live_cut.history_bounds() if live_cut else None,
-        )  # fmt: skip
+            spark, decoded, thresholds, scratch=scratch, as_of=as_of, as_of_source=as_of_source, placement=placement
+        )
         tables = with_integrity(tables, inputs.inventory, inputs.inventory.checkpoints, as_of)
         if config.verify_live:
-            tables = verify_live(spark, tables, config, progress=progress)
+            tables = verify_live(tables, config, progress=progress)
         result = RunResult(run_id, cluster_of(config), as_of, config.output, {}, inputs=inputs.names)
         result.cluster_derived = derived and not inputs.sample
         result.inventory_note, result.as_of_source = inputs.note, as_of_source
@@ -84,7 +81,7 @@ def run(
             mark("RUNNING")
             try:
                 counts = write(spark, tables, config, as_of, supersede=superseded(live_cut))
-                result, late_partitions = summarize(spark, tables, counts, run=result)
+                result, late_partitions = summarize(tables, counts, run=result)
                 result.seconds = time.monotonic() - t0
                 mark("SUCCEEDED", late_partitions=late_partitions)
             except BaseException as e:

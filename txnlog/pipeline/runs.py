@@ -76,9 +76,7 @@ class RunResult:
         return "\n".join(lines)
 
 
-def summarize(
-    spark: SparkSession | None, tables: dict[str, Any], counts: dict[str, int], *, run: RunResult
-) -> tuple[RunResult, int]:
+def summarize(tables: dict[str, Any], counts: dict[str, int], *, run: RunResult) -> tuple[RunResult, int]:
     """The run's result for the console (verdict counts, the worst partitions) and its late partitions."""
     verdicts, worst, late_partitions = _arrow_summary(tables["findings"], tables["partition_health"])
     run.counts = dict(counts)

@@ -24,11 +24,11 @@ def stderr_progress(message: str) -> None:
 
 # Spark caches a DataFrame's plan with adaptive execution switched off unless this is true, so every
 # shuffle inside the cached intermediates of build_tables would run spark.sql.shuffle.partitions
-# tasks and plan its joins without statistics (sort-merge joins) for a few thousand rows. With it,
+# tasks and plan its joins without statistics (sort-merge joins) for small tables. With it,
 # adaptive execution coalesces those shuffles and broadcasts the small sides (benchmarks/RESULTS.md E1).
 # spark.sql.maxPlanStringLength: adaptive execution renders every re-planned query as a string (for the
 # UI/event log); the table queries read several cached intermediates, whose plans are rendered inside
-# theirs, and the unbounded string filled a 1 GiB driver heap on kafka-dump-log.sh input. 1 MB keeps
+# theirs, and the unbounded string filled the driver's heap on kafka-dump-log.sh input; the bound keeps
 # the event log useful.
 RUN_CONF: dict[str, str] = {
     "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
