@@ -19,7 +19,7 @@ not, that would load stale machine code, so :func:`_drop_stale_caches` wipes
 this package's cache files whenever the source of a module that compiled code
 can depend on changed: the modules that import this one, and every module of
 this package they import, transitively (:func:`jit_dependencies`). Editing a
-module no compiled code can see (``dump_log_text.py``, ``consumed.py``) keeps
+module no compiled code can see (``dump_log_render.py``, ``consumed.py``) keeps
 the cache: recompiling costs ~10 s in every Spark worker that starts before the
 cache is written again (benchmarks/RESULTS.md E3).
 
