@@ -15,7 +15,10 @@ from typing import Literal
 import numpy as np
 
 from txnlog.kafka.compression import decompress
+from txnlog.kafka.crc import crc32c
 from txnlog.kafka.dump_log_text import STATE_NAMES
+from txnlog.kafka.producer_snapshot import decode_producer_snapshot
+from txnlog.kafka.records import RECORD_OK, read_header, read_record
 from txnlog.kafka.txn_state import decode_transaction_log_key, decode_transaction_log_value
 
 __all__ = ["JAVA_VERSIONS", "JSON_DECODER_VERSIONS", "KAFKA_CHECKED_VERSIONS", "Version", "render_dump"]
@@ -44,8 +47,6 @@ def _iter_v2_records(payload: bytes, count: int):
     DefaultRecord.readFrom's exception: the records before it stand.
     """
     # Lazy in this module: the numba decoders load only when a dump is rendered, not when its text is parsed.
-    from txnlog.kafka.records import RECORD_OK, read_header, read_record
-
     buf = np.frombuffer(payload, np.uint8)
     n = buf.size
     p = 0
@@ -194,8 +195,6 @@ def _render_log(
     name: str,
     set_order: bool = False,
 ) -> list[str]:
-    from txnlog.kafka.crc import crc32c
-
     out: list[str] = []
     pos = 0
     n = len(buf)
@@ -389,8 +388,6 @@ def _record_lines(
 
 
 def _render_snapshot(buf: bytes, version: Version) -> list[str]:
-    from txnlog.kafka.producer_snapshot import decode_producer_snapshot
-
     snap = decode_producer_snapshot(np.frombuffer(buf, np.uint8))
     e = snap.entries
     out = []
