@@ -10,7 +10,9 @@ find-hanging an hour ahead). Its log dir (``__transaction_state`` with one parti
 ``transaction.state.log.num.partitions=1`` makes it) is copied twice, while it runs (once the high watermarks are
 checkpointed: no ``.kafka_cleanshutdown``) and after a clean stop; the broker is restarted on it, answers
 again, is SIGKILLed (a third copy, of the crashed log dir), restarted and answers again. Each copy is read
-offline by its own run of the job, with ``logs`` and ``transaction_state_partitions: 1`` - the cluster's setting. No client writes
+offline by its own run of the job, with ``logs`` and ``transaction_state_partitions: 1`` - the cluster's setting;
+the clean copy once more with no setting, the count then read from the copy's own ``__cluster_metadata-0``
+(txnlog.broker.cluster_image). No client writes
 between the live answers and the copies, the restarted broker answers what it answered before, and for every
 copy:
 
@@ -135,6 +137,8 @@ def scenario(spark, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from tests.oracle.test_coordinator import run_txnlog
 
     run_txnlog(spark, out, as_of=as_of, cluster=CLUSTER, logs=[str(logs)], transaction_state_partitions=1)
+    # the same copy with no setting: the count comes from the copy's own KRaft metadata log
+    run_txnlog(spark, work / "out-unset", as_of=as_of, cluster=CLUSTER, logs=[str(logs)])
     for copy in ("running", "crashed"):
         logs_copy = [str(work / f"logs-{copy}")]
         run_txnlog(
@@ -144,7 +148,13 @@ def scenario(spark, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     loaded = dict(enumerate(oracle.load_partitions(dirs, "--now", str(as_of))))
     assert not (work / "logs-running" / "broker-1" / ".kafka_cleanshutdown").exists()
     return {
-        "out": {"clean": out, "running": work / "out-running", "crashed": work / "out-crashed"},
+        "out": {
+            "clean": out,
+            "running": work / "out-running",
+            "crashed": work / "out-crashed",
+            "unset": work / "out-unset",
+        },
+        "logs": logs,
         "as_of": as_of,
         "answers": answers,
         **answers["live"],
@@ -280,3 +290,27 @@ def test_producer_state_offline_equals_describe_producers_and_kafka(scenario, co
             for x in scenario["loaded"][p]["producers"]
         )
         assert offline == described == kafka, p
+
+
+def test_the_coordinator_partition_count_comes_from_the_copy_itself(scenario) -> None:
+    """With no ``transaction_state_partitions`` given, the copy's KRaft metadata log says the cluster has one
+    ``__transaction_state`` partition (not the default 50): the input reads "1/1", and the findings - the
+    unowned producer's HANGING abort SAFE, not VERIFY_FIRST - are the live ones, the evidence saying what
+    decided."""
+    from txnlog.model.config import load_config
+    from txnlog.pipeline import plan_inputs
+
+    inputs = plan_inputs(load_config(None, {"logs": [str(scenario["logs"])], "progress": False}))
+    assert "of 1/1 partitions" in inputs.note, inputs.note
+    assert "KRaft metadata log of broker-1" in inputs.note, inputs.note
+    live_found = {(f["partition"], f["start_offset"]): (f["verdict"], f["reason"]) for f in scenario["found"]}
+    unset = _rows(scenario, "findings", "unset")
+    assert {(f["partition"], f["start_offset"]): (f["verdict"], f["reason"]) for f in unset} == live_found
+    safety = {
+        copy: {(r["partition"], r["start_offset"]): r["safety"] for r in _rows(scenario, "abort_recommendations", copy)}
+        for copy in ("clean", "unset")
+    }
+    assert safety["unset"] == safety["clean"] and "SAFE" in safety["unset"].values(), safety
+    (orphan,) = [f for f in unset if f["reason"] == "NO_TRANSACTIONAL_ID"]
+    assert safety["unset"][(orphan["partition"], orphan["start_offset"])] == "SAFE"
+    assert "KRaft metadata log of broker-1" in orphan["evidence"], orphan["evidence"]
