@@ -363,27 +363,24 @@ def scan_transaction_log_windows(
         yield scan
 
 
-def _records_of(
+def _side_buffer(
     arr: np.ndarray,
-    segment: SegmentScan,
-    data_idx: np.ndarray,
+    codecs: np.ndarray,
+    positions: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    counts: np.ndarray,
+    src: np.ndarray,
     file: str,
     max_decompressed_bytes: int,
     quarantine: list[QuarantineEntry],
-) -> tuple[TxnLogScan, int]:
-    """The records of the batches ``data_idx`` of ``segment`` (data batches, in log order), with
-    ``quarantine`` and theirs; and the bytes their compressed batches decompressed to."""
-    b = segment.batches
-    positions = b["position"][data_idx]
-    starts = positions + RECORD_BATCH_OVERHEAD
-    ends = positions + LOG_OVERHEAD + b["batch_length"][data_idx].astype(np.int64)
-    counts = b["record_count"][data_idx].astype(np.int64)
-    src = np.zeros(data_idx.size, np.int64)
+) -> tuple[np.ndarray, int]:
+    """The compressed batches' records decompressed into one side buffer, and its size. Points ``starts``/``ends``
+    of those batches into it (``src`` 1); a batch that does not decompress is quarantined and left empty."""
     # The coordinator never compresses (TransactionLog.EnforcedCompression), but a copied topic may be: decompress those
     # batches (a Python loop over compressed batches only) into one side buffer.
     pieces: list[bytes] = []
     extra_size = 0
-    codecs = b["compression"][data_idx]
     for k in np.flatnonzero(codecs != Compression.NONE):
         position = int(positions[k])
         try:
@@ -409,6 +406,28 @@ def _records_of(
         pieces.append(plain)
         extra_size += len(plain)
     extra = as_uint8(b"".join(pieces))
+    return extra, extra_size
+
+
+def _records_of(
+    arr: np.ndarray,
+    segment: SegmentScan,
+    data_idx: np.ndarray,
+    file: str,
+    max_decompressed_bytes: int,
+    quarantine: list[QuarantineEntry],
+) -> tuple[TxnLogScan, int]:
+    """The records of the batches ``data_idx`` of ``segment`` (data batches, in log order), with
+    ``quarantine`` and theirs; and the bytes their compressed batches decompressed to."""
+    b = segment.batches
+    positions = b["position"][data_idx]
+    starts = positions + RECORD_BATCH_OVERHEAD
+    ends = positions + LOG_OVERHEAD + b["batch_length"][data_idx].astype(np.int64)
+    counts = b["record_count"][data_idx].astype(np.int64)
+    src = np.zeros(data_idx.size, np.int64)
+    extra, extra_size = _side_buffer(
+        arr, b["compression"][data_idx], positions, starts, ends, counts, src, file, max_decompressed_bytes, quarantine
+    )
     recs, topics, parts, quar = _walk_records(
         arr,
         extra,
