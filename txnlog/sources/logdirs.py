@@ -119,6 +119,7 @@ class Inventory:
     segments: tuple[LogFile, ...] = ()
     snapshots: tuple[LogFile, ...] = ()
     txn_state_segments: tuple[LogFile, ...] = ()
+    txn_indexes: tuple[LogFile, ...] = ()  # the data partitions' .txnindex files (kind "txnindex")
     brokers: tuple[str, ...] = ()
     skipped: tuple[str, ...] = field(default=())  # paths ignored on purpose, for the summary
     checkpoints: tuple[Checkpoint, ...] = ()
@@ -313,6 +314,7 @@ def discover(paths: list[str] | tuple[str, ...], located: dict[str, Located] | N
     segments: list[tuple[tuple[int, str, str], LogFile]] = []
     snapshots: list[tuple[tuple[int, str, str], LogFile]] = []
     txn_state: list[tuple[tuple[int, str, str], LogFile]] = []
+    txn_indexes: list[tuple[tuple[int, str, str], LogFile]] = []
     brokers: list[str] = []
     order: dict[str, int] = {}  # broker name -> its place in ``brokers``
     skipped: list[str] = []
@@ -349,7 +351,8 @@ def discover(paths: list[str] | tuple[str, ...], located: dict[str, Located] | N
                 skipped.append(fpath)
             return
         suffix = m.group("suffix")
-        if suffix not in ("log", "snapshot"):
+        # .txnindex: the aborted transactions a read_committed fetch is served (txnlog.sources.txnindex)
+        if suffix not in ("log", "snapshot", "txnindex") or (suffix == "txnindex" and topic == TRANSACTION_STATE_TOPIC):
             return
         if real in seen:
             return
@@ -365,7 +368,9 @@ def discover(paths: list[str] | tuple[str, ...], located: dict[str, Located] | N
         )
         # a log dir's listing order, whatever order paths came in
         key = (order[broker], dir_name, fname)
-        if suffix == "snapshot":
+        if suffix == "txnindex":
+            txn_indexes.append((key, lf))
+        elif suffix == "snapshot":
             if topic != TRANSACTION_STATE_TOPIC:
                 snapshots.append((key, lf))
         elif topic == TRANSACTION_STATE_TOPIC:
@@ -426,6 +431,7 @@ def discover(paths: list[str] | tuple[str, ...], located: dict[str, Located] | N
         segments=ordered(segments),
         snapshots=ordered(snapshots),
         txn_state_segments=ordered(txn_state),
+        txn_indexes=ordered(txn_indexes),
         brokers=tuple(brokers),
         skipped=tuple(skipped),
         checkpoints=tuple(checkpoints),
