@@ -3,7 +3,7 @@
 
 The data: the transaction-dense mix (``txnlog.brokerlog.dense``, ``--mib`` MiB of segments), every segment rendered
 as ``kafka-dump-log.sh --deep-iteration`` prints it (``--transaction-log-decoder`` for ``__transaction_state``;
-``txnlog.kafka.dump_log_text.render_dump``, Kafka 3.x form), one dump file per segment under
+``txnlog.kafka.dump_log_render.render_dump``, Kafka 3.x form), one dump file per segment under
 ``dumps/<broker>/``, as an operator collects them. Written once under ``--data-dir`` and reused.
 
 Two modes, each a fresh Python process per run, interleaved in every repeat, page cache warmed before each:
@@ -40,7 +40,7 @@ DEFAULT_DATA = ROOT / "benchmarks" / "data"
 def build(data_dir: Path, mib: int) -> Path:
     """The dense mix's segments and their dumps (reused while ``mib`` matches)."""
     from txnlog.brokerlog.dense import dense
-    from txnlog.kafka.dump_log_text import render_dump
+    from txnlog.kafka.dump_log_render import render_dump
     from txnlog.sources.logdirs import discover
 
     root = data_dir.resolve() / f"dump-read-{mib}MiB"

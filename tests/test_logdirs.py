@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from txnlog.brokerlog.scenarios import write_scenario
-from txnlog.kafka.dump_log_text import render_dump
+from txnlog.kafka.dump_log_render import render_dump
 from txnlog.model.config import load_config
 from txnlog.model.errors import UsageError
 from txnlog.pipeline import check_inputs, plan_inputs

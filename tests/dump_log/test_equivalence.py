@@ -1,5 +1,5 @@
 """The text path equals the binary path: scenarios written by the broker-log writer, rendered as
-``kafka-dump-log.sh`` output of each Kafka version (``txnlog.kafka.dump_log_text.render_dump``),
+``kafka-dump-log.sh`` output of each Kafka version (``txnlog.kafka.dump_log_render.render_dump``),
 read back, compared with reading the same segments directly.
 
 Two levels:
@@ -50,7 +50,7 @@ from tests.dump_log.damage_view import (
     safety_by_id,
     without_regions,
 )
-from txnlog.kafka.dump_log_text import render_dump
+from txnlog.kafka.dump_log_render import render_dump
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1800)]
 
@@ -79,7 +79,7 @@ class Variant:
     @property
     def scala_decoder(self) -> bool:
         """The 2.x/3.x text decoder (4.0's Scala tool already prints JSON: KAFKA-18207)."""
-        from txnlog.kafka.dump_log_text import JSON_DECODER_VERSIONS
+        from txnlog.kafka.dump_log_render import JSON_DECODER_VERSIONS
 
         return self.version not in JSON_DECODER_VERSIONS
 

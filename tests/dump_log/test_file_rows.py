@@ -24,7 +24,7 @@ def dump(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
     """One file holding a broker's data segments, snapshots and __transaction_state dumps, CRLF line ends, a
     stray line before the first "Dumping" and no newline at the end."""
     from txnlog.brokerlog.scenarios import write_scenario
-    from txnlog.kafka.dump_log_text import render_dump
+    from txnlog.kafka.dump_log_render import render_dump
     from txnlog.sources.logdirs import discover
 
     root = tmp_path_factory.mktemp("file-rows")

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from txnlog.kafka import dump_log_text as D
+from txnlog.kafka.dump_log_render import render_dump
 
 SEG = "/var/lib/kafka/data/orders-7/00000000000000000000.log"
 
@@ -191,7 +192,7 @@ def test_same_segment_path_in_two_broker_dirs_is_two_replicas(spark, tmp_path_fa
 
     path, n_batches, n_records = _segment(tmp_path_factory)
     shown = "/var/lib/kafka/data/orders-7/" + os.path.basename(path)
-    text = D.render_dump(path, "3.x", deep_iteration=True, dumping_path=shown)
+    text = render_dump(path, "3.x", deep_iteration=True, dumping_path=shown)
     assert text.count("Dumping ") == 1
     work = tmp_path_factory.mktemp("dumps")
     for b in ("broker-1", "broker-2"):

@@ -59,7 +59,7 @@ def render_broker_dumps(logs: Path, dumps: Path) -> None:
     log dir printed as /var/lib/kafka/data (identical paths, rule 2); brokers 1 and 2 run Kafka 3.x's
     Scala tool, broker 3 the 4.x Java tool (a rolling upgrade); --deep-iteration on data segments,
     --transaction-log-decoder on __transaction_state."""
-    from txnlog.kafka.dump_log_text import render_dump
+    from txnlog.kafka.dump_log_render import render_dump
     from txnlog.sources.logdirs import discover
 
     inv = discover([str(logs)])

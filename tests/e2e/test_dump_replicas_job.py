@@ -20,7 +20,7 @@ import pytest
 from tests.e2e import truth as T
 from tests.e2e.jobrun import run_in_process
 from txnlog.brokerlog.scenarios import write_scenario
-from txnlog.kafka.dump_log_text import render_dump
+from txnlog.kafka.dump_log_render import render_dump
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 

@@ -28,7 +28,7 @@ from tests.e2e import truth as T
 from tests.e2e.jobrun import run_in_process, run_job
 from tests.e2e.test_job import README_DUCKDB_QUERY, duckdb_delta_extension
 from txnlog.brokerlog.scenarios import write_scenario
-from txnlog.kafka.dump_log_text import render_dump
+from txnlog.kafka.dump_log_render import render_dump
 from txnlog.sources.sample import SAMPLE_SEED
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -268,7 +268,7 @@ def _serve_transaction_state(bootstrap: str, logs: Path) -> int:
     import confluent_kafka
 
     from txnlog.kafka.compression import decompress
-    from txnlog.kafka.dump_log_text import _V2_HEADER, _iter_v2_records
+    from txnlog.kafka.dump_log_render import _V2_HEADER, _iter_v2_records
 
     p = confluent_kafka.Producer(
         {

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tests.kafka import encoders as E
-from txnlog.kafka.dump_log_text import _iter_v2_records
+from txnlog.kafka.dump_log_render import _iter_v2_records
 from txnlog.kafka.records import RECORD_BROKEN, RECORD_BROKEN_AT_OFFSET, RECORD_OK, read_header, read_record
 
 RECORDS = {

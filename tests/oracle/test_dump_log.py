@@ -21,7 +21,7 @@ fields the decoder's text form does not print, and the order it prints a record'
 segment (``_moved_log_start``); a clean shutdown's restart semantics (``_clean_copies``); and the rest of a
 segment after a batch the tool stopped on (``_stopped``), whose dump says so in ``quarantine``.
 
-And the project's own renderer (``txnlog.kafka.dump_log_text.render_dump``) must print, for Kafka 4.0,
+And the project's own renderer (``txnlog.kafka.dump_log_render.render_dump``) must print, for Kafka 4.0,
 what Kafka printed, byte for byte, for every file (``test_render_dump_4_0_is_kafka_byte_for_byte``).
 """
 
@@ -385,7 +385,7 @@ def test_render_dump_4_0_is_kafka_byte_for_byte(judged: Judged) -> None:
     ...``): the oracle's Kafka tree (2024-10-25) prints it with ``TransactionLog.formatRecordKeyAndValue``,
     the text form of 2.x and 3.x, where 4.0.0 prints JSON (KAFKA-18207, apache/kafka#18136, shipped in
     4.0.0; the renderer's "4.0"). That part is held to the renderer's text form ("3.x"), byte for byte too."""
-    from txnlog.kafka.dump_log_text import render_dump
+    from txnlog.kafka.dump_log_render import render_dump
 
     problems: list[str] = []
     for broker, files in judged.dumped.items():

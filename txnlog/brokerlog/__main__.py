@@ -15,6 +15,8 @@ import re
 import sys
 from collections.abc import Sequence
 
+from txnlog.brokerlog.scenarios import SCENARIOS, write_scenario
+
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
 
 
@@ -30,8 +32,6 @@ def parse_size(text: str) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from txnlog.brokerlog.scenarios import SCENARIOS
-
     def first_paragraph(doc: str | None) -> str:
         text = " ".join((doc or "").strip().split("\n\n")[0].split()).replace("``", "")
         return text if len(text) <= 110 else text[:107] + "..."
@@ -81,8 +81,6 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    from txnlog.brokerlog.scenarios import SCENARIOS, write_scenario
-
     if args.list:
         for name in SCENARIOS:
             print(name)

@@ -33,6 +33,7 @@ replica that misses a batch, records compacted away. The scenarios in
 
 from __future__ import annotations
 
+import base64
 import random
 import shutil
 import struct
@@ -1032,8 +1033,6 @@ class Cluster:
     # -- ids ----------------------------------------------------------------
 
     def _uuid_b64(self) -> str:
-        import base64
-
         return base64.urlsafe_b64encode(self.rng.getrandbits(128).to_bytes(16, "big")).decode().rstrip("=")
 
     def allocate_producer_id(self) -> int:

@@ -50,8 +50,9 @@ transaction in numpy arrays (``transactions.npz``), not a JSON object per transa
 from __future__ import annotations
 
 import json
+import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -260,8 +261,6 @@ def _cooled(
 ) -> tuple[DenseTopic, ...]:
     """``topics`` with every topic but the hot one taking part in every k-th round only (its period times k),
     the least k that leaves the hot partition at least ``fraction`` of the bytes."""
-    from dataclasses import replace
-
     hot = sum(_round_bytes(t, payloads[t.name], marker_size) for t in topics if t.name == HOT_TOPIC)
     rest = sum(t.partitions * _round_bytes(t, payloads[t.name], marker_size) for t in topics if t.name != HOT_TOPIC)
     k = max(1, int(np.ceil(rest * fraction / (hot * (1.0 - fraction)))))
@@ -309,8 +308,6 @@ def dense(
     if out.exists() and any(out.iterdir()):
         if not overwrite:
             raise FileExistsError(f"{out} is not empty (use overwrite=True)")
-        import shutil
-
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     c = Cluster(out, seed=seed, name="dense", broker_ids=(1,))

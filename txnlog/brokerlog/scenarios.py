@@ -20,9 +20,11 @@ Scenario names: see :data:`SCENARIOS`; ``bulk`` takes size parameters.
 
 from __future__ import annotations
 
+import copy
 import functools
 import random
 import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -1074,9 +1076,6 @@ def several_open_transactions(out: str | Path, seed: int = 0, *, overwrite: bool
     ``notes["abort_plan"]``: the LSO before and after each abort of a HANGING transaction, in start-offset order
     per partition, from the writer's own ABORT markers on copies of the leaders' logs
     (:func:`_abort_plan_truth`)."""
-    import copy
-    import tempfile
-
     started = time.perf_counter()
     out = _prepare_out(out, overwrite)
     c, w = _small_cluster(out, seed)

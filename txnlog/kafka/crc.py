@@ -46,7 +46,7 @@ _POLY_REFLECTED = 0x82F63B78
 def library_path() -> str | None:
     """Path of ``libcrc32c`` inside the installed google-crc32c wheel, or None."""
     try:
-        import google_crc32c
+        import google_crc32c  # optional here: without the wheel the compiled table-driven CRC is used
     except ImportError:
         return None
     site = os.path.dirname(os.path.dirname(os.path.abspath(google_crc32c.__file__)))

@@ -19,14 +19,14 @@ not, that would load stale machine code, so :func:`_drop_stale_caches` wipes
 this package's cache files whenever the source of a module that compiled code
 can depend on changed: the modules that import this one, and every module of
 this package they import, transitively (:func:`jit_dependencies`). Editing a
-module no compiled code can see (``dump_log_text.py``, ``consumed.py``) keeps
-the cache: recompiling costs ~10 s in every Spark worker that starts before the
-cache is written again (benchmarks/RESULTS.md E3).
+module no compiled code can see (``dump_log_render.py``, ``consumed.py``) keeps
+the cache: recompiling costs every Spark worker that starts before the cache is
+written again (benchmarks/RESULTS.md E3).
 
 A cache is *warm* when every kernel the Spark readers call has been compiled
 for the current sources; ``scripts/bootstrap.sh`` checks that with
-``python txnlog/kafka/jit.py --is-warm`` (stdlib only, ~30 ms: this file runs as
-a script without importing numba) and otherwise runs
+``python txnlog/kafka/jit.py --is-warm`` (stdlib only: this file runs as a script
+without importing numba) and otherwise runs
 ``txnlog.pipeline.warm_decoders`` once, which calls :func:`mark_warm`.
 """
 
@@ -38,6 +38,7 @@ import os
 import re
 import sys
 from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -129,8 +130,6 @@ def cache_dir() -> str:
 
 def _runtime() -> str:
     """What else numba's cache depends on: the interpreter and numba's version (an upgrade invalidates it)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         numba_version = version("numba")
     except PackageNotFoundError:
@@ -193,7 +192,7 @@ def jit(*, cacheable: bool = True, inline: bool = False) -> Callable[[F], F]:
     ``inline=True`` inlines the function into its callers at numba IR level (for the
     tiny readers on the per-batch hot path, where a call costs as much as the work).
     """
-    import numba
+    import numba  # deferred: this file also runs as a stdlib-only script (--is-warm)
 
     def wrap(fn: F) -> F:
         return numba.njit(  # type: ignore[return-value]  # a numba Dispatcher is called like the function it compiles

@@ -185,8 +185,7 @@ def fragment_kinds(kind: np.ndarray) -> pa.Array:
 
 def repeated(value: Any, type: pa.DataType, n: int) -> pa.Array:
     """``value`` ``n`` times, as an Arrow array of ``type``. A string's rows are laid out directly (offsets and
-    the value's bytes repeated): a list of n Python strings, or ``pa.repeat``, costs ~75 ms per million rows
-    with the GIL held; this ~5."""
+    the value's bytes repeated): a list of n Python strings, or ``pa.repeat``, holds the GIL many times longer."""
     large = pa.types.is_large_string(type)
     if value is not None and (pa.types.is_string(type) or large):
         data = str(value).encode()
