@@ -1,7 +1,7 @@
 """The decode's cost per file on a log dir of many small segments, in one thread, without the rest of the job:
 every ``.log`` of the small partitions (``txnlog.brokerlog.dense.small_segments``) below a size, decoded into a
 task's merge one file at a time (``summarize_segment``, as a task did before) and together
-(``summarize_segments``, groups of ``SMALL_BATCH_BYTES``), alternately, each repeat timed in the thread's CPU
+(``SegmentGroup``: ``summarize_segments`` of up to ``SMALL_BATCH_BYTES``), alternately, each repeat timed in the thread's CPU
 seconds (``time.thread_time``: on a loaded machine the wall time says little). Also the raw read of the same files.
 
     python benchmarks/small_files.py DIR [--repeats 5] [--max-bytes 4194304]
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from txnlog.engine.segments import SMALL_BATCH_BYTES, SegmentRows, summarize_segment, summarize_segments
+from txnlog.engine.segments import SegmentGroup, SegmentRows, summarize_segment
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
 from txnlog.rules.transactions import PartitionTransactions
 from txnlog.sources.logdirs import LogFile, discover
@@ -41,13 +41,10 @@ def one_by_one(files: list[LogFile]) -> Iterator[pa.RecordBatch]:
 
 def together(files: list[LogFile]) -> Iterator[pa.RecordBatch]:
     merge, rows = PartitionTransactions(), SegmentRows()
-    group: list[LogFile] = []
+    group = SegmentGroup(True, None)
     for f in files:
-        group.append(f)
-        if sum(g.size for g in group) >= SMALL_BATCH_BYTES:
-            yield from summarize_segments(group, True, rows, merge)
-            group = []
-    yield from summarize_segments(group, True, rows, merge)
+        yield from group.add(f, rows, merge)
+    yield from group.decode(rows, merge)
     yield from rows.batches()
     yield from merge.batches({}, SEGMENT_SUMMARY_SCHEMA)
 

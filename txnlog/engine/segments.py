@@ -569,6 +569,37 @@ def summarize_segments(
             yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, list(scan.quarantine), None, own)
 
 
+class SegmentGroup:
+    """A task's whole segments into its merge, waiting to be decoded together (:func:`summarize_segments`): until
+    :data:`SMALL_BATCH_BYTES` of them, a segment of :data:`SMALL_SEGMENT_BYTES` or more (decoded on its own), or
+    the merge's end."""
+
+    def __init__(self, check_crc: bool, max_decompressed_bytes: int | None) -> None:
+        self.check_crc = check_crc
+        self.max_decompressed_bytes = max_decompressed_bytes
+        self.files: list[LogFile] = []
+        self.bytes = 0
+
+    def add(self, file: LogFile, segments: SegmentRows, merge: PartitionTransactions) -> Iterator[pa.RecordBatch]:
+        """Adds ``file``; decodes what is due (the rows as :meth:`decode` yields them)."""
+        if file.size >= SMALL_SEGMENT_BYTES:
+            yield from self.decode(segments, merge)
+        self.files.append(file)
+        self.bytes += file.size
+        if file.size >= SMALL_SEGMENT_BYTES or self.bytes >= SMALL_BATCH_BYTES:
+            yield from self.decode(segments, merge)
+
+    def decode(self, segments: SegmentRows, merge: PartitionTransactions | None) -> Iterator[pa.RecordBatch]:
+        """Decodes the waiting files into ``merge``: their quarantine rows, each after the ``segment`` rows
+        ``segments`` holds (rows keep file order)."""
+        files, self.files, self.bytes = self.files, [], 0
+        if not files or merge is None:
+            return
+        for batch in summarize_segments(files, self.check_crc, segments, merge, self.max_decompressed_bytes):
+            yield from segments.batches()
+            yield batch
+
+
 def finished_transactions(
     file: LogFile, frags: dict[str, np.ndarray], edges: Edges, piece: int | None
 ) -> Iterator[pa.RecordBatch]:

@@ -47,17 +47,15 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from txnlog.engine.segments import (
-    SMALL_BATCH_BYTES,
-    SMALL_SEGMENT_BYTES,
     Edges,
     Piece,
+    SegmentGroup,
     SegmentRows,
     fragments_dir,
     quarantine_batch,
     snapshot_starts,
     summarize_piece,
     summarize_segment,
-    summarize_segments,
     summarize_snapshot,
 )
 from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
@@ -588,15 +586,7 @@ class _SegmentsReader(FilesReader):
         merge_bytes, merged = int(self.options.get("merge_bytes") or MERGE_BYTES), 0
         alone_whole = one_replica_snapshots(files, downstream) if merge is not None else {}
         whole_edges: dict[tuple[str, int], Edges] = {}
-        small: list[LogFile] = []  # small whole segments into the merge, decoded together (summarize_segments)
-
-        def decode_small() -> Iterator[pa.RecordBatch]:
-            if merge is not None and small:
-                for batch in summarize_segments(small, self.check_crc, segments, merge, self.max_decompressed_bytes):
-                    yield from segments.batches()
-                    yield batch
-                small.clear()
-
+        group = SegmentGroup(self.check_crc, self.max_decompressed_bytes)  # whole segments into the merge
         rows_of = zip(files, pieces, downstream, edge_snapshots, strict=True)
         for i, (file, piece, alone, snapshots) in enumerate(rows_of):
             # a split partition's files leave as fragments: its pieces are in other tasks; with the option
@@ -613,15 +603,9 @@ class _SegmentsReader(FilesReader):
                 if tp not in whole_edges:  # a partition's files are read one after another: once per partition
                     whole_edges[tp] = Edges(snapshot_starts(alone_whole[tp]), checkpoints, stage)
                 edges = whole_edges[tp]
-            # a whole segment into the merge waits to be decoded with the task's next ones (summarize_segments)
-            together = file_merge is not None and edges is None and piece is None and file.kind == "log"
-            if together and file.size >= SMALL_SEGMENT_BYTES:
-                yield from decode_small()
             try:
-                if together:
-                    small.append(file)
-                    big = file.size >= SMALL_SEGMENT_BYTES or sum(f.size for f in small) >= SMALL_BATCH_BYTES
-                    rows = decode_small() if big else iter(())
+                if file_merge is not None and edges is None and piece is None and file.kind == "log":
+                    rows = group.add(file, segments, file_merge)  # decoded with the task's next ones
                 elif file.kind == "snapshot":
                     rows = summarize_snapshot(file, file_merge, segments)
                 elif piece is not None:
@@ -651,11 +635,11 @@ class _SegmentsReader(FilesReader):
             more = i + 1 < len(files) and (files[i + 1].topic, int(files[i + 1].partition)) != tp
             if merge is not None and merged >= merge_bytes and more and isinstance(partition, _FilesPartition):
                 # the merge's partitions are whole (a partition's files are next to each other): final rows
-                yield from decode_small()
+                yield from group.decode(segments, merge)
                 yield from segments.batches()
                 yield from merge.batches(checkpoints, SEGMENT_SUMMARY_SCHEMA, stage, writer=writer)
                 merge, merged = PartitionTransactions(), 0
-        yield from decode_small()
+        yield from group.decode(segments, merge)
         yield from segments.batches()
         if merge is not None and isinstance(partition, _FilesPartition):
             yield from merge.batches(checkpoints, SEGMENT_SUMMARY_SCHEMA, stage, writer=writer)
