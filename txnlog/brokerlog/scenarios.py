@@ -44,6 +44,7 @@ from txnlog.brokerlog.extreme import DESCRIPTION as EXTREME_VALUES
 from txnlog.brokerlog.extreme import PARTITIONS as EXTREME_PARTITIONS
 from txnlog.brokerlog.extreme import write_extreme_values  # values at the limits of their types
 from txnlog.brokerlog.ground_truth import HANGING, LATE, Intent, ScenarioResult, assemble
+from txnlog.brokerlog.integrity_faults import INTEGRITY_SCENARIOS
 from txnlog.brokerlog.partition import PartitionLog
 from txnlog.kafka import wire
 from txnlog.kafka.wire import Compression, TimestampType
@@ -1544,6 +1545,7 @@ SCENARIOS: dict[str, Callable[..., ScenarioResult]] = {
     "sample": sample,
     "extreme_values": extreme_values,
     "bulk": bulk,
+    **INTEGRITY_SCENARIOS,  # what read_committed consumers are served, damaged (txnlog.brokerlog.integrity_faults)
 }
 
 

@@ -225,6 +225,34 @@ COORDINATOR_HISTORY = _schema(
     ("value_version", I32),
 )
 
+#: The integrity audit (txnlog.rules.integrity): did read_committed consumers get what the markers decided? One row
+#: per anomaly; a check that could not run says so once per partition (severity NOT_CHECKED).
+INTEGRITY = _schema(
+    ("check", STR),  # ABORTED_DATA_VISIBLE / COMMITTED_DATA_HIDDEN / SPLIT_OUTCOME / INDEX_NOT_CHECKED
+    ("severity", STR),  # ERROR (data delivered wrongly) / WARNING (may be, depending on fetches) / NOT_CHECKED
+    ("topic", STR),
+    ("partition", I32),
+    ("replica", STR),  # the broker (log dir) whose files show it; null: the partition (every replica)
+    ("producer_id", I64),
+    ("producer_epoch", I32),
+    ("transactional_id", STR),
+    ("first_offset", I64),
+    ("last_offset", I64),
+    ("marker_offset", I64),
+    ("marker_type", STR),  # COMMIT / ABORT: the partition's marker for this transaction
+    ("records_affected", I64),
+    ("bytes_affected", I64),
+    ("from_time", TS),
+    ("to_time", TS),
+    ("consumers_received", STR),  # what a read_committed consumer of this replica gets: ALL / NONE / DEPENDS_ON_FETCH
+    ("consumers_should_receive", STR),  # what the marker decided: ALL / NONE
+    ("restart_repairs", STR),  # NO / UNCLEAN_RESTART (LogLoader recovers the segment) / NOT_APPLICABLE
+    ("kafka_class", STR),  # the Kafka class whose behaviour the row states
+    ("evidence", STR),
+    ("advice", STR),
+    ("source", STR),
+)
+
 QUARANTINE = _schema(
     ("file", STR),
     ("position", I64),
@@ -273,6 +301,7 @@ TABLES: dict[str, pa.Schema] = {
     "coordinator_state": COORDINATOR_STATE,
     "coordinator_history": COORDINATOR_HISTORY,
     "quarantine": QUARANTINE,
+    "integrity": INTEGRITY,
     "runs": RUNS,
 }
 

@@ -248,3 +248,31 @@ def producer_rows(
 def newest_timestamp(max_timestamp: np.ndarray, mask: np.ndarray) -> int | None:
     chosen = max_timestamp[mask]
     return int(chosen.max()) if chosen.size else None
+
+
+#: one ``.txnindex`` entry of one replica's segment (txnlog.sources.txnindex, read by txnlog.rules.integrity)
+TXN_INDEX_SCHEMA = pa.schema(
+    [
+        ("broker", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("segment_offset", pa.int64()),
+        ("file", pa.string()),
+        ("producer_id", pa.int64()),
+        ("first_offset", pa.int64()),
+        ("last_offset", pa.int64()),
+        ("last_stable_offset", pa.int64()),
+    ]
+)
+
+#: one segment of one replica: whether a ``.txnindex`` is beside it, and the replica's recovery point
+TXN_SEGMENT_SCHEMA = pa.schema(
+    [
+        ("broker", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("base_offset", pa.int64()),
+        ("has_txnindex", pa.bool_()),
+        ("recovery_point", pa.int64()),
+    ]
+)

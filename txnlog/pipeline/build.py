@@ -43,13 +43,14 @@ def resolve_as_of(
 def thresholds_of(config: Config, inputs: Inputs, decoded: Decoded, as_of: datetime) -> classify.Thresholds:
     """What the verdicts of this run weigh: its ``as_of``, the configured limits, and how much of
     ``__transaction_state`` the input holds (a live run reads all of it)."""
+    partitions, decided = inputs.coordinator_partitions(config.transaction_state_partitions)
     return classify.Thresholds(
         as_of_ms=as_of_rule.to_ms(as_of),
         max_transaction_timeout_ms=config.max_transaction_timeout_ms,
-        all_txn_state_partitions_read=bool(inputs.live)
-        or len(decoded.txn_state_read) >= config.transaction_state_partitions,
+        all_txn_state_partitions_read=bool(inputs.live) or len(decoded.txn_state_read) >= partitions,
         txn_state_partitions_read=None if inputs.live else len(decoded.txn_state_read),
-        txn_state_partitions=config.transaction_state_partitions,
+        txn_state_partitions=partitions,
+        txn_state_partitions_from=decided,
         bootstrap_servers=config.bootstrap_servers,
         producer_id_expiration_ms=config.producer_id_expiration_ms,
         producer_id_expiration_check_interval_ms=config.producer_id_expiration_check_interval_ms,

@@ -11,12 +11,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from txnlog.broker.cluster_image import ClusterImage, coordinator_partitions, furthest
 from txnlog.engine.spark.placement import Placement, master_cores
 from txnlog.live.admin import check_cluster
 from txnlog.model.errors import UsageError
 from txnlog.model.words import count
 from txnlog.pipeline.scope import Progress
 from txnlog.sources import storage
+from txnlog.sources.cluster_metadata import read_metadata_logs
 from txnlog.sources.logdirs import LOGS_EXPECTED, NOTHING, Inventory, discover, locate, looks_like_dump_log
 from txnlog.sources.sample import sample_logs
 
@@ -39,6 +41,12 @@ class Inputs:
     note: str = ""
     dump_bytes: int = 0  # the kafka-dump-log.sh files' size
     sample: bool = False  # no input was given: the embedded sample cluster
+    #: the cluster as the log dirs' KRaft metadata log says it is, and which log dir's (txnlog.broker.cluster_image)
+    cluster: tuple[ClusterImage, str] | None = None
+
+    def coordinator_partitions(self, configured: int) -> tuple[int, str]:
+        """How many ``__transaction_state`` partitions the cluster has, and what decided it (cluster_image)."""
+        return coordinator_partitions(self.cluster, configured)
 
     @property
     def bytes(self) -> int:
@@ -79,7 +87,13 @@ def plan_inputs(config: Config, progress: Progress | None = None, *, sample: boo
     live = config.bootstrap_servers if config.bootstrap_servers and not logs and not config.dump_log else None
     if live:
         check_cluster(live, dict(config.kafka))  # before Spark: one line if it cannot be read
-    note = describe(inventory, len(dump_files), live, config.transaction_state_partitions)
+    cluster = furthest(read_metadata_logs(inventory.cluster_metadata)) if inventory.cluster_metadata else None
+    note = describe(
+        inventory, len(dump_files), live, coordinator_partitions(cluster, config.transaction_state_partitions)
+    )
+    if cluster is not None and cluster[0].deleted.num_rows:
+        gone = ", ".join(f"{d['topic']} ({d['partitions']})" for d in cluster[0].deleted.to_pylist())
+        note += f"; topics deleted as the KRaft metadata log of {cluster[1]} says: {gone}"
     if progress:
         progress(f"found {note}")
     # a remote file's size is not looked up: such an input counts as unbounded (Spark tasks read it)
@@ -88,7 +102,7 @@ def plan_inputs(config: Config, progress: Progress | None = None, *, sample: boo
     )
     return Inputs(
         tuple(logs), inventory, tuple(config.dump_log), tuple(dump_files), live, note, dump_bytes,
-        sample=not config.logs and not config.dump_log and not config.bootstrap_servers,
+        sample=not config.logs and not config.dump_log and not config.bootstrap_servers, cluster=cluster,
     )  # fmt: skip
 
 
@@ -186,7 +200,8 @@ def _dump_files(args: list[str]) -> list[str]:
     return files
 
 
-def describe(inventory: Inventory, dump_files: int, live: str | None, txn_state_partitions: int) -> str:
+def describe(inventory: Inventory, dump_files: int, live: str | None, coordinator: tuple[int, str]) -> str:
+    txn_state_partitions, decided = coordinator
     note = (
         f"{count(len(inventory.segments), 'segment')} and {count(len(inventory.snapshots), 'snapshot')} of "
         f"{count(len(inventory.data_partitions), 'partition')}, "
@@ -194,6 +209,8 @@ def describe(inventory: Inventory, dump_files: int, live: str | None, txn_state_
         f"of {len(inventory.txn_state_partitions)}/{txn_state_partitions} partitions "
         f"on {count(len(inventory.brokers), 'broker')}, {inventory.total_bytes / 2**30:.2f} GiB"
     )
+    if decided:
+        note += f"; __transaction_state partitions: {decided}"
     if dump_files:
         note += f"; {count(dump_files, 'kafka-dump-log.sh output file')}"
     if live:

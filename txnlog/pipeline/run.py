@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from txnlog.engine.spark.session import get_session
 from txnlog.output import output_dir
+from txnlog.pipeline.audit import with_integrity
 from txnlog.pipeline.build import build_tables, resolve_as_of, thresholds_of, verify_live
 from txnlog.pipeline.decode import decode, fetch_settings
 from txnlog.pipeline.inputs import (
@@ -70,6 +71,7 @@ def run(
             records_reduced=decoded.records_reduced, as_of=as_of, as_of_source=as_of_source, placement=placement,
             history_bounds=live_cut.history_bounds() if live_cut else None,
         )  # fmt: skip
+        tables = with_integrity(tables, inputs.inventory, inputs.inventory.checkpoints, as_of)
         if config.verify_live:
             tables = verify_live(spark, tables, config, progress=progress)
         result = RunResult(run_id, cluster_of(config), as_of, config.output, {}, inputs=inputs.names)

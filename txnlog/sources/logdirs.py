@@ -17,10 +17,14 @@ last ``-``, so topics may hold ``-`` and ``.``.
 What the broker itself ignores is skipped: ``*.deleted``, ``*.cleaned``, ``*.swap`` files,
 directories ending in ``-delete`` / ``-future`` / ``-stray`` (``LocalLog.DeleteDirSuffix`` /
 ``FutureDirSuffix`` / ``StrayDirSuffix``: ``<topic>-<n>.<uuid>-delete`` is being deleted, ``-future``
-a replica still being copied to another log dir, ``-stray`` one the broker no longer hosts) and the
-KRaft metadata log ``__cluster_metadata``; given as a ``--logs`` path themselves, they are refused
-(``Located.problem``). Listing is driver work, through ``txnlog.sources.storage`` (local paths with ``os``,
-``s3a://…`` and other shared storage with ``pyarrow.fs``); reading segment bytes happens in executors.
+a replica still being copied to another log dir, ``-stray`` one the broker no longer hosts); given as a
+``--logs`` path themselves, they are refused (``Located.problem``). The KRaft metadata log
+``__cluster_metadata-0`` of a whole log dir holds no transactions but says what the cluster is (its segments
+and ``.checkpoint`` snapshots are listed in ``Inventory.cluster_metadata``, read by
+``txnlog.sources.cluster_metadata``); given alone, it is refused.
+
+Listing is driver work, through ``txnlog.sources.storage`` (local paths with ``os``, ``s3a://…`` and other
+shared storage with ``pyarrow.fs``); reading segment bytes happens in executors.
 """
 
 from __future__ import annotations
@@ -30,14 +34,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from txnlog.kafka.wire import TRANSACTION_STATE_TOPIC
+from txnlog.kafka.wire import CLUSTER_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from txnlog.model.rows import Checkpoint
 from txnlog.sources import storage
 
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _OFFSET_FILE = re.compile(r"^(?P<offset>\d{20})\.(?P<suffix>log|snapshot|index|timeindex|txnindex)$")
+#: a KRaft snapshot of the metadata log (``Snapshots.filenameFromSnapshotId``: end offset, epoch)
+_METADATA_SNAPSHOT = re.compile(r"^(?P<offset>\d{20})-(?P<epoch>\d{10})\.checkpoint$")
 _IGNORED_DIR_SUFFIXES = ("-delete", "-future", "-stray")
-IGNORED_TOPICS = {"__cluster_metadata"}
+IGNORED_TOPICS = {CLUSTER_METADATA_TOPIC}
 _SUFFIX_MEANING = {
     "-delete": "a partition directory Kafka has marked for deletion",
     "-future": "a replica Kafka is still copying to another log dir (it serves the original)",
@@ -55,7 +61,7 @@ class LogFile:
     partition: int
     base_offset: int  # segment base offset, or the snapshot's offset
     size: int
-    kind: str  # "log" or "snapshot"
+    kind: str  # "log" or "snapshot" (the metadata log's: "log" or "checkpoint")
 
 
 #: Files a broker keeps at the root of each log dir (``LogManager``, ``ReplicaManager``): one line per
@@ -113,10 +119,13 @@ class Inventory:
     segments: tuple[LogFile, ...] = ()
     snapshots: tuple[LogFile, ...] = ()
     txn_state_segments: tuple[LogFile, ...] = ()
+    txn_indexes: tuple[LogFile, ...] = ()  # the data partitions' .txnindex files (kind "txnindex")
     brokers: tuple[str, ...] = ()
     skipped: tuple[str, ...] = field(default=())  # paths ignored on purpose, for the summary
     checkpoints: tuple[Checkpoint, ...] = ()
     clean_shutdown_brokers: tuple[str, ...] = ()
+    #: the KRaft metadata log's segments ("log") and snapshots ("checkpoint") of each log dir given whole
+    cluster_metadata: tuple[LogFile, ...] = ()
 
     @property
     def data_partitions(self) -> set[tuple[str, int]]:
@@ -305,9 +314,11 @@ def discover(paths: list[str] | tuple[str, ...], located: dict[str, Located] | N
     segments: list[tuple[tuple[int, str, str], LogFile]] = []
     snapshots: list[tuple[tuple[int, str, str], LogFile]] = []
     txn_state: list[tuple[tuple[int, str, str], LogFile]] = []
+    txn_indexes: list[tuple[tuple[int, str, str], LogFile]] = []
     brokers: list[str] = []
     order: dict[str, int] = {}  # broker name -> its place in ``brokers``
     skipped: list[str] = []
+    metadata: list[LogFile] = []
     checkpoints: list[Checkpoint] = []
     clean: list[str] = []
     replicas: dict[str, str] = {}  # log dir (real path) -> broker name
@@ -340,7 +351,8 @@ def discover(paths: list[str] | tuple[str, ...], located: dict[str, Located] | N
                 skipped.append(fpath)
             return
         suffix = m.group("suffix")
-        if suffix not in ("log", "snapshot"):
+        # .txnindex: the aborted transactions a read_committed fetch is served (txnlog.sources.txnindex)
+        if suffix not in ("log", "snapshot", "txnindex") or (suffix == "txnindex" and topic == TRANSACTION_STATE_TOPIC):
             return
         if real in seen:
             return
@@ -356,7 +368,9 @@ def discover(paths: list[str] | tuple[str, ...], located: dict[str, Located] | N
         )
         # a log dir's listing order, whatever order paths came in
         key = (order[broker], dir_name, fname)
-        if suffix == "snapshot":
+        if suffix == "txnindex":
+            txn_indexes.append((key, lf))
+        elif suffix == "snapshot":
             if topic != TRANSACTION_STATE_TOPIC:
                 snapshots.append((key, lf))
         elif topic == TRANSACTION_STATE_TOPIC:
@@ -381,6 +395,9 @@ def discover(paths: list[str] | tuple[str, ...], located: dict[str, Located] | N
                     if not entry.is_dir():
                         continue
                     tp = parse_partition_dir(entry.name)
+                    if entry.name == f"{CLUSTER_METADATA_TOPIC}-0":
+                        metadata.extend(_metadata_files(broker, entry.path))
+                        continue
                     if tp is None:
                         if _PARTITION_DIR.match(entry.name) or entry.name.endswith(_IGNORED_DIR_SUFFIXES):
                             skipped.append(entry.path)
@@ -414,8 +431,22 @@ def discover(paths: list[str] | tuple[str, ...], located: dict[str, Located] | N
         segments=ordered(segments),
         snapshots=ordered(snapshots),
         txn_state_segments=ordered(txn_state),
+        txn_indexes=ordered(txn_indexes),
         brokers=tuple(brokers),
         skipped=tuple(skipped),
         checkpoints=tuple(checkpoints),
         clean_shutdown_brokers=tuple(clean),
+        cluster_metadata=tuple(metadata),
     )
+
+
+def _metadata_files(broker: str, part_dir: str) -> list[LogFile]:
+    """The metadata log's segments and KRaft snapshots in ``part_dir``, by offset."""
+    out = []
+    for f in storage.scandir(part_dir):
+        m = _OFFSET_FILE.match(f.name) or _METADATA_SNAPSHOT.match(f.name)
+        kind = "checkpoint" if f.name.endswith(".checkpoint") else "log" if f.name.endswith(".log") else ""
+        if m and kind:
+            size = f.stat().st_size
+            out.append(LogFile(f.path, broker, CLUSTER_METADATA_TOPIC, 0, int(m.group("offset")), size, kind))
+    return sorted(out, key=lambda f: (f.base_offset, f.kind))

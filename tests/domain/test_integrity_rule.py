@@ -1,0 +1,130 @@
+"""The integrity rule on hand-made rows (what CompletedFetch and LogLoader imply), and damaged ``.txnindex`` files
+read as quarantine rows. The rule against Kafka's own read path: tests/oracle/test_integrity.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from txnlog.kafka.wire import ControlType
+from txnlog.model import contract
+from txnlog.model.rows import TXN_INDEX_SCHEMA, TXN_SEGMENT_SCHEMA
+from txnlog.rules.integrity import integrity
+from txnlog.sources.logdirs import discover
+from txnlog.sources.txnindex import read_txn_indexes
+
+ABORT, COMMIT = int(ControlType.ABORT), int(ControlType.COMMIT)
+
+
+def _txn(pid: int, first: int, last: int, marker: int, control: int) -> dict:
+    return {
+        "topic": "t",
+        "partition": 0,
+        "producer_id": pid,
+        "producer_epoch": 0,
+        "first_offset": first,
+        "last_offset": last,
+        "marker_offset": marker,
+        "control_type": control,
+        "replicas": ["b1"],
+        "open_replicas": [],
+        "record_count": last - first + 1,
+        "size_bytes": 100,
+        "first_timestamp": 1_000,
+        "last_timestamp": 2_000,
+    }
+
+
+def _entry(pid: int, first: int, last: int) -> dict:
+    return {
+        "broker": "b1",
+        "topic": "t",
+        "partition": 0,
+        "segment_offset": 0,
+        "file": "00000000000000000000.txnindex",
+        "producer_id": pid,
+        "first_offset": first,
+        "last_offset": last,
+        "last_stable_offset": last + 1,
+    }
+
+
+def _run(txns: list[dict], entries: list[dict], *, has_index: bool = True, recovery: int | None = None) -> list[dict]:
+    segments = [
+        {
+            "broker": "b1",
+            "topic": "t",
+            "partition": 0,
+            "base_offset": 0,
+            "has_txnindex": has_index,
+            "recovery_point": recovery,
+        },
+        {
+            "broker": "b1",
+            "topic": "t",
+            "partition": 0,
+            "base_offset": 100,
+            "has_txnindex": False,
+            "recovery_point": recovery,
+        },
+    ]
+    out = integrity(
+        pa.Table.from_pylist(txns),
+        pa.Table.from_pylist(entries, schema=TXN_INDEX_SCHEMA),
+        pa.Table.from_pylist(segments, schema=TXN_SEGMENT_SCHEMA),
+        contract.COORDINATOR_HISTORY.empty_table(),
+    )
+    assert out.schema.names == [f.name for f in contract.INTEGRITY if f.name not in ("cluster", "as_of")]
+    return out.to_pylist()
+
+
+def test_an_index_matching_every_abort_gives_no_row():
+    txns = [_txn(1, 0, 2, 3, ABORT), _txn(1, 4, 5, 6, COMMIT), _txn(2, 7, 8, 9, COMMIT)]
+    assert _run(txns, [_entry(1, 0, 3)]) == []
+
+
+def test_an_abort_missing_from_the_index_is_delivered_and_only_an_unclean_restart_may_repair_it():
+    txns = [_txn(1, 0, 2, 3, ABORT), _txn(1, 4, 5, 6, COMMIT)]
+    (row,) = _run(txns, [], has_index=False)
+    assert (row["check"], row["severity"], row["consumers_received"], row["consumers_should_receive"]) == (
+        "ABORTED_DATA_VISIBLE",
+        "ERROR",
+        "ALL",
+        "NONE",
+    )
+    assert (row["marker_offset"], row["records_affected"], row["restart_repairs"]) == (3, 3, "UNCLEAN_RESTART")
+    assert "no .txnindex file" in row["evidence"]
+    # the segment [0, 100) lies wholly before the recovery point: LogLoader.recoverLog does not recover it
+    (row,) = _run(txns, [], recovery=150)
+    assert row["restart_repairs"] == "NO"
+
+
+def test_a_false_entry_hides_the_commit_it_covers_and_maybe_more_until_the_producers_next_abort():
+    txns = [
+        _txn(1, 0, 2, 3, COMMIT),  # covered by the entry: dropped in every fetch
+        _txn(1, 4, 5, 6, COMMIT),  # after it: dropped when the same fetch holds it
+        _txn(1, 7, 8, 9, ABORT),  # CompletedFetch forgets producer 1 here
+        _txn(1, 10, 11, 12, COMMIT),
+    ]
+    rows = _run(txns, [_entry(1, 0, 3), _entry(1, 7, 9)])
+    got = [(r["check"], r["marker_offset"], r["severity"], r["consumers_received"]) for r in rows]
+    assert got == [
+        ("COMMITTED_DATA_HIDDEN", 3, "ERROR", "NONE"),
+        ("COMMITTED_DATA_HIDDEN", 6, "WARNING", "DEPENDS_ON_FETCH"),
+    ]
+
+
+def test_a_damaged_txnindex_is_a_quarantine_row_and_its_whole_entries_are_kept(tmp_path: Path):
+    part = tmp_path / "logs" / "t-0"
+    part.mkdir(parents=True)
+    (part / "00000000000000000000.log").write_bytes(b"")
+    entry = (0).to_bytes(2, "big") + b"".join(v.to_bytes(8, "big") for v in (7, 1, 3, 4))
+    (part / "00000000000000000000.txnindex").write_bytes(entry + entry[:20])  # a partial second entry
+    (part / "00000000000000000100.log").write_bytes(b"")
+    (part / "00000000000000000100.txnindex").write_bytes(b"\x05" + entry[1:])  # a version Kafka rejects
+    inventory = discover([str(tmp_path / "logs")])
+    found = read_txn_indexes(inventory.segments, inventory.txn_indexes)
+    assert found.entries.column("producer_id").to_pylist() == [7]
+    assert sorted(q.reason for _, q in found.quarantine) == ["bad_index", "truncated_tail"]
+    assert found.segments.column("has_txnindex").to_pylist() == [True, True]

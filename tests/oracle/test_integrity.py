@@ -1,0 +1,124 @@
+"""The integrity audit judged by Kafka's read path: ``oracle read-committed`` (Kafka's ``LocalLog.read`` with
+the copy's ``.txnindex`` files as they are, drained by the consumer's real ``CompletedFetch``) lists the batches a
+read_committed consumer receives although they were aborted, and the committed ones it drops. txnlog's
+``integrity`` rows must name the same transactions, on writer scenarios with each fault and on one without.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e import truth as T
+from tests.oracle import kafka
+from tests.oracle.judge import INTERNAL, run_txnlog
+from txnlog.brokerlog.scenarios import write_scenario
+
+_KINDS = {"aborted-data-visible": "ABORTED_DATA_VISIBLE", "committed-data-hidden": "COMMITTED_DATA_HIDDEN"}
+
+
+def read_committed(dirs: list[Path]) -> list[dict[str, Any]]:
+    """``oracle read-committed`` over ``dirs`` in one JVM: one answer per directory."""
+    proc = subprocess.run(
+        [str(kafka.ORACLE), "read-committed", *map(str, dirs), "--jsonl"],
+        env=kafka._env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == len(dirs), proc.stderr[-3000:]
+    return rows
+
+
+Key = tuple[str, str, str, int, int, int]
+
+
+def kafka_discrepancies(log_dirs: tuple[Path, ...]) -> set[Key]:
+    """(check, replica, topic, partition, producer id, marker offset) of every batch Kafka's consumer, fetching
+    from that replica (log dir), got wrong."""
+    dirs = sorted(
+        d for log_dir in log_dirs for d in log_dir.iterdir() if d.is_dir() and not d.name.startswith(INTERNAL)
+    )
+    found = set()
+    for directory, answer in zip(dirs, read_committed(dirs), strict=True):
+        assert "error" not in answer, answer
+        topic, _, part = answer["partition"].rpartition("-")
+        for d in answer["discrepancies"]:
+            if d["kind"] in _KINDS:
+                kind = _KINDS[d["kind"]]
+                found.add((kind, directory.parent.name, topic, int(part), d["producerId"], d["markerOffset"]))
+    return found
+
+
+def audit(rows: list[dict[str, Any]], *severities: str) -> set[Key]:
+    return {
+        (r["check"], r["replica"], r["topic"], r["partition"], r["producer_id"], r["marker_offset"])
+        for r in rows
+        if r["check"] in _KINDS.values() and r["severity"] in severities
+    }
+
+
+# markers_pending, healthy and sample (the embedded sample) have no fault: a hanging transaction; a busy 3-broker cluster (replicas, every
+# producer kind, TV0 to TV2)
+NAMES = ["index_entry_missing", "index_entry_spurious", "txnindex_file_lost", "markers_pending", "healthy", "sample"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_audit_names_what_kafkas_read_committed_consumer_gets_wrong(oracle, tmp_path, name):
+    truth = write_scenario(name, tmp_path / "logs")
+    out = tmp_path / "out"
+    run_txnlog(None, truth.root, out, truth.as_of_ms, name)
+    rows = T.rows(str(out), "integrity")
+    kafka_says = kafka_discrepancies(truth.log_dirs)
+    certain, possible = audit(rows, "ERROR"), audit(rows, "ERROR", "WARNING")
+    assert certain <= kafka_says <= possible, (sorted(certain), sorted(kafka_says), sorted(possible))
+    injected = {
+        (t["check"], t["replica"], t["topic"], t["partition"], t["producer_id"], t["marker_offset"])
+        for t in truth.notes.get("integrity", [])  # type: ignore[union-attr]
+    }
+    assert certain == injected, (sorted(certain), sorted(injected))
+    assert not [r for r in rows if r["check"] not in _KINDS.values()]  # no split outcome, nothing unchecked
+
+
+def test_a_partition_aborted_by_hand_under_a_committed_transaction_is_a_split_outcome(tmp_path):
+    truth = write_scenario("split_outcome", tmp_path / "logs")
+    out = tmp_path / "out"
+    run_txnlog(None, truth.root, out, truth.as_of_ms, "split_outcome")
+    rows = T.rows(str(out), "integrity")
+    split = {
+        (r["topic"], r["partition"], r["producer_id"], r["marker_offset"])
+        for r in rows
+        if r["check"] == "SPLIT_OUTCOME"
+    }
+    injected = {(t["topic"], t["partition"], t["producer_id"], t["marker_offset"]) for t in truth.notes["integrity"]}  # type: ignore[union-attr]
+    assert split == injected
+    assert not [r for r in rows if r["check"] in _KINDS.values()]
+
+
+def test_a_partition_written_by_kafkas_own_builders_gives_no_row(oracle, tmp_path):
+    logs = tmp_path / "logs"
+    oracle.write_sample(logs / "sample-0")
+    out = tmp_path / "out"
+    run_txnlog(None, logs, out, 1_700_000_000_000 + 86_400_000, "kafka-sample")
+    assert kafka_discrepancies((logs,)) == set()
+    assert T.rows(str(out), "integrity") == []
+
+
+@pytest.mark.spark
+def test_the_audit_runs_in_spark_as_here(oracle, spark, tmp_path):
+    """A Spark-placed run (every file decoded in tasks) gives the same rows as the oracle and as a run here."""
+    from txnlog.model.config import load_config
+    from txnlog.pipeline import run
+
+    truth = write_scenario("index_entry_spurious", tmp_path / "logs")
+    out = tmp_path / "out"
+    options = {"logs": [str(truth.root)], "output": str(out), "as_of": str(truth.as_of_ms), "cluster": "c"}
+    run(load_config(None, {**options, "progress": False, "driver_max_bytes": 0}), spark=spark, progress=lambda _m: None)
+    rows = T.rows(str(out), "integrity")
+    assert audit(rows, "ERROR") <= kafka_discrepancies(truth.log_dirs) <= audit(rows, "ERROR", "WARNING")
+    assert audit(rows, "ERROR") and len(rows) == len(audit(rows, "ERROR", "WARNING"))

@@ -1,0 +1,74 @@
+"""The ``.txnindex`` files beside the data partitions' segments, for the integrity audit (txnlog.rules.integrity).
+
+They are small (34 bytes per aborted transaction) and read whole where the job plans its work. Kafka creates a
+segment's ``.txnindex`` only when it appends the segment's first aborted transaction (``LogSegment.updateTxnIndex``
+-> ``TransactionIndex.append``), so a segment without one is normal unless it holds an ABORT marker; the audit
+decides that. A file that cannot be read, a partial entry or an entry Kafka would reject is a quarantine row
+(txnlog.kafka.indexes), never a crash.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
+from txnlog.kafka.indexes import decode_txn_index
+from txnlog.model.rows import TXN_INDEX_SCHEMA, TXN_SEGMENT_SCHEMA, Checkpoint
+from txnlog.sources import storage
+from txnlog.sources.logdirs import LogFile
+
+__all__ = ["TxnIndexes", "read_txn_indexes"]
+
+_ENTRY_COLUMNS = ("producer_id", "first_offset", "last_offset", "last_stable_offset")
+
+
+class TxnIndexes:
+    """What :func:`read_txn_indexes` found: ``entries`` and ``segments`` (:data:`TXN_INDEX_SCHEMA` /
+    :data:`TXN_SEGMENT_SCHEMA`) and ``quarantine`` (with the file's replica and partition)."""
+
+    def __init__(self, entries: pa.Table, segments: pa.Table, quarantine: list[tuple[LogFile, QuarantineEntry]]):
+        self.entries, self.segments, self.quarantine = entries, segments, quarantine
+
+
+def read_txn_indexes(
+    segments: Sequence[LogFile], indexes: Sequence[LogFile], checkpoints: Sequence[Checkpoint] = ()
+) -> TxnIndexes:
+    """Decode every ``.txnindex`` in ``indexes`` and say, for every segment in ``segments``, whether one is beside
+    it (the same replica, partition and base offset); ``checkpoints`` give each replica's recovery point."""
+    cols: dict[str, list[object]] = {name: [] for name in TXN_INDEX_SCHEMA.names}
+    quarantine: list[tuple[LogFile, QuarantineEntry]] = []
+    present = set()
+    for f in indexes:
+        present.add((f.broker, f.topic, f.partition, f.base_offset))
+        try:
+            data = storage.read_bytes(f.path)
+        except OSError as e:
+            quarantine.append((f, QuarantineEntry(f.path, 0, f.size, UNREADABLE_FILE, f"{type(e).__name__}: {e}")))
+            continue
+        decoded = decode_txn_index(data, file=f.path)
+        quarantine.extend((f, q) for q in decoded.quarantine)
+        n = decoded.entry_count
+        for name, value in (("broker", f.broker), ("topic", f.topic), ("partition", f.partition)):
+            cols[name].extend([value] * n)
+        cols["segment_offset"].extend([f.base_offset] * n)
+        cols["file"].extend([posixpath.basename(f.path)] * n)
+        for name in _ENTRY_COLUMNS:
+            cols[name].extend(decoded.entries[name].tolist())
+    recovery = {(c.broker, c.topic, int(c.partition)): c.recovery_point for c in checkpoints}
+    seg_rows = [
+        {
+            "broker": s.broker,
+            "topic": s.topic,
+            "partition": s.partition,
+            "base_offset": s.base_offset,
+            "has_txnindex": (s.broker, s.topic, s.partition, s.base_offset) in present,
+            "recovery_point": recovery.get((s.broker, s.topic, s.partition)),
+        }
+        for s in segments
+    ]
+    return TxnIndexes(
+        pa.table(cols, schema=TXN_INDEX_SCHEMA), pa.Table.from_pylist(seg_rows, schema=TXN_SEGMENT_SCHEMA), quarantine
+    )
