@@ -298,3 +298,40 @@ def test_a_producer_idle_past_the_expiry_gap_restarts_from_an_empty_entry(seed: 
         segments = cuts(rng, log, k)
         assert reduce(segments, expiry_gap_ms=gap) == want
         assert reduce(list(reversed(segments)), expiry_gap_ms=gap) == want
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_segments_decoded_together_give_each_segments_own_rows(seed: int) -> None:
+    """files_producers and files_fragments over several segments' columns, one after another: each segment's
+    rows as its own segment_producers / segment_fragments call gives them, segment after segment."""
+    rng = np.random.default_rng(seed)
+    log = random_log(rng, int(rng.integers(2, 80)))
+    segments = [*cuts(rng, log, int(rng.integers(1, 8))), []]  # and a segment of no batches
+    rng.shuffle(segments)
+
+    def full(batches: list[Batch]) -> dict[str, np.ndarray]:
+        c = columns(batches)
+        n = len(batches)
+        return {
+            **c,
+            "base_timestamp": c["max_timestamp"] - 5,
+            "has_delete_horizon": np.zeros(n, bool),
+            "record_count": (c["last_offset_delta"] + 1).astype(np.int32),
+            "batch_length": np.full(n, 70, np.int32),
+            "control_type": np.where(c["control_status"] == ControlStatus.END_TXN_MARKER, 1, -1).astype(np.int16),
+        }
+
+    each = [full(s) for s in segments]
+    together = {name: np.concatenate([e[name] for e in each]) for name in each[0]}
+    owner = np.repeat(np.arange(len(each)), [len(s) for s in segments])
+
+    rows, of = P.files_producers(together, owner)
+    frags, frag_of = R.files_fragments(together, owner)
+    for k, e in enumerate(each):
+        own = P.segment_producers(e)
+        for name, (values, valid) in own.items():
+            np.testing.assert_array_equal(rows[name][0][of == k][valid], values[valid], err_msg=name)
+            np.testing.assert_array_equal(rows[name][1][of == k], valid, err_msg=name)
+        for name, values in R.segment_fragments(e).items():
+            np.testing.assert_array_equal(frags[name][frag_of == k], values, err_msg=name)
+    assert np.all(np.diff(of) >= 0) and np.all(np.diff(frag_of) >= 0)

@@ -110,19 +110,29 @@ def segment_producers(batches: Mapping[str, np.ndarray]) -> dict[str, Col]:
     data batches (idempotent or transactional) or ABORT/COMMIT markers that decoded; a control batch of
     no records or of another type is ignored (``ProducerAppendInfo.append``).
     """
+    return files_producers(batches, None)[0]
+
+
+def files_producers(batches: Mapping[str, np.ndarray], owner: np.ndarray | None) -> tuple[dict[str, Col], np.ndarray]:
+    """:func:`segment_producers` of several segments at once: ``batches`` their columns one after another,
+    ``owner`` (ascending) the segment of each row (None: one segment). Returns the rows, segment after segment
+    (each segment's as its own call gives them), and the segment of each."""
     pid_all = np.asarray(batches["producer_id"], np.int64)
     is_control = np.asarray(batches["is_control"], bool)
     is_marker = is_control & (np.asarray(batches["control_status"]) == R.CONTROL_STATUS_END_TXN)
     keep = np.flatnonzero((pid_all >= 0) & (is_marker | ~is_control))
     if keep.size == 0:
-        return _empty()
+        return _empty(), np.empty(0, np.int64)
     base_offset = np.asarray(batches["base_offset"], np.int64)
-    order = np.lexsort((base_offset[keep], pid_all[keep]))
+    if owner is None:
+        order = np.lexsort((base_offset[keep], pid_all[keep]))
+    else:
+        order = np.lexsort((base_offset[keep], pid_all[keep], owner[keep]))
     idx = keep[order]
     pid = pid_all[idx]
     marker = is_marker[idx]
     n = idx.size
-    g = R._Groups(R.group_starts(pid), n)
+    g = R._Groups(R.group_starts(pid) if owner is None else R.group_starts(owner[idx], pid), n)
     pos = np.arange(n)
     last = g.ends
     epoch = np.asarray(batches["producer_epoch"], np.int32)[idx]
@@ -153,6 +163,7 @@ def segment_producers(batches: Mapping[str, np.ndarray]) -> dict[str, Col]:
     idle_gap = follows & ~np.roll(open_after, 1)
     gap = (np.where(follows, ts64 - np.roll(ts64, 1), 0), idle_gap)
     prev_pos = pos - 1
+    of = np.zeros(g.starts.size, np.int64) if owner is None else owner[idx[g.starts]].astype(np.int64)
     return {
         "producer_id": col(pid[g.starts]),
         "producer_epoch": col(epoch[last]),
@@ -169,7 +180,7 @@ def segment_producers(batches: Mapping[str, np.ndarray]) -> dict[str, Col]:
         "ends_open": col(open_after[last]),
         "idle_after_marker": g.max(gap, prev_pos >= last_marker[g.of_row]),
         "idle_after_data": g.max(gap, prev_pos >= last_data[g.of_row]),
-    }
+    }, of
 
 
 #: Columns of a snapshot entry this module reads (``txnlog.kafka.producer_snapshot`` names, as the

@@ -78,21 +78,36 @@ def segment_fragments(batches: Mapping[str, np.ndarray]) -> dict[str, np.ndarray
     ``batches`` holds the columns of ``txnlog.kafka.record_batch.BATCH_COLUMNS``
     for one segment in log order. Vectorized: a sort and a few reductions.
     """
+    return files_fragments(batches, None)[0]
+
+
+def files_fragments(
+    batches: Mapping[str, np.ndarray], owner: np.ndarray | None
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """:func:`segment_fragments` of several segments at once: ``batches`` their columns one after another,
+    ``owner`` (ascending) the segment of each row (None: one segment). Returns the fragments, each segment's
+    in the order its own call would give them, segment after segment, and the segment of each."""
     is_control = batches["is_control"]
     transactional = batches["is_transactional"] & (batches["producer_id"] >= 0)
     is_marker = is_control & (batches["control_status"] == CONTROL_STATUS_END_TXN)
     keep = np.flatnonzero(transactional & (is_marker | ~is_control))
     if keep.size == 0:
-        return empty_fragments()
+        return empty_fragments(), np.empty(0, np.int64)
     pid = batches["producer_id"][keep]
-    order = np.lexsort((batches["base_offset"][keep], pid))
+    if owner is None:
+        order = np.lexsort((batches["base_offset"][keep], pid))
+    else:
+        order = np.lexsort((batches["base_offset"][keep], pid, owner[keep]))
     idx = keep[order]
     pid = pid[order]
     marker = is_marker[idx]
 
-    # A run starts at a data batch whose predecessor (same producer) is a marker or absent.
+    # A run starts at a data batch whose predecessor (same producer and segment) is a marker or absent.
     new_pid = np.ones(idx.size, dtype=bool)
     new_pid[1:] = pid[1:] != pid[:-1]
+    if owner is not None:
+        of = owner[idx]
+        new_pid[1:] |= of[1:] != of[:-1]
     prev_marker = np.ones(idx.size, dtype=bool)
     prev_marker[1:] = marker[:-1]
     run_start = ~marker & (new_pid | prev_marker)
@@ -151,7 +166,11 @@ def segment_fragments(batches: Mapping[str, np.ndarray]) -> dict[str, np.ndarray
     out = {}
     for name, dtype in FRAGMENT_COLUMNS.items():
         out[name] = np.concatenate([run_cols[name], marker_cols[name]]).astype(dtype, copy=False)
-    return out
+    if owner is None:
+        return out, np.zeros(out["kind"].size, np.int64)
+    of = np.concatenate([owner[idx[starts]], owner[m_idx]]).astype(np.int64, copy=False)
+    by_owner = np.argsort(of, kind="stable")  # each segment's runs, then its markers
+    return {name: values[by_owner] for name, values in out.items()}, of[by_owner]
 
 
 def merge_fragments(fragments: Mapping[str, np.ndarray]) -> list[dict[str, int | None]]:

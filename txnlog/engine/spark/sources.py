@@ -49,6 +49,7 @@ from pyspark.sql.types import StructType
 from txnlog.engine.segments import (
     Edges,
     Piece,
+    SegmentGroup,
     SegmentRows,
     fragments_dir,
     quarantine_batch,
@@ -585,6 +586,7 @@ class _SegmentsReader(FilesReader):
         merge_bytes, merged = int(self.options.get("merge_bytes") or MERGE_BYTES), 0
         alone_whole = one_replica_snapshots(files, downstream) if merge is not None else {}
         whole_edges: dict[tuple[str, int], Edges] = {}
+        group = SegmentGroup(self.check_crc, self.max_decompressed_bytes)  # whole segments into the merge
         rows_of = zip(files, pieces, downstream, edge_snapshots, strict=True)
         for i, (file, piece, alone, snapshots) in enumerate(rows_of):
             # a split partition's files leave as fragments: its pieces are in other tasks; with the option
@@ -602,7 +604,9 @@ class _SegmentsReader(FilesReader):
                     whole_edges[tp] = Edges(snapshot_starts(alone_whole[tp]), checkpoints, stage)
                 edges = whole_edges[tp]
             try:
-                if file.kind == "snapshot":
+                if file_merge is not None and edges is None and piece is None and file.kind == "log":
+                    rows = group.add(file, segments, file_merge)  # decoded with the task's next ones
+                elif file.kind == "snapshot":
                     rows = summarize_snapshot(file, file_merge, segments)
                 elif piece is not None:
                     rows = summarize_piece(
@@ -631,9 +635,11 @@ class _SegmentsReader(FilesReader):
             more = i + 1 < len(files) and (files[i + 1].topic, int(files[i + 1].partition)) != tp
             if merge is not None and merged >= merge_bytes and more and isinstance(partition, _FilesPartition):
                 # the merge's partitions are whole (a partition's files are next to each other): final rows
+                yield from group.decode(segments, merge)
                 yield from segments.batches()
                 yield from merge.batches(checkpoints, SEGMENT_SUMMARY_SCHEMA, stage, writer=writer)
                 merge, merged = PartitionTransactions(), 0
+        yield from group.decode(segments, merge)
         yield from segments.batches()
         if merge is not None and isinstance(partition, _FilesPartition):
             yield from merge.batches(checkpoints, SEGMENT_SUMMARY_SCHEMA, stage, writer=writer)
