@@ -46,6 +46,7 @@ import pyarrow.compute as pc
 from txnlog import __version__
 from txnlog.broker import as_of as as_of_rule
 from txnlog.broker import classify
+from txnlog.engine import staging
 from txnlog.engine.spark.placement import Placement, master_cores, read_all_here
 from txnlog.engine.spark.session import get_session
 from txnlog.engine.spark.staged_table import StagedTable
@@ -357,7 +358,7 @@ class Cache:
 
 @contextmanager
 def run_scope(spark: SparkSession | None, output: str, run_id: str) -> Iterator[tuple[str, Cache]]:
-    """A run's scratch directory under the output (txnlog.rules.staged) and its cache, both released on
+    """A run's scratch directory under the output (txnlog.engine.staging) and its cache, both released on
     every exit; the run's Spark settings (RUN_CONF; one the user set explicitly wins) for its duration
     (``spark`` None: a small input's run, which starts no Spark)."""
 
@@ -716,13 +717,16 @@ def build_tables(
     ``history_bounds``: a live run's bounds of the transactions it writes (a pyarrow Table,
     txnlog.engine.spark.live_batches.LiveCut.history_bounds). The run key (cluster, as_of) is set by the writer."""
 
+    summary, records = staging.merged_here(
+        summary, records, checkpoints, scratch, fragments=fragments, records_reduced=records_reduced,
+        fragment_partitions=fragment_partitions,
+    )  # fmt: skip
     built = tables.build(
-        summary, records, thresholds, scratch=scratch, checkpoints=checkpoints, fragments=fragments,
-        fragment_partitions=fragment_partitions, records_reduced=records_reduced, as_of=as_of,
-        as_of_source=as_of_source, history_bounds=history_bounds,
+        summary, records, thresholds, checkpoints=checkpoints, as_of=as_of, as_of_source=as_of_source,
+        history_bounds=history_bounds,
     )  # fmt: skip
     driver = placement is not None and placement.driver
-    for name in tables.STAGED:
+    for name in staging.STAGED:
         threads = placement.threads if placement is not None and driver else 1
         built[name] = StagedTable(spark, f"{scratch}/{name}", built[name], name, driver=driver, threads=threads)
     return built
