@@ -11,8 +11,8 @@ Each size is then measured in a fresh Python process (so its peak RSS is its own
 session (``local[2]``, ``spark.driver.memory`` = ``--driver-memory``; not timed) and times what a run
 does before the first task reads a byte:
 
-* ``discover``: ``txnlog.pipeline.check_inputs([log dir])`` (locate + ``txnlog.sources.logdirs.discover``);
-* ``manifest + load``: ``txnlog.pipeline._log_dir_sources`` (the file manifests written to the scratch dir,
+* ``discover``: ``txnlog.pipeline.inputs.check_inputs([log dir])`` (locate + ``txnlog.sources.logdirs.discover``);
+* ``manifest + load``: ``txnlog.pipeline.decode.log_dir_sources`` (the file manifests written to the scratch dir,
   ``spark.read.format(...).load()`` of both sources: schema only);
 * ``plan``: ``summary.rdd.getNumPartitions()`` and the same for the ``__transaction_state`` records: Spark's
   planning Python worker reads the manifest, packs the files into input partitions and pickles them.
@@ -149,7 +149,8 @@ def child(log_dir: str, driver_memory: str) -> dict[str, Any]:
     from pyspark.sql import SparkSession
 
     from txnlog.engine.spark.sources import SegmentsSource, files_option
-    from txnlog.pipeline import _describe, _log_dir_sources, check_inputs
+    from txnlog.pipeline.decode import log_dir_sources
+    from txnlog.pipeline.inputs import check_inputs, describe
 
     peak = _Peak()
     spark = (
@@ -165,9 +166,9 @@ def child(log_dir: str, driver_memory: str) -> dict[str, Any]:
     load_before = os.getloadavg()[0]
     t0, c0 = time.perf_counter(), time.process_time()
     inv = check_inputs([log_dir])
-    note = _describe(inv, 0, None, 50)
+    note = describe(inv, 0, None, 50)
     t1, c1 = time.perf_counter(), time.process_time()
-    summary, records = _log_dir_sources(spark, inv, True, scratch, False, False)
+    summary, records = log_dir_sources(spark, inv, True, scratch, False, False)
     t2, c2 = time.perf_counter(), time.process_time()
     tasks = summary.rdd.getNumPartitions()
     txn_tasks = records.rdd.getNumPartitions()

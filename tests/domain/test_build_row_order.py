@@ -25,7 +25,7 @@ def _tables(config: Any, inputs: Any, decoded: Any, summary: pa.Table, records: 
     from txnlog.rules import tables
 
     as_of, _ = pipeline.resolve_as_of(config.as_of, decoded.times)
-    thresholds = pipeline._thresholds(config, inputs, decoded, as_of)
+    thresholds = pipeline.thresholds_of(config, inputs, decoded, as_of)
     checkpoints = inputs.inventory.checkpoints
     summary, records = staging.merged_here(
         summary, records, checkpoints, str(scratch), fragments=decoded.fragments,
@@ -46,6 +46,7 @@ def test_any_order_of_the_decoded_rows_gives_the_same_tables(tmp_path: Path, nam
     from txnlog import pipeline
     from txnlog.brokerlog.scenarios import write_scenario
     from txnlog.model.config import load_config
+    from txnlog.pipeline.decode import decode_here
 
     truth = write_scenario(name, tmp_path / "logs", seed=3)
     given: dict[str, Any] = {"logs": [str(tmp_path / "logs")]}
@@ -54,7 +55,7 @@ def test_any_order_of_the_decoded_rows_gives_the_same_tables(tmp_path: Path, nam
         given = {"dump_log": [str(p) for p in sorted((tmp_path / "dumps").iterdir())]}
     config = load_config(None, {**given, "as_of": str(truth.as_of_ms), "output": str(tmp_path / "out")})
     inputs = pipeline.plan_inputs(config, sample=False)
-    decoded = pipeline._decode_here(inputs, True, str(tmp_path / "scratch"), None)
+    decoded = decode_here(inputs, True, str(tmp_path / "scratch"), None)
     assert decoded.fragments == (kind == "dumps")
     want = _tables(config, inputs, decoded, decoded.summary, decoded.records, tmp_path / "a")
     assert want["partition_health"], "the scenario's partitions were read"

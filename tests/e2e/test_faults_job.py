@@ -1,12 +1,12 @@
 """Faults during the write, run as a user runs the job (``./spark-submit.sh``): a driver killed between two
 tables' commits, and two runs writing one output at once.
 
-The protocol under test (txnlog.pipeline.run, txnlog.output.output_dir.output_lock): a run's ``runs`` row says RUNNING
+The protocol under test (txnlog.pipeline.run.run, txnlog.output.output_dir.output_lock): a run's ``runs`` row says RUNNING
 before its first table and SUCCEEDED after its last; every reader shows the newest SUCCEEDED run; runs into
 one local output take turns on ``<output>/_txnlog_write.lock`` (flock: a killed holder frees it).
 
 The driver is paused between two commits through the ``TXNLOG_TEST_PAUSE_AFTER`` seam
-(txnlog.pipeline._pause_for_fault_tests) and then killed with SIGKILL, process group and all, as an OOM
+(txnlog.pipeline.write._pause_for_fault_tests) and then killed with SIGKILL, process group and all, as an OOM
 killer or a lost node would. Every run that is paused, killed or gives up is ``./spark-submit.sh``; the others
 -- the reference run, the complete run before a killed one, the rerun after it, the run that waits for a
 paused one's lock -- are the job script's ``main`` in this process, on the shared Spark session

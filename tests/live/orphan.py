@@ -34,15 +34,24 @@ class Orphan:
     sequence: int = 0
 
 
-def init_producer_id(bootstrap: str) -> Orphan:
+#: InitProducerId errors a client retries: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE (right after
+#: a broker's start, while the transaction coordinator loads)
+_RETRIABLE = {14, 15}
+
+
+def init_producer_id(bootstrap: str, timeout_s: float = 60) -> Orphan:
     """InitProducerId v0 with a null transactional.id: a fresh idempotent producer id, epoch 0."""
-    with Connection.to(bootstrap, client_id="txnlog-orphan") as conn:
-        r = conn.request(_API_INIT_PRODUCER_ID, 0, _string(None) + struct.pack(">i", 60_000))
-        r.i32()  # throttle_time_ms
-        error, pid, epoch = r.i16(), r.i64(), r.i16()
-    if error:
-        raise KafkaProtocolError(f"InitProducerId: error {error}")
-    return Orphan(pid, epoch)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with Connection.to(bootstrap, client_id="txnlog-orphan") as conn:
+            r = conn.request(_API_INIT_PRODUCER_ID, 0, _string(None) + struct.pack(">i", 60_000))
+            r.i32()  # throttle_time_ms
+            error, pid, epoch = r.i16(), r.i64(), r.i16()
+        if not error:
+            return Orphan(pid, epoch)
+        if error not in _RETRIABLE or time.monotonic() > deadline:
+            raise KafkaProtocolError(f"InitProducerId: error {error}")
+        time.sleep(0.2)
 
 
 def produce_transactional(bootstrap: str, orphan: Orphan, topic: str, partition: int, values: list[bytes]) -> int:

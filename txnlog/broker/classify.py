@@ -119,6 +119,8 @@ class Thresholds:
     #: how many __transaction_state partitions the input held (None: not counted), of how many
     txn_state_partitions_read: int | None = None
     txn_state_partitions: int = 50
+    #: what decided ``txn_state_partitions`` when not the configuration alone (the cluster's metadata log)
+    txn_state_partitions_from: str = ""
     #: the brokers' producer.id.expiration.ms: producers idle longer (and with nothing open) have no state
     producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
     #: the brokers' producer.id.expiration.check.interval.ms: how often a running leader removes those
@@ -440,6 +442,10 @@ def evidence(row: dict, reason: Reason | str, thresholds: Thresholds) -> str:
                 f"; {share} __transaction_state partition{'' if read == 1 else 's'} "
                 f"{'was' if read == 1 else 'were'} read, so verify with kafka-transactions.sh describe-producers first"
             )
+        elif thresholds.txn_state_partitions_from and read is not None:
+            coord += f"; every __transaction_state partition was read: {thresholds.txn_state_partitions_from}"
+        if not thresholds.all_txn_state_partitions_read and read and thresholds.txn_state_partitions_from:
+            coord += f" ({thresholds.txn_state_partitions} partitions: {thresholds.txn_state_partitions_from})"
     elif reason == Reason.TRANSACTIONAL_ID_EXPIRED:
         named = f"its transactional.id {row['transactional_id']}" if row.get("transactional_id") else tid
         coord = f"{named} has expired (tombstoned or Dead since {since})"

@@ -9,8 +9,8 @@ bytes. The pieces and the Kafka behaviour they reproduce:
   and offsets), partition leader epochs, ``__transaction_state`` with its 50
   partitions, ``__consumer_offsets`` on first use, the KRaft metadata log, and
   the log-dir checkpoint files a broker leaves behind.
-* :class:`TransactionCoordinator` — the transaction state machine (spec §3.4,
-  §3.6, §7): InitProducerId (epoch bump, fencing an Ongoing transaction,
+* :class:`TransactionCoordinator` — the transaction state machine (TransactionMetadata,
+  docs/formats.md §7, §9): InitProducerId (epoch bump, fencing an Ongoing transaction,
   TV0/1 producer-id rotation at epoch exhaustion), AddPartitions
   (Ongoing), EndTxn (PrepareCommit/PrepareAbort, markers to every partition,
   CompleteCommit/CompleteAbort), TV2 epoch bump on every end and producer-id
@@ -559,7 +559,7 @@ class TransactionCoordinator:
             raise RuntimeError(f"{transactional_id}: EndTxn in state {meta.state.kafka_name}")
         old_pid, old_epoch = meta.producer_id, meta.producer_epoch
         if fence:
-            # prepareFenceProducerEpoch; the abort markers carry the fenced epoch (spec §7.2).
+            # TransactionMetadata.prepareFenceProducerEpoch: the abort markers carry the fenced epoch.
             new_epoch = min(old_epoch + 1, wire.MAX_PRODUCER_EPOCH)
         elif tv2 and not (old_epoch == wire.MAX_PRODUCER_EPOCH and not commit):
             new_epoch = old_epoch + 1  # KIP-890: epoch bump on every transaction end

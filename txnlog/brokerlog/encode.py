@@ -2,10 +2,10 @@
 
 Writer side only, and written without looking at our own decoders
 (``txnlog.kafka``): tests check these bytes with kafka-python's independent
-decoder. Byte layouts are in ``shared/spec/kafka-formats.md``; the grammar of
-each format is repeated next to its encoder.
+decoder. Byte layouts are in docs/formats.md; the grammar of each format is
+repeated next to its encoder.
 
-Record batch v2 (spec §1.3, DefaultRecordBatch)::
+Record batch v2 (DefaultRecordBatch, docs/formats.md §2)::
 
     baseOffset:int64 batchLength:int32 partitionLeaderEpoch:int32 magic:int8(2)
     crc:uint32 attributes:int16 lastOffsetDelta:int32 baseTimestamp:int64
@@ -13,7 +13,7 @@ Record batch v2 (spec §1.3, DefaultRecordBatch)::
     recordsCount:int32 records...
     crc = CRC-32C over [attributes, end)
 
-Record (spec §1.4, DefaultRecord)::
+Record (DefaultRecord, docs/formats.md §3)::
 
     length:varint attributes:int8 timestampDelta:varlong offsetDelta:varint
     keyLength:varint key valueLength:varint value
@@ -499,7 +499,7 @@ def encode_data_batches(
 
 
 # --------------------------------------------------------------------------
-# Control records (spec §2)
+# Control records (ControlRecordType, EndTransactionMarker; docs/formats.md §6)
 # --------------------------------------------------------------------------
 
 
@@ -556,7 +556,7 @@ def encode_end_txn_marker_batch(
     timestamp: int,
     partition_leader_epoch: int = 0,
 ) -> bytes:
-    """An ABORT/COMMIT transaction marker as the broker writes it (spec §2.3).
+    """An ABORT/COMMIT transaction marker as the broker writes it (MemoryRecordsBuilder.appendEndTxnMarker).
 
     Attributes 0x30 (transactional, control, no compression, CreateTime), base
     sequence −1, exactly one record whose timestamp is the marker write time.
@@ -574,7 +574,7 @@ def encode_end_txn_marker_batch(
 
 
 # --------------------------------------------------------------------------
-# __transaction_state (spec §3)
+# __transaction_state (TransactionLog; docs/formats.md §7)
 # --------------------------------------------------------------------------
 
 
@@ -599,7 +599,7 @@ def encode_transaction_log_value(
     client_transaction_version: int = 0,
     unknown_tagged_fields: Mapping[int, bytes] | None = None,
 ) -> bytes:
-    """TransactionLogValue v0 or v1 (spec §3.3).
+    """TransactionLogValue v0 or v1 (TransactionLogValue.json, docs/formats.md §7).
 
     ``partitions`` maps topic → partition ids; ``None`` writes a null array
     (what the coordinator writes for Empty). v1 is flexible: compact arrays and
@@ -677,7 +677,7 @@ def encode_offset_commit_value(offset: int, leader_epoch: int, metadata: str, co
 
 
 # --------------------------------------------------------------------------
-# Producer snapshots, .txnindex, .index, .timeindex (spec §4, §1.6, §1.1)
+# Producer snapshots, .txnindex, .index, .timeindex (docs/formats.md §5, §8)
 # --------------------------------------------------------------------------
 
 
@@ -740,7 +740,7 @@ def encode_time_index_entry(timestamp: int, relative_offset: int) -> bytes:
 
 
 # --------------------------------------------------------------------------
-# Legacy message sets, magic 0 and 1 (spec §1.5)
+# Legacy message sets, magic 0 and 1 (LegacyRecord, docs/formats.md §4)
 # --------------------------------------------------------------------------
 
 

@@ -14,7 +14,7 @@ coordinator) sends them and does what ``UnifiedLog`` / ``LogSegment`` /
   whenever more than ``index.interval.bytes`` were appended since the last one,
   and a ``.timeindex`` entry (max timestamp so far → its offset) with it, plus
   the closing time-index entry when a segment becomes inactive;
-* keeps producer state exactly like ``ProducerAppendInfo`` (spec §4.3): the
+* keeps producer state exactly like ``ProducerAppendInfo`` (docs/formats.md §8.2): the
   first transactional data batch of a producer id with nothing open opens a
   transaction; any ABORT/COMMIT control batch of that producer id closes it,
   whatever its epoch; an ABORT that closed a transaction becomes a

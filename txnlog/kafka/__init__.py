@@ -3,7 +3,7 @@
 Nothing here imports Spark or Arrow (stdlib, numpy, numba, google-crc32c, cramjam).
 Layers, bottom up (imports flow one way):
 
-* ``wire``: constants from Kafka's sources (shared/spec/kafka-formats.md);
+* ``wire``: constants from Kafka's sources (docs/formats.md);
 * ``errors``: DecodeError and QuarantineEntry — bad bytes are data (docs/design.md §4a);
 * ``jit``, ``crc``, ``binary``, ``compression``: compiled primitives;
 * ``records``: the record frame inside a v2 batch, read by every per-record loop;

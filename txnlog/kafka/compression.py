@@ -4,7 +4,8 @@ Data batches never need this (hanging-transaction detection reads headers
 only); it is for the two places where records matter and a writer might have
 compressed them anyway: ``__transaction_state`` batches (the coordinator forces
 ``compression.type=uncompressed``, TransactionLog.EnforcedCompression, but a copied or re-produced
-topic may not be) and control batches (never compressed by a broker, §2.3).
+topic may not be) and control batches (never compressed by a broker:
+MemoryRecordsBuilder.appendEndTxnMarker, docs/formats.md §6).
 
 Framings, as Kafka's Java client writes them (CompressionType / the
 ``*InputStream`` classes; not in the spec, which marks them UNVERIFIED):

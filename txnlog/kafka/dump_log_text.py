@@ -1,4 +1,4 @@
-"""``kafka-dump-log.sh`` text output: the formats (spec §5) and a renderer.
+"""``kafka-dump-log.sh`` text output: the formats (DumpLogSegments; docs/formats.md §10) and a renderer.
 
 Two halves, both pure (stdlib + numpy, no pyspark):
 
@@ -12,7 +12,7 @@ Two halves, both pure (stdlib + numpy, no pyspark):
   text path and the binary path give the same rows. It is a test helper: a
   plain Python loop per record is fine here (never on the reading path).
 
-Formats (spec §5.1-5.5, checked against ``realdata/dump-log/``)::
+Formats (checked against real kafka-dump-log.sh output of Kafka 2.x and 3.x)::
 
     Dumping <path>
     Starting offset: <base>                      (2.x - 3.2)
@@ -78,7 +78,7 @@ _I = r"(-?\d+)"
 # ``pyarrow.compute`` runs with Java's meaning: none uses lookarounds or backreferences) -----------
 DUMPING_LINE = r"^Dumping (.+)$"
 START_OFFSET_LINE = r"^(?:Log starting offset|Starting offset): (-?\d+)\s*$"
-#: magic >= 2. Fields are space separated ``name: value`` (spec §5.2); codec case-insensitive
+#: magic >= 2. Fields are space separated ``name: value`` (docs/formats.md §10); codec case-insensitive
 #: (NONE before 3.1), deleteHorizonMs optional (3.2+).
 BATCH_LINE = (
     r"^baseOffset: -?\d+ lastOffset: -?\d+ count: -?\d+ baseSequence: -?\d+ lastSequence: -?\d+ "
@@ -536,7 +536,7 @@ def _render_log(
                 if not complete:
                     return out
             elif deep:
-                brace = "" if version in JAVA_VERSIONS else "}"  # the Scala tool's stray "}" (spec §5.3)
+                brace = "" if version in JAVA_VERSIONS else "}"  # the Scala tool's stray "}" (DumpLogSegments.scala)
                 out.append(
                     f"| offset: {base_offset} {ts_name}: {ts} keySize: -1 valueSize: -1 isValid: true crc: {crc}{brace}"
                 )

@@ -1,7 +1,7 @@
 """Kafka wire constants shared by the decoders and the broker-log writer.
 
-Every number here comes from Apache Kafka's sources; see
-``shared/spec/kafka-formats.md`` for the section cited next to each group.
+Every number here comes from Apache Kafka's sources, named next to each group;
+docs/formats.md describes the formats they belong to.
 Pure module: stdlib only.
 """
 

@@ -17,10 +17,14 @@ last ``-``, so topics may hold ``-`` and ``.``.
 What the broker itself ignores is skipped: ``*.deleted``, ``*.cleaned``, ``*.swap`` files,
 directories ending in ``-delete`` / ``-future`` / ``-stray`` (``LocalLog.DeleteDirSuffix`` /
 ``FutureDirSuffix`` / ``StrayDirSuffix``: ``<topic>-<n>.<uuid>-delete`` is being deleted, ``-future``
-a replica still being copied to another log dir, ``-stray`` one the broker no longer hosts) and the
-KRaft metadata log ``__cluster_metadata``; given as a ``--logs`` path themselves, they are refused
-(``Located.problem``). Listing is driver work, through ``txnlog.sources.storage`` (local paths with ``os``,
-``s3a://…`` and other shared storage with ``pyarrow.fs``); reading segment bytes happens in executors.
+a replica still being copied to another log dir, ``-stray`` one the broker no longer hosts); given as a
+``--logs`` path themselves, they are refused (``Located.problem``). The KRaft metadata log
+``__cluster_metadata-0`` of a whole log dir holds no transactions but says what the cluster is (its segments
+and ``.checkpoint`` snapshots are listed in ``Inventory.cluster_metadata``, read by
+``txnlog.sources.cluster_metadata``); given alone, it is refused.
+
+Listing is driver work, through ``txnlog.sources.storage`` (local paths with ``os``, ``s3a://…`` and other
+shared storage with ``pyarrow.fs``); reading segment bytes happens in executors.
 """
 
 from __future__ import annotations
@@ -30,14 +34,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from txnlog.kafka.wire import TRANSACTION_STATE_TOPIC
+from txnlog.kafka.wire import CLUSTER_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from txnlog.model.rows import Checkpoint
 from txnlog.sources import storage
 
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _OFFSET_FILE = re.compile(r"^(?P<offset>\d{20})\.(?P<suffix>log|snapshot|index|timeindex|txnindex)$")
+#: a KRaft snapshot of the metadata log (``Snapshots.filenameFromSnapshotId``: end offset, epoch)
+_METADATA_SNAPSHOT = re.compile(r"^(?P<offset>\d{20})-(?P<epoch>\d{10})\.checkpoint$")
 _IGNORED_DIR_SUFFIXES = ("-delete", "-future", "-stray")
-IGNORED_TOPICS = {"__cluster_metadata"}
+IGNORED_TOPICS = {CLUSTER_METADATA_TOPIC}
 _SUFFIX_MEANING = {
     "-delete": "a partition directory Kafka has marked for deletion",
     "-future": "a replica Kafka is still copying to another log dir (it serves the original)",
@@ -55,7 +61,7 @@ class LogFile:
     partition: int
     base_offset: int  # segment base offset, or the snapshot's offset
     size: int
-    kind: str  # "log" or "snapshot"
+    kind: str  # "log" or "snapshot" (the metadata log's: "log" or "checkpoint")
 
 
 #: Files a broker keeps at the root of each log dir (``LogManager``, ``ReplicaManager``): one line per
@@ -117,6 +123,8 @@ class Inventory:
     skipped: tuple[str, ...] = field(default=())  # paths ignored on purpose, for the summary
     checkpoints: tuple[Checkpoint, ...] = ()
     clean_shutdown_brokers: tuple[str, ...] = ()
+    #: the KRaft metadata log's segments ("log") and snapshots ("checkpoint") of each log dir given whole
+    cluster_metadata: tuple[LogFile, ...] = ()
 
     @property
     def data_partitions(self) -> set[tuple[str, int]]:
@@ -308,6 +316,7 @@ def discover(paths: list[str] | tuple[str, ...], located: dict[str, Located] | N
     brokers: list[str] = []
     order: dict[str, int] = {}  # broker name -> its place in ``brokers``
     skipped: list[str] = []
+    metadata: list[LogFile] = []
     checkpoints: list[Checkpoint] = []
     clean: list[str] = []
     replicas: dict[str, str] = {}  # log dir (real path) -> broker name
@@ -381,6 +390,9 @@ def discover(paths: list[str] | tuple[str, ...], located: dict[str, Located] | N
                     if not entry.is_dir():
                         continue
                     tp = parse_partition_dir(entry.name)
+                    if entry.name == f"{CLUSTER_METADATA_TOPIC}-0":
+                        metadata.extend(_metadata_files(broker, entry.path))
+                        continue
                     if tp is None:
                         if _PARTITION_DIR.match(entry.name) or entry.name.endswith(_IGNORED_DIR_SUFFIXES):
                             skipped.append(entry.path)
@@ -418,4 +430,17 @@ def discover(paths: list[str] | tuple[str, ...], located: dict[str, Located] | N
         skipped=tuple(skipped),
         checkpoints=tuple(checkpoints),
         clean_shutdown_brokers=tuple(clean),
+        cluster_metadata=tuple(metadata),
     )
+
+
+def _metadata_files(broker: str, part_dir: str) -> list[LogFile]:
+    """The metadata log's segments and KRaft snapshots in ``part_dir``, by offset."""
+    out = []
+    for f in storage.scandir(part_dir):
+        m = _OFFSET_FILE.match(f.name) or _METADATA_SNAPSHOT.match(f.name)
+        kind = "checkpoint" if f.name.endswith(".checkpoint") else "log" if f.name.endswith(".log") else ""
+        if m and kind:
+            size = f.stat().st_size
+            out.append(LogFile(f.path, broker, CLUSTER_METADATA_TOPIC, 0, int(m.group("offset")), size, kind))
+    return sorted(out, key=lambda f: (f.base_offset, f.kind))

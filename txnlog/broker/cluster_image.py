@@ -1,0 +1,172 @@
+"""The cluster's topics and partitions as of a copied KRaft metadata log: its records replayed.
+
+A KRaft broker keeps the image of the cluster it serves by replaying ``__cluster_metadata`` in offset order
+(``MetadataLoader``, ``TopicsDelta.replay``); this module replays the rows of
+:mod:`txnlog.kafka.cluster_metadata` the same way, for the four record types that shape the topics:
+
+* TopicRecord: a topic is created, under a new topic id;
+* PartitionRecord: a partition is registered whole (replicas, ISR, leader, leader and partition epochs);
+* PartitionChangeRecord: a partition changes (``PartitionRegistration.merge``): each field the record carries
+  replaces the registered one; a Leader other than -2 (unchanged) is a new leader and bumps the leader epoch
+  by one; every change bumps the partition epoch;
+* RemoveTopicRecord: the topic and its partitions are deleted (``TopicsDelta.replay``).
+
+The image is trusted only whole: a record of these four types that could not be read, a change to a partition
+or a removal of a topic that was never registered (the log does not start at the cluster's beginning and no
+snapshot covers what is missing), or a damaged batch, and :attr:`ClusterImage.problem` says why, and the
+caller keeps its defaults. Pure: an Arrow table in, Arrow tables out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from txnlog.kafka.cluster_metadata import NO_LEADER_CHANGE, RECORD_TYPES
+from txnlog.kafka.wire import TRANSACTION_STATE_TOPIC
+
+__all__ = ["DELETED_COLUMNS", "PARTITION_COLUMNS", "ClusterImage", "coordinator_partitions", "furthest", "replay"]
+
+_TOPIC, _PARTITION, _CHANGE, _REMOVE = (
+    RECORD_TYPES[k] for k in (2, 3, 5, 9)
+)  # TopicRecord, PartitionRecord, PartitionChangeRecord, RemoveTopicRecord
+
+#: one row per partition of a topic that exists as of the log's end
+PARTITION_COLUMNS = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("topic_id", pa.string()),
+        ("partition", pa.int32()),
+        ("leader", pa.int32()),  # -1: no leader
+        ("leader_epoch", pa.int32()),
+        ("partition_epoch", pa.int32()),
+        ("replicas", pa.list_(pa.int32())),
+        ("isr", pa.list_(pa.int32())),
+        ("offset", pa.int64()),  # the metadata record that last changed the partition
+    ]
+)
+#: one row per topic deleted (RemoveTopicRecord) in the records replayed
+DELETED_COLUMNS = pa.schema(
+    [("topic", pa.string()), ("topic_id", pa.string()), ("partitions", pa.int32()), ("offset", pa.int64())]
+)
+
+
+@dataclass(frozen=True)
+class ClusterImage:
+    """The topics as of the last record replayed (``end_offset``), and what was deleted on the way."""
+
+    partitions: pa.Table
+    deleted: pa.Table
+    end_offset: int = -1
+    #: why the image is not to be trusted ("" when it is): the first problem met
+    problem: str = ""
+    #: records per MetadataRecordType name, the types not replayed included
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def partition_count(self, topic: str) -> int | None:
+        """How many partitions ``topic`` has (None: the topic is not in the image, or the image is not trusted)."""
+        if self.problem:
+            return None
+        n = sum(1 for t in self.partitions.column("topic").to_pylist() if t == topic)
+        return n or None
+
+
+def replay(records: pa.Table, *, damaged: str = "") -> ClusterImage:
+    """The image of ``records`` (rows of :data:`txnlog.kafka.cluster_metadata.METADATA_COLUMNS` in offset
+    order); ``damaged``: a problem the caller already knows of (a quarantined batch), which the image keeps."""
+    topics: dict[str, str] = {}  # topic id -> name
+    parts: dict[tuple[str, int], dict[str, Any]] = {}
+    deleted: list[dict[str, Any]] = []
+    counts: dict[str, int] = {}
+    problem = damaged
+    end = -1
+    for r in records.to_pylist():
+        kind = r["record_type"] or f"api key {r['api_key']}"
+        counts[kind] = counts.get(kind, 0) + 1
+        end = max(end, r["offset"])
+        if kind not in (_TOPIC, _PARTITION, _CHANGE, _REMOVE):
+            continue
+        if r["problem"]:
+            problem = problem or f"the {kind} at offset {r['offset']} is unreadable: {r['problem']}"
+            continue
+        tid = r["topic_id"]
+        if kind == _TOPIC:
+            topics[tid] = r["topic"]
+        elif kind == _PARTITION:
+            parts[(tid, r["partition"])] = {
+                k: r[k] for k in ("partition", "leader", "leader_epoch", "partition_epoch", "replicas", "isr", "offset")
+            }
+        elif kind == _CHANGE:
+            p = parts.get((tid, r["partition"]))
+            if p is None:
+                problem = problem or f"the {kind} at offset {r['offset']} changes a partition never registered"
+                continue
+            _merge(p, r)
+        else:
+            name = topics.pop(tid, None)
+            if name is None:
+                problem = problem or f"the {kind} at offset {r['offset']} removes a topic never created"
+                continue
+            gone = [k for k in parts if k[0] == tid]
+            for k in gone:
+                del parts[k]
+            deleted.append({"topic": name, "topic_id": tid, "partitions": len(gone), "offset": r["offset"]})
+    rows = [
+        {"topic": topics[tid], "topic_id": tid, **p}
+        for (tid, _), p in sorted(parts.items(), key=lambda kv: (topics.get(kv[0][0], ""), kv[0][1]))
+        if tid in topics
+    ]
+    if len(rows) != len(parts) and not problem:
+        problem = "a PartitionRecord names a topic id no TopicRecord created"
+    return ClusterImage(
+        pa.Table.from_pylist(rows, schema=PARTITION_COLUMNS),
+        pa.Table.from_pylist(deleted, schema=DELETED_COLUMNS),
+        end,
+        problem,
+        counts,
+    )
+
+
+def furthest(logs: Sequence[tuple[str, pa.Table, str]]) -> tuple[ClusterImage, str] | None:
+    """The image of the metadata log that reaches furthest among several nodes' copies ((node, records, known
+    problem) each), and its node; None when there is none. Every node holds the same log, some further along."""
+    best: tuple[ClusterImage, str] | None = None
+    for node, records, problem in logs:
+        image = replay(records, damaged=problem)
+        if best is None or image.end_offset > best[0].end_offset:
+            best = (image, node)
+    return best
+
+
+def coordinator_partitions(found: tuple[ClusterImage, str] | None, configured: int) -> tuple[int, str]:
+    """How many ``__transaction_state`` partitions the cluster has, and what decided it ("" for the configured
+    value alone). As a broker gives its TransactionCoordinator the count (``BrokerServer``:
+    ``metadataCache.numPartitions(TRANSACTION_STATE_TOPIC_NAME).getOrElse(config.transactionTopicPartitions)``):
+    the topic's count in the metadata (``found``: :func:`furthest`), else ``configured``
+    (``transaction.state.log.num.partitions``, which only shapes the topic when it is created)."""
+    if found is None:
+        return configured, ""
+    image, node = found
+    n = image.partition_count(TRANSACTION_STATE_TOPIC)
+    if n is None:
+        why = image.problem or f"it holds no {TRANSACTION_STATE_TOPIC} topic"
+        return configured, f"the configured count, {configured} (the KRaft metadata log of {node} was not used: {why})"
+    said = f"{n} as the KRaft metadata log of {node} counts them (as of its offset {image.end_offset})"
+    if n != configured:
+        said += f", not the configured {configured}: a broker takes the topic's count too (BrokerServer)"
+    return n, said
+
+
+def _merge(p: dict[str, Any], change: dict[str, Any]) -> None:
+    """``PartitionRegistration.merge``: the fields the change carries replace the registered ones."""
+    for k in ("replicas", "isr"):
+        if change[k] is not None:
+            p[k] = change[k]
+    if change["leader"] != NO_LEADER_CHANGE:
+        p["leader"] = change["leader"]
+        p["leader_epoch"] += 1
+    p["partition_epoch"] += 1
+    p["offset"] = change["offset"]

@@ -1,0 +1,126 @@
+"""The output tables from the decoded rows: the run's ``as_of``, the thresholds its verdicts weigh, every
+table by txnlog.rules.tables, and the live cluster's rows for --verify-live."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from txnlog.broker import as_of as as_of_rule
+from txnlog.broker import classify
+from txnlog.engine import staging
+from txnlog.engine.spark.placement import Placement
+from txnlog.engine.spark.staged_table import StagedTable
+from txnlog.live.verify import live_rows
+from txnlog.model.rows import Checkpoint
+from txnlog.model.words import count
+from txnlog.pipeline.decode import Decoded
+from txnlog.pipeline.inputs import Inputs
+from txnlog.pipeline.scope import Progress, stderr_progress
+from txnlog.rules import tables
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from txnlog.engine.spark.live_batches import LiveCut
+    from txnlog.model.config import Config
+
+
+def resolve_as_of(
+    option: str | None, times: dict[str, int | None], live_cut: LiveCut | None = None
+) -> tuple[datetime, str]:
+    """(as_of, where it came from): ``--as-of``, else the moment of a live run's cut (a live run looks at
+    the present), else the newest time a broker's clock wrote (txnlog.broker.as_of)."""
+
+    if option is None and live_cut is not None:
+        return as_of_rule.from_ms(live_cut.as_of_ms), as_of_rule.LIVE_CUT
+    return as_of_rule.choose(option, times)
+
+
+def thresholds_of(config: Config, inputs: Inputs, decoded: Decoded, as_of: datetime) -> classify.Thresholds:
+    """What the verdicts of this run weigh: its ``as_of``, the configured limits, and how much of
+    ``__transaction_state`` the input holds (a live run reads all of it)."""
+    partitions, decided = inputs.coordinator_partitions(config.transaction_state_partitions)
+    return classify.Thresholds(
+        as_of_ms=as_of_rule.to_ms(as_of),
+        max_transaction_timeout_ms=config.max_transaction_timeout_ms,
+        all_txn_state_partitions_read=bool(inputs.live) or len(decoded.txn_state_read) >= partitions,
+        txn_state_partitions_read=None if inputs.live else len(decoded.txn_state_read),
+        txn_state_partitions=partitions,
+        txn_state_partitions_from=decided,
+        bootstrap_servers=config.bootstrap_servers,
+        producer_id_expiration_ms=config.producer_id_expiration_ms,
+        producer_id_expiration_check_interval_ms=config.producer_id_expiration_check_interval_ms,
+    )
+
+
+def build_tables(
+    spark: SparkSession | None,
+    summary: pa.Table,
+    records: pa.Table,
+    thresholds: classify.Thresholds,
+    *,
+    scratch: str,
+    checkpoints: Sequence[Checkpoint] = (),
+    fragments: bool = True,
+    fragment_partitions: frozenset[tuple[str, int]] | None = None,
+    records_reduced: bool = False,
+    as_of: datetime | None = None,
+    as_of_source: str = "",
+    placement: Placement | None = None,
+    history_bounds: Any = None,
+) -> dict[str, Any]:
+    """Every output table (txnlog.rules.tables): Arrow tables, and ``transactions`` /
+    ``coordinator_history`` as ``txnlog.engine.spark.staged_table.StagedTable`` values (staged under ``scratch``,
+    finished by the writer: in Spark tasks, or in this process with ``placement.driver``).
+
+    ``fragments``: ``summary`` may hold fragments still to merge into transactions (``fragment_partitions``:
+    only those partitions' rows, else any); ``records_reduced``: ``records`` were reduced where decoded
+    (txnlog.rules.coordinator), else they are reduced here.
+    ``as_of``: adds the quarantine's warning rows for client clocks far past it.
+    ``history_bounds``: a live run's bounds of the transactions it writes (a pyarrow Table,
+    txnlog.engine.spark.live_batches.LiveCut.history_bounds). The run key (cluster, as_of) is set by the writer."""
+
+    summary, records = staging.merged_here(
+        summary, records, checkpoints, scratch, fragments=fragments, records_reduced=records_reduced,
+        fragment_partitions=fragment_partitions,
+    )  # fmt: skip
+    built = tables.build(
+        summary, records, thresholds, checkpoints=checkpoints, as_of=as_of, as_of_source=as_of_source,
+        history_bounds=history_bounds,
+    )  # fmt: skip
+    driver = placement is not None and placement.driver
+    for name in staging.STAGED:
+        threads = placement.threads if placement is not None and driver else 1
+        built[name] = StagedTable(spark, f"{scratch}/{name}", built[name], name, driver=driver, threads=threads)
+    return built
+
+
+def verify_live(
+    spark: SparkSession | None,
+    tables: dict[str, Any],
+    config: Config,
+    *,
+    progress: Progress = stderr_progress,
+) -> dict[str, Any]:
+    """``tables`` plus :func:`txnlog.live.verify.live_rows` for the offline findings' partitions and
+    ``config.topics`` (rows with source = live). Live state is the present, so live ages use the wall clock."""
+
+    found = tables["findings"]
+    rows = found.select(["topic", "partition"]).to_pylist()
+    partitions = sorted({(r["topic"], int(r["partition"])) for r in rows if r["topic"] is not None})
+    progress(
+        f"verify-live: asking {config.bootstrap_servers} about {count(len(partitions), 'finding partition')}"
+        + (f" and topics {', '.join(config.topics)}" if config.topics else "")
+    )
+    live = live_rows(config, partitions, as_of_ms=int(time.time() * 1000), cluster=config.cluster, progress=progress)
+    out = dict(tables)
+    for name, table in live.items():
+        if table.num_rows:
+            mine = out[name]
+            out[name] = pa.concat_tables([mine, table.select(mine.column_names).cast(mine.schema)])
+    return out

@@ -1,0 +1,288 @@
+"""Decoding: every input read by the Data Sources (in Spark tasks, or in this process for a small input),
+merged and reduced per partition, and handed on as Arrow tables (:class:`Decoded`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from txnlog.broker import as_of as as_of_rule
+from txnlog.engine.spark.placement import Placement, read_all_here
+from txnlog.kafka.record_batch import release_output_blocks
+from txnlog.live.fetch import FetchSettings
+from txnlog.model.contract import InputSource
+from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
+from txnlog.pipeline.inputs import Inputs
+from txnlog.pipeline.scope import Cache, job_description
+from txnlog.rules.transactions import checkpoints_of
+from txnlog.sources import storage
+from txnlog.sources.logdirs import Inventory
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from txnlog.engine.spark.live_batches import LiveCut
+    from txnlog.model.config import Config
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """The Data Sources' outputs as Arrow tables, and what the decode found out on the way."""
+
+    summary: pa.Table  # segment / quarantine / transaction / producer / snapshot rows (fragments: below)
+    records: pa.Table  # __transaction_state records (reduced unless ``records_reduced`` is false)
+    times: dict[str, int | None]  # the newest broker-written time per source (txnlog.broker.as_of)
+    fragments: bool  # summary holds fragments still to merge (a small input's kafka-dump-log.sh files)
+    records_reduced: bool
+    txn_state_read: frozenset[int]  # the __transaction_state partitions the input holds
+    #: the only partitions with fragments to merge (split segments' only: txnlog.sources.splits); None: any
+    fragment_partitions: frozenset[tuple[str, int]] | None = None
+
+
+def decode(
+    spark: SparkSession | None,
+    inputs: Inputs,
+    *,
+    check_crc: bool,
+    kafka: dict[str, Any],
+    scratch: str,
+    cache: Cache,
+    placement: Placement | None = None,
+    live_cut: LiveCut | None = None,
+    fetch: FetchSettings | None = None,
+    max_decompressed_bytes: int | None = None,
+    split_segment_bytes: int = 0,
+) -> Decoded:
+    """Read every input with the Data Sources (one action decodes and caches them all), in Spark tasks or, for a
+    small input, in this process (``placement``); in Spark, merge and reduce per partition in tasks and collect the
+    rest as Arrow (txnlog.engine.spark.collect). ``live_cut``: a live run's ranges, read with ``fetch``'s bounds.
+    ``max_decompressed_bytes``: what one file's compressed batches may expand to. ``split_segment_bytes``: segments
+    above it are read in pieces (txnlog.sources.splits; 0: never) and stitched into what a whole read gives."""
+
+    placement = placement or Placement()
+    if placement.driver:
+        return decode_here(inputs, check_crc, scratch, max_decompressed_bytes, placement.threads)
+    assert spark is not None, "an input read in Spark needs a SparkSession"
+    shared = bool(inputs.dump_files or inputs.live)  # other inputs may hold the same partitions
+    summary, records = log_dir_sources(
+        spark, inputs.inventory, check_crc, scratch, shared, bool(inputs.dump_files), max_decompressed_bytes,
+        split_segment_bytes,
+    )  # fmt: skip
+    summary, records = _other_inputs(spark, inputs, summary, records, kafka)
+    if inputs.live and live_cut is not None:
+        summary = summary.unionByName(
+            _live_batches(spark, inputs.live, kafka, live_cut, check_crc, fetch, max_decompressed_bytes)
+        )
+    from txnlog.engine.spark import collect
+
+    with job_description(spark, "txnlog: decode"):
+        summary, records = cache(summary), cache(records)
+        # One action decodes (and caches) every input: the __transaction_state tasks fill the cores
+        # while the last big segments are still being walked. It returns the broker-written times.
+        times = collect.broker_times(summary, records)
+    split_partitions: frozenset[tuple[str, int]] = frozenset()
+    dead: frozenset[tuple[str, str, int]] = frozenset()  # split pieces the whole walk passes over
+    if split_segment_bytes > 0 and any(f.size > split_segment_bytes for f in inputs.inventory.segments):
+        summary, split_partitions, dead, times = _stitched(spark, summary, records, times)
+    whole = bool(inputs.dump_files or live_cut is not None)  # every partition may hold fragments
+    with job_description(spark, "txnlog: merge and reduce per partition"):
+        checkpoints = [*inputs.inventory.checkpoints, *(live_cut.checkpoints() if live_cut else ())]
+        summary_table, records_table = collect.merged_and_collected(
+            summary, records, checkpoints_of(checkpoints), scratch=scratch,
+            fragment_partitions=None if whole else split_partitions, reduce=shared, dead=dead,
+        )  # fmt: skip
+    return Decoded(
+        summary_table, records_table, times, fragments=False, records_reduced=True,
+        txn_state_read=_txn_state_read(inputs, records_table),
+    )  # fmt: skip
+
+
+def _txn_state_read(inputs: Inputs, records: pa.Table) -> frozenset[int]:
+    """The ``__transaction_state`` partitions the input holds: the log dirs' (listed), and those of the
+    records other inputs gave."""
+    read = set(inputs.inventory.txn_state_partitions)
+    read |= set(records.column("coordinator_partition").drop_null().to_pylist())
+    return frozenset(read)
+
+
+def _stitched(
+    spark: SparkSession, summary: DataFrame, records: DataFrame, times: dict[str, int | None]
+) -> tuple[DataFrame, frozenset[tuple[str, int]], frozenset[tuple[str, str, int]], dict[str, int | None]]:
+    """The summary with split segments' pieces stitched (txnlog.engine.spark.stitch), the partitions that were
+    split, the dead pieces, and the broker-written times again if a dead piece may have seen other times."""
+    from txnlog.engine.spark.collect import broker_times
+    from txnlog.engine.spark.stitch import stitch_pieces
+
+    with job_description(spark, "txnlog: stitch split segments"):
+        summary, split_partitions, dead = stitch_pieces(summary)
+        if dead:  # a piece the whole walk passes over may have seen other times
+            times = broker_times(summary, records)
+    return summary, split_partitions, dead, times
+
+
+def log_dir_sources(
+    spark: SparkSession,
+    inv: Inventory,
+    check_crc: bool,
+    scratch: str,
+    shared: bool,
+    dumps: bool,
+    max_decompressed_bytes: int | None = None,
+    split_segment_bytes: int = 0,
+) -> tuple[DataFrame, DataFrame]:
+    """The copied log dirs' Data Sources: segment summaries and transactions, coordinator records."""
+    from pyspark.sql import functions as F
+
+    from txnlog.engine.spark.sources import SegmentsSource
+    from txnlog.engine.spark.txn_state_source import TxnStateSource
+
+    segments, txn_state = _log_dir_options(
+        inv, check_crc, scratch, shared, dumps, spark.sparkContext.defaultParallelism, max_decompressed_bytes,
+        split_segment_bytes,
+    )  # fmt: skip
+    spark.dataSource.register(SegmentsSource)
+    spark.dataSource.register(TxnStateSource)
+    summary = spark.read.format(SegmentsSource.name()).options(**segments).load()
+    records = spark.read.format(TxnStateSource.name()).options(**txn_state).load()
+    return summary.withColumn("input", F.lit(InputSource.SEGMENTS)), records.withColumn(
+        "input", F.lit(InputSource.SEGMENTS)
+    )
+
+
+def _log_dir_options(
+    inv: Inventory,
+    check_crc: bool,
+    scratch: str,
+    shared: bool,
+    dumps: bool,
+    cores: int,
+    max_decompressed_bytes: int | None,
+    split_segment_bytes: int,
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The options of the segments and ``__transaction_state`` sources for the log dirs ``inv`` lists."""
+    from txnlog.engine.spark.collect import FRAGMENTS_STAGE
+    from txnlog.engine.spark.sources import write_manifest
+
+    common = {
+        "check_crc": str(check_crc).lower(),
+        "min_partitions": str(max(2, cores * 2)),
+        "cores": str(cores),  # which big segments are worth splitting
+        "storage": storage.settings_option(),
+    }
+    if max_decompressed_bytes is not None:
+        common["max_decompressed_bytes"] = str(max_decompressed_bytes)
+    # the file lists go to the planning worker as files in the scratch dir, never as options that
+    # Spark would ship with every task (txnlog.engine.spark.sources module doc)
+    segments = {
+        **write_manifest(f"{scratch}/inputs", "segments", [*inv.segments, *inv.snapshots], inv.checkpoints),
+        # whole partitions per task, merged into transactions there, unless dumps hold replicas too
+        "transactions": str(not dumps).lower(),
+        "stage": f"{scratch}/transactions",
+        "split_segment_bytes": str(split_segment_bytes),
+        # a split partition's fragments, staged per partition for its merge (txnlog.engine.spark.collect)
+        "fragments_stage": f"{scratch}/{FRAGMENTS_STAGE}",
+    }
+    txn_state = {
+        **write_manifest(f"{scratch}/inputs", "txn_state", inv.txn_state_segments),
+        # reduced where decoded (txnlog.rules.coordinator), unless other inputs hold the same partitions
+        "reduce": str(not shared).lower(),
+        "stage": f"{scratch}/coordinator_history",
+    }
+    return {**common, **segments}, {**common, **txn_state}
+
+
+def decode_here(
+    inputs: Inputs, check_crc: bool, scratch: str, max_decompressed_bytes: int | None, threads: int = 1
+) -> Decoded:
+    """:func:`decode` of a small input in this process, no Spark query: the sources' readers called here by
+    ``threads`` threads (txnlog.engine.spark.placement.read_all_here), the dumps read by
+    txnlog.engine.spark.dump_log.read_dump_logs_here, Arrow tables returned. Every segment is read whole (split segments
+    are for Spark's tasks)."""
+
+    from txnlog.engine.spark.sources import SegmentsSource
+    from txnlog.engine.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
+
+    shared = bool(inputs.dump_files)  # a live input is never read here (Placement.for_input)
+    segments, txn_state = _log_dir_options(
+        inputs.inventory, check_crc, scratch, shared, shared, threads, max_decompressed_bytes, 0
+    )
+    reads = [(SegmentsSource, segments, SEGMENT_SUMMARY_SCHEMA), (TxnStateSource, txn_state, SOURCE_SCHEMA)]
+    summary, records = (_labelled(t, InputSource.SEGMENTS) for t in read_all_here(reads, threads))
+    release_output_blocks(trim=True)  # the tables' build and writes come next in this process
+    read = set(inputs.inventory.txn_state_partitions)
+    if inputs.dump_files:
+        from txnlog.engine.spark.dump_log import read_dump_logs_here
+
+        dumped, dumped_records = read_dump_logs_here(list(inputs.dump_log))
+        summary = pa.concat_tables([summary, _labelled(dumped, InputSource.DUMP_LOG)], promote_options="default")
+        dumped_records = _labelled(dumped_records, InputSource.DUMP_LOG)
+        records = pa.concat_tables([records, dumped_records], promote_options="default")
+        read |= set(records.column("coordinator_partition").drop_null().to_pylist())
+    return Decoded(
+        summary, records, as_of_rule.broker_times_of(summary, records), fragments=shared,
+        fragment_partitions=None, records_reduced=not shared, txn_state_read=frozenset(read),
+    )  # fmt: skip
+
+
+def _labelled(table: Any, source: InputSource) -> Any:
+    """``table`` (Arrow) with its ``input`` column: which input its rows came from."""
+
+    return table.append_column("input", pa.repeat(pa.scalar(source.value, pa.string()), table.num_rows))
+
+
+def _other_inputs(
+    spark: SparkSession,
+    inputs: Inputs,
+    summary: DataFrame,
+    records: DataFrame,
+    kafka: dict[str, Any],
+) -> tuple[DataFrame, DataFrame]:
+    """``summary`` and ``records`` plus the kafka-dump-log.sh files' and the live cluster's rows."""
+    from pyspark.sql import functions as F
+
+    if inputs.dump_files:
+        from txnlog.engine.spark.dump_log import read_dump_logs
+
+        frames = read_dump_logs(spark, list(inputs.dump_log))
+        summary = summary.unionByName(frames.summary.withColumn("input", F.lit(InputSource.DUMP_LOG)))
+        dumped = frames.records.withColumn("input", F.lit(InputSource.DUMP_LOG))
+        records = records.unionByName(dumped, allowMissingColumns=True)
+    if inputs.live:
+        from txnlog.engine.spark.live_source import LiveTxnStateSource, live_options, register_live_source
+
+        register_live_source(spark)
+        live = spark.read.format(LiveTxnStateSource.name()).options(**live_options(inputs.live, kafka)).load()
+        records = records.unionByName(live.withColumn("input", F.lit(InputSource.LIVE_LOG)), allowMissingColumns=True)
+    return summary, records
+
+
+def _live_batches(
+    spark: SparkSession,
+    bootstrap: str,
+    kafka: dict[str, Any],
+    cut: LiveCut,
+    check_crc: bool,
+    fetch: FetchSettings | None,
+    max_decompressed_bytes: int | None = None,
+) -> DataFrame:
+    """The live data partitions' batches (the Kafka source), as segment-summary rows."""
+    from pyspark.sql import functions as F
+
+    from txnlog.engine.spark.live_batches import LiveBatchesSource, batches_options
+
+    spark.dataSource.register(LiveBatchesSource)
+    options = batches_options(
+        bootstrap, kafka, cut, settings=fetch, check_crc=check_crc,
+        min_partitions=max(2, spark.sparkContext.defaultParallelism), max_decompressed_bytes=max_decompressed_bytes,
+    )  # fmt: skip
+    df = spark.read.format(LiveBatchesSource.name()).options(**options).load()
+    return df.withColumn("input", F.lit(InputSource.LIVE_LOG))
+
+
+def fetch_settings(config: Config) -> FetchSettings:
+
+    return FetchSettings(
+        max_bytes=config.live_fetch_max_bytes, partition_max_bytes=config.live_fetch_partition_max_bytes
+    )

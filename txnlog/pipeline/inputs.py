@@ -1,0 +1,279 @@
+"""A run's inputs, checked before anything is decoded: log dirs, kafka-dump-log.sh files, the live cluster
+(and its cut); the run's cluster name; where the run decodes (in Spark, or here for a small input)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from txnlog.broker.cluster_image import ClusterImage, coordinator_partitions, furthest
+from txnlog.engine.spark.placement import Placement, master_cores
+from txnlog.live.admin import check_cluster
+from txnlog.model.errors import UsageError
+from txnlog.model.words import count
+from txnlog.pipeline.scope import Progress
+from txnlog.sources import storage
+from txnlog.sources.cluster_metadata import read_metadata_logs
+from txnlog.sources.logdirs import LOGS_EXPECTED, NOTHING, Inventory, discover, locate, looks_like_dump_log
+from txnlog.sources.sample import sample_logs
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from txnlog.engine.spark.live_batches import LiveCut
+    from txnlog.model.config import Config
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What a run reads, checked: log dirs (their files), kafka-dump-log.sh files, the live cluster."""
+
+    logs: tuple[str, ...] = ()
+    inventory: Inventory = field(default_factory=Inventory)
+    dump_log: tuple[str, ...] = ()  # the --dump-log values (NAME=PATH kept)
+    dump_files: tuple[str, ...] = ()
+    live: str | None = None  # bootstrap servers whose __transaction_state is read (no offline input)
+    note: str = ""
+    dump_bytes: int = 0  # the kafka-dump-log.sh files' size
+    sample: bool = False  # no input was given: the embedded sample cluster
+    #: the cluster as the log dirs' KRaft metadata log says it is, and which log dir's (txnlog.broker.cluster_image)
+    cluster: tuple[ClusterImage, str] | None = None
+
+    def coordinator_partitions(self, configured: int) -> tuple[int, str]:
+        """How many ``__transaction_state`` partitions the cluster has, and what decided it (cluster_image)."""
+        return coordinator_partitions(self.cluster, configured)
+
+    @property
+    def bytes(self) -> int:
+        """The offline input's size: log dir files and kafka-dump-log.sh files."""
+        return self.inventory.total_bytes + self.dump_bytes
+
+    @property
+    def names(self) -> list[str]:
+        """The inputs as the runs table lists them."""
+        return [*self.logs, *self.dump_log, *([f"kafka://{self.live}"] if self.live else [])]
+
+
+def plan_inputs(config: Config, progress: Progress | None = None, *, sample: bool = True) -> Inputs:
+    """Every check that needs no Spark, in one place, each failing with one line that says what to do:
+    paths and dump files exist and hold Kafka logs, the live cluster answers, --verify-live/--topic have a
+    cluster. With no input at all, the embedded sample (written on first use unless ``sample`` is false)."""
+    if config.topics and config.verify_live and not config.bootstrap_servers:
+        raise UsageError(
+            f"--topic {config.topics[0]}: needs --bootstrap-servers (the live cluster to ask about it); "
+            "give it or drop --topic"
+        )
+    if config.verify_live and not config.bootstrap_servers:
+        raise UsageError(
+            "--verify-live: needs --bootstrap-servers (the live cluster to check); give it or drop --verify-live"
+        )
+
+    storage.configure(config.storage)  # shared-storage settings for every later listing and read
+    logs = list(config.logs)
+    if not logs and not config.dump_log and not config.bootstrap_servers:
+        if not sample:
+            return Inputs()
+
+        logs = [sample_logs(progress=progress)]
+        if progress:
+            progress(f"no input given: using the embedded sample cluster at {logs[0]}")
+    inventory = check_inputs(logs) if logs else Inventory()
+    dump_files = _dump_files(list(config.dump_log))
+    live = config.bootstrap_servers if config.bootstrap_servers and not logs and not config.dump_log else None
+    if live:
+        check_cluster(live, dict(config.kafka))  # before Spark: one line if it cannot be read
+    cluster = furthest(read_metadata_logs(inventory.cluster_metadata)) if inventory.cluster_metadata else None
+    note = describe(
+        inventory, len(dump_files), live, coordinator_partitions(cluster, config.transaction_state_partitions)
+    )
+    if cluster is not None and cluster[0].deleted.num_rows:
+        gone = ", ".join(f"{d['topic']} ({d['partitions']})" for d in cluster[0].deleted.to_pylist())
+        note += f"; topics deleted as the KRaft metadata log of {cluster[1]} says: {gone}"
+    if progress:
+        progress(f"found {note}")
+    # a remote file's size is not looked up: such an input counts as unbounded (Spark tasks read it)
+    dump_bytes = sum(
+        sys.maxsize if storage.is_remote(f) else os.path.getsize(storage.local_path(f)) for f in dump_files
+    )
+    return Inputs(
+        tuple(logs), inventory, tuple(config.dump_log), tuple(dump_files), live, note, dump_bytes,
+        sample=not config.logs and not config.dump_log and not config.bootstrap_servers, cluster=cluster,
+    )  # fmt: skip
+
+
+def check_inputs(paths: list[str]) -> Inventory:
+    """Discover logs under ``paths`` or raise a one-line UsageError saying what to do: each path is a log
+    dir, a directory of them, a partition directory or a segment/snapshot file (txnlog.sources.logdirs.locate);
+    kafka-dump-log.sh text is pointed at --dump-log."""
+
+    located = {}
+    try:
+        for p in paths:
+            try:
+                found = located[p] = locate(p)
+            except OSError as e:  # a symlink loop, a directory without read permission, a vanished file
+                raise _unreadable(p, e) from e
+            if found.kind != NOTHING:
+                continue
+            if storage.exists(p) and looks_like_dump_log(p):
+                raise UsageError(
+                    f"--logs {p}: {'holds ' if storage.isdir(p) else 'is '}kafka-dump-log.sh output, not Kafka's "
+                    f"log files; use --dump-log {p}"
+                )
+            raise UsageError(f"--logs {p}: {found.problem}")
+        try:
+            inventory = discover(paths, located)
+        except OSError as e:
+            raise _unreadable(", ".join(paths), e) from e
+    except storage.StorageError as e:  # shared storage refused or lacks the path (txnlog.sources.storage)
+        raise UsageError(f"--logs {e}") from e
+    if not inventory.segments and not inventory.txn_state_segments:
+        raise UsageError(
+            f"--logs {', '.join(paths)}: no Kafka logs found (expected <topic>-<partition>/ directories holding "
+            f"0000….log segments); {LOGS_EXPECTED}"
+        )
+    return inventory
+
+
+def _unreadable(given: str, e: OSError) -> UsageError:
+    where = e.filename or given
+    return UsageError(
+        f"--logs {given}: cannot read {where}: {e.strerror or e}; fix that path (a symlink loop, missing read "
+        "permission) or give --logs the directories to read without it"
+    )
+
+
+SAMPLE_CLUSTER = "sample"
+
+
+def cluster_name(given: str | None, inputs: Inputs) -> tuple[str, bool]:
+    """(the run's cluster name, whether it was derived): ``--cluster`` when given, else a name made from the
+    input, the same for the same input so that reruns replace their run and ``since-last-run`` finds the
+    previous one: ``sample`` for the embedded sample, ``live-<bootstrap servers>`` for a live cluster, else
+    ``<first input's name>-<8 hex digits of a hash of every input's absolute path>``."""
+
+    if given:
+        return given, False
+    if inputs.sample:
+        return SAMPLE_CLUSTER, True
+    if inputs.live:
+        return "live-" + ",".join(sorted(h.strip() for h in inputs.live.split(",") if h.strip())), True
+    paths = sorted(p if "://" in p else os.path.abspath(p) for p in (*inputs.logs, *inputs.dump_log))
+    first = (inputs.logs or inputs.dump_log)[0].split("=", 1)[-1].rstrip("/\\")
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", os.path.basename(first) or "input").strip("-") or "input"
+    digest = hashlib.sha1("\n".join(paths).encode()).hexdigest()[:8]
+    return f"{stem}-{digest}", True
+
+
+def cluster_of(config: Config) -> str:
+    """The run's cluster name (``run`` names an unnamed one after the input before anything is written)."""
+    if not config.cluster:
+        raise ValueError("the cluster is named by pipeline.run (cluster_name) before tables are written")
+    return config.cluster
+
+
+def _dump_files(args: list[str]) -> list[str]:
+    if not args:
+        return []
+    # Lazy in this module: pyspark (and engine.spark, which imports it) loads only where a run uses Spark.
+    from txnlog.engine.spark.dump_log import dump_arg_path, list_dump_files
+
+    try:
+        missing = [p for p in args if not storage.exists(dump_arg_path(p))]
+        if missing:
+            raise UsageError(
+                f"--dump-log {missing[0]}: {storage.missing_reason(dump_arg_path(missing[0]))}; "
+                "give kafka-dump-log.sh output files or a directory of them"
+            )
+        files = list_dump_files(args)
+    except storage.StorageError as e:
+        raise UsageError(f"--dump-log {e}") from e
+    if not files:
+        raise UsageError(
+            f"--dump-log {', '.join(args)}: no files found; give kafka-dump-log.sh output files or a directory of them"
+        )
+    return files
+
+
+def describe(inventory: Inventory, dump_files: int, live: str | None, coordinator: tuple[int, str]) -> str:
+    txn_state_partitions, decided = coordinator
+    note = (
+        f"{count(len(inventory.segments), 'segment')} and {count(len(inventory.snapshots), 'snapshot')} of "
+        f"{count(len(inventory.data_partitions), 'partition')}, "
+        f"{count(len(inventory.txn_state_segments), '__transaction_state segment')} "
+        f"of {len(inventory.txn_state_partitions)}/{txn_state_partitions} partitions "
+        f"on {count(len(inventory.brokers), 'broker')}, {inventory.total_bytes / 2**30:.2f} GiB"
+    )
+    if decided:
+        note += f"; __transaction_state partitions: {decided}"
+    if dump_files:
+        note += f"; {count(dump_files, 'kafka-dump-log.sh output file')}"
+    if live:
+        note += f"; __transaction_state read live from {live}"
+    elif not inventory.txn_state_segments and not dump_files:
+        note += (
+            "; __transaction_state was not read (no __transaction_state-<n>/ in the input): a transaction no "
+            "transactional.id is seen to own is NO_TRANSACTIONAL_ID with a VERIFY_FIRST abort"
+        )
+    return note
+
+
+def placement_of(config: Config, inputs: Inputs, spark: SparkSession | None = None) -> Placement:
+    """Where a run of ``inputs`` runs (txnlog.engine.spark.placement): the threshold weighs the cores of ``spark``'s
+    session (its default parallelism: a cluster's executors' cores), or without one those of the session the run
+    would start (``spark.master`` in the config; ``local[*]``: this machine's)."""
+
+    cores = master_cores(config.spark.get("spark.master"))
+    if spark is not None:
+        try:
+            cores = int(spark.sparkContext.defaultParallelism)
+        except Exception:  # a session without a SparkContext here (Spark Connect): the config's master
+            pass
+    files = len(inputs.inventory.segments) + len(inputs.inventory.snapshots) + len(inputs.inventory.txn_state_segments)
+    return Placement.for_input(inputs.bytes, config.driver_max_bytes, live=bool(inputs.live), cores=cores, files=files)
+
+
+def runs_without_spark(config: Config, inputs: Inputs) -> bool:
+    """Whether a run of ``inputs`` needs no Spark session at all: a small input (the driver placement,
+    :func:`placement_of`) whose tables the deltalake writer writes. Spark's part of such a run is only its
+    start, seconds of JVM for nothing (benchmarks/RESULTS.md, "Startup")."""
+    return placement_of(config, inputs).driver and config.delta_writer != "spark"
+
+
+def file_count(inputs: Inputs) -> int:
+    inv = inputs.inventory
+    return len(inv.segments) + len(inv.snapshots) + len(inv.txn_state_segments) + len(inputs.dump_files)
+
+
+def capture_live(config: Config, inputs: Inputs, progress: Progress | None = None) -> LiveCut | None:
+    """A live run's consistent cut: every data partition's range, captured once before Spark reads."""
+    if not inputs.live:
+        return None
+    from txnlog.engine.spark.live_batches import RANGE_SINCE_LAST_RUN, capture_cut, previous_cut
+
+    cluster = cluster_of(config)
+    previous = previous_cut(config.output, cluster) if config.live_range == RANGE_SINCE_LAST_RUN else None
+    if config.live_range == RANGE_SINCE_LAST_RUN and progress:
+        progress(
+            f"since-last-run: continuing the run of {previous.as_of.isoformat()}"
+            if previous is not None
+            else f"since-last-run: no earlier live run of cluster {config.cluster} in {config.output}: reading as "
+            "'unstable'"
+        )
+    cut = capture_cut(
+        inputs.live, dict(config.kafka), config.topics or None, mode=config.live_range,
+        lookback_bytes=config.live_lookback_bytes, previous=previous,
+    )  # fmt: skip
+    if progress:
+        moment = datetime.fromtimestamp(cut.as_of_ms / 1000, tz=UTC).isoformat()
+        topics = len({r.topic for r in cut.ranges})
+        progress(
+            f"live cut at {moment}: {cut.partitions} partitions of {topics} topics, {cut.unstable} with open "
+            f"transactions (LSO behind the high watermark); reading range '{config.live_range}'"
+        )
+    return cut

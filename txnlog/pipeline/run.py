@@ -1,0 +1,97 @@
+"""The whole job, one pass down the steps: inputs → decode → tables → write."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from txnlog.engine.spark.session import get_session
+from txnlog.output import output_dir
+from txnlog.pipeline.build import build_tables, resolve_as_of, thresholds_of, verify_live
+from txnlog.pipeline.decode import decode, fetch_settings
+from txnlog.pipeline.inputs import (
+    capture_live,
+    cluster_name,
+    cluster_of,
+    file_count,
+    placement_of,
+    plan_inputs,
+    runs_without_spark,
+)
+from txnlog.pipeline.runs import RunResult, mark_run, summarize
+from txnlog.pipeline.scope import Progress, run_scope, stderr_progress
+from txnlog.pipeline.write import retain, superseded, write
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from txnlog.model.config import Config
+
+
+def run(
+    config: Config,
+    *,
+    spark: SparkSession | None = None,
+    progress: Progress = stderr_progress,
+    without_spark: bool = True,
+) -> RunResult:
+    """Run the whole job for ``config`` and write the Delta tables; without ``spark``, a small input starts no
+    Spark (:func:`runs_without_spark`; unless ``without_spark`` is false: the job under spark-submit)."""
+
+    t0, started_at, run_id = time.monotonic(), datetime.now(UTC), uuid.uuid4().hex[:12]
+    inputs = plan_inputs(config, progress)
+    cluster, derived = cluster_name(config.cluster, inputs)
+    config = dataclasses.replace(config, cluster=cluster)
+    if derived and not inputs.sample:
+        progress(f"cluster '{cluster}': named after the input (the same input gives the same name; --cluster names it)")
+    if spark is None and not (without_spark and runs_without_spark(config, inputs)):
+        spark = _session(config)
+    placement = placement_of(config, inputs, spark)
+    with run_scope(spark, config.output, run_id) as (scratch, cache):
+        live_cut = capture_live(config, inputs, progress)
+        threads = f"{placement.threads} thread{'s' if placement.threads != 1 else ''}"
+        where = f"here (a small input), {threads}" if placement.driver else "in Spark"
+        progress(f"decoding {file_count(inputs)} files {where}")
+        decoded = decode(
+            spark, inputs, check_crc=config.check_crc, kafka=dict(config.kafka), scratch=scratch, cache=cache,
+            placement=placement, live_cut=live_cut, fetch=fetch_settings(config),
+            max_decompressed_bytes=config.max_decompressed_bytes, split_segment_bytes=config.split_segment_bytes,
+        )  # fmt: skip
+        as_of, as_of_source = resolve_as_of(config.as_of, decoded.times, live_cut)
+        progress(f"decoded in {time.monotonic() - t0:.1f} s; as_of = {as_of.isoformat()} ({as_of_source})")
+        tables = build_tables(
+            spark, decoded.summary, decoded.records, thresholds_of(config, inputs, decoded, as_of), scratch=scratch,
+            checkpoints=[*inputs.inventory.checkpoints, *(live_cut.checkpoints() if live_cut else ())],
+            fragments=decoded.fragments, fragment_partitions=decoded.fragment_partitions,
+            records_reduced=decoded.records_reduced, as_of=as_of, as_of_source=as_of_source, placement=placement,
+            history_bounds=live_cut.history_bounds() if live_cut else None,
+        )  # fmt: skip
+        if config.verify_live:
+            tables = verify_live(spark, tables, config, progress=progress)
+        result = RunResult(run_id, cluster_of(config), as_of, config.output, {}, inputs=inputs.names)
+        result.cluster_derived = derived and not inputs.sample
+        result.inventory_note, result.as_of_source = inputs.note, as_of_source
+        with output_dir.output_lock(config.output, run_id, wait_s=config.write_lock_wait_s, progress=progress):
+            # The run's `runs` row says RUNNING before its first table and SUCCEEDED after its last: a run
+            # killed in between is not complete, and every reader shows the newest complete run.
+            mark = functools.partial(mark_run, spark, config, result, started_at)
+            mark("RUNNING")
+            try:
+                counts = write(spark, tables, config, as_of, supersede=superseded(live_cut))
+                result, late_partitions = summarize(spark, tables, counts, run=result)
+                result.seconds = time.monotonic() - t0
+                mark("SUCCEEDED", late_partitions=late_partitions)
+            except BaseException as e:
+                mark("FAILED", error=" ".join(f"{type(e).__name__}: {e}".split()), best_effort=True)  # one line
+                raise
+            retain(config, progress)
+        return result
+
+
+def _session(config: Config) -> SparkSession:
+
+    return get_session("txnlog", conf=dict(config.spark))

@@ -1,0 +1,173 @@
+"""A run's bookkeeping: its result for the console (:class:`RunResult`) and its row in the ``runs`` table,
+which says RUNNING before the first table is written and SUCCEEDED or FAILED after."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from txnlog import __version__
+from txnlog.broker import classify
+from txnlog.model.contract import RUNS
+from txnlog.pipeline.write import write
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from txnlog.model.config import Config
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    cluster: str
+    as_of: datetime
+    output: str
+    counts: dict[str, int]
+    verdicts: list[tuple[str, str, int]] = field(default_factory=list)  # (verdict, reason, count)
+    worst_partitions: list[dict[str, Any]] = field(default_factory=list)
+    inputs: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    inventory_note: str = ""
+    as_of_source: str = ""  # --as-of / markers / transaction_state / log_append_time (txnlog.broker.as_of)
+    cluster_derived: bool = False  # the name was made from the input (no --cluster)
+
+    def summary_text(self) -> str:
+        lines = [
+            f"txnlog {__version__}: run {self.run_id} of cluster '{self.cluster}'"
+            f"{' (named after the input; --cluster names it)' if self.cluster_derived else ''} as of "
+            f"{self.as_of.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+            f"{f' (from {self.as_of_source})' if self.as_of_source else ''} ({self.seconds:.1f} s)",
+        ]
+        if self.inventory_note:
+            lines.append(f"  input: {self.inventory_note}")
+        lines.append(
+            "  transactions: {transactions}   findings: {findings}   abort recommendations: "
+            "{abort_recommendations}   quarantined regions: {quarantine}".format(
+                **{
+                    **dict.fromkeys(("transactions", "findings", "abort_recommendations", "quarantine"), 0),
+                    **self.counts,
+                }
+            )
+        )
+        if self.verdicts:
+            lines.append("  findings by verdict:")
+            for verdict, reason, n in self.verdicts:
+                lines.append(f"    {verdict:8s} {reason:30s} {n}")
+        else:
+            lines.append("  no late or hanging transactions")
+        if self.worst_partitions:
+            lines.append("  worst partitions (by LSO lag):")
+            for p in self.worst_partitions:
+                lines.append(
+                    f"    {p['topic']}-{p['partition']}: lso_lag {p['lso_lag']}, {p['open_transactions']} open, "
+                    f"oldest open {classify._duration(p['max_open_ms'])}"
+                )
+        lines.append(f"  tables: {os.path.abspath(self.output)}/<table> (Delta): " + ", ".join(sorted(self.counts)))
+        return "\n".join(lines)
+
+
+def summarize(
+    spark: SparkSession | None, tables: dict[str, Any], counts: dict[str, int], *, run: RunResult
+) -> tuple[RunResult, int]:
+    """The run's result for the console (verdict counts, the worst partitions) and its late partitions."""
+    verdicts, worst, late_partitions = _arrow_summary(tables["findings"], tables["partition_health"])
+    run.counts = dict(counts)
+    run.verdicts, run.worst_partitions = verdicts, worst
+    return run, late_partitions
+
+
+#: the summary's worst partitions: the columns it shows
+WORST_COLUMNS = ("topic", "partition", "lso_lag", "open_transactions", "max_open_ms")
+
+
+def _arrow_summary(findings: Any, health: Any) -> tuple[list[tuple[str, str, int]], list[dict[str, Any]], int]:
+    """:func:`summarize`'s three answers from Arrow tables: verdict × reason counts (by verdict, most first),
+    the five partitions with open transactions and the largest LSO lag, how many have a late transaction."""
+
+    counts = findings.group_by(["verdict", "reason"], use_threads=False).aggregate([([], "count_all")])
+    verdicts = sorted(
+        ((r["verdict"], r["reason"], r["count_all"]) for r in counts.to_pylist()), key=lambda v: (v[0], -v[2])
+    )
+    opened = health.filter(pc.fill_null(pc.greater(health.column("open_transactions"), 0), False))
+    worst = opened.sort_by([("lso_lag", "descending")]).slice(0, 5).select(list(WORST_COLUMNS)).to_pylist()
+    late = int(pc.sum(pc.fill_null(health.column("has_late_transaction"), False).cast(pa.int64())).as_py() or 0)
+    return verdicts, worst, late
+
+
+def mark_run(
+    spark: SparkSession | None,
+    config: Config,
+    result: RunResult,
+    started_at: datetime,
+    status: str,
+    *,
+    late_partitions: int = 0,
+    error: str | None = None,
+    best_effort: bool = False,
+) -> None:
+    """Write the run's ``runs`` row with ``status`` (replacing the row of the same (cluster, as_of))."""
+    try:
+        table = _runs_table(result, started_at, late_partitions, config, status=status, error=error)
+        counts = write(spark, {"runs": table}, config, result.as_of)
+    except Exception:
+        if not best_effort:
+            raise
+        log.warning("could not mark run %s %s in %s", result.run_id, status, config.output, exc_info=True)
+        return
+    if status == "SUCCEEDED":
+        result.counts.update(counts)
+
+
+def _runs_table(
+    result: RunResult,
+    started_at: datetime,
+    late_partitions: int,
+    config: Any,
+    *,
+    status: str = "SUCCEEDED",
+    error: str | None = None,
+):  # -> pa.Table
+
+    c = result.counts
+    hanging = sum(n for v, _, n in result.verdicts if v == classify.Verdict.HANGING)
+    late = sum(n for v, _, n in result.verdicts if v == classify.Verdict.LATE)
+    row = {
+        "cluster": result.cluster,
+        "as_of": result.as_of,
+        "run_id": result.run_id,
+        "started_at": started_at,
+        "finished_at": None if status == "RUNNING" else datetime.now(UTC),
+        "inputs": [p if "://" in p else os.path.abspath(p) for p in result.inputs],
+        **{
+            f"{t}_count": int(c.get(t, 0))
+            for t in (
+                "transactions",
+                "findings",
+                "abort_recommendations",
+                "partition_health",
+                "producer_state",
+                "coordinator_state",
+                "coordinator_history",
+                "quarantine",
+            )
+        },
+        "hanging_count": hanging,
+        "late_count": late,
+        "partitions_with_late_transactions": int(late_partitions),
+        "txnlog_version": __version__,
+        "status": status,
+        "error": error,
+        "as_of_source": result.as_of_source,
+        "config": json.dumps(config.to_dict(), default=str, sort_keys=True),
+    }
+    return pa.Table.from_pylist([row], schema=RUNS)

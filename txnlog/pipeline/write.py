@@ -1,0 +1,93 @@
+"""Writing: every table to its Delta table (txnlog.output.delta), and the history's retention after a
+complete run."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from txnlog.model.words import count
+from txnlog.output import delta, delta_retention, retention
+from txnlog.output.delta import Supersede
+from txnlog.pipeline.inputs import cluster_of
+from txnlog.pipeline.scope import Progress, job_description
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from txnlog.engine.spark.live_batches import LiveCut
+    from txnlog.model.config import Config
+
+
+def write(
+    spark: SparkSession | None,
+    tables: dict[str, Any],
+    config: Config,
+    as_of: datetime,
+    supersede: dict[str, Any] | None = None,
+) -> dict[str, int]:
+    """Every table to its Delta table under ``config.output``: the run's rows (``config.cluster``, ``as_of``)
+    replaced, one commit per table, with the configured writer (a small input's Arrow tables with pyarrow,
+    not by a Spark job's writers, txnlog.output.delta). ``supersede``: per table, an earlier run's rows the same
+    commit drops (txnlog.output.delta.Supersede)."""
+
+    counts: dict[str, int] = {}
+    for name, table in tables.items():
+        with job_description(spark, f"txnlog: write {name}"):
+            counts.update(
+                delta.write_tables(
+                    spark,
+                    config.output,
+                    {name: table},
+                    cluster=cluster_of(config),
+                    as_of=as_of,
+                    writer=config.delta_writer,
+                    supersede=supersede,
+                )  # fmt: skip
+            )
+        _pause_for_fault_tests(name)
+    return counts
+
+
+def _pause_for_fault_tests(table: str) -> None:
+    """The fault tests' seam (tests/e2e/test_faults_job.py): with ``TXNLOG_TEST_PAUSE_AFTER`` set to
+    ``<table>:<file>[:<seconds>]``, the driver creates ``<file>`` after committing ``<table>`` and sleeps
+    (default 600 s), so a test can kill it between two tables' commits or run another job meanwhile."""
+    spec = os.environ.get("TXNLOG_TEST_PAUSE_AFTER")
+    if not spec or not spec.startswith(table + ":"):
+        return
+    target, _, seconds = spec[len(table) + 1 :].partition(":")
+    with open(target, "w", encoding="utf-8") as f:
+        f.write(f"{os.getpid()}\n")
+    time.sleep(float(seconds or 600))
+
+
+def superseded(cut: LiveCut | None) -> dict[str, Any] | None:
+    """A since-last-run cut's previous ``OPEN`` rows that its ``transactions`` rows replace."""
+    which = cut.supersede() if cut is not None else None
+    if which is None:
+        return None
+
+    return {"transactions": Supersede(which[0], which[1])}
+
+
+def retain(config: Config, progress: Progress) -> None:
+    """The history's retention after a complete run (``retain_runs``/``retain_days``; 0 = keep): the run's
+    cluster's runs older than both are deleted from every table (txnlog.output.retention, ``txnlog retain``)."""
+
+    if not config.retain_runs and not config.retain_days:
+        return
+    runs = delta.read_table(config.output, "runs", cluster=cluster_of(config), columns=["cluster", "as_of", "status"])
+    chosen = retention.plan(
+        runs.to_pylist(), keep_runs=config.retain_runs or None, keep_days=config.retain_days or None
+    )
+    cutoffs = {c: cut for c, cut in chosen.cutoffs.items() if chosen.dropped[c]}
+    if cutoffs:
+        deleted = delta_retention.drop_runs_before(config.output, cutoffs)
+        runs_gone = sum(len(chosen.dropped[c]) for c in cutoffs)
+        progress(
+            f"retention: deleted {count(runs_gone, 'run')} older than {min(cutoffs.values()).isoformat()} "
+            f"({count(sum(deleted.values()), 'row')}; 'txnlog retain --vacuum-hours' frees their files)"
+        )
