@@ -177,9 +177,9 @@ def pieces_cpu(root: Path, split_bytes: int, repeat: int, log) -> list[dict[str,
 
     from txnlog.engine import segments as SG
     from txnlog.engine.spark.sources import _read_index
+    from txnlog.engine.staging import read_raw, staged_transactions, staged_transactions_of_summary
     from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
-    from txnlog.rules.staged import read_raw
-    from txnlog.rules.transactions import PartitionTransactions, checkpoints_of, transactions_of_summary
+    from txnlog.rules.transactions import PartitionTransactions, checkpoints_of
     from txnlog.sources import splits as S
     from txnlog.sources.logdirs import discover
 
@@ -200,7 +200,7 @@ def pieces_cpu(root: Path, split_bytes: int, repeat: int, log) -> list[dict[str,
             for f in snaps:
                 for _ in SG.summarize_snapshot(f, merge):
                     pass
-            for _ in merge.batches(ck, SEGMENT_SUMMARY_SCHEMA, stage):
+            for _ in staged_transactions(merge, ck, SEGMENT_SUMMARY_SCHEMA, stage=stage):
                 pass
             return time.process_time() - t
 
@@ -233,7 +233,7 @@ def pieces_cpu(root: Path, split_bytes: int, repeat: int, log) -> list[dict[str,
             keep = keep.set_column(0, "kind", kinds)  # the stitch's segment rows (the pieces' bounds are enough here)
             parts = [read_raw(str(p)) for p in Path(staged).glob("*.arrow")]
             frags = [p.select(keep.column_names).cast(keep.schema) for p in parts]
-            transactions_of_summary(pa.concat_tables([keep, *frags]), ck, stage, SEGMENT_SUMMARY_SCHEMA)
+            staged_transactions_of_summary(pa.concat_tables([keep, *frags]), ck, stage, SEGMENT_SUMMARY_SCHEMA)
             return {"pieces_cpu_s": cpu, "merge_cpu_s": time.process_time() - t,
                     "merged_fragments": sum(p.num_rows for p in parts)}  # fmt: skip
 

@@ -285,7 +285,7 @@ def test_pieces_finish_their_inner_transactions_and_hand_on_only_edges(events, c
 
     from txnlog.engine.segments import Edges, finished_transactions
     from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, batch_of
-    from txnlog.rules.staged import RAW_COLUMNS
+    from txnlog.rules.finish import RAW_COLUMNS
     from txnlog.rules.transactions import piece_edges, transactions_of_summary
     from txnlog.sources.logdirs import LogFile
 

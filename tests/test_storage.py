@@ -5,6 +5,7 @@ tests/e2e/test_shared_storage_job.py)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -165,3 +166,39 @@ def test_delta_tables_on_s3_take_the_storage_settings(tmp_path, monkeypatch) -> 
         assert drop_runs_before(out, {"c": second}) == {"runs": 1}
         assert delta.read_table(out, "runs").column("run_id").to_pylist() == ["r2"]
         assert s3.get_file_info("txnlog/out/runs/_delta_log").type == pafs.FileType.Directory
+
+
+def test_a_run_with_its_scratch_on_s3_takes_the_storage_settings(tmp_path, monkeypatch) -> None:
+    """``--output s3a://…`` puts the run's scratch directory (the staged transactions and coordinator records,
+    txnlog.engine.staging) on S3 too. With the endpoint given only in the config's ``storage`` settings (no AWS_*
+    environment), the staging writes and reads go through the one filesystem resolver (txnlog.sources.storage):
+    the run, in this process without Spark, writes the same tables as with a local output, and leaves no scratch."""
+    from pyarrow import fs as pafs
+
+    from txnlog.brokerlog.scenarios import write_scenario
+    from txnlog.model.config import load_config
+    from txnlog.output import delta
+    from txnlog.pipeline import run
+
+    truth = write_scenario("replicas_disagree", tmp_path / "logs", seed=3)
+
+    def job(out: str, settings: dict[str, str]) -> dict[str, list[str]]:
+        given = {"logs": [str(tmp_path / "logs")], "output": out, "as_of": str(truth.as_of_ms), "cluster": "c"}
+        config = load_config(None, {**given, "progress": False, "storage": settings, "driver_max_bytes": str(1 << 30)})
+        run(config, progress=lambda _m: None)
+        names = ("transactions", "coordinator_history", "findings", "partition_health")
+        drop = {"cluster", "as_of", "source"}
+        return {
+            name: sorted(
+                repr({k: v for k, v in r.items() if k not in drop}) for r in delta.read_table(out, name).to_pylist()
+            )
+            for name in names
+        }
+
+    local = job(str(tmp_path / "out"), {})
+    assert local["transactions"] and local["coordinator_history"]
+    with s3_bucket(tmp_path, monkeypatch, "txnlog") as s3:
+        remote = job("s3a://txnlog/out", json.loads(storage.settings_option()))  # what s3_bucket configured
+        scratch = s3.get_file_info(pafs.FileSelector("txnlog/out/_txnlog_scratch", allow_not_found=True))
+    assert remote == local
+    assert not [i.path for i in scratch if i.type == pafs.FileType.File]

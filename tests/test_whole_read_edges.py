@@ -23,9 +23,10 @@ from hypothesis import strategies as st
 from tests.hot_segments import BASE_TS, DAMAGE_KINDS, _batch, write_hot_segment
 from txnlog.brokerlog import encode
 from txnlog.brokerlog.partition import PartitionLog, segment_file_name
+from txnlog.engine.staging import STAGED_SUFFIX, read_raw
 from txnlog.kafka.wire import ControlType
 from txnlog.model.rows import Checkpoint
-from txnlog.rules.staged import RAW_COLUMNS, STAGED_SUFFIX, read_raw
+from txnlog.rules.finish import RAW_COLUMNS
 from txnlog.sources.logdirs import Inventory, LogFile, discover
 
 #: what a transaction row says besides the table's columns: which file (and piece) finished it
@@ -87,7 +88,7 @@ def assert_edges_read_the_same(
 
     # staged: every transaction in the stage, the same ones; the rows yielded are the reference's plus, from the
     # segments that finished their own, closed ones whose marker is below the high watermark (the verdicts' rule
-    # drops them: txnlog.rules.tables.with_lso), as a split partition's pieces yield them
+    # drops them: txnlog.rules.partitions.with_lso), as a split partition's pieces yield them
     (work / "edges").mkdir()
     (work / "all").mkdir()
     got = _read(files, checkpoints, edge_bytes=edge_bytes, stage=str(work / "edges"))
@@ -292,7 +293,7 @@ def test_the_merge_of_a_hot_partition_gets_a_few_fragments_per_producer_and_segm
 ) -> None:
     """Each segment hands on at most, per producer, the run before its first marker, that marker, its last
     marker and the run after it; the other segments' transactions never reach the merge."""
-    from txnlog.rules.transactions import PartitionTransactions
+    from txnlog.engine.spark import sources
 
     segments, producers = 6, 4
     for k in range(segments):  # one replica's partition, six segments of many transactions each
@@ -310,15 +311,14 @@ def test_the_merge_of_a_hot_partition_gets_a_few_fragments_per_producer_and_segm
     inv = discover([str(tmp_path / "b0")])
     assert len(inv.segments) == segments
 
-    held: list[int] = []  # the fragments each merge of a whole partition holds when it emits (stage_file None)
-    original = PartitionTransactions.batches
+    held: list[int] = []  # the fragments each merge of a whole partition holds when it emits
+    original = sources.staged_transactions
 
-    def recording(self: Any, *args: Any, stage_file: str | None = None, **kwargs: Any) -> Any:
-        if stage_file is None:
-            held.append(sum(v.size for v in self.frags.values["kind"]))
-        return original(self, *args, stage_file=stage_file, **kwargs)
+    def recording(acc: Any, *args: Any, **kwargs: Any) -> Any:
+        held.append(sum(v.size for v in acc.frags.values["kind"]))
+        return original(acc, *args, **kwargs)
 
-    monkeypatch.setattr(PartitionTransactions, "batches", recording)
+    monkeypatch.setattr(sources, "staged_transactions", recording)
     files = [*inv.segments, *inv.snapshots]
     got = _read(files, list(inv.checkpoints), edge_bytes=0, stage=None)
     want = _read(files, list(inv.checkpoints), edge_bytes=NEVER, stage=None)

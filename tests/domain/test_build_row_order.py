@@ -21,14 +21,17 @@ SCENARIOS = ("replicas_disagree", "corrupt_and_truncated", "damage_around_transa
 
 def _tables(config: Any, inputs: Any, decoded: Any, summary: pa.Table, records: pa.Table, scratch: Path) -> dict:
     from txnlog import pipeline
+    from txnlog.engine import staging
     from txnlog.rules import tables
 
     as_of, _ = pipeline.resolve_as_of(config.as_of, decoded.times)
     thresholds = pipeline.thresholds_of(config, inputs, decoded, as_of)
-    built = tables.build(
-        summary, records, thresholds, scratch=str(scratch), checkpoints=inputs.inventory.checkpoints,
-        fragments=decoded.fragments, records_reduced=decoded.records_reduced, as_of=as_of,
+    checkpoints = inputs.inventory.checkpoints
+    summary, records = staging.merged_here(
+        summary, records, checkpoints, str(scratch), fragments=decoded.fragments,
+        records_reduced=decoded.records_reduced,
     )  # fmt: skip
+    built = tables.build(summary, records, thresholds, checkpoints=checkpoints, as_of=as_of)
     return {name: sorted(map(repr, t.to_pylist())) for name, t in built.items() if isinstance(t, pa.Table)}
 
 

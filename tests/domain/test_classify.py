@@ -209,7 +209,7 @@ def test_only_the_current_producer_id_owns_a_transaction():
     (``TransactionMarkerChannelManager.addTxnMarkersToSend`` sends ``txnMetadata.producerId``), so neither owns
     an open transaction; a batch of the next one is NO_TRANSACTIONAL_ID, VERIFY_FIRST (README, "How txnlog
     decides")."""
-    from txnlog.rules.tables import producer_owners
+    from txnlog.rules.coordinator_tables import producer_owners
 
     def record(tid, state, pid, previous, next_pid, partitions, offset):
         return {

@@ -16,9 +16,9 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from txnlog.engine.staging import read_raw, records_writer, reduced_staged
 from txnlog.model.rows import TXN_STATE_SCHEMA
 from txnlog.rules.coordinator import reduce_records
-from txnlog.rules.staged import read_raw, records_writer
 
 RECORD = st.tuples(
     st.integers(0, 2),  # coordinator partition
@@ -81,7 +81,7 @@ def test_reduced_rows_answer_like_all_records(spec, replicas, tmp_path_factory):
     stage = str(tmp_path_factory.mktemp("stage"))
     table = _records(spec, replicas)
     with records_writer(stage, "key") as sink:
-        reduced = reduce_records(table, sink).to_pylist()
+        reduced = reduced_staged(table, sink).to_pylist()
     once = [r for r in table.to_pylist() if r["broker"] == "b0"]
     counts: dict[str, int] = {}
     for r in reduced:

@@ -1,11 +1,11 @@
-"""Per-replica bounds and the leader (txnlog.rules.tables.replica_stats, by txnlog.broker.reconstruct.replica_logs)."""
+"""Per-replica bounds and the leader (txnlog.rules.partitions.replica_stats, by txnlog.broker.reconstruct.replica_logs)."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
-from txnlog.rules.tables import replica_stats
+from txnlog.rules.partitions import replica_stats
 
 
 def _segment(broker: str | None, topic: str, partition: int | None, base: int, last: int | None) -> dict:

@@ -1,4 +1,4 @@
-"""Staged transactions (txnlog.rules.staged) without Spark: the staging files and the finish's lookups."""
+"""Staged transactions (txnlog.engine.staging, txnlog.rules.finish) without Spark: the staging files and the finish's lookups."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from txnlog.engine import staging as staged
+from txnlog.engine.staging import read_raw, stage_name, write_raw
 from txnlog.model import contract as tables
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, repeated
-from txnlog.rules import staged
-from txnlog.rules.staged import OWNERS_SCHEMA, RAW_COLUMNS, SOURCES_SCHEMA, Finish, read_raw, stage_name, write_raw
+from txnlog.rules.finish import OWNERS_SCHEMA, RAW_COLUMNS, SOURCES_SCHEMA, Finish
 
 AS_OF = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

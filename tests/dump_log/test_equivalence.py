@@ -556,7 +556,7 @@ def test_damage_ranges_equal(tmp_path, scenario, variant) -> None:  # type: igno
     from txnlog.engine.spark.placement import read_here
     from txnlog.engine.spark.sources import SegmentsSource, files_option
     from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
-    from txnlog.rules import tables as rules
+    from txnlog.rules import partitions as rules
     from txnlog.sources.logdirs import discover
 
     logs = str(tmp_path / "logs")

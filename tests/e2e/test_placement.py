@@ -135,7 +135,8 @@ def test_coordinator_partitions_read_a_window_at_a_time(tmp_path, monkeypatch):
     from txnlog.engine.spark.placement import read_all_here
     from txnlog.engine.spark.sources import files_option
     from txnlog.engine.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
-    from txnlog.rules.staged import HISTORY_COLUMNS, read_raw
+    from txnlog.engine.staging import read_raw
+    from txnlog.rules.finish import HISTORY_COLUMNS
     from txnlog.sources.logdirs import discover
 
     write_scenario("replicas_disagree", tmp_path / "logs", seed=3)
@@ -162,12 +163,12 @@ def test_coordinator_partitions_read_a_window_at_a_time(tmp_path, monkeypatch):
 
 def test_a_failing_staged_write_is_not_an_unreadable_coordinator_file(tmp_path):
     """The coordinator reader quarantines a segment it cannot read; a scratch directory it cannot write stops the
-    run with the one-line error instead (txnlog.rules.staged.StagingError)."""
+    run with the one-line error instead (txnlog.engine.staging.StagingError)."""
     from txnlog.brokerlog.scenarios import write_scenario
     from txnlog.engine.spark.placement import read_all_here
     from txnlog.engine.spark.sources import files_option
     from txnlog.engine.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
-    from txnlog.rules.staged import StagingError
+    from txnlog.engine.staging import StagingError
     from txnlog.sources.logdirs import discover
 
     write_scenario("replicas_disagree", tmp_path / "logs", seed=3)
@@ -269,7 +270,7 @@ def test_groups_are_those_of_spark(spark):
     """The driver's grouping hands a function the same groups as groupBy().applyInArrow: nulls together."""
     import pyarrow as pa
 
-    from txnlog.rules.tables import groups
+    from txnlog.model.arrow import groups
 
     table = pa.table(
         {"k": ["b", None, "a", "b", None, None], "n": [1, 2, 3, None, 2, None], "v": [10, 20, 30, 40, 50, 60]}

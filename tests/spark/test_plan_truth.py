@@ -13,7 +13,7 @@ The truth is the writer's, not txnlog's: ``notes["abort_plan"]`` is what the wri
 ``PartitionLog.append_end_txn_marker`` (what WriteTxnMarkers makes the leader do) on copies of the leaders'
 logs taken at ``as_of``, HANGING transactions in start-offset order per partition.
 
-How the writer's numbers correspond to txnlog's (``abort_recommendations``, ``txnlog.rules.tables.abort_impact``):
+How the writer's numbers correspond to txnlog's (``abort_recommendations``, ``txnlog.rules.verdicts.abort_impact``):
 
 * while an unstable transaction is left, both say the LSO is its first offset;
 * with none left, Kafka's LSO is the high watermark once the marker is replicated, i.e. the log end *after*

@@ -67,8 +67,8 @@ def _tables(
 
     from txnlog.engine.spark import collect
     from txnlog.model.rows import KIND_MARKER, KIND_RUN
+    from txnlog.rules.finish import RAW_COLUMNS
     from txnlog.rules.producers import producers_of_summary
-    from txnlog.rules.staged import RAW_COLUMNS
     from txnlog.rules.transactions import KIND_TRANSACTION, checkpoints_of
 
     checkpoints = checkpoints_of(inv.checkpoints)

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from txnlog.model.arrow import group_starts
+
 RUN = 0
 MARKER = 1
 #: Marker-like pseudo fragment: an open transaction known only from a producer snapshot.
@@ -311,17 +313,6 @@ def replica_logs(
     ck, ck_ok = checkpoint_log_start
     log_start = np.where(ck_ok, np.maximum(start, np.minimum(ck, end)), start)
     return ReplicaLogs(tp=tp, log_start=log_start, log_end=end, clean_shutdown=clean_shutdown, has_segments=has)
-
-
-def group_starts(*keys: np.ndarray) -> np.ndarray:
-    """Positions where any of the (sorted) keys changes; position 0 always."""
-    n = keys[0].size
-    change = np.zeros(n, bool)
-    if n:
-        change[0] = True
-    for k in keys:
-        change[1:] |= k[1:] != k[:-1]
-    return np.flatnonzero(change)
 
 
 class _Groups:

@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from txnlog.broker.producer_state import files_producers, segment_producers
 from txnlog.broker.reconstruct import SUMMARY_FRAGMENT_COLUMNS, col, files_fragments, segment_fragments
+from txnlog.engine.staging import stage_name, staged_transactions, write_raw
 from txnlog.kafka.errors import UNREADABLE_FILE, DecodeError, QuarantineEntry
 from txnlog.kafka.producer_snapshot import decode_producer_snapshot
 from txnlog.kafka.record_batch import (
@@ -47,7 +48,6 @@ from txnlog.model.rows import (
     newest_timestamp,
 )
 from txnlog.rules.damage import region_offsets
-from txnlog.rules.staged import stage_name, write_raw
 from txnlog.rules.transactions import Checkpoints, PartitionTransactions, piece_edges
 from txnlog.sources import splits as S
 from txnlog.sources import storage
@@ -613,7 +613,9 @@ def finished_transactions(
     acc.add_fragments(file.broker, file.topic, file.partition, {k: col(v) for k, v in frags.items()})
     acc.add_segment(file.broker, file.topic, file.partition, file.base_offset, int(frags["last_offset"].max()))
     name = finished_file_name(file.broker, file.path, piece)
-    for batch in acc.batches(edges.checkpoints, SEGMENT_SUMMARY_SCHEMA, edges.stage, stage_file=name):
+    for batch in staged_transactions(
+        acc, edges.checkpoints, SEGMENT_SUMMARY_SCHEMA, stage=edges.stage, stage_file=name
+    ):
         n = batch.num_rows
         for column, values in (
             ("broker", pa.array([file.broker] * n, pa.string())),

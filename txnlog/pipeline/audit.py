@@ -14,9 +14,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from txnlog.engine import staging
 from txnlog.model import contract
 from txnlog.model.rows import Checkpoint
-from txnlog.rules import staged
+from txnlog.rules.finish import FinishHistory
 from txnlog.rules.integrity import integrity
 from txnlog.sources.logdirs import Inventory
 from txnlog.sources.txnindex import read_txn_indexes
@@ -48,7 +49,7 @@ def with_integrity(
     found = read_txn_indexes(inventory.segments, inventory.txn_indexes, checkpoints)
     txns = _staged(tables["transactions"], list(_TXN_COLUMNS))
     raw_history = _staged(tables["coordinator_history"], None)
-    history = staged.FinishHistory()(raw_history, "", as_of) if raw_history.num_rows else _empty_history()
+    history = FinishHistory()(raw_history, "", as_of) if raw_history.num_rows else _empty_history()
     out = dict(tables)
     out["integrity"] = integrity(txns, found.entries, found.segments, history)
     if found.quarantine:
@@ -74,7 +75,7 @@ def with_integrity(
 
 def _staged(table: Any, columns: list[str] | None) -> pa.Table:
     """Every row a staged table (txnlog.engine.spark.staged_table.StagedTable) holds, as staged."""
-    parts = [staged.read_raw(path) for path in table.raw_files()]
+    parts = [staging.read_raw(path) for path in table.raw_files()]
     parts = [p if columns is None else p.select(columns) for p in parts if p.num_rows]
     if not parts:
         if columns is None:

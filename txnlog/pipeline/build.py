@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from txnlog.broker import as_of as as_of_rule
 from txnlog.broker import classify
+from txnlog.engine import staging
 from txnlog.engine.spark.placement import Placement
 from txnlog.engine.spark.staged_table import StagedTable
 from txnlog.live.verify import live_rows
@@ -70,15 +71,17 @@ def build_tables(
     finished by the writer: in Spark tasks, or in this process with ``placement.driver``). ``as_of`` adds the
     quarantine's warning rows for client clocks far past it. The run key (cluster, as_of) is set by the writer."""
 
+    summary, records = staging.merged_here(
+        decoded.summary, decoded.records, decoded.checkpoints, scratch, fragments=decoded.fragments,
+        records_reduced=decoded.records_reduced, fragment_partitions=decoded.fragment_partitions,
+    )  # fmt: skip
     built = tables.build(
-        decoded.summary, decoded.records, thresholds, scratch=scratch, checkpoints=decoded.checkpoints,
-        fragments=decoded.fragments, fragment_partitions=decoded.fragment_partitions,
-        records_reduced=decoded.records_reduced, as_of=as_of, as_of_source=as_of_source,
+        summary, records, thresholds, checkpoints=decoded.checkpoints, as_of=as_of, as_of_source=as_of_source,
         history_bounds=decoded.history_bounds,
     )  # fmt: skip
     driver = placement is not None and placement.driver
     threads = placement.threads if placement is not None and driver else 1
-    for name in tables.STAGED:
+    for name in staging.STAGED:
         built[name] = StagedTable(spark, f"{scratch}/{name}", built[name], name, driver=driver, threads=threads)
     return built
 

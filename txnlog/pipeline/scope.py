@@ -57,7 +57,7 @@ class Cache:
 
 @contextmanager
 def run_scope(spark: SparkSession | None, output: str, run_id: str) -> Iterator[tuple[str, Cache]]:
-    """A run's scratch directory under the output (txnlog.rules.staged) and its cache, both released on
+    """A run's scratch directory under the output (txnlog.engine.staging) and its cache, both released on
     every exit; the run's Spark settings (RUN_CONF; one the user set explicitly wins) for its duration
     (``spark`` None: a small input's run, which starts no Spark)."""
 

@@ -8,7 +8,7 @@ record by (partition, offset) is the state), per producer id the newest record n
 broker-written timestamp, which coordinator partitions were read. :func:`reduce_records` keeps exactly
 those records (with the id's record count in ``transitions``), after dropping the copies other
 replicas hold of the same record; every record still goes to ``coordinator_history``, staged as
-an Arrow file by the task (``txnlog.rules.staged``). A task must hold every replica of the coordinator
+an Arrow file by the task (txnlog.engine.staging). A task must hold every replica of the coordinator
 partitions it reduces (the source packs them so; other inputs are grouped by partition in Spark).
 """
 
@@ -17,8 +17,6 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
-from txnlog.rules import staged
 
 #: the count of records of the row's transactional.id (on its newest record; 0 on the other kept rows)
 TRANSITIONS = pa.field("transitions", pa.int64())
@@ -69,31 +67,38 @@ def _codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def reduce_records(records: pa.Table, sink: staged.RawWriter | None = None) -> pa.Table:
-    """Rows of kind ``record`` (every replica of some coordinator partitions) → the rows the verdicts
-    need, with a ``transitions`` column; with a ``sink`` (txnlog.rules.staged.records_writer), every
-    record (once) is staged there.
+def distinct_records(records: pa.Table) -> pa.Table:
+    """Rows of kind ``record`` (every replica of some coordinator partitions), each record once, in
+    (partition, offset) order: replicas of a partition hold the same records at the same offsets."""
+    if records.num_rows == 0:
+        return records
+    part = records.column("coordinator_partition").to_numpy(zero_copy_only=False).astype(np.int64)
+    offset = records.column("record_offset").to_numpy(zero_copy_only=False).astype(np.int64)
+    if _in_log_order(part, offset):
+        return records
+    order = np.lexsort((_codes(records.column("broker")), offset, part))
+    first = np.ones(order.size, bool)
+    first[1:] = (part[order][1:] != part[order][:-1]) | (offset[order][1:] != offset[order][:-1])
+    return records.take(pa.array(order[first]))
 
-    A reducer: applied to the union of its results over disjoint sets of records (with no ``sink``), it
-    gives what it gives applied to all those records at once. Disjoint: no record is in two sets, so
-    the sets are different coordinator partitions, or pieces of one that share no (partition, offset)."""
+
+def reduce_records(records: pa.Table) -> pa.Table:
+    """Rows of kind ``record`` (every replica of some coordinator partitions) → the rows the verdicts
+    need, with a ``transitions`` column (every record, once, is :func:`distinct_records`, which a task
+    stages for ``coordinator_history``: txnlog.engine.staging.reduced_staged).
+
+    A reducer: applied to the union of its results over disjoint sets of records, it gives what it gives
+    applied to all those records at once. Disjoint: no record is in two sets, so the sets are different
+    coordinator partitions, or pieces of one that share no (partition, offset)."""
     if records.num_rows == 0:
         return (
             records
             if TRANSITIONS.name in records.column_names
             else records.append_column(TRANSITIONS, pa.nulls(0, pa.int64()))
         )
+    records = distinct_records(records)
     part = records.column("coordinator_partition").to_numpy(zero_copy_only=False).astype(np.int64)
     offset = records.column("record_offset").to_numpy(zero_copy_only=False).astype(np.int64)
-    if not _in_log_order(part, offset):
-        # one copy of each record: replicas of a partition hold the same records at the same offsets
-        order = np.lexsort((_codes(records.column("broker")), offset, part))
-        first = np.ones(order.size, bool)
-        first[1:] = (part[order][1:] != part[order][:-1]) | (offset[order][1:] != offset[order][:-1])
-        records = records.take(pa.array(order[first]))
-        part, offset = part[order[first]], offset[order[first]]
-    if sink is not None:
-        sink.write(records)
     # the rows now stand in (partition, offset) order, each record once
     tid = _codes(records.column("transactional_id"))
     tomb = pc.fill_null(records.column("is_tombstone"), False).to_numpy(zero_copy_only=False).astype(bool)

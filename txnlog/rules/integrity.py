@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from txnlog.kafka.wire import ControlType
 from txnlog.model import contract
-from txnlog.rules.staged import timestamps  # epoch ms → UTC timestamps, the writer's rule
+from txnlog.rules.finish import timestamps  # epoch ms → UTC timestamps, the writer's rule
 
 __all__ = [
     "ABORTED_DATA_VISIBLE",

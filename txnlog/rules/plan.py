@@ -20,7 +20,7 @@ def plan_steps(
     and after it and the offsets it releases; partitions that release the most first.
 
     On a partition with no fence step the numbers are the job's (``abort_recommendations.lso_after_abort``/
-    ``offsets_released``, txnlog.rules.tables.abort_impact). On one with a fence step they are computed here by
+    ``offsets_released``, txnlog.rules.verdicts.abort_impact). On one with a fence step they are computed here by
     the same rule (:func:`lso_after_steps`) over the steps planned there. Fences whose transaction lists no
     partition of the input come last."""
     bounds = {(h["topic"], h["partition"]): h for h in health if h.get("source") != "live"}

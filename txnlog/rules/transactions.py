@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from txnlog.broker import reconstruct as R
 from txnlog.model.rows import Checkpoint, batch_of
-from txnlog.rules import staged
+from txnlog.rules.finish import verdict_relevant
 
 KIND_TRANSACTION = "transaction"
 
@@ -117,22 +117,11 @@ class PartitionTransactions:
         if n:
             self.snaps.add({"replica": R.col(np.full(n, self._replica(broker, topic, partition), np.int32)), **entries})
 
-    def batches(
-        self,
-        checkpoints: Checkpoints,
-        schema: pa.Schema,
-        stage: str | None = None,
-        max_rows: int = 1 << 16,
-        stage_file: str | None = None,
-        writer: staged.RawWriter | None = None,
-    ) -> Iterator[pa.RecordBatch]:
-        """The transactions of every partition added as ``schema`` (the segments source's), ``max_rows``
-        rows per batch. With ``stage`` (a directory), all of them are written there for the
-        ``transactions`` table (txnlog.rules.staged; as ``stage_file``, default: a name of the replicas;
-        into ``writer`` when given, a file already open that more than one merge writes) and only those the
-        verdicts need are yielded."""
+    def merged(self, checkpoints: Checkpoints, schema: pa.Schema) -> Merged | None:
+        """The transactions of every partition added, as rows of ``schema`` (the segments source's), with the
+        bound :meth:`Merged.verdict_relevant` applies; None when nothing was added."""
         if not self.replica_ids:
-            return
+            return None
         # replicas ordered by (topic, partition, broker): index order is broker order within a partition
         names = sorted(self.replica_ids, key=lambda k: (k[1], k[2], k[0]))
         remap = np.empty(len(names), np.int32)
@@ -160,19 +149,37 @@ class PartitionTransactions:
             merged["snapshot_coordinator_epoch"], merged["prev_coordinator_epoch"]
         )
         table = _arrow(merged, lists, partitions, [b for b, _, _ in names], schema)
-        if writer is not None:
-            writer.write(table)
-        elif stage is not None:
-            staged.write_raw(table, stage, stage_file or staged.stage_name(f"{b}/{t}-{p}" for b, t, p in names))
-        if stage is not None or writer is not None:
-            # a lower bound of each partition's high watermark: the smallest checkpointed one, else the log end
-            hw = np.array([c[2] if c[2] is not None else R.I64_MAX for c in ck], np.int64)
-            bound = np.where(replicas.is_lead, replicas.log_end, R.I64_MAX)
-            bound = np.minimum(bound, hw)
-            per_tp = np.full(len(partitions), R.I64_MAX, np.int64)
-            np.minimum.at(per_tp, tp, bound)
-            table = table.filter(staged.verdict_relevant(table, per_tp[merged["tp"][0]]))
-        yield from table.to_batches(max_chunksize=max_rows)
+        # a lower bound of each partition's high watermark: the smallest checkpointed one, else the log end
+        hw = [c[2] if len(c) > 2 and c[2] is not None else R.I64_MAX for c in ck]
+        bound = np.minimum(np.where(replicas.is_lead, replicas.log_end, R.I64_MAX), np.array(hw, np.int64))
+        return Merged(table, _per_row_minimum(bound, tp, len(partitions), merged["tp"][0]), tuple(names))
+
+    def batches(self, checkpoints: Checkpoints, schema: pa.Schema, max_rows: int = 1 << 16) -> Iterator[pa.RecordBatch]:
+        """Every transaction of the partitions added (:meth:`merged`), ``max_rows`` rows per batch."""
+        merged = self.merged(checkpoints, schema)
+        if merged is not None:
+            yield from merged.table.to_batches(max_chunksize=max_rows)
+
+
+def _per_row_minimum(bound: np.ndarray, tp: np.ndarray, partitions: int, row_tp: np.ndarray) -> np.ndarray:
+    """Each row's partition's smallest ``bound`` over its replicas (``tp``: each replica's partition)."""
+    per_tp = np.full(partitions, R.I64_MAX, np.int64)
+    np.minimum.at(per_tp, tp, bound)
+    return per_tp[row_tp]
+
+
+@dataclass(frozen=True)
+class Merged:
+    """The transactions :meth:`PartitionTransactions.merged` gives: ``table``, each row's lower bound of its
+    partition's high watermark (``hw_bound``), the replicas merged (broker, topic, partition)."""
+
+    table: pa.Table
+    hw_bound: np.ndarray
+    replicas: tuple[tuple[str, str, int], ...]
+
+    def verdict_relevant(self) -> pa.Table:
+        """The rows the verdicts and the LSO read (txnlog.rules.finish.verdict_relevant)."""
+        return self.table.filter(verdict_relevant(self.table, self.hw_bound))
 
 
 def snapshot_epoch_where_no_marker(snapshot_epoch: R.Col, prev_epoch: R.Col) -> R.Col:
@@ -276,13 +283,17 @@ def _arrow_col(table: pa.Table, name: str, dtype: np.dtype) -> R.Col:
     return values, np.asarray(valid, bool)
 
 
-def transactions_of_summary(
-    table: pa.Table, checkpoints: Checkpoints, stage: str | None = None, schema: pa.Schema | None = None
-) -> pa.Table:
+def transactions_of_summary(table: pa.Table, checkpoints: Checkpoints, schema: pa.Schema | None = None) -> pa.Table:
     """The transactions of every partition in ``table`` (summary rows: run, marker, segment,
     snapshot; other kinds are ignored), as rows of kind ``transaction`` in ``schema`` (default ``table``'s:
     the merge reads none of the transaction rows' own columns, so ``table`` may lack them)."""
     schema = schema or table.schema
+    return pa.Table.from_batches(list(accumulated(table).batches(checkpoints, schema)), schema=schema)
+
+
+def accumulated(table: pa.Table) -> PartitionTransactions:
+    """A :class:`PartitionTransactions` holding every partition's fragments, segments and snapshot entries of
+    ``table`` (summary rows: run, marker, segment, snapshot; other kinds are ignored)."""
     table = table.filter(
         pc.and_(
             pc.is_in(table.column("kind"), pa.array(["run", "marker", "segment", "snapshot"])),
@@ -313,4 +324,4 @@ def transactions_of_summary(
         acc.add_snapshot(
             b, t, p, {n: _arrow_col(snap_rows, n, d) for n, d in _SNAPSHOT_DTYPES.items() if n != "replica"}
         )
-    return pa.Table.from_batches(list(acc.batches(checkpoints, schema, stage)), schema=schema)
+    return acc

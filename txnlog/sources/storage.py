@@ -144,9 +144,12 @@ _filesystems: dict[tuple[str, str], Any] = {}
 
 
 def filesystem(uri: str) -> tuple[Any, str]:
-    """(pyarrow filesystem, path inside it) for a remote ``uri``; one filesystem per scheme and host, made
-    once per process (a task reads many files: an HDFS or Azure client is not set up for each)."""
+    """(pyarrow filesystem, path inside it) for ``uri``: a local path (or ``file://``) as it is; for a remote one,
+    one filesystem per scheme and host, made once per process (a task reads many files: an HDFS or Azure client
+    is not set up for each) from the configured settings (:func:`configure`)."""
     check_scheme(uri)
+    if not is_remote(uri):
+        return pafs.LocalFileSystem(), local_path(uri)
     scheme = scheme_of(uri) or "file"
     family = SCHEMES.get(scheme, "file")
     parts = urlsplit(uri)

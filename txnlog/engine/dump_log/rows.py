@@ -18,9 +18,8 @@ import pyarrow.compute as pc
 
 from txnlog.engine.dump_log.assemble import assemble_segment, assemble_txn_state
 from txnlog.kafka import dump_log_text as D
+from txnlog.model.arrow import groups, lookup
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
-from txnlog.rules import staged
-from txnlog.rules.tables import groups
 from txnlog.sources.dump_log.lines import DEFAULT_CHUNK_BYTES, iter_line_batches
 from txnlog.sources.dump_log.parse import (
     DAMAGE_KINDS,
@@ -223,14 +222,14 @@ def _named(table: pa.Table, names: dict[tuple[str | None, str | None], str | Non
     if not names or not table.num_rows:
         return table
     keys = list(names)
-    lookup = pa.table(
+    replicas = pa.table(
         {
             "dump_file": pa.array([f for f, _ in keys], pa.string()),
             "broker": pa.array([b for _, b in keys], pa.string()),
             "replica": pa.array([names[k] for k in keys], pa.string()),
         }
     )
-    named = staged.lookup(table, ["dump_file", "broker"], lookup, "replica")
+    named = lookup(table, ["dump_file", "broker"], replicas, "replica")
     broker = pc.coalesce(named, table.column("broker"))
     return table.set_column(table.column_names.index("broker"), "broker", broker)
 

@@ -11,7 +11,7 @@ and open transaction:
 - :func:`merged_fragments`: the partitions whose rows were decoded in several tasks (kafka-dump-log.sh files,
   a live cluster's batches, a segment read in pieces) grouped by partition and merged by the same function
   (``groupBy(...).applyInArrow``), every transaction staged for the ``transactions`` table and only those
-  the verdicts need kept (txnlog.rules.staged);
+  the verdicts need kept (txnlog.engine.staging);
 - :func:`reduced_records`: ``__transaction_state`` records not reduced where they were read, reduced per
   coordinator partition by the same function;
 - :func:`broker_times`: the newest broker-written times (txnlog.broker.as_of), one Arrow function per batch,
@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-from pyarrow import fs as pafs
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
@@ -37,11 +36,17 @@ from pyspark.sql.types import LongType, StructField, StructType
 from txnlog.broker import as_of
 from txnlog.engine.segments import finished_file_name, fragments_dir
 from txnlog.engine.spark.sources import arrow_to_spark_schema
+from txnlog.engine.staging import (
+    delete_staged,
+    read_raw,
+    records_writer,
+    reduced_staged,
+    staged_files,
+    staged_transactions_of_summary,
+)
 from txnlog.model.rows import KIND_MARKER, KIND_RUN, SEGMENT_SUMMARY_SCHEMA
-from txnlog.rules import staged
-from txnlog.rules.coordinator import reduce_records
-from txnlog.rules.staged import STAGED_SUFFIX, filesystem_of, read_raw
-from txnlog.rules.transactions import KIND_TRANSACTION, Checkpoints, transactions_of_summary
+from txnlog.rules.transactions import KIND_TRANSACTION, Checkpoints
+from txnlog.sources import storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -82,11 +87,13 @@ def merged_fragments(
     sent = [f.name for f in SEGMENT_SUMMARY_SCHEMA if not pa.types.is_list(f.type)]
 
     skip = frozenset(dead)
+    settings = {"storage": storage.settings_option()}  # the tasks open the scratch dir as the driver does
 
     def merge_group(table: pa.Table) -> pa.Table:  # typed: applyInArrow reads the hints
         if staged is not None and table.num_rows:
             table = _with_staged(table, staged, skip)
-        return transactions_of_summary(table, known, stage, SEGMENT_SUMMARY_SCHEMA)
+        storage.configure_from_options(settings)
+        return staged_transactions_of_summary(table, known, stage, SEGMENT_SUMMARY_SCHEMA)
 
     return (
         pieces.select(*sent)
@@ -100,12 +107,7 @@ def _with_staged(table: pa.Table, staged: str, dead: frozenset[tuple[str, str, i
     ``dead`` pieces'."""
 
     where = fragments_dir(staged, table.column("topic")[0].as_py(), int(table.column("partition")[0].as_py()))
-    filesystem, path = filesystem_of(where)
-    prefix = where[: len(where) - len(path)] if where.endswith(path) else ""
-    infos = filesystem.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-    parts = [
-        read_raw(prefix + i.path) for i in infos if i.type == pafs.FileType.File and i.path.endswith(STAGED_SUFFIX)
-    ]
+    parts = [read_raw(path) for path in staged_files(where)]
     if not parts:
         return table
     frags = pa.concat_tables(parts)
@@ -123,9 +125,12 @@ def reduced_records(records: DataFrame, stage: str) -> DataFrame:
 
     columns = [c for c in records.columns if c != "transitions"]
 
+    settings = {"storage": storage.settings_option()}  # the tasks open the scratch dir as the driver does
+
     def reduce_group(table: pa.Table) -> pa.Table:  # typed: applyInArrow reads the hints
-        with staged.records_writer(stage, f"{table.column('coordinator_partition')[0]}") as sink:
-            return reduce_records(table, sink)
+        storage.configure_from_options(settings)
+        with records_writer(stage, f"{table.column('coordinator_partition')[0]}") as sink:
+            return reduced_staged(table, sink)
 
     recs = records.filter(F.col("kind") == "record").select(*columns)
     # every column nullable: the reduced rows are a subset, but a caller's F.lit column is declared non-null
@@ -216,11 +221,7 @@ def drop_finished(stage: str, dead: Collection[tuple[str, str, int]]) -> None:
 
     if not dead:
         return
-    filesystem, path = filesystem_of(stage)
-    for broker, file, piece in dead:
-        target = f"{path}/{finished_file_name(broker, file, piece)}"
-        if filesystem.get_file_info(target).is_file:
-            filesystem.delete_file(target)
+    delete_staged(stage, (finished_file_name(broker, file, piece) for broker, file, piece in dead))
 
 
 def _with_nulls(table: pa.Table, schema: pa.Schema) -> pa.Table:

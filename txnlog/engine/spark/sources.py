@@ -58,12 +58,12 @@ from txnlog.engine.segments import (
     summarize_segment,
     summarize_snapshot,
 )
+from txnlog.engine.staging import RawWriter, stage_name, staged_transactions
 from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
 from txnlog.kafka.record_batch import empty_batches
 from txnlog.model.rows import (
     SEGMENT_SUMMARY_SCHEMA,
 )
-from txnlog.rules.staged import RawWriter, filesystem_of, stage_name
 from txnlog.rules.transactions import PartitionTransactions
 from txnlog.sources import splits as S
 from txnlog.sources import storage
@@ -127,7 +127,7 @@ def write_manifest(
         ],
         schema=_CHECKPOINT_SCHEMA,
     )
-    filesystem, path = filesystem_of(directory)
+    filesystem, path = storage.filesystem(directory)
     filesystem.create_dir(path, recursive=True)
     out: dict[str, str] = {}
     for option, data in (("manifest", table), ("checkpoints_manifest", cp_table)):
@@ -140,7 +140,7 @@ def write_manifest(
 
 def _read_arrow(uri: str) -> pa.Table:
 
-    filesystem, path = filesystem_of(uri)
+    filesystem, path = storage.filesystem(uri)
     with filesystem.open_input_file(path) as f:
         return ipc.open_file(f).read_all()
 
@@ -637,12 +637,12 @@ class _SegmentsReader(FilesReader):
                 # the merge's partitions are whole (a partition's files are next to each other): final rows
                 yield from group.decode(segments, merge)
                 yield from segments.batches()
-                yield from merge.batches(checkpoints, SEGMENT_SUMMARY_SCHEMA, stage, writer=writer)
+                yield from staged_transactions(merge, checkpoints, SEGMENT_SUMMARY_SCHEMA, stage=stage, writer=writer)
                 merge, merged = PartitionTransactions(), 0
         yield from group.decode(segments, merge)
         yield from segments.batches()
         if merge is not None and isinstance(partition, _FilesPartition):
-            yield from merge.batches(checkpoints, SEGMENT_SUMMARY_SCHEMA, stage, writer=writer)
+            yield from staged_transactions(merge, checkpoints, SEGMENT_SUMMARY_SCHEMA, stage=stage, writer=writer)
 
 
 class SegmentsSource(DataSource):

@@ -1,4 +1,4 @@
-"""An output table as staged files (txnlog.rules.staged) and what finishes them, in Spark's tasks.
+"""An output table as staged files (txnlog.engine.staging) and what finishes them, in Spark's tasks.
 
 The tasks that rebuilt the rows staged them as Arrow files; :class:`StagedTable` holds the session that
 turns them into the table's files, in parallel Python tasks (or in this process for a small input), and
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import posixpath
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,9 +18,10 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-from pyarrow import fs as pafs
 
-from txnlog.rules.staged import STAGED_SUFFIX, Finisher, filesystem_of, finish_files
+from txnlog.engine.staging import finish_files, staged_files
+from txnlog.rules.finish import Finisher
+from txnlog.sources import storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -27,8 +29,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class StagedTable:
-    """An output table as staged files plus what finishes them (see txnlog.rules.staged): ``transactions``
-    (``txnlog.rules.staged.Finish``) or ``coordinator_history`` (``FinishHistory``).
+    """An output table as staged files plus what finishes them (txnlog.engine.staging): ``transactions``
+    (``txnlog.rules.finish.Finish``) or ``coordinator_history`` (``FinishHistory``).
 
     ``txnlog.output.delta`` writes it with :meth:`write_parquet` into the table's own staging directory (the
     deltalake writer commits those files), or reads it with :meth:`dataframe` (delta-spark, notebooks).
@@ -42,10 +44,7 @@ class StagedTable:
     threads: int = 1  # in this process, finished by so many threads (the placement's)
 
     def raw_files(self) -> list[str]:
-        filesystem, path = filesystem_of(self.stage)
-        infos = filesystem.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-        prefix = self.stage[: len(self.stage) - len(path)] if self.stage.endswith(path) else ""
-        return sorted(prefix + i.path for i in infos if i.type == pafs.FileType.File and i.path.endswith(STAGED_SUFFIX))
+        return staged_files(self.stage)
 
     def write_parquet(self, target: str, cluster: str, as_of: datetime) -> int:
         """Write the table's files for the run (cluster, as_of) into ``target`` (a directory path or
@@ -66,7 +65,9 @@ class StagedTable:
         spark = self._session()
         tasks = max(1, min(len(files), spark.sparkContext.defaultParallelism * 2))
         paths = spark.createDataFrame([(f,) for f in files], "path string").repartition(tasks)
-        work = partial(finish_files, how=self.how, target=target, cluster=cluster, as_of=as_of)
+        work = partial(
+            _finish_in_task, storage.settings_option(), how=self.how, target=target, cluster=cluster, as_of=as_of
+        )
         # Lazy in this module: pyspark (and engine.spark, which imports it) loads only where a run uses Spark.
         from pyspark.sql import functions as F
 
@@ -88,3 +89,11 @@ class StagedTable:
         if self.spark is None:
             raise ValueError(f"{self.table}: staged by a run without Spark; finish it with write_parquet")
         return self.spark
+
+
+def _finish_in_task(
+    settings: str, batches: Iterator[pa.RecordBatch], how: Finisher, target: str, cluster: str, as_of: datetime
+) -> Iterator[pa.RecordBatch]:
+    """txnlog.engine.staging.finish_files in a Spark task, with the driver's storage settings."""
+    storage.configure_from_options({"storage": settings})
+    return finish_files(batches, how, target, cluster, as_of)

@@ -18,11 +18,11 @@ from pyspark.sql.types import StructType
 
 from txnlog.engine.segments import limit_kwargs, log_bytes
 from txnlog.engine.spark.sources import FilesReader, arrow_to_spark_schema, option_flag, partition_files
+from txnlog.engine.staging import records_writer, reduced_staged
 from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
 from txnlog.kafka.record_batch import release_output_blocks
 from txnlog.kafka.txn_state import scan_transaction_log_windows
 from txnlog.model.rows import KIND_QUARANTINE, TXN_STATE_SCHEMA, batch_of
-from txnlog.rules import staged
 from txnlog.rules.coordinator import TRANSITIONS, reduce_records
 from txnlog.sources.logdirs import LogFile
 
@@ -172,7 +172,7 @@ class _TxnStateReader(FilesReader):
         seen: list[np.ndarray] = []  # the offsets of each window read so far, sorted
         parts: list[pa.Table] = []  # the windows' reductions, reduced together once they hold many rows
         rows = 0
-        with staged.records_writer(self.options.get("stage"), "\n".join(sorted(f.path for f in files))) as sink:
+        with records_writer(self.options.get("stage"), "\n".join(sorted(f.path for f in files))) as sink:
             for file in ordered:
                 for batch in self._decoded(file):
                     if batch.column("kind")[0].as_py() == KIND_QUARANTINE:
@@ -184,7 +184,7 @@ class _TxnStateReader(FilesReader):
                     if known.any():  # another replica's copy of a record already read
                         window, offsets = window.filter(pa.array(~known)), offsets[~known]
                     seen.append(offsets if np.all(offsets[1:] > offsets[:-1]) else np.sort(offsets))  # log order
-                    parts.append(reduce_records(window, sink))
+                    parts.append(reduced_staged(window, sink))
                     rows += parts[-1].num_rows
                     if rows > _REDUCED_ROWS and len(parts) > 1:
                         parts = [reduce_records(pa.concat_tables(parts))]

@@ -1,0 +1,300 @@
+"""The run's intermediate files: staged rows of the ``transactions`` and ``coordinator_history`` tables.
+
+Every transaction of the input goes to ``transactions``, but only the few the verdicts read travel on
+(txnlog.rules.finish.verdict_relevant). So the task that merges a partition's transactions
+(txnlog.rules.transactions) or reduces a coordinator partition's records (txnlog.rules.coordinator) stages all
+of them here as Arrow IPC files under the run's scratch directory, and hands on only what the tables need. Once
+the run's ``as_of`` and owners are known, :func:`finish_files` turns the staged files into the tables' Parquet
+files (txnlog.engine.spark.staged_table), which the Delta writer commits as they are.
+
+The rules decide; this module only writes and reads. Every path goes through txnlog.sources.storage.filesystem,
+so a scratch directory on object storage takes the configured storage settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import uuid
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+from pyarrow import fs as pafs
+
+from txnlog.model import contract
+from txnlog.model.errors import UsageError
+from txnlog.model.rows import KIND_MARKER, KIND_RUN, SEGMENT_SUMMARY_SCHEMA, Checkpoint
+from txnlog.rules.coordinator import distinct_records, reduce_records
+from txnlog.rules.finish import HISTORY_COLUMNS, RAW_COLUMNS, Finisher
+from txnlog.rules.transactions import (
+    Checkpoints,
+    PartitionTransactions,
+    accumulated,
+    checkpoints_of,
+)
+from txnlog.sources import storage
+
+#: suffix of a staged file: the Arrow IPC file format (``pyarrow.ipc``)
+STAGED_SUFFIX = ".arrow"
+
+#: rows per record batch of a staged file, and about the rows finished and written at a time
+#: (:func:`finish_files`): a file may hold every transaction of the partitions a task read, so it is finished a
+#: chunk at a time (benchmarks/RESULTS.md §2)
+STAGED_BATCH_ROWS = 1 << 16
+
+#: the tables whose rows are staged as files under the scratch directory's ``<name>``: the rules give what
+#: finishes them (txnlog.rules.finish), txnlog.engine.spark.staged_table the files
+STAGED = ("transactions", "coordinator_history")
+
+
+def stage_name(keys: Iterable[str]) -> str:
+    """A file name that depends only on what a task read, so a retried task overwrites its attempt."""
+    digest = hashlib.sha1("\n".join(sorted(keys)).encode()).hexdigest()[:20]
+    return f"part-{digest}{STAGED_SUFFIX}"
+
+
+def write_raw(table: pa.Table, stage: str, name: str, columns: tuple[str, ...] | None = RAW_COLUMNS) -> None:
+    """Stage ``table`` (the transaction rows of some partitions, by default) as ``stage``/``name``.
+
+    Staged files live only for the run and are read back whole by :func:`read_raw`, so they are Arrow IPC files
+    with LZ4 frames, not Parquet: cheaper to write and read, and smaller (benchmarks/RESULTS.md §2)."""
+    with RawWriter(stage, name, columns) as writer:
+        writer.write(table)
+
+
+class RawWriter:
+    """:func:`write_raw` a table at a time into one staged file: ``with RawWriter(stage, name) as w: w.write(t)``.
+    The file is created by the first table with rows (none, no file); every table must have the first's schema."""
+
+    def __init__(self, stage: str, name: str, columns: tuple[str, ...] | None = RAW_COLUMNS) -> None:
+        self._stage, self._name, self._columns = stage, name, columns
+        self._sink: Any = None
+        self._writer: Any = None
+
+    def write(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        data = table.select(list(self._columns)) if self._columns is not None else table
+        try:
+            if self._writer is None:
+                filesystem, path = storage.filesystem(self._stage)
+                filesystem.create_dir(path, recursive=True)
+                self._sink = filesystem.open_output_stream(posixpath.join(path, self._name), compression=None)
+                options = ipc.IpcWriteOptions(compression="lz4")
+                self._writer = ipc.new_file(self._sink, data.schema, options=options)
+            self._writer.write_table(data, max_chunksize=STAGED_BATCH_ROWS)
+        except OSError as e:
+            raise StagingError(self._stage, e) from e
+
+    def __enter__(self) -> RawWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._writer is not None:
+            try:
+                self._writer.close()
+                self._sink.close()
+            except OSError as e:
+                raise StagingError(self._stage, e) from e
+
+
+class StagingError(UsageError):
+    """A staged file could not be written (a full disk, no permission). Not an ``OSError``: a reader that
+    quarantines a file it cannot read must not take the scratch directory's failure for the input's."""
+
+    def __init__(self, stage: str, error: OSError) -> None:
+        super().__init__(
+            f"cannot write the run's intermediate files under {stage}: {error}; free space there or give an "
+            "--output on a filesystem with room (the scratch directory is the output's _txnlog_scratch)"
+        )
+
+
+def records_writer(stage: str | None, key: str) -> AbstractContextManager[RawWriter | None]:
+    """Where a task stages every ``__transaction_state`` record it read of what ``key`` names (the columns of
+    ``coordinator_history``, ``HISTORY_COLUMNS``): a :class:`RawWriter`, or None without a ``stage``."""
+    return nullcontext() if stage is None else RawWriter(stage, stage_name([key]), columns=HISTORY_COLUMNS)
+
+
+def read_raw(uri: str) -> pa.Table:
+    """A file :func:`write_raw` staged (a path or URI)."""
+    filesystem, path = storage.filesystem(uri)
+    with filesystem.open_input_file(path) as source:
+        return ipc.open_file(source).read_all()
+
+
+def raw_chunks(uri: str, rows: int | None = None) -> Iterator[pa.Table]:
+    """A file :func:`write_raw` staged, as tables of its record batches of about ``rows`` rows each (by default
+    two batches' worth; at least one table, maybe empty), read one after another."""
+    rows = rows or 2 * STAGED_BATCH_ROWS
+    filesystem, path = storage.filesystem(uri)
+    with filesystem.open_input_file(path) as source:
+        reader = ipc.open_file(source)
+        held: list[pa.RecordBatch] = []
+        count = 0
+        for i in range(reader.num_record_batches):
+            held.append(reader.get_batch(i))
+            count += held[-1].num_rows
+            if count >= rows:
+                yield pa.Table.from_batches(held, reader.schema)
+                held, count = [], 0
+        if held or reader.num_record_batches == 0:
+            yield pa.Table.from_batches(held, reader.schema)
+
+
+def staged_files(directory: str) -> list[str]:
+    """The staged files directly under ``directory`` (a path or URI, as given), sorted; none if it is absent."""
+    filesystem, path = storage.filesystem(directory)
+    infos = filesystem.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    prefix = directory[: len(directory) - len(path)] if directory.endswith(path) else ""
+    return sorted(prefix + i.path for i in infos if i.type == pafs.FileType.File and i.path.endswith(STAGED_SUFFIX))
+
+
+def delete_staged(directory: str, names: Iterable[str]) -> None:
+    """Remove the staged files ``names`` under ``directory`` (those that exist)."""
+    filesystem, path = storage.filesystem(directory)
+    for name in names:
+        target = f"{path}/{name}"
+        if filesystem.get_file_info(target).is_file:
+            filesystem.delete_file(target)
+
+
+def finish_files(
+    batches: Iterator[pa.RecordBatch], how: Finisher, target: str, cluster: str, as_of: datetime
+) -> Iterator[pa.RecordBatch]:
+    """Each staged file named in ``batches``' ``path`` column finished by ``how`` into one Parquet file under
+    ``target``; one row (the file's name, its rows) per file."""
+    filesystem, directory = storage.filesystem(target)
+    filesystem.create_dir(directory, recursive=True)
+    for batch in batches:
+        for path in batch.column("path").to_pylist():
+            name = f"part-{uuid.uuid4().hex}-c000.snappy.parquet"
+            written = 0
+            writer: pq.ParquetWriter | None = None
+            try:  # a chunk at a time (``how`` is row by row): the memory of a chunk, not of the file
+                for chunk in raw_chunks(path):
+                    rows = how(chunk, cluster, as_of)
+                    if writer is None:
+                        out = posixpath.join(directory, name)
+                        options = contract.parquet_options(rows.schema)
+                        writer = pq.ParquetWriter(out, rows.schema, filesystem=filesystem, **options)
+                    writer.write_table(rows)
+                    written += rows.num_rows
+            finally:
+                if writer is not None:
+                    writer.close()
+            yield pa.RecordBatch.from_pydict({"path": [name], "rows": [written]})
+
+
+# ---------------------------------------------------------------------------
+# the rules' results, staged
+# ---------------------------------------------------------------------------
+
+
+def staged_transactions(
+    acc: PartitionTransactions,
+    checkpoints: Checkpoints,
+    schema: pa.Schema,
+    *,
+    stage: str | None,
+    stage_file: str | None = None,
+    writer: RawWriter | None = None,
+    max_rows: int = 1 << 16,
+) -> Iterator[pa.RecordBatch]:
+    """The transactions of the partitions ``acc`` holds (txnlog.rules.transactions), ``max_rows`` rows per
+    batch. With a ``stage`` (a directory) or a ``writer`` (a staged file already open, which several merges
+    write), every one is staged (as ``stage_file``, default: a name of the replicas) and only those the verdicts
+    need are yielded; else every one is yielded."""
+    merged = acc.merged(checkpoints, schema)
+    if merged is None:
+        return
+    table = merged.table
+    if writer is not None:
+        writer.write(table)
+    elif stage is not None:
+        write_raw(table, stage, stage_file or stage_name(f"{b}/{t}-{p}" for b, t, p in merged.replicas))
+    if stage is not None or writer is not None:
+        table = merged.verdict_relevant()
+    yield from table.to_batches(max_chunksize=max_rows)
+
+
+def staged_transactions_of_summary(
+    table: pa.Table, checkpoints: Checkpoints, stage: str | None, schema: pa.Schema | None = None
+) -> pa.Table:
+    """txnlog.rules.transactions.transactions_of_summary, every transaction staged under ``stage`` and only those
+    the verdicts need returned (``stage`` None: every one returned)."""
+    schema = schema or table.schema
+    batches = staged_transactions(accumulated(table), checkpoints, schema, stage=stage)
+    return pa.Table.from_batches(list(batches), schema=schema)
+
+
+def reduced_staged(records: pa.Table, sink: RawWriter | None) -> pa.Table:
+    """txnlog.rules.coordinator.reduce_records of ``records``, every distinct record staged into ``sink``."""
+    records = distinct_records(records)
+    if sink is not None:
+        sink.write(records)
+    return reduce_records(records)
+
+
+def merged_here(
+    summary: pa.Table,
+    records: pa.Table,
+    checkpoints: Sequence[Checkpoint],
+    scratch: str,
+    *,
+    fragments: bool,
+    records_reduced: bool,
+    fragment_partitions: Collection[tuple[str, int]] | None = None,
+) -> tuple[pa.Table, pa.Table]:
+    """``summary`` and ``records`` as the rules take them, in this process: with ``fragments``, the fragments
+    still to merge (``fragment_partitions``: only those partitions', None: any) merged into ``transaction`` rows
+    in place of the fragments (every transaction staged under ``scratch``/transactions); unless ``records_reduced``, the
+    coordinator's records reduced per partition (every record staged under ``scratch``/coordinator_history).
+    In Spark, the same happens per partition in tasks (txnlog.engine.spark.collect.merged_and_collected)."""
+    if fragments:
+        merged = _merged_fragments(summary, checkpoints, f"{scratch}/transactions", fragment_partitions)
+        rest = summary.filter(pc.invert(pc.is_in(summary.column("kind"), pa.array([KIND_RUN, KIND_MARKER]))))
+        summary = pa.concat_tables([rest, merged], promote_options="default")
+    if not records_reduced:
+        records = _reduced_records(records, f"{scratch}/coordinator_history")
+    return summary, records
+
+
+def _merged_fragments(
+    summary: pa.Table,
+    checkpoints: Sequence[Checkpoint],
+    stage: str,
+    fragment_partitions: Collection[tuple[str, int]] | None,
+) -> pa.Table:
+    """The transaction rows merged from ``summary``'s fragments (in the summary source's columns)."""
+    names = SEGMENT_SUMMARY_SCHEMA.names
+    kinds = pa.array(["run", "marker", "segment", "snapshot"])
+    pieces = summary.filter(pc.is_in(summary.column("kind"), kinds)).select(names)
+    pieces = pieces.filter(pc.and_(pc.is_valid(pieces.column("topic")), pc.is_valid(pieces.column("partition"))))
+    if fragment_partitions is not None:
+        wanted = {f"{t}-{p}" for t, p in fragment_partitions}
+        keys = pc.binary_join_element_wise(pieces.column("topic"), pieces.column("partition").cast(pa.string()), "-")
+        pieces = pieces.filter(pc.is_in(keys, pa.array(sorted(wanted), pa.string())))
+    if not pieces.num_rows:
+        return SEGMENT_SUMMARY_SCHEMA.empty_table()
+    return staged_transactions_of_summary(pieces, checkpoints_of(checkpoints), stage, SEGMENT_SUMMARY_SCHEMA)
+
+
+def _reduced_records(records: pa.Table, stage: str) -> pa.Table:
+    """``records`` whose ``record`` rows were not reduced where decoded, reduced per coordinator partition,
+    every record staged under ``stage``; other rows as they are."""
+    columns = [c for c in records.column_names if c != "transitions"]
+    recs = records.filter(pc.equal(records.column("kind"), "record")).select(columns)
+    parts = sorted(set(recs.column("coordinator_partition").drop_null().to_pylist()))
+    reduced = []
+    for p in parts:
+        with records_writer(stage, str(p)) as sink:
+            reduced.append(reduced_staged(recs.filter(pc.equal(recs.column("coordinator_partition"), p)), sink))
+    others = records.filter(pc.not_equal(records.column("kind"), "record")).select(columns)
+    others = others.append_column("transitions", pa.nulls(others.num_rows, pa.int64()))
+    return pa.concat_tables([*[r.select(others.column_names).cast(others.schema) for r in reduced], others])
