@@ -141,6 +141,12 @@ def furthest(logs: Sequence[tuple[str, pa.Table, str]]) -> tuple[ClusterImage, s
     return best
 
 
+def metadata_count(found: tuple[ClusterImage, str] | None) -> int | None:
+    """The ``__transaction_state`` partition count the metadata log gives (``found``: :func:`furthest`), or None
+    where there is no usable log or it holds no such topic (then the configured count decides)."""
+    return None if found is None else found[0].partition_count(TRANSACTION_STATE_TOPIC)
+
+
 def coordinator_partitions(found: tuple[ClusterImage, str] | None, configured: int) -> tuple[int, str]:
     """How many ``__transaction_state`` partitions the cluster has, and what decided it ("" for the configured
     value alone). As a broker gives its TransactionCoordinator the count (``BrokerServer``:

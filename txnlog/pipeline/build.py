@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from txnlog.broker import as_of as as_of_rule
 from txnlog.broker import classify
+from txnlog.broker.cluster_image import metadata_count
 from txnlog.engine import staging
 from txnlog.engine.spark.placement import Placement
 from txnlog.engine.spark.staged_table import StagedTable
@@ -49,7 +50,8 @@ def thresholds_of(config: Config, inputs: Inputs, decoded: Decoded, as_of: datet
         all_txn_state_partitions_read=bool(inputs.live) or len(decoded.txn_state_read) >= partitions,
         txn_state_partitions_read=None if inputs.live else len(decoded.txn_state_read),
         txn_state_partitions=partitions,
-        txn_state_partitions_from=decided,
+        # the evidence names the metadata log only where it decided the count; the input note says the rest
+        txn_state_partitions_from=decided if metadata_count(inputs.cluster) is not None else "",
         bootstrap_servers=config.bootstrap_servers,
         producer_id_expiration_ms=config.producer_id_expiration_ms,
         producer_id_expiration_check_interval_ms=config.producer_id_expiration_check_interval_ms,
