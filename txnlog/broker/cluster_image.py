@@ -156,7 +156,7 @@ def coordinator_partitions(found: tuple[ClusterImage, str] | None, configured: i
     if found is None:
         return configured, ""
     image, node = found
-    n = image.partition_count(TRANSACTION_STATE_TOPIC)
+    n = metadata_count(found)
     if n is None:
         why = image.problem or f"it holds no {TRANSACTION_STATE_TOPIC} topic"
         return configured, f"the configured count, {configured} (the KRaft metadata log of {node} was not used: {why})"
