@@ -157,4 +157,8 @@ def test_plan_script_aborts_with_the_epoch_the_broker_expects(hanging, spark, tm
     again = _job(b, spark, tmp_path / "after")
     assert again["findings"] == [] and again["abort_recommendations"] == []
     assert [h["lso_lag"] for h in again["partition_health"]] == [0]
-    assert "nothing is SAFE to abort" in _plan_script(tmp_path / "after", script, b)
+    # nothing of ours is left to abort; the session broker's other open transactions can still only be fenced
+    text = _plan_script(tmp_path / "after", script, b)
+    calls = [line for line in text.splitlines() if line.startswith("txnlog ")]
+    assert all(line.startswith("txnlog fence ") and "not in the input" in line for line in calls), text
+    assert calls or "nothing is SAFE to abort" in text, text
