@@ -123,8 +123,6 @@ def _decode(key: bytes | None, value: bytes | None) -> tuple[int, dict[str, Any]
     version = _version(value, "value", errors.BAD_OFFSETS_VALUE)
     if value_schema is None:
         return record_type, key_fields, version, {}
-    if not value_schema.valid[0] <= version <= value_schema.valid[1]:
-        raise _Bad(errors.UNKNOWN_VALUE_VERSION, f"Can't read version {version} of {value_schema.name}")
     try:
         value_fields = read_message(value_schema, value, 2, len(value), version)
     except SchemaError as e:

@@ -219,7 +219,11 @@ class SchemaError(ValueError):
 
 
 def _in(version: int, span: tuple[int, int] | None) -> bool:
-    return span is not None and span[0] <= version <= span[1]
+    """Whether ``span`` holds ``version``, as the generated code tests it: a span from the message's lowest
+    version on is no test at all (so a version below it or above the highest reads every such field)."""
+    if span is None:
+        return False
+    return (span[0] <= 0 or span[0] <= version) and version <= span[1]
 
 
 class _Reader:
@@ -321,9 +325,10 @@ def _read_struct(r: _Reader, fields: tuple[Field, ...], version: int, flexible: 
 
 def read_message(schema: Schema, data: bytes, start: int, end: int, version: int) -> dict[str, Any]:
     """The fields of ``schema`` at ``version`` from ``data[start:end]`` (after the version prefix), by name;
-    absent fields (not in this version) are left out. Raises :class:`SchemaError`."""
-    if not schema.valid[0] <= version <= schema.valid[1]:
-        raise SchemaError(schema.name, f"Can't read version {version} of {schema.name}")
+    absent fields (not in this version) are left out. Raises :class:`SchemaError`.
+
+    Like the generated ``read``, a version above the highest known one is not refused: it reads as the fields'
+    version ranges say (KIP-915: newer values add only tagged fields, which are skipped)."""
     flexible = schema.flexible_from is not None and version >= schema.flexible_from
     return _read_struct(_Reader(data, start, end), schema.fields, version, flexible)
 
