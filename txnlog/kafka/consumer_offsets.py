@@ -7,7 +7,8 @@ members) and the consumer-protocol (KIP-848) records' group, member and epoch; s
 (KIP-932) by key. A null value (a tombstone) is a row with ``is_tombstone``. A key or value that does not
 read is a quarantine entry instead, as DumpLogSegments' ``OffsetsMessageParser`` skips it ("Error at offset N").
 :func:`kafka_json` renders a decoded key or value as Kafka's generated JsonConverters do (what
-``kafka-dump-log.sh --offsets-decoder`` prints). The loop over records is plain Python, one record at a time.
+``kafka-dump-log.sh --offsets-decoder`` prints). OffsetCommit records, the bulk, are read in
+compiled code (:mod:`txnlog.kafka.consumer_offsets_commits`), the others one at a time.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ import base64
 import json
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from txnlog.kafka import errors
+from txnlog.kafka.consumer_offsets_commits import decode_offset_commits
 from txnlog.kafka.consumer_offsets_schema import (
     CONSUMER_PROTOCOL_ASSIGNMENT,
     CONSUMER_PROTOCOL_SUBSCRIPTION,
@@ -170,7 +173,33 @@ def decode_records(
 ) -> tuple[pa.Table, list[QuarantineEntry]]:
     """Decode every record of ``records`` (:data:`~txnlog.kafka.consumer_offsets_scan.RECORDS_SCHEMA`): the
     decoded rows (:data:`DECODED_SCHEMA`) and a quarantine entry per record that does not decode (its batch's
-    bytes, the offset in the detail). ``with_json`` fills ``key_json``/``value_json`` (:func:`kafka_json`)."""
+    bytes, the offset in the detail). ``with_json`` fills ``key_json``/``value_json`` (:func:`kafka_json`).
+
+    Well-formed OffsetCommit records, the bulk, are read in compiled code
+    (:func:`txnlog.kafka.consumer_offsets_commits.decode_offset_commits`); the rest one at a time."""
+    if with_json or records.num_rows == 0:
+        return _decode_each(records, file, with_json)
+    ok, cols = decode_offset_commits(records)
+    fast = records.filter(pa.array(ok))
+    n = fast.num_rows
+    columns = {
+        name: cols[name] if name in cols else fast.column(name) if name in _CARRIED else pa.nulls(n, typ)
+        for name, typ in zip(DECODED_SCHEMA.names, DECODED_SCHEMA.types)
+    }
+    table = pa.table(columns, schema=DECODED_SCHEMA)
+    if ok.all():
+        return table, []
+    rest = np.flatnonzero(~ok)
+    slow, quarantine = _decode_each(records.take(pa.array(rest)), file, False, rest)
+    order = np.concatenate([np.flatnonzero(ok), slow.column("_index").to_numpy()])
+    merged = pa.concat_tables([table, slow.drop_columns(["_index"])])
+    return merged.take(pa.array(np.argsort(order, kind="stable"))), quarantine
+
+
+def _decode_each(
+    records: pa.Table, file: str, with_json: bool, index: np.ndarray | None = None
+) -> tuple[pa.Table, list[QuarantineEntry]]:
+    """:func:`decode_records` one record at a time; with ``index``, each row's index in an ``_index`` column."""
     cols = {name: records.column(name).to_pylist() for name in (*_CARRIED, "batch_length", "key", "value")}
     rows: list[dict[str, Any]] = []
     quarantine: list[QuarantineEntry] = []
@@ -188,6 +217,8 @@ def decode_records(
         row = _row(record_type, key, k, version, v)
         for name in _CARRIED:
             row[name] = cols[name][i]
+        if index is not None:
+            row["_index"] = int(index[i])
         if with_json:
             row["key_json"] = json.dumps(
                 {"type": str(record_type), "data": kafka_json(RECORD_TYPES[record_type][0], k)}
@@ -197,7 +228,8 @@ def decode_records(
                 data = kafka_json(value_schema, v, consumer_protocol=record_type == GROUP_METADATA_TYPE)
                 row["value_json"] = json.dumps({"version": str(version), "data": data})
         rows.append(row)
-    return pa.Table.from_pylist(rows, schema=DECODED_SCHEMA), quarantine
+    schema = DECODED_SCHEMA if index is None else DECODED_SCHEMA.append(pa.field("_index", pa.int64()))
+    return pa.Table.from_pylist(rows, schema=schema), quarantine
 
 
 def _camel(name: str) -> str:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -54,10 +55,9 @@ Key = tuple[bytes, str, int]
 Event = tuple[int, int, dict[str, Any] | None, int]
 
 
-def _events(decoded: pa.Table, markers: pa.Table) -> list[Event]:
+def _events(rows: pa.Table, markers: pa.Table) -> list[Event]:
     """(offset, producer, row, control type) in log order: a commit or tombstone has its row (control -1), a
     marker none."""
-    rows = decoded.filter(pc.is_in(decoded["record_type"], pa.array(_OFFSET_COMMIT_TYPES, pa.int16())))
     out: list[Event] = [(r["offset"], r["producer_id"], r, -1) for r in rows.to_pylist()]
     for m in markers.to_pylist():
         if m["control_type"] in (_ABORT, _COMMIT):
@@ -66,14 +66,48 @@ def _events(decoded: pa.Table, markers: pa.Table) -> list[Event]:
     return out
 
 
+_KEY = ["group_bytes", "topic", "partition"]
+_SORT = [("group_bytes", "ascending"), ("topic", "ascending"), ("partition", "ascending"), ("state", "ascending")]
+
+
 def replay_offsets(decoded: pa.Table, markers: pa.Table) -> pa.Table:
     """The committed and pending offsets (:data:`OFFSETS_SCHEMA`) of one ``__consumer_offsets`` partition from
     its decoded records (:data:`txnlog.kafka.consumer_offsets.DECODED_SCHEMA`) and its markers
-    (:data:`txnlog.kafka.consumer_offsets_scan.MARKERS_SCHEMA`)."""
+    (:data:`txnlog.kafka.consumer_offsets_scan.MARKERS_SCHEMA`).
+
+    A key (group, topic, partition) that no producer's batch commits has no pending offsets and no marker
+    touches it: its state is its last record (a commit, or a tombstone: none), found at once for all such
+    keys. The keys a producer committed are replayed record by record with the markers."""
+    commits = decoded.filter(pc.is_in(decoded["record_type"], pa.array(_OFFSET_COMMIT_TYPES, pa.int16())))
+    commits = commits.append_column("_i", pa.array(np.arange(commits.num_rows, dtype=np.int64)))
+    txn_keys = commits.filter(pc.not_equal(commits["producer_id"], -1)).select(_KEY).group_by(_KEY).aggregate([])
+    plain, mixed = commits.select([*_KEY, "_i"]), commits.slice(0, 0)
+    if txn_keys.num_rows:
+        mixed_rows = plain.join(txn_keys, _KEY, join_type="left semi")["_i"].to_numpy()
+        plain = plain.join(txn_keys, _KEY, join_type="left anti")
+        mixed = commits.take(pa.array(np.sort(mixed_rows)))
+    last = commits.take(plain.group_by(_KEY, use_threads=False).aggregate([("_i", "max")])["_i_max"])
+    last = last.filter(pc.invert(last["is_tombstone"]))
+    n = last.num_rows
+    fast = pa.table(
+        {
+            **{name: last[name] for name in ("group_bytes", "topic", "partition", *_VALUE)},
+            "state": pa.array(["committed"] * n, pa.string()),
+            "producer_id": pa.nulls(n, pa.int64()),
+            "record_offset": last["offset"],
+        }
+    ).select(OFFSETS_SCHEMA.names)
+    out = pa.concat_tables([fast.cast(OFFSETS_SCHEMA), _replay_each(mixed, markers)])
+    return out.sort_by([*_SORT, ("producer_id", "ascending")])
+
+
+def _replay_each(rows: pa.Table, markers: pa.Table) -> pa.Table:
+    """:func:`replay_offsets` record by record, as ``OffsetMetadataManager`` does, over ``rows`` (commits in log
+    order) and the markers."""
     committed: dict[Key, dict[str, Any]] = {}
     pending: dict[int, dict[Key, dict[str, Any]]] = {}  # producer id -> its pending offsets
     open_by_group: dict[bytes, set[int]] = {}  # group -> producers with pending offsets of it
-    for offset, producer, row, control in _events(decoded, markers):
+    for offset, producer, row, control in _events(rows, markers):
         if row is None:
             offsets = pending.pop(producer, None)
             if offsets is None:
@@ -105,7 +139,6 @@ def replay_offsets(decoded: pa.Table, markers: pa.Table) -> pa.Table:
             pending.get(open_producer, {}).pop(key, None)
     out = [_out(key, v, "committed", None) for key, v in committed.items()]
     out += [_out(key, v, "pending", producer) for producer, offsets in pending.items() for key, v in offsets.items()]
-    out.sort(key=lambda r: (r["group_bytes"], r["topic"], r["partition"], r["state"], r["producer_id"] or -1))
     return pa.Table.from_pylist(out, schema=OFFSETS_SCHEMA)
 
 
