@@ -314,12 +314,8 @@ def _classic_member(n: int, version: int) -> Member:
     )
 
 
-def write_every_kind(log_dir: str | Path, partition: int = 0) -> OffsetsPartitionWriter:
-    """A ``__consumer_offsets-<partition>`` with every key and value version the group coordinator has written
-    (OffsetCommit v0-v4, GroupMetadata v0-v4, the consumer-protocol records), tombstones, a batch per codec,
-    and transactional offset commits: one committed, one aborted, one left open. Returns the closed writer
-    (``written``: what it appended, in order)."""
-    w = OffsetsPartitionWriter(log_dir, partition)
+def _every_offset_commit_version(w: OffsetsPartitionWriter) -> None:
+    """A plain commit per OffsetCommitValue version, with key types 0 and 1."""
     for version in range(5):  # a plain commit per value version, key v0 and v1
         w.append(
             [
@@ -337,6 +333,10 @@ def write_every_kind(log_dir: str | Path, partition: int = 0) -> OffsetsPartitio
                 )
             ]
         )
+
+
+def _every_group_metadata_version(w: OffsetsPartitionWriter) -> None:
+    """GroupMetadata per value version: a consumer-protocol group, an empty "connect" one."""
     for version in range(5):  # group metadata per version: consumer protocol, then an empty "connect" group
         members = [_classic_member(n, version) for n in range(1, 3)]
         w.append(
@@ -361,6 +361,10 @@ def write_every_kind(log_dir: str | Path, partition: int = 0) -> OffsetsPartitio
                 ),
             ]
         )
+
+
+def _consumer_protocol_group(w: OffsetsPartitionWriter) -> None:
+    """The records of a KIP-848 consumer group (types 3-8)."""
     g = "modern"
     w.append(
         [
@@ -402,6 +406,10 @@ def write_every_kind(log_dir: str | Path, partition: int = 0) -> OffsetsPartitio
             ),
         ]
     )
+
+
+def _compressed_and_odd_groups(w: OffsetsPartitionWriter) -> None:
+    """A batch of commits per codec, and a commit per odd group name."""
     for codec in (Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD):
         w.append(
             [
@@ -415,9 +423,13 @@ def write_every_kind(log_dir: str | Path, partition: int = 0) -> OffsetsPartitio
         )
     for n, group in enumerate(ODD_GROUPS):
         w.append([(offset_commit_key(group, "orders", 0), offset_commit_value(n, commit_timestamp=w.now))])
+
+
+def _tombstones_and_transactions(w: OffsetsPartitionWriter) -> None:
+    """Tombstones, then transactional commits: one committed, one aborted, one left open."""
     # tombstones: an offset, a classic group, a consumer-protocol member
     w.append([(offset_commit_key("plain", "orders", 0), None), (group_metadata_key("empty-0"), None)])
-    w.append([(group_key(5, g, "m-2"), None)])
+    w.append([(group_key(5, "modern", "m-2"), None)])
     # transactional offset commits (TxnOffsetCommit), over a plain commit of the same partitions
     w.append(
         [(offset_commit_key("txn", "orders", p), offset_commit_value(50, commit_timestamp=w.now)) for p in range(3)]
@@ -436,5 +448,21 @@ def write_every_kind(log_dir: str | Path, partition: int = 0) -> OffsetsPartitio
     )
     w.end_transaction(committed, commit=True)
     w.end_transaction(aborted, commit=False)
+
+
+def write_every_kind(log_dir: str | Path, partition: int = 0) -> OffsetsPartitionWriter:
+    """A ``__consumer_offsets-<partition>`` with every key and value version the group coordinator has written
+    (OffsetCommit v0-v4, GroupMetadata v0-v4, the consumer-protocol records), tombstones, a batch per codec,
+    and transactional offset commits: one committed, one aborted, one left open. Returns the closed writer
+    (``written``: what it appended, in order)."""
+    w = OffsetsPartitionWriter(log_dir, partition)
+    for part in (
+        _every_offset_commit_version,
+        _every_group_metadata_version,
+        _consumer_protocol_group,
+        _compressed_and_odd_groups,
+        _tombstones_and_transactions,
+    ):
+        part(w)
     w.close()
     return w
