@@ -11,14 +11,12 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from txnlog.brokerlog.consumer_offsets import (
-    ODD_GROUPS,
-    OffsetsPartitionWriter,
+from txnlog.brokerlog.consumer_offsets import ODD_GROUPS, OffsetsPartitionWriter, write_every_kind
+from txnlog.brokerlog.consumer_offsets_encode import (
     group_metadata_key,
     group_metadata_value,
     offset_commit_key,
     offset_commit_value,
-    write_every_kind,
 )
 from txnlog.kafka import errors
 from txnlog.kafka.consumer_offsets import decode_records

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from txnlog.brokerlog.consumer_offsets import OffsetsPartitionWriter, offset_commit_key, offset_commit_value
+from txnlog.brokerlog.consumer_offsets import OffsetsPartitionWriter
+from txnlog.brokerlog.consumer_offsets_encode import offset_commit_key, offset_commit_value
 from txnlog.kafka.consumer_offsets import decode_records
 from txnlog.kafka.consumer_offsets_scan import scan_consumer_offsets_file
 from txnlog.rules.consumer_offsets import replay_offsets
