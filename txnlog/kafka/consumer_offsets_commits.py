@@ -156,7 +156,9 @@ def _buffers(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarra
     arr = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     n = len(arr)
     _, offs, data = arr.buffers()
-    offsets = np.frombuffer(offs, np.int64)[arr.offset : arr.offset + n + 1] if offs is not None else np.zeros(1)
+    offsets = (
+        np.frombuffer(offs, np.int64)[arr.offset : arr.offset + n + 1] if offs is not None else np.zeros(1, np.int64)
+    )
     raw = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
     valid = arr.is_valid().to_numpy(zero_copy_only=False)
     return raw, offsets, valid
