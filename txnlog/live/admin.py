@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from txnlog.broker import classify
 from txnlog.broker.classify import Owner, Verdict
-from txnlog.kafka.wire import DEFAULT_MAX_TRANSACTION_TIMEOUT_MS, TransactionState
+from txnlog.kafka.wire import DEFAULT_MAX_TRANSACTION_TIMEOUT_MS, TRANSACTION_STATE_TOPIC, TransactionState
 from txnlog.model.contract import InputSource
 from txnlog.model.errors import UsageError
 from txnlog.rules.remedy import remedy_of
@@ -204,26 +204,37 @@ def describe_transactions(admin: Any, ids: Iterable[str]) -> dict[str, dict[str,
     return out
 
 
-def check_cluster(bootstrap: str, kafka_conf: Mapping[str, Any] | None = None, timeout_s: float = 30.0) -> None:
-    """The cluster answers and has ``__transaction_state``, or a :class:`UsageError` says in one line what to fix.
+def check_cluster(bootstrap: str, kafka_conf: Mapping[str, Any] | None = None, timeout_s: float = 30.0) -> int:
+    """How many ``__transaction_state`` partitions the cluster has (0: no such topic), or a :class:`UsageError`
+    saying in one line what to fix.
 
-    Live mode calls this before Spark starts, so an unreachable cluster fails in seconds with the
-    address in the message rather than in a Spark task's traceback.
+    A cluster no transactional producer has used a coordinator of has no ``__transaction_state``: the broker
+    creates it on the first FindCoordinator for a transactional.id (``AutoTopicCreationManager``), so a run then
+    goes on without coordinator state, as an offline run of a log dir without it does. Asking does not create
+    it (the Metadata request goes with ``allow.auto.create.topics`` off). Live mode calls this before Spark
+    starts, so an unreachable cluster fails in seconds with the address in the message rather than in a Spark
+    task's traceback.
     """
+    from confluent_kafka import KafkaError
+
+    # asked by name: a topic the client may not Describe is TOPIC_AUTHORIZATION_FAILED then, not left out
+    conf = {"log_level": 0, **dict(kafka_conf or {}), "allow.auto.create.topics": False}
     try:
-        topic_partitions(
-            bootstrap, {"log_level": 0, **dict(kafka_conf or {})}, ["__transaction_state"], timeout_s=timeout_s
-        )
-    except UsageError as e:
-        raise UsageError(
-            f"--bootstrap-servers {bootstrap}: cannot read __transaction_state ({e}); "
-            "the job needs Describe and Read on that topic"
-        ) from e
+        md = cluster_metadata(bootstrap, conf, timeout_s, topic=TRANSACTION_STATE_TOPIC)
     except Exception as e:  # noqa: BLE001 - the client's own errors: unreachable, refused, timed out
         raise UsageError(
             f"--bootstrap-servers {bootstrap}: cannot reach the cluster "
             f"({type(e).__name__}: {e}); check the address and the 'kafka' client settings in the config"
         ) from e
+    t = md.topics.get(TRANSACTION_STATE_TOPIC)
+    if t is None or (t.error is not None and t.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+        return 0
+    if t.error is not None:
+        raise UsageError(
+            f"--bootstrap-servers {bootstrap}: cannot read {TRANSACTION_STATE_TOPIC} ({t.error.str()}); "
+            "the job needs Describe and Read on that topic"
+        )
+    return len(t.partitions)
 
 
 #: how long every bootstrap broker may stay unreachable (refused, unresolved) before the metadata request gives
@@ -231,10 +242,13 @@ def check_cluster(bootstrap: str, kafka_conf: Mapping[str, Any] | None = None, t
 ALL_DOWN_GRACE_S = 3.0
 
 
-def cluster_metadata(bootstrap: str, kafka_conf: Mapping[str, Any] | None, timeout_s: float) -> Any:
-    """The cluster's metadata (``AdminClient.list_topics``), asked again each second for up to ``timeout_s``; once
-    librdkafka has said for :data:`ALL_DOWN_GRACE_S` that every broker is down (``_ALL_BROKERS_DOWN``: connections
-    refused, names that do not resolve), the last error is raised at once instead of waiting out the timeout."""
+def cluster_metadata(
+    bootstrap: str, kafka_conf: Mapping[str, Any] | None, timeout_s: float, topic: str | None = None
+) -> Any:
+    """The cluster's metadata (``AdminClient.list_topics``; of ``topic`` alone when given), asked again each second
+    for up to ``timeout_s``; once librdkafka has said for :data:`ALL_DOWN_GRACE_S` that every broker is down
+    (``_ALL_BROKERS_DOWN``: connections refused, names that do not resolve), the last error is raised at once
+    instead of waiting out the timeout."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient
 
@@ -252,7 +266,7 @@ def cluster_metadata(bootstrap: str, kafka_conf: Mapping[str, Any] | None, timeo
     deadline, down_since = time.monotonic() + timeout_s, None
     while True:
         try:
-            return admin.list_topics(timeout=max(min(1.0, deadline - time.monotonic()), 0.1))
+            return admin.list_topics(topic, timeout=max(min(1.0, deadline - time.monotonic()), 0.1))
         except KafkaException:
             admin.poll(0)  # serves the error callbacks
             now = time.monotonic()

@@ -44,11 +44,12 @@ def thresholds_of(config: Config, inputs: Inputs, decoded: Decoded, as_of: datet
     """What the verdicts of this run weigh: its ``as_of``, the configured limits, and how much of
     ``__transaction_state`` the input holds (a live run reads all of it)."""
     partitions, decided = inputs.coordinator_partitions(config.transaction_state_partitions)
+    live_read = bool(inputs.live) and inputs.live_txn_state  # a live cluster's __transaction_state is read whole
     return classify.Thresholds(
         as_of_ms=as_of_rule.to_ms(as_of),
         max_transaction_timeout_ms=config.max_transaction_timeout_ms,
-        all_txn_state_partitions_read=bool(inputs.live) or len(decoded.txn_state_read) >= partitions,
-        txn_state_partitions_read=None if inputs.live else len(decoded.txn_state_read),
+        all_txn_state_partitions_read=live_read or len(decoded.txn_state_read) >= partitions,
+        txn_state_partitions_read=None if live_read else len(decoded.txn_state_read),
         txn_state_partitions=partitions,
         # the evidence names the metadata log only where it decided the count; the input note says the rest
         txn_state_partitions_from=decided if metadata_count(inputs.cluster) is not None else "",

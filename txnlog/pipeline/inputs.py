@@ -38,6 +38,7 @@ class Inputs:
     dump_log: tuple[str, ...] = ()  # the --dump-log values (NAME=PATH kept)
     dump_files: tuple[str, ...] = ()
     live: str | None = None  # bootstrap servers whose __transaction_state is read (no offline input)
+    live_txn_state: bool = True  # the live cluster has __transaction_state (none before any coordinator was used)
     note: str = ""
     dump_bytes: int = 0  # the kafka-dump-log.sh files' size
     sample: bool = False  # no input was given: the embedded sample cluster
@@ -85,12 +86,13 @@ def plan_inputs(config: Config, progress: Progress | None = None, *, sample: boo
     inventory = check_inputs(logs) if logs else Inventory()
     dump_files = _dump_files(list(config.dump_log))
     live = config.bootstrap_servers if config.bootstrap_servers and not logs and not config.dump_log else None
-    if live:
-        check_cluster(live, dict(config.kafka))  # before Spark: one line if it cannot be read
+    # before Spark: one line if it cannot be read
+    live_txn_state = check_cluster(live, dict(config.kafka)) > 0 if live else True
     cluster = furthest(read_metadata_logs(inventory.cluster_metadata)) if inventory.cluster_metadata else None
     note = describe(
-        inventory, len(dump_files), live, coordinator_partitions(cluster, config.transaction_state_partitions)
-    )
+        inventory, len(dump_files), live, coordinator_partitions(cluster, config.transaction_state_partitions),
+        live_txn_state=live_txn_state,
+    )  # fmt: skip
     if cluster is not None and cluster[0].deleted.num_rows:
         gone = ", ".join(f"{d['topic']} ({d['partitions']})" for d in cluster[0].deleted.to_pylist())
         note += f"; topics deleted as the KRaft metadata log of {cluster[1]} says: {gone}"
@@ -101,7 +103,7 @@ def plan_inputs(config: Config, progress: Progress | None = None, *, sample: boo
         sys.maxsize if storage.is_remote(f) else os.path.getsize(storage.local_path(f)) for f in dump_files
     )
     return Inputs(
-        tuple(logs), inventory, tuple(config.dump_log), tuple(dump_files), live, note, dump_bytes,
+        tuple(logs), inventory, tuple(config.dump_log), tuple(dump_files), live, live_txn_state, note, dump_bytes,
         sample=not config.logs and not config.dump_log and not config.bootstrap_servers, cluster=cluster,
     )  # fmt: skip
 
@@ -200,7 +202,14 @@ def _dump_files(args: list[str]) -> list[str]:
     return files
 
 
-def describe(inventory: Inventory, dump_files: int, live: str | None, coordinator: tuple[int, str]) -> str:
+def describe(
+    inventory: Inventory,
+    dump_files: int,
+    live: str | None,
+    coordinator: tuple[int, str],
+    *,
+    live_txn_state: bool = True,
+) -> str:
     txn_state_partitions, decided = coordinator
     note = (
         f"{count(len(inventory.segments), 'segment')} and {count(len(inventory.snapshots), 'snapshot')} of "
@@ -213,8 +222,14 @@ def describe(inventory: Inventory, dump_files: int, live: str | None, coordinato
         note += f"; __transaction_state partitions: {decided}"
     if dump_files:
         note += f"; {count(dump_files, 'kafka-dump-log.sh output file')}"
-    if live:
+    if live and live_txn_state:
         note += f"; __transaction_state read live from {live}"
+    elif live:
+        note += (
+            f"; {live} has no __transaction_state topic (no transactional producer has used a coordinator yet): the "
+            "coordinator state is absent, so a transaction no transactional.id is seen to own is "
+            "NO_TRANSACTIONAL_ID with a VERIFY_FIRST abort"
+        )
     elif not inventory.txn_state_segments and not dump_files:
         note += (
             "; __transaction_state was not read (no __transaction_state-<n>/ in the input): a transaction no "
