@@ -13,7 +13,7 @@ Client settings come from the config's ``kafka`` mapping, written in librdkafka'
 kafka-python and refuses a key it cannot translate (rather than silently dropping, say,
 a CA file).
 
-:func:`find_hanging_live` is spec §6.2 (``kafka-transactions.sh find-hanging``) with
+:func:`find_hanging_live` is ``kafka-transactions.sh find-hanging`` (``TransactionsCommand``, docs/formats.md §11) with
 txnlog's verdicts (:func:`txnlog.broker.classify.verdicts`). :func:`validate_abort` is the
 re-validation an abort must pass; nothing here aborts unless :func:`send_abort` is called.
 """
@@ -118,7 +118,7 @@ def datetime_of_ms(ms: int | None) -> datetime | None:
 
 
 def describe_producers(admin: Any, topic: str, partitions: Iterable[int]) -> list[dict[str, Any]]:
-    """DescribeProducers (spec §6.4): one row per active producer of each partition.
+    """DescribeProducers (``Admin.describeProducers``): one row per active producer of each partition.
 
     ``current_transaction_start_offset`` is None when the producer has no open transaction
     (the wire's -1); ``coordinator_epoch`` -1 means unknown.
@@ -150,7 +150,7 @@ def list_transactions(admin: Any, producer_ids: Iterable[int] | None = None) -> 
     """ListTransactions on every broker: producer id → {transactional_id, producer_id, state}.
 
     With ``producer_ids`` only those (the broker matches each id's *current* producer id and
-    skips Dead ones, spec §6.2 step 4); an empty list asks nothing and returns {}.
+    skips Dead ones, as find-hanging does: docs/formats.md §11); an empty list asks nothing and returns {}.
     """
     if producer_ids is not None:
         producer_ids = sorted({int(p) for p in producer_ids})
@@ -184,7 +184,7 @@ def _description_row(tid: str, d: Any) -> dict[str, Any]:
 
 def describe_transactions(admin: Any, ids: Iterable[str]) -> dict[str, dict[str, Any] | None]:
     """DescribeTransactions: transactional.id → description, or None when the coordinator says
-    TRANSACTIONAL_ID_NOT_FOUND (unknown or Dead, spec §6.2 step 5)."""
+    TRANSACTIONAL_ID_NOT_FOUND (unknown or Dead, docs/formats.md §11)."""
     from kafka.errors import TransactionalIdNotFoundError
 
     ids = sorted(set(ids))
@@ -343,7 +343,7 @@ def _owner_columns(
 ) -> dict[str, Any]:
     """classify's owner_* columns for one open transaction, from ListTransactions/DescribeTransactions."""
     if listing is None:
-        match = Owner.NONE  # spec §6.2 (a): no transactional.id has this producer id
+        match = Owner.NONE  # find-hanging's first case (TransactionsCommand): no transactional.id has it
     elif description is None:
         match = Owner.EXPIRED  # (b): described as not found (Dead or gone)
     else:
@@ -424,7 +424,7 @@ def find_hanging_live(
     max_transaction_timeout_ms: int = DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
     now_ms: int | None = None,
 ) -> list[dict[str, Any]]:
-    """``find-hanging`` against live brokers (spec §6.2) with txnlog's verdicts.
+    """``find-hanging`` against live brokers (``TransactionsCommand``, docs/formats.md §11) with txnlog's verdicts.
 
     DescribeProducers of ``tps``, then :func:`findings_from_producers`. Rows are shaped like
     the ``findings`` table (plus safety/command/legacy_command) with ``source="live"``.
@@ -454,7 +454,7 @@ def findings_from_producers(
     max_transaction_timeout_ms: int = DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
     now_ms: int | None = None,
 ) -> list[dict[str, Any]]:
-    """find-hanging's steps after DescribeProducers (spec §6.2), on :func:`describe_producers` rows.
+    """find-hanging's steps after DescribeProducers (docs/formats.md §11), on :func:`describe_producers` rows.
 
     Candidates: rows with an open transaction idle longer than ``max_transaction_timeout_ms``
     (no 5-minute padding, as the tool). Their producer ids go to ListTransactions, the ids
