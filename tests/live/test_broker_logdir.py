@@ -231,6 +231,7 @@ def scenario(spark, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             "unset": work / "out-unset",
         },
         "logs": logs,
+        "logs_running": work / "logs-running",
         "as_of": as_of,
         "answers": answers,
         **answers["live"],
@@ -482,3 +483,22 @@ def test_the_coordinator_partition_count_comes_from_the_copy_itself(scenario) ->
     (orphan,) = [f for f in unset if f["reason"] == "NO_TRANSACTIONAL_ID"]
     assert safety["unset"][(orphan["partition"], orphan["start_offset"])] == "SAFE"
     assert "KRaft metadata log of broker-1" in orphan["evidence"], orphan["evidence"]
+
+
+def test_the_copys_metadata_says_which_replica_led(scenario) -> None:
+    """A single node's log dir: ``meta.properties`` names node 1; the copy of the running broker's metadata has it
+    leading every partition with itself the ISR, the clean copy has no leader (a controlled shutdown moves the
+    leadership off the stopping broker, and there is no other: ``-1``), the ISR still the broker."""
+    from txnlog.model.config import load_config
+    from txnlog.pipeline import plan_inputs
+
+    for copy, leader in (("logs_running", 1), ("logs", -1)):
+        inputs = plan_inputs(load_config(None, {"logs": [str(scenario[copy])], "progress": False}))
+        assert inputs.inventory.node_ids == (("broker-1", 1),)
+        roles, _deleted = inputs.metadata_notes() or (None, None)
+        assert roles is not None
+        got = {(r["topic"], r["partition"]): r for r in roles.to_pylist()}
+        for tp in TPS:
+            r = got[tp]
+            expected = (leader, "broker-1" if leader == 1 else None, ["broker-1"])
+            assert (r["leader"], r["leader_replica"], r["in_sync_replicas"]) == expected, (copy, tp)

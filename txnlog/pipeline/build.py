@@ -68,11 +68,13 @@ def build_tables(
     as_of: datetime | None = None,
     as_of_source: str = "",
     placement: Placement | None = None,
+    metadata: tuple[pa.Table, pa.Table] | None = None,
 ) -> dict[str, Any]:
     """Every output table (txnlog.rules.tables) from ``decoded``: Arrow tables, and ``transactions`` /
     ``coordinator_history`` as ``txnlog.engine.spark.staged_table.StagedTable`` values (staged under ``scratch``,
     finished by the writer: in Spark tasks, or in this process with ``placement.driver``). ``as_of`` adds the
-    quarantine's warning rows for client clocks far past it. The run key (cluster, as_of) is set by the writer."""
+    quarantine's warning rows for client clocks far past it; ``metadata``: the copy's KRaft metadata log's word on
+    its partitions (``Inputs.metadata_notes``). The run key (cluster, as_of) is set by the writer."""
 
     summary, records = staging.merged_here(
         decoded.summary, decoded.records, decoded.checkpoints, scratch, fragments=decoded.fragments,
@@ -80,7 +82,7 @@ def build_tables(
     )  # fmt: skip
     built = tables.build(
         summary, records, thresholds, checkpoints=decoded.checkpoints, as_of=as_of, as_of_source=as_of_source,
-        history_bounds=decoded.history_bounds,
+        history_bounds=decoded.history_bounds, metadata=metadata,
     )  # fmt: skip
     driver = placement is not None and placement.driver
     threads = placement.threads if placement is not None and driver else 1

@@ -11,7 +11,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from txnlog.broker.cluster_image import ClusterImage, coordinator_partitions, furthest
+import pyarrow as pa
+
+from txnlog.broker.cluster_image import (
+    ClusterImage,
+    coordinator_partitions,
+    deleted_topics,
+    furthest,
+    replica_roles,
+)
 from txnlog.engine.spark.placement import Placement, master_cores
 from txnlog.live.admin import check_cluster
 from txnlog.model.errors import UsageError
@@ -44,6 +52,13 @@ class Inputs:
     sample: bool = False  # no input was given: the embedded sample cluster
     #: the cluster as the log dirs' KRaft metadata log says it is, and which log dir's (txnlog.broker.cluster_image)
     cluster: tuple[ClusterImage, str] | None = None
+
+    def metadata_notes(self) -> tuple[pa.Table, pa.Table] | None:
+        """What the KRaft metadata log says of the copy's partitions: who led and who was in sync, by the log dirs'
+        node ids, and the topics it deleted (txnlog.broker.cluster_image; None: no metadata log)."""
+        if self.cluster is None:
+            return None
+        return replica_roles(self.cluster, dict(self.inventory.node_ids)), deleted_topics(self.cluster)
 
     def coordinator_partitions(self, configured: int) -> tuple[int, str]:
         """How many ``__transaction_state`` partitions the cluster has, and what decided it (cluster_image)."""
@@ -93,9 +108,7 @@ def plan_inputs(config: Config, progress: Progress | None = None, *, sample: boo
         inventory, len(dump_files), live, coordinator_partitions(cluster, config.transaction_state_partitions),
         live_txn_state=live_txn_state,
     )  # fmt: skip
-    if cluster is not None and cluster[0].deleted.num_rows:
-        gone = ", ".join(f"{d['topic']} ({d['partitions']})" for d in cluster[0].deleted.to_pylist())
-        note += f"; topics deleted as the KRaft metadata log of {cluster[1]} says: {gone}"
+    note += _deleted_note(cluster, inventory)
     if progress:
         progress(f"found {note}")
     # a remote file's size is not looked up: such an input counts as unbounded (Spark tasks read it)
@@ -106,6 +119,19 @@ def plan_inputs(config: Config, progress: Progress | None = None, *, sample: boo
         tuple(logs), inventory, tuple(config.dump_log), tuple(dump_files), live, live_txn_state, note, dump_bytes,
         sample=not config.logs and not config.dump_log and not config.bootstrap_servers, cluster=cluster,
     )  # fmt: skip
+
+
+def _deleted_note(cluster: tuple[ClusterImage, str] | None, inventory: Inventory) -> str:
+    """The input note's word on the topics the KRaft metadata log deleted (RemoveTopicRecord), naming those whose
+    partitions the copy still holds (the broker deletes their directories asynchronously, renamed ``*-delete``)."""
+    if cluster is None or not cluster[0].deleted.num_rows:
+        return ""
+    gone = ", ".join(f"{d['topic']} ({d['partitions']})" for d in cluster[0].deleted.to_pylist())
+    note = f"; topics deleted as the KRaft metadata log of {cluster[1]} says: {gone}"
+    held = sorted(set(deleted_topics(cluster).column("topic").to_pylist()) & {t for t, _ in inventory.data_partitions})
+    if held:
+        note += f"; the copy still holds partitions of deleted {', '.join(held)}, which no broker serves"
+    return note
 
 
 def check_inputs(paths: list[str]) -> Inventory:
