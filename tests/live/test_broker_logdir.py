@@ -1,7 +1,8 @@
 """Offline = live, on a real broker's bytes: txnlog on the log dir of a Kafka broker that served real clients
 gives the answers the broker gave, and what Kafka's own ``LogLoader`` loads from the same files.
 
-A broker of this module's own (tests/live/broker.py, 16 KiB segments so transactions cross rolls) gets, from
+A broker not the session's (tests/live/logdir_scenario.py, shared in phases with test_no_coordinator and
+test_cluster_metadata; 16 KiB segments so transactions cross rolls) gets, after those phases' topics, from
 confluent-kafka producers: committed (gzip) and aborted (zstd) transactions on ``orders-0``; 24 committed lz4
 transactions on ``orders-1`` over several segments; a producer fenced by a new instance of its transactional.id
 on ``orders-2`` (uncompressed: the coordinator aborts the old one's transaction, the new one commits); a
