@@ -13,6 +13,7 @@ leave the process that read them.
 
 from __future__ import annotations
 
+import os
 import posixpath
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -28,13 +29,13 @@ from txnlog.engine.staging import stage_name, staged_transactions, write_raw
 from txnlog.kafka.errors import UNREADABLE_FILE, DecodeError, QuarantineEntry
 from txnlog.kafka.producer_snapshot import decode_producer_snapshot
 from txnlog.kafka.record_batch import (
-    BATCH_COLUMNS,
     empty_batches,
     mapped_file,
     mapped_pages,
     scan_segment,
     scan_segment_piece,
 )
+from txnlog.kafka.segment_files import scan_segments
 from txnlog.model.rows import (
     KIND_PIECE,
     KIND_PRODUCER,
@@ -517,6 +518,47 @@ SMALL_SEGMENT_BYTES = 4 << 20
 SMALL_BATCH_BYTES = 32 << 20
 
 
+def read_logs(files: list[LogFile]) -> tuple[np.ndarray, np.ndarray, list[LogFile], list[tuple[LogFile, OSError]]]:
+    """The bytes of ``files`` one after another in one buffer: (buffer, bounds, the files read, those that could
+    not be read with why). File k of those read is ``buffer[bounds[k]:bounds[k + 1]]``, as it is when read (its
+    size then, not the listing's)."""
+    buf = np.empty(sum(f.size for f in files), np.uint8)
+    bounds, read, failed, end = [0], [], [], 0
+    for file in files:
+        try:
+            if storage.is_remote(file.path):
+                data = read_file_bytes(file.path)
+                buf = _room(buf, end, data.size)
+                buf[end : end + data.size] = data
+                end += data.size
+            else:
+                with open(storage.local_path(file.path), "rb", buffering=0) as f:
+                    size = os.fstat(f.fileno()).st_size
+                    buf = _room(buf, end, size)
+                    view, got = buf.data[end : end + size], 0
+                    while got < size:  # a file that shrinks meanwhile ends where its bytes do
+                        n = f.readinto(view[got:])
+                        if not n:
+                            break
+                        got += n
+                    end += got
+        except OSError as e:  # vanished/unreadable file: a quarantine row, never a crash
+            failed.append((file, e))
+            continue
+        read.append(file)
+        bounds.append(end)
+    return buf, np.array(bounds, np.int64), read, failed
+
+
+def _room(buf: np.ndarray, end: int, more: int) -> np.ndarray:
+    """``buf``, or a larger copy of its first ``end`` bytes, with room for ``more`` bytes after ``end``."""
+    if end + more <= buf.size:
+        return buf
+    grown = np.empty(max(2 * buf.size, end + more), np.uint8)
+    grown[:end] = buf[:end]
+    return grown
+
+
 def summarize_segments(
     files: list[LogFile],
     check_crc: bool,
@@ -524,31 +566,31 @@ def summarize_segments(
     merge: PartitionTransactions,
     max_decompressed_bytes: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """:func:`summarize_segment` of whole segments into ``merge``, decoded as one: each file is walked, then
-    their batch columns, one after another, are collapsed into fragments and producer rows by one call each
-    (txnlog.broker.reconstruct.files_fragments, txnlog.broker.producer_state.files_producers) and their
-    ``segment`` rows reduced by file, so what costs Python per file is its walk. The same rows; quarantine rows
-    (a file that cannot be read: ``unreadable_file``) are yielded."""
+    """:func:`summarize_segment` of whole segments into ``merge``, decoded as one: their bytes read into one
+    buffer and walked by one compiled call into one set of batch columns (txnlog.kafka.segment_files), collapsed
+    into fragments and producer rows by one call each (txnlog.broker.reconstruct.files_fragments,
+    txnlog.broker.producer_state.files_producers), their ``segment`` rows reduced by file: what costs Python per
+    file is its read. The same rows; quarantine rows (a file that cannot be read: ``unreadable_file``; a file's
+    damage, its own) are yielded."""
 
-    read: list[LogFile] = []
-    scans: list[Any] = []
-    for file in files:
-        try:
-            scans.append(scan_log_file(file.path, check_crc, max_decompressed_bytes))
-            read.append(file)
-        except OSError as e:  # vanished/unreadable file: a quarantine row, never a crash
-            entry = QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(e))
-            yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, [entry])
+    buf, bounds, read, failed = read_logs(files)
+    for file, e in failed:
+        entry = QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(e))
+        yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, [entry])
     if not read:
         return
-    counts = np.array([s.batches["base_offset"].size for s in scans], np.int64)
-    if len(scans) == 1:
-        b = scans[0].batches
-    else:
-        b = {name: np.concatenate([s.batches[name] for s in scans]) for name in BATCH_COLUMNS}
+    scan = scan_segments(
+        buf, bounds, [f.path for f in read], check_crc=check_crc, **limit_kwargs(max_decompressed_bytes)
+    )
+    del buf
+    b, counts = scan.batches, scan.counts
     frags, of = files_fragments(b, np.repeat(np.arange(len(read)), counts))
     bounds = np.searchsorted(of, np.arange(len(read) + 1))
-    lasts = np.cumsum(counts)
+    starts = np.cumsum(counts) - counts
+    lasts = np.full(len(read), -1, np.int64)
+    has = counts > 0
+    if has.any():
+        lasts[has] = np.maximum.reduceat(b["last_offset"], starts[has])
     i = 0
     while i < len(read):  # each run of files of one partition (a task's files of a partition are together)
         f = read[i]
@@ -558,15 +600,14 @@ def summarize_segments(
         rows = slice(int(bounds[i]), int(bounds[j]))
         merge.add_fragments(f.broker, f.topic, f.partition, {k: col(v[rows]) for k, v in frags.items()})
         for k in range(i, j):
-            last = int(b["last_offset"][lasts[k] - counts[k] : lasts[k]].max()) if counts[k] else None
-            merge.add_segment(f.broker, f.topic, f.partition, read[k].base_offset, last)
+            merge.add_segment(f.broker, f.topic, f.partition, read[k].base_offset, int(lasts[k]) if has[k] else None)
         i = j
-    segments.add_files(read, b, counts, [s.legacy_entries for s in scans])
-    for k, (file, scan) in enumerate(zip(read, scans, strict=True)):
-        if scan.quarantine:
-            rows = slice(int(lasts[k] - counts[k]), int(lasts[k]))
+    segments.add_files(read, b, counts, scan.legacy_entries.tolist())
+    for k, file in enumerate(read):
+        if scan.quarantine[k]:
+            rows = slice(int(starts[k]), int(starts[k] + counts[k]))
             own = {name: b[name][rows] for name in ("position", "base_offset", "last_offset")}
-            yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, list(scan.quarantine), None, own)
+            yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, scan.quarantine[k], None, own)
 
 
 class SegmentGroup:
