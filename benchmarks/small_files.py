@@ -69,6 +69,31 @@ def snapshots(files: list[LogFile]) -> Iterator[pa.RecordBatch]:
     yield from rows.batches()
 
 
+def snapshots_together(files: list[LogFile]) -> Iterator[pa.RecordBatch]:
+    merge, rows = PartitionTransactions(), SegmentRows()
+    group = SegmentGroup(True, None)
+    for f in files:
+        yield from group.add(f, rows, merge)
+    yield from group.decode(rows, merge)
+    yield from rows.batches()
+
+
+def coalesce(root: str, out: str, max_bytes: int) -> None:
+    """A copy of ``root``'s small segments with each partition's in one file: the same bytes, batches and
+    transactions in fewer files (the cost per file is the difference over the difference in files)."""
+    files = small_logs(root, max_bytes)
+    by_partition: dict[str, list[LogFile]] = {}
+    for f in files:
+        by_partition.setdefault(str(Path(f.path).parent), []).append(f)
+    for directory, logs in by_partition.items():
+        target = Path(out) / Path(directory).relative_to(root)
+        target.mkdir(parents=True, exist_ok=True)
+        with open(target / Path(logs[0].path).name, "wb") as w:
+            for f in logs:
+                w.write(Path(f.path).read_bytes())
+    print(f"{len(files)} files -> {len(by_partition)} in {out}")
+
+
 def raw(files: list[LogFile]) -> Iterator[pa.RecordBatch]:
     for f in files:
         Path(f.path).read_bytes()
@@ -91,16 +116,27 @@ def main() -> None:
     parser.add_argument("root")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-bytes", type=int, default=4 << 20)
-    parser.add_argument("--ways", default="one_by_one,together,raw,snapshots,hot")
+    parser.add_argument("--ways", default="one_by_one,together,raw,snapshots,snapshots_together,hot")
+    parser.add_argument("--coalesce", metavar="OUT", help="write the copy of coalesce() to OUT and stop")
     args = parser.parse_args()
+    if args.coalesce:
+        coalesce(args.root, args.coalesce, args.max_bytes)
+        return
     files = small_logs(args.root, args.max_bytes)
     large = small_logs(args.root, args.max_bytes, large=True)
     snaps = small_snapshots(args.root, files)
     gib = sum(f.size for f in files) / (1 << 30)
     large_gib = sum(f.size for f in large) / (1 << 30)
     print(f"{len(files)} files, {gib:.3f} GiB; {len(snaps)} snapshots; {len(large)} large files, {large_gib:.3f} GiB")
-    ways = {"one_by_one": one_by_one, "together": together, "raw": raw, "snapshots": snapshots, "hot": one_by_one}
-    inputs = {"snapshots": snaps, "hot": large}
+    ways = {
+        "one_by_one": one_by_one,
+        "together": together,
+        "raw": raw,
+        "snapshots": snapshots,
+        "snapshots_together": snapshots_together,
+        "hot": one_by_one,
+    }
+    inputs = {"snapshots": snaps, "snapshots_together": snaps, "hot": large}
     chosen = args.ways.split(",")
     for name in chosen:  # warm: numba's cache, imports
         timed(ways[name], inputs.get(name, files)[:50])
@@ -109,6 +145,11 @@ def main() -> None:
         _, b = timed(together, files)
         assert canonical(a).equals(canonical(b)), "the two ways' rows differ"
         print("rows equal:", a.num_rows)
+    if "snapshots" in chosen and "snapshots_together" in chosen:
+        _, a = timed(snapshots, snaps)
+        _, b = timed(snapshots_together, snaps)
+        assert canonical(a).equals(canonical(b)), "the two ways' snapshot rows differ"
+        print("snapshot rows equal:", a.num_rows)
     for r in range(args.repeats):
         spent = {}
         for name in chosen:
@@ -119,7 +160,7 @@ def main() -> None:
                 if name == "hot"
                 else f"{1000 * spent[name] / len(given):6.3f} ms/file"
             )
-            print(f"{r} {name:10s} cpu {spent[name]:6.2f} s  {per}", flush=True)
+            print(f"{r} {name:18s} cpu {spent[name]:6.2f} s  {per}", flush=True)
         if "hot" in spent and "together" in spent:
             excess = spent["together"] - spent["hot"] / large_gib * gib
             print(f"{r} together beyond hot's per-byte cost: {1000 * excess / len(files):6.3f} ms/file", flush=True)

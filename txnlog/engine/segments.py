@@ -27,7 +27,7 @@ from txnlog.broker.producer_state import files_producers, segment_producers
 from txnlog.broker.reconstruct import SUMMARY_FRAGMENT_COLUMNS, col, files_fragments, segment_fragments
 from txnlog.engine.staging import stage_name, staged_transactions, write_raw
 from txnlog.kafka.errors import UNREADABLE_FILE, DecodeError, QuarantineEntry
-from txnlog.kafka.producer_snapshot import decode_producer_snapshot
+from txnlog.kafka.producer_snapshot import decode_producer_snapshot, decode_producer_snapshots
 from txnlog.kafka.record_batch import (
     empty_batches,
     mapped_file,
@@ -610,19 +610,101 @@ def summarize_segments(
             yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, scan.quarantine[k], None, own)
 
 
+def summarize_snapshots(
+    files: list[LogFile], segments: SegmentRows, merge: PartitionTransactions
+) -> Iterator[pa.RecordBatch]:
+    """:func:`summarize_snapshot` of producer snapshots into ``merge`` with their ``producer`` rows to ``segments``,
+    decoded as one (txnlog.kafka.producer_snapshot.decode_producer_snapshots): one ``add_snapshot`` per partition,
+    one batch of producer rows. The same rows; quarantine rows (unreadable, undecodable, a bad CRC) are yielded."""
+
+    buf, bounds, read, failed = read_logs(files)
+    for file, problem in failed:
+        entry = QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(problem))
+        yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, [entry])
+    if not read:
+        return
+    snaps = decode_producer_snapshots(buf, bounds, [f.path for f in read])
+    sizes = np.diff(bounds)
+    for k, (file, error) in enumerate(zip(read, snaps.errors, strict=True)):
+        if error is not None:
+            why = QuarantineEntry(
+                file.path, int(error.position or 0), int(sizes[k]), error.reason or "bad_snapshot", str(error)
+            )
+        elif not snaps.crc_valid[k]:
+            why = QuarantineEntry(file.path, 0, int(sizes[k]), "snapshot_crc_mismatch", "entries ignored")
+        else:
+            continue
+        yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, [why])
+    owner = np.repeat(np.arange(len(read)), snaps.counts)
+    keep = snaps.crc_valid[owner]
+    of = owner[keep]
+    if not of.size:
+        return
+    e = {name: values[keep] for name, values in snaps.entries.items()}
+    offsets = np.array([f.base_offset for f in read], np.int64)[of]
+    epochs = e["producer_epoch"].astype(np.int32)
+    columns = {
+        "file_offset": offsets,
+        "producer_id": e["producer_id"],
+        "producer_epoch": epochs,
+        "first_offset": e["current_txn_first_offset"],
+        "last_offset": e["last_offset"],
+        "last_timestamp": e["timestamp"],
+        "coordinator_epoch": e["coordinator_epoch"],
+    }
+    starts = np.searchsorted(of, np.arange(len(read) + 1))
+    i = 0
+    while i < len(read):  # each run of files of one partition (a task's files of a partition are together)
+        f = read[i]
+        j = i + 1
+        while j < len(read) and (read[j].broker, read[j].topic, read[j].partition) == (f.broker, f.topic, f.partition):
+            j += 1
+        rows = slice(int(starts[i]), int(starts[j]))
+        if rows.stop > rows.start:
+            merge.add_snapshot(f.broker, f.topic, f.partition, {k: col(v[rows]) for k, v in columns.items()})
+        i = j
+    # the entries leave as producer rows (snapshot_offset set) for the producer_state table, not as snapshot
+    # rows: the merge took those, and a fragments merge downstream would take them again
+    segments.built.append(
+        batch_of(
+            SEGMENT_SUMMARY_SCHEMA,
+            int(of.size),
+            {
+                "kind": KIND_PRODUCER,
+                **_file_columns(read, of),
+                "snapshot_offset": offsets,
+                "producer_id": e["producer_id"],
+                "producer_epoch": epochs,
+                "first_offset": e["current_txn_first_offset"],
+                "last_sequence": e["last_sequence"],
+                "last_timestamp": e["timestamp"],
+                "coordinator_epoch": e["coordinator_epoch"],
+            },
+        )
+    )
+
+
 class SegmentGroup:
     """A task's whole segments into its merge, waiting to be decoded together (:func:`summarize_segments`): until
     :data:`SMALL_BATCH_BYTES` of them, a segment of :data:`SMALL_SEGMENT_BYTES` or more (decoded on its own), or
-    the merge's end."""
+    the merge's end. Its producer snapshots into the merge wait with them (:func:`summarize_snapshots`)."""
 
     def __init__(self, check_crc: bool, max_decompressed_bytes: int | None) -> None:
         self.check_crc = check_crc
         self.max_decompressed_bytes = max_decompressed_bytes
         self.files: list[LogFile] = []
+        self.snapshots: list[LogFile] = []
         self.bytes = 0
 
     def add(self, file: LogFile, segments: SegmentRows, merge: PartitionTransactions) -> Iterator[pa.RecordBatch]:
-        """Adds ``file``; decodes what is due (the rows as :meth:`decode` yields them)."""
+        """Adds ``file``, a segment or a producer snapshot; decodes what is due (the rows as :meth:`decode` yields
+        them)."""
+        if file.kind == "snapshot":
+            self.snapshots.append(file)
+            self.bytes += file.size
+            if self.bytes >= SMALL_BATCH_BYTES:
+                yield from self.decode(segments, merge)
+            return
         if file.size >= SMALL_SEGMENT_BYTES:
             yield from self.decode(segments, merge)
         self.files.append(file)
@@ -633,12 +715,17 @@ class SegmentGroup:
     def decode(self, segments: SegmentRows, merge: PartitionTransactions | None) -> Iterator[pa.RecordBatch]:
         """Decodes the waiting files into ``merge``: their quarantine rows, each after the ``segment`` rows
         ``segments`` holds (rows keep file order)."""
-        files, self.files, self.bytes = self.files, [], 0
-        if not files or merge is None:
+        files, snapshots, self.files, self.snapshots, self.bytes = self.files, self.snapshots, [], [], 0
+        if merge is None:
             return
-        for batch in summarize_segments(files, self.check_crc, segments, merge, self.max_decompressed_bytes):
-            yield from segments.batches()
-            yield batch
+        if files:
+            for batch in summarize_segments(files, self.check_crc, segments, merge, self.max_decompressed_bytes):
+                yield from segments.batches()
+                yield batch
+        if snapshots:
+            for batch in summarize_snapshots(snapshots, segments, merge):
+                yield from segments.batches()
+                yield batch
 
 
 def finished_transactions(
