@@ -1,4 +1,4 @@
-"""A task's small segments and producer snapshots decoded together (txnlog.engine.segments.SegmentGroup) give the
+"""A task's small segments and producer snapshots decoded together (txnlog.engine.segment_group.SegmentGroup) give the
 rows each decoded on its own gives, with a damaged, a cut and a vanished file among them: each its own quarantine
 rows."""
 
@@ -11,7 +11,8 @@ import pyarrow as pa
 
 from tests.kafka import encoders as E
 from tests.kafka.test_record_batch import TS, txn_batch
-from txnlog.engine.segments import SegmentGroup, SegmentRows, summarize_segment, summarize_snapshot
+from txnlog.engine.segment_group import SegmentGroup
+from txnlog.engine.segments import SegmentRows, summarize_segment, summarize_snapshot
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
 from txnlog.rules.transactions import PartitionTransactions
 from txnlog.sources.logdirs import LogFile

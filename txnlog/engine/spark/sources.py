@@ -46,10 +46,10 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
+from txnlog.engine.segment_group import SegmentGroup
 from txnlog.engine.segments import (
     Edges,
     Piece,
-    SegmentGroup,
     SegmentRows,
     fragments_dir,
     quarantine_batch,
