@@ -24,8 +24,9 @@ from txnlog.sources import storage
 from txnlog.sources.logdirs import LogFile
 
 #: A whole segment below this size that goes to its task's merge waits for others to be decoded with them
-#: (:func:`summarize_segments`): per file, the decode's Python costs about what a few hundred KiB of walking does
-#: (benchmarks/RESULTS.md §2, "Many small segments: the cost per file").
+#: (:func:`summarize_segments`): decoded alone, a file's Python costs about what a few hundred KiB of walking does
+#: (benchmarks/RESULTS.md §2, "Many small segments: the cost per file"); a larger one is mapped and walked a
+#: window at a time instead of read whole into the group's buffer.
 SMALL_SEGMENT_BYTES = 4 << 20
 #: The most bytes of small segments that wait (:data:`SMALL_SEGMENT_BYTES`).
 SMALL_BATCH_BYTES = 32 << 20
