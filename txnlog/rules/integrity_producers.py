@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from txnlog.kafka.wire import ControlType, TransactionState
 from txnlog.model import contract
-from txnlog.model.arrow import group_starts
+from txnlog.model.arrow import group_starts, key_codes
 
 __all__ = ["EPOCH_REGRESSION", "SPLIT_OUTCOME", "Decisions", "coordinator_rows", "decisions", "epoch_rows"]
 
@@ -45,11 +45,12 @@ _DECISION_SCHEMA = pa.schema(
         ("partition", pa.int32()),
         ("rank", pa.int64()),  # 0: the newest decision naming the partition
         ("decided", pa.int32()),  # the marker's ControlType
-        ("coordinator_partition", pa.int32()),
-        ("record_offset", pa.int64()),
-        ("listed", pa.string()),  # the partitions the Prepare* lists, for the evidence
+        ("prepare", pa.int64()),  # the row of :attr:`Decisions.prepares`
         ("transaction_version", pa.int32()),
     ]
+)
+_PREPARES_SCHEMA = pa.schema(
+    [("coordinator_partition", pa.int32()), ("record_offset", pa.int64()), ("partitions", pa.list_(pa.string()))]
 )
 _OWNERS_SCHEMA = pa.schema([("producer_id", pa.int64()), ("transactional_id", pa.string())])
 
@@ -57,18 +58,20 @@ _OWNERS_SCHEMA = pa.schema([("producer_id", pa.int64()), ("transactional_id", pa
 @dataclass(frozen=True)
 class Decisions:
     """What the coordinator decided, per partition (:func:`decisions`): ``decided`` one row per completed
-    Prepare* record and partition it lists, ranked from the newest; ``owners`` producer id -> transactional id.
-    Small next to the transactions: the engine hands it to every partition's task."""
+    Prepare* record and partition it lists, ranked from the newest; ``owners`` producer id -> transactional id;
+    ``prepares`` the completed Prepare* records (where, and the partitions they list). Small next to the
+    transactions: the engine hands it to every partition's task."""
 
     decided: pa.Table
     owners: pa.Table
+    prepares: pa.Table
 
 
 def decisions(history: pa.Table) -> Decisions:
     """:class:`Decisions` of the ``coordinator_history`` rows (any order; ``state`` the state's name, or its code
     as staged)."""
     if not history.num_rows or "transactional_id" not in history.column_names:
-        return Decisions(_DECISION_SCHEMA.empty_table(), _OWNERS_SCHEMA.empty_table())
+        return Decisions(_DECISION_SCHEMA.empty_table(), _OWNERS_SCHEMA.empty_table(), _PREPARES_SCHEMA.empty_table())
     if pa.types.is_integer(history.column("state").type):
         codes = pa.array([int(s) for s in TransactionState], history.column("state").type)
         names = pa.array([s.kafka_name for s in TransactionState], pa.string())
@@ -90,35 +93,38 @@ def decisions(history: pa.Table) -> Decisions:
     next_state = np.append(states[1:], "")
     completed = np.isin(states, _PREPARES) & same_next & np.isin(next_state, _COMPLETES)
     prep = h.filter(pa.array(completed))
-    parts = prep.column("partitions").combine_chunks()
-    parent = pc.list_parent_indices(parts)
-    split = pc.extract_regex(pc.list_flatten(parts), r"^(?P<topic>.*)-(?P<partition>[0-9]+)$")
-    ok = pc.is_valid(split)
-    rows = prep.take(pc.filter(parent, ok))
-    split = pc.filter(split, ok)
-    listed = pc.binary_join(prep.column("partitions"), ", ").take(pc.filter(parent, ok))
-    version = (
-        rows.column("client_transaction_version")
-        if "client_transaction_version" in rows.column_names
-        else pa.nulls(rows.num_rows, pa.int32())
-    )
-    decided = pa.table(
+    prepares = pa.table(
         {
-            "transactional_id": rows.column("transactional_id"),
-            "topic": pc.struct_field(split, "topic"),
-            "partition": pc.struct_field(split, "partition").cast(pa.int32()),
-            "rank": pa.nulls(rows.num_rows, pa.int64()),
-            "decided": pc.if_else(
-                pc.equal(rows.column("state"), "PrepareCommit"), int(ControlType.COMMIT), int(ControlType.ABORT)
-            ).cast(pa.int32()),  # fmt: skip
-            "coordinator_partition": rows.column("coordinator_partition").cast(pa.int32()),
-            "record_offset": rows.column("record_offset").cast(pa.int64()),
-            "listed": listed,
-            "transaction_version": version.cast(pa.int32()),
+            "coordinator_partition": prep.column("coordinator_partition").cast(pa.int32()),
+            "record_offset": prep.column("record_offset").cast(pa.int64()),
+            "partitions": prep.column("partitions"),
         }
     )
-    decided = _ranked(decided, ["transactional_id", "topic", "partition"], ["coordinator_partition", "record_offset"])
-    return Decisions(decided.cast(_DECISION_SCHEMA), owners)
+    parts = prep.column("partitions").combine_chunks()
+    split = pc.extract_regex(pc.list_flatten(parts), r"^(?P<topic>.*)-(?P<partition>[0-9]+)$")
+    ok = pc.is_valid(split)
+    parent = pc.filter(pc.list_parent_indices(parts), ok).cast(pa.int64())
+    split = pc.filter(split, ok)
+    version = (
+        prep.column("client_transaction_version")
+        if "client_transaction_version" in prep.column_names
+        else pa.nulls(prep.num_rows, pa.int32())
+    )
+    commit = pc.equal(prep.column("state"), "PrepareCommit")
+    outcome = pc.if_else(commit, int(ControlType.COMMIT), int(ControlType.ABORT)).cast(pa.int32())
+    decided = pa.table(
+        {
+            "transactional_id": prep.column("transactional_id").take(parent),
+            "topic": pc.struct_field(split, "topic"),
+            "partition": pc.struct_field(split, "partition").cast(pa.int32()),
+            "rank": pa.nulls(len(parent), pa.int64()),
+            "decided": outcome.take(parent),
+            "prepare": parent,
+            "transaction_version": version.cast(pa.int32()).take(parent),
+        }
+    )
+    decided = _ranked(decided, ["transactional_id", "topic", "partition"], ["prepare"])
+    return Decisions(decided.cast(_DECISION_SCHEMA), owners, prepares)
 
 
 def _ranked(table: pa.Table, keys: list[str], order: list[str]) -> pa.Table:
@@ -150,9 +156,22 @@ def coordinator_rows(txns: pa.Table, decided: Decisions) -> list[dict[str, Any]]
                         "first_timestamp", "last_timestamp"])  # fmt: skip
     mine = _ranked(mine.append_column("rank", pa.nulls(mine.num_rows, pa.int64())),
                    ["transactional_id", "topic", "partition"], ["marker_offset"])  # fmt: skip
-    on = ["transactional_id", "topic", "partition", "rank"]
-    pairs = mine.join(d, on, join_type="inner")
-    pairs = pairs.filter(pc.not_equal(pairs.column("control_type"), pairs.column("decided")))
+    keys = ["transactional_id", "topic", "partition"]
+    width = max(mine.num_rows, d.num_rows) + 1  # a rank is below both
+    mine_key = pc.add(pc.multiply(key_codes(mine, keys, d), width), mine.column("rank"))
+    found = pc.index_in(mine_key, value_set=pc.add(pc.multiply(key_codes(d, keys, d), width), d.column("rank")))
+    paired = pc.is_valid(found)
+    mine, found = mine.filter(paired), pc.filter(found, paired)
+    outcome = d.column("decided").take(found)
+    split = pc.not_equal(mine.column("control_type"), outcome)
+    pairs = mine.append_column("decided", outcome).append_column("prepare", d.column("prepare").take(found))
+    pairs = pairs.filter(split)
+    if not pairs.num_rows:
+        return []
+    where = decided.prepares.take(pairs.column("prepare"))
+    pairs = pairs.append_column("coordinator_partition", where.column("coordinator_partition"))
+    pairs = pairs.append_column("record_offset", where.column("record_offset"))
+    pairs = pairs.append_column("listed", pc.binary_join(where.column("partitions"), ", "))
     pairs = pairs.sort_by([("topic", "ascending"), ("partition", "ascending"), ("marker_offset", "ascending")])
     return [_split_row(p) for p in pairs.to_pylist()]
 
