@@ -7,6 +7,8 @@ read_committed consumer receives although they were aborted, and the committed o
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -122,3 +124,35 @@ def test_the_audit_runs_in_spark_as_here(oracle, spark, tmp_path):
     rows = T.rows(str(out), "integrity")
     assert audit(rows, "ERROR") <= kafka_discrepancies(truth.log_dirs) <= audit(rows, "ERROR", "WARNING")
     assert audit(rows, "ERROR") and len(rows) == len(audit(rows, "ERROR", "WARNING"))
+
+
+_BATCH = re.compile(r"baseOffset: (\d+) .*?producerId: (-?\d+) producerEpoch: (-?\d+) .*?isControl: (true|false)")
+
+
+def test_a_zombies_batch_below_the_last_marker_epoch_is_an_epoch_regression(oracle, tmp_path):
+    """The writer appends, as a follower copies, a batch at the epoch before the producer's last marker (a leader's
+    ProducerAppendInfo refuses it from a client). Kafka's own DumpLogSegments shows that batch below the marker
+    before it, and Kafka's ProducerStateManager replays the log without refusing it (it only logs a regression
+    it replicates or recovers): nothing in the broker repairs it, and txnlog names exactly that transaction."""
+    truth = write_scenario("epoch_regression", tmp_path / "logs")
+    out = tmp_path / "out"
+    run_txnlog(None, truth.root, out, truth.as_of_ms, "epoch_regression")
+    rows = T.rows(str(out), "integrity")
+    key = ("check", "topic", "partition", "producer_id", "marker_offset")
+    assert {tuple(r[k] for k in key) for r in rows} == {tuple(t[k] for k in key) for t in truth.notes["integrity"]}  # type: ignore[union-attr]
+    (row,) = rows
+    (log_dir,) = truth.log_dirs
+    part = log_dir / f"{row['topic']}-{row['partition']}"
+    batches = [
+        (int(m[1]), int(m[2]), int(m[3]), m[4] == "true")
+        for m in _BATCH.finditer(oracle.dump(*sorted(part.glob("*.log"))))
+    ]
+    mine = [b for b in batches if b[1] == row["producer_id"]]
+    markers_before = [epoch for offset, _, epoch, control in mine if control and offset < row["first_offset"]]
+    data = [epoch for offset, _, epoch, control in mine if not control and offset >= row["first_offset"]]
+    assert data[0] < markers_before[-1], (data, markers_before)
+    replay = tmp_path / "replay" / part.name  # no snapshot: every batch through ProducerAppendInfo
+    shutil.copytree(part, replay, ignore=shutil.ignore_patterns("*.snapshot"))
+    (loaded,) = oracle.load_partitions([replay], "--now", str(truth.as_of_ms), "--shutdown", "unclean",
+                                       "--recovery-point", "0")  # fmt: skip
+    assert "error" not in loaded and loaded["logEndOffset"] > row["marker_offset"], loaded

@@ -146,9 +146,9 @@ def _held(ended: pa.Table) -> pa.Table:
     replicas, opens = ended.column("replicas").combine_chunks(), ended.column("open_replicas").combine_chunks()
     held = pa.table({"row": pc.list_parent_indices(replicas).cast(pa.int64()), "broker": pc.list_flatten(replicas)})
     open_pairs = pa.table({"row": pc.list_parent_indices(opens).cast(pa.int64()), "broker": pc.list_flatten(opens)})
-    if open_pairs.num_rows:
+    if open_pairs.num_rows:  # a join keeps no order: back to the rows' order
         held = held.join(open_pairs, ["row", "broker"], join_type="left anti")
-    held = held.sort_by([("row", "ascending"), ("broker", "ascending")])
+        held = held.sort_by([("row", "ascending"), ("broker", "ascending")])
     flat = ended.drop_columns(["replicas", "open_replicas"]).take(held.column("row"))
     return flat.append_column("broker", held.column("broker")).append_column("row", held.column("row"))
 

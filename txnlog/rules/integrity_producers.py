@@ -40,135 +40,151 @@ _PREPARES = ("PrepareCommit", "PrepareAbort")
 _COMPLETES = ("CompleteCommit", "CompleteAbort")
 _DECISION_SCHEMA = pa.schema(
     [
-        ("transactional_id", pa.string()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
+        ("key", pa.int64()),  # transactional id's code * partitions + the partition's row of Decisions.partitions
         ("rank", pa.int64()),  # 0: the newest decision naming the partition
         ("decided", pa.int32()),  # the marker's ControlType
-        ("prepare", pa.int64()),  # the row of :attr:`Decisions.prepares`
-        ("transaction_version", pa.int32()),
+        ("prepare", pa.int64()),  # the row of Decisions.prepares
     ]
 )
 _PREPARES_SCHEMA = pa.schema(
-    [("coordinator_partition", pa.int32()), ("record_offset", pa.int64()), ("partitions", pa.list_(pa.string()))]
+    [
+        ("transactional_id", pa.string()),
+        ("coordinator_partition", pa.int32()),
+        ("record_offset", pa.int64()),
+        ("partitions", pa.list_(pa.string())),
+    ]
 )
-_OWNERS_SCHEMA = pa.schema([("producer_id", pa.int64()), ("transactional_id", pa.string())])
+_OWNERS_SCHEMA = pa.schema([("producer_id", pa.int64()), ("transactional_id", pa.string()), ("code", pa.int64())])
+_PARTITIONS_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32())])
 
 
 @dataclass(frozen=True)
 class Decisions:
-    """What the coordinator decided, per partition (:func:`decisions`): ``decided`` one row per completed
-    Prepare* record and partition it lists, ranked from the newest; ``owners`` producer id -> transactional id;
-    ``prepares`` the completed Prepare* records (where, and the partitions they list). Small next to the
-    transactions: the engine hands it to every partition's task."""
+    """What the coordinator decided, per partition (:func:`decisions`), keyed by integer codes: ``decided`` one row
+    per completed Prepare* record and partition it lists, ranked from the newest; ``owners`` producer id ->
+    transactional id and its code; ``partitions`` the partitions named (their row is their code); ``prepares``
+    the completed Prepare* records (for the evidence). Small next to the transactions: the engine hands it to every
+    partition's task."""
 
     decided: pa.Table
     owners: pa.Table
+    partitions: pa.Table
     prepares: pa.Table
+
+
+_NONE = Decisions(
+    _DECISION_SCHEMA.empty_table(),
+    _OWNERS_SCHEMA.empty_table(),
+    _PARTITIONS_SCHEMA.empty_table(),
+    _PREPARES_SCHEMA.empty_table(),
+)
 
 
 def decisions(history: pa.Table) -> Decisions:
     """:class:`Decisions` of the ``coordinator_history`` rows (any order; ``state`` the state's name, or its code
     as staged)."""
     if not history.num_rows or "transactional_id" not in history.column_names:
-        return Decisions(_DECISION_SCHEMA.empty_table(), _OWNERS_SCHEMA.empty_table(), _PREPARES_SCHEMA.empty_table())
-    if pa.types.is_integer(history.column("state").type):
-        codes = pa.array([int(s) for s in TransactionState], history.column("state").type)
-        names = pa.array([s.kafka_name for s in TransactionState], pa.string())
-        found = pc.index_in(history.column("state"), value_set=codes)
-        history = history.set_column(history.schema.get_field_index("state"), "state", names.take(found))
+        return _NONE
     h = history.filter(pc.is_valid(history.column("transactional_id")))
-    h = h.sort_by([("transactional_id", "ascending"), ("coordinator_partition", "ascending"),
-                   ("record_offset", "ascending")])  # fmt: skip
-    owners = h.filter(pc.is_valid(h.column("producer_id"))).select(["producer_id", "transactional_id"])
-    owners = owners.group_by("producer_id").aggregate([("transactional_id", "max")])
-    owners = pa.table(
-        [owners.column("producer_id").cast(pa.int64()), owners.column("transactional_id_max")],
-        schema=_OWNERS_SCHEMA,
-    )
-    ids = np.asarray(h.column("transactional_id").to_numpy(zero_copy_only=False), object)
-    states = np.asarray(pc.fill_null(h.column("state"), "").to_numpy(zero_copy_only=False), object)
+    if not h.num_rows:
+        return _NONE
+    state = h.column("state")
+    if pa.types.is_integer(state.type):
+        codes = pa.array([int(s) for s in TransactionState], state.type)
+        names = pa.array([s.kafka_name for s in TransactionState], pa.string())
+        state = names.take(pc.index_in(state, value_set=codes))
+    ids = pc.dictionary_encode(h.column("transactional_id").combine_chunks())
+    tid = ids.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    cp = np.asarray(pc.fill_null(h.column("coordinator_partition"), -1).to_numpy(zero_copy_only=False), np.int64)
+    at = np.lexsort((h.column("record_offset").to_numpy(zero_copy_only=False), cp, tid))
+    h, tid = h.take(pa.array(at)), tid[at]
+    states = np.asarray(pc.fill_null(pc.take(state, pa.array(at)), "").to_numpy(zero_copy_only=False), object)
+    owners = _owners(h, tid, ids.dictionary)
     same_next = np.zeros(h.num_rows, bool)
-    same_next[:-1] = ids[1:] == ids[:-1]
+    same_next[:-1] = tid[1:] == tid[:-1]
     next_state = np.append(states[1:], "")
     completed = np.isin(states, _PREPARES) & same_next & np.isin(next_state, _COMPLETES)
     prep = h.filter(pa.array(completed))
     prepares = pa.table(
-        {
-            "coordinator_partition": prep.column("coordinator_partition").cast(pa.int32()),
-            "record_offset": prep.column("record_offset").cast(pa.int64()),
-            "partitions": prep.column("partitions"),
-        }
+        [
+            prep.column("transactional_id"),
+            prep.column("coordinator_partition").cast(pa.int32()),
+            prep.column("record_offset").cast(pa.int64()),
+            prep.column("partitions"),
+        ],
+        schema=_PREPARES_SCHEMA,
     )
-    parts = prep.column("partitions").combine_chunks()
-    split = pc.extract_regex(pc.list_flatten(parts), r"^(?P<topic>.*)-(?P<partition>[0-9]+)$")
-    ok = pc.is_valid(split)
-    parent = pc.filter(pc.list_parent_indices(parts), ok).cast(pa.int64())
-    split = pc.filter(split, ok)
-    version = (
-        prep.column("client_transaction_version")
-        if "client_transaction_version" in prep.column_names
-        else pa.nulls(prep.num_rows, pa.int32())
+    listed = prep.column("partitions").combine_chunks()
+    named = pc.dictionary_encode(pc.list_flatten(listed))
+    parsed = pc.extract_regex(named.dictionary, r"^(?P<topic>.*)-(?P<partition>[0-9]+)$")  # few: one per partition
+    partitions = pa.table(
+        [pc.struct_field(parsed, "topic"), pc.struct_field(parsed, "partition").cast(pa.int32())],
+        schema=_PARTITIONS_SCHEMA,
     )
-    commit = pc.equal(prep.column("state"), "PrepareCommit")
-    outcome = pc.if_else(commit, int(ControlType.COMMIT), int(ControlType.ABORT)).cast(pa.int32())
+    parent = pc.list_parent_indices(listed).to_numpy(zero_copy_only=False).astype(np.int64)
+    tp = named.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    ok = np.asarray(pc.is_valid(parsed).to_numpy(zero_copy_only=False), bool)[tp] if tp.size else np.zeros(0, bool)
+    parent, tp = parent[ok], tp[ok]
+    key = tid[completed][parent] * max(len(partitions), 1) + tp
+    order = np.lexsort((-parent, key))
+    key, parent = key[order], parent[order]
+    starts = group_starts(key)
+    rank = np.arange(key.size) - np.repeat(starts, np.diff(np.append(starts, key.size)))
+    outcome = np.where(states[completed] == "PrepareCommit", int(ControlType.COMMIT), int(ControlType.ABORT))
     decided = pa.table(
-        {
-            "transactional_id": prep.column("transactional_id").take(parent),
-            "topic": pc.struct_field(split, "topic"),
-            "partition": pc.struct_field(split, "partition").cast(pa.int32()),
-            "rank": pa.nulls(len(parent), pa.int64()),
-            "decided": outcome.take(parent),
-            "prepare": parent,
-            "transaction_version": version.cast(pa.int32()).take(parent),
-        }
+        [pa.array(key), pa.array(rank, pa.int64()), pa.array(outcome[parent], pa.int32()), pa.array(parent)],
+        schema=_DECISION_SCHEMA,
     )
-    decided = _ranked(decided, ["transactional_id", "topic", "partition"], ["prepare"])
-    return Decisions(decided.cast(_DECISION_SCHEMA), owners, prepares)
+    return Decisions(decided, owners, partitions, prepares)
 
 
-def _ranked(table: pa.Table, keys: list[str], order: list[str]) -> pa.Table:
-    """``table`` sorted by ``keys`` then ``order`` descending, with ``rank`` the row's place in its group (0: the
-    greatest ``order``)."""
-    table = table.sort_by([(k, "ascending") for k in keys] + [(o, "descending") for o in order])
-    n = table.num_rows
-    if not n:
-        return table.set_column(table.schema.get_field_index("rank"), "rank", pa.array([], pa.int64()))
-    codes = [np.asarray(pc.fill_null(table.column(k).cast(pa.string()), "").to_numpy(zero_copy_only=False), object)
-             for k in keys]  # fmt: skip
-    starts = group_starts(*codes)
-    sizes = np.diff(np.append(starts, n))
-    rank = np.arange(n) - np.repeat(starts, sizes)
-    return table.set_column(table.schema.get_field_index("rank"), "rank", pa.array(rank, pa.int64()))
+def _owners(h: pa.Table, tid: np.ndarray, names: pa.Array) -> pa.Table:
+    """Producer id -> transactional id (and its code) of the history ``h``: a producer id's last record's."""
+    pid = h.column("producer_id")
+    has = np.asarray(pc.is_valid(pid).to_numpy(zero_copy_only=False), bool)
+    pids = np.asarray(pc.fill_null(pid, -1).to_numpy(zero_copy_only=False), np.int64)[has][::-1]
+    codes = tid[has][::-1]
+    pids, first = np.unique(pids, return_index=True)
+    codes = codes[first]
+    return pa.table(
+        [pa.array(pids, pa.int64()), names.take(pa.array(codes)), pa.array(codes, pa.int64())], schema=_OWNERS_SCHEMA
+    )
 
 
 def coordinator_rows(txns: pa.Table, decided: Decisions) -> list[dict[str, Any]]:
-    """``SPLIT_OUTCOME`` rows of ``txns`` (the transactions of whole partitions) against ``decided``."""
-    d = decided.decided
-    if not d.num_rows or not txns.num_rows or not decided.owners.num_rows:
+    """``SPLIT_OUTCOME`` rows of ``txns`` (the transactions of whole partitions) against ``decided``: the
+    producer's ended transactions on a partition ranked from the newest, paired with the decisions' ranks."""
+    d, owners, parts = decided.decided, decided.owners, decided.partitions
+    if not d.num_rows or not txns.num_rows:
         return []
-    found = pc.index_in(txns.column("producer_id"), value_set=decided.owners.column("producer_id"))
-    mine = txns.append_column("transactional_id", decided.owners.column("transactional_id").take(found))
-    ended = pc.and_(pc.is_valid(mine.column("marker_offset")), pc.is_valid(mine.column("control_type")))
-    mine = mine.filter(pc.and_(ended, pc.is_valid(mine.column("transactional_id"))))
-    mine = mine.select(["transactional_id", "topic", "partition", "producer_id", "producer_epoch", "first_offset",
-                        "last_offset", "marker_offset", "control_type", "record_count", "size_bytes",
-                        "first_timestamp", "last_timestamp"])  # fmt: skip
-    mine = _ranked(mine.append_column("rank", pa.nulls(mine.num_rows, pa.int64())),
-                   ["transactional_id", "topic", "partition"], ["marker_offset"])  # fmt: skip
-    keys = ["transactional_id", "topic", "partition"]
-    width = max(mine.num_rows, d.num_rows) + 1  # a rank is below both
-    mine_key = pc.add(pc.multiply(key_codes(mine, keys, d), width), mine.column("rank"))
-    found = pc.index_in(mine_key, value_set=pc.add(pc.multiply(key_codes(d, keys, d), width), d.column("rank")))
-    paired = pc.is_valid(found)
-    mine, found = mine.filter(paired), pc.filter(found, paired)
+    ended = pc.and_(pc.is_valid(txns.column("marker_offset")), pc.is_valid(txns.column("control_type")))
+    mine = txns.filter(ended)
+    tid = owners.column("code").take(pc.index_in(mine.column("producer_id"), value_set=owners.column("producer_id")))
+    on = ["topic", "partition"]
+    tp = pc.index_in(key_codes(mine, on, parts), value_set=key_codes(parts, on, parts))
+    known = np.asarray(pc.and_(pc.is_valid(tid), pc.is_valid(tp)).to_numpy(zero_copy_only=False), bool)
+    mine = mine.filter(pa.array(known))
+    key = pc.filter(tid, pa.array(known)).to_numpy().astype(np.int64) * max(len(parts), 1)
+    key = key + pc.filter(tp, pa.array(known)).to_numpy().astype(np.int64)
+    marker = mine.column("marker_offset").to_numpy().astype(np.int64)
+    at = np.lexsort((-marker, key))
+    key = key[at]
+    starts = group_starts(key)
+    rank = np.arange(key.size) - np.repeat(starts, np.diff(np.append(starts, key.size)))
+    width = max(key.size, d.num_rows) + 1  # a rank is below it
+    theirs = d.column("key").to_numpy() * width + d.column("rank").to_numpy()
+    found = pc.index_in(pa.array(key * width + rank), value_set=pa.array(theirs))
+    paired = np.asarray(pc.is_valid(found).to_numpy(zero_copy_only=False), bool)
+    rows = mine.take(pa.array(at[paired]))
+    found = pc.filter(found, pa.array(paired))
     outcome = d.column("decided").take(found)
-    split = pc.not_equal(mine.column("control_type"), outcome)
-    pairs = mine.append_column("decided", outcome).append_column("prepare", d.column("prepare").take(found))
+    split = pc.not_equal(rows.column("control_type"), outcome)
+    pairs = rows.append_column("decided", outcome).append_column("prepare", d.column("prepare").take(found))
     pairs = pairs.filter(split)
     if not pairs.num_rows:
         return []
     where = decided.prepares.take(pairs.column("prepare"))
+    pairs = pairs.append_column("transactional_id", where.column("transactional_id"))
     pairs = pairs.append_column("coordinator_partition", where.column("coordinator_partition"))
     pairs = pairs.append_column("record_offset", where.column("record_offset"))
     pairs = pairs.append_column("listed", pc.binary_join(where.column("partitions"), ", "))
