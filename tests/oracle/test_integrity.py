@@ -18,7 +18,7 @@ import pytest
 from tests.e2e import truth as T
 from tests.oracle import kafka
 from tests.oracle.judge import INTERNAL, run_txnlog
-from txnlog.brokerlog.scenarios import write_scenario
+from txnlog.brokerlog.scenarios import scenario_names, write_scenario
 
 _KINDS = {"aborted-data-visible": "ABORTED_DATA_VISIBLE", "committed-data-hidden": "COMMITTED_DATA_HIDDEN"}
 
@@ -156,3 +156,20 @@ def test_a_zombies_batch_below_the_last_marker_epoch_is_an_epoch_regression(orac
     (loaded,) = oracle.load_partitions([replay], "--now", str(truth.as_of_ms), "--shutdown", "unclean",
                                        "--recovery-point", "0")  # fmt: skip
     assert "error" not in loaded and loaded["logEndOffset"] > row["marker_offset"], loaded
+
+
+_FAULTS = {"index_entry_missing", "index_entry_spurious", "txnindex_file_lost", "split_outcome", "epoch_regression"}
+# bulk: the benchmarks' large data set (its transactions are those of healthy's kinds)
+CLEAN = [n for n in scenario_names() if n not in _FAULTS and n != "bulk"]
+
+
+@pytest.mark.parametrize("name", CLEAN)
+def test_a_scenario_without_a_fault_gives_no_anomaly(tmp_path, name):
+    """No false alarm: every writer scenario that injects no integrity fault (hanging transactions, damage,
+    replicas that disagree, restarts, every producer kind and transaction version) gives no anomaly row."""
+    truth = write_scenario(name, tmp_path / "logs")
+    assert not truth.notes.get("integrity")
+    out = tmp_path / "out"
+    run_txnlog(None, truth.root, out, truth.as_of_ms, name)
+    rows = [r for r in T.rows(str(out), "integrity") if r["severity"] != "NOT_CHECKED"]
+    assert rows == [], [(r["check"], r["evidence"]) for r in rows[:3]]

@@ -7,11 +7,12 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
+import pyarrow.dataset as pads
 
-from txnlog.engine.staging import read_raw
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
 from txnlog.rules.finish import HISTORY_COLUMNS, RAW_COLUMNS
 from txnlog.rules.integrity import TXN_COLUMNS, Decisions, decisions, partition_integrity
+from txnlog.sources import storage
 
 __all__ = ["STAGED_SCHEMA", "decisions_of", "integrity_here", "staged_columns"]
 
@@ -35,7 +36,14 @@ _HISTORY_COLUMNS = [
 
 def staged_columns(path: str) -> pa.Table:
     """The audited columns of a staged transactions file (txnlog.engine.staging)."""
-    return read_raw(path).select(STAGED_SCHEMA.names).cast(STAGED_SCHEMA)
+    return _columns(path, STAGED_SCHEMA.names).cast(STAGED_SCHEMA)
+
+
+def _columns(uri: str, columns: list[str]) -> pa.Table:
+    """Those of ``columns`` a staged file (Arrow IPC, txnlog.engine.staging) has, reading only their buffers."""
+    filesystem, path = storage.filesystem(uri)
+    data = pads.dataset(path, filesystem=filesystem, format="ipc")
+    return data.to_table(columns=[c for c in columns if c in data.schema.names])
 
 
 def integrity_here(
@@ -53,8 +61,7 @@ def integrity_here(
 def decisions_of(files: list[str]) -> Decisions:
     """The coordinator's decisions (txnlog.rules.integrity.decisions) of the staged ``__transaction_state``
     records ``files``: only the columns they need are read."""
-    parts = [read_raw(path) for path in files]
-    parts = [p.select([c for c in _HISTORY_COLUMNS if c in p.column_names]) for p in parts if p.num_rows]
+    parts = [p for p in (_columns(path, _HISTORY_COLUMNS) for path in files) if p.num_rows]
     if not parts:
         return decisions(pa.table({}))
     return decisions(pa.concat_tables(parts, promote_options="permissive"))
