@@ -45,11 +45,12 @@ def once(root: Path, out: Path, audit: bool, timed: dict[str, float]) -> float:
     real = audit_step.with_integrity
 
     def on(tables, *a):  # type: ignore[no-untyped-def]
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         try:
             return real(tables, *a)
         finally:
             timed["audit"] = time.perf_counter() - t
+            timed["audit_cpu"] = time.process_time() - cpu
 
     def off(tables, *a):  # type: ignore[no-untyped-def]
         return {**tables, "integrity": contract.INTEGRITY.empty_table().drop_columns(["cluster", "as_of"])}
@@ -57,8 +58,9 @@ def once(root: Path, out: Path, audit: bool, timed: dict[str, float]) -> float:
     run_module.with_integrity = on if audit else off
     try:
         config = load_config(None, {"logs": [str(root)], "output": str(out), "cluster": "bench", "progress": False})
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         run_module.run(config, progress=lambda _m: None)
+        timed["job_cpu"] = time.process_time() - cpu
         return time.perf_counter() - t
     finally:
         run_module.with_integrity = real
@@ -77,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             warm_page_cache(ds.root)
         times: dict[tuple[float, bool], list[float]] = {(s, a): [] for s in args.sizes for a in (True, False)}
         audit: dict[float, list[float]] = {s: [] for s in args.sizes}
+        cpu: dict[tuple[float, str], list[float]] = {(s, k): [] for s in args.sizes for k in ("job", "audit")}
         with tempfile.TemporaryDirectory() as tmp:
             once(sets[args.sizes[0]].root, Path(tmp) / "warm", True, {})  # imports, numba, first-run costs
             for r in range(args.repeat):
@@ -87,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
                         times[(s, a)].append(t)
                         if a:
                             audit[s].append(timed["audit"])
+                            cpu[(s, "audit")].append(timed["audit_cpu"])
+                        else:
+                            cpu[(s, "job")].append(timed["job_cpu"])
                         print(f"{mix} {s:g} GiB audit={'on' if a else 'off'}: {t:.2f} s"
                               + (f" (audit step {timed['audit']:.2f} s)" if a else ""), flush=True)  # fmt: skip
         small, big = args.sizes
@@ -96,6 +102,13 @@ def main(argv: list[str] | None = None) -> int:
         step = (statistics.median(audit[big]) - statistics.median(audit[small])) / span
         print(f"{mix}: marginal s/GiB on {on:.2f}, off {off:.2f}: (on - off) / off = {(on - off) / off:+.1%}; "
               f"the audit step's own marginal {step:.2f} s/GiB = {step / off:.1%} of the job's (off)")  # fmt: skip
+        c = {k: statistics.median(v) for k, v in cpu.items()}
+        job_cpu = (c[(big, "job")] - c[(small, "job")]) / span
+        audit_cpu = (c[(big, "audit")] - c[(small, "audit")]) / span
+        print(f"{mix}: CPU seconds (this process's threads): the job's marginal (off) {job_cpu:.2f} s/GiB, the "
+              f"audit step's {audit_cpu:.2f} s/GiB = {audit_cpu / job_cpu:.1%}")  # fmt: skip
+        for s in args.sizes:
+            print(f"  {s:g} GiB: job CPU (off) {c[(s, 'job')]:.2f} s, audit step CPU {c[(s, 'audit')]:.3f} s")
         for s in args.sizes:
             print(f"  {s:g} GiB: job on {med[(s, True)]:.2f} s, off {med[(s, False)]:.2f} s, "
                   f"audit step {statistics.median(audit[s]):.3f} s")  # fmt: skip

@@ -104,8 +104,7 @@ def partition_integrity(txns: pa.Table, index: pa.Table, segments: pa.Table, dec
     txns = _normalized(txns)
     ended = txns.filter(pc.and_(pc.is_valid(txns.column("marker_offset")), pc.is_valid(txns.column("control_type"))))
     owners = decided.owners
-    held = _held(ended)
-    rows = _index_rows(held, index, segments, owners)
+    rows = _index_rows(ended, _held(ended), index, segments, owners)
     rows += producers.coordinator_rows(txns, decided)
     rows += producers.epoch_rows(txns, owners)
     return pa.Table.from_pylist(rows, schema=MS_SCHEMA)
@@ -136,24 +135,33 @@ def _normalized(txns: pa.Table) -> pa.Table:
     for name in TXN_COLUMNS:
         kind = types.get(name, pa.int64())
         column = txns.column(name) if name in txns.column_names else pa.chunked_array([pa.nulls(n, kind)])
-        arrays.append(pc.cast(column, kind).combine_chunks())
-    return pa.Table.from_arrays(arrays, names=list(TXN_COLUMNS))
+        arrays.append(column if column.type == kind else pc.cast(column, kind))
+    return pa.Table.from_arrays(arrays, names=list(TXN_COLUMNS)).combine_chunks()
 
 
 def _held(ended: pa.Table) -> pa.Table:
-    """One row per ended transaction and replica holding its marker (in ``replicas``, not in ``open_replicas``),
-    with the replica as ``broker`` and the transaction's row number as ``row``; list columns dropped."""
+    """One row per ended transaction and replica holding its marker (in ``replicas``, not in ``open_replicas``):
+    the transaction's row number (``row``), the replica (``broker``) and the columns the checks compare."""
     replicas, opens = ended.column("replicas").combine_chunks(), ended.column("open_replicas").combine_chunks()
     held = pa.table({"row": pc.list_parent_indices(replicas).cast(pa.int64()), "broker": pc.list_flatten(replicas)})
     open_pairs = pa.table({"row": pc.list_parent_indices(opens).cast(pa.int64()), "broker": pc.list_flatten(opens)})
     if open_pairs.num_rows:  # a join keeps no order: back to the rows' order
         held = held.join(open_pairs, ["row", "broker"], join_type="left anti")
         held = held.sort_by([("row", "ascending"), ("broker", "ascending")])
+    keys = ended.select(["topic", "partition", "producer_id", "marker_offset", "control_type"])
+    flat = keys.take(held.column("row"))
+    return flat.append_column("broker", held.column("broker")).append_column("row", held.column("row"))
+
+
+def _whole(ended: pa.Table, held: pa.Table) -> pa.Table:
+    """The transactions of ``held``'s rows, whole (but their lists), each with its ``held`` row's replica."""
     flat = ended.drop_columns(["replicas", "open_replicas"]).take(held.column("row"))
     return flat.append_column("broker", held.column("broker")).append_column("row", held.column("row"))
 
 
-def _index_rows(held: pa.Table, index: pa.Table, segments: pa.Table, owners: pa.Table) -> list[dict[str, Any]]:
+def _index_rows(
+    ended: pa.Table, held: pa.Table, index: pa.Table, segments: pa.Table, owners: pa.Table
+) -> list[dict[str, Any]]:
     """``ABORTED_DATA_VISIBLE``, ``COMMITTED_DATA_HIDDEN`` and ``INDEX_NOT_CHECKED`` rows."""
     seg = segments.sort_by([(c, "ascending") for c in _REPLICA] + [("base_offset", "ascending")])
     copied = key_codes(held, _REPLICA, seg)  # null: the replica's segment files are not in the input
@@ -170,14 +178,14 @@ def _index_rows(held: pa.Table, index: pa.Table, segments: pa.Table, owners: pa.
     unlisted = aborts.join(entries.select(ends[:-1] + ["entry_last"]), ends[:-1] + ["marker_offset"],
                            right_keys=ends[:-1] + ["entry_last"], join_type="left anti")  # fmt: skip
     if unlisted.num_rows:
-        unlisted = unlisted.sort_by([("row", "ascending"), ("broker", "ascending")])
+        unlisted = _whole(ended, unlisted.sort_by([("row", "ascending"), ("broker", "ascending")]))
         base, has_file, restart = _segments_of(seg, unlisted)
         names = _owner_names(unlisted, owners)
         for t, b, f, r, n in zip(unlisted.to_pylist(), base, has_file, restart, names, strict=True):
             rows.append(_visible_row(t, int(b), not f, r, n))
     false = entries.join(abort_ends, ends[:-1] + ["entry_last"], join_type="left anti")
     if false.num_rows:
-        rows += _hidden_rows(false, held, owners)
+        rows += _hidden_rows(false, ended, held, owners)
     return rows
 
 
@@ -192,7 +200,7 @@ def _owner_names(rows: pa.Table, owners: pa.Table) -> list[str | None]:
     if not rows.num_rows or not owners.num_rows:
         return [None] * rows.num_rows
     found = pc.index_in(rows.column("producer_id"), value_set=owners.column("producer_id"))
-    return owners.column("transactional_id").take(found).to_pylist()  # type: ignore[no-any-return]
+    return owners.column("transactional_id").take(found).to_pylist()
 
 
 def _segments_of(seg: pa.Table, rows: pa.Table) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -219,7 +227,7 @@ def _segments_of(seg: pa.Table, rows: pa.Table) -> tuple[np.ndarray, np.ndarray,
     return bases[at], has_file, restart
 
 
-def _hidden_rows(false: pa.Table, held: pa.Table, owners: pa.Table) -> list[dict[str, Any]]:
+def _hidden_rows(false: pa.Table, ended: pa.Table, held: pa.Table, owners: pa.Table) -> list[dict[str, Any]]:
     """The producer's committed transactions an index entry that ends at no ABORT marker hides: up to the entry's
     last offset in every fetch, after it up to the producer's next ABORT marker only within the same fetch."""
     on = ["broker", "topic", "partition", "producer_id"]
@@ -235,7 +243,7 @@ def _hidden_rows(false: pa.Table, held: pa.Table, owners: pa.Table) -> list[dict
     pairs = pairs.filter(keep).sort_by(order)
     if not pairs.num_rows:
         return []
-    txns = held.filter(pc.is_in(held.column("row"), value_set=pairs.column("row")))
+    txns = _whole(ended, held.filter(pc.is_in(held.column("row"), value_set=pairs.column("row"))))
     lookup = {(t["row"], t["broker"]): t for t in txns.to_pylist()}
     names = dict(zip(owners.column("producer_id").to_pylist(), owners.column("transactional_id").to_pylist()))
     return [_hidden_row(e, lookup[(e["row"], e["broker"])], names.get(e["producer_id"])) for e in pairs.to_pylist()]

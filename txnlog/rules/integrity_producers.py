@@ -158,12 +158,14 @@ def coordinator_rows(txns: pa.Table, decided: Decisions) -> list[dict[str, Any]]
     if not d.num_rows or not txns.num_rows:
         return []
     ended = pc.and_(pc.is_valid(txns.column("marker_offset")), pc.is_valid(txns.column("control_type")))
-    mine = txns.filter(ended)
+    whole = txns.filter(ended)
+    mine = whole.select(["topic", "partition", "producer_id", "marker_offset", "control_type"])
     tid = owners.column("code").take(pc.index_in(mine.column("producer_id"), value_set=owners.column("producer_id")))
     on = ["topic", "partition"]
     tp = pc.index_in(key_codes(mine, on, parts), value_set=key_codes(parts, on, parts))
     known = np.asarray(pc.and_(pc.is_valid(tid), pc.is_valid(tp)).to_numpy(zero_copy_only=False), bool)
-    mine = mine.filter(pa.array(known))
+    kept = np.flatnonzero(known)
+    mine = mine.take(pa.array(kept))
     key = pc.filter(tid, pa.array(known)).to_numpy().astype(np.int64) * max(len(parts), 1)
     key = key + pc.filter(tp, pa.array(known)).to_numpy().astype(np.int64)
     marker = mine.column("marker_offset").to_numpy().astype(np.int64)
@@ -175,14 +177,18 @@ def coordinator_rows(txns: pa.Table, decided: Decisions) -> list[dict[str, Any]]
     theirs = d.column("key").to_numpy() * width + d.column("rank").to_numpy()
     found = pc.index_in(pa.array(key * width + rank), value_set=pa.array(theirs))
     paired = np.asarray(pc.is_valid(found).to_numpy(zero_copy_only=False), bool)
-    rows = mine.take(pa.array(at[paired]))
     found = pc.filter(found, pa.array(paired))
     outcome = d.column("decided").take(found)
-    split = pc.not_equal(rows.column("control_type"), outcome)
-    pairs = rows.append_column("decided", outcome).append_column("prepare", d.column("prepare").take(found))
-    pairs = pairs.filter(split)
-    if not pairs.num_rows:
+    split = np.asarray(
+        pc.not_equal(mine.column("control_type").take(pa.array(at[paired])), outcome).to_numpy(zero_copy_only=False),
+        bool,
+    )
+    if not split.any():
         return []
+    pairs = whole.take(pa.array(kept[at[paired][split]]))
+    found = pc.filter(found, pa.array(split))
+    pairs = pairs.append_column("decided", outcome.filter(pa.array(split)))
+    pairs = pairs.append_column("prepare", d.column("prepare").take(found))
     where = decided.prepares.take(pairs.column("prepare"))
     pairs = pairs.append_column("transactional_id", where.column("transactional_id"))
     pairs = pairs.append_column("coordinator_partition", where.column("coordinator_partition"))
