@@ -3,3 +3,4 @@
 CREATE OR REPLACE VIEW runs AS SELECT * FROM delta_scan('./out/runs');
 CREATE OR REPLACE VIEW findings AS SELECT * FROM delta_scan('./out/findings');
 CREATE OR REPLACE VIEW partition_health AS SELECT * FROM delta_scan('./out/partition_health');
+CREATE OR REPLACE VIEW integrity AS SELECT * FROM delta_scan('./out/integrity');

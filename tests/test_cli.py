@@ -280,7 +280,7 @@ def test_verbs_show_the_newest_complete_run(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "verb", ["list", "describe", "describe-producers", "find-hanging", "timeline", "plan", "abort"]
+    "verb", ["list", "describe", "describe-producers", "find-hanging", "timeline", "audit", "plan", "abort"]
 )
 def test_every_verb_explains_itself(verb: str, capsys: pytest.CaptureFixture[str]) -> None:
     """--help: a paragraph saying what the verb does, a copy-paste example, and every option described."""

@@ -20,7 +20,7 @@ def test_forensics_notebook_runs_the_job(tmp_path):
         NOTEBOOK,
         tmp_path / "executed",
         {"LOGS": str(tmp_path / "logs"), "OUTPUT": str(tmp_path / "out"), "CLUSTER": "nb"},
-        collect='{"findings": len(findings), "plan": len(plan)}',
+        collect='{"findings": len(findings), "plan": len(plan), "anomalies": len(anomalies)}',
     )
     printed = done.text()
     hanging = [f for f in truth.findings if f.verdict == "HANGING"]
@@ -28,5 +28,5 @@ def test_forensics_notebook_runs_the_job(tmp_path):
     for f in hanging:
         assert f"--start-offset {f.start_offset}" in printed
         assert f"[HANGING {f.reason}] {f.topic}-{f.partition}" in printed
-    assert done.values == {"findings": len(truth.findings), "plan": len(hanging)}
-    assert len(done.figures) == 3, "the notebook should draw its three plots"
+    assert done.values == {"findings": len(truth.findings), "plan": len(hanging), "anomalies": 0}  # no fault injected
+    assert len(done.figures) == 4, "the notebook should draw its four plots"

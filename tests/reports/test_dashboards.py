@@ -16,7 +16,7 @@ from txnlog.output.delta import read_table
 pytestmark = pytest.mark.spark
 DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"
 QUERIES = sorted(p.stem for p in DASHBOARDS.glob("*.sql") if p.stem != "duckdb_views")
-TABLES = ("runs", "findings", "partition_health")
+TABLES = ("runs", "findings", "partition_health", "integrity")
 
 
 def _duckdb(output: str):
@@ -64,6 +64,8 @@ def _expected(output: str, name: str) -> list[tuple]:
         cols = ("cluster", "as_of", "topic", "partition", "lso_lag", "last_stable_offset", "log_end_offset")
         cols += ("open_transactions", "has_late_transaction")
         return [tuple(h[c] for c in cols) for h in health if h["lso_lag"] > 0]
+    if name == "integrity_over_time":
+        return _integrity_over_time(output, runs)
     if name == "late_partitions_over_time":
         late = Counter(h["as_of"] for h in health if h["has_late_transaction"])
         return [(CLUSTER, t, late[t]) for t in runs]
@@ -81,6 +83,23 @@ def _expected(output: str, name: str) -> list[tuple]:
         seconds = None if resolved is None else (resolved - min(ts)).total_seconds()
         rows.append((CLUSTER, key, min(ts), max(ts), resolved, len(ts), seconds))
     return rows
+
+
+def _integrity_over_time(output: str, runs: list[datetime]) -> list[tuple]:
+    """Per complete run: anomalies, errors, their records, NOT_CHECKED rows, then anomalies per check."""
+    from txnlog.model.contract import ANOMALY_CHECKS
+
+    rows = read_table(output, "integrity").to_pylist()
+    expected = []
+    for t in runs:
+        mine = [r for r in rows if r["as_of"] == t]
+        bad = [r for r in mine if r["severity"] in ("ERROR", "WARNING")]
+        expected.append(
+            (CLUSTER, t, len(bad), sum(r["severity"] == "ERROR" for r in bad))
+            + (sum(r["records_affected"] or 0 for r in bad), len(mine) - len(bad))
+            + tuple(sum(r["check"] == c for r in bad) for c in ANOMALY_CHECKS)
+        )
+    return expected
 
 
 def _key(row: tuple) -> tuple:
@@ -105,4 +124,10 @@ def test_dashboards_show_the_abort(sample_history):
     lags = _run(sample_history.output, "lso_lag_by_partition", "polars")
     assert {r[1] for r in lags if (r[2], r[3]) == STUCK} == set(sample_history.as_ofs) - {AFTER_ABORT}
     assert {n for _, _, n in _run(sample_history.output, "late_partitions_over_time", "polars")} != {0}
-    assert QUERIES == ["current_findings", "late_partitions_over_time", "lso_lag_by_partition", "time_to_resolution"]
+    assert QUERIES == [
+        "current_findings",
+        "integrity_over_time",
+        "late_partitions_over_time",
+        "lso_lag_by_partition",
+        "time_to_resolution",
+    ]

@@ -12,6 +12,7 @@ import pytest
 
 from tests.reports.history import AFTER_ABORT, CLUSTER, EARLY, STUCK
 from tests.reports.kernel import execute
+from txnlog.model.contract import ANOMALY_CHECKS
 from txnlog.output.delta import read_table
 
 pytestmark = pytest.mark.spark
@@ -43,6 +44,8 @@ def test_forensics_notebook_on_the_newest_run(sample_history, tmp_path):
             "timeline_title": timeline_ax.get_title(),
             "timeline_producers": [t.get_text() for t in timeline_ax.get_yticklabels()],
             "titles": [lso_lag_ax.get_title(), plan_ax.get_title()],
+            "integrity": integrity_summary(integrity).reset_index().to_dict("records"),
+            "integrity_title": integrity_ax.get_title(),
         }""",
     )
     v = done.values
@@ -91,7 +94,14 @@ def test_forensics_notebook_on_the_newest_run(sample_history, tmp_path):
     assert done.pngs_of("plot_lso_lag(health)") == 1
     assert done.pngs_of("plot_timeline(") == 1
     assert done.pngs_of("plot_impact_plan(plan)") == 1
-    assert len(done.figures) == 3 and all(p.stat().st_size > 10_000 for p in done.figures)
+    assert done.pngs_of("plot_integrity(integrity)") == 1
+    assert len(done.figures) == 4 and all(p.stat().st_size > 10_000 for p in done.figures)
+    # the integrity audit: one summary row per anomaly check, as the table holds (the sample has no fault)
+    integrity = [r for r in _rows(h.output, "integrity", as_of=h.natural) if r["severity"] != "NOT_CHECKED"]
+    assert [r["check"] for r in v["integrity"]] == list(ANOMALY_CHECKS)
+    for r in v["integrity"]:
+        assert r["anomalies"] == sum(i["check"] == r["check"] for i in integrity)
+    assert integrity == [] and v["integrity_title"] == "Integrity audit: no anomaly"
 
 
 def test_cluster_overview_notebook_over_the_history(sample_history, tmp_path):

@@ -366,7 +366,8 @@ def test_spark_writer_without_jars_is_a_one_line_usage_error(spark, tmp_path):
 def test_new_contract_columns_are_added_to_an_older_table(tmp_path):
     from deltalake import write_deltalake
 
-    older = pa.schema([f for f in tables.RUNS if f.name not in ("config", "status", "as_of_source", "error")])
+    # a runs table written before status, config, as_of_source, error and the integrity audit's counts
+    older = pa.schema(list(tables.RUNS)[: tables.RUNS.names.index("status")])
     old_row = {k: v for k, v in run_row(as_of=A2).items() if k in older.names}
     write_deltalake(str(tmp_path / "runs"), pa.Table.from_pylist([old_row], schema=older))
 

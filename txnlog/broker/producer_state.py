@@ -36,6 +36,7 @@ on which task decoded which segment.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -252,6 +253,25 @@ def leader_producers(
     the checks ran, which no byte shows: the entry is kept, as a restart keeps it. A clean copy speaks for a
     restart, which replays without expiring (``UnifiedLog.rebuildProducerState``): not applied.
     """
+    rows = _stacked(events, snaps, replicas, with_expiry=expiry_gap_ms is not None)
+    return _newest_per_producer(rows, replicas, expiry_gap_ms)
+
+
+@dataclass(frozen=True)
+class _Stacked:
+    """The leaders' segment rows that count, then their chosen snapshots' entries as rows at (their offset, rank 0),
+    in one set of columns (:func:`leader_producers`)."""
+
+    replica: np.ndarray
+    pid: np.ndarray
+    is_snap: np.ndarray
+    rank: np.ndarray
+    cols: dict[str, Col]
+
+
+def _stacked(
+    events: Mapping[str, Col], snaps: Mapping[str, Col], replicas: R.ReplicaLogs, *, with_expiry: bool
+) -> _Stacked:
     lead = replicas.is_lead
     n_rep = replicas.tp.size
     s_rep, s_off = snaps["replica"][0].astype(np.int64), snaps["file_offset"][0]
@@ -269,11 +289,7 @@ def leader_producers(
     ev = {name: (c[0][e_keep], c[1][e_keep]) for name, c in events.items()}
     sn = {name: (c[0][chosen], c[1][chosen]) for name, c in snaps.items()}
     ne, ns = int(e_keep.sum()), int(chosen.sum())
-    # one table of rows: the segment rows, then the chosen snapshot's entries as rows at (offset, rank 0)
     is_snap = np.concatenate([np.zeros(ne, bool), np.ones(ns, bool)])
-    rank = np.where(is_snap, 0, 1)
-    replica = np.concatenate([ev["replica"][0].astype(np.int64), sn["replica"][0].astype(np.int64)])
-    pid = np.concatenate([ev["producer_id"][0], sn["producer_id"][0]]).astype(np.int64)
     s_offset = sn["file_offset"][0].astype(np.int64)
     always = np.ones(ns, bool)
 
@@ -286,19 +302,42 @@ def leader_producers(
     def snap_col(name: str) -> Col:
         return sn[name][0], sn[name][1]
 
-    event_off = both("last_offset", (s_offset, always), np.int64)
-    data_off = both("data_offset", (s_offset, always), np.int64)
-    marker_off = both("marker_offset", (s_offset, always), np.int64)
-    epoch = both("producer_epoch", snap_col("producer_epoch"), np.int32)
-    ts = both("last_timestamp", snap_col("last_timestamp"), np.int64)
-    data_epoch = both("data_epoch", snap_col("producer_epoch"), np.int32)
-    seq = both("last_sequence", snap_col("last_sequence"), np.int32)
-    ce = both("coordinator_epoch", snap_col("coordinator_epoch"), np.int32)
     none = (np.zeros(ns, np.int32), np.zeros(ns, bool))
-    after_min = both("after_min_epoch", none, np.int32)
-    after_max = both("after_max_epoch", none, np.int32)
+    cols = {
+        "event_off": both("last_offset", (s_offset, always), np.int64),
+        "data_off": both("data_offset", (s_offset, always), np.int64),
+        "marker_off": both("marker_offset", (s_offset, always), np.int64),
+        "epoch": both("producer_epoch", snap_col("producer_epoch"), np.int32),
+        "ts": both("last_timestamp", snap_col("last_timestamp"), np.int64),
+        "data_epoch": both("data_epoch", snap_col("producer_epoch"), np.int32),
+        "seq": both("last_sequence", snap_col("last_sequence"), np.int32),
+        "ce": both("coordinator_epoch", snap_col("coordinator_epoch"), np.int32),
+        "after_min": both("after_min_epoch", none, np.int32),
+        "after_max": both("after_max_epoch", none, np.int32),
+    }
+    if with_expiry:
+        unknown = (np.zeros(ns, np.int64), np.zeros(ns, bool))
+        cols |= {
+            "first_ts": both("first_event_timestamp", (cols["ts"][0][ne:], always), np.int64),
+            # a snapshot entry's transaction: its CurrentTxnFirstOffset (unknown: open, no expiry)
+            "ends_open": both("ends_open", _snap_open(snaps, chosen), bool),
+            "after_marker": both("idle_after_marker", unknown, np.int64),
+            "after_data": both("idle_after_data", unknown, np.int64),
+        }
+    return _Stacked(
+        replica=np.concatenate([ev["replica"][0].astype(np.int64), sn["replica"][0].astype(np.int64)]),
+        pid=np.concatenate([ev["producer_id"][0], sn["producer_id"][0]]).astype(np.int64),
+        is_snap=is_snap,
+        rank=np.where(is_snap, 0, 1),
+        cols=cols,
+    )
 
-    # groups: (replica, producer id)
+
+def _newest_per_producer(rows: _Stacked, replicas: R.ReplicaLogs, expiry_gap_ms: int | None) -> dict[str, Col]:
+    """:func:`leader_producers`' result from its stacked rows: per (replica, producer id), the newest of each field."""
+    c, pid, replica, rank = rows.cols, rows.pid, rows.replica, rows.rank
+    event_off, data_off, marker_off = c["event_off"], c["data_off"], c["marker_off"]
+    after_min, after_max = c["after_min"], c["after_max"]
     by_key = np.lexsort((pid, replica))
     starts = R.group_starts(replica[by_key], pid[by_key]) if pid.size else np.zeros(0, np.int64)
     ng = starts.size
@@ -309,7 +348,7 @@ def leader_producers(
     d_at, d_found = _last_in_group(group, data_off[0], rank, data_off[1], ng)
     m_at, m_found = _last_in_group(group, marker_off[0], rank, marker_off[1], ng)
     # the last data batch keeps its sequence only if every marker after it has its epoch
-    d_off, d_rank, d_epoch = data_off[0][d_at], rank[d_at], data_epoch[0][d_at]
+    d_off, d_rank, d_epoch = data_off[0][d_at], rank[d_at], c["data_epoch"][0][d_at]
     g_off, g_rank = d_off[group], d_rank[group]
     later = (event_off[0] > g_off) | ((event_off[0] == g_off) & (rank > g_rank))
     counts = (later | (np.arange(group.size) == d_at[group])) & d_found[group]
@@ -318,17 +357,14 @@ def leader_producers(
     np.minimum.at(lo, group[counts & after_min[1]], after_min[0][counts & after_min[1]])
     np.maximum.at(hi, group[counts & after_max[1]], after_max[0][counts & after_max[1]])
     kept = d_found & ((lo == _I32_MAX) | (lo == d_epoch)) & ((hi == _I32_MIN) | (hi == d_epoch))
+    seq, ce, ts = c["seq"], c["ce"], c["ts"]
     seq_ok = seq[1][d_at]
-    from_snapshot = is_snap[ev_at]
+    from_snapshot = rows.is_snap[ev_at]
     if expiry_gap_ms is not None and pid.size:
         idle = _expired_between(
             group, event_off[0], rank, ng,
-            first_ts=both("first_event_timestamp", (ts[0][ne:], np.ones(ns, bool)), np.int64),
-            last_ts=ts,
-            # a snapshot entry's transaction: its CurrentTxnFirstOffset (unknown: open, no expiry)
-            ends_open=both("ends_open", _snap_open(snaps, chosen), bool),
-            after_marker=both("idle_after_marker", (np.zeros(ns, np.int64), np.zeros(ns, bool)), np.int64),
-            after_data=both("idle_after_data", (np.zeros(ns, np.int64), np.zeros(ns, bool)), np.int64),
+            first_ts=c["first_ts"], last_ts=ts, ends_open=c["ends_open"],
+            after_marker=c["after_marker"], after_data=c["after_data"],
             marker_at=m_at, data_at=d_at, gap_ms=expiry_gap_ms,
         )  # fmt: skip
         running = ~replicas.clean_shutdown[keys[0]]
@@ -337,7 +373,7 @@ def leader_producers(
     return {
         "replica": col(keys[0].astype(np.int32)),
         "producer_id": col(keys[1].astype(np.int64)),
-        "producer_epoch": col(epoch[0][ev_at]),
+        "producer_epoch": col(c["epoch"][0][ev_at]),
         "last_sequence": col(np.where(kept & seq_ok, seq[0][d_at], NO_SEQUENCE).astype(np.int32)),
         "last_timestamp": (ts[0][ev_at], ts[1][ev_at]),
         "coordinator_epoch": col(np.where(m_found & ce[1][m_at], ce[0][m_at], NO_COORDINATOR_EPOCH).astype(np.int32)),

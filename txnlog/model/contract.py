@@ -43,6 +43,37 @@ class Outcome(StrEnum):
     UNKNOWN = "UNKNOWN"  # a marker whose type the input does not show (a dump without --deep-iteration)
 
 
+class IntegrityCheck(StrEnum):
+    """``integrity.check``: what the audit (txnlog.rules.integrity) found, named after what a read_committed consumer
+    or the coordinator got wrong; docs/integrity.md and the README's "How txnlog decides" give the Kafka class that
+    decides each and what the copy must hold for it to run."""
+
+    ABORTED_DATA_VISIBLE = "ABORTED_DATA_VISIBLE"  # an ABORT with no .txnindex entry: delivered as committed
+    COMMITTED_DATA_HIDDEN = "COMMITTED_DATA_HIDDEN"  # a .txnindex entry ending at no ABORT: committed data dropped
+    SPLIT_OUTCOME = "SPLIT_OUTCOME"  # a partition's marker differs from the coordinator's Prepare* outcome
+    MARKER_MISSING = "MARKER_MISSING"  # the coordinator completed the transaction; the partition has no marker
+    EPOCH_REGRESSION = "EPOCH_REGRESSION"  # a data batch below the producer's last marker epoch on the partition
+    SEQUENCE_GAP = "SEQUENCE_GAP"  # a sequence gap inside one transaction on a partition
+    INDEX_NOT_CHECKED = "INDEX_NOT_CHECKED"  # the input has no segment files: no .txnindex to check
+
+
+class IntegritySeverity(StrEnum):
+    """``integrity.severity``: ERROR and WARNING rows are anomalies; NOT_CHECKED says a check could not run."""
+
+    ERROR = "ERROR"  # consumers got the wrong data, whatever their fetches
+    WARNING = "WARNING"  # they may have, depending on how their fetches split
+    NOT_CHECKED = "NOT_CHECKED"  # the copy lacks what the check needs (once per partition)
+
+
+#: the checks that report anomalies, each counted in its own ``runs`` column ``<check in lower case>_count``
+ANOMALY_CHECKS = tuple(c for c in IntegrityCheck if c is not IntegrityCheck.INDEX_NOT_CHECKED)
+
+
+def check_count_column(check: str) -> str:
+    """The ``runs`` column counting ``check``'s anomaly rows, e.g. ``aborted_data_visible_count``."""
+    return f"{check.lower()}_count"
+
+
 TS = pa.timestamp("us", tz="UTC")
 STR = pa.string()
 I64 = pa.int64()
@@ -289,6 +320,18 @@ RUNS = _schema(
     ("as_of_source", STR),
     # a FAILED run's error, one line (null otherwise)
     ("error", STR),
+    # the integrity audit: its rows, its anomalies (ERROR and WARNING rows, whatever the check), the partitions
+    # whose checks could not run (NOT_CHECKED rows), and the anomalies of each check (check_count_column). Null in
+    # the rows of runs written before these columns.
+    ("integrity_count", I64),
+    ("integrity_anomaly_count", I64),
+    ("integrity_not_checked_count", I64),
+    ("aborted_data_visible_count", I64),
+    ("committed_data_hidden_count", I64),
+    ("split_outcome_count", I64),
+    ("marker_missing_count", I64),
+    ("epoch_regression_count", I64),
+    ("sequence_gap_count", I64),
 )
 
 #: table name -> schema, in the order they are written.

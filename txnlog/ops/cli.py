@@ -8,6 +8,7 @@ and txnlog.ops.unblock (plan, abort, fence), how rows are printed txnlog.ops.cli
     txnlog describe-producers --topic T --partition P
     txnlog find-hanging [--topic T [--partition P]] [--replica R] [--verdict hanging|late|all] [--fail-on ...]
     txnlog timeline --topic T --partition P [--producer-id PID]
+    txnlog audit [--topic T [--partition P]] [--check C]... [--fail-on error|warning|not-checked|never] [-v]
     txnlog plan [--topic T] [--script FILE]       the ordered aborts that unblock consumers
     txnlog retain --keep-runs N [--execute]       drop old runs from the history
     txnlog abort --bootstrap-servers B --topic T --partition P --start-offset O [--execute]
@@ -29,7 +30,9 @@ delta-rs, no Spark start, and show the newest *complete* run of ``--cluster`` (i
 columns and units follow ``kafka-transactions.sh`` so that operators read them the
 same way; ``--format json`` prints one JSON object per row (for ``jq``), ``--format
 csv`` a header and rows. ``find-hanging`` exits 1 when it lists a HANGING
-transaction (``--fail-on late``: a LATE one too), else 0; a usage error exits 2.
+transaction (``--fail-on late``: a LATE one too), else 0; ``audit`` exits 1 when it
+lists an integrity anomaly (an ERROR or WARNING row; ``--fail-on`` moves the bar), else
+0; a usage error exits 2.
 """
 
 from __future__ import annotations
@@ -93,6 +96,30 @@ def _find_hanging_arguments(s: argparse.ArgumentParser) -> None:
         help="exit 1 when a HANGING finding is listed (default), or a LATE one too (late)",
     )
     s.add_argument("-v", "--verbose", action="store_true", help="print each finding's evidence and advice")
+
+
+#: audit's --fail-on: exit 1 when a listed row has this severity or a worse one (txnlog.ops.audit.FAIL_ON)
+AUDIT_FAIL_ON = ("error", "warning", "not-checked", "never")
+
+
+def _audit_arguments(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--topic", help="only this topic")
+    s.add_argument("--partition", type=int, help="only this partition (with --topic)")
+    s.add_argument("--replica", metavar="NAME", help="only rows of this replica (a broker dir's name) or of every one")
+    s.add_argument(
+        "--check",
+        action="append",
+        metavar="CHECK",
+        help="only this check, e.g. ABORTED_DATA_VISIBLE (repeatable; default: every check)",
+    )
+    s.add_argument(
+        "--fail-on",
+        choices=AUDIT_FAIL_ON,
+        default="warning",
+        help="exit 1 when a listed row is ERROR (error), ERROR or WARNING (warning, the default: every anomaly), "
+        "any row, NOT_CHECKED too (not-checked), or never (never)",
+    )
+    s.add_argument("-v", "--verbose", action="store_true", help="print each row's evidence, advice and Kafka class")
 
 
 def _plan_arguments(s: argparse.ArgumentParser) -> None:
@@ -222,6 +249,23 @@ VERBS = (
         _timeline_arguments,
     ),
     Verb(
+        "audit",
+        "did exactly-once hold? the integrity audit's anomalies (exit 1 if any)",
+        "The run's integrity table: per replica, the transactions a read_committed consumer receives although "
+        "they aborted (ABORTED_DATA_VISIBLE: the segment's .txnindex lacks the abort) or drops although they "
+        "committed (COMMITTED_DATA_HIDDEN: a .txnindex entry ending at no abort; WARNING where the records "
+        "dropped depend on how fetches split), and the transactions the coordinator decided one way while a "
+        "partition's marker says the other (SPLIT_OUTCOME) or shows none (MARKER_MISSING), data batches below "
+        "the producer's marker epoch (EPOCH_REGRESSION), sequence gaps inside a transaction (SEQUENCE_GAP). "
+        "NOT_CHECKED rows name the partitions a check could not run on (e.g. INDEX_NOT_CHECKED: no segment "
+        "files in the input): listed, and no anomaly. Worst first; -v adds the evidence, the advice (what a "
+        "restart of the leader repairs) and the Kafka class that decides. Exit code: 1 when a listed row is an "
+        "anomaly, ERROR or WARNING (--fail-on error: ERROR only; not-checked: NOT_CHECKED rows too; never: "
+        "always 0), else 0; 2 on a usage error.",
+        "txnlog audit --output ./out --topic orders --check ABORTED_DATA_VISIBLE -v || page-oncall",
+        _audit_arguments,
+    ),
+    Verb(
         "plan",
         "the ordered aborts that unblock consumers, with what each releases",
         "From the run: per partition, the HANGING transactions in the order they must be aborted (only the "
@@ -317,7 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _verb_function(command: str) -> Callable[[argparse.Namespace, TextIO], int]:
     """The function that does ``command``."""
     # Lazy: the verbs load pyarrow and delta-rs, which `txnlog --help` and a usage error do not need.
-    from txnlog.ops import commands, unblock
+    from txnlog.ops import audit, commands, unblock
 
     return {
         "list": commands.cmd_list,
@@ -325,6 +369,7 @@ def _verb_function(command: str) -> Callable[[argparse.Namespace, TextIO], int]:
         "describe-producers": commands.cmd_describe_producers,
         "find-hanging": commands.cmd_find_hanging,
         "timeline": commands.cmd_timeline,
+        "audit": audit.cmd_audit,
         "retain": commands.cmd_retain,
         "plan": unblock.cmd_plan,
         "abort": unblock.cmd_abort,

@@ -15,7 +15,8 @@ import pyarrow.compute as pc
 
 from txnlog import __version__
 from txnlog.broker import classify
-from txnlog.model.contract import RUNS
+from txnlog.model.contract import ANOMALY_CHECKS, RUNS, IntegritySeverity, check_count_column
+from txnlog.model.words import count
 from txnlog.pipeline.write import write
 
 if TYPE_CHECKING:
@@ -40,6 +41,8 @@ class RunResult:
     inventory_note: str = ""
     as_of_source: str = ""  # --as-of / markers / transaction_state / log_append_time (txnlog.broker.as_of)
     cluster_derived: bool = False  # the name was made from the input (no --cluster)
+    integrity: dict[str, int] = field(default_factory=dict)  # check -> its anomaly rows (ERROR and WARNING)
+    integrity_not_checked: int = 0  # NOT_CHECKED rows: a check that could not run, once per partition
 
     def summary_text(self) -> str:
         lines = [
@@ -65,6 +68,7 @@ class RunResult:
                 lines.append(f"    {verdict:8s} {reason:30s} {n}")
         else:
             lines.append("  no late or hanging transactions")
+        lines.append(self._integrity_line())
         if self.worst_partitions:
             lines.append("  worst partitions (by LSO lag):")
             for p in self.worst_partitions:
@@ -75,13 +79,40 @@ class RunResult:
         lines.append(f"  tables: {os.path.abspath(self.output)}/<table> (Delta): " + ", ".join(sorted(self.counts)))
         return "\n".join(lines)
 
+    def _integrity_line(self) -> str:
+        anomalies = sum(self.integrity.values())
+        skipped = (
+            f"; {count(self.integrity_not_checked, 'partition')} not checked (NOT_CHECKED rows)"
+            if self.integrity_not_checked
+            else ""
+        )
+        if not anomalies:
+            return f"  integrity audit: no anomaly{skipped}"
+        checks = ", ".join(f"{check} {n}" for check, n in sorted(self.integrity.items()) if n)
+        return (
+            f"  integrity audit: {count(anomalies, 'anomaly', 'anomalies')} ({checks}){skipped}: consumers may have "
+            "read aborted data or missed committed data; 'txnlog audit -v' lists them"
+        )
+
 
 def summarize(tables: dict[str, Any], counts: dict[str, int], *, run: RunResult) -> tuple[RunResult, int]:
     """The run's result for the console (verdict counts, the worst partitions) and its late partitions."""
     verdicts, worst, late_partitions = _arrow_summary(tables["findings"], tables["partition_health"])
     run.counts = dict(counts)
     run.verdicts, run.worst_partitions = verdicts, worst
+    if tables.get("integrity") is not None:
+        run.integrity, run.integrity_not_checked = integrity_counts(tables["integrity"])
     return run, late_partitions
+
+
+def integrity_counts(integrity: Any) -> tuple[dict[str, int], int]:
+    """The integrity table's anomaly rows (ERROR and WARNING) per check, and its NOT_CHECKED rows."""
+    rows = integrity.select(["check", "severity"]).to_pylist()
+    anomalies: dict[str, int] = {}
+    for r in rows:
+        if r["severity"] != IntegritySeverity.NOT_CHECKED:
+            anomalies[r["check"]] = anomalies.get(r["check"], 0) + 1
+    return anomalies, sum(r["severity"] == IntegritySeverity.NOT_CHECKED for r in rows)
 
 
 #: the summary's worst partitions: the columns it shows
@@ -157,8 +188,12 @@ def _runs_table(
                 "coordinator_state",
                 "coordinator_history",
                 "quarantine",
+                "integrity",
             )
         },
+        "integrity_anomaly_count": sum(result.integrity.values()),
+        "integrity_not_checked_count": result.integrity_not_checked,
+        **{check_count_column(check): result.integrity.get(check, 0) for check in ANOMALY_CHECKS},
         "hanging_count": hanging,
         "late_count": late,
         "partitions_with_late_transactions": int(late_partitions),

@@ -185,115 +185,120 @@ def remedy_of(finding: Mapping[str, Any], bootstrap: str | None = None) -> Remed
     """
     reason = finding.get("reason") or ""
     tid = finding.get("transactional_id")
-    pid, epoch = finding.get("producer_id"), finding.get("producer_epoch")
-    topic, partition = finding.get("topic"), finding.get("partition")
-    tp = f"{topic}-{partition}" if topic is not None and partition is not None else None
     state = _first(finding, "coordinator_state", "owner_state", "state")
     timeout = _first(finding, "owner_timeout_ms", "timeout_ms")
-    cp = _first(finding, "coordinator_partition", "owner_coordinator_partition")
-    coordinator = f"__transaction_state-{cp}" if cp is not None else "the id's __transaction_state partition"
-
     if reason in HANGING_REASONS:
-        ce = _first(finding, "coordinator_epoch", "last_coordinator_epoch")
-        ce = -1 if ce is None else int(ce)
-        safe = finding.get("safety") != Safety.VERIFY_FIRST
-        condition = (
-            "SAFE: nothing will ever end this transaction; 'txnlog abort' re-validates it live first (still open at "
-            "that offset, same producer id and epoch, still HANGING)"
-            if safe
-            else "VERIFY_FIRST: only once the doubt the evidence names is cleared on the live cluster "
-            "(kafka-transactions.sh describe-producers shows it still open at that offset, the coordinator "
-            "does not list the partition); then 'txnlog abort' re-validates it"
-        )
-        return Remedy(
-            RemedyKind.ABORT,
-            abort_command(bootstrap, str(topic), int(partition or 0), int(finding.get("start_offset") or 0)),
-            ABORT_NEEDS,
-            legacy_abort_command(bootstrap, str(topic), int(partition or 0), int(pid or 0), int(epoch or 0), ce),
-            LEGACY_ABORT_NEEDS,
-            condition,
-            _HANGING_ADVICE[Reason(reason)],
-        )
-
+        return _abort(finding, Reason(reason), bootstrap)
     ongoing = state == TransactionState.ONGOING.kafka_name
     two_phase = reason == Reason.TWO_PHASE_IN_DOUBT or timeout == TWO_PHASE_COMMIT_TIMEOUT_MS
     if two_phase and (ongoing or reason == Reason.TWO_PHASE_IN_DOUBT) and tid:
-        return Remedy(
-            RemedyKind.WAIT,
-            force_terminate_command(bootstrap, tid),
-            FORCE_TERMINATE_NEEDS,
-            fence_command(bootstrap, tid, pid, epoch, two_phase_decided=True),
-            TWO_PHASE_NEEDS,
-            f"never automatically: only after the external transaction manager has decided {tid}'s transaction. "
-            "Decided to commit: the application commits it (KafkaProducer.completeTransaction); decided to abort: "
-            "one of these commands",
-            f"Do not abort or fence it yet: the external transaction manager decides. Once it has: to commit, the "
-            f"application's completeTransaction; to abort, kafka-transactions.sh forceTerminateTransaction "
-            f"--transactionalId {tid} (Kafka 4.1+).",
-        )
-
-    fence = tid and (
-        reason == Reason.COORDINATOR_TIMEOUT_OVERDUE
-        and ongoing
-        or reason == Reason.COORDINATOR_STUCK
-        and ongoing
-        or reason == Reason.COORDINATOR_TIMEOUT_OVERDUE
-        and state is None
-    )
-    if fence:
-        assert tid is not None
-        return Remedy(
-            RemedyKind.FENCE,
-            force_terminate_command(bootstrap, tid),
-            FORCE_TERMINATE_NEEDS,
-            fence_command(bootstrap, tid, pid, epoch),
-            FENCE_NEEDS,
-            f"the live coordinator still shows {tid} with producer {pid} epoch {epoch}, Ongoing and past its timeout "
-            "('txnlog fence' checks this with DescribeTransactions before it sends anything); the application "
-            "owning the id is fenced (ProducerFencedException) and must restart. Brokers before 3.2: no command, "
-            "wait for the coordinator or restart the broker leading "
-            f"{coordinator}",
-            f"Fence {tid}: the coordinator should have aborted this transaction at its timeout; bumping the id's "
-            f"epoch makes it abort it now (kafka-transactions.sh forceTerminateTransaction on Kafka 4.1+, txnlog "
-            f"fence on 3.2+). The application using {tid} gets ProducerFencedException and must restart.",
-        )
-
+        return _await_decision(finding, tid, bootstrap)
+    overdue = reason == Reason.COORDINATOR_TIMEOUT_OVERDUE
+    if tid and (ongoing and (overdue or reason == Reason.COORDINATOR_STUCK) or overdue and state is None):
+        return _fence(finding, tid, bootstrap)
     prepare = state in PREPARE_STATES or state == TransactionState.PREPARE_EPOCH_FENCE.kafka_name
     late_in_prepare = reason in (Reason.COORDINATOR_STUCK, Reason.COORDINATOR_TIMEOUT_OVERDUE) and prepare
     if reason == Reason.MARKERS_PENDING or late_in_prepare:
-        listed = [tp] if tp else list(finding.get("partitions") or [])
-        one = len(listed) == 1
-        where = f"the leader{'' if one else 's'} of {', '.join(listed) or 'its partitions'}"
-        accept, those, healthy = ("accepts", "that leader", "it is") if one else ("accept", "those leaders", "they are")
-        gone = (
-            ""
-            if tp
-            else "; if a listed partition no longer exists (its topic deleted during the prepare), its markers "
-            "cannot be delivered"
-        )
-        return Remedy(
-            RemedyKind.DELIVER_MARKERS,
-            _describe_command(bootstrap, tid) if tid else None,
-            DESCRIBE_NEEDS if tid else None,
-            None,
-            None,
-            "never abort or fence (InitProducerId answers CONCURRENT_TRANSACTIONS while markers are pending; "
-            "aborting a PrepareCommit breaks atomicity): the coordinator, the leader of "
-            f"{coordinator}, retries the markers until {where} {accept} them; watch the command's state reach "
-            f"Complete*{gone}",
-            f"Do not abort or fence: the coordinator decided and retries the markers until {where} {accept} them. "
-            f"Check {those}; if {healthy} healthy, move the leadership of {coordinator} (e.g. restart the broker "
-            f"leading it): the new coordinator resends the markers{gone}.",
-        )
+        return _deliver_markers(finding, tid, bootstrap)
+    return Remedy(RemedyKind.NONE, None, None, None, None, "nothing to run", "Nothing to run: read the evidence.")
 
+
+def _coordinator(finding: Mapping[str, Any]) -> str:
+    """The finding's ``__transaction_state`` partition, as the advice names it."""
+    cp = _first(finding, "coordinator_partition", "owner_coordinator_partition")
+    return f"__transaction_state-{cp}" if cp is not None else "the id's __transaction_state partition"
+
+
+def _abort(finding: Mapping[str, Any], reason: Reason, bootstrap: str | None) -> Remedy:
+    """A hanging transaction: abort it on its partition, with the producer's last marker's coordinator epoch."""
+    topic, partition = str(finding.get("topic")), int(finding.get("partition") or 0)
+    pid, epoch = int(finding.get("producer_id") or 0), int(finding.get("producer_epoch") or 0)
+    ce = _first(finding, "coordinator_epoch", "last_coordinator_epoch")
+    condition = (
+        "SAFE: nothing will ever end this transaction; 'txnlog abort' re-validates it live first (still open at "
+        "that offset, same producer id and epoch, still HANGING)"
+        if finding.get("safety") != Safety.VERIFY_FIRST
+        else "VERIFY_FIRST: only once the doubt the evidence names is cleared on the live cluster "
+        "(kafka-transactions.sh describe-producers shows it still open at that offset, the coordinator "
+        "does not list the partition); then 'txnlog abort' re-validates it"
+    )
     return Remedy(
-        RemedyKind.NONE,
+        RemedyKind.ABORT,
+        abort_command(bootstrap, topic, partition, int(finding.get("start_offset") or 0)),
+        ABORT_NEEDS,
+        legacy_abort_command(bootstrap, topic, partition, pid, epoch, -1 if ce is None else int(ce)),
+        LEGACY_ABORT_NEEDS,
+        condition,
+        _HANGING_ADVICE[reason],
+    )
+
+
+def _await_decision(finding: Mapping[str, Any], tid: str, bootstrap: str | None) -> Remedy:
+    """A two-phase (KIP-939) transaction: only its external transaction manager decides it."""
+    pid, epoch = finding.get("producer_id"), finding.get("producer_epoch")
+    return Remedy(
+        RemedyKind.WAIT,
+        force_terminate_command(bootstrap, tid),
+        FORCE_TERMINATE_NEEDS,
+        fence_command(bootstrap, tid, pid, epoch, two_phase_decided=True),
+        TWO_PHASE_NEEDS,
+        f"never automatically: only after the external transaction manager has decided {tid}'s transaction. "
+        "Decided to commit: the application commits it (KafkaProducer.completeTransaction); decided to abort: "
+        "one of these commands",
+        f"Do not abort or fence it yet: the external transaction manager decides. Once it has: to commit, the "
+        f"application's completeTransaction; to abort, kafka-transactions.sh forceTerminateTransaction "
+        f"--transactionalId {tid} (Kafka 4.1+).",
+    )
+
+
+def _fence(finding: Mapping[str, Any], tid: str, bootstrap: str | None) -> Remedy:
+    """An Ongoing transaction past its timeout that the coordinator does not abort: bump the id's epoch."""
+    pid, epoch = finding.get("producer_id"), finding.get("producer_epoch")
+    return Remedy(
+        RemedyKind.FENCE,
+        force_terminate_command(bootstrap, tid),
+        FORCE_TERMINATE_NEEDS,
+        fence_command(bootstrap, tid, pid, epoch),
+        FENCE_NEEDS,
+        f"the live coordinator still shows {tid} with producer {pid} epoch {epoch}, Ongoing and past its timeout "
+        "('txnlog fence' checks this with DescribeTransactions before it sends anything); the application "
+        "owning the id is fenced (ProducerFencedException) and must restart. Brokers before 3.2: no command, "
+        "wait for the coordinator or restart the broker leading "
+        f"{_coordinator(finding)}",
+        f"Fence {tid}: the coordinator should have aborted this transaction at its timeout; bumping the id's "
+        f"epoch makes it abort it now (kafka-transactions.sh forceTerminateTransaction on Kafka 4.1+, txnlog "
+        f"fence on 3.2+). The application using {tid} gets ProducerFencedException and must restart.",
+    )
+
+
+def _deliver_markers(finding: Mapping[str, Any], tid: str | None, bootstrap: str | None) -> Remedy:
+    """A decided transaction whose markers are not all written: the coordinator retries them; never abort."""
+    topic, partition = finding.get("topic"), finding.get("partition")
+    tp = f"{topic}-{partition}" if topic is not None and partition is not None else None
+    coordinator = _coordinator(finding)
+    listed = [tp] if tp else list(finding.get("partitions") or [])
+    one = len(listed) == 1
+    where = f"the leader{'' if one else 's'} of {', '.join(listed) or 'its partitions'}"
+    accept, those, healthy = ("accepts", "that leader", "it is") if one else ("accept", "those leaders", "they are")
+    gone = (
+        ""
+        if tp
+        else "; if a listed partition no longer exists (its topic deleted during the prepare), its markers "
+        "cannot be delivered"
+    )
+    return Remedy(
+        RemedyKind.DELIVER_MARKERS,
+        _describe_command(bootstrap, tid) if tid else None,
+        DESCRIBE_NEEDS if tid else None,
         None,
         None,
-        None,
-        None,
-        "nothing to run",
-        "Nothing to run: read the evidence.",
+        "never abort or fence (InitProducerId answers CONCURRENT_TRANSACTIONS while markers are pending; "
+        "aborting a PrepareCommit breaks atomicity): the coordinator, the leader of "
+        f"{coordinator}, retries the markers until {where} {accept} them; watch the command's state reach "
+        f"Complete*{gone}",
+        f"Do not abort or fence: the coordinator decided and retries the markers until {where} {accept} them. "
+        f"Check {those}; if {healthy} healthy, move the leadership of {coordinator} (e.g. restart the broker "
+        f"leading it): the new coordinator resends the markers{gone}.",
     )
 
 

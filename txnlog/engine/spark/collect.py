@@ -168,7 +168,8 @@ def broker_times(summary: DataFrame, records: DataFrame) -> dict[str, int | None
 
 
 def _times_batch(times: dict[str, int | None]) -> pa.RecordBatch:
-    return pa.RecordBatch.from_pydict({k: pa.array([v], pa.int64()) for k, v in times.items()})
+    # in the declared schema's order: mapInArrow matches the batch's columns to it by position, not by name
+    return pa.RecordBatch.from_pydict({s: pa.array([times.get(s)], pa.int64()) for s in as_of.SOURCES})
 
 
 def collected(summary: DataFrame, records: DataFrame) -> tuple[pa.Table, pa.Table]:

@@ -525,58 +525,114 @@ def parse_lines(batch: pa.RecordBatch) -> pa.RecordBatch:
     first, a record line only against the record forms), so a dump costs about one pattern per line.
     """
     n = batch.num_rows
-    lines = _valid_utf8(batch.column("line"))
+    lines = _Lines(_valid_utf8(batch.column("line")))
+    kind = lines.kind
     section = np.asarray(batch.column("section").to_numpy(zero_copy_only=False), np.int64)
-    line_no = batch.column("line_no")
-    kind = _kinds(lines)
     path = _path_columns(batch.column("section_header"), section)
 
-    def rows(k: int, also: np.ndarray | None = None) -> np.ndarray:
-        return np.flatnonzero((kind == k) & (True if also is None else also))
-
-    def sub(idx: np.ndarray) -> pa.Array:
-        return lines.take(pa.array(idx, pa.int64()))
-
     # the dump file's name without extension, on the Dumping lines (_replica_names)
-    dumping = rows(K_DUMPING)
+    dumping = lines.rows(K_DUMPING)
     files = batch.column("file").take(pa.array(dumping, pa.int64()))
     stem = _spread(_groups(files, _STEM)[0], dumping, n)
+    fields, bad_batch = _batch_and_record_columns(lines)
+    s = lines.rows(K_SNAPSHOT)
+    snap = _snapshot_fields(lines.sub(s))
+    # __transaction_state record lines
+    is_txn = _np_bool(path["is_txn_state"])
+    t = lines.rows(K_RECORD, is_txn)
+    txn = {k: _spread(v, t, n) for k, v in _txn_fields(lines.sub(t)).items()}
+    unknown_key = np.zeros(n, bool)
+    unknown_key[t[_match(lines.sub(t), D.TXN_UNKNOWN_KEY)]] = True
+    first_chars = pc.utf8_slice_codeunits(lines.lines, 0, D.DETAIL_CHARS)
+    reason, detail = _quarantine_columns(batch, lines, path, section, bad_batch, unknown_key, first_chars)
+    # damage shown inside a segment (quarantined by its byte range in assemble_*)
+    damage = np.isin(kind, DAMAGE_KINDS) | bad_batch
+    invalid = lines.rows(K_INVALID_BYTES)
+    columns: dict[str, pa.Array] = {
+        "file": batch.column("file"),
+        "line_no": batch.column("line_no"),
+        "section": batch.column("section"),
+        "kind_code": pa.array(kind, pa.int32()),
+        "after_batch": batch.column("after_batch"),
+        "loc": batch.column("loc"),
+        "loc_named": batch.column("loc_named"),
+        "stem": stem,
+        **path,
+        "damage_text": pc.if_else(pa.array(damage), first_chars, None),
+        "invalid_bytes": _spread(
+            _try_int(_groups(lines.sub(invalid), D.INVALID_BYTES_LINE)[0], pa.int64()), invalid, n
+        ),
+        **fields,
+        "first_offset": _spread(snap["first_offset"], s, n),
+        "last_timestamp": _spread(snap["last_timestamp"], s, n),
+        "coordinator_epoch": _spread(snap["coordinator_epoch"], s, n),
+        "last_sequence": _spread(snap["last_sequence"], s, n),
+        **txn,
+        "reason": reason,
+        "detail": detail,
+    }
+    for name in ("producer_id", "producer_epoch"):
+        columns[name] = pc.coalesce(fields[name], _spread(snap[name], s, n), txn[name])
+    columns["last_offset"] = pc.coalesce(fields["last_offset"], _spread(snap["last_offset"], s, n))
+    return pa.RecordBatch.from_arrays([columns[f.name].cast(f.type) for f in PARSED_SCHEMA], schema=PARSED_SCHEMA)
 
-    # batch lines, legacy entries, record lines
-    b = rows(K_BATCH)
-    fields = {k: _spread(v, b, n) for k, v in _batch_fields(sub(b)).items()}
-    legacy = rows(K_LEGACY)
-    lpos, lsize, lcodec = _tokens(sub(legacy), [np.full(legacy.size, i) for i in (4, 8, 12)])
+
+class _Lines:
+    """A batch's lines and their kinds: the rows of one kind, and the lines at some rows."""
+
+    def __init__(self, lines: pa.Array) -> None:
+        self.lines = lines
+        self.kind = _kinds(lines)
+
+    def rows(self, k: int, also: np.ndarray | None = None) -> np.ndarray:
+        return np.flatnonzero((self.kind == k) & (True if also is None else also))
+
+    def sub(self, idx: np.ndarray) -> pa.Array:
+        return self.lines.take(pa.array(idx, pa.int64()))
+
+
+def _batch_and_record_columns(lines: _Lines) -> tuple[dict[str, pa.Array], np.ndarray]:
+    """The batch lines' and legacy entries' fields, the record lines' offset, timestamp and marker, all spread
+    over every line; and which batch lines show a damaged batch."""
+    n = lines.kind.size
+    b = lines.rows(K_BATCH)
+    fields = {k: _spread(v, b, n) for k, v in _batch_fields(lines.sub(b)).items()}
+    legacy = lines.rows(K_LEGACY)
+    lpos, lsize, lcodec = _tokens(lines.sub(legacy), [np.full(legacy.size, i) for i in (4, 8, 12)])
     for name, values in (
         ("position", _try_int(lpos, pa.int64())),
         ("size", _try_int(lsize, pa.int64())),
         ("compression", _codec(lcodec)),
     ):
         fields[name] = pc.coalesce(fields[name], _spread(values, legacy, n))
-    r = rows(K_RECORD)
-    rec_offset, rec_ts = _tokens(sub(r), [np.full(r.size, 3), np.full(r.size, 5)])
-    marker = r[_np_bool(pc.match_substring(sub(r), " endTxnMarker: "))]
-    marker_type, marker_epoch = _groups(sub(marker), D.END_TXN_MARKER)
-
-    # damage shown inside a segment (quarantined by its byte range in assemble_*)
+    r = lines.rows(K_RECORD)
+    rec_offset, rec_ts = _tokens(lines.sub(r), [np.full(r.size, 3), np.full(r.size, 5)])
+    marker = r[_np_bool(pc.match_substring(lines.sub(r), " endTxnMarker: "))]
+    marker_type, marker_epoch = _groups(lines.sub(marker), D.END_TXN_MARKER)
+    fields |= {
+        "rec_offset": _spread(_try_int(rec_offset, pa.int64()), r, n),
+        "rec_timestamp": _spread(_try_int(rec_ts, pa.int64()), r, n),
+        "marker_type": _spread(marker_type, marker, n),
+        "marker_epoch": _spread(_try_int(marker_epoch, pa.int32()), marker, n),
+    }
     bad_batch = np.zeros(n, bool)
-    bad_batch[b[_match(sub(b), _BAD_BATCH)]] = True
+    bad_batch[b[_match(lines.sub(b), _BAD_BATCH)]] = True
     # a batch line whose magic is not 2: FileLogInputStream.nextBatch frames any magic above 1 as a v2 batch and
     # DumpLogSegments prints the byte as read (its CRC does not cover it), where the segment reader says bad_magic
-    bad_batch[b[_np_bool(pc.not_equal(pc.fill_null(fields["magic"].take(pa.array(b, pa.int64())), 2), 2))]] = True
-    damage = np.isin(kind, DAMAGE_KINDS) | bad_batch
-    first_chars = pc.utf8_slice_codeunits(lines, 0, D.DETAIL_CHARS)
-    invalid = rows(K_INVALID_BYTES)
+    magic = fields["magic"].take(pa.array(b, pa.int64()))
+    bad_batch[b[_np_bool(pc.not_equal(pc.fill_null(magic, 2), 2))]] = True
+    return fields, bad_batch
 
-    # producer snapshot entries
-    s = rows(K_SNAPSHOT)
-    sg = _groups(sub(s), D.SNAPSHOT_LINE)
+
+def _snapshot_fields(snapshot_lines: pa.Array) -> dict[str, pa.Array]:
+    """The producer snapshot entries' fields, one value per snapshot line."""
+    sg = _groups(snapshot_lines, D.SNAPSHOT_LINE)
 
     def sn(i: int, typ: pa.DataType | None = None) -> pa.Array:  # group i (1-based), try_cast
         return _try_int(sg[i - 1], typ or pa.int64())
 
     minus_one = pa.scalar(-1, pa.int64())
-    snap = {
+    return {
         "producer_id": sn(1),
         "producer_epoch": sn(2, pa.int32()),
         "coordinator_epoch": sn(3, pa.int32()),
@@ -586,23 +642,30 @@ def parse_lines(batch: pa.RecordBatch) -> pa.RecordBatch:
         "last_timestamp": pc.coalesce(sn(7), sn(12)),
     }
 
-    # __transaction_state record lines
-    is_txn = _np_bool(path["is_txn_state"])
-    t = rows(K_RECORD, is_txn)
-    txn = {k: _spread(v, t, n) for k, v in _txn_fields(sub(t)).items()}
-    unknown_key = np.zeros(n, bool)
-    unknown_key[t[_match(sub(t), D.TXN_UNKNOWN_KEY)]] = True
 
-    # quarantine: lines no format knows, lines outside any readable segment; corrupt snapshots
+def _quarantine_columns(
+    batch: pa.RecordBatch,
+    lines: _Lines,
+    path: dict[str, pa.Array],
+    section: np.ndarray,
+    bad_batch: np.ndarray,
+    unknown_key: np.ndarray,
+    first_chars: pa.Array,
+) -> tuple[pa.Array, pa.Array]:
+    """(reason, detail) of each line: lines no format knows, lines outside any readable segment, corrupt
+    snapshots (null where the line is fine)."""
+    kind = lines.kind
     governed = section > 0
     ignored = _np_bool(path["ignored"])
+    is_txn = _np_bool(path["is_txn_state"])
     in_segment = _np_bool(path["data_section"]) | (is_txn & governed)
     outside = ~in_segment & ~ignored
     orphan = ~governed & np.isin(kind, (K_BATCH, K_LEGACY, K_RECORD, K_SNAPSHOT, K_START))
     no_partition = (kind == K_DUMPING) & _np_bool(path["topic"].is_null()) & ~ignored
-    corrupt = rows(K_SNAPSHOT_CORRUPT, governed)
-    snapshot_crc = np.zeros(n, bool)
-    snapshot_crc[corrupt[_np_bool(pc.not_equal(_groups(sub(corrupt), D.SNAPSHOT_CORRUPT_LINE)[0], ""))]] = True
+    corrupt = lines.rows(K_SNAPSHOT_CORRUPT, governed)
+    snapshot_crc = np.zeros(kind.size, bool)
+    crc_text = _groups(lines.sub(corrupt), D.SNAPSHOT_CORRUPT_LINE)[0]
+    snapshot_crc[corrupt[_np_bool(pc.not_equal(crc_text, ""))]] = True
     reasons = [
         (kind == K_UNPARSED, D.REASON_UNPARSED),
         (kind == K_MALFORMED_28, D.REASON_MALFORMED_2_8),
@@ -619,37 +682,7 @@ def parse_lines(batch: pa.RecordBatch) -> pa.RecordBatch:
     code = np.select([m for m, _ in reasons], np.arange(1, len(reasons) + 1), 0)
     reason = pa.array([None, *(r for _, r in reasons)], pa.string()).take(pa.array(code))
     entries_ignored = pc.binary_join_element_wise(
-        batch.column("file"), ":", pc.cast(line_no, pa.string()), ": entries ignored: ", first_chars, ""
+        batch.column("file"), ":", pc.cast(batch.column("line_no"), pa.string()), ": entries ignored: ", first_chars, ""
     )
     is_corrupt = (kind == K_SNAPSHOT_CORRUPT) & governed
-    detail = _pick(n, pa.string(), (is_corrupt, entries_ignored), (code > 0, first_chars))
-
-    columns: dict[str, pa.Array] = {
-        "file": batch.column("file"),
-        "line_no": line_no,
-        "section": batch.column("section"),
-        "kind_code": pa.array(kind, pa.int32()),
-        "after_batch": batch.column("after_batch"),
-        "loc": batch.column("loc"),
-        "loc_named": batch.column("loc_named"),
-        "stem": stem,
-        **path,
-        "damage_text": pc.if_else(pa.array(damage), first_chars, None),
-        "invalid_bytes": _spread(_try_int(_groups(sub(invalid), D.INVALID_BYTES_LINE)[0], pa.int64()), invalid, n),
-        **fields,
-        "rec_offset": _spread(_try_int(rec_offset, pa.int64()), r, n),
-        "rec_timestamp": _spread(_try_int(rec_ts, pa.int64()), r, n),
-        "marker_type": _spread(marker_type, marker, n),
-        "marker_epoch": _spread(_try_int(marker_epoch, pa.int32()), marker, n),
-        "first_offset": _spread(snap["first_offset"], s, n),
-        "last_timestamp": _spread(snap["last_timestamp"], s, n),
-        "coordinator_epoch": _spread(snap["coordinator_epoch"], s, n),
-        "last_sequence": _spread(snap["last_sequence"], s, n),
-        **txn,
-        "reason": reason,
-        "detail": detail,
-    }
-    for name in ("producer_id", "producer_epoch"):
-        columns[name] = pc.coalesce(fields[name], _spread(snap[name], s, n), txn[name])
-    columns["last_offset"] = pc.coalesce(fields["last_offset"], _spread(snap["last_offset"], s, n))
-    return pa.RecordBatch.from_arrays([columns[f.name].cast(f.type) for f in PARSED_SCHEMA], schema=PARSED_SCHEMA)
+    return reason, _pick(kind.size, pa.string(), (is_corrupt, entries_ignored), (code > 0, first_chars))
