@@ -30,10 +30,12 @@ from txnlog.model.arrow import group_starts, key_codes
 
 __all__ = ["EPOCH_REGRESSION", "SPLIT_OUTCOME", "Decisions", "coordinator_rows", "decisions", "epoch_rows"]
 
-SPLIT_OUTCOME = "SPLIT_OUTCOME"
-EPOCH_REGRESSION = "EPOCH_REGRESSION"
+SPLIT_OUTCOME = contract.IntegrityCheck.SPLIT_OUTCOME.value
+EPOCH_REGRESSION = contract.IntegrityCheck.EPOCH_REGRESSION.value
 
-ERROR, WARNING, NOT_CHECKED = "ERROR", "WARNING", "NOT_CHECKED"
+ERROR = contract.IntegritySeverity.ERROR.value
+WARNING = contract.IntegritySeverity.WARNING.value
+NOT_CHECKED = contract.IntegritySeverity.NOT_CHECKED.value
 ALL, NONE = "ALL", "NONE"
 
 _PREPARES = ("PrepareCommit", "PrepareAbort")
