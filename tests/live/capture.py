@@ -1,7 +1,7 @@
 """Capture real client-written record batches as segment files (used by the live test and the script).
 
 Real producers (librdkafka through confluent-kafka, and kafka-python) write to one topic on a
-Kafka-protocol server (noida-db in tests) in committed, aborted and open transactions, plus
+Kafka-protocol server (the real broker in tests; noida-db for the script) in committed, aborted and open transactions, plus
 idempotent and plain non-transactional rounds. Each partition is then read with a raw Fetch
 (:mod:`tests.live.raw_fetch`, read_uncommitted): the bytes are the producers' v2 batches and the
 server's COMMIT/ABORT control batches, unmodified, which is what a broker keeps in a ``.log``

@@ -726,7 +726,7 @@ def test_find_hanging_rows_carry_the_evidence_and_both_abort_commands(wire: Any,
 
 
 def test_no_open_transaction_no_coordinator_request(wire: Any, admin_of: Any) -> None:
-    """What noida-db shows (active producers, nothing open): the tool stops after DescribeProducers."""
+    """Active producers, nothing open: the tool stops after DescribeProducers."""
     producers = {
         (TOPIC, 0): [Producer(1, 0, NOW - 5 * HOUR)],
         (TOPIC, 1): [Producer(2, 0, NOW - MINUTE, txn_start_offset=3)],

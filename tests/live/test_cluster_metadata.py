@@ -2,25 +2,24 @@
 decoder (``kafka-dump-log.sh --cluster-metadata-decoder``, ``DumpLogSegments.ClusterMetadataLogMessageParser``),
 record for record; and the image replayed from it (txnlog.broker.cluster_image) = what the broker served.
 
-A broker of this module's own (``transaction.state.log.num.partitions=1``, a snapshot every few KiB of
-metadata) gets: ``orders`` with 3 partitions, raised to 5; ``gone`` with 2 partitions, then deleted; a
-transactional producer's commit (so ``__transaction_state`` exists). Its topics as the broker's Metadata
-answer lists them are taken before a clean stop; then every segment and snapshot of ``__cluster_metadata-0``
-is dumped by Kafka and decoded by txnlog.
+The broker of tests/live/logdir_scenario.py (one ``__transaction_state`` partition, a metadata snapshot every
+2 KiB of records) gets, among the other modules' topics: ``md-orders`` with 3 partitions, raised to 5;
+``md-gone`` with 2 partitions, then deleted; transactional producers' commits (so ``__transaction_state`` exists).
+Its topics as the broker's Metadata answer lists them are taken before a clean stop; then every segment and
+snapshot of the clean copy's ``__cluster_metadata-0`` is dumped by Kafka and decoded by txnlog.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.live.broker import SESSION_CONFIGS, KafkaBroker, start_or_skip
-from tests.live.capture import _create_topic
+from tests.live.logdir_scenario import MD_GONE as GONE
+from tests.live.logdir_scenario import MD_ORDERS as ORDERS
 from tests.oracle import kafka as oracle
 from txnlog.broker.cluster_image import furthest
 from txnlog.kafka.cluster_metadata import scan_metadata_log
@@ -63,46 +62,12 @@ _LINE = re.compile(r"^\| offset: (\d+) .*? payload: (.*)$")
 
 
 @pytest.fixture(scope="module")
-def metadata(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    reason = oracle.skip_reason()
-    if reason:
-        pytest.skip(reason)
-    import confluent_kafka
-    from confluent_kafka.admin import AdminClient, NewPartitions
-
-    work = tmp_path_factory.mktemp("cluster-metadata")
-    configs = [
-        *SESSION_CONFIGS,
-        "transaction.state.log.num.partitions=1",
-        "metadata.log.max.record.bytes.between.snapshots=2048",
-    ]
-    broker = start_or_skip(KafkaBroker(work / "broker", configs=configs))
-    try:
-        b = broker.bootstrap
-        _create_topic(b, "orders", 3)
-        _create_topic(b, "gone", 2)
-        p = confluent_kafka.Producer({"bootstrap.servers": b, "transactional.id": "md-txn", "log_level": 3})
-        p.init_transactions(30)
-        p.begin_transaction()
-        p.produce("orders", b"x", partition=0)
-        p.commit_transaction(30)
-        admin = AdminClient({"bootstrap.servers": b, "log_level": 3})
-        for f in admin.delete_topics(["gone"]).values():
-            f.result(30)
-        for f in admin.create_partitions([NewPartitions("orders", 5)]).values():
-            f.result(30)
-        served: dict[str, int] = {}
-        for _ in range(100):  # until Metadata shows the deletion and the new partitions
-            topics = admin.list_topics(timeout=10).topics
-            served = {t: len(m.partitions) for t, m in topics.items()}
-            if "gone" not in served and served.get("orders") == 5 and "__transaction_state" in served:
-                break
-            time.sleep(0.1)
-    finally:
-        assert broker.stop() == 0, broker.report()
-    part = broker.log_dir / "__cluster_metadata-0"
+def metadata(broker_logdir: dict[str, Any]) -> dict[str, Any]:
+    """The clean copy's metadata log files, the log dir, and the topics as the broker served them before the stop."""
+    log_dir = broker_logdir["metadata"]["log_dir"]
+    part = log_dir / "__cluster_metadata-0"
     files = sorted([*part.glob("*.log"), *part.glob("*.checkpoint")])
-    return {"files": files, "served": served, "log_dir": broker.log_dir}
+    return {"files": files, "served": broker_logdir["metadata"]["served"], "log_dir": log_dir}
 
 
 def _dumped(path: Path) -> list[tuple[int, dict[str, Any]]]:
@@ -146,7 +111,7 @@ def test_the_image_is_what_the_broker_served(metadata) -> None:
     assert image.problem == ""
     counts = {t: image.partition_count(t) for t in set(image.partitions.column("topic").to_pylist())}
     assert counts == metadata["served"]
-    assert counts["__transaction_state"] == 1 and counts["orders"] == 5
+    assert counts["__transaction_state"] == 1 and counts[ORDERS] == 5
     # the deletion is in the image's records unless the newest snapshot already holds its outcome
     snapshot = max((int(p.name[:20]) for p in metadata["files"] if p.suffix == ".checkpoint"), default=0)
     removed = [
@@ -156,7 +121,7 @@ def test_the_image_is_what_the_broker_served(metadata) -> None:
         if r["record_type"] == "REMOVE_TOPIC_RECORD"
     ]
     assert len(set(removed)) == 1
-    expected = ["gone"] if removed[0] >= snapshot else []
+    expected = [GONE] if removed[0] >= snapshot else []
     assert [d["topic"] for d in image.deleted.to_pylist()] == expected
     # a clean stop leaves every partition of a single broker leaderless, its ISR still the broker
     assert set(image.partitions.column("leader").to_pylist()) == {-1}

@@ -1,6 +1,6 @@
-"""``txnlog fence`` where noida-db cannot show it: a cluster without DescribeTransactions (a Kafka 2.8 broker's
-ApiVersions, on the recorded-response double of tests/live/test_admin_protocol.py), and the refusals whose
-coordinator state a client cannot make noida-db hold (a two-phase-commit transaction, markers pending), on
+"""``txnlog fence`` where the session's broker cannot show it: a cluster without DescribeTransactions (a Kafka 2.8
+broker's ApiVersions, on the recorded-response double of tests/live/test_admin_protocol.py), and the refusals whose
+coordinator state a client cannot make a broker hold on purpose (a two-phase-commit transaction, markers pending), on
 DescribeTransactions answers as :func:`txnlog.live.admin.describe_transactions` returns them."""
 
 from __future__ import annotations

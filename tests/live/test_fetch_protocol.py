@@ -1,6 +1,6 @@
 """The Kafka source's client (``txnlog.live.fetch.FetchClient``) on recorded protocol responses: no server.
 
-``tests/live/test_kafka_source.py`` reads real ranges from noida-db, which cannot show a leader moving
+``tests/live/test_kafka_source.py`` reads real ranges from a single-node broker, which cannot show a leader moving
 mid-read, quotas, SASL/SSL, retention deleting the head of a range, an ACL refusing the read, a
 response cut by the size limit or an old broker returning part of an oversized batch. These tests
 stand in for those: every answer is a *recorded response*, a real kafka-python 3.0.12 message

@@ -1,4 +1,5 @@
-"""The Kafka source for data partitions against noida-db, with real transactional producers.
+"""The Kafka source for data partitions against the real broker (the session broker), with real transactional
+producers.
 
 One topic of 8 partitions gets committed, aborted and open transactions from librdkafka
 (confluent-kafka) and kafka-python producers in every codec they have (tests/live/capture.py), plus a

@@ -19,7 +19,7 @@ caller keeps its defaults. Pure: an Arrow table in, Arrow tables out.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +28,17 @@ import pyarrow as pa
 from txnlog.kafka.cluster_metadata import NO_LEADER_CHANGE, RECORD_TYPES
 from txnlog.kafka.wire import TRANSACTION_STATE_TOPIC
 
-__all__ = ["DELETED_COLUMNS", "PARTITION_COLUMNS", "ClusterImage", "coordinator_partitions", "furthest", "replay"]
+__all__ = [
+    "DELETED_COLUMNS",
+    "PARTITION_COLUMNS",
+    "ROLE_COLUMNS",
+    "ClusterImage",
+    "coordinator_partitions",
+    "deleted_topics",
+    "furthest",
+    "replay",
+    "replica_roles",
+]
 
 _TOPIC, _PARTITION, _CHANGE, _REMOVE = (
     RECORD_TYPES[k] for k in (2, 3, 5, 9)
@@ -176,3 +186,55 @@ def _merge(p: dict[str, Any], change: dict[str, Any]) -> None:
         p["leader_epoch"] += 1
     p["partition_epoch"] += 1
     p["offset"] = change["offset"]
+
+
+#: per partition of the image that a copied log dir's node holds: who led it and who was in sync, by the copy's
+#: broker (log dir) names (each log dir's ``node.id``: txnlog.sources.logdirs), as of the metadata log's end
+ROLE_COLUMNS = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("leader", pa.int32()),  # the leader's node id; -1: none
+        ("leader_replica", pa.string()),  # its log dir in the copy; null: no leader, or not in the copy
+        ("leader_epoch", pa.int32()),
+        ("in_sync_replicas", pa.list_(pa.string())),  # the ISR's log dirs in the copy
+        ("said_by", pa.string()),  # which metadata log says so, as of which offset
+    ]
+)
+
+
+def replica_roles(found: tuple[ClusterImage, str] | None, node_ids: Mapping[str, int]) -> pa.Table:
+    """:data:`ROLE_COLUMNS` of every partition of the image (``found``: :func:`furthest`) one of the copy's log
+    dirs (``node_ids``: broker name -> its ``node.id``) is a replica of; empty where there is no usable image."""
+    if found is None or found[0].problem or not node_ids:
+        return ROLE_COLUMNS.empty_table()
+    image, node = found
+    name_of = {n: b for b, n in node_ids.items()}
+    said = f"the KRaft metadata log of {node} (as of its offset {image.end_offset})"
+    rows = [
+        {
+            "topic": p["topic"],
+            "partition": p["partition"],
+            "leader": p["leader"],
+            "leader_replica": name_of.get(p["leader"]),
+            "leader_epoch": p["leader_epoch"],
+            "in_sync_replicas": [name_of[n] for n in p["isr"] or () if n in name_of],
+            "said_by": said,
+        }
+        for p in image.partitions.to_pylist()
+        if any(n in name_of for n in p["replicas"] or ())
+    ]
+    return pa.Table.from_pylist(rows, schema=ROLE_COLUMNS)
+
+
+def deleted_topics(found: tuple[ClusterImage, str] | None) -> pa.Table:
+    """The topics the metadata log deleted and did not create again (a name can come back under a new topic
+    id), with the offset of their RemoveTopicRecord and which log says so: :data:`DELETED_COLUMNS` + said_by."""
+    if found is None or found[0].problem:
+        return DELETED_COLUMNS.append(pa.field("said_by", pa.string())).empty_table()
+    image, node = found
+    alive = set(image.partitions.column("topic").to_pylist())
+    gone = image.deleted.filter(
+        pa.array([t not in alive for t in image.deleted.column("topic").to_pylist()], pa.bool_())
+    )
+    return gone.append_column("said_by", pa.repeat(pa.scalar(f"the KRaft metadata log of {node}"), gone.num_rows))

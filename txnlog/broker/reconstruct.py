@@ -1,6 +1,6 @@
 """Rebuild transactions from batch headers, the way a broker's producer state does.
 
-The rules (spec §4.3, §6.5, §7.4; ProducerAppendInfo):
+The rules (``ProducerAppendInfo``; docs/formats.md §6, §8.2):
 
 * the first *transactional data* batch of a producer id with nothing open opens
   a transaction at that batch's base offset;
@@ -135,7 +135,7 @@ def files_fragments(
         "producer_epoch": epochs[idx[ends]],
         "first_offset": batches["base_offset"][idx[starts]],
         "last_offset": batches["last_offset"][idx[ends]],
-        # a cleaned batch stores its delete horizon in base_timestamp (attributes bit 6, spec §1.3)
+        # a cleaned batch stores its delete horizon in base_timestamp (attributes bit 6, docs/formats.md §2)
         "first_timestamp": np.where(
             batches["has_delete_horizon"][idx[starts]],
             batches["max_timestamp"][idx[starts]],

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import google_crc32c
 
+from txnlog.brokerlog.consumer_offsets_encode import offset_commit_key, offset_commit_value
 from txnlog.brokerlog.encode_batches import (
     BATCH_HEADER,
     EncodedRecords,
@@ -230,13 +231,15 @@ def encode_transaction_log_value(
 
 
 def encode_offset_commit_key(group: str, topic: str, partition: int, version: int = 1) -> bytes:
-    """OffsetCommitKey (GroupMetadataManager): ``version:int16 group topic partition:int32``."""
-    return struct.pack(">h", version) + _int16_string(group) + _int16_string(topic) + struct.pack(">i", partition)
+    """OffsetCommitKey (:func:`txnlog.brokerlog.consumer_offsets_encode.offset_commit_key`)."""
+    return offset_commit_key(group, topic, partition, record_type=version)
 
 
 def encode_offset_commit_value(offset: int, leader_epoch: int, metadata: str, commit_timestamp: int) -> bytes:
-    """OffsetCommitValue v3: ``offset:int64 leaderEpoch:int32 metadata:string commitTimestamp:int64``."""
-    return struct.pack(">hqi", 3, offset, leader_epoch) + _int16_string(metadata) + struct.pack(">q", commit_timestamp)
+    """OffsetCommitValue v3 (:func:`txnlog.brokerlog.consumer_offsets_encode.offset_commit_value`)."""
+    return offset_commit_value(
+        offset, version=3, leader_epoch=leader_epoch, metadata=metadata, commit_timestamp=commit_timestamp
+    )
 
 
 # --------------------------------------------------------------------------

@@ -37,6 +37,11 @@ BAD_CONTROL_RECORD = "bad_control_record"
 BAD_TXN_LOG_KEY = "bad_txn_log_key"
 BAD_TXN_LOG_VALUE = "bad_txn_log_value"
 UNKNOWN_VALUE_VERSION = "unknown_value_version"
+# __consumer_offsets (GroupCoordinatorRecordSerde): a key or value that does not read as its record type's
+# message, and a key whose record type the group coordinator does not know (UnknownRecordTypeException).
+BAD_OFFSETS_KEY = "bad_consumer_offsets_key"
+BAD_OFFSETS_VALUE = "bad_consumer_offsets_value"
+UNKNOWN_RECORD_TYPE = "unknown_record_type"
 # Producer snapshots (ProducerStateManager).
 BAD_SNAPSHOT = "bad_snapshot"
 SNAPSHOT_CRC_MISMATCH = "snapshot_crc_mismatch"
@@ -63,6 +68,9 @@ REASONS: tuple[str, ...] = (
     BAD_INDEX,
     DECOMPRESSED_TOO_LARGE,  # appended: the codes above stay what they were
     UNREADABLE_FILE,
+    BAD_OFFSETS_KEY,
+    BAD_OFFSETS_VALUE,
+    UNKNOWN_RECORD_TYPE,
 )
 REASON_CODES: dict[str, int] = {reason: code for code, reason in enumerate(REASONS)}
 

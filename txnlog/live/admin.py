@@ -13,7 +13,7 @@ Client settings come from the config's ``kafka`` mapping, written in librdkafka'
 kafka-python and refuses a key it cannot translate (rather than silently dropping, say,
 a CA file).
 
-:func:`find_hanging_live` is spec §6.2 (``kafka-transactions.sh find-hanging``) with
+:func:`find_hanging_live` is ``kafka-transactions.sh find-hanging`` (``TransactionsCommand``, docs/formats.md §11) with
 txnlog's verdicts (:func:`txnlog.broker.classify.verdicts`). :func:`validate_abort` is the
 re-validation an abort must pass; nothing here aborts unless :func:`send_abort` is called.
 """
@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from txnlog.broker import classify
 from txnlog.broker.classify import Owner, Verdict
-from txnlog.kafka.wire import DEFAULT_MAX_TRANSACTION_TIMEOUT_MS, TransactionState
+from txnlog.kafka.wire import DEFAULT_MAX_TRANSACTION_TIMEOUT_MS, TRANSACTION_STATE_TOPIC, TransactionState
 from txnlog.model.contract import InputSource
 from txnlog.model.errors import UsageError
 from txnlog.rules.remedy import remedy_of
@@ -118,7 +118,7 @@ def datetime_of_ms(ms: int | None) -> datetime | None:
 
 
 def describe_producers(admin: Any, topic: str, partitions: Iterable[int]) -> list[dict[str, Any]]:
-    """DescribeProducers (spec §6.4): one row per active producer of each partition.
+    """DescribeProducers (``Admin.describeProducers``): one row per active producer of each partition.
 
     ``current_transaction_start_offset`` is None when the producer has no open transaction
     (the wire's -1); ``coordinator_epoch`` -1 means unknown.
@@ -150,7 +150,7 @@ def list_transactions(admin: Any, producer_ids: Iterable[int] | None = None) -> 
     """ListTransactions on every broker: producer id → {transactional_id, producer_id, state}.
 
     With ``producer_ids`` only those (the broker matches each id's *current* producer id and
-    skips Dead ones, spec §6.2 step 4); an empty list asks nothing and returns {}.
+    skips Dead ones, as find-hanging does: docs/formats.md §11); an empty list asks nothing and returns {}.
     """
     if producer_ids is not None:
         producer_ids = sorted({int(p) for p in producer_ids})
@@ -184,7 +184,7 @@ def _description_row(tid: str, d: Any) -> dict[str, Any]:
 
 def describe_transactions(admin: Any, ids: Iterable[str]) -> dict[str, dict[str, Any] | None]:
     """DescribeTransactions: transactional.id → description, or None when the coordinator says
-    TRANSACTIONAL_ID_NOT_FOUND (unknown or Dead, spec §6.2 step 5)."""
+    TRANSACTIONAL_ID_NOT_FOUND (unknown or Dead, docs/formats.md §11)."""
     from kafka.errors import TransactionalIdNotFoundError
 
     ids = sorted(set(ids))
@@ -204,26 +204,37 @@ def describe_transactions(admin: Any, ids: Iterable[str]) -> dict[str, dict[str,
     return out
 
 
-def check_cluster(bootstrap: str, kafka_conf: Mapping[str, Any] | None = None, timeout_s: float = 30.0) -> None:
-    """The cluster answers and has ``__transaction_state``, or a :class:`UsageError` says in one line what to fix.
+def check_cluster(bootstrap: str, kafka_conf: Mapping[str, Any] | None = None, timeout_s: float = 30.0) -> int:
+    """How many ``__transaction_state`` partitions the cluster has (0: no such topic), or a :class:`UsageError`
+    saying in one line what to fix.
 
-    Live mode calls this before Spark starts, so an unreachable cluster fails in seconds with the
-    address in the message rather than in a Spark task's traceback.
+    A cluster no transactional producer has used a coordinator of has no ``__transaction_state``: the broker
+    creates it on the first FindCoordinator for a transactional.id (``AutoTopicCreationManager``), so a run then
+    goes on without coordinator state, as an offline run of a log dir without it does. Asking does not create
+    it (the Metadata request goes with ``allow.auto.create.topics`` off). Live mode calls this before Spark
+    starts, so an unreachable cluster fails in seconds with the address in the message rather than in a Spark
+    task's traceback.
     """
+    from confluent_kafka import KafkaError
+
+    # asked by name: a topic the client may not Describe is TOPIC_AUTHORIZATION_FAILED then, not left out
+    conf = {"log_level": 0, **dict(kafka_conf or {}), "allow.auto.create.topics": False}
     try:
-        topic_partitions(
-            bootstrap, {"log_level": 0, **dict(kafka_conf or {})}, ["__transaction_state"], timeout_s=timeout_s
-        )
-    except UsageError as e:
-        raise UsageError(
-            f"--bootstrap-servers {bootstrap}: cannot read __transaction_state ({e}); "
-            "the job needs Describe and Read on that topic"
-        ) from e
+        md = cluster_metadata(bootstrap, conf, timeout_s, topic=TRANSACTION_STATE_TOPIC)
     except Exception as e:  # noqa: BLE001 - the client's own errors: unreachable, refused, timed out
         raise UsageError(
             f"--bootstrap-servers {bootstrap}: cannot reach the cluster "
             f"({type(e).__name__}: {e}); check the address and the 'kafka' client settings in the config"
         ) from e
+    t = md.topics.get(TRANSACTION_STATE_TOPIC)
+    if t is None or (t.error is not None and t.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+        return 0
+    if t.error is not None:
+        raise UsageError(
+            f"--bootstrap-servers {bootstrap}: cannot read {TRANSACTION_STATE_TOPIC} ({t.error.str()}); "
+            "the job needs Describe and Read on that topic"
+        )
+    return len(t.partitions)
 
 
 #: how long every bootstrap broker may stay unreachable (refused, unresolved) before the metadata request gives
@@ -231,10 +242,13 @@ def check_cluster(bootstrap: str, kafka_conf: Mapping[str, Any] | None = None, t
 ALL_DOWN_GRACE_S = 3.0
 
 
-def cluster_metadata(bootstrap: str, kafka_conf: Mapping[str, Any] | None, timeout_s: float) -> Any:
-    """The cluster's metadata (``AdminClient.list_topics``), asked again each second for up to ``timeout_s``; once
-    librdkafka has said for :data:`ALL_DOWN_GRACE_S` that every broker is down (``_ALL_BROKERS_DOWN``: connections
-    refused, names that do not resolve), the last error is raised at once instead of waiting out the timeout."""
+def cluster_metadata(
+    bootstrap: str, kafka_conf: Mapping[str, Any] | None, timeout_s: float, topic: str | None = None
+) -> Any:
+    """The cluster's metadata (``AdminClient.list_topics``; of ``topic`` alone when given), asked again each second
+    for up to ``timeout_s``; once librdkafka has said for :data:`ALL_DOWN_GRACE_S` that every broker is down
+    (``_ALL_BROKERS_DOWN``: connections refused, names that do not resolve), the last error is raised at once
+    instead of waiting out the timeout."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient
 
@@ -252,7 +266,7 @@ def cluster_metadata(bootstrap: str, kafka_conf: Mapping[str, Any] | None, timeo
     deadline, down_since = time.monotonic() + timeout_s, None
     while True:
         try:
-            return admin.list_topics(timeout=max(min(1.0, deadline - time.monotonic()), 0.1))
+            return admin.list_topics(topic, timeout=max(min(1.0, deadline - time.monotonic()), 0.1))
         except KafkaException:
             admin.poll(0)  # serves the error callbacks
             now = time.monotonic()
@@ -329,7 +343,7 @@ def _owner_columns(
 ) -> dict[str, Any]:
     """classify's owner_* columns for one open transaction, from ListTransactions/DescribeTransactions."""
     if listing is None:
-        match = Owner.NONE  # spec §6.2 (a): no transactional.id has this producer id
+        match = Owner.NONE  # find-hanging's first case (TransactionsCommand): no transactional.id has it
     elif description is None:
         match = Owner.EXPIRED  # (b): described as not found (Dead or gone)
     else:
@@ -410,7 +424,7 @@ def find_hanging_live(
     max_transaction_timeout_ms: int = DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
     now_ms: int | None = None,
 ) -> list[dict[str, Any]]:
-    """``find-hanging`` against live brokers (spec §6.2) with txnlog's verdicts.
+    """``find-hanging`` against live brokers (``TransactionsCommand``, docs/formats.md §11) with txnlog's verdicts.
 
     DescribeProducers of ``tps``, then :func:`findings_from_producers`. Rows are shaped like
     the ``findings`` table (plus safety/command/legacy_command) with ``source="live"``.
@@ -440,7 +454,7 @@ def findings_from_producers(
     max_transaction_timeout_ms: int = DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
     now_ms: int | None = None,
 ) -> list[dict[str, Any]]:
-    """find-hanging's steps after DescribeProducers (spec §6.2), on :func:`describe_producers` rows.
+    """find-hanging's steps after DescribeProducers (docs/formats.md §11), on :func:`describe_producers` rows.
 
     Candidates: rows with an open transaction idle longer than ``max_transaction_timeout_ms``
     (no 5-minute padding, as the tool). Their producer ids go to ListTransactions, the ids

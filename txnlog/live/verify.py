@@ -160,8 +160,8 @@ def _health_rows(
 
     ``open_transactions`` / ``has_late_transaction`` are left null when they cannot be known:
     DescribeProducers unsupported, or it lists no open transaction while the LSO is behind the
-    high watermark (the two answers contradict each other, e.g. noida-db). With the LSO at the
-    high watermark nothing is open: 0 / false. ``max_open_ms`` and ``stuck_since`` need the
+    high watermark (the two answers contradict each other, as some Kafka-protocol servers give them). With
+    the LSO at the high watermark nothing is open: 0 / false. ``max_open_ms`` and ``stuck_since`` need the
     transaction's first timestamp, which these APIs do not give: null.
     """
     rows: list[dict[str, Any]] = []

@@ -44,11 +44,12 @@ def thresholds_of(config: Config, inputs: Inputs, decoded: Decoded, as_of: datet
     """What the verdicts of this run weigh: its ``as_of``, the configured limits, and how much of
     ``__transaction_state`` the input holds (a live run reads all of it)."""
     partitions, decided = inputs.coordinator_partitions(config.transaction_state_partitions)
+    live_read = bool(inputs.live) and inputs.live_txn_state  # a live cluster's __transaction_state is read whole
     return classify.Thresholds(
         as_of_ms=as_of_rule.to_ms(as_of),
         max_transaction_timeout_ms=config.max_transaction_timeout_ms,
-        all_txn_state_partitions_read=bool(inputs.live) or len(decoded.txn_state_read) >= partitions,
-        txn_state_partitions_read=None if inputs.live else len(decoded.txn_state_read),
+        all_txn_state_partitions_read=live_read or len(decoded.txn_state_read) >= partitions,
+        txn_state_partitions_read=None if live_read else len(decoded.txn_state_read),
         txn_state_partitions=partitions,
         # the evidence names the metadata log only where it decided the count; the input note says the rest
         txn_state_partitions_from=decided if metadata_count(inputs.cluster) is not None else "",
@@ -67,11 +68,13 @@ def build_tables(
     as_of: datetime | None = None,
     as_of_source: str = "",
     placement: Placement | None = None,
+    metadata: tuple[pa.Table, pa.Table] | None = None,
 ) -> dict[str, Any]:
     """Every output table (txnlog.rules.tables) from ``decoded``: Arrow tables, and ``transactions`` /
     ``coordinator_history`` as ``txnlog.engine.spark.staged_table.StagedTable`` values (staged under ``scratch``,
     finished by the writer: in Spark tasks, or in this process with ``placement.driver``). ``as_of`` adds the
-    quarantine's warning rows for client clocks far past it. The run key (cluster, as_of) is set by the writer."""
+    quarantine's warning rows for client clocks far past it; ``metadata``: the copy's KRaft metadata log's word on
+    its partitions (``Inputs.metadata_notes``). The run key (cluster, as_of) is set by the writer."""
 
     summary, records = staging.merged_here(
         decoded.summary, decoded.records, decoded.checkpoints, scratch, fragments=decoded.fragments,
@@ -79,7 +82,7 @@ def build_tables(
     )  # fmt: skip
     built = tables.build(
         summary, records, thresholds, checkpoints=decoded.checkpoints, as_of=as_of, as_of_source=as_of_source,
-        history_bounds=decoded.history_bounds,
+        history_bounds=decoded.history_bounds, metadata=metadata,
     )  # fmt: skip
     driver = placement is not None and placement.driver
     threads = placement.threads if placement is not None and driver else 1

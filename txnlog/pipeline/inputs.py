@@ -11,7 +11,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from txnlog.broker.cluster_image import ClusterImage, coordinator_partitions, furthest
+import pyarrow as pa
+
+from txnlog.broker.cluster_image import (
+    ClusterImage,
+    coordinator_partitions,
+    deleted_topics,
+    furthest,
+    replica_roles,
+)
 from txnlog.engine.spark.placement import Placement, master_cores
 from txnlog.live.admin import check_cluster
 from txnlog.model.errors import UsageError
@@ -38,11 +46,19 @@ class Inputs:
     dump_log: tuple[str, ...] = ()  # the --dump-log values (NAME=PATH kept)
     dump_files: tuple[str, ...] = ()
     live: str | None = None  # bootstrap servers whose __transaction_state is read (no offline input)
+    live_txn_state: bool = True  # the live cluster has __transaction_state (none before any coordinator was used)
     note: str = ""
     dump_bytes: int = 0  # the kafka-dump-log.sh files' size
     sample: bool = False  # no input was given: the embedded sample cluster
     #: the cluster as the log dirs' KRaft metadata log says it is, and which log dir's (txnlog.broker.cluster_image)
     cluster: tuple[ClusterImage, str] | None = None
+
+    def metadata_notes(self) -> tuple[pa.Table, pa.Table] | None:
+        """What the KRaft metadata log says of the copy's partitions: who led and who was in sync, by the log dirs'
+        node ids, and the topics it deleted (txnlog.broker.cluster_image; None: no metadata log)."""
+        if self.cluster is None:
+            return None
+        return replica_roles(self.cluster, dict(self.inventory.node_ids)), deleted_topics(self.cluster)
 
     def coordinator_partitions(self, configured: int) -> tuple[int, str]:
         """How many ``__transaction_state`` partitions the cluster has, and what decided it (cluster_image)."""
@@ -85,15 +101,14 @@ def plan_inputs(config: Config, progress: Progress | None = None, *, sample: boo
     inventory = check_inputs(logs) if logs else Inventory()
     dump_files = _dump_files(list(config.dump_log))
     live = config.bootstrap_servers if config.bootstrap_servers and not logs and not config.dump_log else None
-    if live:
-        check_cluster(live, dict(config.kafka))  # before Spark: one line if it cannot be read
+    # before Spark: one line if it cannot be read
+    live_txn_state = check_cluster(live, dict(config.kafka)) > 0 if live else True
     cluster = furthest(read_metadata_logs(inventory.cluster_metadata)) if inventory.cluster_metadata else None
     note = describe(
-        inventory, len(dump_files), live, coordinator_partitions(cluster, config.transaction_state_partitions)
-    )
-    if cluster is not None and cluster[0].deleted.num_rows:
-        gone = ", ".join(f"{d['topic']} ({d['partitions']})" for d in cluster[0].deleted.to_pylist())
-        note += f"; topics deleted as the KRaft metadata log of {cluster[1]} says: {gone}"
+        inventory, len(dump_files), live, coordinator_partitions(cluster, config.transaction_state_partitions),
+        live_txn_state=live_txn_state,
+    )  # fmt: skip
+    note += _deleted_note(cluster, inventory)
     if progress:
         progress(f"found {note}")
     # a remote file's size is not looked up: such an input counts as unbounded (Spark tasks read it)
@@ -101,9 +116,22 @@ def plan_inputs(config: Config, progress: Progress | None = None, *, sample: boo
         sys.maxsize if storage.is_remote(f) else os.path.getsize(storage.local_path(f)) for f in dump_files
     )
     return Inputs(
-        tuple(logs), inventory, tuple(config.dump_log), tuple(dump_files), live, note, dump_bytes,
+        tuple(logs), inventory, tuple(config.dump_log), tuple(dump_files), live, live_txn_state, note, dump_bytes,
         sample=not config.logs and not config.dump_log and not config.bootstrap_servers, cluster=cluster,
     )  # fmt: skip
+
+
+def _deleted_note(cluster: tuple[ClusterImage, str] | None, inventory: Inventory) -> str:
+    """The input note's word on the topics the KRaft metadata log deleted (RemoveTopicRecord), naming those whose
+    partitions the copy still holds (the broker deletes their directories asynchronously, renamed ``*-delete``)."""
+    if cluster is None or not cluster[0].deleted.num_rows:
+        return ""
+    gone = ", ".join(f"{d['topic']} ({d['partitions']})" for d in cluster[0].deleted.to_pylist())
+    note = f"; topics deleted as the KRaft metadata log of {cluster[1]} says: {gone}"
+    held = sorted(set(deleted_topics(cluster).column("topic").to_pylist()) & {t for t, _ in inventory.data_partitions})
+    if held:
+        note += f"; the copy still holds partitions of deleted {', '.join(held)}, which no broker serves"
+    return note
 
 
 def check_inputs(paths: list[str]) -> Inventory:
@@ -200,7 +228,14 @@ def _dump_files(args: list[str]) -> list[str]:
     return files
 
 
-def describe(inventory: Inventory, dump_files: int, live: str | None, coordinator: tuple[int, str]) -> str:
+def describe(
+    inventory: Inventory,
+    dump_files: int,
+    live: str | None,
+    coordinator: tuple[int, str],
+    *,
+    live_txn_state: bool = True,
+) -> str:
     txn_state_partitions, decided = coordinator
     note = (
         f"{count(len(inventory.segments), 'segment')} and {count(len(inventory.snapshots), 'snapshot')} of "
@@ -213,8 +248,14 @@ def describe(inventory: Inventory, dump_files: int, live: str | None, coordinato
         note += f"; __transaction_state partitions: {decided}"
     if dump_files:
         note += f"; {count(dump_files, 'kafka-dump-log.sh output file')}"
-    if live:
+    if live and live_txn_state:
         note += f"; __transaction_state read live from {live}"
+    elif live:
+        note += (
+            f"; {live} has no __transaction_state topic (no transactional producer has used a coordinator yet): the "
+            "coordinator state is absent, so a transaction no transactional.id is seen to own is "
+            "NO_TRANSACTIONAL_ID with a VERIFY_FIRST abort"
+        )
     elif not inventory.txn_state_segments and not dump_files:
         note += (
             "; __transaction_state was not read (no __transaction_state-<n>/ in the input): a transaction no "

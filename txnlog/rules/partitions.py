@@ -106,9 +106,10 @@ def _at_least(table: pa.Table, col: str, end: Any) -> Any:
     return pc.if_else(known, greatest(table.column(col), bound), table.column(col))
 
 
-def partition_stats(stats: pa.Table) -> pa.Table:
+def partition_stats(stats: pa.Table, roles: pa.Table | None = None, deleted: pa.Table | None = None) -> pa.Table:
     """Replicas merged per partition: the most advanced replica's offsets, the most advanced checkpoints,
-    a note where the brokers' checkpoints disagree (each broker writes them every few seconds)."""
+    a note where the brokers' checkpoints disagree (each broker writes them every few seconds), and what the
+    copy's KRaft metadata log says of the partition (``roles``, ``deleted``: :func:`replica_notes`)."""
     lead = stats.filter(stats.column("is_lead")).select(
         [*TP, "log_end_offset", "segment_log_start", "broker", "clean_shutdown"]
     )
@@ -142,10 +143,55 @@ def partition_stats(stats: pa.Table) -> pa.Table:
         }
     )
     merged = with_columns(merged, log_start_offset=_at_least(merged, "segment_log_start", end))
-    notes = _checkpoint_notes(stats, g)
+    notes = [
+        "; ".join(n for n in pair if n) or None
+        for pair in zip(_checkpoint_notes(stats, g), replica_notes(merged, roles, deleted), strict=True)
+    ]
     return with_columns(merged, checkpoint_note=pa.array(notes, pa.string())).drop_columns(
         ["checkpoint_log_start", "segment_log_start"]
     )
+
+
+def replica_notes(merged: pa.Table, roles: pa.Table | None, deleted: pa.Table | None) -> list[str | None]:
+    """Per partition of ``merged`` (its ``replicas`` and ``lead_replica``, the most advanced: ReplicaLogs.is_lead,
+    the one rule of which replica's view is reported): where the copy holds several replicas, which one led and
+    which were in sync as the copy's KRaft metadata log says (``roles``: txnlog.broker.cluster_image.replica_roles;
+    ``PartitionRegistration``'s leader and ISR); and, of a topic it deleted (``deleted``:
+    cluster_image.deleted_topics, RemoveTopicRecord), that the broker serves none of these files."""
+    n = merged.num_rows
+    notes: list[str | None] = [None] * n
+    by_tp = {(r["topic"], r["partition"]): r for r in (roles.to_pylist() if roles is not None else ())}
+    gone = {r["topic"]: r for r in (deleted.to_pylist() if deleted is not None else ())}
+    if not by_tp and not gone:
+        return notes
+    cols = merged.select([*TP, "replicas", "lead_replica"]).to_pylist()
+    for i, m in enumerate(cols):
+        texts = []
+        d = gone.get(m["topic"])
+        if d is not None:
+            texts.append(
+                f"{d['said_by']} deleted topic {m['topic']} at its offset {d['offset']} (RemoveTopicRecord): the "
+                "broker serves none of these files and removes them (renamed *-delete), so nothing here pins a "
+                "consumer"
+            )
+        r = by_tp.get((m["topic"], m["partition"]))
+        replicas = m["replicas"] or []
+        if r is not None and len(replicas) > 1:
+            led = (
+                f"{r['leader_replica']} (node {r['leader']}) led, leader epoch {r['leader_epoch']}"
+                if r["leader_replica"]
+                else ("no replica led (leader -1)" if r["leader"] < 0 else f"node {r['leader']}, not in the copy, led")
+            )
+            in_sync = [b for b in replicas if b in (r["in_sync_replicas"] or [])]
+            out = [b for b in replicas if b not in in_sync]
+            text = f"{r['said_by']} says {led}; in sync: {', '.join(in_sync) or 'none of the copy'}"
+            if out:
+                text += f"; not in sync: {', '.join(out)}"
+            if r["leader_replica"] and r["leader_replica"] != m["lead_replica"]:
+                text += f"; the state shown is {m['lead_replica']}'s, the most advanced replica in the copy"
+            texts.append(text)
+        notes[i] = "; ".join(texts) or None
+    return notes
 
 
 def _checkpoint_notes(stats: pa.Table, g: pa.Table) -> list[str | None]:

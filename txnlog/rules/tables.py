@@ -80,12 +80,14 @@ def intermediates(
     as_of_ms: int,
     checkpoints: Sequence[Checkpoint],
     expiry_gap_ms: int | None = None,
+    metadata: tuple[pa.Table, pa.Table] | None = None,
 ) -> Intermediates:
     """The run's :class:`Intermediates`: partition stats, transactions with their LSO lag and owners, health,
     the coordinator's state and owners, the leaders' producer state (``expiry_gap_ms``:
-    txnlog.rules.producers.producers_of_summary)."""
+    txnlog.rules.producers.producers_of_summary); ``metadata``: the copy's KRaft metadata log's replica roles and
+    deleted topics (txnlog.rules.partitions.replica_notes)."""
 
-    pstats = partition_stats(replica_stats(summary, checkpoints))
+    pstats = partition_stats(replica_stats(summary, checkpoints), *(metadata or ()))
     txns, health = with_lso(partition_transactions(summary), pstats, as_of_ms)
     history = coordinator_history(records)
     state = coordinator_state(history)
@@ -202,17 +204,20 @@ def build(
     as_of: datetime | None = None,
     as_of_source: str = "",
     history_bounds: pa.Table | None = None,
+    metadata: tuple[pa.Table, pa.Table] | None = None,
 ) -> dict[str, Any]:
     """Every output table (``pipeline.build_tables``) from the decoded rows as the engine hands them over
     (fragments merged into transactions, coordinator records reduced: txnlog.engine.staging.merged_here): Arrow
     tables, and for ``transactions`` and ``coordinator_history`` (their rows staged by the engine) what finishes
-    their staged rows (``txnlog.rules.finish.Finish``, ``FinishHistory``)."""
+    their staged rows (``txnlog.rules.finish.Finish``, ``FinishHistory``). ``metadata``: what the copy's KRaft
+    metadata log says of its partitions (:func:`intermediates`)."""
     # one chunk each: the readers hand on a batch per task or window, and every filter and join below pays per
     # chunk and column (benchmarks/RESULTS.md §2, "Fewer CPU-seconds per GiB")
     summary, records = _with_input(summary).combine_chunks(), _with_input(records).combine_chunks()
     it = intermediates(
         summary, records, as_of_ms=thresholds.as_of_ms, checkpoints=checkpoints,
         expiry_gap_ms=thresholds.producer_id_expiration_ms + thresholds.producer_id_expiration_check_interval_ms,
+        metadata=metadata,
     )  # fmt: skip
     verdicts = classified(candidates(it, thresholds), thresholds, damage(summary, records))
     sources = it.health.select([*TP, "source"]).cast(staged.SOURCES_SCHEMA)

@@ -126,6 +126,8 @@ class Inventory:
     clean_shutdown_brokers: tuple[str, ...] = ()
     #: the KRaft metadata log's segments ("log") and snapshots ("checkpoint") of each log dir given whole
     cluster_metadata: tuple[LogFile, ...] = ()
+    #: (broker name, node.id) of each log dir given whole whose ``meta.properties`` names its node
+    node_ids: tuple[tuple[str, int], ...] = ()
 
     @property
     def data_partitions(self) -> set[tuple[str, int]]:
@@ -321,6 +323,7 @@ def discover(paths: list[str] | tuple[str, ...], located: dict[str, Located] | N
     metadata: list[LogFile] = []
     checkpoints: list[Checkpoint] = []
     clean: list[str] = []
+    nodes: list[tuple[str, int]] = []
     replicas: dict[str, str] = {}  # log dir (real path) -> broker name
     whole: set[str] = set()  # log dirs (real paths) given whole: their checkpoints are read
     seen: set[str] = set()  # files listed (real paths)
@@ -340,6 +343,9 @@ def discover(paths: list[str] | tuple[str, ...], located: dict[str, Located] | N
             checkpoints.extend(found)
             if storage.exists(storage.join(log_dir, CLEAN_SHUTDOWN_FILE)):
                 clean.append(name)
+            node = node_id(log_dir)
+            if node is not None:
+                nodes.append((name, node))
         return name
 
     def add(
@@ -437,7 +443,28 @@ def discover(paths: list[str] | tuple[str, ...], located: dict[str, Located] | N
         checkpoints=tuple(checkpoints),
         clean_shutdown_brokers=tuple(clean),
         cluster_metadata=tuple(metadata),
+        node_ids=tuple(nodes),
     )
+
+
+META_PROPERTIES = "meta.properties"
+
+
+def node_id(log_dir: str) -> int | None:
+    """The ``node.id`` a KRaft log dir's ``meta.properties`` names (``MetaProperties``; ``broker.id`` in a ZooKeeper
+    broker's), None where the file is absent, unreadable or names none."""
+    path = storage.join(log_dir, META_PROPERTIES)
+    try:
+        text = storage.read_bytes(path).decode("utf-8", "replace") if storage.exists(path) else ""
+    except (OSError, storage.StorageError):
+        return None
+    props = dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.lstrip().startswith("#"))
+    for key in ("node.id", "broker.id"):
+        try:
+            return int(props[key].strip())
+        except (KeyError, ValueError):
+            continue
+    return None
 
 
 def _metadata_files(broker: str, part_dir: str) -> list[LogFile]:

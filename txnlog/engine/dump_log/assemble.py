@@ -152,26 +152,110 @@ def assemble_segment(table: pa.Table) -> pa.Table:
     """
 
     table = table.sort_by("line_no")
-    kind = _np(table, "kind_code", np.int32, -1)
-    line_no = _np(table, "line_no", np.int64, 0)
     broker, topic, partition, dpath = (_first(table, c) for c in ("broker", "topic", "partition", "dpath"))
     file_offset = _first(table, "file_offset")
     if file_offset is None:
         starts = table.filter(pa.compute.equal(table.column("kind_code"), K_START))
         file_offset = _first(starts, "base_offset")
+    batches = _batch_columns(table)
+    base = {"broker": broker, "topic": topic, "file": dpath}
+    # the producers' state in this segment, as summarize_segment gives it for the bytes (producer_state)
+    out = [producer_rows(broker, topic, partition, dpath, file_offset, segment_producers(batches))]
+    frags = segment_fragments(batches)
+    n = len(frags["kind"])
+    if n:
+        columns = {
+            **base,
+            "kind": fragment_kinds(frags["kind"]),
+            "partition": partition,
+            "file_offset": file_offset,
+            **{k: frags[k] for k in SUMMARY_FRAGMENT_COLUMNS},
+            "control_type": frags["control_type"].astype(np.int32),
+        }
+        out.append(batch_of(SEGMENT_SUMMARY_SCHEMA, n, columns))
+    out.append(_segment_row(table, batches, base, partition, file_offset))
+    damage = damage_rows(table)
+    if damage is not None:
+        n = damage.pop("n")
+        columns = {
+            **base,
+            "kind": KIND_QUARANTINE,
+            "partition": partition,
+            "file_offset": file_offset,
+            **damage,
+            **_region_offsets(batches, damage),
+        }
+        out.append(batch_of(SEGMENT_SUMMARY_SCHEMA, n, columns))
+    result = pa.Table.from_batches(out, schema=SEGMENT_SUMMARY_SCHEMA)
+    return result.append_column("dump_file", pa.array([_first(table, "file")] * result.num_rows, pa.string()))
 
+
+def _batch_columns(table: pa.Table) -> dict[str, np.ndarray]:
+    """The segment's batches as the binary scan's BATCH_COLUMNS, from its batch lines and the record lines below
+    them; only the valid batches (``isvalid: false`` is quarantined as crc_mismatch and, as in the binary path,
+    not used)."""
+    kind = _np(table, "kind_code", np.int32, -1)
     is_b = kind == K_BATCH
-    bl = line_no[is_b]
     valid_all = _valid(table)[is_b]
-    nb = int(bl.size)
+    nb = int(is_b.sum())
 
     def col(name: str, dtype: Any, fill: Any) -> np.ndarray:
         return _np(table, name, dtype, fill)[is_b]
 
+    max_ts = col("max_timestamp", np.int64, -1)
+    is_control = col("is_control", bool, False)
+    count = col("record_count", np.int32, 0)
+    control = _from_record_lines(table, kind, is_b, max_ts, is_control, count)
+    dh = table.column("delete_horizon").filter(pa.array(is_b))
+    dh_np = np.asarray(dh.fill_null(-1).to_numpy(zero_copy_only=False), np.int64) if nb else np.empty(0, np.int64)
+    size = col("size", np.int64, 12)
+    batches = {
+        "position": col("position", np.int64, -1),
+        "base_offset": col("base_offset", np.int64, -1),
+        "last_offset": col("last_offset", np.int64, -1),
+        "batch_length": (size - 12).astype(np.int32),
+        "partition_leader_epoch": col("partition_leader_epoch", np.int32, -1),
+        "magic": col("magic", np.int8, 2),
+        "crc": col("crc", np.int64, 0).astype(np.uint32),
+        "crc_valid": valid_all,
+        "compression": col("compression", np.int8, 0),
+        "timestamp_type": col("timestamp_type", np.int8, 0),
+        "is_transactional": col("is_transactional", bool, False),
+        "is_control": is_control,
+        "last_offset_delta": (col("last_offset", np.int64, 0) - col("base_offset", np.int64, 0)).astype(np.int32),
+        "base_timestamp": np.where(dh_np >= 0, dh_np, control["base_timestamp"]),
+        "max_timestamp": max_ts,
+        "producer_id": col("producer_id", np.int64, -1),
+        "producer_epoch": col("producer_epoch", np.int16, -1),
+        "base_sequence": col("base_sequence", np.int32, -1),
+        "record_count": count,
+        "control_key_version": np.where(is_control, 0, -1).astype(np.int16),
+        "control_type": control["control_type"],
+        "control_value_version": np.where(control["control_status"] == ControlStatus.END_TXN_MARKER, 0, -1).astype(
+            np.int16
+        ),
+        "coordinator_epoch": control["coordinator_epoch"],
+        "marker_timestamp": control["marker_timestamp"],
+        "control_status": control["control_status"],
+        "has_delete_horizon": dh_np >= 0,
+    }
+    for name, dtype in BATCH_COLUMNS.items():  # columns added to the binary scan later: neutral values
+        if name not in batches:
+            batches[name] = np.zeros(nb, dtype)
+    return {k: np.asarray(v, BATCH_COLUMNS.get(k))[valid_all] for k, v in batches.items()}
+
+
+def _from_record_lines(
+    table: pa.Table, kind: np.ndarray, is_b: np.ndarray, max_ts: np.ndarray, is_control: np.ndarray, count: np.ndarray
+) -> dict[str, np.ndarray]:
+    """What the record lines below each batch line say of it: its base timestamp (the first record's, printed
+    after the batch line), and for a control batch its status, control type, coordinator epoch and timestamp."""
+    line_no = _np(table, "line_no", np.int64, 0)
+    bl = line_no[is_b]
+    nb = int(bl.size)
     # record lines → their batch (the closest batch line above them)
     is_r = kind == K_RECORD
-    r_line = line_no[is_r]
-    r_batch = np.searchsorted(bl, r_line, side="right") - 1
+    r_batch = np.searchsorted(bl, line_no[is_r], side="right") - 1
     r_ok = r_batch >= 0
     r_ts = _np(table, "rec_timestamp", np.int64, -1)[is_r]
     r_after = _np(table, "after_batch", bool, False)[is_r]
@@ -182,17 +266,9 @@ def assemble_segment(table: pa.Table) -> pa.Table:
         else np.empty(0, np.int16)
     )
     r_mepoch = _np(table, "marker_epoch", np.int32, -1)[is_r]
-
-    max_ts = col("max_timestamp", np.int64, -1)
     base_ts = max_ts.copy()
-    first = r_ok & r_after & (r_batch >= 0)
+    first = r_ok & r_after
     base_ts[r_batch[first]] = r_ts[first]
-    dh = table.column("delete_horizon").filter(pa.array(is_b))
-    dh_np = np.asarray(dh.fill_null(-1).to_numpy(zero_copy_only=False), np.int64) if nb else np.empty(0, np.int64)
-    base_ts = np.where(dh_np >= 0, dh_np, base_ts)
-
-    is_control = col("is_control", bool, False)
-    count = col("record_count", np.int32, 0)
     status = np.where(
         is_control,
         np.where(count == 0, ControlStatus.ZERO_RECORDS, ControlStatus.END_TXN_MARKER),
@@ -211,105 +287,42 @@ def assemble_segment(table: pa.Table) -> pa.Table:
         ctype[rb] = mt
         cepoch[rb] = np.where(mt >= 0, me, -1)
         marker_ts[rb] = ts
-
-    size = col("size", np.int64, 12)
-    batches = {
-        "position": col("position", np.int64, -1),
-        "base_offset": col("base_offset", np.int64, -1),
-        "last_offset": col("last_offset", np.int64, -1),
-        "batch_length": (size - 12).astype(np.int32),
-        "partition_leader_epoch": col("partition_leader_epoch", np.int32, -1),
-        "magic": col("magic", np.int8, 2),
-        "crc": col("crc", np.int64, 0).astype(np.uint32),
-        "crc_valid": valid_all,
-        "compression": col("compression", np.int8, 0),
-        "timestamp_type": col("timestamp_type", np.int8, 0),
-        "is_transactional": col("is_transactional", bool, False),
-        "is_control": is_control,
-        "last_offset_delta": (col("last_offset", np.int64, 0) - col("base_offset", np.int64, 0)).astype(np.int32),
+    return {
         "base_timestamp": base_ts,
-        "max_timestamp": max_ts,
-        "producer_id": col("producer_id", np.int64, -1),
-        "producer_epoch": col("producer_epoch", np.int16, -1),
-        "base_sequence": col("base_sequence", np.int32, -1),
-        "record_count": count,
-        "control_key_version": np.where(is_control, 0, -1).astype(np.int16),
+        "control_status": status,
         "control_type": ctype,
-        "control_value_version": np.where(status == ControlStatus.END_TXN_MARKER, 0, -1).astype(np.int16),
         "coordinator_epoch": cepoch,
         "marker_timestamp": marker_ts,
-        "control_status": status,
-        "has_delete_horizon": dh_np >= 0,
     }
-    for name, dtype in BATCH_COLUMNS.items():  # columns added to the binary scan later: neutral values
-        if name not in batches:
-            batches[name] = np.zeros(nb, dtype)
-    # batches with isvalid: false are quarantined (crc_mismatch) and, as in the binary path, not used
-    batches = {k: np.asarray(v, BATCH_COLUMNS.get(k))[valid_all] for k, v in batches.items()}
-    out: list[pa.RecordBatch] = []
-    frags = segment_fragments(batches)
-    n = len(frags["kind"])
-    base = {"broker": broker, "topic": topic, "file": dpath}
-    # the producers' state in this segment, as summarize_segment gives it for the bytes (producer_state)
-    out.append(producer_rows(broker, topic, partition, dpath, file_offset, segment_producers(batches)))
-    if n:
-        out.append(
-            batch_of(
-                SEGMENT_SUMMARY_SCHEMA,
-                n,
-                {
-                    **base,
-                    "kind": fragment_kinds(frags["kind"]),
-                    "partition": partition,
-                    "file_offset": file_offset,
-                    **{k: frags[k] for k in SUMMARY_FRAGMENT_COLUMNS},
-                    "control_type": frags["control_type"].astype(np.int32),
-                },
-            )
-        )
+
+
+def _segment_row(
+    table: pa.Table, batches: dict[str, np.ndarray], base: dict[str, Any], partition: Any, file_offset: Any
+) -> pa.RecordBatch:
+    """The segment's own ``segment`` row: its offsets, times, counts and size (the end of its last entry)."""
+    kind = _np(table, "kind_code", np.int32, -1)
     is_l = kind == K_LEGACY
-    ends = (_np(table, "position", np.int64, 0) + _np(table, "size", np.int64, 0))[is_b | is_l]
+    ends = (_np(table, "position", np.int64, 0) + _np(table, "size", np.int64, 0))[(kind == K_BATCH) | is_l]
     has = batches["base_offset"].size > 0
-    out.append(
-        batch_of(
-            SEGMENT_SUMMARY_SCHEMA,
-            1,
-            {
-                **base,
-                "kind": KIND_SEGMENT,
-                "partition": pa.array([partition], pa.int32()),
-                "file_offset": pa.array([file_offset], pa.int64()),
-                "first_offset": pa.array([int(batches["base_offset"].min()) if has else None], pa.int64()),
-                "last_offset": pa.array([int(batches["last_offset"].max()) if has else None], pa.int64()),
-                "first_timestamp": pa.array([int(batches["base_timestamp"].min()) if has else None], pa.int64()),
-                "last_timestamp": pa.array([int(batches["max_timestamp"].max()) if has else None], pa.int64()),
-                "batch_count": np.full(1, batches["base_offset"].size, np.int64),
-                "record_count": np.full(1, int(batches["record_count"].astype(np.int64).sum()), np.int64),
-                "size_bytes": np.full(1, int(ends.max()) if ends.size else 0, np.int64),
-                "legacy_entries": np.full(1, int(is_l.sum()), np.int64),
-                **broker_timestamps(batches),
-            },
-        )
+    return batch_of(
+        SEGMENT_SUMMARY_SCHEMA,
+        1,
+        {
+            **base,
+            "kind": KIND_SEGMENT,
+            "partition": pa.array([partition], pa.int32()),
+            "file_offset": pa.array([file_offset], pa.int64()),
+            "first_offset": pa.array([int(batches["base_offset"].min()) if has else None], pa.int64()),
+            "last_offset": pa.array([int(batches["last_offset"].max()) if has else None], pa.int64()),
+            "first_timestamp": pa.array([int(batches["base_timestamp"].min()) if has else None], pa.int64()),
+            "last_timestamp": pa.array([int(batches["max_timestamp"].max()) if has else None], pa.int64()),
+            "batch_count": np.full(1, batches["base_offset"].size, np.int64),
+            "record_count": np.full(1, int(batches["record_count"].astype(np.int64).sum()), np.int64),
+            "size_bytes": np.full(1, int(ends.max()) if ends.size else 0, np.int64),
+            "legacy_entries": np.full(1, int(is_l.sum()), np.int64),
+            **broker_timestamps(batches),
+        },
     )
-    damage = damage_rows(table)
-    if damage is not None:
-        n = damage.pop("n")
-        out.append(
-            batch_of(
-                SEGMENT_SUMMARY_SCHEMA,
-                n,
-                {
-                    **base,
-                    "kind": KIND_QUARANTINE,
-                    "partition": partition,
-                    "file_offset": file_offset,
-                    **damage,
-                    **_region_offsets(batches, damage),
-                },
-            )
-        )
-    result = pa.Table.from_batches(out, schema=SEGMENT_SUMMARY_SCHEMA)
-    return result.append_column("dump_file", pa.array([_first(table, "file")] * result.num_rows, pa.string()))
 
 
 def assemble_txn_state(table: pa.Table) -> pa.Table:

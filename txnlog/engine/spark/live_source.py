@@ -97,19 +97,23 @@ class LivePartition(InputPartition):
 
 
 def capture_partitions(options: dict[str, str]) -> list[LivePartition]:
-    """The topic's partitions with their [log start, high watermark) captured now (driver side)."""
+    """The topic's partitions with their [log start, high watermark) captured now (driver side); none when the
+    cluster has no such topic (``__transaction_state`` before any transactional producer used a coordinator:
+    the run goes on without coordinator state, txnlog.live.admin.check_cluster)."""
     # Lazy in this module: the Kafka clients load only when a live cluster is asked.
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     topic = options.get("topic") or TRANSACTION_STATE_TOPIC
     timeout = float(options.get("timeout_s", DEFAULT_TIMEOUT_S))
     conf = client_conf(options)
-    conf.update({"group.id": "txnlog-live-capture", "enable.auto.commit": False})
+    conf.update({"group.id": "txnlog-live-capture", "enable.auto.commit": False, "allow.auto.create.topics": False})
     consumer = Consumer(conf)
     try:
         md = consumer.list_topics(topic, timeout=timeout)
         tmd = md.topics.get(topic)
-        if tmd is None or tmd.error is not None or not tmd.partitions:
+        if tmd is None or (tmd.error is not None and tmd.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+            return []
+        if tmd.error is not None or not tmd.partitions:
             why = tmd.error if tmd is not None and tmd.error is not None else "no partitions"
             raise RuntimeError(f"txnlog_live_txn_state: cannot read topic {topic}: {why}")
         parts = []
@@ -252,7 +256,8 @@ class _LiveReader(DataSourceReader):
         return list(capture_partitions(self.options))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, LivePartition)
+        if not isinstance(partition, LivePartition):
+            return  # the one empty partition Spark reads when partitions() gave none (no such topic)
         conf = client_conf(self.options)
         timeout = float(self.options.get("timeout_s", DEFAULT_TIMEOUT_S))
         chunk = int(self.options.get("chunk_records", DEFAULT_CHUNK_RECORDS))

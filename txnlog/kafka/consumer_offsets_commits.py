@@ -1,0 +1,205 @@
+"""The bulk of ``__consumer_offsets``, OffsetCommit records, read in compiled code into Arrow columns.
+
+A partition holds one OffsetCommit record per group, topic and partition committed, so these are the records
+whose number grows. :func:`decode_offset_commits` reads the well-formed ones (key type 0/1, value v0-v4 or a
+tombstone, UTF-8 strings) the way ``OffsetCommitKey.read`` / ``OffsetCommitValue.read`` do, and marks every
+other record for the one general reader (:mod:`txnlog.kafka.consumer_offsets_schema`): other record types,
+a key or value that does not read, a version above 4, a string that is not UTF-8. So what the general reader
+reports for a bad record is what is reported; the tests check both paths agree on every record.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from txnlog.kafka.binary import be_i16, be_i32, be_i64, is_valid_utf8, read_uvarint
+from txnlog.kafka.jit import jit
+
+# columns of the int64 matrix the walk fills, one row per record
+_COLS = (
+    "ok",
+    "record_type",
+    "group_start",
+    "group_len",
+    "topic_start",
+    "topic_len",
+    "partition",
+    "is_tombstone",
+    "value_version",
+    "committed_offset",
+    "leader_epoch",
+    "metadata_start",
+    "metadata_len",
+    "commit_timestamp",
+    "expire_timestamp",
+)
+_C = {name: i for i, name in enumerate(_COLS)}
+(_OK, _TYPE, _GS, _GL, _TS, _TL, _PART, _TOMB, _VV, _OFF, _EPOCH, _MS, _ML, _CTS, _ETS) = range(len(_COLS))
+
+
+@jit(inline=True)
+def _string(data, p, end, compact):
+    """(start, length, next) of an int16-length (or compact) non-null UTF-8 string at data[p:end]; next -1 if not."""
+    if compact:
+        n, q = read_uvarint(data, p, end)
+        if q < 0:
+            return 0, 0, -1
+        n -= 1
+    else:
+        if end - p < 2:
+            return 0, 0, -1
+        n = be_i16(data, p)
+        q = p + 2
+    if n < 0 or n > end - q or not is_valid_utf8(data, q, q + n):
+        return 0, 0, -1
+    return q, n, q + n
+
+
+@jit(inline=True)
+def _value(data, p, end, out, i):
+    """OffsetCommitValue at data[p:end] into row i; False if it is not a well-formed v0-v4."""
+    if end - p < 2:
+        return False
+    v = be_i16(data, p)
+    if v < 0 or v > 4:
+        return False
+    out[i, _VV] = v
+    p += 2
+    if end - p < 8:
+        return False
+    out[i, _OFF] = be_i64(data, p)
+    p += 8
+    out[i, _EPOCH] = -1
+    if v >= 3:
+        if end - p < 4:
+            return False
+        out[i, _EPOCH] = be_i32(data, p)
+        p += 4
+    s, n, p = _string(data, p, end, v >= 4)
+    if p < 0:
+        return False
+    out[i, _MS] = s
+    out[i, _ML] = n
+    if end - p < 8:
+        return False
+    out[i, _CTS] = be_i64(data, p)
+    p += 8
+    out[i, _ETS] = -1
+    if v == 1:
+        if end - p < 8:
+            return False
+        out[i, _ETS] = be_i64(data, p)
+        p += 8
+    if v >= 4:  # tagged fields: none known, each skipped
+        count, p = read_uvarint(data, p, end)
+        for _ in range(count):
+            if p < 0:
+                return False
+            _tag, p = read_uvarint(data, p, end)
+            if p < 0:
+                return False
+            size, p = read_uvarint(data, p, end)
+            if p < 0 or size > end - p:
+                return False
+            p += size
+        if p < 0:
+            return False
+    return True
+
+
+@jit()
+def _walk(kdata, koff, kvalid, vdata, voff, vvalid):
+    n = koff.size - 1
+    out = np.zeros((n, len(_COLS)), np.int64)
+    for i in range(n):
+        if not kvalid[i]:
+            continue
+        p, end = koff[i], koff[i + 1]
+        if end - p < 2:
+            continue
+        t = be_i16(kdata, p)
+        if t != 0 and t != 1:
+            continue
+        gs, gl, q = _string(kdata, p + 2, end, False)
+        if q < 0:
+            continue
+        ts, tl, q = _string(kdata, q, end, False)
+        if q < 0 or end - q < 4:
+            continue
+        out[i, _TYPE] = t
+        out[i, _GS], out[i, _GL], out[i, _TS], out[i, _TL] = gs, gl, ts, tl
+        out[i, _PART] = be_i32(kdata, q)
+        if not vvalid[i]:
+            out[i, _TOMB] = 1
+            out[i, _OK] = 1
+            continue
+        if _value(vdata, voff[i], voff[i + 1], out, i):
+            out[i, _OK] = 1
+    return out
+
+
+@jit()
+def _gather(data, start, length):
+    offsets = np.empty(start.size + 1, np.int64)
+    offsets[0] = 0
+    for i in range(start.size):
+        offsets[i + 1] = offsets[i] + length[i]
+    out = np.empty(offsets[-1], np.uint8)
+    for i in range(start.size):
+        out[offsets[i] : offsets[i + 1]] = data[start[i] : start[i] + length[i]]
+    return out, offsets
+
+
+def _buffers(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(data, offsets, valid) of a large_binary column, without copying the data."""
+    arr = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    n = len(arr)
+    _, offs, data = arr.buffers()
+    offsets = (
+        np.frombuffer(offs, np.int64)[arr.offset : arr.offset + n + 1] if offs is not None else np.zeros(1, np.int64)
+    )
+    raw = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    valid = arr.is_valid().to_numpy(zero_copy_only=False)
+    return raw, offsets, valid
+
+
+def _strings(data: np.ndarray, start: np.ndarray, length: np.ndarray, typ: pa.DataType, valid=None) -> pa.Array:
+    out, offsets = _gather(data, start, length)
+    arr = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), start.size, [None, pa.py_buffer(offsets), pa.py_buffer(out)]
+    )
+    if typ != pa.large_binary():
+        arr = arr.view(pa.large_string()).cast(typ)
+    if valid is not None and not valid.all():
+        arr = pa.compute.if_else(pa.array(valid), arr, pa.scalar(None, typ))
+    return arr
+
+
+def decode_offset_commits(records: pa.Table) -> tuple[np.ndarray, dict[str, pa.Array]]:
+    """(mask of the records read here, their columns by :data:`~txnlog.kafka.consumer_offsets.DECODED_SCHEMA`
+    name: the rows of the masked records, in order; the caller adds the batch columns and the others)."""
+    kdata, koff, kvalid = _buffers(records.column("key"))
+    vdata, voff, vvalid = _buffers(records.column("value"))
+    m = _walk(kdata, koff, kvalid, vdata, voff, vvalid)
+    ok = m[:, _OK] == 1
+    m = m[ok]
+    live = m[:, _TOMB] == 0
+    cols: dict[str, pa.Array] = {
+        "record_type": pa.array(m[:, _TYPE].astype(np.int16)),
+        "group": _strings(kdata, m[:, _GS], m[:, _GL], pa.string()),
+        "group_bytes": _strings(kdata, m[:, _GS], m[:, _GL], pa.large_binary()),
+        "topic": _strings(kdata, m[:, _TS], m[:, _TL], pa.string()),
+        "partition": pa.array(m[:, _PART].astype(np.int32)),
+        "is_tombstone": pa.array(~live),
+        "metadata": _strings(vdata, m[:, _MS], m[:, _ML], pa.string(), live),
+    }
+    for name, typ in (
+        ("value_version", pa.int16()),
+        ("committed_offset", pa.int64()),
+        ("leader_epoch", pa.int32()),
+        ("commit_timestamp", pa.int64()),
+        ("expire_timestamp", pa.int64()),
+    ):
+        cols[name] = pa.array(m[:, _C[name]].astype(typ.to_pandas_dtype()), mask=~live)
+    return ok, cols

@@ -1,0 +1,214 @@
+"""A ``__consumer_offsets`` segment as Arrow tables: its records (key and value bytes, with their batch's
+producer) and its transaction markers, what cannot be read quarantined.
+
+The group coordinator may compress its batches (``offsets.topic.compression.codec``), so unlike the data
+partitions' payloads these batches are decompressed (:func:`txnlog.kafka.txn_state_scan._side_buffer`, under
+the same per-file budget). The records are then decoded by :func:`txnlog.kafka.consumer_offsets.decode_records`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+
+from txnlog.kafka import errors
+from txnlog.kafka.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
+from txnlog.kafka.control import ControlStatus
+from txnlog.kafka.errors import QuarantineEntry
+from txnlog.kafka.jit import jit
+from txnlog.kafka.record_batch import Buffer, as_uint8, mapped_file, scan_segment
+from txnlog.kafka.records import RECORD_BROKEN_AT_OFFSET, RECORD_OK, read_record
+from txnlog.kafka.txn_state_scan import _gather_strings, _side_buffer
+from txnlog.kafka.wire import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, TimestampType
+
+#: One row per data record, in log order (``key``/``value`` null where the record's is: a null value is a
+#: tombstone).
+RECORDS_SCHEMA = pa.schema(
+    [
+        ("position", pa.int64()),  # byte position of the record's batch in the segment
+        ("batch_length", pa.int64()),  # the batch's bytes (12 + batchLength)
+        ("offset", pa.int64()),
+        ("timestamp", pa.int64()),
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int16()),
+        ("is_transactional", pa.bool_()),
+        ("key", pa.large_binary()),
+        ("value", pa.large_binary()),
+    ]
+)
+#: One row per COMMIT/ABORT marker (``control_type``: wire.ControlType).
+MARKERS_SCHEMA = pa.schema(
+    [
+        ("offset", pa.int64()),
+        ("timestamp", pa.int64()),
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int16()),
+        ("control_type", pa.int16()),
+    ]
+)
+
+_BROKEN, _SHORT, _TRAILING = 1, 2, 3
+_DETAILS = {
+    _BROKEN: "record framing is broken",
+    _SHORT: "the batch ends after {0} of its {1} records",
+    _TRAILING: "{0} bytes left after the last record",
+}
+
+
+@jit()
+def _walk(buf, extra, src, starts, ends, counts, base_offset, base_ts, max_ts, log_append_time):
+    """The frame of every record of every batch: (batch, offset, timestamp, key src/start/len, value
+    start/len) per record as rows of an int64 matrix, and (batch, offset, code, arg1, arg2) per broken
+    batch."""
+    total = 0
+    for b in range(starts.size):
+        total += max(counts[b], 0)
+    recs = np.empty((total, 7), np.int64)
+    nr = 0
+    quar = np.empty((starts.size, 5), np.int64)
+    nq = 0
+    for b in range(starts.size):
+        data = buf if src[b] == 0 else extra
+        p = starts[b]
+        end = ends[b]
+        done = 0
+        broken = False
+        while done < counts[b]:
+            if p >= end:
+                quar[nq] = (b, -1, _SHORT, done, counts[b])
+                nq += 1
+                broken = True
+                break
+            frame, rec_end, ts_delta, offset_delta, key_start, key_len, value_start, value_len, _h, _hc = read_record(
+                data, p, end
+            )
+            if frame != RECORD_OK:
+                quar[nq] = (b, base_offset[b] + offset_delta if frame == RECORD_BROKEN_AT_OFFSET else -1, _BROKEN, 0, 0)
+                nq += 1
+                broken = True
+                break
+            recs[nr] = (
+                b,
+                base_offset[b] + offset_delta,
+                max_ts[b] if log_append_time[b] else base_ts[b] + ts_delta,
+                key_start,
+                key_len,
+                value_start,
+                value_len,
+            )
+            nr += 1
+            done += 1
+            p = rec_end
+        if not broken and p != end:
+            quar[nq] = (b, -1, _TRAILING, end - p, 0)
+            nq += 1
+    return recs[:nr], quar[:nq]
+
+
+def _binary(data: np.ndarray, offsets: np.ndarray, valid: np.ndarray) -> pa.Array:
+    n = valid.size
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if not valid.all() else None
+    return pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=int(n - valid.sum())
+    )
+
+
+def _markers(batches: dict[str, np.ndarray]) -> pa.Table:
+    idx = np.flatnonzero(batches["is_control"] & (batches["control_status"] == ControlStatus.END_TXN_MARKER))
+    return pa.table(
+        {
+            "offset": batches["base_offset"][idx],
+            "timestamp": batches["marker_timestamp"][idx],
+            "producer_id": batches["producer_id"][idx],
+            "producer_epoch": batches["producer_epoch"][idx],
+            "control_type": batches["control_type"][idx],
+        },
+        schema=MARKERS_SCHEMA,
+    )
+
+
+def scan_consumer_offsets(
+    buf: Buffer,
+    *,
+    file: str = "",
+    check_crc: bool = True,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> tuple[pa.Table, pa.Table, list[QuarantineEntry]]:
+    """(records, markers, quarantine) of one ``__consumer_offsets`` segment (:data:`RECORDS_SCHEMA`,
+    :data:`MARKERS_SCHEMA`). Never raises on bad input: the segment's damage, batches that do not decompress
+    and batches whose record framing is broken are quarantine entries; the records before a broken one are
+    kept."""
+    arr = as_uint8(buf)
+    segment = scan_segment(arr, file=file, check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes)
+    quarantine = list(segment.quarantine)
+    b = segment.batches
+    idx = np.flatnonzero(~b["is_control"])
+    positions = b["position"][idx]
+    lengths = LOG_OVERHEAD + b["batch_length"][idx].astype(np.int64)
+    starts = positions + RECORD_BATCH_OVERHEAD
+    ends = positions + lengths
+    counts = b["record_count"][idx].astype(np.int64)
+    src = np.zeros(idx.size, np.int64)
+    extra, _ = _side_buffer(
+        arr, b["compression"][idx], positions, starts, ends, counts, src, file, max_decompressed_bytes, quarantine
+    )
+    recs, quar = _walk(
+        arr,
+        extra,
+        src,
+        starts,
+        ends,
+        counts,
+        b["base_offset"][idx],
+        b["base_timestamp"][idx],
+        b["max_timestamp"][idx],
+        b["timestamp_type"][idx] == TimestampType.LOG_APPEND_TIME,
+    )
+    for batch, offset, code, a1, a2 in quar.tolist():
+        text = _DETAILS[code].format(a1, a2)
+        quarantine.append(
+            QuarantineEntry(
+                file,
+                int(positions[batch]),
+                int(lengths[batch]),
+                errors.BAD_RECORD,
+                f"offset {offset}: {text}" if offset >= 0 else text,
+            )
+        )
+    quarantine.sort(key=lambda e: e.position)
+    batch = recs[:, 0]
+    rsrc = src[batch]
+    key_valid = recs[:, 4] >= 0
+    value_valid = recs[:, 6] >= 0
+    key_data, key_offsets = _gather_strings(arr, extra, rsrc, recs[:, 3].copy(), np.maximum(recs[:, 4], 0))
+    value_data, value_offsets = _gather_strings(arr, extra, rsrc, recs[:, 5].copy(), np.maximum(recs[:, 6], 0))
+    records = pa.table(
+        {
+            "position": positions[batch],
+            "batch_length": lengths[batch],
+            "offset": recs[:, 1],
+            "timestamp": recs[:, 2],
+            "producer_id": b["producer_id"][idx][batch],
+            "producer_epoch": b["producer_epoch"][idx][batch],
+            "is_transactional": b["is_transactional"][idx][batch],
+            "key": _binary(key_data, key_offsets, key_valid),
+            "value": _binary(value_data, value_offsets, value_valid),
+        },
+        schema=RECORDS_SCHEMA,
+    )
+    return records, _markers(b), quarantine
+
+
+def scan_consumer_offsets_file(
+    path: str | os.PathLike[str],
+    *,
+    check_crc: bool = True,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> tuple[pa.Table, pa.Table, list[QuarantineEntry]]:
+    """:func:`scan_consumer_offsets` over a file, memory-mapped."""
+    with mapped_file(path) as arr:
+        return scan_consumer_offsets(
+            arr, file=os.fspath(path), check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes
+        )
