@@ -43,6 +43,7 @@ SINGLE_PURPOSE = {
     "index_entry_spurious": set(),
     "txnindex_file_lost": set(),
     "split_outcome": set(),
+    "epoch_regression": set(),
     "several_open_transactions": {
         "TRANSACTIONAL_ID_EXPIRED",
         "MARKERS_PENDING",
