@@ -105,17 +105,12 @@ def summarize_segments(
     has = counts > 0
     if has.any():
         lasts[has] = np.maximum.reduceat(b["last_offset"], starts[has])
-    i = 0
-    while i < len(read):  # each run of files of one partition (a task's files of a partition are together)
+    for i, j in partition_runs(read):
         f = read[i]
-        j = i + 1
-        while j < len(read) and (read[j].broker, read[j].topic, read[j].partition) == (f.broker, f.topic, f.partition):
-            j += 1
         rows = slice(int(bounds[i]), int(bounds[j]))
         merge.add_fragments(f.broker, f.topic, f.partition, {k: col(v[rows]) for k, v in frags.items()})
         for k in range(i, j):
             merge.add_segment(f.broker, f.topic, f.partition, read[k].base_offset, int(lasts[k]) if has[k] else None)
-        i = j
     segments.add_files(read, b, counts, scan.legacy_entries.tolist())
     for k, file in enumerate(read):
         if scan.quarantine[k]:
@@ -167,16 +162,11 @@ def summarize_snapshots(
         "coordinator_epoch": e["coordinator_epoch"],
     }
     starts = np.searchsorted(of, np.arange(len(read) + 1))
-    i = 0
-    while i < len(read):  # each run of files of one partition (a task's files of a partition are together)
+    for i, j in partition_runs(read):
         f = read[i]
-        j = i + 1
-        while j < len(read) and (read[j].broker, read[j].topic, read[j].partition) == (f.broker, f.topic, f.partition):
-            j += 1
         rows = slice(int(starts[i]), int(starts[j]))
         if rows.stop > rows.start:
             merge.add_snapshot(f.broker, f.topic, f.partition, {k: col(v[rows]) for k, v in columns.items()})
-        i = j
     # the entries leave as producer rows (snapshot_offset set) for the producer_state table, not as snapshot
     # rows: the merge took those, and a fragments merge downstream would take them again
     segments.built.append(
@@ -240,3 +230,16 @@ class SegmentGroup:
             for batch in summarize_snapshots(snapshots, segments, merge):
                 yield from segments.batches()
                 yield batch
+
+
+def partition_runs(files: list[LogFile]) -> Iterator[tuple[int, int]]:
+    """(start, stop) of each run of ``files`` of one partition of one broker (a task's files of a partition come
+    together)."""
+    i = 0
+    while i < len(files):
+        key = (files[i].broker, files[i].topic, files[i].partition)
+        j = i + 1
+        while j < len(files) and (files[j].broker, files[j].topic, files[j].partition) == key:
+            j += 1
+        yield i, j
+        i = j
