@@ -18,7 +18,7 @@ import pytest
 
 from tests.live.broker import SESSION_CONFIGS, KafkaBroker, start_or_skip
 from tests.live.capture import _create_topic
-from tests.live.test_broker_logdir import GROUP, TOPIC, _await_markers, _offsets_in_a_transaction
+from tests.live.logdir_scenario import GROUP, TOPIC, _await_markers, _offsets_in_a_transaction
 from tests.oracle import kafka as oracle
 from tests.oracle.test_consumer_offsets import compare
 from txnlog.kafka.consumer_offsets import decode_records
