@@ -1,10 +1,11 @@
 """Consumer groups behind a hanging transaction: a scenario whose ``__consumer_offsets`` says who is blocked.
 
-``groups_behind_hanging_transaction``: a producer dies mid-transaction on ``page-views-0`` (SIGKILLed, its coordinator
-never aborts it), more records follow; group ``dashboards`` (a classic group with a member) has committed up to the
-LSO, ``audit-raw`` past it; ``billing-etl`` dies after its TxnOffsetCommit of group ``billing``, leaving a pending
-transactional offset (and an open transaction in ``__consumer_offsets``). The expected ``blocked_consumers`` rows are
-in ``notes["blocked_consumers"]``, from what was written.
+``groups_behind_hanging_transaction``: a producer dies mid-transaction on ``page-views-0`` (SIGKILLed; its
+transactional id long expired and cleaned, so nothing aborts it: HANGING), more records follow; group ``dashboards``
+(a classic group with a member) has committed up to the LSO, ``audit-raw`` past it; ``billing-etl`` dies after its
+TxnOffsetCommit of group ``billing``, leaving a pending transactional offset (and an open transaction in
+``__consumer_offsets``). The expected ``blocked_consumers`` rows are in ``notes["blocked_consumers"]``, from what was
+written.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from txnlog.brokerlog.consumer_offsets_encode import (
     group_metadata_value,
 )
 from txnlog.brokerlog.encode_batches import RecordSpec
-from txnlog.brokerlog.ground_truth import LATE, Intent, ScenarioResult
+from txnlog.brokerlog.ground_truth import HANGING, LATE, Intent, ScenarioResult
 from txnlog.kafka import wire
 
 __all__ = ["BLOCKED_SCENARIOS"]
@@ -51,9 +52,11 @@ def _plain_commit(c: Cluster, group: str, records: list[tuple[bytes, bytes]]) ->
 
 
 def _commit(c: Cluster, group: str, tp: tuple[str, int], offset: int) -> int:
+    """A plain OffsetCommit of ``group``; its ``commitTimestamp``."""
     now = c.clock()
     key = encode.encode_offset_commit_key(group, *tp)
-    return _plain_commit(c, group, [(key, encode.encode_offset_commit_value(offset, -1, "", now))])
+    _plain_commit(c, group, [(key, encode.encode_offset_commit_value(offset, -1, "", now))])
+    return now
 
 
 def _act(c: Cluster, truth: dict[str, Any]) -> list[Intent]:
@@ -62,7 +65,8 @@ def _act(c: Cluster, truth: dict[str, Any]) -> list[Intent]:
     traffic = c.plain_producer(client_id="page-views-web")
     for _ in range(3):
         traffic.send(*_CLICKS)
-    hang = c.transactional_producer("click-enricher", transaction_version=2, transaction_timeout_ms=60_000)
+    # its __transaction_state records long gone (the id expired and was cleaned): HANGING, in the abort plan
+    hang = c.transactional_producer("click-enricher", transaction_version=1, coordinator_records=False)
     hang.init_transactions()
     hang.begin_transaction()
     start = hang.send(*_CLICKS).base_offset
@@ -98,7 +102,7 @@ def _act(c: Cluster, truth: dict[str, Any]) -> list[Intent]:
         audit_partition=_group_partition(c, "audit-raw"),
     )  # fmt: skip
     return [
-        Intent(LATE, "COORDINATOR_TIMEOUT_OVERDUE", *_CLICKS, transactional_id="click-enricher"),
+        Intent(HANGING, "NO_TRANSACTIONAL_ID", *_CLICKS, producer_id=hang.producer_id),
         Intent(LATE, "COORDINATOR_TIMEOUT_OVERDUE", *_INVOICES, transactional_id="billing-etl"),
         Intent(
             LATE,

@@ -75,7 +75,7 @@ def blocked_consumers(offsets: pa.Table | None, health: pa.Table, findings: pa.T
     if offsets is None or offsets.num_rows == 0:
         return SCHEMA.empty_table()
     held = _held(health, findings)
-    rows = offsets.filter(pc.equal(offsets["kind"], "offset"))
+    rows = offsets.filter(pc.equal(offsets["kind"], "offset")).drop_columns(["members"])  # a group row's
     committed = rows.filter(pc.equal(rows["state"], "committed"))
     pending = rows.filter(pc.equal(rows["state"], "pending")).to_pylist()
     if held:  # only the committed offsets of held partitions are looked at one by one
