@@ -43,6 +43,8 @@ SINGLE_PURPOSE = {
     "index_entry_spurious": set(),
     "txnindex_file_lost": set(),
     "split_outcome": set(),
+    # consumer groups behind a hanging transaction and a pending transactional offset commit
+    "groups_behind_hanging_transaction": {"NO_TRANSACTIONAL_ID", "COORDINATOR_TIMEOUT_OVERDUE"},
     "several_open_transactions": {
         "TRANSACTIONAL_ID_EXPIRED",
         "MARKERS_PENDING",
