@@ -109,10 +109,12 @@ def s3_bucket(tmp_path, monkeypatch, bucket: str) -> Iterator[Any]:
 def test_discovery_and_reads_on_s3_are_the_local_ones(tmp_path, monkeypatch) -> None:
     """The sample cluster's log dirs uploaded to moto's S3 server: ``discover`` over ``s3a://`` lists the
     same files with the same sizes and checkpoints as over the local copy (paths re-rooted), and every
-    segment's bytes read back through ``txnlog.engine.segments.read_file_bytes`` are the local bytes."""
+    segment's bytes read back through ``txnlog.engine.segments.read_file_bytes`` (and a group's, through
+    ``txnlog.engine.segment_group.read_logs``) are the local bytes."""
     from pyarrow import fs as pafs
 
     from txnlog.brokerlog.scenarios import write_scenario
+    from txnlog.engine.segment_group import read_logs
     from txnlog.engine.segments import read_file_bytes
     from txnlog.sources.logdirs import discover
 
@@ -133,6 +135,12 @@ def test_discovery_and_reads_on_s3_are_the_local_ones(tmp_path, monkeypatch) -> 
         for f in remote.segments[:20] + remote.snapshots[:5]:
             local_path = f.path.replace("s3a://copies/logs", root)
             assert read_file_bytes(f.path).tobytes() == open(local_path, "rb").read()
+        # a task's small files read into one buffer (txnlog.engine.segment_group.read_logs), remote as local
+        files = list(remote.segments[:20] + remote.snapshots[:5])
+        buf, bounds, read, failed = read_logs(files)
+        assert read == files and not failed
+        for f, start, end in zip(files, bounds[:-1], bounds[1:], strict=True):
+            assert buf[start:end].tobytes() == open(f.path.replace("s3a://copies/logs", root), "rb").read()
 
 
 def test_delta_tables_on_s3_take_the_storage_settings(tmp_path, monkeypatch) -> None:

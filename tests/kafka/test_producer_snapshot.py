@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 
+import numpy as np
 import pytest
 
 from tests.kafka import encoders as E
@@ -12,6 +13,7 @@ from txnlog.kafka.producer_snapshot import (
     SNAPSHOT_ENTRY_COLUMNS,
     decode_producer_snapshot,
     decode_producer_snapshot_file,
+    decode_producer_snapshots,
     snapshot_offset_from_name,
 )
 
@@ -80,3 +82,36 @@ def test_snapshot_names(name: str) -> None:
     with pytest.raises(ValueError):
         snapshot_offset_from_name(name)
     assert snapshot_offset_from_name("/x/y/00000000000000000000.snapshot") == 0
+
+
+def test_many_snapshots_decoded_at_once_give_each_its_own_entries() -> None:
+    """decode_producer_snapshots of good, empty, bad-CRC, trailing-bytes and undecodable files, one after another
+    in one buffer: each file's entries, CRC verdict and error as decode_producer_snapshot of it alone gives."""
+    bad_crc = bytearray(E.producer_snapshot(PRODUCTION))
+    bad_crc[-1] ^= 1
+    raws = [
+        E.producer_snapshot(PRODUCTION),
+        E.producer_snapshot([]),
+        bytes(bad_crc),
+        E.producer_snapshot(PRODUCTION[:1]) + b"\x00\x00",
+        *BAD.values(),
+        E.producer_snapshot(PRODUCTION[1:]),
+    ]
+    files = [f"{k}.snapshot" for k in range(len(raws))]
+    many = decode_producer_snapshots(b"".join(raws), np.cumsum([0, *map(len, raws)]), files)
+    start = 0
+    for k, (raw, file) in enumerate(zip(raws, files, strict=True)):
+        try:
+            alone = decode_producer_snapshot(raw, file=file)
+        except DecodeError as e:
+            error = many.errors[k]
+            assert error is not None and (str(error), error.reason, error.position) == (str(e), e.reason, e.position)
+            assert many.counts[k] == 0
+            continue
+        assert many.errors[k] is None and bool(many.crc_valid[k]) == alone.crc_valid
+        rows = slice(start, start + int(many.counts[k]))
+        start = rows.stop
+        for name, values in alone.entries.items():
+            assert many.entries[name].dtype == values.dtype
+            np.testing.assert_array_equal(many.entries[name][rows], values, err_msg=name)
+    assert start == many.entries["producer_id"].size

@@ -1251,12 +1251,18 @@ class Cluster:
                 records=[(encode.encode_control_record_key(ControlType.LEADER_CHANGE), leader_change)],
             )
         )
+        # the finalized features, as FeatureLevelRecords (frame version 1, type 12, version 0: a compact name, the
+        # level, no tagged fields); the draws keep the scenarios' random sequence of earlier versions of this writer
+        for _ in range(3 * 24):
+            self.rng.getrandbits(8)
+        tv = self.transaction_version_feature
+        features = (("metadata.version", 22), ("transaction.version", tv), ("group.version", 1))
         log.append(
             encode.encode_record_batch(
                 base_offset=0,
                 records=[
-                    RecordSpec(i, 0, None, b"\x01\x0c\x00" + bytes(self.rng.getrandbits(8) for _ in range(24)))
-                    for i in range(3)
+                    RecordSpec(i, 0, None, b"\x01\x0c\x00" + _feature_level(name, level))
+                    for i, (name, level) in enumerate(features)
                 ],
                 base_timestamp=ts + 5,
             )
@@ -1324,3 +1330,10 @@ class Cluster:
 
     def present_txn_state_partitions(self) -> set[int]:
         return {p for (t, p) in self.present_partitions() if t == wire.TRANSACTION_STATE_TOPIC}
+
+
+def _feature_level(name: str, level: int) -> bytes:
+    """A FeatureLevelRecord's body (version 0, flexible): the name as a compact string, the level, no tagged field.
+    Level 22 of ``metadata.version`` is Kafka 4.0-IV0 (``MetadataVersion.IBP_4_0_IV0``)."""
+    raw = name.encode()
+    return bytes([len(raw) + 1]) + raw + struct.pack(">h", level) + b"\x00"

@@ -23,12 +23,11 @@ import numpy as np
 import pyarrow as pa
 
 from txnlog.broker.producer_state import files_producers, segment_producers
-from txnlog.broker.reconstruct import SUMMARY_FRAGMENT_COLUMNS, col, files_fragments, segment_fragments
+from txnlog.broker.reconstruct import SUMMARY_FRAGMENT_COLUMNS, col, segment_fragments
 from txnlog.engine.staging import stage_name, staged_transactions, write_raw
-from txnlog.kafka.errors import UNREADABLE_FILE, DecodeError, QuarantineEntry
+from txnlog.kafka.errors import DecodeError, QuarantineEntry
 from txnlog.kafka.producer_snapshot import decode_producer_snapshot
 from txnlog.kafka.record_batch import (
-    BATCH_COLUMNS,
     empty_batches,
     mapped_file,
     mapped_pages,
@@ -282,7 +281,7 @@ class SegmentRows:
                     int(of.size),
                     {
                         "kind": KIND_PRODUCER,
-                        **_file_columns(files, of),
+                        **file_columns(files, of),
                         **{name: pa.array(values, mask=~valid) for name, (values, valid) in producers.items()},
                     },
                 )
@@ -497,7 +496,7 @@ def summarize_segment(
         yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, list(scan.quarantine), piece, bounds)
 
 
-def _file_columns(files: list[LogFile], of: np.ndarray) -> dict[str, pa.Array]:
+def file_columns(files: list[LogFile], of: np.ndarray) -> dict[str, pa.Array]:
     """The columns that name the file of each row, ``of`` the index in ``files`` of each."""
     take = pa.array(of)
     return {
@@ -507,97 +506,6 @@ def _file_columns(files: list[LogFile], of: np.ndarray) -> dict[str, pa.Array]:
         "file": pa.array([f.path for f in files], pa.string()).take(take),
         "file_offset": pa.array([f.base_offset for f in files], pa.int64()).take(take),
     }
-
-
-#: A whole segment below this size that goes to its task's merge waits for others to be decoded with them
-#: (:func:`summarize_segments`): per file, the decode's Python costs about what a few hundred KiB of walking does
-#: (benchmarks/RESULTS.md §2, "Many small segments: the cost per file").
-SMALL_SEGMENT_BYTES = 4 << 20
-#: The most bytes of small segments that wait (:data:`SMALL_SEGMENT_BYTES`).
-SMALL_BATCH_BYTES = 32 << 20
-
-
-def summarize_segments(
-    files: list[LogFile],
-    check_crc: bool,
-    segments: SegmentRows,
-    merge: PartitionTransactions,
-    max_decompressed_bytes: int | None = None,
-) -> Iterator[pa.RecordBatch]:
-    """:func:`summarize_segment` of whole segments into ``merge``, decoded as one: each file is walked, then
-    their batch columns, one after another, are collapsed into fragments and producer rows by one call each
-    (txnlog.broker.reconstruct.files_fragments, txnlog.broker.producer_state.files_producers) and their
-    ``segment`` rows reduced by file, so what costs Python per file is its walk. The same rows; quarantine rows
-    (a file that cannot be read: ``unreadable_file``) are yielded."""
-
-    read: list[LogFile] = []
-    scans: list[Any] = []
-    for file in files:
-        try:
-            scans.append(scan_log_file(file.path, check_crc, max_decompressed_bytes))
-            read.append(file)
-        except OSError as e:  # vanished/unreadable file: a quarantine row, never a crash
-            entry = QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(e))
-            yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, [entry])
-    if not read:
-        return
-    counts = np.array([s.batches["base_offset"].size for s in scans], np.int64)
-    if len(scans) == 1:
-        b = scans[0].batches
-    else:
-        b = {name: np.concatenate([s.batches[name] for s in scans]) for name in BATCH_COLUMNS}
-    frags, of = files_fragments(b, np.repeat(np.arange(len(read)), counts))
-    bounds = np.searchsorted(of, np.arange(len(read) + 1))
-    lasts = np.cumsum(counts)
-    i = 0
-    while i < len(read):  # each run of files of one partition (a task's files of a partition are together)
-        f = read[i]
-        j = i + 1
-        while j < len(read) and (read[j].broker, read[j].topic, read[j].partition) == (f.broker, f.topic, f.partition):
-            j += 1
-        rows = slice(int(bounds[i]), int(bounds[j]))
-        merge.add_fragments(f.broker, f.topic, f.partition, {k: col(v[rows]) for k, v in frags.items()})
-        for k in range(i, j):
-            last = int(b["last_offset"][lasts[k] - counts[k] : lasts[k]].max()) if counts[k] else None
-            merge.add_segment(f.broker, f.topic, f.partition, read[k].base_offset, last)
-        i = j
-    segments.add_files(read, b, counts, [s.legacy_entries for s in scans])
-    for k, (file, scan) in enumerate(zip(read, scans, strict=True)):
-        if scan.quarantine:
-            rows = slice(int(lasts[k] - counts[k]), int(lasts[k]))
-            own = {name: b[name][rows] for name in ("position", "base_offset", "last_offset")}
-            yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, list(scan.quarantine), None, own)
-
-
-class SegmentGroup:
-    """A task's whole segments into its merge, waiting to be decoded together (:func:`summarize_segments`): until
-    :data:`SMALL_BATCH_BYTES` of them, a segment of :data:`SMALL_SEGMENT_BYTES` or more (decoded on its own), or
-    the merge's end."""
-
-    def __init__(self, check_crc: bool, max_decompressed_bytes: int | None) -> None:
-        self.check_crc = check_crc
-        self.max_decompressed_bytes = max_decompressed_bytes
-        self.files: list[LogFile] = []
-        self.bytes = 0
-
-    def add(self, file: LogFile, segments: SegmentRows, merge: PartitionTransactions) -> Iterator[pa.RecordBatch]:
-        """Adds ``file``; decodes what is due (the rows as :meth:`decode` yields them)."""
-        if file.size >= SMALL_SEGMENT_BYTES:
-            yield from self.decode(segments, merge)
-        self.files.append(file)
-        self.bytes += file.size
-        if file.size >= SMALL_SEGMENT_BYTES or self.bytes >= SMALL_BATCH_BYTES:
-            yield from self.decode(segments, merge)
-
-    def decode(self, segments: SegmentRows, merge: PartitionTransactions | None) -> Iterator[pa.RecordBatch]:
-        """Decodes the waiting files into ``merge``: their quarantine rows, each after the ``segment`` rows
-        ``segments`` holds (rows keep file order)."""
-        files, self.files, self.bytes = self.files, [], 0
-        if not files or merge is None:
-            return
-        for batch in summarize_segments(files, self.check_crc, segments, merge, self.max_decompressed_bytes):
-            yield from segments.batches()
-            yield batch
 
 
 def finished_transactions(

@@ -29,8 +29,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from txnlog.kafka.crc import crc32c
+from txnlog.kafka.binary import be_i16, be_i32, be_u32
+from txnlog.kafka.crc import NUMBA_CACHEABLE, crc32c, crc32c_update
 from txnlog.kafka.errors import BAD_SNAPSHOT, DecodeError
+from txnlog.kafka.jit import jit
 from txnlog.kafka.record_batch import Buffer, as_uint8
 from txnlog.kafka.wire import (
     PRODUCER_SNAPSHOT_COUNT_OFFSET,
@@ -44,7 +46,9 @@ from txnlog.kafka.wire import (
 __all__ = [
     "SNAPSHOT_ENTRY_COLUMNS",
     "ProducerSnapshot",
+    "ProducerSnapshots",
     "decode_producer_snapshot",
+    "decode_producer_snapshots",
     "decode_producer_snapshot_file",
     "snapshot_offset_from_name",
 ]
@@ -139,6 +143,61 @@ def decode_producer_snapshot(buf: Buffer, *, file: str = "") -> ProducerSnapshot
         entries=entries,
         trailing_bytes=int(arr.size - end),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerSnapshots:
+    """Many snapshot files decoded at once (:func:`decode_producer_snapshots`): ``entries`` (SNAPSHOT_ENTRY_COLUMNS)
+    of file 0, then of file 1, ... (``counts[k]`` of file k); ``errors[k]``: why file k does not decode (the
+    DecodeError :func:`decode_producer_snapshot` raises; its count is then 0), else None; ``crc_valid[k]`` as
+    :attr:`ProducerSnapshot.crc_valid`."""
+
+    files: list[str]
+    entries: dict[str, np.ndarray]
+    counts: np.ndarray
+    crc_valid: np.ndarray
+    errors: list[DecodeError | None]
+
+
+@jit(cacheable=NUMBA_CACHEABLE)
+def _check_snapshots(buf: np.ndarray, bounds: np.ndarray):
+    """Per file ``buf[bounds[k]:bounds[k + 1]]``: whether it decodes, its entry count, whether its CRC matches."""
+    m = bounds.size - 1
+    ok = np.zeros(m, np.bool_)
+    counts = np.zeros(m, np.int64)
+    crc_ok = np.zeros(m, np.bool_)
+    for k in range(m):
+        start, end = bounds[k], bounds[k + 1]
+        if end - start < PRODUCER_SNAPSHOT_HEADER_SIZE or be_i16(buf, start) != PRODUCER_SNAPSHOT_VERSION:
+            continue
+        count = be_i32(buf, start + PRODUCER_SNAPSHOT_COUNT_OFFSET)
+        if count < 0 or count > (end - start - PRODUCER_SNAPSHOT_HEADER_SIZE) // PRODUCER_SNAPSHOT_ENTRY_SIZE:
+            continue
+        ok[k] = True
+        counts[k] = count
+        stored = be_u32(buf, start + PRODUCER_SNAPSHOT_CRC_OFFSET)
+        crc_ok[k] = crc32c_update(0, buf, start + PRODUCER_SNAPSHOT_ENTRIES_OFFSET, end) == stored
+    return ok, counts, crc_ok
+
+
+def decode_producer_snapshots(buf: Buffer, bounds: np.ndarray, files: list[str]) -> ProducerSnapshots:
+    """:func:`decode_producer_snapshot` of each file ``files[k]``, whose bytes are ``buf[bounds[k]:bounds[k + 1]]``,
+    all at once: one compiled pass checks every header and CRC, one gather reads every entry."""
+    arr = as_uint8(buf)
+    bounds = np.asarray(bounds, np.int64)
+    ok, counts, crc_ok = _check_snapshots(arr, bounds)
+    errors: list[DecodeError | None] = [None] * len(files)
+    for k in np.flatnonzero(~ok).tolist():
+        try:
+            decode_producer_snapshot(arr[bounds[k] : bounds[k + 1]], file=files[k])
+        except DecodeError as e:
+            errors[k] = e
+    firsts = np.repeat(bounds[:-1] + PRODUCER_SNAPSHOT_HEADER_SIZE, counts)
+    within = np.arange(firsts.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    starts = firsts + within * PRODUCER_SNAPSHOT_ENTRY_SIZE
+    raw = arr[starts[:, None] + np.arange(PRODUCER_SNAPSHOT_ENTRY_SIZE)].reshape(-1).view(_ENTRY_DTYPE)
+    entries = {name: raw[name].astype(dtype) for name, dtype in SNAPSHOT_ENTRY_COLUMNS.items()}
+    return ProducerSnapshots(list(files), entries, counts, crc_ok, errors)
 
 
 def decode_producer_snapshot_file(path: str | os.PathLike[str]) -> ProducerSnapshot:

@@ -478,12 +478,22 @@ def _emit(cols, i: int, buf: np.ndarray, p: int, size: int) -> None:
 
 
 @jit(cacheable=NUMBA_CACHEABLE)
-def _walk(buf: np.ndarray, check_crc: bool, cols, tight_loop: bool, start: int, stops: np.ndarray, stop_after: int):
+def _walk(
+    buf: np.ndarray,
+    check_crc: bool,
+    cols,
+    tight_loop: bool,
+    start: int,
+    stops: np.ndarray,
+    stop_after: int,
+    first_row: int,
+):
     """Follow the chain of entries, writing each valid batch's header into ``cols`` as it passes.
 
     One pass: the header is read while it is in cache (the walk has just read its length and
     magic), and the flags are derived here, not in numpy passes over the columns. ``cols`` are
-    the arrays of BATCH_COLUMNS, with room for :func:`_max_batches` rows. Returns (batch count,
+    the arrays of BATCH_COLUMNS, with room for :func:`_max_batches` rows from ``first_row`` on (the walk writes
+    its first batch there). Returns (batch count,
     quarantine arrays, counters, where it stopped). ``tight_loop=False`` sends every entry the
     careful way (the tests' reference: both must give the same result).
 
@@ -496,7 +506,7 @@ def _walk(buf: np.ndarray, check_crc: bool, cols, tight_loop: bool, start: int, 
     :func:`_scan`): a walk from there goes on as this one would have.
     """
     n = buf.size
-    nb = 0
+    nb = first_row
     q_pos = np.empty(16, np.int64)
     q_len = np.empty(16, np.int64)
     q_code = np.empty(16, np.int8)
@@ -618,7 +628,7 @@ def _walk(buf: np.ndarray, check_crc: bool, cols, tight_loop: bool, start: int, 
         zero_padding = n - zero_start
         break
     return (
-        nb,
+        nb - first_row,
         q_pos[:nq].copy(),
         q_len[:nq].copy(),
         q_code[:nq].copy(),
@@ -895,44 +905,65 @@ def _fill_control_columns(
     """The control columns of the control batches of ``cols`` (a scan's rows, or a window's), and their
     quarantine entries; compressed ones may decompress to ``budget`` bytes together (the scan's
     ``max_decompressed_bytes``, less what earlier windows used): also returns what they used."""
+    left = [budget]
+    quarantine = fill_controls(buf, cols, [file], _ZERO, _ZERO, left, max_decompressed_bytes)
+    return [entry for _, entry in quarantine], budget - left[0]
+
+
+_ZERO = np.zeros(1, np.int64)
+
+
+def fill_controls(
+    buf: np.ndarray,
+    cols: dict[str, np.ndarray],
+    files: list[str],
+    origins: np.ndarray,
+    first_rows: np.ndarray,
+    left: list[int],
+    max_decompressed_bytes: int,
+) -> list[tuple[int, QuarantineEntry]]:
+    """The control columns of the control batches of ``cols``, rows of the files ``files`` one after another
+    (file k's bytes start at ``buf[origins[k]]``, its rows at ``first_rows[k]``; positions are the file's), and
+    their quarantine entries, each with the index of its file. File k's compressed control batches may
+    decompress to ``left[k]`` bytes together (its scan's budget, spent here: the total work stays bounded, not
+    only each batch's)."""
     idx = np.flatnonzero(cols["is_control"])
     if idx.size == 0:
-        return [], 0
-    starts = cols["position"][idx] + RECORD_BATCH_OVERHEAD
-    ends = cols["position"][idx] + LOG_OVERHEAD + cols["batch_length"][idx].astype(np.int64)
+        return []
+    owner = np.searchsorted(first_rows, idx, "right") - 1 if len(files) > 1 else np.zeros(idx.size, np.int64)
+    positions = cols["position"][idx]
+    origin = origins[owner]
+    starts = positions + origin + RECORD_BATCH_OVERHEAD
+    ends = positions + origin + LOG_OVERHEAD + cols["batch_length"][idx].astype(np.int64)
     counts = cols["record_count"][idx]
     base_ts = cols["base_timestamp"][idx]
     max_ts = cols["max_timestamp"][idx]
     log_append = cols["timestamp_type"][idx] == TimestampType.LOG_APPEND_TIME
     parsed = list(_parse_control_records(buf, starts, ends, counts, base_ts, max_ts, log_append))
-    quarantine: list[QuarantineEntry] = []
+    quarantine: list[tuple[int, QuarantineEntry]] = []
     # Brokers never compress control batches (MemoryRecords.withEndTransactionMarker); if someone did,
     # read them the slow way.
-    compressed = np.flatnonzero((cols["compression"][idx] != Compression.NONE) & (counts != 0))
-    left = budget  # for the whole scan: the total work stays bounded, not only each batch
-    for k in compressed:
-        i = int(idx[k])
-        position = int(cols["position"][i])
+    for k in np.flatnonzero((cols["compression"][idx] != Compression.NONE) & (counts != 0)):
+        i, f = int(idx[k]), int(owner[k])
+        position = int(positions[k])
         try:
             records = decompress(
                 int(cols["compression"][i]),
                 buf[int(starts[k]) : int(ends[k])],
-                file=file,
+                file=files[f],
                 position=position,
-                limit=left,
+                limit=left[f],
             )
         except DecodeError as e:
             for arr in parsed[:5]:
                 arr[k] = -1
             parsed[5][k] = _CS_BAD_KEY
             parsed[6][k] = _CD_DECOMPRESSION
-            quarantine.append(
-                QuarantineEntry(
-                    file, position, int(ends[k]) - position, e.reason, budget_detail(e, max_decompressed_bytes)
-                )
-            )
+            length = int(ends[k] - origin[k]) - position
+            detail = budget_detail(e, max_decompressed_bytes)
+            quarantine.append((f, QuarantineEntry(files[f], position, length, e.reason, detail)))
             continue
-        left -= len(records)
+        left[f] -= len(records)
         one = _parse_control_records(
             as_uint8(records),
             np.zeros(1, np.int64),
@@ -955,18 +986,12 @@ def _fill_control_columns(
     for k in np.flatnonzero((status == _CS_BAD_KEY) | (status == _CS_BAD_VALUE)):
         if detail[k] == _CD_DECOMPRESSION:
             continue  # already quarantined as decompression_failed / decompressed_too_large
-        i = int(idx[k])
-        position = int(cols["position"][i])
-        quarantine.append(
-            QuarantineEntry(
-                file,
-                position,
-                int(ends[k]) - position,
-                errors.BAD_CONTROL_RECORD,
-                f"offset {int(cols['base_offset'][i])}: {_CONTROL_DETAILS[int(detail[k])]}",
-            )
-        )
-    return quarantine, budget - left
+        i, f = int(idx[k]), int(owner[k])
+        position = int(positions[k])
+        length = int(ends[k] - origin[k]) - position
+        why = f"offset {int(cols['base_offset'][i])}: {_CONTROL_DETAILS[int(detail[k])]}"
+        quarantine.append((f, QuarantineEntry(files[f], position, length, errors.BAD_CONTROL_RECORD, why)))
+    return quarantine
 
 
 def scan_segment(
@@ -1066,7 +1091,7 @@ def _scan(
     pos = start
     while True:
         k, q_pos, q_len, q_code, legacy_k, legacy_bytes_k, zero_padding, overlap_k, stopped = _walk(
-            arr, check_crc, tuple(c[nb:] for c in columns), tight_loop, pos, stops, pos + window
+            arr, check_crc, columns, tight_loop, pos, stops, pos + window, nb
         )
         quarantine += [
             QuarantineEntry(file, int(p), int(length), errors.REASONS[int(c)])

@@ -12,6 +12,8 @@ import numpy as np
 from txnlog.kafka import jit
 from txnlog.kafka.crc import crc32c
 from txnlog.kafka.framing import whole_entries
+from txnlog.kafka.producer_snapshot import decode_producer_snapshots
+from txnlog.kafka.segment_files import scan_segments
 from txnlog.sources.logdirs import discover
 
 if TYPE_CHECKING:
@@ -48,6 +50,9 @@ def warm_decoders(progress: Progress | None = None) -> None:
                     pass
         crc32c(bytearray(b"txnlog"))  # the kafka-dump-log.sh reader's CRC on buffers that are not bytes
         whole_entries(np.zeros(12, np.uint8))  # the Kafka source's framing of Fetch responses (txnlog.live.fetch)
+        # a task's small segments and snapshots into its merge, decoded as one (txnlog.engine.segment_group)
+        scan_segments(np.zeros(0, np.uint8), np.zeros(1, np.int64), [])
+        decode_producer_snapshots(np.zeros(0, np.uint8), np.zeros(1, np.int64), [])
     finally:
         shutil.rmtree(work, ignore_errors=True)
     jit.mark_warm(fingerprint)

@@ -46,10 +46,10 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
+from txnlog.engine.segment_group import SegmentGroup
 from txnlog.engine.segments import (
     Edges,
     Piece,
-    SegmentGroup,
     SegmentRows,
     fragments_dir,
     quarantine_batch,
@@ -604,7 +604,7 @@ class _SegmentsReader(FilesReader):
                     whole_edges[tp] = Edges(snapshot_starts(alone_whole[tp]), checkpoints, stage)
                 edges = whole_edges[tp]
             try:
-                if file_merge is not None and edges is None and piece is None and file.kind == "log":
+                if file_merge is not None and edges is None and piece is None and file.kind in ("log", "snapshot"):
                     rows = group.add(file, segments, file_merge)  # decoded with the task's next ones
                 elif file.kind == "snapshot":
                     rows = summarize_snapshot(file, file_merge, segments)

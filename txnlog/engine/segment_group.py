@@ -1,0 +1,242 @@
+"""A task's small files decoded together: its whole segments into its merge (below :data:`SMALL_SEGMENT_BYTES`)
+and its producer snapshots into the merge wait in a :class:`SegmentGroup` and are read into one buffer, walked by
+one compiled call (txnlog.kafka.segment_files, txnlog.kafka.producer_snapshot.decode_producer_snapshots) and
+summarised as one, so that what a file costs in Python is its read, not a walk's worth of calls
+(benchmarks/RESULTS.md §2, "Many small segments decoded together"). The rows are those of
+txnlog.engine.segments.summarize_segment and summarize_snapshot of each file."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from txnlog.broker.reconstruct import col, files_fragments
+from txnlog.engine.segments import SegmentRows, file_columns, limit_kwargs, quarantine_batch, read_file_bytes
+from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
+from txnlog.kafka.producer_snapshot import decode_producer_snapshots
+from txnlog.kafka.segment_files import scan_segments
+from txnlog.model.rows import KIND_PRODUCER, SEGMENT_SUMMARY_SCHEMA, batch_of
+from txnlog.rules.transactions import PartitionTransactions
+from txnlog.sources import storage
+from txnlog.sources.logdirs import LogFile
+
+#: A whole segment below this size that goes to its task's merge waits for others to be decoded with them
+#: (:func:`summarize_segments`): decoded alone, a file's Python costs about what a few hundred KiB of walking does
+#: (benchmarks/RESULTS.md §2, "Many small segments: the cost per file"); a larger one is mapped and walked a
+#: window at a time instead of read whole into the group's buffer.
+SMALL_SEGMENT_BYTES = 4 << 20
+#: The most bytes of small segments that wait (:data:`SMALL_SEGMENT_BYTES`).
+SMALL_BATCH_BYTES = 32 << 20
+
+
+def read_logs(files: list[LogFile]) -> tuple[np.ndarray, np.ndarray, list[LogFile], list[tuple[LogFile, OSError]]]:
+    """The bytes of ``files`` one after another in one buffer: (buffer, bounds, the files read, those that could
+    not be read with why). File k of those read is ``buffer[bounds[k]:bounds[k + 1]]``, as it is when read (its
+    size then, not the listing's)."""
+    buf = np.empty(sum(f.size for f in files), np.uint8)
+    bounds, read, failed, end = [0], [], [], 0
+    for file in files:
+        try:
+            if storage.is_remote(file.path):
+                data = read_file_bytes(file.path)
+                buf = _room(buf, end, data.size)
+                buf[end : end + data.size] = data
+                end += data.size
+            else:
+                with open(storage.local_path(file.path), "rb", buffering=0) as f:
+                    size = os.fstat(f.fileno()).st_size
+                    buf = _room(buf, end, size)
+                    view, got = buf.data[end : end + size], 0
+                    while got < size:  # a file that shrinks meanwhile ends where its bytes do
+                        n = f.readinto(view[got:])
+                        if not n:
+                            break
+                        got += n
+                    end += got
+        except OSError as e:  # vanished/unreadable file: a quarantine row, never a crash
+            failed.append((file, e))
+            continue
+        read.append(file)
+        bounds.append(end)
+    return buf, np.array(bounds, np.int64), read, failed
+
+
+def _room(buf: np.ndarray, end: int, more: int) -> np.ndarray:
+    """``buf``, or a larger copy of its first ``end`` bytes, with room for ``more`` bytes after ``end``."""
+    if end + more <= buf.size:
+        return buf
+    grown = np.empty(max(2 * buf.size, end + more), np.uint8)
+    grown[:end] = buf[:end]
+    return grown
+
+
+def summarize_segments(
+    files: list[LogFile],
+    check_crc: bool,
+    segments: SegmentRows,
+    merge: PartitionTransactions,
+    max_decompressed_bytes: int | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """:func:`summarize_segment` of whole segments into ``merge``, decoded as one: their bytes read into one
+    buffer and walked by one compiled call into one set of batch columns (txnlog.kafka.segment_files), collapsed
+    into fragments and producer rows by one call each (txnlog.broker.reconstruct.files_fragments,
+    txnlog.broker.producer_state.files_producers), their ``segment`` rows reduced by file: what costs Python per
+    file is its read. The same rows; quarantine rows (a file that cannot be read: ``unreadable_file``; a file's
+    damage, its own) are yielded."""
+
+    buf, bounds, read, failed = read_logs(files)
+    for file, e in failed:
+        entry = QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(e))
+        yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, [entry])
+    if not read:
+        return
+    scan = scan_segments(
+        buf, bounds, [f.path for f in read], check_crc=check_crc, **limit_kwargs(max_decompressed_bytes)
+    )
+    del buf
+    b, counts = scan.batches, scan.counts
+    frags, of = files_fragments(b, np.repeat(np.arange(len(read)), counts))
+    bounds = np.searchsorted(of, np.arange(len(read) + 1))
+    starts = np.cumsum(counts) - counts
+    lasts = np.full(len(read), -1, np.int64)
+    has = counts > 0
+    if has.any():
+        lasts[has] = np.maximum.reduceat(b["last_offset"], starts[has])
+    i = 0
+    while i < len(read):  # each run of files of one partition (a task's files of a partition are together)
+        f = read[i]
+        j = i + 1
+        while j < len(read) and (read[j].broker, read[j].topic, read[j].partition) == (f.broker, f.topic, f.partition):
+            j += 1
+        rows = slice(int(bounds[i]), int(bounds[j]))
+        merge.add_fragments(f.broker, f.topic, f.partition, {k: col(v[rows]) for k, v in frags.items()})
+        for k in range(i, j):
+            merge.add_segment(f.broker, f.topic, f.partition, read[k].base_offset, int(lasts[k]) if has[k] else None)
+        i = j
+    segments.add_files(read, b, counts, scan.legacy_entries.tolist())
+    for k, file in enumerate(read):
+        if scan.quarantine[k]:
+            rows = slice(int(starts[k]), int(starts[k] + counts[k]))
+            own = {name: b[name][rows] for name in ("position", "base_offset", "last_offset")}
+            yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, scan.quarantine[k], None, own)
+
+
+def summarize_snapshots(
+    files: list[LogFile], segments: SegmentRows, merge: PartitionTransactions
+) -> Iterator[pa.RecordBatch]:
+    """:func:`summarize_snapshot` of producer snapshots into ``merge`` with their ``producer`` rows to ``segments``,
+    decoded as one (txnlog.kafka.producer_snapshot.decode_producer_snapshots): one ``add_snapshot`` per partition,
+    one batch of producer rows. The same rows; quarantine rows (unreadable, undecodable, a bad CRC) are yielded."""
+
+    buf, bounds, read, failed = read_logs(files)
+    for file, problem in failed:
+        entry = QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(problem))
+        yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, [entry])
+    if not read:
+        return
+    snaps = decode_producer_snapshots(buf, bounds, [f.path for f in read])
+    sizes = np.diff(bounds)
+    for k, (file, error) in enumerate(zip(read, snaps.errors, strict=True)):
+        if error is not None:
+            why = QuarantineEntry(
+                file.path, int(error.position or 0), int(sizes[k]), error.reason or "bad_snapshot", str(error)
+            )
+        elif not snaps.crc_valid[k]:
+            why = QuarantineEntry(file.path, 0, int(sizes[k]), "snapshot_crc_mismatch", "entries ignored")
+        else:
+            continue
+        yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, [why])
+    owner = np.repeat(np.arange(len(read)), snaps.counts)
+    keep = snaps.crc_valid[owner]
+    of = owner[keep]
+    if not of.size:
+        return
+    e = {name: values[keep] for name, values in snaps.entries.items()}
+    offsets = np.array([f.base_offset for f in read], np.int64)[of]
+    epochs = e["producer_epoch"].astype(np.int32)
+    columns = {
+        "file_offset": offsets,
+        "producer_id": e["producer_id"],
+        "producer_epoch": epochs,
+        "first_offset": e["current_txn_first_offset"],
+        "last_offset": e["last_offset"],
+        "last_timestamp": e["timestamp"],
+        "coordinator_epoch": e["coordinator_epoch"],
+    }
+    starts = np.searchsorted(of, np.arange(len(read) + 1))
+    i = 0
+    while i < len(read):  # each run of files of one partition (a task's files of a partition are together)
+        f = read[i]
+        j = i + 1
+        while j < len(read) and (read[j].broker, read[j].topic, read[j].partition) == (f.broker, f.topic, f.partition):
+            j += 1
+        rows = slice(int(starts[i]), int(starts[j]))
+        if rows.stop > rows.start:
+            merge.add_snapshot(f.broker, f.topic, f.partition, {k: col(v[rows]) for k, v in columns.items()})
+        i = j
+    # the entries leave as producer rows (snapshot_offset set) for the producer_state table, not as snapshot
+    # rows: the merge took those, and a fragments merge downstream would take them again
+    segments.built.append(
+        batch_of(
+            SEGMENT_SUMMARY_SCHEMA,
+            int(of.size),
+            {
+                "kind": KIND_PRODUCER,
+                **file_columns(read, of),
+                "snapshot_offset": offsets,
+                "producer_id": e["producer_id"],
+                "producer_epoch": epochs,
+                "first_offset": e["current_txn_first_offset"],
+                "last_sequence": e["last_sequence"],
+                "last_timestamp": e["timestamp"],
+                "coordinator_epoch": e["coordinator_epoch"],
+            },
+        )
+    )
+
+
+class SegmentGroup:
+    """A task's whole segments into its merge, waiting to be decoded together (:func:`summarize_segments`): until
+    :data:`SMALL_BATCH_BYTES` of them, a segment of :data:`SMALL_SEGMENT_BYTES` or more (decoded on its own), or
+    the merge's end. Its producer snapshots into the merge wait with them (:func:`summarize_snapshots`)."""
+
+    def __init__(self, check_crc: bool, max_decompressed_bytes: int | None) -> None:
+        self.check_crc = check_crc
+        self.max_decompressed_bytes = max_decompressed_bytes
+        self.files: list[LogFile] = []
+        self.snapshots: list[LogFile] = []
+        self.bytes = 0
+
+    def add(self, file: LogFile, segments: SegmentRows, merge: PartitionTransactions) -> Iterator[pa.RecordBatch]:
+        """Adds ``file``, a segment or a producer snapshot; decodes what is due (the rows as :meth:`decode` yields
+        them)."""
+        if file.kind == "snapshot":
+            self.snapshots.append(file)
+            self.bytes += file.size
+            if self.bytes >= SMALL_BATCH_BYTES:
+                yield from self.decode(segments, merge)
+            return
+        if file.size >= SMALL_SEGMENT_BYTES:
+            yield from self.decode(segments, merge)
+        self.files.append(file)
+        self.bytes += file.size
+        if file.size >= SMALL_SEGMENT_BYTES or self.bytes >= SMALL_BATCH_BYTES:
+            yield from self.decode(segments, merge)
+
+    def decode(self, segments: SegmentRows, merge: PartitionTransactions | None) -> Iterator[pa.RecordBatch]:
+        """Decodes the waiting files into ``merge``: their quarantine rows, each after the ``segment`` rows
+        ``segments`` holds (rows keep file order)."""
+        files, snapshots, self.files, self.snapshots, self.bytes = self.files, self.snapshots, [], [], 0
+        if merge is None:
+            return
+        if files:
+            for batch in summarize_segments(files, self.check_crc, segments, merge, self.max_decompressed_bytes):
+                yield from segments.batches()
+                yield batch
+        if snapshots:
+            for batch in summarize_snapshots(snapshots, segments, merge):
+                yield from segments.batches()
+                yield batch
