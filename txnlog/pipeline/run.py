@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from txnlog.engine.spark.session import get_session
 from txnlog.output import output_dir
 from txnlog.pipeline.audit import with_integrity
-from txnlog.pipeline.blocked import with_blocked
 from txnlog.pipeline.build import build_tables, resolve_as_of, thresholds_of, verify_live
 from txnlog.pipeline.decode import decode, fetch_settings
 from txnlog.pipeline.inputs import (
@@ -77,7 +76,6 @@ def run(
             metadata=inputs.metadata_notes(),
         )
         tables = with_integrity(tables, inputs.inventory, inputs.inventory.checkpoints, as_of)
-        tables = with_blocked(tables, decoded.offsets)
         if config.verify_live:
             tables = verify_live(tables, config, progress=progress)
         result = RunResult(run_id, cluster_of(config), as_of, config.output, {}, inputs=inputs.names)
