@@ -128,12 +128,13 @@ def _offsets_options(
 
 def consumer_offsets(
     spark: SparkSession, inv: Inventory, check_crc: bool, scratch: str, max_decompressed_bytes: int | None
-) -> pa.Table:
-    """The ``__consumer_offsets`` partitions' rows, read in Spark tasks and collected as Arrow."""
+) -> pa.Table | None:
+    """The ``__consumer_offsets`` partitions' rows, read in Spark tasks and collected as Arrow; None when the input
+    holds none of these partitions."""
     from txnlog.engine.spark.consumer_offsets_source import SOURCE_SCHEMA, ConsumerOffsetsSource
 
     if not inv.consumer_offsets_segments:
-        return SOURCE_SCHEMA.empty_table()
+        return None
     spark.dataSource.register(ConsumerOffsetsSource)
     options = _offsets_options(inv, check_crc, scratch, spark.sparkContext.defaultParallelism, max_decompressed_bytes)
     table = spark.read.format(ConsumerOffsetsSource.name()).options(**options).load().toArrow()
@@ -271,7 +272,8 @@ def decode_here(
     return Decoded(
         summary, records, as_of_rule.broker_times_of(summary, records), fragments=shared,
         fragment_partitions=None, records_reduced=not shared, txn_state_read=frozenset(read),
-        checkpoints=tuple(inputs.inventory.checkpoints), offsets=offsets,
+        checkpoints=tuple(inputs.inventory.checkpoints),
+        offsets=offsets if inputs.inventory.consumer_offsets_segments else None,
     )  # fmt: skip
 
 
