@@ -43,6 +43,7 @@ SINGLE_PURPOSE = {
     "index_entry_spurious": set(),
     "txnindex_file_lost": set(),
     "split_outcome": set(),
+    "epoch_regression": set(),
     # consumer groups behind a hanging transaction and a pending transactional offset commit
     "groups_behind_hanging_transaction": {"NO_TRANSACTIONAL_ID", "COORDINATOR_TIMEOUT_OVERDUE"},
     "several_open_transactions": {

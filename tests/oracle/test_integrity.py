@@ -7,6 +7,8 @@ read_committed consumer receives although they were aborted, and the committed o
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ import pytest
 from tests.e2e import truth as T
 from tests.oracle import kafka
 from tests.oracle.judge import INTERNAL, run_txnlog
-from txnlog.brokerlog.scenarios import write_scenario
+from txnlog.brokerlog.scenarios import scenario_names, write_scenario
 
 _KINDS = {"aborted-data-visible": "ABORTED_DATA_VISIBLE", "committed-data-hidden": "COMMITTED_DATA_HIDDEN"}
 
@@ -122,3 +124,52 @@ def test_the_audit_runs_in_spark_as_here(oracle, spark, tmp_path):
     rows = T.rows(str(out), "integrity")
     assert audit(rows, "ERROR") <= kafka_discrepancies(truth.log_dirs) <= audit(rows, "ERROR", "WARNING")
     assert audit(rows, "ERROR") and len(rows) == len(audit(rows, "ERROR", "WARNING"))
+
+
+_BATCH = re.compile(r"baseOffset: (\d+) .*?producerId: (-?\d+) producerEpoch: (-?\d+) .*?isControl: (true|false)")
+
+
+def test_a_zombies_batch_below_the_last_marker_epoch_is_an_epoch_regression(oracle, tmp_path):
+    """The writer appends, as a follower copies, a batch at the epoch before the producer's last marker (a leader's
+    ProducerAppendInfo refuses it from a client). Kafka's own DumpLogSegments shows that batch below the marker
+    before it, and Kafka's ProducerStateManager replays the log without refusing it (it only logs a regression
+    it replicates or recovers): nothing in the broker repairs it, and txnlog names exactly that transaction."""
+    truth = write_scenario("epoch_regression", tmp_path / "logs")
+    out = tmp_path / "out"
+    run_txnlog(None, truth.root, out, truth.as_of_ms, "epoch_regression")
+    rows = T.rows(str(out), "integrity")
+    key = ("check", "topic", "partition", "producer_id", "marker_offset")
+    assert {tuple(r[k] for k in key) for r in rows} == {tuple(t[k] for k in key) for t in truth.notes["integrity"]}  # type: ignore[union-attr]
+    (row,) = rows
+    (log_dir,) = truth.log_dirs
+    part = log_dir / f"{row['topic']}-{row['partition']}"
+    batches = [
+        (int(m[1]), int(m[2]), int(m[3]), m[4] == "true")
+        for m in _BATCH.finditer(oracle.dump(*sorted(part.glob("*.log"))))
+    ]
+    mine = [b for b in batches if b[1] == row["producer_id"]]
+    markers_before = [epoch for offset, _, epoch, control in mine if control and offset < row["first_offset"]]
+    data = [epoch for offset, _, epoch, control in mine if not control and offset >= row["first_offset"]]
+    assert data[0] < markers_before[-1], (data, markers_before)
+    replay = tmp_path / "replay" / part.name  # no snapshot: every batch through ProducerAppendInfo
+    shutil.copytree(part, replay, ignore=shutil.ignore_patterns("*.snapshot"))
+    (loaded,) = oracle.load_partitions([replay], "--now", str(truth.as_of_ms), "--shutdown", "unclean",
+                                       "--recovery-point", "0")  # fmt: skip
+    assert "error" not in loaded and loaded["logEndOffset"] > row["marker_offset"], loaded
+
+
+_FAULTS = {"index_entry_missing", "index_entry_spurious", "txnindex_file_lost", "split_outcome", "epoch_regression"}
+# bulk: the benchmarks' large data set (its transactions are those of healthy's kinds)
+CLEAN = [n for n in scenario_names() if n not in _FAULTS and n != "bulk"]
+
+
+@pytest.mark.parametrize("name", CLEAN)
+def test_a_scenario_without_a_fault_gives_no_anomaly(tmp_path, name):
+    """No false alarm: every writer scenario that injects no integrity fault (hanging transactions, damage,
+    replicas that disagree, restarts, every producer kind and transaction version) gives no anomaly row."""
+    truth = write_scenario(name, tmp_path / "logs")
+    assert not truth.notes.get("integrity")
+    out = tmp_path / "out"
+    run_txnlog(None, truth.root, out, truth.as_of_ms, name)
+    rows = [r for r in T.rows(str(out), "integrity") if r["severity"] != "NOT_CHECKED"]
+    assert rows == [], [(r["check"], r["evidence"]) for r in rows[:3]]

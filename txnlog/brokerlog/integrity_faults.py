@@ -3,8 +3,9 @@
 Each writes a small healthy cluster (txnlog.brokerlog.scenarios) and then damages what a read_committed fetch is
 served: a ``.txnindex`` entry of an ABORT removed, an entry for a COMMIT added, a ``.txnindex`` file deleted; or
 breaks a transaction's atomicity the way a person does (``kafka-transactions.sh abort`` on one partition of a
-transaction the coordinator then commits). The ground truth is in ``notes["integrity"]``: one dict per expected
-anomaly (check, topic, partition, replica, producer_id, marker_offset).
+transaction the coordinator then commits), or appends what a leader refuses (a zombie's batch at an old epoch).
+The ground truth is in ``notes["integrity"]``: one dict per expected anomaly (check, topic, partition, replica,
+producer_id, marker_offset).
 """
 
 from __future__ import annotations
@@ -145,6 +146,49 @@ def split_outcome(out: str | Path, seed: int = 0, *, overwrite: bool = False) ->
     return result
 
 
+def epoch_regression(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
+    """A zombie's data batch at the epoch before the producer's last marker on the partition, copied into the log
+    as a follower copies (past the leader's ``ProducerAppendInfo`` epoch check); the producer's next
+    transaction there (transaction version 2: a new epoch per transaction) continues it to its marker."""
+    from txnlog.brokerlog import scenarios as S  # the scenario machinery; it registers this module's scenarios
+
+    tp = ("payments", 0)
+    seen: dict[str, int] = {}
+
+    def act(c: Cluster) -> list[Intent]:
+        p = c.transactional_producer("ledger-writer", transaction_version=2).init_transactions()
+        p.begin_transaction()
+        p.send(*tp)
+        p.commit_transaction()  # its marker carries the bumped epoch, which the producer now holds
+        c.tick(100, 500)
+        current = p.producer_epoch
+        p.producer_epoch = current - 1  # a zombie: the epoch of the transaction just committed
+        zombie = p._build(*tp, records=None, n_records=1, value_bytes=None, transactional=True)
+        p.producer_epoch = current
+        replicated = c.partition(*tp)
+        at = replicated.leader_log.log_end_offset
+        for log in replicated.logs.values():
+            log.append(zombie, base_offset=at)
+        seen["first_offset"] = at
+        seen["producer_id"] = p.producer_id
+        c.tick(100, 500)
+        p.begin_transaction()
+        p.send(*tp)
+        p.commit_transaction()
+        return []
+
+    result = S._situation(
+        out, seed, overwrite, name="epoch_regression", description=epoch_regression.__doc__ or "", act=act
+    )
+    t = next(
+        t
+        for t in result.transactions
+        if (t.topic, t.partition, t.producer_id, t.first_offset) == (*tp, seen["producer_id"], seen["first_offset"])
+    )
+    _note(result, "EPOCH_REGRESSION", t, None)
+    return result
+
+
 def _healthy_small(out: str | Path, seed: int, overwrite: bool, name: str) -> ScenarioResult:
     from txnlog.brokerlog import scenarios as S  # the scenario machinery; it registers this module's scenarios
 
@@ -162,4 +206,5 @@ INTEGRITY_SCENARIOS: dict[str, _Situation] = {
     "index_entry_spurious": index_entry_spurious,
     "txnindex_file_lost": txnindex_file_lost,
     "split_outcome": split_outcome,
+    "epoch_regression": epoch_regression,
 }

@@ -1558,7 +1558,7 @@ def write_scenario(name: str, out: str | Path, seed: int = 0, **kwargs: object) 
     """Write scenario ``name`` under ``out`` (which must be empty unless ``overwrite=True``).
 
     >>> sorted(SCENARIOS)[:3]
-    ['bulk', 'coordinator_completed', 'coordinator_stuck']
+    ['bulk', 'clean_restart', 'coordinator_completed']
     """
     try:
         fn = SCENARIOS[name]

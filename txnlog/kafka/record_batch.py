@@ -1011,7 +1011,8 @@ def scan_segment(
     ``blocks=False``: fresh columns even for a large segment, not a reused block (:class:`_OutputBlocks`):
     for a caller whose own work per batch dwarfs the page faults a block saves.
 
-    >>> scan = scan_segment(open("00000000000000000000.log", "rb").read(), file="00000000000000000000.log")
+    >>> data = open("00000000000000000000.log", "rb").read()  # doctest: +SKIP
+    >>> scan = scan_segment(data, file="00000000000000000000.log")  # doctest: +SKIP
     >>> scan.batches["base_offset"][:3], scan.quarantine  # doctest: +SKIP
     """
     return _scan(

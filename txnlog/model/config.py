@@ -131,7 +131,7 @@ def load_config(path: str | os.PathLike[str] | None, overrides: Mapping[str, Any
     ``overrides`` are command-line values by key (``-`` or ``_`` both work);
     a value of None means "flag not given" and is skipped.
 
-    >>> load_config("conf/prod.example.yaml", {"output": "/tmp/out"}).output
+    >>> load_config("conf/default.yaml", {"output": "/tmp/out"}).output
     '/tmp/out'
     """
     values: dict[str, Any] = {}

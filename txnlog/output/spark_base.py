@@ -26,7 +26,7 @@ def delta_spark_available(spark: SparkSession) -> bool:
     without initialising it (a class lookup, cheap). Nothing is
     downloaded. A Spark Connect session has no driver JVM to ask: False.
 
-    >>> delta_spark_available(get_session())
+    >>> delta_spark_available(get_session())  # doctest: +SKIP
     False
     """
     known = getattr(spark, "_txnlog_delta_jars", None)  # asked once per session: ~20 py4j calls each time

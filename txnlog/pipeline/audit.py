@@ -2,8 +2,11 @@
 transactions and coordinator history and the inputs' ``.txnindex`` files (txnlog.sources.txnindex), and the
 quarantine rows of the ``.txnindex`` files that could not be read whole.
 
-The staged rows are read back on the driver (every transaction: the rule needs each ABORT and each producer's
-COMMITs around an index entry); in both placements they are files under the run's scratch directory.
+The audit runs where the partitions' other work runs (txnlog.engine.spark.placement): in Spark's tasks, per
+(topic, partition), over the staged transactions where they were staged (txnlog.engine.spark.integrity); or, for
+a small input, in this process by the placement's threads. The ``.txnindex`` entries (34 bytes per aborted
+transaction) and the coordinator's decisions (txnlog.rules.integrity.decisions) are read here and handed to
+every partition's check.
 """
 
 from __future__ import annotations
@@ -14,32 +17,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from txnlog.engine import staging
-from txnlog.model import contract
+from txnlog.engine.integrity import decisions_of, integrity_here
 from txnlog.model.rows import Checkpoint
-from txnlog.rules.finish import FinishHistory
-from txnlog.rules.integrity import integrity
+from txnlog.rules.integrity import with_timestamps
 from txnlog.sources.logdirs import Inventory
 from txnlog.sources.txnindex import read_txn_indexes
 
 __all__ = ["with_integrity"]
-
-_TXN_COLUMNS = (
-    "topic",
-    "partition",
-    "producer_id",
-    "producer_epoch",
-    "first_offset",
-    "last_offset",
-    "marker_offset",
-    "control_type",
-    "replicas",
-    "open_replicas",
-    "record_count",
-    "size_bytes",
-    "first_timestamp",
-    "last_timestamp",
-)
 
 
 def with_integrity(
@@ -47,14 +31,19 @@ def with_integrity(
 ) -> dict[str, Any]:
     """``tables`` (``pipeline.build_tables``' answer) with ``integrity`` and the ``.txnindex`` quarantine rows."""
     found = read_txn_indexes(inventory.segments, inventory.txn_indexes, checkpoints)
-    txns = _staged(tables["transactions"], list(_TXN_COLUMNS))
-    raw_history = _staged(tables["coordinator_history"], None)
-    history = FinishHistory()(raw_history, "", as_of) if raw_history.num_rows else _empty_history()
+    decided = decisions_of(tables["coordinator_history"].raw_files())
+    staged = tables["transactions"]
+    if staged.driver or staged.spark is None:
+        rows = integrity_here(staged.raw_files(), found.entries, found.segments, decided, staged.threads)
+    else:  # Lazy: pyspark loads only where a run uses Spark.
+        from txnlog.engine.spark.integrity import integrity_in_tasks
+
+        rows = integrity_in_tasks(staged.spark, staged.raw_files(), found.entries, found.segments, decided)
     out = dict(tables)
-    out["integrity"] = integrity(txns, found.entries, found.segments, history)
+    out["integrity"] = with_timestamps(rows)
     if found.quarantine:
         mine = out["quarantine"]
-        rows = pa.Table.from_pylist(
+        quarantined = pa.Table.from_pylist(
             [
                 {
                     "file": q.file,
@@ -69,30 +58,5 @@ def with_integrity(
                 for f, q in found.quarantine
             ]
         )
-        out["quarantine"] = pa.concat_tables([mine, rows.select(mine.column_names).cast(mine.schema)])
+        out["quarantine"] = pa.concat_tables([mine, quarantined.select(mine.column_names).cast(mine.schema)])
     return out
-
-
-def _staged(table: Any, columns: list[str] | None) -> pa.Table:
-    """Every row a staged table (txnlog.engine.spark.staged_table.StagedTable) holds, as staged."""
-    parts = [staging.read_raw(path) for path in table.raw_files()]
-    parts = [p if columns is None else p.select(columns) for p in parts if p.num_rows]
-    if not parts:
-        if columns is None:
-            return pa.table({})
-        return pa.Table.from_pylist([], schema=pa.schema([(c, _RAW_TYPES.get(c, pa.int64())) for c in columns]))
-    return pa.concat_tables(parts, promote_options="permissive")
-
-
-_RAW_TYPES = {
-    "topic": pa.string(),
-    "partition": pa.int32(),
-    "producer_epoch": pa.int32(),
-    "control_type": pa.int32(),
-    "replicas": pa.list_(pa.string()),
-    "open_replicas": pa.list_(pa.string()),
-}
-
-
-def _empty_history() -> pa.Table:
-    return contract.COORDINATOR_HISTORY.empty_table()

@@ -1,0 +1,67 @@
+"""The integrity audit (txnlog.rules.integrity) over the run's staged files, in this process: the staged
+transactions' audited columns read by the placement's threads, and the coordinator's decisions from the staged
+``__transaction_state`` records. In Spark's tasks: txnlog.engine.spark.integrity."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+
+from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
+from txnlog.rules.finish import HISTORY_COLUMNS, RAW_COLUMNS
+from txnlog.rules.integrity import TXN_COLUMNS, Decisions, decisions, partition_integrity
+from txnlog.sources import storage
+
+__all__ = ["STAGED_SCHEMA", "decisions_of", "integrity_here", "staged_columns"]
+
+#: the staged transaction columns the audit reads
+STAGED_SCHEMA = pa.schema([SEGMENT_SUMMARY_SCHEMA.field(c) for c in TXN_COLUMNS if c in RAW_COLUMNS])
+#: the staged ``__transaction_state`` columns the coordinator's decisions read
+_HISTORY_COLUMNS = [
+    c
+    for c in (
+        "transactional_id",
+        "producer_id",
+        "state",
+        "partitions",
+        "coordinator_partition",
+        "record_offset",
+        "client_transaction_version",
+    )  # fmt: skip
+    if c in HISTORY_COLUMNS
+]
+
+
+def staged_columns(path: str) -> pa.Table:
+    """The audited columns of a staged transactions file (txnlog.engine.staging)."""
+    return _columns(path, STAGED_SCHEMA.names).cast(STAGED_SCHEMA)
+
+
+def _columns(uri: str, columns: list[str]) -> pa.Table:
+    """Those of ``columns`` a staged file (Arrow IPC, txnlog.engine.staging) has, reading only their buffers."""
+    filesystem, path = storage.filesystem(uri)
+    data = pads.dataset(path, filesystem=filesystem, format="ipc")
+    return data.to_table(columns=[c for c in columns if c in data.schema.names])
+
+
+def integrity_here(
+    files: list[str], index: pa.Table, segments: pa.Table, decided: Decisions, threads: int = 1
+) -> pa.Table:
+    """:func:`txnlog.rules.integrity.partition_integrity` of every partition of the staged transaction ``files``
+    at once (the rule is vectorized over whole partitions), the files read by ``threads`` threads (Arrow's IPC
+    reader releases the GIL)."""
+    with ThreadPoolExecutor(max(1, min(threads, len(files) or 1)), thread_name_prefix="txnlog-audit") as pool:
+        parts = [p for p in pool.map(staged_columns, files) if p.num_rows]
+    txns = pa.concat_tables(parts) if parts else STAGED_SCHEMA.empty_table()
+    return partition_integrity(txns, index, segments, decided)
+
+
+def decisions_of(files: list[str]) -> Decisions:
+    """The coordinator's decisions (txnlog.rules.integrity.decisions) of the staged ``__transaction_state``
+    records ``files``: only the columns they need are read."""
+    parts = [p for p in (_columns(path, _HISTORY_COLUMNS) for path in files) if p.num_rows]
+    if not parts:
+        return decisions(pa.table({}))
+    return decisions(pa.concat_tables(parts, promote_options="permissive"))

@@ -1,0 +1,273 @@
+"""The integrity audit's checks against the coordinator's decisions and the producer's append invariants
+(docs/integrity.md); the ``.txnindex`` checks are in txnlog.rules.integrity.
+
+* ``SPLIT_OUTCOME``: each PrepareCommit / PrepareAbort record of the coordinator lists the transaction's
+  partitions (the Complete* after it lists none); on every listed partition in the copy, the producer's
+  transaction there must end with that outcome's marker. Transactions are matched by order on the partition (the
+  coordinator's n-th completed Prepare* naming the partition and the producer's n-th ended transaction there,
+  counted from the newest: the oldest may be gone from either log), never by epoch: under transaction version 0
+  consecutive transactions share an epoch, under version 2 markers and the coordinator carry the data's epoch + 1.
+* ``EPOCH_REGRESSION``: a transaction whose data batches carry an epoch below the producer's previous marker on the
+  partition. ``ProducerAppendInfo.checkProducerEpoch`` rejects such a batch from a client
+  (``InvalidProducerEpochException``) and only logs it when it loads or replicates the log, so it is in a log only
+  when something bypassed the leader's checks.
+
+Pure and vectorized: Arrow tables in, anomaly rows out (as dicts: only the anomalies are formatted one by one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from txnlog.kafka.wire import ControlType, TransactionState
+from txnlog.model import contract
+from txnlog.model.arrow import group_starts, key_codes
+
+__all__ = ["EPOCH_REGRESSION", "SPLIT_OUTCOME", "Decisions", "coordinator_rows", "decisions", "epoch_rows"]
+
+SPLIT_OUTCOME = contract.IntegrityCheck.SPLIT_OUTCOME.value
+EPOCH_REGRESSION = contract.IntegrityCheck.EPOCH_REGRESSION.value
+
+ERROR = contract.IntegritySeverity.ERROR.value
+WARNING = contract.IntegritySeverity.WARNING.value
+NOT_CHECKED = contract.IntegritySeverity.NOT_CHECKED.value
+ALL, NONE = "ALL", "NONE"
+
+_PREPARES = ("PrepareCommit", "PrepareAbort")
+_COMPLETES = ("CompleteCommit", "CompleteAbort")
+_DECISION_SCHEMA = pa.schema(
+    [
+        ("key", pa.int64()),  # transactional id's code * partitions + the partition's row of Decisions.partitions
+        ("rank", pa.int64()),  # 0: the newest decision naming the partition
+        ("decided", pa.int32()),  # the marker's ControlType
+        ("prepare", pa.int64()),  # the row of Decisions.prepares
+    ]
+)
+_PREPARES_SCHEMA = pa.schema(
+    [
+        ("transactional_id", pa.string()),
+        ("coordinator_partition", pa.int32()),
+        ("record_offset", pa.int64()),
+        ("partitions", pa.list_(pa.string())),
+    ]
+)
+_OWNERS_SCHEMA = pa.schema([("producer_id", pa.int64()), ("transactional_id", pa.string()), ("code", pa.int64())])
+_PARTITIONS_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32())])
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """What the coordinator decided, per partition (:func:`decisions`), keyed by integer codes: ``decided`` one row
+    per completed Prepare* record and partition it lists, ranked from the newest; ``owners`` producer id ->
+    transactional id and its code; ``partitions`` the partitions named (their row is their code); ``prepares``
+    the completed Prepare* records (for the evidence). Small next to the transactions: the engine hands it to every
+    partition's task."""
+
+    decided: pa.Table
+    owners: pa.Table
+    partitions: pa.Table
+    prepares: pa.Table
+
+
+_NONE = Decisions(
+    _DECISION_SCHEMA.empty_table(),
+    _OWNERS_SCHEMA.empty_table(),
+    _PARTITIONS_SCHEMA.empty_table(),
+    _PREPARES_SCHEMA.empty_table(),
+)
+
+
+def decisions(history: pa.Table) -> Decisions:
+    """:class:`Decisions` of the ``coordinator_history`` rows (any order; ``state`` the state's name, or its code
+    as staged)."""
+    if not history.num_rows or "transactional_id" not in history.column_names:
+        return _NONE
+    h = history.filter(pc.is_valid(history.column("transactional_id")))
+    if not h.num_rows:
+        return _NONE
+    state = h.column("state")
+    if pa.types.is_integer(state.type):
+        codes = pa.array([int(s) for s in TransactionState], state.type)
+        names = pa.array([s.kafka_name for s in TransactionState], pa.string())
+        state = names.take(pc.index_in(state, value_set=codes))
+    ids = pc.dictionary_encode(h.column("transactional_id").combine_chunks())
+    tid = ids.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    cp = np.asarray(pc.fill_null(h.column("coordinator_partition"), -1).to_numpy(zero_copy_only=False), np.int64)
+    at = np.lexsort((h.column("record_offset").to_numpy(zero_copy_only=False), cp, tid))
+    h, tid = h.take(pa.array(at)), tid[at]
+    states = np.asarray(pc.fill_null(pc.take(state, pa.array(at)), "").to_numpy(zero_copy_only=False), object)
+    owners = _owners(h, tid, ids.dictionary)
+    same_next = np.zeros(h.num_rows, bool)
+    same_next[:-1] = tid[1:] == tid[:-1]
+    next_state = np.append(states[1:], "")
+    completed = np.isin(states, _PREPARES) & same_next & np.isin(next_state, _COMPLETES)
+    prep = h.filter(pa.array(completed))
+    prepares = pa.table(
+        [
+            prep.column("transactional_id"),
+            prep.column("coordinator_partition").cast(pa.int32()),
+            prep.column("record_offset").cast(pa.int64()),
+            prep.column("partitions"),
+        ],
+        schema=_PREPARES_SCHEMA,
+    )
+    listed = prep.column("partitions").combine_chunks()
+    named = pc.dictionary_encode(pc.list_flatten(listed))
+    parsed = pc.extract_regex(named.dictionary, r"^(?P<topic>.*)-(?P<partition>[0-9]+)$")  # few: one per partition
+    partitions = pa.table(
+        [pc.struct_field(parsed, "topic"), pc.struct_field(parsed, "partition").cast(pa.int32())],
+        schema=_PARTITIONS_SCHEMA,
+    )
+    parent = pc.list_parent_indices(listed).to_numpy(zero_copy_only=False).astype(np.int64)
+    tp = named.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    ok = np.asarray(pc.is_valid(parsed).to_numpy(zero_copy_only=False), bool)[tp] if tp.size else np.zeros(0, bool)
+    parent, tp = parent[ok], tp[ok]
+    key = tid[completed][parent] * max(len(partitions), 1) + tp
+    order = np.lexsort((-parent, key))
+    key, parent = key[order], parent[order]
+    starts = group_starts(key)
+    rank = np.arange(key.size) - np.repeat(starts, np.diff(np.append(starts, key.size)))
+    outcome = np.where(states[completed] == "PrepareCommit", int(ControlType.COMMIT), int(ControlType.ABORT))
+    decided = pa.table(
+        [pa.array(key), pa.array(rank, pa.int64()), pa.array(outcome[parent], pa.int32()), pa.array(parent)],
+        schema=_DECISION_SCHEMA,
+    )
+    return Decisions(decided, owners, partitions, prepares)
+
+
+def _owners(h: pa.Table, tid: np.ndarray, names: pa.Array) -> pa.Table:
+    """Producer id -> transactional id (and its code) of the history ``h``: a producer id's last record's."""
+    pid = h.column("producer_id")
+    has = np.asarray(pc.is_valid(pid).to_numpy(zero_copy_only=False), bool)
+    pids = np.asarray(pc.fill_null(pid, -1).to_numpy(zero_copy_only=False), np.int64)[has][::-1]
+    codes = tid[has][::-1]
+    pids, first = np.unique(pids, return_index=True)
+    codes = codes[first]
+    return pa.table(
+        [pa.array(pids, pa.int64()), names.take(pa.array(codes)), pa.array(codes, pa.int64())], schema=_OWNERS_SCHEMA
+    )
+
+
+def coordinator_rows(txns: pa.Table, decided: Decisions) -> list[dict[str, Any]]:
+    """``SPLIT_OUTCOME`` rows of ``txns`` (the transactions of whole partitions) against ``decided``: the
+    producer's ended transactions on a partition ranked from the newest, paired with the decisions' ranks."""
+    d, owners, parts = decided.decided, decided.owners, decided.partitions
+    if not d.num_rows or not txns.num_rows:
+        return []
+    ended = pc.and_(pc.is_valid(txns.column("marker_offset")), pc.is_valid(txns.column("control_type")))
+    whole = txns.filter(ended)
+    mine = whole.select(["topic", "partition", "producer_id", "marker_offset", "control_type"])
+    tid = owners.column("code").take(pc.index_in(mine.column("producer_id"), value_set=owners.column("producer_id")))
+    on = ["topic", "partition"]
+    tp = pc.index_in(key_codes(mine, on, parts), value_set=key_codes(parts, on, parts))
+    known = np.asarray(pc.and_(pc.is_valid(tid), pc.is_valid(tp)).to_numpy(zero_copy_only=False), bool)
+    kept = np.flatnonzero(known)
+    mine = mine.take(pa.array(kept))
+    key = pc.filter(tid, pa.array(known)).to_numpy().astype(np.int64) * max(len(parts), 1)
+    key = key + pc.filter(tp, pa.array(known)).to_numpy().astype(np.int64)
+    marker = mine.column("marker_offset").to_numpy().astype(np.int64)
+    at = np.lexsort((-marker, key))
+    key = key[at]
+    starts = group_starts(key)
+    rank = np.arange(key.size) - np.repeat(starts, np.diff(np.append(starts, key.size)))
+    width = max(key.size, d.num_rows) + 1  # a rank is below it
+    theirs = d.column("key").to_numpy() * width + d.column("rank").to_numpy()
+    found = pc.index_in(pa.array(key * width + rank), value_set=pa.array(theirs))
+    paired = np.asarray(pc.is_valid(found).to_numpy(zero_copy_only=False), bool)
+    found = pc.filter(found, pa.array(paired))
+    outcome = d.column("decided").take(found)
+    split = np.asarray(
+        pc.not_equal(mine.column("control_type").take(pa.array(at[paired])), outcome).to_numpy(zero_copy_only=False),
+        bool,
+    )
+    if not split.any():
+        return []
+    pairs = whole.take(pa.array(kept[at[paired][split]]))
+    found = pc.filter(found, pa.array(split))
+    pairs = pairs.append_column("decided", outcome.filter(pa.array(split)))
+    pairs = pairs.append_column("prepare", d.column("prepare").take(found))
+    where = decided.prepares.take(pairs.column("prepare"))
+    pairs = pairs.append_column("transactional_id", where.column("transactional_id"))
+    pairs = pairs.append_column("coordinator_partition", where.column("coordinator_partition"))
+    pairs = pairs.append_column("record_offset", where.column("record_offset"))
+    pairs = pairs.append_column("listed", pc.binary_join(where.column("partitions"), ", "))
+    pairs = pairs.sort_by([("topic", "ascending"), ("partition", "ascending"), ("marker_offset", "ascending")])
+    return [_split_row(p) for p in pairs.to_pylist()]
+
+
+def _split_row(p: dict[str, Any]) -> dict[str, Any]:
+    decided = "COMMIT" if p["decided"] == ControlType.COMMIT else "ABORT"
+    got = "ABORT" if p["control_type"] == ControlType.ABORT else "COMMIT"
+    return {
+        **_txn_columns(p, p["transactional_id"]),
+        "check": SPLIT_OUTCOME,
+        "severity": ERROR,
+        "consumers_received": ALL if got == "COMMIT" else NONE,
+        "consumers_should_receive": ALL if decided == "COMMIT" else NONE,
+        "restart_repairs": "NOT_APPLICABLE",
+        "kafka_class": "TransactionMetadata (PrepareCommit/PrepareAbort partitions), ControlRecordType",
+        "evidence": f"the coordinator ({p['transactional_id']}, __transaction_state-{p['coordinator_partition']} "
+        f"offset {p['record_offset']}) decided {decided} for {p['listed']}, but this partition's transaction of "
+        f"producer {p['producer_id']} at {p['first_offset']}..{p['last_offset']} ended with {got} at "
+        f"{p['marker_offset']}: the transaction is not atomic.",
+        "advice": "a marker written by hand (kafka-transactions.sh abort) on one partition of a transaction the "
+        "coordinator then committed is the likely cause; reconcile the consumers of this partition with those of "
+        "the transaction's other partitions.",
+    }
+
+
+def _txn_columns(t: dict[str, Any], txn_id: str | None) -> dict[str, Any]:
+    """A partition-wide row's columns of the transaction ``t`` (every replica: ``replica`` null)."""
+    control = t.get("control_type")
+    return {
+        "topic": t["topic"],
+        "partition": t["partition"],
+        "replica": None,
+        "producer_id": t["producer_id"],
+        "producer_epoch": t.get("producer_epoch"),
+        "transactional_id": txn_id,
+        "first_offset": t["first_offset"],
+        "last_offset": t["last_offset"],
+        "marker_offset": t.get("marker_offset"),
+        "marker_type": None if control is None else "ABORT" if control == ControlType.ABORT else "COMMIT",
+        "records_affected": t.get("record_count"),
+        "bytes_affected": t.get("size_bytes"),
+        "from_time": t.get("first_timestamp"),
+        "to_time": t.get("last_timestamp"),
+        "source": contract.InputSource.SEGMENTS.value,
+    }
+
+
+def epoch_rows(txns: pa.Table, owners: pa.Table) -> list[dict[str, Any]]:
+    """``EPOCH_REGRESSION`` rows: transactions whose lowest data epoch is below the epoch of the producer's
+    previous marker on the partition (``min_epoch`` < ``prev_marker_epoch``, both known)."""
+    low, prev = txns.column("min_epoch"), txns.column("prev_marker_epoch")
+    bad = txns.filter(pc.fill_null(pc.less(low, prev), False))
+    if not bad.num_rows:
+        return []
+    names = dict(zip(owners.column("producer_id").to_pylist(), owners.column("transactional_id").to_pylist()))
+    return [_epoch_row(t, names.get(t["producer_id"])) for t in bad.to_pylist()]
+
+
+def _epoch_row(t: dict[str, Any], txn_id: str | None) -> dict[str, Any]:
+    return {
+        **_txn_columns(t, txn_id),
+        "check": EPOCH_REGRESSION,
+        "severity": ERROR,
+        "consumers_received": None,
+        "consumers_should_receive": None,
+        "restart_repairs": "NO",
+        "kafka_class": "ProducerAppendInfo.checkProducerEpoch, ProducerStateManager",
+        "evidence": f"producer {t['producer_id']}'s transaction at {t['first_offset']}..{t['last_offset']} holds data "
+        f"at epoch {t['min_epoch']}, below the epoch {t['prev_marker_epoch']} of its previous marker on this "
+        "partition: the leader rejects such a batch from a client (InvalidProducerEpochException), so it came "
+        "from a zombie producer past a bypassed check, a replica that diverged, or a tool that wrote the log; "
+        "under transaction version 2 every transaction bumps the epoch and this must never appear.",
+        "advice": "find which producer instance wrote these batches (a fenced zombie) and whether its records "
+        "belong to the stream; the broker only logs this when it loads the log, it does not repair it.",
+    }
