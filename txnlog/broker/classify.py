@@ -347,7 +347,16 @@ def _offsets(first: int, last: int) -> str:
 
 def evidence(row: dict, reason: Reason | str, thresholds: Thresholds) -> str:
     """One readable sentence of evidence for a partition-level finding (its advice is its remedy's:
-    txnlog.rules.remedy.evidence_and_advice)."""
+    txnlog.rules.remedy.evidence_and_advice): what the log holds, how idle it is, what the coordinator says, and
+    the doubts (replicas, damage, checkpoints)."""
+    idle = f"last written {_utc(row.get('last_timestamp_ms'))}, idle {_duration(row.get('idle_ms'))}"
+    tp = f"{row['topic']}-{row['partition']}"
+    text = f"{_what_the_log_holds(row)} on {tp} ({idle}); {_coordinator_says(row, reason, thresholds)}{_doubts(row)}."
+    return text[:1].upper() + text[1:]
+
+
+def _what_the_log_holds(row: dict) -> str:
+    """The transaction's batches and what precedes them: the producer's previous marker, or none."""
     pid, epoch = row["producer_id"], row["producer_epoch"]
     batches = row.get("batch_count") or 0
     what = (
@@ -358,7 +367,7 @@ def evidence(row: dict, reason: Reason | str, thresholds: Thresholds) -> str:
     snap = row.get("snapshot_offset")
     snap_name = f"the producer snapshot at offset {snap}" if snap is not None else "the producer snapshot"
     if row.get("started_before_log_start"):
-        what = (
+        return (
             f"producer {pid} epoch {epoch} has had a transaction open since offset {row['start_offset']}, "
             f"before the log start{_offset_suffix(row.get('log_start_offset'))} (known from {snap_name}, as the "
             "broker rebuilds its producer state from it)"
@@ -369,24 +378,23 @@ def evidence(row: dict, reason: Reason | str, thresholds: Thresholds) -> str:
             )
         )
     prev_type = row.get("prev_marker_type")
-    if prev_type in (ControlType.ABORT, ControlType.COMMIT) and not row.get("started_before_log_start"):
+    if prev_type in (ControlType.ABORT, ControlType.COMMIT):
         marker = ControlType(prev_type).name
         what += f" {verb} that producer's {marker} marker at offset {row['prev_marker_offset']}"
         if row.get("prev_marker_epoch") is not None:
             what += f" (marker epoch {row['prev_marker_epoch']})"
-    elif not row.get("started_before_log_start"):
-        what += f" {'is' if batches == 1 else 'are'} in a transaction that has no marker"
-        if list(row.get("replicas") or []) == [LIVE_REPLICA]:
-            what += (
-                f", and no earlier marker of that producer lies in the offsets read live (from offset "
-                f"{row.get('log_start_offset')}; --live-lookback-bytes reads further back)"
-            )
-    idle = f"last written {_utc(row.get('last_timestamp_ms'))}, idle {_duration(row.get('idle_ms'))}"
-    tid = row.get("transactional_id") or "its transactional.id"  # the sentences name it, known or not
-    state = row.get("owner_state")
-    is_state = f"is {state}" if state else "is in an unknown state"
-    since = _utc(row.get("owner_last_update_ms"))
-    tp = f"{row['topic']}-{row['partition']}"
+        return what
+    what += f" {'is' if batches == 1 else 'are'} in a transaction that has no marker"
+    if list(row.get("replicas") or []) == [LIVE_REPLICA]:
+        what += (
+            f", and no earlier marker of that producer lies in the offsets read live (from offset "
+            f"{row.get('log_start_offset')}; --live-lookback-bytes reads further back)"
+        )
+    return what
+
+
+def _doubts(row: dict) -> str:
+    """What may make the finding wrong, as clauses after the sentence ("" when nothing does)."""
     open_on = row.get("open_replicas") or []
     replicas = row.get("replicas") or []
     behind = set(row.get("behind_replicas") or [])
@@ -418,65 +426,78 @@ def evidence(row: dict, reason: Reason | str, thresholds: Thresholds) -> str:
             + "; ".join(notes)
             + (" — verify with kafka-transactions.sh describe-producers first" if _doubt_row(row) else "")
         )
+    return replica_note
 
+
+def _coordinator_says(row: dict, reason: Reason | str, thresholds: Thresholds) -> str:
+    """What the coordinator's state says of the transaction, for the finding's reason."""
+    tid = row.get("transactional_id") or "its transactional.id"  # the sentences name it, known or not
+    state = row.get("owner_state")
+    is_state = f"is {state}" if state else "is in an unknown state"
+    since = _utc(row.get("owner_last_update_ms"))
+    tp = f"{row['topic']}-{row['partition']}"
     if reason == Reason.NO_TRANSACTIONAL_ID:
-        coord = f"no transactional.id in __transaction_state currently owns producer id {pid}"
-        seen = row.get("history_transactional_id")
-        if row.get("owner_match") == Owner.NEXT:
-            coord += (
-                f"; {tid}'s {state or 'latest'} record names it as the next producer id of a KIP-890 rollover, so "
-                "this copy of __transaction_state predates the record that made it that id's: verify with "
-                "kafka-transactions.sh describe-producers first"
-            )
-        elif seen:
-            coord += f" (it was last seen under {seen}, which has moved on to another producer id)"
-        read = thresholds.txn_state_partitions_read
-        if not thresholds.all_txn_state_partitions_read and read == 0:
-            coord = (
-                f"no transactional.id is known to own producer id {pid}: __transaction_state was not read (the "
-                "input holds none of its partitions), so verify with kafka-transactions.sh describe-producers first"
-            )
-        elif not thresholds.all_txn_state_partitions_read:
-            share = "not every" if read is None else f"only {read} of {thresholds.txn_state_partitions}"
-            coord += (
-                f"; {share} __transaction_state partition{'' if read == 1 else 's'} "
-                f"{'was' if read == 1 else 'were'} read, so verify with kafka-transactions.sh describe-producers first"
-            )
-        elif thresholds.txn_state_partitions_from and read is not None:
-            coord += f"; every __transaction_state partition was read: {thresholds.txn_state_partitions_from}"
-        if not thresholds.all_txn_state_partitions_read and read and thresholds.txn_state_partitions_from:
-            coord += f" ({thresholds.txn_state_partitions} partitions: {thresholds.txn_state_partitions_from})"
-    elif reason == Reason.TRANSACTIONAL_ID_EXPIRED:
+        return _no_owner(row, tid, state, thresholds)
+    if reason == Reason.TRANSACTIONAL_ID_EXPIRED:
         named = f"its transactional.id {row['transactional_id']}" if row.get("transactional_id") else tid
-        coord = f"{named} has expired (tombstoned or Dead since {since})"
-    elif reason == Reason.COORDINATOR_COMPLETED:
+        return f"{named} has expired (tombstoned or Dead since {since})"
+    if reason == Reason.COORDINATOR_COMPLETED:
         coord = f"the coordinator shows {tid} {state or 'in an unknown state'} since {since}, with nothing in flight"
-        if prev_type == ControlType.ABORT:
+        if row.get("prev_marker_type") == ControlType.ABORT:
             coord += " — the signature of a produce request that arrived after the abort (KAFKA-14053 / KIP-890)"
-    elif reason == Reason.PARTITION_NOT_IN_TRANSACTION:
+        return coord
+    if reason == Reason.PARTITION_NOT_IN_TRANSACTION:
         listed = ", ".join(row.get("owner_partitions") or []) or "no partitions"
-        coord = f"{tid} {is_state} but its transaction lists {listed}, not {tp}"
-    elif reason == Reason.MARKERS_PENDING:
-        coord = (
+        return f"{tid} {is_state} but its transaction lists {listed}, not {tp}"
+    if reason == Reason.MARKERS_PENDING:
+        return (
             f"{tid} {is_state} since {since}, listing {tp}: "
             "the coordinator decided but the markers were never delivered"
         )
-    elif reason == Reason.TWO_PHASE_IN_DOUBT:
-        coord = (
+    if reason == Reason.TWO_PHASE_IN_DOUBT:
+        return (
             f"{tid} is {TransactionState.ONGOING.kafka_name} with timeout {TWO_PHASE_COMMIT_TIMEOUT_MS}: "
             "a KIP-939 two-phase-commit transaction in doubt"
         )
-    elif reason == Reason.COORDINATOR_TIMEOUT_OVERDUE:
-        timeout = row.get("owner_timeout_ms")
-        coord = (
+    if reason == Reason.COORDINATOR_TIMEOUT_OVERDUE:
+        return (
             f"{tid} {is_state} since {_utc(_first_known(row, 'owner_txn_start_ms', 'owner_last_update_ms'))} "
-            f"with timeout {_timeout(timeout)}: "
+            f"with timeout {_timeout(row.get('owner_timeout_ms'))}: "
             "the coordinator should already have aborted it"
         )
-    else:
-        coord = f"{tid} {is_state}"
-    text = f"{what} on {tp} ({idle}); {coord}{replica_note}."
-    return text[:1].upper() + text[1:]
+    return f"{tid} {is_state}"
+
+
+def _no_owner(row: dict, tid: str, state: str | None, thresholds: Thresholds) -> str:
+    """NO_TRANSACTIONAL_ID: no id owns the producer, and how much of __transaction_state that claim rests on."""
+    pid = row["producer_id"]
+    coord = f"no transactional.id in __transaction_state currently owns producer id {pid}"
+    seen = row.get("history_transactional_id")
+    if row.get("owner_match") == Owner.NEXT:
+        coord += (
+            f"; {tid}'s {state or 'latest'} record names it as the next producer id of a KIP-890 rollover, so "
+            "this copy of __transaction_state predates the record that made it that id's: verify with "
+            "kafka-transactions.sh describe-producers first"
+        )
+    elif seen:
+        coord += f" (it was last seen under {seen}, which has moved on to another producer id)"
+    read = thresholds.txn_state_partitions_read
+    if not thresholds.all_txn_state_partitions_read and read == 0:
+        coord = (
+            f"no transactional.id is known to own producer id {pid}: __transaction_state was not read (the "
+            "input holds none of its partitions), so verify with kafka-transactions.sh describe-producers first"
+        )
+    elif not thresholds.all_txn_state_partitions_read:
+        share = "not every" if read is None else f"only {read} of {thresholds.txn_state_partitions}"
+        coord += (
+            f"; {share} __transaction_state partition{'' if read == 1 else 's'} "
+            f"{'was' if read == 1 else 'were'} read, so verify with kafka-transactions.sh describe-producers first"
+        )
+    elif thresholds.txn_state_partitions_from and read is not None:
+        coord += f"; every __transaction_state partition was read: {thresholds.txn_state_partitions_from}"
+    if not thresholds.all_txn_state_partitions_read and read and thresholds.txn_state_partitions_from:
+        coord += f" ({thresholds.txn_state_partitions} partitions: {thresholds.txn_state_partitions_from})"
+    return coord
 
 
 def _doubt_row(row: dict) -> bool:
