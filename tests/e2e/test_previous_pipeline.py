@@ -57,7 +57,8 @@ TABLES = (
     "quarantine",
     "integrity",
 )
-NOT_COMPARED = {"runs"}  # run id, wall-clock timings, effective config: per run by design
+NOT_COMPARED = {"runs", "blocked_consumers"}  # runs: run id, wall-clock timings, effective config: per run by
+# design; blocked_consumers: newer than the previous pipeline (tests/e2e/test_blocked_consumers_job.py asserts it)
 
 # The as_of of each input: what the previous pipeline picked on its own (runs.as_of, as_of_source
 # log_append_time), pinned so that the fixture is the job's natural output (the messy dumps' is

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from txnlog.brokerlog import encode
+from txnlog.brokerlog.blocked_groups import BLOCKED_SCENARIOS
 from txnlog.brokerlog.cluster import (
     Cluster,
     IdempotentProducer,
@@ -1545,6 +1546,7 @@ SCENARIOS: dict[str, Callable[..., ScenarioResult]] = {
     "extreme_values": extreme_values,
     "bulk": bulk,
     **INTEGRITY_SCENARIOS,  # what read_committed consumers are served, damaged (txnlog.brokerlog.integrity_faults)
+    **BLOCKED_SCENARIOS,  # consumer groups behind hanging transactions (txnlog.brokerlog.blocked_groups)
 }
 
 

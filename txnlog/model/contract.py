@@ -148,6 +148,9 @@ FINDINGS = _schema(
     ("open_replicas", STR_LIST),
     ("started_before_log_start", BOOL),
     ("source", STR),
+    # the consumer groups this finding's remedy unblocks (blocked_consumers: BLOCKED behind this transaction, or
+    # with pending transactional offsets in it); null where the input holds no __consumer_offsets partition
+    ("blocked_groups", STR_LIST),
 )
 
 ABORT_RECOMMENDATIONS = _schema(
@@ -168,6 +171,9 @@ ABORT_RECOMMENDATIONS = _schema(
     ("offsets_released", I64),
     # beyond the contract
     ("source", STR),  # the input the finding came from (see TRANSACTIONS.source)
+    # the consumer groups this abort unblocks: BLOCKED on the partition below lso_after_abort, or with pending
+    # transactional offsets in this transaction; null where the input holds no __consumer_offsets partition
+    ("blocked_groups", STR_LIST),
 )
 
 PARTITION_HEALTH = _schema(
@@ -284,6 +290,40 @@ INTEGRITY = _schema(
     ("source", STR),
 )
 
+#: a classic group's member (GroupMetadata); KIP-848 and assign() groups have none here
+MEMBER = pa.struct([("member_id", STR), ("client_id", STR), ("client_host", STR)])
+
+#: Who is blocked (txnlog.rules.blocked), offline from the copy's ``__consumer_offsets`` partitions: one row per
+#: consumer group and partition whose LSO an open transaction holds below the high watermark, and per partition a
+#: group has pending transactional offsets of. A read_committed fetch stops at the LSO (``UnifiedLog.read``), a
+#: read_uncommitted one at the high watermark; ``__consumer_offsets`` does not record isolation levels, so the status
+#: is inferred from the committed offset.
+BLOCKED_CONSUMERS = _schema(
+    ("group", STR),  # as Kafka reads the key (UTF-8); two groups are told apart by their bytes
+    ("topic", STR),
+    ("partition", I32),
+    ("committed_offset", I64),  # the group's stable committed offset (OffsetMetadataManager's replay); null: none
+    ("last_stable_offset", I64),
+    ("high_watermark", I64),
+    # high_watermark - committed_offset: offsets, not records a consumer receives (the transaction's markers and
+    # aborted records included)
+    ("offsets_to_high_watermark", I64),
+    ("blocked_since", TS),  # the later of the holding transaction's first timestamp and the commit's timestamp
+    ("holding_producer_id", I64),  # the open transaction that holds the LSO (or the group's pending offsets)
+    ("holding_start_offset", I64),
+    # BLOCKED: committed offset = LSO < HW (a read_committed group: inferred); NOT_BLOCKED_INFERRED: above the LSO
+    # (read_uncommitted, or a reset); BEHIND_LSO: below it, still reading; UNSTABLE_OFFSET_COMMIT: a pending
+    # transactional offset of this partition
+    ("status", STR),
+    # the group's partitions ("topic-partition") with a pending transactional offset commit: OffsetFetch with
+    # requireStable (the Java consumer always asks so) answers UNSTABLE_OFFSET_COMMIT, so every member stalls at
+    # start-up and rebalance whatever its isolation level (OffsetMetadataManager.fetchOffsets)
+    ("pending_transactional_offsets", STR_LIST),
+    ("members", pa.list_(MEMBER)),  # classic groups' last GroupMetadata; null: unknown
+    ("coordinator_partition", I32),  # the __consumer_offsets partition of the group
+    ("source", STR),  # segments (the copy's __consumer_offsets)
+)
+
 QUARANTINE = _schema(
     ("file", STR),
     ("position", I64),
@@ -345,6 +385,7 @@ TABLES: dict[str, pa.Schema] = {
     "coordinator_history": COORDINATOR_HISTORY,
     "quarantine": QUARANTINE,
     "integrity": INTEGRITY,
+    "blocked_consumers": BLOCKED_CONSUMERS,
     "runs": RUNS,
 }
 

@@ -17,6 +17,7 @@ from txnlog.engine.spark.placement import Placement
 from txnlog.engine.spark.staged_table import StagedTable
 from txnlog.live.verify import live_rows
 from txnlog.model.words import count
+from txnlog.pipeline.blocked import with_blocked
 from txnlog.pipeline.decode import Decoded
 from txnlog.pipeline.inputs import Inputs
 from txnlog.pipeline.scope import Progress, stderr_progress
@@ -88,7 +89,7 @@ def build_tables(
     threads = placement.threads if placement is not None and driver else 1
     for name in staging.STAGED:
         built[name] = StagedTable(spark, f"{scratch}/{name}", built[name], name, driver=driver, threads=threads)
-    return built
+    return with_blocked(built, decoded.offsets)  # who is blocked (txnlog.pipeline.blocked)
 
 
 def verify_live(

@@ -43,6 +43,8 @@ class Decoded:
     fragment_partitions: frozenset[tuple[str, int]] | None = None
     checkpoints: tuple[Checkpoint, ...] = ()  # the log dirs' and a live cut's checkpoint files
     history_bounds: pa.Table | None = None  # a live run's bounds of the transactions it writes (LiveCut)
+    #: the __consumer_offsets partitions' groups: offsets, members, quarantine (consumer_offsets_source.SOURCE_SCHEMA)
+    offsets: pa.Table | None = None
 
 
 def decode(
@@ -97,11 +99,46 @@ def decode(
             summary, records, checkpoints_of(checkpoints), scratch=scratch,
             fragment_partitions=None if whole else split_partitions, reduce=shared, dead=dead,
         )  # fmt: skip
+    with job_description(spark, "txnlog: consumer groups' offsets"):
+        offsets = consumer_offsets(spark, inputs.inventory, check_crc, scratch, max_decompressed_bytes)
     return Decoded(
         summary_table, records_table, times, fragments=False, records_reduced=True,
         txn_state_read=_txn_state_read(inputs, records_table), checkpoints=tuple(checkpoints),
-        history_bounds=live_cut.history_bounds() if live_cut else None,
+        history_bounds=live_cut.history_bounds() if live_cut else None, offsets=offsets,
     )  # fmt: skip
+
+
+def _offsets_options(
+    inv: Inventory, check_crc: bool, scratch: str, cores: int, max_decompressed_bytes: int | None
+) -> dict[str, str]:
+    """The options of the ``__consumer_offsets`` source: whole partitions per task (``reduce``)."""
+    from txnlog.engine.spark.sources import write_manifest
+
+    options = {
+        **write_manifest(f"{scratch}/inputs", "consumer_offsets", inv.consumer_offsets_segments),
+        "check_crc": str(check_crc).lower(),
+        "min_partitions": str(max(2, cores * 2)),
+        "reduce": "true",
+        "storage": storage.settings_option(),
+    }
+    if max_decompressed_bytes is not None:
+        options["max_decompressed_bytes"] = str(max_decompressed_bytes)
+    return options
+
+
+def consumer_offsets(
+    spark: SparkSession, inv: Inventory, check_crc: bool, scratch: str, max_decompressed_bytes: int | None
+) -> pa.Table | None:
+    """The ``__consumer_offsets`` partitions' rows, read in Spark tasks and collected as Arrow; None when the input
+    holds none of these partitions."""
+    from txnlog.engine.spark.consumer_offsets_source import SOURCE_SCHEMA, ConsumerOffsetsSource
+
+    if not inv.consumer_offsets_segments:
+        return None
+    spark.dataSource.register(ConsumerOffsetsSource)
+    options = _offsets_options(inv, check_crc, scratch, spark.sparkContext.defaultParallelism, max_decompressed_bytes)
+    table = spark.read.format(ConsumerOffsetsSource.name()).options(**options).load().toArrow()
+    return table.cast(SOURCE_SCHEMA)
 
 
 def _txn_state_read(inputs: Inputs, records: pa.Table) -> frozenset[int]:
@@ -206,6 +243,7 @@ def decode_here(
     txnlog.engine.spark.dump_log.read_dump_logs_here, Arrow tables returned. Every segment is read whole (split segments
     are for Spark's tasks)."""
 
+    from txnlog.engine.spark import consumer_offsets_source as offsets_source
     from txnlog.engine.spark.sources import SegmentsSource
     from txnlog.engine.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
 
@@ -213,8 +251,14 @@ def decode_here(
     segments, txn_state = _log_dir_options(
         inputs.inventory, check_crc, scratch, shared, shared, threads, max_decompressed_bytes, 0
     )
-    reads = [(SegmentsSource, segments, SEGMENT_SUMMARY_SCHEMA), (TxnStateSource, txn_state, SOURCE_SCHEMA)]
-    summary, records = (_labelled(t, InputSource.SEGMENTS) for t in read_all_here(reads, threads))
+    offsets_options = _offsets_options(inputs.inventory, check_crc, scratch, threads, max_decompressed_bytes)
+    reads = [
+        (SegmentsSource, segments, SEGMENT_SUMMARY_SCHEMA),
+        (TxnStateSource, txn_state, SOURCE_SCHEMA),
+        (offsets_source.ConsumerOffsetsSource, offsets_options, offsets_source.SOURCE_SCHEMA),
+    ]
+    summary, records, offsets = read_all_here(reads, threads)
+    summary, records = _labelled(summary, InputSource.SEGMENTS), _labelled(records, InputSource.SEGMENTS)
     release_output_blocks(trim=True)  # the tables' build and writes come next in this process
     read = set(inputs.inventory.txn_state_partitions)
     if inputs.dump_files:
@@ -229,6 +273,7 @@ def decode_here(
         summary, records, as_of_rule.broker_times_of(summary, records), fragments=shared,
         fragment_partitions=None, records_reduced=not shared, txn_state_read=frozenset(read),
         checkpoints=tuple(inputs.inventory.checkpoints),
+        offsets=offsets if inputs.inventory.consumer_offsets_segments else None,
     )  # fmt: skip
 
 

@@ -218,7 +218,7 @@ def findings(verdicts: pa.Table, stuck_rows: pa.Table, as_of_ms: int) -> pa.Tabl
         last_timestamp=_ts(verdicts.column("last_timestamp_ms")),
         coordinator_state=verdicts.column("owner_state"),
         coordinator_partition=verdicts.column("owner_coordinator_partition"),
-        coordinator_epoch=_legacy_epoch(verdicts),
+        coordinator_epoch=_legacy_epoch(verdicts), blocked_groups=None,  # named by txnlog.pipeline.blocked
     )  # fmt: skip
     coordinator = project(
         stuck_rows, "findings",
@@ -228,7 +228,7 @@ def findings(verdicts: pa.Table, stuck_rows: pa.Table, as_of_ms: int) -> pa.Tabl
         lso_lag=pa.nulls(n, pa.int64()), verdict=classify.Verdict.LATE.value,
         reason=classify.Reason.COORDINATOR_STUCK.value, coordinator_state=stuck_rows.column("state"),
         replicas=pa.nulls(n, pa.list_(pa.string())), open_replicas=pa.nulls(n, pa.list_(pa.string())),
-        started_before_log_start=False,
+        started_before_log_start=False, blocked_groups=None,
     )  # fmt: skip
     return pa.concat_tables([data, coordinator])
 
@@ -308,4 +308,5 @@ def abort_recommendations(verdicts: pa.Table, bootstrap: str, it: Intermediates)
         hanging, "abort_recommendations",
         coordinator_epoch=epoch, command=pa.array(commands, pa.string()), legacy_command=pa.array(legacy, pa.string()),
         lso_after_abort=pa.array(after, pa.int64()), offsets_released=pa.array(released, pa.int64()),
+        blocked_groups=None,  # named by txnlog.pipeline.blocked
     )  # fmt: skip

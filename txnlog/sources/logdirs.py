@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from txnlog.kafka.wire import CLUSTER_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
+from txnlog.kafka.wire import CLUSTER_METADATA_TOPIC, CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from txnlog.model.rows import Checkpoint
 from txnlog.sources import storage
 
@@ -132,6 +132,12 @@ class Inventory:
     @property
     def data_partitions(self) -> set[tuple[str, int]]:
         return {(f.topic, f.partition) for f in self.segments}
+
+    @property
+    def consumer_offsets_segments(self) -> tuple[LogFile, ...]:
+        """The ``__consumer_offsets`` partitions' segments (among :attr:`segments`: their transactions are analysed
+        as any data partition's; their groups' offsets are read by txnlog.engine.spark.consumer_offsets_source)."""
+        return tuple(f for f in self.segments if f.topic == CONSUMER_OFFSETS_TOPIC)
 
     @property
     def txn_state_partitions(self) -> set[int]:

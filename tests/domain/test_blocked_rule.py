@@ -1,0 +1,131 @@
+"""The "who is blocked" rule (txnlog.rules.blocked) on hand-made rows, and the ``__consumer_offsets`` reader's
+quarantine (txnlog.engine.spark.consumer_offsets_source) on a partition the writer made with a record of an unknown
+type: each expectation written out from the case, not from the code's output."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pyarrow as pa
+
+from txnlog.engine.spark.consumer_offsets_source import SOURCE_SCHEMA, read_partition
+from txnlog.model.rows import batch_of
+from txnlog.rules.blocked import blocked_consumers
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+MS = int(T0.timestamp() * 1000)
+
+
+def _offsets(rows: list[dict]) -> pa.Table:
+    full = [{"kind": "offset", "state": "committed", "coordinator_partition": 3, **r} for r in rows]
+    for r in full:
+        r.setdefault("group_bytes", r["group"].encode())
+    return pa.Table.from_pylist(full, schema=SOURCE_SCHEMA)
+
+
+def _health(rows: list[tuple[str, int, int | None, int | None]]) -> pa.Table:
+    return pa.Table.from_pylist(
+        [{"topic": t, "partition": p, "last_stable_offset": lso, "high_watermark": hw} for t, p, lso, hw in rows],
+        schema=pa.schema(
+            [
+                ("topic", pa.string()),
+                ("partition", pa.int32()),
+                ("last_stable_offset", pa.int64()),
+                ("high_watermark", pa.int64()),
+            ]
+        ),  # fmt: skip
+    )
+
+
+def _findings(rows: list[tuple[str, int, int, int]]) -> pa.Table:
+    return pa.Table.from_pylist(
+        [
+            {"topic": t, "partition": p, "producer_id": pid, "start_offset": s, "first_timestamp": T0}
+            for t, p, pid, s in rows
+        ],
+        schema=pa.schema(
+            [
+                ("topic", pa.string()),
+                ("partition", pa.int32()),
+                ("producer_id", pa.int64()),
+                ("start_offset", pa.int64()),
+                ("first_timestamp", pa.timestamp("us", tz="UTC")),
+            ]
+        ),  # fmt: skip
+    )
+
+
+def test_the_committed_offset_against_the_lso_and_the_high_watermark():
+    offsets = _offsets(
+        [
+            {"group": "at-lso", "topic": "t", "partition": 0, "committed_offset": 100, "commit_timestamp": MS + 5_000},
+            {"group": "past-lso", "topic": "t", "partition": 0, "committed_offset": 120, "commit_timestamp": MS},
+            {"group": "before-lso", "topic": "t", "partition": 0, "committed_offset": 40, "commit_timestamp": MS},
+            {"group": "caught-up", "topic": "u", "partition": 0, "committed_offset": 7, "commit_timestamp": MS},
+            {"group": "no-hw", "topic": "v", "partition": 0, "committed_offset": 9, "commit_timestamp": MS},
+        ]
+    )
+    # t-0: LSO 100 held by producer 7 below HW 130; u-0: LSO = HW (nothing waits); v-0: HW unknown
+    health = _health([("t", 0, 100, 130), ("u", 0, 7, 7), ("v", 0, 9, None)])
+    findings = _findings([("t", 0, 7, 100), ("u", 0, 8, 7), ("v", 0, 9, 9)])
+    rows = {r["group"]: r for r in blocked_consumers(offsets, health, findings).to_pylist()}
+    assert set(rows) == {"at-lso", "past-lso", "before-lso"}
+    assert rows["at-lso"]["status"] == "BLOCKED"
+    assert rows["at-lso"]["offsets_to_high_watermark"] == 30
+    assert rows["at-lso"]["blocked_since"] == datetime(2026, 11, 1, 0, 0, 5, tzinfo=UTC)  # the commit, after the start
+    assert (rows["at-lso"]["holding_producer_id"], rows["at-lso"]["holding_start_offset"]) == (7, 100)
+    assert rows["past-lso"]["status"] == "NOT_BLOCKED_INFERRED" and rows["past-lso"]["blocked_since"] is None
+    assert rows["before-lso"]["status"] == "BEHIND_LSO"
+
+
+def test_a_pending_transactional_offset_stalls_its_group():
+    offsets = _offsets(
+        [
+            {"group": "g", "topic": "t", "partition": 1, "committed_offset": 10, "commit_timestamp": MS},
+            {
+                "group": "g",
+                "topic": "t",
+                "partition": 1,
+                "committed_offset": 15,
+                "commit_timestamp": MS + 9_000,
+                "state": "pending",
+                "producer_id": 42,
+            },  # fmt: skip
+        ]
+    )
+    # the pending commit's transaction is open in __consumer_offsets-3 from offset 77
+    findings = _findings([("__consumer_offsets", 3, 42, 77)])
+    (row,) = blocked_consumers(offsets, _health([("t", 1, 20, 20)]), findings).to_pylist()
+    assert row["status"] == "UNSTABLE_OFFSET_COMMIT"
+    assert row["committed_offset"] == 10  # the stable one: OffsetFetch with requireStable=false answers it
+    assert row["pending_transactional_offsets"] == ["t-1"]
+    assert (row["holding_producer_id"], row["holding_start_offset"]) == (42, 77)
+    assert row["blocked_since"] == datetime(2026, 11, 1, 0, 0, 9, tzinfo=UTC)
+
+
+def test_an_unknown_record_type_is_quarantined_and_the_rest_replayed(tmp_path):
+    from txnlog.brokerlog.consumer_offsets import OffsetsPartitionWriter
+    from txnlog.brokerlog.consumer_offsets_encode import offset_commit_key, offset_commit_value
+    from txnlog.sources.logdirs import discover
+
+    w = OffsetsPartitionWriter(tmp_path / "broker-1", 4)
+    w.append([(offset_commit_key("g", "orders", 0), offset_commit_value(33, commit_timestamp=w.now))])
+    w.append([(b"\x00\x63unknown", b"\x00\x00")])  # record type 99: CoordinatorRecordSerde knows no such key
+    w.close()
+    files = list(discover([str(tmp_path / "broker-1")]).consumer_offsets_segments)
+    assert len(files) == 1
+    table = pa.Table.from_batches(read_partition(files, True, None), schema=SOURCE_SCHEMA)
+    kinds = table.column("kind").to_pylist()
+    assert kinds.count("offset") == 1 and kinds.count("quarantine") == 1
+    offset = table.filter(pa.compute.equal(table["kind"], "offset")).to_pylist()[0]
+    assert (offset["group"], offset["topic"], offset["committed_offset"], offset["coordinator_partition"]) == (
+        "g", "orders", 33, 4
+    )  # fmt: skip
+    bad = table.filter(pa.compute.equal(table["kind"], "quarantine")).to_pylist()[0]
+    assert bad["file"] == files[0].path and "99" in bad["detail"]
+
+
+def test_no_consumer_offsets_no_rows():
+    empty = batch_of(SOURCE_SCHEMA, 0, {})
+    table = blocked_consumers(pa.Table.from_batches([empty]), _health([("t", 0, 1, 5)]), _findings([("t", 0, 1, 1)]))
+    assert table.num_rows == 0

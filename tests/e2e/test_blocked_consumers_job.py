@@ -1,0 +1,85 @@
+"""Who is blocked, through the job: the ``groups_behind_hanging_transaction`` scenario's copied log dirs run in both
+placements (the driver's threads and Spark's tasks), and the ``blocked_consumers`` rows are those the scenario wrote
+(txnlog.brokerlog.blocked_groups: its notes, from what was appended, not from the job)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_previous_pipeline import differences, read_delta
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+
+CLUSTER = "blocked"
+_COMPARED = (
+    "group", "topic", "partition", "committed_offset", "last_stable_offset", "high_watermark",
+    "offsets_to_high_watermark", "status", "holding_producer_id", "holding_start_offset",
+    "pending_transactional_offsets", "members", "coordinator_partition",
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory):
+    from txnlog.brokerlog.scenarios import write_scenario
+
+    out = tmp_path_factory.mktemp("blocked") / "logs"
+    return out, write_scenario("groups_behind_hanging_transaction", out, seed=1)
+
+
+def _run(spark, logs: Path, out: Path, as_of_ms: int, *, driver: bool) -> None:
+    from txnlog.broker.as_of import from_ms
+    from txnlog.model.config import load_config
+    from txnlog.pipeline import run
+
+    options = {
+        "logs": [str(logs)], "output": str(out), "as_of": from_ms(as_of_ms).isoformat(), "cluster": CLUSTER,
+        "driver_max_bytes": 64 * 2**20 if driver else 0, "progress": False,
+    }  # fmt: skip
+    run(load_config(None, options), spark=spark, progress=lambda _m: None)
+
+
+@pytest.fixture(scope="module")
+def runs(spark, scenario, tmp_path_factory) -> dict[str, Path]:
+    logs, result = scenario
+    base = tmp_path_factory.mktemp("blocked-out")
+    outs = {"driver": base / "driver", "tasks": base / "tasks"}
+    for placement, out in outs.items():
+        _run(spark, logs, out, result.as_of_ms, driver=placement == "driver")
+    return outs
+
+
+@pytest.mark.parametrize("placement", ["driver", "tasks"])
+def test_the_groups_the_scenario_blocked(runs, scenario, placement):
+    _, result = scenario
+    table = read_delta(runs[placement], "blocked_consumers", {})
+    got = sorted(table.to_pylist(), key=lambda r: r["group"])
+    want = result.notes["blocked_consumers"]
+    assert [r["group"] for r in got] == [w["group"] for w in want]
+    for g, w in zip(got, want, strict=True):
+        assert {k: g[k] for k in _COMPARED} == {k: w[k] for k in _COMPARED}, w["group"]
+        since = g["blocked_since"]
+        assert (None if since is None else int(since.timestamp() * 1000)) == w["blocked_since_ms"], w["group"]
+        assert g["source"] == "segments" and g["cluster"] == CLUSTER
+
+
+def test_findings_and_plan_name_the_groups_each_remedy_unblocks(runs, scenario):
+    _, result = scenario
+    truth = result.notes["blocked_truth"]
+    findings = read_delta(runs["driver"], "findings", {}).to_pylist()
+    named = {(r["topic"], r["producer_id"]): r["blocked_groups"] for r in findings}
+    assert named[("page-views", truth["hang_pid"])] == ["dashboards"]  # HANGING: its abort unblocks dashboards
+    assert named[("__consumer_offsets", truth["etl_pid"])] == ["billing"]  # LATE: its end settles billing's offsets
+    assert named[("invoices", truth["etl_pid"])] == []
+    plan = read_delta(runs["driver"], "abort_recommendations", {}).to_pylist()
+    assert {(r["topic"], r["producer_id"]): r["blocked_groups"] for r in plan} == {
+        ("page-views", truth["hang_pid"]): ["dashboards"]
+    }
+
+
+def test_both_placements_write_the_same_tables(runs):
+    problems: list[str] = []
+    for table in ("blocked_consumers", "findings", "abort_recommendations", "quarantine"):
+        problems += differences(table, read_delta(runs["tasks"], table, {}), read_delta(runs["driver"], table, {}))
+    assert not problems, "\n".join(problems)
