@@ -66,15 +66,9 @@ def run(
         progress(f"decoded in {time.monotonic() - t0:.1f} s; as_of = {as_of.isoformat()} ({as_of_source})")
         thresholds = thresholds_of(config, inputs, decoded, as_of)
         tables = build_tables(
-            spark,
-            decoded,
-            thresholds,
-            scratch=scratch,
-            as_of=as_of,
-            as_of_source=as_of_source,
-            placement=placement,
+            spark, decoded, thresholds, scratch=scratch, as_of=as_of, as_of_source=as_of_source, placement=placement,
             metadata=inputs.metadata_notes(),
-        )
+        )  # fmt: skip
         tables = with_integrity(tables, inputs.inventory, inputs.inventory.checkpoints, as_of)
         if config.verify_live:
             tables = verify_live(tables, config, progress=progress)
