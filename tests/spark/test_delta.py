@@ -61,6 +61,7 @@ def finding(i: int, cluster: str = "c1", as_of: datetime = A1, verdict: str = "H
         "open_replicas": ["broker-2"] if i % 2 else [],
         "started_before_log_start": i == 0,
         "source": "segments",
+        "blocked_groups": ["dashboards"] if i % 2 else None,
     }
 
 
