@@ -24,11 +24,12 @@ from pyspark.sql.types import StructType
 
 from txnlog.engine.segments import limit_kwargs, log_bytes
 from txnlog.engine.spark.sources import FilesReader, arrow_to_spark_schema, partition_files
+from txnlog.engine.spark.txn_state_source import quarantine_of
 from txnlog.kafka.consumer_offsets import GROUP_METADATA_TYPE, decode_records
 from txnlog.kafka.consumer_offsets_scan import scan_consumer_offsets
 from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
 from txnlog.model.contract import MEMBER
-from txnlog.model.rows import KIND_QUARANTINE, batch_of
+from txnlog.model.rows import batch_of
 from txnlog.rules.consumer_offsets import OFFSETS_SCHEMA, replay_offsets
 from txnlog.sources.logdirs import LogFile
 
@@ -86,7 +87,7 @@ def read_partition(files: list[LogFile], check_crc: bool, max_decompressed_bytes
         out.append(_offset_rows(offsets, first))
         out.extend(_group_rows(rows, first))
     if quarantine:
-        out.append(_quarantine_rows(quarantine, first))
+        out.append(quarantine_of(first, quarantine, SOURCE_SCHEMA))
     return out
 
 
@@ -132,24 +133,6 @@ def _group_rows(rows: pa.Table, file: LogFile) -> list[pa.RecordBatch]:
             },
         )
     ]
-
-
-def _quarantine_rows(entries: list[QuarantineEntry], file: LogFile) -> pa.RecordBatch:
-    n = len(entries)
-    return batch_of(
-        SOURCE_SCHEMA,
-        n,
-        {
-            "kind": KIND_QUARANTINE,
-            "broker": file.broker,
-            "coordinator_partition": np.full(n, file.partition, np.int32),
-            "file": pa.array([e.file or file.path for e in entries], pa.string()),
-            "position": pa.array([e.position for e in entries], pa.int64()),
-            "length": pa.array([e.length for e in entries], pa.int64()),
-            "reason": pa.array([e.reason for e in entries], pa.string()),
-            "detail": pa.array([e.detail for e in entries], pa.string()),
-        },
-    )
 
 
 class _ConsumerOffsetsReader(FilesReader):

@@ -86,10 +86,12 @@ def record_batch_of(scan: Any, file: LogFile) -> pa.RecordBatch | None:
     )
 
 
-def quarantine_of(file: LogFile, entries: list[Any]) -> pa.RecordBatch:
+def quarantine_of(file: LogFile, entries: list[Any], schema: pa.Schema = TXN_STATE_SCHEMA) -> pa.RecordBatch:
+    """``quarantine`` rows of a coordinator log's file (``__transaction_state``, ``__consumer_offsets``) in
+    ``schema``: the entries' byte ranges, reasons and details."""
     n = len(entries)
     return batch_of(
-        TXN_STATE_SCHEMA,
+        schema,
         n,
         {
             "kind": KIND_QUARANTINE,
