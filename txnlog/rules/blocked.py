@@ -4,6 +4,11 @@ transactional offset commits (the ``blocked_consumers`` table, txnlog.model.cont
 Pure: Arrow tables in (the groups' replayed offsets, ``partition_health``'s LSO and high watermark, the findings
 naming the open transactions), the table's rows out (without the run key).
 
+Only the transactions of ``findings`` (LATE or HANGING) hold anyone here. An open transaction still young (no
+finding) holds the LSO for as long as a transaction normally lasts, and a transactional offset commit is pending
+until its transaction ends in every exactly-once application: the groups behind them wait as Kafka intends, so
+they get no row, whatever their committed offset.
+
 What Kafka's code says:
 
 * a read_committed fetch stops at the LSO, a read_uncommitted one at the high watermark (``UnifiedLog.read``,
@@ -38,6 +43,7 @@ UNSTABLE_OFFSET_COMMIT = "UNSTABLE_OFFSET_COMMIT"
 _TS = pa.timestamp("us", tz="UTC")
 _GROUP_KEY = ["group_bytes", "topic", "partition"]
 _FINDING = ["producer_id", "start_offset", "first_timestamp"]
+_USED = [*_GROUP_KEY, "group", "state", "producer_id", "committed_offset", "commit_timestamp", "coordinator_partition"]
 
 
 def _last_of(table: pa.Table, keys: list[str], *, first: bool = False) -> pa.Table:
@@ -81,9 +87,8 @@ def _status(committed: pa.ChunkedArray, lso: pa.ChunkedArray) -> pa.ChunkedArray
     return pc.if_else(behind, BEHIND_LSO, pc.if_else(at, BLOCKED, NOT_BLOCKED_INFERRED))
 
 
-def _blocked_rows(committed: pa.Table, held: pa.Table) -> pa.Table:
-    """The committed offsets of the held partitions against their LSO and high watermark."""
-    rows = committed.join(held, ["topic", "partition"], join_type="inner")
+def _blocked_rows(rows: pa.Table) -> pa.Table:
+    """The committed offsets of the held partitions (joined with :func:`_held`) against their LSO and HW."""
     status = _status(rows["committed_offset"], rows["last_stable_offset"])
     since = _since(rows["first_timestamp"], rows["commit_timestamp"])
     since = pc.if_else(pc.equal(status, BLOCKED), since, pa.scalar(None, _TS))
@@ -94,19 +99,19 @@ def _unstable_rows(
     pending: pa.Table, listed: pa.Table, stable: pa.Table, health: pa.Table, findings: pa.Table
 ) -> pa.Table:
     """A row per partition with a pending transactional offset commit of a group not listed on it already (the
-    first producer's): its stable offset, the partition's LSO and HW, and the ``__consumer_offsets`` finding
-    of the producer's transaction when there is one."""
-    rows = _last_of(pending.join(listed, _GROUP_KEY, join_type="left anti"), _GROUP_KEY, first=True)
-    rows = rows.drop_columns(["committed_offset"]).join(
-        stable.select([*_GROUP_KEY, "committed_offset"]), _GROUP_KEY, join_type="left outer"
-    )
-    h = _last_of(health.select(["topic", "partition", "last_stable_offset", "high_watermark"]), ["topic", "partition"])
-    rows = rows.join(h, ["topic", "partition"], join_type="left outer")
+    first producer's) whose transaction is a finding in the group's ``__consumer_offsets`` partition: its stable
+    offset, the partition's LSO and HW, and that finding."""
     txn = findings.filter(pc.equal(findings["topic"], CONSUMER_OFFSETS_TOPIC)).select(["partition", *_FINDING])
     txn = _last_of(txn, ["partition", "producer_id"]).rename_columns(
         {"partition": "coordinator_partition", "start_offset": "holding_start_offset"}
     )
-    rows = rows.join(txn, ["coordinator_partition", "producer_id"], join_type="left outer")
+    rows = pending.join(listed, _GROUP_KEY, join_type="left anti")
+    rows = rows.join(txn, ["coordinator_partition", "producer_id"], join_type="inner")
+    rows = rows.sort_by([(k, "ascending") for k in (*_GROUP_KEY, "producer_id")])
+    rows = _last_of(rows, _GROUP_KEY, first=True).drop_columns(["committed_offset"])
+    rows = rows.join(stable.select([*_GROUP_KEY, "committed_offset"]), _GROUP_KEY, join_type="left outer")
+    h = _last_of(health.select(["topic", "partition", "last_stable_offset", "high_watermark"]), ["topic", "partition"])
+    rows = rows.join(h, ["topic", "partition"], join_type="left outer")
     since = _since(rows["first_timestamp"], rows["commit_timestamp"])
     status = pa.array([UNSTABLE_OFFSET_COMMIT] * rows.num_rows, pa.string())
     rows = rows.append_column("holding_producer_id", rows["producer_id"])
@@ -118,11 +123,16 @@ def blocked_consumers(offsets: pa.Table | None, health: pa.Table, findings: pa.T
     kinds ``offset`` and ``group``), ``health`` (partition_health) and ``findings``."""
     if offsets is None or offsets.num_rows == 0:
         return SCHEMA.empty_table()
-    rows = offsets.filter(pc.equal(offsets["kind"], "offset")).drop_columns(["members"])  # a group row's
-    committed = rows.filter(pc.equal(rows["state"], "committed"))
+    rows = offsets.select(_USED)  # the rows of kind offset: the others have no state
     pending = rows.filter(pc.equal(rows["state"], "pending"))
-    blocked = _blocked_rows(committed, _held(health, findings)).sort_by([(k, "ascending") for k in _GROUP_KEY])
-    stable = _last_of(committed, _GROUP_KEY)
+    near = rows.join(_held(health, findings), ["topic", "partition"], join_type="inner")  # few: held partitions'
+    near = near.filter(pc.equal(near["state"], "committed"))
+    blocked = _blocked_rows(near).sort_by([(k, "ascending") for k in _GROUP_KEY])
+    stable = rows.slice(0, 0)  # the stable offsets of the keys with a pending one
+    if pending.num_rows:
+        keys = pending.select(_GROUP_KEY).group_by(_GROUP_KEY, use_threads=False).aggregate([])
+        stable = rows.join(keys, _GROUP_KEY, join_type="left semi")
+        stable = _last_of(stable.filter(pc.equal(stable["state"], "committed")), _GROUP_KEY)
     unstable = _unstable_rows(pending, blocked.select(_GROUP_KEY), stable, health, findings)
     unstable = unstable.sort_by([(k, "ascending") for k in _GROUP_KEY])
     out = pa.concat_tables([_project(blocked), _project(unstable)])
@@ -159,7 +169,7 @@ def _with_groups(rows: pa.Table, offsets: pa.Table, pending: pa.Table) -> pa.Tab
         [("group_bytes", "ascending"), ("tp", "ascending")]
     )
     lists = listing.group_by(["group_bytes"], use_threads=False).aggregate([("tp", "list")])
-    groups = offsets.filter(pc.equal(offsets["kind"], "group")).select(["group_bytes", "members"])
+    groups = offsets.select(["group_bytes", "members"]).filter(pc.equal(offsets["kind"], "group"))
     groups = _last_of(groups, ["group_bytes"])
     keyed = rows.append_column("_row", pa.array(np.arange(rows.num_rows, dtype=np.int64)))
     for name, table in (("_pending", lists.select(["group_bytes"])), ("_members", groups.select(["group_bytes"]))):

@@ -107,7 +107,10 @@ def replay_offsets(decoded: pa.Table, markers: pa.Table) -> pa.Table:
     * the committed offset of a key is, of its plain commits and its transactional commits that a COMMIT
       applied, the one with the highest record offset after the key's last tombstone: a plain commit is newer
       than all before it, and a COMMIT keeps the newer record (what ``replayEndTransactionMarker`` compares)."""
-    commits = decoded.filter(pc.is_in(decoded["record_type"], pa.array(_OFFSET_COMMIT_TYPES, pa.int16())))
+    needed = ["record_type", "offset", "producer_id", "is_tombstone", *_KEY, *(v for v in _VALUE if v not in _KEY)]
+    columns = decoded.select(needed)  # the others (a group's members) are not carried through the filter
+    is_commit = pc.is_in(columns["record_type"], pa.array(_OFFSET_COMMIT_TYPES, pa.int16()))
+    commits = columns if pc.all(is_commit).as_py() else columns.filter(is_commit)
     if commits.num_rows == 0:
         return OFFSETS_SCHEMA.empty_table()
     key, _ = _key_ids(commits)
