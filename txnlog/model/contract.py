@@ -313,7 +313,7 @@ BLOCKED_CONSUMERS = _schema(
     ("holding_start_offset", I64),
     # BLOCKED: committed offset = LSO < HW (a read_committed group: inferred); NOT_BLOCKED_INFERRED: above the LSO
     # (read_uncommitted, or a reset); BEHIND_LSO: below it, still reading; UNSTABLE_OFFSET_COMMIT: a pending
-    # transactional offset of this partition
+    # transactional offset of this partition. Only behind a finding (LATE or HANGING): a young transaction gives no row
     ("status", STR),
     # the group's partitions ("topic-partition") with a pending transactional offset commit: OffsetFetch with
     # requireStable (the Java consumer always asks so) answers UNSTABLE_OFFSET_COMMIT, so every member stalls at
