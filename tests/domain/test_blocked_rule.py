@@ -180,3 +180,33 @@ def test_a_young_transaction_holds_nobody():
     findings = _findings([("t", 0, 7, 100), ("__consumer_offsets", 3, 42, 77)])
     rows = {r["group"]: r["status"] for r in blocked_consumers(offsets, health, findings).to_pylist()}
     assert rows == {"at-lso": "BLOCKED", "eos": "UNSTABLE_OFFSET_COMMIT"}
+
+
+def test_group_names_of_any_bytes_reach_the_table_as_stored(tmp_path):
+    import struct
+
+    from txnlog.brokerlog.consumer_offsets import OffsetsPartitionWriter
+    from txnlog.brokerlog.consumer_offsets_encode import offset_commit_value
+    from txnlog.kafka import errors
+    from txnlog.sources.logdirs import discover
+
+    names = [b"", b"nul\x00inside", b"\x01\x1b[31mred", b"tab\there", b"bad\xff\xfe", b"bad\xfe\xff", "grüße".encode()]
+    w = OffsetsPartitionWriter(tmp_path / "broker-1", 5)
+    for name in names:  # OffsetCommitKey v1 with the group's bytes as they are
+        key = struct.pack(">hh", 1, len(name)) + name + struct.pack(">h", 1) + b"t" + struct.pack(">i", 0)
+        w.append([(key, offset_commit_value(100, commit_timestamp=w.now))])
+    w.append([(struct.pack(">hh", 1, 1) + b"g" + struct.pack(">h", 1) + b"t" + struct.pack(">i", 0), b"\x00\x05")])
+    w.close()
+    files = list(discover([str(tmp_path / "broker-1")]).consumer_offsets_segments)
+    offsets = pa.Table.from_batches(read_partition(files, True, None), schema=SOURCE_SCHEMA)
+    rows = blocked_consumers(offsets, _health([("t", 0, 100, 130)]), _findings([("t", 0, 7, 100)])).to_pylist()
+    assert sorted(r["group_bytes"] for r in rows) == sorted(names)
+    assert all(r["status"] == "BLOCKED" for r in rows)
+    # the group as Kafka's serde reads it: new String(bytes, UTF_8), malformed input replaced; the two bad names
+    # read alike and stay two rows
+    shown = {r["group_bytes"]: r["group"] for r in rows}
+    assert shown[b"bad\xff\xfe"] == shown[b"bad\xfe\xff"] == "bad\ufffd\ufffd"
+    assert shown[b"nul\x00inside"] == "nul\x00inside" and shown[b""] == ""
+    # the OffsetCommitValue of an unknown version (5) does not read: a quarantine row, naming the file
+    (bad,) = offsets.filter(pa.compute.equal(offsets["kind"], "quarantine")).to_pylist()
+    assert bad["file"] == files[0].path and bad["reason"] == errors.BAD_OFFSETS_VALUE

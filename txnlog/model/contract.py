@@ -299,7 +299,8 @@ MEMBER = pa.struct([("member_id", STR), ("client_id", STR), ("client_host", STR)
 #: read_uncommitted one at the high watermark; ``__consumer_offsets`` does not record isolation levels, so the status
 #: is inferred from the committed offset.
 BLOCKED_CONSUMERS = _schema(
-    ("group", STR),  # as Kafka reads the key (UTF-8); two groups are told apart by their bytes
+    ("group", STR),  # as Kafka reads the key (new String(bytes, UTF_8): malformed bytes replaced by U+FFFD)
+    ("group_bytes", pa.binary()),  # the group's bytes exactly as stored: two groups are told apart by them
     ("topic", STR),
     ("partition", I32),
     ("committed_offset", I64),  # the group's stable committed offset (OffsetMetadataManager's replay); null: none
