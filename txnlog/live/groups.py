@@ -83,10 +83,13 @@ def consumer_groups(
         return GROUPS_SCHEMA.empty_table()
     admin = AdminClient(_confluent_conf(bootstrap, kafka_conf))
     rows: list[dict[str, Any]] = []
-    listed = admin.list_consumer_groups(request_timeout=timeout_s).result(timeout_s)
+    try:
+        listed = admin.list_consumer_groups(request_timeout=timeout_s).result(timeout_s)
+    except Exception as e:  # noqa: BLE001 - refused or timed out: the run goes on, a quarantine row says so
+        return pa.Table.from_pylist([_quarantine(None, partitions, f"ListConsumerGroups: {_error(e)}")], GROUPS_SCHEMA)
     groups = {g.group_id: _type_name(g) for g in listed.valid}
-    for e in listed.errors:
-        rows.append(_quarantine(None, partitions, f"ListConsumerGroups: {e}"))
+    for error in listed.errors:
+        rows.append(_quarantine(None, partitions, f"ListConsumerGroups: {error}"))
     wanted = set(topics) if topics else None
     described = _describe(admin, [g for g, t in groups.items() if t in _DESCRIBED], timeout_s)
     committed = _fetch(admin, dict.fromkeys(groups), False, timeout_s)
@@ -120,7 +123,7 @@ def _fetch(
     admin: Any, asks: Mapping[str, list[tuple[str, int]] | None], require_stable: bool, timeout_s: float
 ) -> dict[str, Answer]:
     """ListConsumerGroupOffsets of each group (its given partitions, or all it committed), ``_WINDOW`` at a time."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
     out: dict[str, Answer] = {}
     names = list(asks)
@@ -135,8 +138,8 @@ def _fetch(
         for g, f in futures.items():
             try:
                 result = f.result(timeout_s)
-            except KafkaException as e:
-                out[g] = f"{e.args[0].name()}: {e.args[0].str()}"
+            except Exception as e:  # noqa: BLE001 - the group's error (KafkaException) or a timeout
+                out[g] = _error(e)
                 continue
             out[g] = [
                 (tp.topic, tp.partition, tp.offset, tp.error.name() if tp.error else None)
@@ -148,21 +151,27 @@ def _fetch(
 def _describe(admin: Any, groups: Sequence[str], timeout_s: float) -> dict[str, tuple[list[dict], list] | str]:
     """DescribeConsumerGroups: group -> (members as MEMBER dicts, the members' assigned (topic, partition)), or the
     group's error."""
-    from confluent_kafka import KafkaException
-
     if not groups:
         return {}
     out: dict[str, tuple[list[dict], list] | str] = {}
     for g, f in admin.describe_consumer_groups(list(groups), request_timeout=timeout_s).items():
         try:
             d = f.result(timeout_s)
-        except KafkaException as e:
-            out[g] = f"{e.args[0].name()}: {e.args[0].str()}"
+        except Exception as e:  # noqa: BLE001 - the group's error (KafkaException) or a timeout
+            out[g] = _error(e)
             continue
         members = [{"member_id": m.member_id, "client_id": m.client_id, "client_host": m.host} for m in d.members]
         assigned = [(tp.topic, tp.partition) for m in d.members if m.assignment for tp in m.assignment.topic_partitions]
         out[g] = (members, assigned)
     return out
+
+
+def _error(e: BaseException) -> str:
+    """A client error in one line: Kafka's error name and text, else the exception's."""
+    err: Any = e.args[0] if e.args else None
+    if hasattr(err, "name") and hasattr(err, "str"):
+        return f"{err.name()}: {err.str()}"
+    return f"{type(e).__name__}: {e}"
 
 
 def _group_rows(
