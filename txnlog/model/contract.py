@@ -295,9 +295,9 @@ MEMBER = pa.struct([("member_id", STR), ("client_id", STR), ("client_host", STR)
 
 #: Who is blocked (txnlog.rules.blocked), from the copy's ``__consumer_offsets`` partitions or a live cluster's admin
 #: APIs (txnlog.live.groups): one row per consumer group and partition whose LSO an open transaction holds below the
-#: high watermark, and per partition a group has pending transactional offsets of. A read_committed fetch stops at the LSO (``UnifiedLog.read``), a
-#: read_uncommitted one at the high watermark; ``__consumer_offsets`` does not record isolation levels, so the status
-#: is inferred from the committed offset.
+#: high watermark, and per partition a group has pending transactional offsets of. A read_committed fetch stops at
+#: the LSO (``UnifiedLog.read``), a read_uncommitted one at the high watermark; ``__consumer_offsets`` does not record
+#: isolation levels, so the status is inferred from the committed offset.
 BLOCKED_CONSUMERS = _schema(
     ("group", STR),  # as Kafka reads the key (UTF-8); two groups are told apart by their bytes
     ("topic", STR),
