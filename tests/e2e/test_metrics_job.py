@@ -9,6 +9,9 @@ from __future__ import annotations
 import contextlib
 import http.server
 import io
+import re
+import subprocess
+import sys
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -18,7 +21,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.jobrun import job_module
+from tests.e2e.jobrun import ROOT, job_module
 from txnlog.output.delta import read_table
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -75,7 +78,7 @@ def _job(work: Path, scenario: str, cluster: str, gateway: str) -> dict[str, Any
         code = job_module().main(args)
     assert code == 0, printed.getvalue()[-3000:]
     tables = {t: read_table(str(work / "out"), t, cluster=cluster).to_pylist() for t in _TABLES}
-    return {"prom": prom, "text": prom.read_text(encoding="utf-8"), "tables": tables, "result": result,
+    return {"work": work, "prom": prom, "text": prom.read_text(encoding="utf-8"), "tables": tables, "result": result,
             "printed": printed.getvalue(), "cluster": cluster}  # fmt: skip
 
 
@@ -86,7 +89,9 @@ _TABLES = ("findings", "partition_health", "blocked_consumers", "integrity", "ru
 def runs(tmp_path_factory, gateway) -> dict[str, dict[str, Any]]:
     url, _ = gateway
     return {
-        "blocked": _job(tmp_path_factory.mktemp("metrics-blocked"), "groups_behind_hanging_transaction", "blk", url),
+        "blocked": _job(
+            tmp_path_factory.mktemp("metrics-blocked"), "groups_behind_hanging_transaction", "prod-eu", url
+        ),
         "integrity": _job(tmp_path_factory.mktemp("metrics-integrity"), "index_entry_missing", "idx", url),
     }
 
@@ -198,3 +203,14 @@ def test_each_run_pushed_the_same_exposition_to_its_cluster(runs, gateway):
 def test_the_file_is_replaced_whole_and_no_temporary_file_is_left(runs):
     for run in runs.values():
         assert sorted(p.name for p in run["prom"].parent.iterdir()) == [run["prom"].name]
+
+
+def test_the_runbooks_first_step_prints_what_the_readme_shows(runs):
+    """README's runbook, step 0 (who is blocked), run as printed in the blocked run's directory (./out)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    (code,) = re.findall(r"<!-- blocked:python -->\n```python\n(.*?)```", readme, flags=re.S)
+    (shown,) = re.findall(r"<!-- blocked:output -->\n```text\n(.*?)```", readme, flags=re.S)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=runs["blocked"]["work"], capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout == shown

@@ -11,7 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from txnlog.kafka.wire import CONSUMER_OFFSETS_TOPIC
+from txnlog.model.errors import UsageError
 from txnlog.model.words import count
+from txnlog.ops.report import newest_run
+from txnlog.output.delta import read_table
 from txnlog.rules.blocked import BLOCKED, UNSTABLE_OFFSET_COMMIT
 
 #: the statuses that stop a group, and their colours in :func:`plot_blocked`
@@ -71,6 +74,20 @@ def who_is_blocked(blocked: Any, findings: Any, recommendations: Any, *, as_of: 
     stalled["remedy"] = [r for r, _ in remedies]
     stalled["command"] = [c for _, c in remedies]
     return stalled.sort_values(["waiting", "group"], ascending=[False, True])[COLUMNS].reset_index(drop=True)
+
+
+def who_is_blocked_in(output: str, cluster: str | None = None, as_of: Any = None) -> Any:
+    """:func:`who_is_blocked` for the newest complete run of ``cluster`` under ``output`` (or its run at ``as_of``),
+    read from its tables; an output written before the ``blocked_consumers`` table answers no row."""
+    run = newest_run(read_table(output, "runs", cluster=cluster).to_pandas(), cluster, as_of)
+    key = {"cluster": run["cluster"], "as_of": run["as_of"]}
+    try:
+        blocked = read_table(output, "blocked_consumers", **key).to_pandas()
+    except UsageError:  # no such table
+        blocked = None
+    findings = read_table(output, "findings", **key).to_pandas()
+    recommendations = read_table(output, "abort_recommendations", **key).to_pandas()
+    return who_is_blocked(blocked, findings, recommendations, as_of=run["as_of"])
 
 
 def plot_blocked(who: Any, *, ax: Any = None) -> Any:
