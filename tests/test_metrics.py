@@ -62,6 +62,15 @@ def test_no_group_counts_without_consumer_groups_read_and_no_audit_counts_withou
     assert {"txnlog_blocked_consumer_groups", "txnlog_integrity_anomalies"} <= with_both
 
 
+def test_a_finding_naming_no_group_says_groups_were_read():
+    tables = _tables(blocked=[], integrity=False, offsets_partition=False)
+    assert "txnlog_blocked_consumer_groups" not in _names(tables)  # blocked_groups null: no group read
+    findings = tables["findings"]
+    named = pa.array([[]], pa.list_(pa.string()))  # read (live, say), and none blocked behind it
+    tables["findings"] = findings.set_column(findings.schema.get_field_index("blocked_groups"), "blocked_groups", named)
+    assert "txnlog_blocked_consumer_groups" in _names(tables)
+
+
 def test_zero_where_the_run_read_groups_and_found_none_blocked():
     (groups,) = [m for m in metrics.metric_families(_tables(blocked=[], integrity=True))
                  if m.name == "txnlog_blocked_consumer_groups"]  # fmt: skip

@@ -88,7 +88,7 @@ def metric_families(tables: Mapping[str, Any]) -> list[Metric]:
     _findings(gauges, tables["findings"], tables["partition_health"])
     blocked = tables.get("blocked_consumers")
     if blocked is not None:
-        _blocked(gauges, blocked, tables["partition_health"], run["as_of"])
+        _blocked(gauges, blocked, tables["partition_health"], tables["findings"], run["as_of"])
     if tables.get("integrity") is not None:
         _integrity(gauges, run)
     return gauges.families
@@ -198,14 +198,17 @@ def _findings(g: _Gauges, findings: pa.Table, health: pa.Table) -> None:
     )
 
 
-def _groups_known(blocked: pa.Table, health: pa.Table) -> bool:
-    """Whether the run read consumer groups: it has ``blocked_consumers`` rows or a ``__consumer_offsets``
-    partition (the job reads groups from those partitions; without one, no count, not a count of 0)."""
-    return blocked.num_rows > 0 or bool(pc.any(pc.equal(health["topic"], CONSUMER_OFFSETS_TOPIC)).as_py())
+def _groups_known(blocked: pa.Table, health: pa.Table, findings: pa.Table) -> bool:
+    """Whether the run read consumer groups: it has ``blocked_consumers`` rows, a finding naming the groups its
+    remedy unblocks (null when no group was read), or a ``__consumer_offsets`` partition (the job reads groups from
+    those); without any, no count rather than a count of 0."""
+    named = findings.num_rows > 0 and bool(pc.any(pc.is_valid(findings["blocked_groups"])).as_py())
+    offsets = bool(pc.any(pc.equal(health["topic"], CONSUMER_OFFSETS_TOPIC)).as_py())
+    return blocked.num_rows > 0 or named or offsets
 
 
-def _blocked(g: _Gauges, blocked: pa.Table, health: pa.Table, as_of: datetime) -> None:
-    if not _groups_known(blocked, health):
+def _blocked(g: _Gauges, blocked: pa.Table, health: pa.Table, findings: pa.Table, as_of: datetime) -> None:
+    if not _groups_known(blocked, health, findings):
         return
     per_status = blocked.group_by(["status"], use_threads=False).aggregate([("group", "count_distinct")])
     counts = {r["status"]: r["group_count_distinct"] for r in per_status.to_pylist()}
