@@ -25,7 +25,7 @@ import pyarrow as pa
 from txnlog.broker.producer_state import files_producers, segment_producers
 from txnlog.broker.reconstruct import SUMMARY_FRAGMENT_COLUMNS, col, segment_fragments
 from txnlog.engine.staging import stage_name, staged_transactions, write_raw
-from txnlog.kafka.errors import DecodeError, QuarantineEntry
+from txnlog.kafka.errors import DecodeError
 from txnlog.kafka.producer_snapshot import decode_producer_snapshot
 from txnlog.kafka.record_batch import (
     empty_batches,
@@ -39,7 +39,6 @@ from txnlog.model.rows import (
     KIND_PRODUCER,
     KIND_QUARANTINE,
     KIND_SEGMENT,
-    KIND_SNAPSHOT,
     SEGMENT_SUMMARY_SCHEMA,
     batch_of,
     broker_written,
@@ -585,112 +584,6 @@ def summarize_piece(
         next_batch=next_batch,
         fragments_to=fragments_to,
         edges=edges,
-    )
-
-
-def summarize_snapshot(
-    file: LogFile, merge: PartitionTransactions | None = None, rows: SegmentRows | None = None
-) -> Iterator[pa.RecordBatch]:
-    """Producer snapshot entries as rows of kind ``snapshot``, or into ``merge`` (bad files → quarantine); with
-    ``merge``, their ``producer`` rows go to ``rows`` when given (built with the others there), else are yielded."""
-
-    buf = read_file_bytes(file.path)
-    try:
-        snap = decode_producer_snapshot(buf, file=file.path)
-    except DecodeError as e:
-        yield quarantine_batch(
-            SEGMENT_SUMMARY_SCHEMA,
-            file,
-            [QuarantineEntry(file.path, int(e.position or 0), int(buf.size), e.reason or "bad_snapshot", str(e))],
-        )
-        return
-    if not snap.crc_valid:
-        yield quarantine_batch(
-            SEGMENT_SUMMARY_SCHEMA,
-            file,
-            [QuarantineEntry(file.path, 0, int(buf.size), "snapshot_crc_mismatch", "entries ignored")],
-        )
-        return
-    entries = snap.entries
-    n = len(entries["producer_id"])
-    if not n:
-        return
-    if merge is not None:
-        merge.add_snapshot(
-            file.broker,
-            file.topic,
-            file.partition,
-            {
-                "file_offset": col(np.full(n, file.base_offset, np.int64)),
-                "producer_id": col(entries["producer_id"]),
-                "producer_epoch": col(entries["producer_epoch"].astype(np.int32)),
-                "first_offset": col(entries["current_txn_first_offset"]),
-                "last_offset": col(entries["last_offset"]),
-                "last_timestamp": col(entries["timestamp"]),
-                "coordinator_epoch": col(entries["coordinator_epoch"]),
-            },
-        )
-        # the entries leave as producer rows (snapshot_offset set) for the producer_state table, not as
-        # snapshot rows: the merge above took those, and a fragments merge downstream would take them again
-        if rows is not None:
-            rows.add_rows(
-                n,
-                {
-                    "broker": file.broker,
-                    "topic": file.topic,
-                    "partition": file.partition,
-                    "file": file.path,
-                    "file_offset": file.base_offset,
-                    "snapshot_offset": file.base_offset,
-                },
-                {
-                    "producer_id": (entries["producer_id"], None),
-                    "producer_epoch": (entries["producer_epoch"].astype(np.int32), None),
-                    "first_offset": (entries["current_txn_first_offset"], None),
-                    "last_sequence": (entries["last_sequence"], None),
-                    "last_timestamp": (entries["timestamp"], None),
-                    "coordinator_epoch": (entries["coordinator_epoch"], None),
-                },
-            )
-            return
-        yield batch_of(
-            SEGMENT_SUMMARY_SCHEMA,
-            n,
-            {
-                "kind": KIND_PRODUCER,
-                "broker": file.broker,
-                "topic": file.topic,
-                "partition": np.full(n, file.partition, np.int32),
-                "file": file.path,
-                "file_offset": np.full(n, file.base_offset, np.int64),
-                "snapshot_offset": np.full(n, file.base_offset, np.int64),
-                "producer_id": entries["producer_id"],
-                "producer_epoch": entries["producer_epoch"].astype(np.int32),
-                "first_offset": entries["current_txn_first_offset"],
-                "last_sequence": entries["last_sequence"],
-                "last_timestamp": entries["timestamp"],
-                "coordinator_epoch": entries["coordinator_epoch"],
-            },
-        )
-        return
-    yield batch_of(
-        SEGMENT_SUMMARY_SCHEMA,
-        n,
-        {
-            "kind": KIND_SNAPSHOT,
-            "broker": file.broker,
-            "topic": file.topic,
-            "partition": np.full(n, file.partition, np.int32),
-            "file": file.path,
-            "file_offset": np.full(n, file.base_offset, np.int64),
-            "producer_id": entries["producer_id"],
-            "producer_epoch": entries["producer_epoch"].astype(np.int32),
-            "first_offset": entries["current_txn_first_offset"],
-            "last_offset": entries["last_offset"],
-            "last_timestamp": entries["timestamp"],
-            "coordinator_epoch": entries["coordinator_epoch"],
-            "last_sequence": entries["last_sequence"],
-        },
     )
 
 
