@@ -83,6 +83,27 @@ def segment_fragments(batches: Mapping[str, np.ndarray]) -> dict[str, np.ndarray
     return files_fragments(batches, None)[0]
 
 
+def _marker_fragments(
+    batches: Mapping[str, np.ndarray], m_idx: np.ndarray, epochs: np.ndarray
+) -> dict[str, np.ndarray]:
+    """The fragments of the marker batches at ``m_idx``: one each, its offset and marker time on both ends."""
+    return {
+        "kind": np.full(m_idx.size, MARKER, np.int8),
+        "producer_id": batches["producer_id"][m_idx],
+        "producer_epoch": epochs[m_idx],
+        "first_offset": batches["base_offset"][m_idx],
+        "last_offset": batches["base_offset"][m_idx],
+        "first_timestamp": batches["marker_timestamp"][m_idx],
+        "last_timestamp": batches["marker_timestamp"][m_idx],
+        "batch_count": np.ones(m_idx.size, np.int64),
+        "record_count": batches["record_count"][m_idx].astype(np.int64),
+        "size_bytes": batches["batch_length"][m_idx].astype(np.int64) + 12,
+        "control_type": batches["control_type"][m_idx].astype(np.int16),
+        "coordinator_epoch": batches["coordinator_epoch"][m_idx].astype(np.int32),
+        "min_epoch": epochs[m_idx],
+    }
+
+
 def files_fragments(
     batches: Mapping[str, np.ndarray], owner: np.ndarray | None
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -150,21 +171,7 @@ def files_fragments(
         "min_epoch": (np.minimum.reduceat(epochs[data_idx], start_in_data) if starts.size else np.empty(0, np.int32)),
     }
     m_idx = idx[marker]
-    marker_cols = {
-        "kind": np.full(m_idx.size, MARKER, np.int8),
-        "producer_id": batches["producer_id"][m_idx],
-        "producer_epoch": epochs[m_idx],
-        "first_offset": batches["base_offset"][m_idx],
-        "last_offset": batches["base_offset"][m_idx],
-        "first_timestamp": batches["marker_timestamp"][m_idx],
-        "last_timestamp": batches["marker_timestamp"][m_idx],
-        "batch_count": np.ones(m_idx.size, np.int64),
-        "record_count": batches["record_count"][m_idx].astype(np.int64),
-        "size_bytes": batches["batch_length"][m_idx].astype(np.int64) + 12,
-        "control_type": batches["control_type"][m_idx].astype(np.int16),
-        "coordinator_epoch": batches["coordinator_epoch"][m_idx].astype(np.int32),
-        "min_epoch": epochs[m_idx],
-    }
+    marker_cols = _marker_fragments(batches, m_idx, epochs)
     out = {}
     for name, dtype in FRAGMENT_COLUMNS.items():
         out[name] = np.concatenate([run_cols[name], marker_cols[name]]).astype(dtype, copy=False)
@@ -512,18 +519,7 @@ def replica_transactions(frags: Mapping[str, Col], snaps: Mapping[str, Col], rep
     }
     from_snapshot = g.any(snap)
     snap_first = g.min(f["first_offset"], snap)
-    # the marker that closed this producer's previous transaction on the replica
-    same_producer = np.zeros(first.size, bool)
-    if first.size:
-        same_producer[1:] = (r[first][1:] == r[first][:-1]) & (pid[first][1:] == pid[first][:-1])
-    prev = np.maximum(np.arange(first.size) - 1, 0)
-    for name, source in (
-        ("prev_marker_offset", "marker_offset"),
-        ("prev_marker_type", "control_type"),
-        ("prev_marker_epoch", "marker_epoch"),
-        ("prev_coordinator_epoch", "coordinator_epoch"),
-    ):
-        t[name] = _take(t[source], prev, same_producer)
+    _add_previous_markers(t, r[first], pid[first])
     if not has_data.all():  # groups of markers alone: markers with nothing open closed nothing
         keep = np.flatnonzero(has_data)
         t = {name: _take(c, keep, np.ones(keep.size, bool)) for name, c in t.items()}
@@ -540,6 +536,22 @@ def replica_transactions(frags: Mapping[str, Col], snaps: Mapping[str, Col], rep
     before = from_snapshot & snap_first[1] & (snap_first[0] < replicas.log_start[r_t])
     t["started_before_log_start"] = col(before)
     return t
+
+
+def _add_previous_markers(t: dict[str, Col], replica: np.ndarray, pid: np.ndarray) -> None:
+    """Into ``t``, transactions in (replica, producer) order: the marker that closed the same producer's previous
+    transaction on the replica (offset, type, epochs), null for a producer's first."""
+    same_producer = np.zeros(replica.size, bool)
+    if replica.size:
+        same_producer[1:] = (replica[1:] == replica[:-1]) & (pid[1:] == pid[:-1])
+    prev = np.maximum(np.arange(replica.size) - 1, 0)
+    for name, source in (
+        ("prev_marker_offset", "marker_offset"),
+        ("prev_marker_type", "control_type"),
+        ("prev_marker_epoch", "marker_epoch"),
+        ("prev_coordinator_epoch", "coordinator_epoch"),
+    ):
+        t[name] = _take(t[source], prev, same_producer)
 
 
 def _entry_of(
