@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from txnlog.broker.reconstruct import col, files_fragments
+from txnlog.broker.fragments import files_fragments
+from txnlog.broker.reconstruct import col
 from txnlog.engine.segments import SegmentRows, file_columns, limit_kwargs, quarantine_batch, read_file_bytes
 from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
 from txnlog.kafka.producer_snapshot import decode_producer_snapshots

@@ -22,8 +22,9 @@ from typing import Any, TypedDict
 import numpy as np
 import pyarrow as pa
 
+from txnlog.broker.fragments import SUMMARY_FRAGMENT_COLUMNS, segment_fragments
 from txnlog.broker.producer_state import files_producers, segment_producers
-from txnlog.broker.reconstruct import SUMMARY_FRAGMENT_COLUMNS, col, segment_fragments
+from txnlog.broker.reconstruct import col
 from txnlog.engine.staging import stage_name, staged_transactions, write_raw
 from txnlog.kafka.errors import DecodeError
 from txnlog.kafka.producer_snapshot import decode_producer_snapshot

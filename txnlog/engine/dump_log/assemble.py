@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from txnlog.broker.fragments import SUMMARY_FRAGMENT_COLUMNS, segment_fragments
 from txnlog.broker.producer_state import segment_producers
-from txnlog.broker.reconstruct import SUMMARY_FRAGMENT_COLUMNS, segment_fragments
 from txnlog.kafka import dump_log_text as D
 from txnlog.kafka import errors
 from txnlog.kafka.control import ControlStatus
