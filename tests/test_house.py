@@ -35,7 +35,6 @@ LONG_MODULES = {
     "brokerlog/dense.py",
     "kafka/record_batch.py",
     "live/admin.py",
-    "engine/segments.py",
     "sources/dump_log/parse.py",
     "engine/spark/sources.py",
     "broker/classify.py",

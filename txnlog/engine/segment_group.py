@@ -16,7 +16,8 @@ import pyarrow as pa
 
 from txnlog.broker.fragments import files_fragments
 from txnlog.broker.reconstruct import col
-from txnlog.engine.segments import SegmentRows, file_columns, limit_kwargs, quarantine_batch, read_file_bytes
+from txnlog.engine.segment_rows import SegmentRows, file_columns
+from txnlog.engine.segments import limit_kwargs, quarantine_batch, read_file_bytes
 from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
 from txnlog.kafka.producer_snapshot import decode_producer_snapshots
 from txnlog.kafka.segment_files import scan_segments
