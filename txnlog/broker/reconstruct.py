@@ -50,6 +50,9 @@ FRAGMENT_COLUMNS: dict[str, np.dtype] = {
     "control_type": np.dtype(np.int16),  # marker: 0 ABORT / 1 COMMIT; run: -1
     "coordinator_epoch": np.dtype(np.int32),  # marker only, else -1
     "min_epoch": np.dtype(np.int32),  # run: smallest epoch among its batches
+    # run: base offset of its first batch whose base sequence does not follow the previous batch's last sequence
+    # at the same epoch (ProducerAppendInfo.checkSequence's test); -1: none, or a marker
+    "sequence_gap": np.dtype(np.int64),
 }
 
 
@@ -67,6 +70,7 @@ SUMMARY_FRAGMENT_COLUMNS = (
     "record_count",
     "size_bytes",
     "coordinator_epoch",
+    "sequence_gap",
 )
 
 
@@ -148,6 +152,7 @@ def files_fragments(
         "control_type": np.full(starts.size, -1, np.int16),
         "coordinator_epoch": np.full(starts.size, -1, np.int32),
         "min_epoch": (np.minimum.reduceat(epochs[data_idx], start_in_data) if starts.size else np.empty(0, np.int32)),
+        "sequence_gap": _sequence_gaps(batches, data_idx, start_in_data),
     }
     m_idx = idx[marker]
     marker_cols = {
@@ -164,6 +169,7 @@ def files_fragments(
         "control_type": batches["control_type"][m_idx].astype(np.int16),
         "coordinator_epoch": batches["coordinator_epoch"][m_idx].astype(np.int32),
         "min_epoch": epochs[m_idx],
+        "sequence_gap": np.full(m_idx.size, -1, np.int64),
     }
     out = {}
     for name, dtype in FRAGMENT_COLUMNS.items():
@@ -173,6 +179,27 @@ def files_fragments(
     of = np.concatenate([owner[idx[starts]], owner[m_idx]]).astype(np.int64, copy=False)
     by_owner = np.argsort(of, kind="stable")  # each segment's runs, then its markers
     return {name: values[by_owner] for name, values in out.items()}, of[by_owner]
+
+
+def _sequence_gaps(batches: Mapping[str, np.ndarray], data_idx: np.ndarray, start_in_data: np.ndarray) -> np.ndarray:
+    """Per run (its data batches ``data_idx``, starting at ``start_in_data``): the base offset of its first batch
+    whose base sequence is not the one after the previous batch's last sequence at the same epoch, or -1.
+    Sequences wrap at Integer.MAX_VALUE (``DefaultRecordBatch.incrementSequence``,
+    ``ProducerAppendInfo.inSequence``); a batch without sequences (-1, or headers without the column) breaks
+    nothing."""
+    if "base_sequence" not in batches:
+        return np.full(start_in_data.size, -1, np.int64)
+    if not data_idx.size:
+        return np.empty(0, np.int64)
+    seq = batches["base_sequence"][data_idx].astype(np.int64)
+    last = (seq + batches["last_offset"][data_idx] - batches["base_offset"][data_idx]) % (1 << 31)
+    epoch = batches["producer_epoch"][data_idx]
+    follows = np.ones(data_idx.size, bool)  # in order (or the run's first batch)
+    follows[1:] = (epoch[1:] != epoch[:-1]) | (seq[1:] < 0) | (seq[:-1] < 0) | (seq[1:] == (last[:-1] + 1) % (1 << 31))
+    follows[start_in_data] = True
+    at = np.where(follows, np.iinfo(np.int64).max, batches["base_offset"][data_idx].astype(np.int64))
+    first = np.minimum.reduceat(at, start_in_data)
+    return np.where(first == np.iinfo(np.int64).max, -1, first)
 
 
 def merge_fragments(fragments: Mapping[str, np.ndarray]) -> list[dict[str, int | None]]:
@@ -412,6 +439,7 @@ def _snapshot_fragments(snaps: Mapping[str, Col], replicas: ReplicaLogs) -> tupl
         "producer_id": _take(snaps["producer_id"], opened, every),
         "producer_epoch": epoch,
         "min_epoch": epoch,
+        "sequence_gap": col(np.full(opened.size, -1, np.int64)),
         "first_offset": col(first[opened]),
         "last_offset": col(last_off),
         "first_timestamp": col(np.zeros(opened.size, np.int64), np.zeros(opened.size, bool)),
@@ -453,6 +481,7 @@ _REDUCED = (
     "first_offset",
     "last_offset",
     "min_epoch",
+    "sequence_gap",
     "batch_count",
     "record_count",
     "size_bytes",
@@ -501,6 +530,7 @@ def replica_transactions(frags: Mapping[str, Col], snaps: Mapping[str, Col], rep
         "last_timestamp": at("last_timestamp", at_last, yes),
         "producer_epoch": at("producer_epoch", at_last, yes),
         "min_epoch": g.min(f["min_epoch"], data),
+        "sequence_gap": g.min(f["sequence_gap"], data & (f["sequence_gap"][0] >= 0)),
         "batch_count": g.sum(f["batch_count"], data),
         "record_count": g.sum(f["record_count"], data),
         "size_bytes": g.sum(f["size_bytes"], data),
@@ -616,6 +646,7 @@ def merge_replicas(
         "open_on_lead": col(g.any(counts_open & lead[r])),
         "diverged": col(g.any(counts_open) & g.any(closed)),
         "min_epoch": g.min(t["min_epoch"]),
+        "sequence_gap": g.min(t["sequence_gap"]),
         "first_timestamp": g.min(t["first_timestamp"]),
         "started_before_log_start": col(g.any(t["started_before_log_start"][0])),
     }
@@ -664,6 +695,7 @@ def _one_replica_each(
         "open_on_lead": col(open_ & replicas.is_lead[r]),
         "diverged": col(np.zeros(n, bool)),
         "min_epoch": t["min_epoch"],
+        "sequence_gap": t["sequence_gap"],
         "first_timestamp": t["first_timestamp"],
         "started_before_log_start": col(t["started_before_log_start"][0]),
     }

@@ -11,6 +11,10 @@
   partition. ``ProducerAppendInfo.checkProducerEpoch`` rejects such a batch from a client
   (``InvalidProducerEpochException``) and only logs it when it loads or replicates the log, so it is in a log only
   when something bypassed the leader's checks.
+* ``SEQUENCE_GAP``: a data batch of a transaction whose base sequence is not the one after the previous batch's
+  last sequence at the same epoch, the two batches adjacent in one segment (``ProducerAppendInfo.checkSequence``
+  rejects it from a client with ``OutOfOrderSequenceException``; a follower's fetch and the log's load append
+  with ``AppendOrigin.REPLICATION``, which checks no sequence, so such a batch stays in the log and loads).
 
 Pure and vectorized: Arrow tables in, anomaly rows out (as dicts: only the anomalies are formatted one by one).
 """
@@ -28,10 +32,20 @@ from txnlog.kafka.wire import ControlType, TransactionState
 from txnlog.model import contract
 from txnlog.model.arrow import group_starts, key_codes
 
-__all__ = ["EPOCH_REGRESSION", "SPLIT_OUTCOME", "Decisions", "coordinator_rows", "decisions", "epoch_rows"]
+__all__ = [
+    "EPOCH_REGRESSION",
+    "SEQUENCE_GAP",
+    "SPLIT_OUTCOME",
+    "Decisions",
+    "coordinator_rows",
+    "decisions",
+    "epoch_rows",
+    "sequence_rows",
+]
 
 SPLIT_OUTCOME = contract.IntegrityCheck.SPLIT_OUTCOME.value
 EPOCH_REGRESSION = contract.IntegrityCheck.EPOCH_REGRESSION.value
+SEQUENCE_GAP = contract.IntegrityCheck.SEQUENCE_GAP.value
 
 ERROR = contract.IntegritySeverity.ERROR.value
 WARNING = contract.IntegritySeverity.WARNING.value
@@ -278,4 +292,35 @@ def _epoch_row(t: dict[str, Any], txn_id: str | None) -> dict[str, Any]:
         "under transaction version 2 every transaction bumps the epoch and this must never appear.",
         "advice": "find which producer instance wrote these batches (a fenced zombie) and whether its records "
         "belong to the stream; the broker only logs this when it loads the log, it does not repair it.",
+    }
+
+
+def sequence_rows(txns: pa.Table, owners: pa.Table) -> list[dict[str, Any]]:
+    """``SEQUENCE_GAP`` rows: transactions with a batch out of sequence (``sequence_gap`` known)."""
+    if "sequence_gap" not in txns.column_names:
+        return []
+    bad = txns.filter(pc.is_valid(txns.column("sequence_gap")))
+    if not bad.num_rows:
+        return []
+    names = dict(zip(owners.column("producer_id").to_pylist(), owners.column("transactional_id").to_pylist()))
+    return [_sequence_row(t, names.get(t["producer_id"])) for t in bad.to_pylist()]
+
+
+def _sequence_row(t: dict[str, Any], txn_id: str | None) -> dict[str, Any]:
+    return {
+        **_txn_columns(t, txn_id),
+        "check": SEQUENCE_GAP,
+        "severity": ERROR,
+        "consumers_received": None,
+        "consumers_should_receive": None,
+        "restart_repairs": "NO",
+        "kafka_class": "ProducerAppendInfo.checkSequence, AppendOrigin",
+        "evidence": f"producer {t['producer_id']}'s transaction at {t['first_offset']}..{t['last_offset']} has a "
+        f"batch at offset {t['sequence_gap']} whose base sequence does not follow the previous batch's last "
+        "sequence at the same epoch: the leader rejects such a batch from a client (OutOfOrderSequenceException), "
+        "so records of this transaction were lost before the leader's log, or the batch came past that check (a "
+        "follower's or a tool's append, which checks no sequence); a compacted topic's cleaner also removes "
+        "batches.",
+        "advice": "compare the producer's sent records with the partition's records over this range; the broker "
+        "neither checks sequences when it loads the log nor repairs them.",
     }
