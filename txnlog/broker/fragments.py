@@ -45,6 +45,9 @@ FRAGMENT_COLUMNS: dict[str, np.dtype] = {
     "control_type": np.dtype(np.int16),  # marker: 0 ABORT / 1 COMMIT; run: -1
     "coordinator_epoch": np.dtype(np.int32),  # marker only, else -1
     "min_epoch": np.dtype(np.int32),  # run: smallest epoch among its batches
+    # run: base offset of its first batch whose base sequence does not follow the previous batch's last sequence
+    # at the same epoch (ProducerAppendInfo.checkSequence's test); -1: none, or a marker
+    "sequence_gap": np.dtype(np.int64),
 }
 
 
@@ -62,6 +65,7 @@ SUMMARY_FRAGMENT_COLUMNS = (
     "record_count",
     "size_bytes",
     "coordinator_epoch",
+    "sequence_gap",
 )
 
 
@@ -96,6 +100,7 @@ def _marker_fragments(
         "control_type": batches["control_type"][m_idx].astype(np.int16),
         "coordinator_epoch": batches["coordinator_epoch"][m_idx].astype(np.int32),
         "min_epoch": epochs[m_idx],
+        "sequence_gap": np.full(m_idx.size, -1, np.int64),
     }
 
 
@@ -164,6 +169,7 @@ def files_fragments(
         "control_type": np.full(starts.size, -1, np.int16),
         "coordinator_epoch": np.full(starts.size, -1, np.int32),
         "min_epoch": (np.minimum.reduceat(epochs[data_idx], start_in_data) if starts.size else np.empty(0, np.int32)),
+        "sequence_gap": _sequence_gaps(batches, data_idx, start_in_data),
     }
     m_idx = idx[marker]
     marker_cols = _marker_fragments(batches, m_idx, epochs)
@@ -175,6 +181,27 @@ def files_fragments(
     of = np.concatenate([owner[idx[starts]], owner[m_idx]]).astype(np.int64, copy=False)
     by_owner = np.argsort(of, kind="stable")  # each segment's runs, then its markers
     return {name: values[by_owner] for name, values in out.items()}, of[by_owner]
+
+
+def _sequence_gaps(batches: Mapping[str, np.ndarray], data_idx: np.ndarray, start_in_data: np.ndarray) -> np.ndarray:
+    """Per run (its data batches ``data_idx``, starting at ``start_in_data``): the base offset of its first batch
+    whose base sequence is not the one after the previous batch's last sequence at the same epoch, or -1.
+    Sequences wrap at Integer.MAX_VALUE (``DefaultRecordBatch.incrementSequence``,
+    ``ProducerAppendInfo.inSequence``); a batch without sequences (-1, or headers without the column) breaks
+    nothing."""
+    if "base_sequence" not in batches:
+        return np.full(start_in_data.size, -1, np.int64)
+    if not data_idx.size:
+        return np.empty(0, np.int64)
+    seq = batches["base_sequence"][data_idx].astype(np.int64)
+    last = (seq + batches["last_offset"][data_idx] - batches["base_offset"][data_idx]) % (1 << 31)
+    epoch = batches["producer_epoch"][data_idx]
+    follows = np.ones(data_idx.size, bool)  # in order (or the run's first batch)
+    follows[1:] = (epoch[1:] != epoch[:-1]) | (seq[1:] < 0) | (seq[:-1] < 0) | (seq[1:] == (last[:-1] + 1) % (1 << 31))
+    follows[start_in_data] = True
+    at = np.where(follows, np.iinfo(np.int64).max, batches["base_offset"][data_idx].astype(np.int64))
+    first = np.minimum.reduceat(at, start_in_data)
+    return np.where(first == np.iinfo(np.int64).max, -1, first)
 
 
 def merge_fragments(fragments: Mapping[str, np.ndarray]) -> list[dict[str, int | None]]:

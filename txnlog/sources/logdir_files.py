@@ -15,6 +15,7 @@ CHECKPOINT_FILES = {
     "replication-offset-checkpoint": "high_watermark",
     "log-start-offset-checkpoint": "log_start_offset",
     "recovery-point-offset-checkpoint": "recovery_point",
+    "cleaner-offset-checkpoint": "cleaner_offset",
 }
 #: Written by a broker that shut down cleanly, deleted when it starts loading (``CleanShutdownFileHandler``).
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
@@ -53,7 +54,11 @@ def read_checkpoints(broker: str, log_dir: str) -> list[Checkpoint]:
     clean = CLEAN_SHUTDOWN_FILE in present
     keys = sorted(set().union(*files.values()))
     hw, start, recovery = files["high_watermark"], files["log_start_offset"], files["recovery_point"]
-    return [Checkpoint(broker, *tp, hw.get(tp), start.get(tp), recovery.get(tp), clean) for tp in keys]
+    cleaned = files["cleaner_offset"]
+    return [
+        Checkpoint(broker, *tp, hw.get(tp), start.get(tp), recovery.get(tp), clean, cleaner_offset=cleaned.get(tp))
+        for tp in keys
+    ]
 
 
 META_PROPERTIES = "meta.properties"
