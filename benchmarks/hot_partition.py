@@ -176,6 +176,7 @@ def pieces_cpu(root: Path, split_bytes: int, repeat: int, log) -> list[dict[str,
     import pyarrow.compute as pc
 
     from txnlog.engine import segments as SG
+    from txnlog.engine.segment_group import summarize_snapshot
     from txnlog.engine.spark.sources import _read_index
     from txnlog.engine.staging import read_raw, staged_transactions, staged_transactions_of_summary
     from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
@@ -198,7 +199,7 @@ def pieces_cpu(root: Path, split_bytes: int, repeat: int, log) -> list[dict[str,
                 for _ in SG.summarize_segment(f, True, rows, merge):
                     pass
             for f in snaps:
-                for _ in SG.summarize_snapshot(f, merge):
+                for _ in summarize_snapshot(f, merge):
                     pass
             for _ in staged_transactions(merge, ck, SEGMENT_SUMMARY_SCHEMA, stage=stage):
                 pass
@@ -225,7 +226,7 @@ def pieces_cpu(root: Path, split_bytes: int, repeat: int, log) -> list[dict[str,
                     out += [*it, *rows.batches()]
                     cpu.append(time.process_time() - t)
             for f in snaps:
-                out += list(SG.summarize_snapshot(f, None))
+                out += list(summarize_snapshot(f, None))
             t = time.process_time()
             table = pa.Table.from_batches(out, SEGMENT_SUMMARY_SCHEMA)
             keep = table.filter(pc.is_in(table.column("kind"), pa.array(["snapshot", "piece", "segment"])))

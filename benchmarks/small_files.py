@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from txnlog.engine.segments import SegmentRows, summarize_segment, summarize_snapshot
+from txnlog.engine.segment_group import summarize_snapshot
+from txnlog.engine.segments import SegmentRows, summarize_segment
 
 try:
     from txnlog.engine.segment_group import SegmentGroup

@@ -20,6 +20,7 @@ examples:
   ./spark-submit.sh --dump-log broker-1=b1/orders-7.txt --dump-log broker-2=b2/orders-7.txt
   ./spark-submit.sh --logs /backup/kafka-logs --bootstrap-servers kafka-1:9092 --verify-live
   ./spark-submit.sh --bootstrap-servers kafka-1:9092 --topic orders --topic payments
+  ./spark-submit.sh --logs /backup/kafka-logs --metrics-file /var/lib/node_exporter/textfile/txnlog.prom
 
 Every table gets one run per (cluster, as_of): re-running replaces that run's rows.
 Exit codes: 0 done (findings or not), 2 bad input or configuration (one line says what to fix).
@@ -135,6 +136,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="bytes read before each unstable partition's LSO, so the open transaction's producer's previous "
         "marker is seen (default 1048576; 0 = none)",
     )
+    p.add_argument(
+        "--metrics-file",
+        metavar="FILE.prom",
+        help="also write the run's metrics (findings by verdict and reason, LSO lag, blocked consumer groups, "
+        "integrity anomalies, the run's as_of and duration) to this file for node_exporter's textfile collector, "
+        "atomically (config key 'metrics_file')",
+    )
+    p.add_argument(
+        "--pushgateway",
+        metavar="URL",
+        help="also push the run's metrics to this Prometheus Pushgateway (http://host:9091), grouped by "
+        "job=txnlog and cluster (config key 'pushgateway')",
+    )
     # spark-submit.sh checks the input before it starts a JVM, so that a typo fails in a second
     p.add_argument("--validate-only", action="store_true", help=argparse.SUPPRESS)
     # ... and runs a small input's job right there, starting no JVM at all (exit NEEDS_SPARK: a large one)
@@ -164,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         "split_segment_bytes": args.split_segment_bytes,
         "live_range": args.live_range,
         "live_lookback_bytes": args.live_lookback_bytes,
+        "metrics_file": args.metrics_file,
+        "pushgateway": args.pushgateway,
     }
     try:
         config = load_config(args.config, overrides)

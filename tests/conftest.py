@@ -70,6 +70,13 @@ _SHARED_RUNS = (
     "tests/e2e/test_placement.py",
     "tests/e2e/test_previous_pipeline.py",
 )
+#: test files that judge every writer scenario on the session's one run over it (tests/oracle/conftest.py's
+#: ``scenario_run``): one worker runs them all, so that each scenario is written and run once
+_SCENARIO_RUNS = (
+    "tests/oracle/test_coordinator.py",
+    "tests/oracle/test_dump_log.py",
+    "tests/oracle/test_scenarios.py",
+)
 #: directories whose files share a session fixture of their own (the sample history, the noida-db server)
 _SHARED_DIRS = ("tests/reports/", "tests/live/")
 
@@ -79,13 +86,29 @@ def _work_unit(nodeid: str) -> str:
     path = nodeid.split("::", 1)[0]
     if path in _SHARED_RUNS:
         return "shared-runs"
+    if path in _SCENARIO_RUNS:
+        return "scenario-runs"
     return next((d for d in _SHARED_DIRS if path.startswith(d)), path)
+
+
+#: the longest units (a job run per scenario or per module): handed out first, one to each worker, so that no
+#: worker starts one of them when the other is almost done
+_LONG_UNITS = ("shared-runs", "scenario-runs")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On an xdist worker: the tests of :data:`_LONG_UNITS` first (the scheduler hands units out in the order
+    they are collected); in one process (``-n 0``) the order is left as it is."""
+    if not hasattr(config, "workerinput"):
+        return
+    rank = {unit: n for n, unit in enumerate(_LONG_UNITS)}
+    items.sort(key=lambda item: rank.get(_work_unit(item.nodeid), len(rank)))
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-untyped-def]
     """``--dist loadfile`` (pyproject's addopts) by file, but the files that share a session fixture go to
     one worker, in the order they are collected (not the largest unit first: a unit of many fast tests is
-    not a long one)."""
+    not a long one; but :data:`_LONG_UNITS` are collected first)."""
     if config.getoption("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling

@@ -11,8 +11,8 @@ import pyarrow as pa
 
 from tests.kafka import encoders as E
 from tests.kafka.test_record_batch import TS, txn_batch
-from txnlog.engine.segment_group import SegmentGroup
-from txnlog.engine.segments import SegmentRows, summarize_segment, summarize_snapshot
+from txnlog.engine.segment_group import SegmentGroup, summarize_snapshot
+from txnlog.engine.segments import SegmentRows, summarize_segment
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
 from txnlog.rules.transactions import PartitionTransactions
 from txnlog.sources.logdirs import LogFile

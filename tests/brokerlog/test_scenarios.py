@@ -44,6 +44,7 @@ SINGLE_PURPOSE = {
     "txnindex_file_lost": set(),
     "split_outcome": set(),
     "epoch_regression": set(),
+    "sequence_gap": set(),
     # consumer groups behind a hanging transaction and a pending transactional offset commit
     "groups_behind_hanging_transaction": {"NO_TRANSACTIONAL_ID", "COORDINATOR_TIMEOUT_OVERDUE"},
     "several_open_transactions": {

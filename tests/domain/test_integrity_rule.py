@@ -9,8 +9,8 @@ import pyarrow as pa
 
 from txnlog.kafka.wire import ControlType
 from txnlog.model import contract
-from txnlog.model.rows import TXN_INDEX_SCHEMA, TXN_SEGMENT_SCHEMA
-from txnlog.rules.integrity import integrity
+from txnlog.model.rows import TXN_INDEX_SCHEMA, TXN_SEGMENT_SCHEMA, Checkpoint
+from txnlog.rules.integrity import MS_SCHEMA, compacted_gaps, integrity
 from txnlog.sources.logdirs import discover
 from txnlog.sources.txnindex import read_txn_indexes
 
@@ -128,3 +128,23 @@ def test_a_damaged_txnindex_is_a_quarantine_row_and_its_whole_entries_are_kept(t
     assert found.entries.column("producer_id").to_pylist() == [7]
     assert sorted(q.reason for _, q in found.quarantine) == ["bad_index", "truncated_tail"]
     assert found.segments.column("has_txnindex").to_pylist() == [True, True]
+
+
+def test_a_sequence_gap_is_an_error_unless_the_cleaner_compacted_past_it():
+    """A transaction whose batch at 12 is out of sequence: a SEQUENCE_GAP (ProducerAppendInfo.checkSequence); where
+    the partition's cleaner-offset-checkpoint is past the transaction, the log cleaner may have removed the batches
+    between, so the row says so as a WARNING."""
+    gap = {**_txn(7, 10, 15, 16, COMMIT), "sequence_gap": 12}
+    (row,) = _run([{**_txn(5, 0, 4, 5, COMMIT), "sequence_gap": None}, gap], [])  # from_pylist: the first row's keys
+    assert (row["check"], row["severity"], row["first_offset"], row["marker_offset"]) == (
+        "SEQUENCE_GAP",
+        "ERROR",
+        10,
+        16,
+    )
+    assert "offset 12" in row["evidence"]
+    rows = pa.Table.from_pylist([{**row, "from_time": None, "to_time": None}], schema=MS_SCHEMA)
+    below = compacted_gaps(rows, [Checkpoint("b1", "t", 0, 20, 0, 20, cleaner_offset=8)]).to_pylist()
+    past = compacted_gaps(rows, [Checkpoint("b1", "t", 0, 20, 0, 20, cleaner_offset=17)]).to_pylist()
+    assert below[0]["severity"] == "ERROR"
+    assert past[0]["severity"] == "WARNING" and "compacted this partition up to offset 17" in past[0]["evidence"]

@@ -23,6 +23,7 @@ COLUMNS = {
     "coordinator_epoch": np.int32,
     "marker_timestamp": np.int64,
     "control_status": np.int8,
+    "base_sequence": np.int32,
 }
 
 
@@ -48,6 +49,7 @@ def batches(*rows: dict) -> dict[str, np.ndarray]:
         out["coordinator_epoch"].append(7 if kind in ("commit", "abort") else -1)
         out["marker_timestamp"].append(1000 + off if kind in ("commit", "abort") else -1)
         out["control_status"].append({"commit": 1, "abort": 1, "empty_control": 2}.get(kind, 0))
+        out["base_sequence"].append(r.get("seq", -1))
     return {k: np.array(v, dtype=COLUMNS[k]) for k, v in out.items()}
 
 
@@ -118,3 +120,30 @@ def test_delete_horizon_is_not_a_first_timestamp():
 def test_no_transactional_data_no_fragments(kind):
     f = segment_fragments(batches({"offset": 0, "pid": 3, "kind": kind}))
     assert len(f["kind"]) == 0
+
+
+def test_a_batch_whose_sequence_skips_is_the_runs_sequence_gap():
+    """ProducerAppendInfo.checkSequence's test between adjacent batches of a run: the next base sequence is the
+    previous last sequence + 1 (wrapping at Integer.MAX_VALUE), at the same epoch; -1 means no gap."""
+    in_order = segment_fragments(
+        batches(
+            {"offset": 0, "pid": 5, "kind": "data", "records": 3, "seq": 2147483646},  # 2147483646..0
+            {"offset": 3, "pid": 5, "kind": "data", "seq": 1},
+            {"offset": 4, "pid": 5, "kind": "data", "seq": 0, "epoch": 1},  # a new epoch starts again
+            {"offset": 5, "pid": 5, "kind": "commit"},
+        )
+    )
+    assert in_order["sequence_gap"].tolist() == [-1, -1]
+    gap = segment_fragments(
+        batches(
+            {"offset": 0, "pid": 5, "kind": "data", "records": 2, "seq": 0},
+            {"offset": 2, "pid": 6, "kind": "data", "seq": 0},
+            {"offset": 3, "pid": 5, "kind": "data", "seq": 4},  # 2 and 3 lost
+            {"offset": 4, "pid": 5, "kind": "data", "seq": 9},
+            {"offset": 5, "pid": 5, "kind": "commit"},
+            {"offset": 6, "pid": 5, "kind": "data", "seq": 20},  # the next transaction: its first batch
+        )
+    )
+    runs = {(int(p), int(o)): int(g) for p, o, g, k in
+            zip(gap["producer_id"], gap["first_offset"], gap["sequence_gap"], gap["kind"], strict=True) if k == RUN}  # fmt: skip
+    assert runs == {(5, 0): 3, (6, 2): -1, (5, 6): -1}

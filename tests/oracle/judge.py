@@ -7,8 +7,9 @@ tests/oracle/test_scenarios.py's docstring.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from tests.e2e import truth as T
 
@@ -23,6 +24,20 @@ def run_txnlog(spark, logs: Path, out: Path, as_of_ms: int, cluster: str) -> Non
         None, {"logs": [str(logs)], "output": str(out), "as_of": str(as_of_ms), "cluster": cluster, "progress": False}
     )
     run(config, spark=spark, progress=lambda _m: None)
+
+
+@dataclass(frozen=True)
+class ScenarioRun:
+    """A writer scenario's copy (``logs``, the writer's ``truth``) and txnlog's tables over it (``out``), made
+    once per test session by the ``scenario_run`` fixture (tests/oracle/conftest.py)."""
+
+    SEED: ClassVar[int] = 3
+    CLUSTER: ClassVar[str] = "oracle-scenarios"
+
+    name: str
+    truth: Any
+    logs: Path
+    out: Path
 
 
 def _producers(rows: list[dict[str, Any]]) -> list[tuple]:

@@ -1,9 +1,9 @@
 """The coordinator, judged by Kafka: txnlog's ``coordinator_history`` and ``coordinator_state`` of every
 writer scenario equal what Apache Kafka's own code reads from the same ``__transaction_state`` bytes.
 
-Per scenario (written once, seed 3; ``bulk`` is left out: it takes size parameters and is the benchmarks'
-mix, its records are those of the others), one in-process job run at the scenario's ``as_of``, and two
-oracle JVMs:
+Per scenario (``bulk`` is left out: it takes size parameters and is the benchmarks' mix, its records are
+those of the others), the copy and the in-process job run at the scenario's ``as_of`` that every scenario
+module reads (the ``scenario_run`` fixture, tests/oracle/conftest.py), and two oracle JVMs:
 
 * ``dump --transaction-log-decoder`` (Kafka's ``DumpLogSegments`` with ``TransactionLog.formatRecordKeyAndValue``)
   over every non-empty ``__transaction_state`` segment: each record's offset, timestamp, key and payload
@@ -39,11 +39,12 @@ from typing import Any
 import pytest
 
 from tests.e2e.truth import rows
+from tests.oracle.judge import ScenarioRun
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
-CLUSTER = "oracle-coordinator"
-SEED = 3
+CLUSTER = ScenarioRun.CLUSTER
+SEED = ScenarioRun.SEED
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: the largest epoch ms a datetime holds (9999-12-31T23:59:59.999Z); txnlog nulls timestamps outside [0, this]
 _MAX_MS = 253402300799999
@@ -136,14 +137,11 @@ def run_txnlog(spark: Any, out: Path, *, as_of: int, cluster: str, **inputs: Any
 class Judged:
     """A scenario, txnlog's run on it, and Kafka's reading of its ``__transaction_state`` dirs."""
 
-    def __init__(self, name: str, root: Path, spark: Any, oracle: Any) -> None:
-        from txnlog.brokerlog.scenarios import write_scenario
-
-        self.name = name
-        self.truth = truth = write_scenario(name, root / "logs", seed=SEED)
-        self.out = root / "out"
-        run_txnlog(spark, self.out, as_of=truth.as_of_ms, cluster=CLUSTER, logs=[str(root / "logs")])
-        dirs = sorted(d for d in (root / "logs").rglob("__transaction_state-*") if d.is_dir())
+    def __init__(self, run: ScenarioRun, root: Path, oracle: Any) -> None:
+        self.name = run.name
+        self.truth = run.truth
+        self.out = run.out
+        dirs = sorted(d for d in run.logs.rglob("__transaction_state-*") if d.is_dir())
         self.all_dirs = dirs
         self.dirs = [d for d in dirs if any(f.stat().st_size > 0 for f in d.glob("*.log"))]
         # replica copies with the same bytes give the same answers: each content is read once
@@ -183,8 +181,8 @@ class Judged:
 
 
 @pytest.fixture(scope="module", params=SCENARIOS)
-def judged(request, spark, oracle, tmp_path_factory) -> Judged:
-    return Judged(request.param, tmp_path_factory.mktemp(f"coord-{request.param}"), spark, oracle)
+def judged(request, scenario_run, oracle, tmp_path_factory) -> Judged:
+    return Judged(scenario_run(request.param), tmp_path_factory.mktemp(f"coord-{request.param}"), oracle)
 
 
 def _history_row(r: dict[str, Any]) -> dict[str, Any]:

@@ -12,8 +12,9 @@ the file it was dumping, in the form ``kafka-dump-log.sh`` prints (the oracle ca
 reflection, which wraps the exception in an ``InvocationTargetException``; the real tool does not).
 The files the exception kept it from dumping are dumped by a new call, as an operator would.
 
-Then txnlog reads the dumps (``dump_log``) and the segments themselves (``logs``), in this process with
-the session's Spark, at the scenario's ``as_of`` and one cluster name: the tables must be equal in every
+Then txnlog reads the dumps (``dump_log``) and the segments themselves (``logs``: the run every scenario
+module shares, the ``scenario_run`` fixture), in this process with the session's Spark, at the scenario's
+``as_of`` and one cluster name: the tables must be equal in every
 column but ``source`` and the columns naming an input file, except where a dump cannot carry what the
 segments hold, each with its reason below: the high watermark (``_EXCLUDED``); the coordinator record's
 fields the decoder's text form does not print, and the order it prints a record's partitions in
@@ -38,10 +39,11 @@ import pytest
 from tests.dump_log.damage_view import assert_damage_equal, dump_lines, safety_by_id, without_regions
 from tests.e2e.test_previous_pipeline import TABLES, differences, read_delta
 from tests.oracle import kafka
+from tests.oracle.judge import ScenarioRun
 
 pytestmark = [pytest.mark.timeout(900)]
 
-CLUSTER = "kafka-dump-log"
+CLUSTER = ScenarioRun.CLUSTER  # the segments' run is the shared one (tests/oracle/conftest.py)
 SHOWN_LOG_DIR = "/var/lib/kafka/data"  # every broker's log.dirs, as the dumps print it
 DEEP = ("--deep-iteration",)
 DECODER = ("--transaction-log-decoder",)
@@ -181,19 +183,14 @@ def _run(spark, out: Path, as_of: str, **inputs) -> None:
 
 
 @pytest.fixture(scope="module", params=SCENARIOS)
-def judged(request, oracle, spark, tmp_path_factory) -> Judged:
-    from txnlog.brokerlog.scenarios import write_scenario
-
-    name = request.param
-    work = tmp_path_factory.mktemp(name)
-    truth = write_scenario(name, work / "logs", seed=1)
-    dumped = dump_brokers(work / "logs", work / "dumps")
-    as_of = str(truth.as_of_ms)
-    _run(spark, work / "out-logs", as_of, logs=[str(work / "logs")])
+def judged(request, oracle, scenario_run, spark, tmp_path_factory) -> Judged:
+    run = scenario_run(request.param)  # the copy and txnlog's run over its segments (tests/oracle/conftest.py)
+    work = tmp_path_factory.mktemp(run.name)
+    dumped = dump_brokers(run.logs, work / "dumps")
     # each broker's dumps named as that replica (NAME=PATH): every printed path is /var/lib/kafka/data/...
     named = [f"{p.name}={p}" for p in sorted((work / "dumps").iterdir())]
-    _run(spark, work / "out-dumps", as_of, dump_log=named)
-    return Judged(name, work / "logs", work / "dumps", dumped, work / "out-logs", work / "out-dumps")
+    _run(spark, work / "out-dumps", str(run.truth.as_of_ms), dump_log=named)
+    return Judged(run.name, run.logs, work / "dumps", dumped, run.out, work / "out-dumps")
 
 
 # --- the tests -----------------------------------------------------------------------------------------

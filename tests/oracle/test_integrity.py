@@ -127,6 +127,37 @@ def test_the_audit_runs_in_spark_as_here(oracle, spark, tmp_path):
 
 
 _BATCH = re.compile(r"baseOffset: (\d+) .*?producerId: (-?\d+) producerEpoch: (-?\d+) .*?isControl: (true|false)")
+_SEQUENCES = re.compile(r"baseOffset: (\d+) lastOffset: (\d+) .*?baseSequence: (-?\d+) lastSequence: (-?\d+) "
+                        r"producerId: (-?\d+)")  # fmt: skip
+
+
+def test_a_batch_whose_sequence_skips_a_lost_one_is_a_sequence_gap(oracle, tmp_path):
+    """The writer copies in, as a follower does, a batch whose base sequence skips a lost batch's. Kafka's own
+    DumpLogSegments shows the gap (the batch's baseSequence is not the previous batch's lastSequence + 1), and
+    Kafka's log load accepts it: LogSegment.recover and UnifiedLog.loadProducersFromRecords append with
+    AppendOrigin.REPLICATION, for which ProducerAppendInfo checks no sequence. txnlog names exactly that
+    transaction, at that batch."""
+    truth = write_scenario("sequence_gap", tmp_path / "logs")
+    out = tmp_path / "out"
+    run_txnlog(None, truth.root, out, truth.as_of_ms, "sequence_gap")
+    rows = T.rows(str(out), "integrity")
+    key = ("check", "topic", "partition", "producer_id", "marker_offset")
+    assert {tuple(r[k] for k in key) for r in rows} == {tuple(t[k] for k in key) for t in truth.notes["integrity"]}  # type: ignore[union-attr]
+    (row,) = rows
+    (log_dir,) = truth.log_dirs
+    part = log_dir / f"{row['topic']}-{row['partition']}"
+    mine = [
+        (int(m[1]), int(m[2]), int(m[3]), int(m[4]))
+        for m in _SEQUENCES.finditer(oracle.dump(*sorted(part.glob("*.log"))))
+        if int(m[5]) == row["producer_id"] and row["first_offset"] <= int(m[1]) <= row["last_offset"]
+    ]
+    gaps = [b[0] for a, b in zip(mine, mine[1:], strict=False) if b[2] != a[3] + 1]
+    assert gaps and str(gaps[0]) in row["evidence"], (mine, row["evidence"])
+    replay = tmp_path / "replay" / part.name  # no snapshot: every batch through ProducerAppendInfo
+    shutil.copytree(part, replay, ignore=shutil.ignore_patterns("*.snapshot"))
+    (loaded,) = oracle.load_partitions([replay], "--now", str(truth.as_of_ms), "--shutdown", "unclean",
+                                       "--recovery-point", "0")  # fmt: skip
+    assert "error" not in loaded and loaded["logEndOffset"] > row["marker_offset"], loaded
 
 
 def test_a_zombies_batch_below_the_last_marker_epoch_is_an_epoch_regression(oracle, tmp_path):
@@ -158,7 +189,14 @@ def test_a_zombies_batch_below_the_last_marker_epoch_is_an_epoch_regression(orac
     assert "error" not in loaded and loaded["logEndOffset"] > row["marker_offset"], loaded
 
 
-_FAULTS = {"index_entry_missing", "index_entry_spurious", "txnindex_file_lost", "split_outcome", "epoch_regression"}
+_FAULTS = {
+    "index_entry_missing",
+    "index_entry_spurious",
+    "txnindex_file_lost",
+    "split_outcome",
+    "epoch_regression",
+    "sequence_gap",
+}
 # bulk: the benchmarks' large data set (its transactions are those of healthy's kinds)
 CLEAN = [n for n in scenario_names() if n not in _FAULTS and n != "bulk"]
 

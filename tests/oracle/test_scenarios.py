@@ -32,32 +32,24 @@ truth's live answer:
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
 from tests.e2e import truth as T
-from tests.oracle.judge import kafka_answers, run_txnlog, truth_differences, txnlog_differences
-from txnlog.brokerlog.scenarios import scenario_names, write_scenario
+from tests.oracle.judge import kafka_answers, truth_differences, txnlog_differences
+from txnlog.brokerlog.scenarios import scenario_names
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 SCENARIOS = [n for n in scenario_names() if n != "bulk"]
 
 
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("oracle-scenarios")
-
-
 @pytest.mark.parametrize("name", SCENARIOS)
-def test_scenario_loads_in_kafka_as_txnlog_and_the_truth_say(oracle, spark, workdir, name):
-    truth = write_scenario(name, workdir / name / "logs", seed=3)
-    kafka = kafka_answers(oracle, truth)
-    problems = truth_differences(truth, kafka)
-    out = workdir / name / "out"
-    run_txnlog(spark, truth.root, out, truth.as_of_ms, name)
-    problems += txnlog_differences(truth, kafka, out)
+def test_scenario_loads_in_kafka_as_txnlog_and_the_truth_say(oracle, scenario_run, name):
+    run = scenario_run(name)  # the copy and txnlog's run over it (tests/oracle/conftest.py)
+    kafka = kafka_answers(oracle, run.truth)
+    problems = truth_differences(run.truth, kafka)
+    problems += txnlog_differences(run.truth, kafka, run.out)
     assert not problems, f"{name}: " + "\n".join(problems)
 
 
@@ -65,7 +57,7 @@ _BATCH = re.compile(r"baseOffset: (\d+) lastOffset: \d+ .*producerId: (-?\d+) .*
 _MARKER = re.compile(r"endTxnMarker: (\w+)")
 
 
-def test_a_rolled_over_producer_ids_transaction_hangs_as_kafka_says(oracle, spark, tmp_path):
+def test_a_rolled_over_producer_ids_transaction_hangs_as_kafka_says(oracle, scenario_run):
     """A transaction of an id's previous producer id, on a partition its new producer id's transaction lists.
 
     Kafka's own code says who ends it: ``DumpLogSegments`` shows the new producer id's COMMIT marker on the
@@ -78,7 +70,8 @@ def test_a_rolled_over_producer_ids_transaction_hangs_as_kafka_says(oracle, spar
     ground truth and txnlog must say so, and call the new producer id's own transaction LATE. (The record
     right after the rollover, Complete*, names the old producer id as the previous one: txnlog no longer
     counts that as owning it, tests/domain/test_classify.py.)"""
-    truth = write_scenario("rolled_over_producer_id", tmp_path / "logs", seed=3)
+    run = scenario_run("rolled_over_producer_id")
+    truth, out = run.truth, run.out
     hang = next(f for f in truth.findings if f.verdict == "HANGING")
     late = next(f for f in truth.findings if f.verdict == "LATE")
     assert (hang.topic, hang.partition) == (late.topic, late.partition)
@@ -113,8 +106,6 @@ def test_a_rolled_over_producer_ids_transaction_hangs_as_kafka_says(oracle, spar
 
     assert (hang.reason, hang.safety, hang.transactional_id) == ("NO_TRANSACTIONAL_ID", "SAFE", None)
     assert late.reason == "COORDINATOR_TIMEOUT_OVERDUE"
-    out = tmp_path / "out"
-    run_txnlog(spark, truth.root, out, truth.as_of_ms, "rolled_over_producer_id")
     assert T.actual_findings(str(out), T.recommendations_by_key(str(out))) == T.expected_findings(truth)
     (evidence,) = [r["evidence"] for r in T.rows(str(out), "findings") if r["producer_id"] == old_pid]
     assert f"it was last seen under {late.transactional_id}" in evidence

@@ -95,7 +95,8 @@ def test_forensics_notebook_on_the_newest_run(sample_history, tmp_path):
     assert done.pngs_of("plot_timeline(") == 1
     assert done.pngs_of("plot_impact_plan(plan)") == 1
     assert done.pngs_of("plot_integrity(integrity)") == 1
-    assert len(done.figures) == 4 and all(p.stat().st_size > 10_000 for p in done.figures)
+    assert done.pngs_of("plot_blocked(who)") == 1
+    assert len(done.figures) == 5 and all(p.stat().st_size > 10_000 for p in done.figures)
     # the integrity audit: one summary row per anomaly check, as the table holds (the sample has no fault)
     integrity = [r for r in _rows(h.output, "integrity", as_of=h.natural) if r["severity"] != "NOT_CHECKED"]
     assert [r["check"] for r in v["integrity"]] == list(ANOMALY_CHECKS)

@@ -1,23 +1,6 @@
-"""Rebuild transactions from batch headers, the way a broker's producer state does.
-
-The rules (``ProducerAppendInfo``; docs/formats.md §6, §8.2):
-
-* the first *transactional data* batch of a producer id with nothing open opens
-  a transaction at that batch's base offset;
-* any ABORT/COMMIT control batch of that producer id closes it, whatever its
-  epoch (TV2 markers carry epoch + 1, fences larger ones);
-* control batches with zero records, or of other control types, are ignored
-  (the broker ignores them: the transaction was cleaned away);
-* non-transactional batches never open or close anything.
-
-Work is split so that the heavy part runs where the bytes are: each segment is
-collapsed, vectorized, into *fragments* — one ``RUN`` per maximal sequence of a
-producer's data batches between two of its markers, and one ``MARKER`` per end
-marker. Fragments of all segments and replicas of a partition are then merged
-(a handful per producer and segment) by :func:`replica_transactions` and
-:func:`merge_replicas` below: a run opens or extends a transaction, a marker
-closes the one that is open. :func:`merge_fragments` is the step-by-step
-reference the tests hold them against. Pure module: numpy only.
+"""Transactions of whole partitions, the way a broker's producer state rebuilds them: every replica's
+fragments (txnlog.broker.fragments) and producer snapshots merged into one row per transaction and replica
+(:func:`replica_transactions`), then across replicas (:func:`merge_replicas`). Pure module: numpy only.
 """
 
 from __future__ import annotations
@@ -27,196 +10,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from txnlog.broker.fragments import CONTROL_STATUS_END_TXN as CONTROL_STATUS_END_TXN
+from txnlog.broker.fragments import FRAGMENT_COLUMNS as FRAGMENT_COLUMNS
+from txnlog.broker.fragments import MARKER as MARKER
+from txnlog.broker.fragments import RUN as RUN
+from txnlog.broker.fragments import SNAPSHOT_OPEN as SNAPSHOT_OPEN
+from txnlog.broker.fragments import SUMMARY_FRAGMENT_COLUMNS as SUMMARY_FRAGMENT_COLUMNS
+from txnlog.broker.fragments import empty_fragments as empty_fragments
+from txnlog.broker.fragments import files_fragments as files_fragments
+from txnlog.broker.fragments import merge_fragments as merge_fragments
+from txnlog.broker.fragments import segment_fragments as segment_fragments
 from txnlog.model.arrow import group_starts
-
-RUN = 0
-MARKER = 1
-#: Marker-like pseudo fragment: an open transaction known only from a producer snapshot.
-SNAPSHOT_OPEN = 2
-
-CONTROL_STATUS_END_TXN = 1  # txnlog.kafka.record_batch: an ABORT/COMMIT marker that decoded
-
-FRAGMENT_COLUMNS: dict[str, np.dtype] = {
-    "kind": np.dtype(np.int8),
-    "producer_id": np.dtype(np.int64),
-    "producer_epoch": np.dtype(np.int32),  # epoch of the run's last batch, or the marker's
-    "first_offset": np.dtype(np.int64),  # run: first batch base offset; marker: its offset
-    "last_offset": np.dtype(np.int64),  # run: last offset of its last batch; marker: its offset
-    "first_timestamp": np.dtype(np.int64),  # run: base timestamp of its first batch
-    "last_timestamp": np.dtype(np.int64),  # run: max timestamp of its last batch; marker: record ts
-    "batch_count": np.dtype(np.int64),
-    "record_count": np.dtype(np.int64),
-    "size_bytes": np.dtype(np.int64),
-    "control_type": np.dtype(np.int16),  # marker: 0 ABORT / 1 COMMIT; run: -1
-    "coordinator_epoch": np.dtype(np.int32),  # marker only, else -1
-    "min_epoch": np.dtype(np.int32),  # run: smallest epoch among its batches
-}
-
-
-#: Fragment columns the segment and kafka-dump-log.sh readers copy as they are into their summary rows
-#: (``kind`` and ``control_type`` are converted on the way).
-SUMMARY_FRAGMENT_COLUMNS = (
-    "producer_id",
-    "producer_epoch",
-    "min_epoch",
-    "first_offset",
-    "last_offset",
-    "first_timestamp",
-    "last_timestamp",
-    "batch_count",
-    "record_count",
-    "size_bytes",
-    "coordinator_epoch",
-)
-
-
-def empty_fragments() -> dict[str, np.ndarray]:
-    return {name: np.empty(0, dtype) for name, dtype in FRAGMENT_COLUMNS.items()}
-
-
-def segment_fragments(batches: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Collapse one segment's batch headers into RUN and MARKER fragments.
-
-    ``batches`` holds the columns of ``txnlog.kafka.record_batch.BATCH_COLUMNS``
-    for one segment in log order. Vectorized: a sort and a few reductions.
-    """
-    return files_fragments(batches, None)[0]
-
-
-def files_fragments(
-    batches: Mapping[str, np.ndarray], owner: np.ndarray | None
-) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """:func:`segment_fragments` of several segments at once: ``batches`` their columns one after another,
-    ``owner`` (ascending) the segment of each row (None: one segment). Returns the fragments, each segment's
-    in the order its own call would give them, segment after segment, and the segment of each."""
-    is_control = batches["is_control"]
-    transactional = batches["is_transactional"] & (batches["producer_id"] >= 0)
-    is_marker = is_control & (batches["control_status"] == CONTROL_STATUS_END_TXN)
-    keep = np.flatnonzero(transactional & (is_marker | ~is_control))
-    if keep.size == 0:
-        return empty_fragments(), np.empty(0, np.int64)
-    pid = batches["producer_id"][keep]
-    if owner is None:
-        order = np.lexsort((batches["base_offset"][keep], pid))
-    else:
-        order = np.lexsort((batches["base_offset"][keep], pid, owner[keep]))
-    idx = keep[order]
-    pid = pid[order]
-    marker = is_marker[idx]
-
-    # A run starts at a data batch whose predecessor (same producer and segment) is a marker or absent.
-    new_pid = np.ones(idx.size, dtype=bool)
-    new_pid[1:] = pid[1:] != pid[:-1]
-    if owner is not None:
-        of = owner[idx]
-        new_pid[1:] |= of[1:] != of[:-1]
-    prev_marker = np.ones(idx.size, dtype=bool)
-    prev_marker[1:] = marker[:-1]
-    run_start = ~marker & (new_pid | prev_marker)
-    # Runs end where the next item is a marker, another producer, or the end.
-    next_breaks = np.ones(idx.size, dtype=bool)
-    next_breaks[:-1] = new_pid[1:] | marker[1:]
-    run_end = ~marker & next_breaks
-
-    starts = np.flatnonzero(run_start)
-    ends = np.flatnonzero(run_end)
-    data_pos = np.flatnonzero(~marker)
-    # reduceat over the data items only: map run starts to positions in data_pos
-    start_in_data = np.searchsorted(data_pos, starts)
-    data_idx = idx[~marker]
-
-    def reduce_sum(col: np.ndarray) -> np.ndarray:
-        return np.add.reduceat(col[data_idx].astype(np.int64), start_in_data) if starts.size else np.empty(0, np.int64)
-
-    epochs = batches["producer_epoch"].astype(np.int32)
-    run_cols = {
-        "kind": np.full(starts.size, RUN, np.int8),
-        "producer_id": pid[starts],
-        "producer_epoch": epochs[idx[ends]],
-        "first_offset": batches["base_offset"][idx[starts]],
-        "last_offset": batches["last_offset"][idx[ends]],
-        # a cleaned batch stores its delete horizon in base_timestamp (attributes bit 6, docs/formats.md §2)
-        "first_timestamp": np.where(
-            batches["has_delete_horizon"][idx[starts]],
-            batches["max_timestamp"][idx[starts]],
-            batches["base_timestamp"][idx[starts]],
-        ),
-        "last_timestamp": batches["max_timestamp"][idx[ends]],
-        "batch_count": (ends - starts + 1).astype(np.int64),
-        "record_count": reduce_sum(batches["record_count"]),
-        "size_bytes": reduce_sum(batches["batch_length"]) + 12 * (ends - starts + 1),
-        "control_type": np.full(starts.size, -1, np.int16),
-        "coordinator_epoch": np.full(starts.size, -1, np.int32),
-        "min_epoch": (np.minimum.reduceat(epochs[data_idx], start_in_data) if starts.size else np.empty(0, np.int32)),
-    }
-    m_idx = idx[marker]
-    marker_cols = {
-        "kind": np.full(m_idx.size, MARKER, np.int8),
-        "producer_id": batches["producer_id"][m_idx],
-        "producer_epoch": epochs[m_idx],
-        "first_offset": batches["base_offset"][m_idx],
-        "last_offset": batches["base_offset"][m_idx],
-        "first_timestamp": batches["marker_timestamp"][m_idx],
-        "last_timestamp": batches["marker_timestamp"][m_idx],
-        "batch_count": np.ones(m_idx.size, np.int64),
-        "record_count": batches["record_count"][m_idx].astype(np.int64),
-        "size_bytes": batches["batch_length"][m_idx].astype(np.int64) + 12,
-        "control_type": batches["control_type"][m_idx].astype(np.int16),
-        "coordinator_epoch": batches["coordinator_epoch"][m_idx].astype(np.int32),
-        "min_epoch": epochs[m_idx],
-    }
-    out = {}
-    for name, dtype in FRAGMENT_COLUMNS.items():
-        out[name] = np.concatenate([run_cols[name], marker_cols[name]]).astype(dtype, copy=False)
-    if owner is None:
-        return out, np.zeros(out["kind"].size, np.int64)
-    of = np.concatenate([owner[idx[starts]], owner[m_idx]]).astype(np.int64, copy=False)
-    by_owner = np.argsort(of, kind="stable")  # each segment's runs, then its markers
-    return {name: values[by_owner] for name, values in out.items()}, of[by_owner]
-
-
-def merge_fragments(fragments: Mapping[str, np.ndarray]) -> list[dict[str, int | None]]:
-    """Reference merge of one replica's fragments into transactions, one fragment at a time (the tests'
-    oracle for the vectorized :func:`replica_transactions`). Returns one
-    dict per transaction: producer_id, first_offset, last_offset, marker_offset
-    (None if open), control_type (None if open), batch_count, ...
-    """
-    order = np.lexsort((fragments["first_offset"], fragments["producer_id"]))
-    open_txn: dict[int, dict[str, int | None]] = {}
-    done: list[dict[str, int | None]] = []
-    for i in order:
-        pid = int(fragments["producer_id"][i])
-        kind = int(fragments["kind"][i])
-        if kind in (RUN, SNAPSHOT_OPEN):
-            cur = open_txn.get(pid)
-            if cur is None:
-                open_txn[pid] = {
-                    "producer_id": pid,
-                    "producer_epoch": int(fragments["producer_epoch"][i]),
-                    "first_offset": int(fragments["first_offset"][i]),
-                    "last_offset": int(fragments["last_offset"][i]),
-                    "first_timestamp": int(fragments["first_timestamp"][i]),
-                    "last_timestamp": int(fragments["last_timestamp"][i]),
-                    "batch_count": int(fragments["batch_count"][i]),
-                    "record_count": int(fragments["record_count"][i]),
-                    "marker_offset": None,
-                    "control_type": None,
-                }
-            else:
-                cur["producer_epoch"] = int(fragments["producer_epoch"][i])
-                cur["last_offset"] = int(fragments["last_offset"][i])
-                cur["last_timestamp"] = int(fragments["last_timestamp"][i])
-                cur["batch_count"] = int(cur["batch_count"] or 0) + int(fragments["batch_count"][i])
-                cur["record_count"] = int(cur["record_count"] or 0) + int(fragments["record_count"][i])
-        else:
-            cur = open_txn.pop(pid, None)
-            if cur is not None:  # a marker with nothing open is ignored, as the broker does
-                cur["marker_offset"] = int(fragments["first_offset"][i])
-                cur["control_type"] = int(fragments["control_type"][i])
-                done.append(cur)
-    done.extend(open_txn.values())
-    return sorted(done, key=lambda t: (t["first_offset"], t["producer_id"]))
-
 
 # ---------------------------------------------------------------------------
 # Transactions of whole partitions: every replica's fragments → one row per transaction
@@ -412,6 +216,7 @@ def _snapshot_fragments(snaps: Mapping[str, Col], replicas: ReplicaLogs) -> tupl
         "producer_id": _take(snaps["producer_id"], opened, every),
         "producer_epoch": epoch,
         "min_epoch": epoch,
+        "sequence_gap": col(np.full(opened.size, -1, np.int64)),
         "first_offset": col(first[opened]),
         "last_offset": col(last_off),
         "first_timestamp": col(np.zeros(opened.size, np.int64), np.zeros(opened.size, bool)),
@@ -453,6 +258,7 @@ _REDUCED = (
     "first_offset",
     "last_offset",
     "min_epoch",
+    "sequence_gap",
     "batch_count",
     "record_count",
     "size_bytes",
@@ -501,6 +307,7 @@ def replica_transactions(frags: Mapping[str, Col], snaps: Mapping[str, Col], rep
         "last_timestamp": at("last_timestamp", at_last, yes),
         "producer_epoch": at("producer_epoch", at_last, yes),
         "min_epoch": g.min(f["min_epoch"], data),
+        "sequence_gap": g.min(f["sequence_gap"], data & (f["sequence_gap"][0] >= 0)),
         "batch_count": g.sum(f["batch_count"], data),
         "record_count": g.sum(f["record_count"], data),
         "size_bytes": g.sum(f["size_bytes"], data),
@@ -512,18 +319,7 @@ def replica_transactions(frags: Mapping[str, Col], snaps: Mapping[str, Col], rep
     }
     from_snapshot = g.any(snap)
     snap_first = g.min(f["first_offset"], snap)
-    # the marker that closed this producer's previous transaction on the replica
-    same_producer = np.zeros(first.size, bool)
-    if first.size:
-        same_producer[1:] = (r[first][1:] == r[first][:-1]) & (pid[first][1:] == pid[first][:-1])
-    prev = np.maximum(np.arange(first.size) - 1, 0)
-    for name, source in (
-        ("prev_marker_offset", "marker_offset"),
-        ("prev_marker_type", "control_type"),
-        ("prev_marker_epoch", "marker_epoch"),
-        ("prev_coordinator_epoch", "coordinator_epoch"),
-    ):
-        t[name] = _take(t[source], prev, same_producer)
+    _add_previous_markers(t, r[first], pid[first])
     if not has_data.all():  # groups of markers alone: markers with nothing open closed nothing
         keep = np.flatnonzero(has_data)
         t = {name: _take(c, keep, np.ones(keep.size, bool)) for name, c in t.items()}
@@ -540,6 +336,22 @@ def replica_transactions(frags: Mapping[str, Col], snaps: Mapping[str, Col], rep
     before = from_snapshot & snap_first[1] & (snap_first[0] < replicas.log_start[r_t])
     t["started_before_log_start"] = col(before)
     return t
+
+
+def _add_previous_markers(t: dict[str, Col], replica: np.ndarray, pid: np.ndarray) -> None:
+    """Into ``t``, transactions in (replica, producer) order: the marker that closed the same producer's previous
+    transaction on the replica (offset, type, epochs), null for a producer's first."""
+    same_producer = np.zeros(replica.size, bool)
+    if replica.size:
+        same_producer[1:] = (replica[1:] == replica[:-1]) & (pid[1:] == pid[:-1])
+    prev = np.maximum(np.arange(replica.size) - 1, 0)
+    for name, source in (
+        ("prev_marker_offset", "marker_offset"),
+        ("prev_marker_type", "control_type"),
+        ("prev_marker_epoch", "marker_epoch"),
+        ("prev_coordinator_epoch", "coordinator_epoch"),
+    ):
+        t[name] = _take(t[source], prev, same_producer)
 
 
 def _entry_of(
@@ -616,6 +428,7 @@ def merge_replicas(
         "open_on_lead": col(g.any(counts_open & lead[r])),
         "diverged": col(g.any(counts_open) & g.any(closed)),
         "min_epoch": g.min(t["min_epoch"]),
+        "sequence_gap": g.min(t["sequence_gap"]),
         "first_timestamp": g.min(t["first_timestamp"]),
         "started_before_log_start": col(g.any(t["started_before_log_start"][0])),
     }
@@ -664,6 +477,7 @@ def _one_replica_each(
         "open_on_lead": col(open_ & replicas.is_lead[r]),
         "diverged": col(np.zeros(n, bool)),
         "min_epoch": t["min_epoch"],
+        "sequence_gap": t["sequence_gap"],
         "first_timestamp": t["first_timestamp"],
         "started_before_log_start": col(t["started_before_log_start"][0]),
     }

@@ -304,12 +304,7 @@ def dense(
         hot = DenseTopic(HOT_TOPIC, 1, hot_segment_bytes, hot_batch_bytes, Compression.NONE, producers, 1)
         topics = (*topics, hot)
     started = time.perf_counter()
-    out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        if not overwrite:
-            raise FileExistsError(f"{out} is not empty (use overwrite=True)")
-        shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = _empty_dir(out, overwrite)
     c = Cluster(out, seed=seed, name="dense", broker_ids=(1,))
     for t in topics:
         c.create_topic(t.name, t.partitions, segment_bytes=t.segment_bytes)
@@ -323,8 +318,64 @@ def dense(
         round_bytes += ws.size * (wire.RECORD_BATCH_OVERHEAD + len(payloads[t.name].data) + marker_size) / t.period
     rounds = max(layout.cycle, int(np.ceil(total_bytes / round_bytes)))
     aborted = _aborted(producers, rounds, seed, abort_rate)
+    txns = _coordinate(c, layout, producers, rounds, aborted)
+    arrays, partitions = _write_partitions(c, topics, layout, payloads, txns, rounds, aborted)
+    as_of = max(int(txns.round_start[-1]) + _COMPLETE_MS + (producers - 1) // 4, c.max_timestamp())
+    c.close()
+    files = [f for f in out.rglob("*") if f.is_file()]
+    commits = int(arrays["outcome"].sum())
+    total = int(arrays["outcome"].size)
+    return DenseResult(
+        name="dense",
+        root=out,
+        as_of_ms=as_of,
+        transactions=total,
+        outcomes={"COMMIT": commits, "ABORT": total - commits},
+        partitions=partitions,
+        arrays=arrays,
+        topics=[t.name for t in topics],
+        rounds=rounds,
+        producers=producers,
+        coordinator_records=txns.coordinator_records,
+        bytes_written=sum(f.stat().st_size for f in files),
+        files_written=len(files),
+        elapsed_s=time.perf_counter() - started,
+        notes={
+            "topics": [t.__dict__ | {"compression": t.compression.name} for t in topics],
+            "batch_bytes": {n: wire.RECORD_BATCH_OVERHEAD + len(pl.data) for n, pl in payloads.items()},
+            "records_per_batch": {n: pl.record_count for n, pl in payloads.items()},
+            "marker_bytes": marker_size,
+            "commit_interval_ms": COMMIT_INTERVAL_MS,
+        },
+    )
 
-    # -- the coordinator: three __transaction_state records per producer and round, in time order
+
+def _empty_dir(out: str | Path, overwrite: bool) -> Path:
+    """``out``, created, empty (emptied only with ``overwrite``)."""
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        if not overwrite:
+            raise FileExistsError(f"{out} is not empty (use overwrite=True)")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+@dataclass
+class _Transactions:
+    """The coordinator's side of every producer's rounds: producer ids, coordinator epochs, the producer epoch
+    of each [producer, round]'s data and of its marker, each round's start time."""
+
+    pids: np.ndarray
+    coordinator_epochs: np.ndarray
+    data_epoch: np.ndarray
+    marker_epoch: np.ndarray
+    round_start: np.ndarray
+    coordinator_records: int
+
+
+def _coordinate(c: Cluster, layout: _Layout, producers: int, rounds: int, aborted: np.ndarray) -> _Transactions:
+    """The coordinator: three __transaction_state records per producer and round, in time order."""
     app = f"dense-app-{c.rng.getrandbits(64):016x}"
     txn_ids = [f"{app}-StreamThread-{j + 1}-producer" for j in range(producers)]
     clients = [c.transactional_producer(tid, transaction_version=2).init_transactions() for tid in txn_ids]
@@ -357,53 +408,37 @@ def dense(
             coordinator.deliver_pending_markers(tid)  # Complete*
     coordinator_records = len(coordinator.records) - records_before
     c.clock.now_ms = int(round_start[-1]) + COMMIT_INTERVAL_MS
+    return _Transactions(pids, coordinator_epochs, data_epoch, marker_epoch, round_start, coordinator_records)
 
-    # -- the partitions
-    names = [t.name for t in topics]
-    topic_index = {n: i for i, n in enumerate(names)}
-    columns: dict[str, list[np.ndarray]] = {
-        k: []
-        for k in (
-            "topic",
-            "partition",
-            "producer_id",
-            "first_offset",
-            "last_offset",
-            "marker_offset",
-            "outcome",
-        )
-    }
+
+def _write_partitions(
+    c: Cluster,
+    topics: tuple[DenseTopic, ...],
+    layout: _Layout,
+    payloads: dict[str, EncodedRecords],
+    txns: _Transactions,
+    rounds: int,
+    aborted: np.ndarray,
+) -> tuple[dict[str, np.ndarray], dict[str, dict[str, int]]]:
+    """Every partition's rounds (:func:`_write_partition`); returns the transactions' columns and each
+    partition's counts."""
+    topic_index = {t.name: i for i, t in enumerate(topics)}
+    names = ("topic", "partition", "producer_id", "first_offset", "last_offset", "marker_offset", "outcome")
+    columns: dict[str, list[np.ndarray]] = {k: [] for k in names}
     partitions: dict[str, dict[str, int]] = {}
     marker_payloads: dict[tuple[int, int], EncodedRecords] = {}
     for (t, p), ws, ph in zip(layout.tps, layout.writers, layout.phase):
         ts_rounds = np.arange(ph, rounds, t.period, dtype=np.int64)
         log = c.partition(t.name, p).leader_log
         if ts_rounds.size == 0:
-            partitions[f"{t.name}-{p}"] = {
-                "COMMIT": 0,
-                "ABORT": 0,
-                "log_end_offset": 0,
-                "writers": int(ws.size),
-            }
+            partitions[f"{t.name}-{p}"] = {"COMMIT": 0, "ABORT": 0, "log_end_offset": 0, "writers": int(ws.size)}
             continue
-        first, marker, outcome = _write_partition(
-            log,
-            payloads[t.name],
-            ws,
-            ts_rounds,
-            round_start,
-            pids,
-            data_epoch,
-            marker_epoch,
-            aborted,
-            coordinator_epochs,
-            marker_payloads,
-        )
+        first, marker, outcome = _write_partition(log, payloads[t.name], ws, ts_rounds, txns, aborted, marker_payloads)
         n = first.size
         per = payloads[t.name].last_offset_delta + 1
         columns["topic"].append(np.full(n, topic_index[t.name], dtype=np.int64))
         columns["partition"].append(np.full(n, p, dtype=np.int64))
-        columns["producer_id"].append(np.broadcast_to(pids[ws], (ts_rounds.size, ws.size)).ravel())
+        columns["producer_id"].append(np.broadcast_to(txns.pids[ws], (ts_rounds.size, ws.size)).ravel())
         columns["first_offset"].append(first)
         columns["last_offset"].append(first + per - 1)
         columns["marker_offset"].append(marker)
@@ -415,35 +450,8 @@ def dense(
             "log_end_offset": log.log_end_offset,
             "writers": int(ws.size),
         }
-    as_of = max(int(round_start[-1]) + _COMPLETE_MS + (producers - 1) // 4, c.max_timestamp())
-    c.close()
     arrays = {k: np.concatenate(v) if v else np.empty(0, np.int64) for k, v in columns.items()}
-    files = [f for f in out.rglob("*") if f.is_file()]
-    commits = int(arrays["outcome"].sum())
-    total = int(arrays["outcome"].size)
-    return DenseResult(
-        name="dense",
-        root=out,
-        as_of_ms=as_of,
-        transactions=total,
-        outcomes={"COMMIT": commits, "ABORT": total - commits},
-        partitions=partitions,
-        arrays=arrays,
-        topics=names,
-        rounds=rounds,
-        producers=producers,
-        coordinator_records=coordinator_records,
-        bytes_written=sum(f.stat().st_size for f in files),
-        files_written=len(files),
-        elapsed_s=time.perf_counter() - started,
-        notes={
-            "topics": [t.__dict__ | {"compression": t.compression.name} for t in topics],
-            "batch_bytes": {n: wire.RECORD_BATCH_OVERHEAD + len(pl.data) for n, pl in payloads.items()},
-            "records_per_batch": {n: pl.record_count for n, pl in payloads.items()},
-            "marker_bytes": marker_size,
-            "commit_interval_ms": COMMIT_INTERVAL_MS,
-        },
-    )
+    return arrays, partitions
 
 
 def _write_partition(
@@ -451,12 +459,8 @@ def _write_partition(
     payload: EncodedRecords,
     ws: np.ndarray,
     rounds: np.ndarray,
-    round_start: np.ndarray,
-    pids: np.ndarray,
-    data_epoch: np.ndarray,
-    marker_epoch: np.ndarray,
+    txns: _Transactions,
     aborted: np.ndarray,
-    coordinator_epochs: np.ndarray,
     marker_payloads: dict[tuple[int, int], EncodedRecords],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Append every round of one partition: per round, each writer's data batch, then each writer's marker.
@@ -469,38 +473,73 @@ def _write_partition(
     base = log.log_end_offset + unit_offsets * np.arange(k, dtype=np.int64)
     first = base[:, None] + per * np.arange(m, dtype=np.int64)[None, :]  # (k, m)
     marker = base[:, None] + m * per + np.arange(m, dtype=np.int64)[None, :]
-    data_ts = round_start[rounds][:, None] + _DATA_MS + ws[None, :]
-    marker_ts = round_start[rounds][:, None] + _MARKER_MS + ws[None, :]
-    epochs = data_epoch[ws][:, rounds].T
-    m_epochs = marker_epoch[ws][:, rounds].T
-    committed = ~aborted[ws][:, rounds].T
-    producer = np.broadcast_to(pids[ws], (k, m))
+    rounds_of = _Rounds(
+        ws=ws,
+        per=per,
+        base=base,
+        first=first,
+        marker=marker,
+        data_ts=txns.round_start[rounds][:, None] + _DATA_MS + ws[None, :],
+        marker_ts=txns.round_start[rounds][:, None] + _MARKER_MS + ws[None, :],
+        epochs=txns.data_epoch[ws][:, rounds].T,
+        m_epochs=txns.marker_epoch[ws][:, rounds].T,
+        committed=~aborted[ws][:, rounds].T,
+        producer=np.broadcast_to(txns.pids[ws], (k, m)),
+        coordinator_epochs=txns.coordinator_epochs,
+    )
+    units = _encode_rounds(log, payload, rounds_of, marker_payloads)
+    _append_rounds(log, units, rounds_of, base + unit_offsets - 1)
+    return first.ravel(), marker.ravel(), rounds_of.committed.ravel()
 
+
+@dataclass
+class _Rounds:
+    """One partition's rounds, [round, writer]: offsets, timestamps, epochs and outcome of each transaction."""
+
+    ws: np.ndarray
+    per: int
+    base: np.ndarray
+    first: np.ndarray
+    marker: np.ndarray
+    data_ts: np.ndarray
+    marker_ts: np.ndarray
+    epochs: np.ndarray
+    m_epochs: np.ndarray
+    committed: np.ndarray
+    producer: np.ndarray
+    coordinator_epochs: np.ndarray
+
+
+def _encode_rounds(
+    log: PartitionLog, payload: EncodedRecords, r: _Rounds, marker_payloads: dict[tuple[int, int], EncodedRecords]
+) -> np.ndarray:
+    """The rounds' bytes, one row per round: each writer's data batch, then each writer's marker."""
+    k, m = r.first.shape
     data = encode.encode_data_batches(
-        base_offsets=first.ravel(),
+        base_offsets=r.first.ravel(),
         payload=payload,
-        base_timestamps=data_ts.ravel(),
-        producer_ids=producer.ravel(),
-        producer_epochs=epochs.ravel(),
+        base_timestamps=r.data_ts.ravel(),
+        producer_ids=r.producer.ravel(),
+        producer_epochs=r.epochs.ravel(),
         base_sequences=0,  # TV2: a new epoch per transaction, sequences start again at 0
         partition_leader_epoch=log.leader_epoch,
         is_transactional=True,
     )
     s = data.shape[1]
     markers: np.ndarray | None = None
-    ce = np.broadcast_to(coordinator_epochs[ws], (k, m)).ravel()
-    kind = np.where(committed.ravel(), int(ControlType.COMMIT), int(ControlType.ABORT))
+    ce = np.broadcast_to(r.coordinator_epochs[r.ws], (k, m)).ravel()
+    kind = np.where(r.committed.ravel(), int(ControlType.COMMIT), int(ControlType.ABORT))
     for control, epoch in sorted(set(zip(kind.tolist(), ce.tolist()))):
         pl = marker_payloads.get((control, epoch))
         if pl is None:
             pl = marker_payloads[(control, epoch)] = _marker_payload(ControlType(control), epoch)
         sel = np.flatnonzero((kind == control) & (ce == epoch))
         rows = encode.encode_data_batches(
-            base_offsets=marker.ravel()[sel],
+            base_offsets=r.marker.ravel()[sel],
             payload=pl,
-            base_timestamps=marker_ts.ravel()[sel],
-            producer_ids=producer.ravel()[sel],
-            producer_epochs=m_epochs.ravel()[sel],
+            base_timestamps=r.marker_ts.ravel()[sel],
+            producer_ids=r.producer.ravel()[sel],
+            producer_epochs=r.m_epochs.ravel()[sel],
             base_sequences=wire.NO_SEQUENCE,
             partition_leader_epoch=log.leader_epoch,
             is_transactional=True,
@@ -514,10 +553,15 @@ def _write_partition(
     units = np.empty((k, m * (s + msize)), dtype=np.uint8)
     units[:, : m * s] = data.reshape(k, m * s)
     units[:, m * s :] = markers.reshape(k, m * msize)
-    unit_size = units.shape[1]
-    unit_last = base + unit_offsets - 1
-    unit_max_ts = marker_ts[:, -1]
+    return units
 
+
+def _append_rounds(log: PartitionLog, units: np.ndarray, r: _Rounds, unit_last: np.ndarray) -> None:
+    """The rounds' bytes into the log's segments, as many whole rounds to a segment as fit, each segment's
+    .txnindex and the producers' state after its last round."""
+    k, m = r.first.shape
+    unit_size = units.shape[1]
+    unit_max_ts = r.marker_ts[:, -1]
     done = 0
     while done < k:
         seg = log.active_segment
@@ -527,7 +571,7 @@ def _write_partition(
             continue
         n = min(k - done, max(room, 1))
         end = done + n
-        log._note_leader_epoch(log.leader_epoch, int(base[done]))
+        log._note_leader_epoch(log.leader_epoch, int(r.base[done]))
         log._bulk_index(seg, units[done:end], unit_last[done:end], unit_max_ts[done:end], unit_size)
         log.log_end_offset = int(unit_last[end - 1]) + 1
         log.max_timestamp = max(log.max_timestamp, int(unit_max_ts[end - 1]))
@@ -535,28 +579,30 @@ def _write_partition(
         seg.batches += 2 * m * n
         # .txnindex: every aborted transaction in this segment, in marker order; the LSO is the first
         # offset of the next writer's transaction of the round (still open), else the marker + 1
-        for r, i in zip(*np.nonzero(~committed[done:end])):
-            r += done
-            lso = int(first[r, i + 1]) if i + 1 < m else int(marker[r, i]) + 1
+        for i_round, i in zip(*np.nonzero(~r.committed[done:end])):
+            i_round += done
+            lso = int(r.first[i_round, i + 1]) if i + 1 < m else int(r.marker[i_round, i]) + 1
             seg.txn_index += encode.encode_aborted_txn(
-                producer_id=int(producer[r, i]),
-                first_offset=int(first[r, i]),
-                last_offset=int(marker[r, i]),
+                producer_id=int(r.producer[i_round, i]),
+                first_offset=int(r.first[i_round, i]),
+                last_offset=int(r.marker[i_round, i]),
                 last_stable_offset=lso,
             )
-        # producer state after the chunk's last round (ProducerAppendInfo.appendEndTxnMarker)
-        last = end - 1
-        for i in range(m):
-            state = log._producer(int(producer[last, i]))
-            state.producer_epoch = int(m_epochs[last, i])
-            state.last_sequence = per - 1
-            state.last_offset = int(first[last, i]) + per - 1
-            state.offset_delta = per - 1
-            state.last_timestamp = int(marker_ts[last, i])
-            state.coordinator_epoch = int(coordinator_epochs[ws[i]])
-            state.current_txn_first_offset = -1
+        _note_producers(log, r, end - 1)
         done = end
-    return first.ravel(), marker.ravel(), committed.ravel()
+
+
+def _note_producers(log: PartitionLog, r: _Rounds, last: int) -> None:
+    """The producers' state after round ``last`` (ProducerAppendInfo.appendEndTxnMarker)."""
+    for i in range(r.first.shape[1]):
+        state = log._producer(int(r.producer[last, i]))
+        state.producer_epoch = int(r.m_epochs[last, i])
+        state.last_sequence = r.per - 1
+        state.last_offset = int(r.first[last, i]) + r.per - 1
+        state.offset_delta = r.per - 1
+        state.last_timestamp = int(r.marker_ts[last, i])
+        state.coordinator_epoch = int(r.coordinator_epochs[r.ws[i]])
+        state.current_txn_first_offset = -1
 
 
 #: a data batch of the small partitions at least this big (and below twice it): ~2 KB a transaction and

@@ -3,7 +3,8 @@
 Each writes a small healthy cluster (txnlog.brokerlog.scenarios) and then damages what a read_committed fetch is
 served: a ``.txnindex`` entry of an ABORT removed, an entry for a COMMIT added, a ``.txnindex`` file deleted; or
 breaks a transaction's atomicity the way a person does (``kafka-transactions.sh abort`` on one partition of a
-transaction the coordinator then commits), or appends what a leader refuses (a zombie's batch at an old epoch).
+transaction the coordinator then commits), or appends what a leader refuses (a zombie's batch at an old epoch, a
+batch whose sequence skips a lost one).
 The ground truth is in ``notes["integrity"]``: one dict per expected anomaly (check, topic, partition, replica,
 producer_id, marker_offset).
 """
@@ -189,6 +190,42 @@ def epoch_regression(out: str | Path, seed: int = 0, *, overwrite: bool = False)
     return result
 
 
+def sequence_gap(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
+    """A transaction missing a batch in the middle: the producer's second batch never reached the log, and its
+    third was copied in as a follower copies (``AppendOrigin.REPLICATION``: no sequence check), so its base
+    sequence skips the lost batch's; the transaction then commits."""
+    from txnlog.brokerlog import scenarios as S  # the scenario machinery; it registers this module's scenarios
+
+    tp = ("payments", 0)
+    seen: dict[str, int] = {}
+
+    def act(c: Cluster) -> list[Intent]:
+        p = c.transactional_producer("ledger-writer", transaction_version=2).init_transactions()
+        p.begin_transaction()
+        p.send(*tp)
+        p._build(*tp, records=None, n_records=2, value_bytes=None, transactional=True)  # lost: its sequences used
+        after = p._build(*tp, records=None, n_records=1, value_bytes=None, transactional=True)
+        replicated = c.partition(*tp)
+        at = replicated.leader_log.log_end_offset
+        for log in replicated.logs.values():
+            log.append(after, base_offset=at)
+        seen["gap"] = at
+        seen["producer_id"] = p.producer_id
+        c.tick(100, 500)
+        p.commit_transaction()
+        return []
+
+    result = S._situation(out, seed, overwrite, name="sequence_gap", description=sequence_gap.__doc__ or "", act=act)
+    t = next(
+        t
+        for t in result.transactions
+        if (t.topic, t.partition, t.producer_id) == (*tp, seen["producer_id"])
+        and t.first_offset < seen["gap"] <= t.last_offset
+    )
+    _note(result, "SEQUENCE_GAP", t, None)
+    return result
+
+
 def _healthy_small(out: str | Path, seed: int, overwrite: bool, name: str) -> ScenarioResult:
     from txnlog.brokerlog import scenarios as S  # the scenario machinery; it registers this module's scenarios
 
@@ -207,4 +244,5 @@ INTEGRITY_SCENARIOS: dict[str, _Situation] = {
     "txnindex_file_lost": txnindex_file_lost,
     "split_outcome": split_outcome,
     "epoch_regression": epoch_regression,
+    "sequence_gap": sequence_gap,
 }

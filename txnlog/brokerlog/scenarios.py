@@ -1224,21 +1224,7 @@ def messy_incident(out: str | Path, seed: int = 0, *, overwrite: bool = False) -
         audit.send("audit-trail", 0)
         c.advance(200)
     alog.delete_records(open_at + 3)
-    # coordinator failover with a clock an hour behind, in the middle of a KAFKA-14053 late batch
-    p = c.transactional_producer(
-        "refund-writer", transaction_version=1, compression=Compression.NONE
-    ).init_transactions()
-    p.begin_transaction()
-    p.send("fees", 1)
-    stuck = p.send_deferred("fees", 0)
-    c.advance(5_000)
-    c.coordinator.failover(clock_skew_ms=-HOUR)
-    p.abort_transaction()
-    c.advance(200)
-    stuck.deliver()
-    intents.append(
-        Intent(HANGING, "COORDINATOR_COMPLETED", "fees", 0, transactional_id="refund-writer", label="after a failover")
-    )
+    intents.append(_failover_mid_late_batch(c))
     intents += situation_damaged_marker(c, ("fees", 2), ("fees", 1))
     w.run_until(c.now + 30 * MINUTE)
     return _finish(
@@ -1370,6 +1356,24 @@ def _payload_of_size(c: Cluster, target: int, compression: Compression, key_pref
         n += max(1, min(n, int(n * (target / max(1, len(payload.data)) - 1))))
 
 
+def _failover_mid_late_batch(c: Cluster) -> Intent:
+    """A coordinator failover to a broker whose clock is an hour behind, in the middle of a late batch
+    (KAFKA-14053): the batch lands on ``fees-0`` after the abort completed."""
+    p = c.transactional_producer(
+        "refund-writer", transaction_version=1, compression=Compression.NONE
+    ).init_transactions()
+    p.begin_transaction()
+    p.send("fees", 1)
+    stuck = p.send_deferred("fees", 0)
+    c.advance(5_000)
+    c.coordinator.failover(clock_skew_ms=-HOUR)
+    p.abort_transaction()
+    c.advance(200)
+    stuck.deliver()
+    label = "after a failover"
+    return Intent(HANGING, "COORDINATOR_COMPLETED", "fees", 0, transactional_id="refund-writer", label=label)
+
+
 def bulk(
     out: str | Path,
     seed: int = 0,
@@ -1416,6 +1420,40 @@ def bulk(
     if partitions:
         intents += situation_no_transactional_id(c, ("bulk-small", 0), txn_id="bulk-loader-2")
 
+    _bulk_rounds(c, codecs, large_payloads, large_counts, small_payload, small_batches, partitions)
+    c.advance(MAX_TIMEOUT // 10)
+    plain = c.plain_producer()
+    records, _ = c.records.batch(end_ts=c.now, n_records=1, value_bytes=100, key_prefix="bulk-large", linger_ms=0)
+    plain.send("bulk-large", 1 % large_parts, records=records)
+    c.close()
+    result = assemble(
+        c,
+        name="bulk",
+        description=f"benchmark data, ~{total_bytes / 2**20:.0f} MiB",
+        intents=intents,
+        elapsed_s=time.perf_counter() - started,
+        notes={
+            "large_batch_bytes": large_sizes,
+            "small_batch_bytes": small_size,
+            "large_batches_per_partition": large_counts,
+            "small_batches_per_partition": small_batches,
+        },
+    )
+    return result
+
+
+def _bulk_rounds(
+    c: Cluster,
+    codecs: tuple[Compression, ...],
+    large_payloads: list[encode.EncodedRecords],
+    large_counts: list[int],
+    small_payload: encode.EncodedRecords,
+    small_batches: int,
+    partitions: int,
+) -> None:
+    """Two hours of :func:`bulk`'s traffic in rounds: each big partition's batches alternate between a
+    transaction (every fifth aborted) and an idempotent run; the small partitions get idempotent runs."""
+    large_parts = len(large_payloads)
     unit_large = 512
     unit_small = 512
     rounds = max(1, -(-max(large_counts) // unit_large), -(-small_batches // unit_small) if partitions else 1)
@@ -1455,25 +1493,6 @@ def bulk(
             ts = round_start + (np.arange(n, dtype=np.int64) * round_ms) // max(n, 1)
             _bulk_send(c, idem_small[j % len(idem_small)], ("bulk-small", j), small_payload, n, ts, transactional=False)
         c.advance_to(round_start + round_ms)
-    c.advance(MAX_TIMEOUT // 10)
-    plain = c.plain_producer()
-    records, _ = c.records.batch(end_ts=c.now, n_records=1, value_bytes=100, key_prefix="bulk-large", linger_ms=0)
-    plain.send("bulk-large", 1 % large_parts, records=records)
-    c.close()
-    result = assemble(
-        c,
-        name="bulk",
-        description=f"benchmark data, ~{total_bytes / 2**20:.0f} MiB",
-        intents=intents,
-        elapsed_s=time.perf_counter() - started,
-        notes={
-            "large_batch_bytes": large_sizes,
-            "small_batch_bytes": small_size,
-            "large_batches_per_partition": large_counts,
-            "small_batches_per_partition": small_batches,
-        },
-    )
-    return result
 
 
 def _bulk_send(

@@ -3,22 +3,25 @@ and its producer snapshots into the merge wait in a :class:`SegmentGroup` and ar
 one compiled call (txnlog.kafka.segment_files, txnlog.kafka.producer_snapshot.decode_producer_snapshots) and
 summarised as one, so that what a file costs in Python is its read, not a walk's worth of calls
 (benchmarks/RESULTS.md §2, "Many small segments decoded together"). The rows are those of
-txnlog.engine.segments.summarize_segment and summarize_snapshot of each file."""
+txnlog.engine.segments.summarize_segment and :func:`summarize_snapshot` of each file."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
-from txnlog.broker.reconstruct import col, files_fragments
-from txnlog.engine.segments import SegmentRows, file_columns, limit_kwargs, quarantine_batch, read_file_bytes
+from txnlog.broker.fragments import files_fragments
+from txnlog.broker.reconstruct import col
+from txnlog.engine.segment_rows import SegmentRows, file_columns
+from txnlog.engine.segments import limit_kwargs, quarantine_batch, read_file_bytes
 from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
 from txnlog.kafka.producer_snapshot import decode_producer_snapshots
 from txnlog.kafka.segment_files import scan_segments
-from txnlog.model.rows import KIND_PRODUCER, SEGMENT_SUMMARY_SCHEMA, batch_of
+from txnlog.model.rows import KIND_PRODUCER, KIND_SNAPSHOT, SEGMENT_SUMMARY_SCHEMA, batch_of
 from txnlog.rules.transactions import PartitionTransactions
 from txnlog.sources import storage
 from txnlog.sources.logdirs import LogFile
@@ -119,19 +122,31 @@ def summarize_segments(
             yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, scan.quarantine[k], None, own)
 
 
-def summarize_snapshots(
-    files: list[LogFile], segments: SegmentRows, merge: PartitionTransactions
-) -> Iterator[pa.RecordBatch]:
-    """:func:`summarize_snapshot` of producer snapshots into ``merge`` with their ``producer`` rows to ``segments``,
-    decoded as one (txnlog.kafka.producer_snapshot.decode_producer_snapshots): one ``add_snapshot`` per partition,
-    one batch of producer rows. The same rows; quarantine rows (unreadable, undecodable, a bad CRC) are yielded."""
+@dataclass
+class DecodedSnapshots:
+    """Producer snapshot files decoded as one: the entries of those whose CRC holds, ``of`` the index in ``read``
+    of each entry's file, ``offsets`` its file's base offset; ``quarantine`` the rows of the files left out."""
+
+    read: list[LogFile]
+    of: np.ndarray
+    entries: dict[str, np.ndarray]
+    offsets: np.ndarray
+    quarantine: list[pa.RecordBatch]
+
+
+def decode_snapshots(files: list[LogFile]) -> DecodedSnapshots:
+    """``files``, producer snapshots, read and decoded in one call
+    (txnlog.kafka.producer_snapshot.decode_producer_snapshots); an unreadable or undecodable file, or one whose
+    CRC does not hold, is a quarantine row and none of its entries."""
 
     buf, bounds, read, failed = read_logs(files)
-    for file, problem in failed:
-        entry = QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(problem))
-        yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, [entry])
+    quarantine = [
+        quarantine_batch(SEGMENT_SUMMARY_SCHEMA, f, [QuarantineEntry(f.path, 0, f.size, UNREADABLE_FILE, str(e))])
+        for f, e in failed
+    ]
     if not read:
-        return
+        empty = np.zeros(0, np.int64)
+        return DecodedSnapshots(read, empty, {}, empty, quarantine)
     snaps = decode_producer_snapshots(buf, bounds, [f.path for f in read])
     sizes = np.diff(bounds)
     for k, (file, error) in enumerate(zip(read, snaps.errors, strict=True)):
@@ -143,49 +158,92 @@ def summarize_snapshots(
             why = QuarantineEntry(file.path, 0, int(sizes[k]), "snapshot_crc_mismatch", "entries ignored")
         else:
             continue
-        yield quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, [why])
+        quarantine.append(quarantine_batch(SEGMENT_SUMMARY_SCHEMA, file, [why]))
     owner = np.repeat(np.arange(len(read)), snaps.counts)
     keep = snaps.crc_valid[owner]
     of = owner[keep]
-    if not of.size:
-        return
-    e = {name: values[keep] for name, values in snaps.entries.items()}
+    entries = {name: values[keep] for name, values in snaps.entries.items()}
     offsets = np.array([f.base_offset for f in read], np.int64)[of]
-    epochs = e["producer_epoch"].astype(np.int32)
+    return DecodedSnapshots(read, of, entries, offsets, quarantine)
+
+
+def _snapshot_rows(snaps: DecodedSnapshots, kind: str) -> pa.RecordBatch:
+    """The entries as rows of ``kind``: ``snapshot`` rows carry their last offset, ``producer`` rows (for the
+    producer_state table) the snapshot they came from."""
+    e = snaps.entries
+    by_kind = {"last_offset": e["last_offset"]} if kind == KIND_SNAPSHOT else {"snapshot_offset": snaps.offsets}
+    return batch_of(
+        SEGMENT_SUMMARY_SCHEMA,
+        int(snaps.of.size),
+        {
+            "kind": kind,
+            **file_columns(snaps.read, snaps.of),
+            **by_kind,
+            "producer_id": e["producer_id"],
+            "producer_epoch": e["producer_epoch"].astype(np.int32),
+            "first_offset": e["current_txn_first_offset"],
+            "last_sequence": e["last_sequence"],
+            "last_timestamp": e["timestamp"],
+            "coordinator_epoch": e["coordinator_epoch"],
+        },
+    )
+
+
+def _merge_snapshots(snaps: DecodedSnapshots, merge: PartitionTransactions) -> None:
+    """The entries into ``merge``: one ``add_snapshot`` per partition."""
+    e = snaps.entries
     columns = {
-        "file_offset": offsets,
+        "file_offset": snaps.offsets,
         "producer_id": e["producer_id"],
-        "producer_epoch": epochs,
+        "producer_epoch": e["producer_epoch"].astype(np.int32),
         "first_offset": e["current_txn_first_offset"],
         "last_offset": e["last_offset"],
         "last_timestamp": e["timestamp"],
         "coordinator_epoch": e["coordinator_epoch"],
     }
-    starts = np.searchsorted(of, np.arange(len(read) + 1))
+    read = snaps.read
+    starts = np.searchsorted(snaps.of, np.arange(len(read) + 1))
     for i, j in partition_runs(read):
         f = read[i]
         rows = slice(int(starts[i]), int(starts[j]))
         if rows.stop > rows.start:
             merge.add_snapshot(f.broker, f.topic, f.partition, {k: col(v[rows]) for k, v in columns.items()})
+
+
+def summarize_snapshots(
+    files: list[LogFile], segments: SegmentRows, merge: PartitionTransactions
+) -> Iterator[pa.RecordBatch]:
+    """Producer snapshots into ``merge`` with their ``producer`` rows to ``segments``, decoded as one
+    (:func:`decode_snapshots`): one ``add_snapshot`` per partition, one batch of producer rows; quarantine rows
+    (unreadable, undecodable, a bad CRC) are yielded."""
+
+    snaps = decode_snapshots(files)
+    yield from snaps.quarantine
+    if not snaps.of.size:
+        return
+    _merge_snapshots(snaps, merge)
     # the entries leave as producer rows (snapshot_offset set) for the producer_state table, not as snapshot
     # rows: the merge took those, and a fragments merge downstream would take them again
-    segments.built.append(
-        batch_of(
-            SEGMENT_SUMMARY_SCHEMA,
-            int(of.size),
-            {
-                "kind": KIND_PRODUCER,
-                **file_columns(read, of),
-                "snapshot_offset": offsets,
-                "producer_id": e["producer_id"],
-                "producer_epoch": epochs,
-                "first_offset": e["current_txn_first_offset"],
-                "last_sequence": e["last_sequence"],
-                "last_timestamp": e["timestamp"],
-                "coordinator_epoch": e["coordinator_epoch"],
-            },
-        )
-    )
+    segments.built.append(_snapshot_rows(snaps, KIND_PRODUCER))
+
+
+def summarize_snapshot(
+    file: LogFile, merge: PartitionTransactions | None = None, rows: SegmentRows | None = None
+) -> Iterator[pa.RecordBatch]:
+    """A producer snapshot's entries as rows of kind ``snapshot``, or into ``merge`` (:func:`summarize_snapshots`
+    of the one file; bad files → quarantine); with ``merge``, their ``producer`` rows go to ``rows`` when given,
+    else are yielded."""
+
+    if merge is None:
+        snaps = decode_snapshots([file])
+        yield from snaps.quarantine
+        if snaps.of.size:
+            yield _snapshot_rows(snaps, KIND_SNAPSHOT)
+        return
+    sink = SegmentRows() if rows is None else rows
+    yield from summarize_snapshots([file], sink, merge)
+    if rows is None:
+        yield from sink.batches()
 
 
 class SegmentGroup:

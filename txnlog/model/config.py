@@ -86,6 +86,9 @@ class Config:
     retain_days: int = 0
     #: shared storage of the inputs (txnlog.sources.storage): s3.endpoint, s3.region, s3.access_key, ...
     storage: dict[str, str] = field(default_factory=dict)
+    #: the run's metrics: a node_exporter textfile collector file (``*.prom``) and a Pushgateway URL; None: none
+    metrics_file: str | None = None
+    pushgateway: str | None = None
 
     @property
     def as_of_datetime(self) -> datetime | None:
@@ -406,5 +409,7 @@ _KEYS: dict[str, Callable[[Any, str], Any]] = {
     "retain_runs": lambda v, w: _int(v, w, minimum=0),
     "retain_days": lambda v, w: _int(v, w, minimum=0),
     "storage": _as_storage_conf,
+    "metrics_file": _as_optional_str,
+    "pushgateway": _as_optional_str,
 }
 assert list(_KEYS) == [f.name for f in dataclasses.fields(Config)], "every Config field needs a validator"

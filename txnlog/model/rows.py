@@ -40,6 +40,9 @@ SEGMENT_SUMMARY_SCHEMA = pa.schema(
         ("producer_id", pa.int64()),
         ("producer_epoch", pa.int32()),
         ("min_epoch", pa.int32()),
+        # run rows: the first out-of-sequence batch's offset, -1 none; transaction rows: null none
+        # (txnlog.broker.reconstruct.FRAGMENT_COLUMNS)
+        ("sequence_gap", pa.int64()),
         # quarantine rows of a data segment: the first and last offset the region may hold, from the valid
         # batches either side of it in the file (null: none on that side; txnlog.rules.damage)
         ("first_offset", pa.int64()),
@@ -139,6 +142,8 @@ class Checkpoint:
     log_start_offset: int | None = None
     recovery_point: int | None = None
     clean_shutdown: bool = False
+    #: the log cleaner's ``cleaner-offset-checkpoint``: the partition's log is compacted below it (LogCleanerManager)
+    cleaner_offset: int | None = None
 
 
 def batch_of(schema: pa.Schema, n: int, columns: dict[str, Any]) -> pa.RecordBatch:

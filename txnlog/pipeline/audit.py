@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from txnlog.engine.integrity import decisions_of, integrity_here
 from txnlog.model.rows import Checkpoint
-from txnlog.rules.integrity import with_timestamps
+from txnlog.rules.integrity import compacted_gaps, with_timestamps
 from txnlog.sources.logdirs import Inventory
 from txnlog.sources.txnindex import read_txn_indexes
 
@@ -40,7 +40,7 @@ def with_integrity(
 
         rows = integrity_in_tasks(staged.spark, staged.raw_files(), found.entries, found.segments, decided)
     out = dict(tables)
-    out["integrity"] = with_timestamps(rows)
+    out["integrity"] = with_timestamps(compacted_gaps(rows, checkpoints))
     if found.quarantine:
         mine = out["quarantine"]
         quarantined = pa.Table.from_pylist(

@@ -25,7 +25,7 @@ from txnlog.pipeline.inputs import (
 )
 from txnlog.pipeline.runs import RunResult, mark_run, summarize
 from txnlog.pipeline.scope import Progress, run_scope, stderr_progress
-from txnlog.pipeline.write import retain, superseded, write
+from txnlog.pipeline.write import publish_metrics, retain, superseded, write
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -84,10 +84,11 @@ def run(
                 counts = write(spark, tables, config, as_of, supersede=superseded(live_cut))
                 result, late_partitions = summarize(tables, counts, run=result)
                 result.seconds = time.monotonic() - t0
-                mark("SUCCEEDED", late_partitions=late_partitions)
+                row = mark("SUCCEEDED", late_partitions=late_partitions)
             except BaseException as e:
                 mark("FAILED", error=" ".join(f"{type(e).__name__}: {e}".split()), best_effort=True)  # one line
                 raise
+            publish_metrics(config, {**tables, "runs": row}, progress)
             retain(config, progress)
         return result
 

@@ -143,8 +143,9 @@ def mark_run(
     late_partitions: int = 0,
     error: str | None = None,
     best_effort: bool = False,
-) -> None:
-    """Write the run's ``runs`` row with ``status`` (replacing the row of the same (cluster, as_of))."""
+) -> pa.Table | None:
+    """Write the run's ``runs`` row with ``status`` (replacing the row of the same (cluster, as_of)); the row
+    written (None: a best-effort mark that failed)."""
     try:
         table = _runs_table(result, started_at, late_partitions, config, status=status, error=error)
         counts = write(spark, {"runs": table}, config, result.as_of)
@@ -152,9 +153,10 @@ def mark_run(
         if not best_effort:
             raise
         log.warning("could not mark run %s %s in %s", result.run_id, status, config.output, exc_info=True)
-        return
+        return None
     if status == "SUCCEEDED":
         result.counts.update(counts)
+    return table
 
 
 def _runs_table(

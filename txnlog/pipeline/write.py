@@ -4,15 +4,17 @@ complete run."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from txnlog.model.words import count
-from txnlog.output import delta, delta_retention, retention
+from txnlog.output import delta, delta_retention, prometheus, retention
 from txnlog.output.delta import Supersede
 from txnlog.pipeline.inputs import cluster_of
 from txnlog.pipeline.scope import Progress, job_description
+from txnlog.rules import metrics
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -91,3 +93,20 @@ def retain(config: Config, progress: Progress) -> None:
             f"retention: deleted {count(runs_gone, 'run')} older than {min(cutoffs.values()).isoformat()} "
             f"({count(sum(deleted.values()), 'row')}; 'txnlog retain --vacuum-hours' frees their files)"
         )
+
+
+def publish_metrics(config: Config, tables: dict[str, Any], progress: Progress) -> None:
+    """The run's metrics (txnlog.rules.metrics, from its tables and its ``runs`` row) to ``metrics_file`` and the
+    ``pushgateway``, where configured (txnlog.output.prometheus). The tables are written by then: a file or a push
+    that fails is a warning line, not a failed run (the stale-run alert notices a run that stops reporting)."""
+
+    if not (config.metrics_file or config.pushgateway):
+        return
+    registry = metrics.registry(tables)
+    done, problems = prometheus.publish(
+        registry, cluster=cluster_of(config), textfile=config.metrics_file, pushgateway=config.pushgateway
+    )
+    for problem in problems:
+        print(f"txnlog: warning: {problem}", file=sys.stderr, flush=True)
+    if done:
+        progress("metrics: " + "; ".join(done))

@@ -37,6 +37,7 @@ RAW_COLUMNS = (
     "last_offset",
     "producer_epoch",
     "min_epoch",
+    "sequence_gap",
     "first_timestamp",
     "last_timestamp",
     "batch_count",

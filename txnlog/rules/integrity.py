@@ -14,7 +14,7 @@ broker takes from the segments' ``.txnindex`` files (``LocalLog.collectAbortedTr
   say ``DEPENDS_ON_FETCH`` rather than one number.
 
 The checks against the coordinator's decisions and the producer's own invariants are in
-txnlog.rules.integrity_producers (``SPLIT_OUTCOME``, ``MARKER_MISSING``, ``EPOCH_REGRESSION``).
+txnlog.rules.integrity_producers (``SPLIT_OUTCOME``, ``EPOCH_REGRESSION``, ``SEQUENCE_GAP``).
 
 Pure and vectorized: Arrow tables in (joins and numpy over the transactions of whole partitions), the
 ``integrity`` table's rows out (txnlog.model.contract.INTEGRITY, without the run key). Only the anomalies found
@@ -24,6 +24,7 @@ set of whole partitions, so the engine runs it per partition where the partition
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,7 @@ import pyarrow.compute as pc
 from txnlog.kafka.wire import ControlType
 from txnlog.model import contract
 from txnlog.model.arrow import key_codes
+from txnlog.model.rows import Checkpoint
 from txnlog.rules import integrity_producers as producers
 from txnlog.rules.finish import timestamps  # epoch ms → UTC timestamps, the writer's rule
 from txnlog.rules.integrity_producers import Decisions, decisions
@@ -42,6 +44,7 @@ __all__ = [
     "COMMITTED_DATA_HIDDEN",
     "INDEX_NOT_CHECKED",
     "MS_SCHEMA",
+    "compacted_gaps",
     "TXN_COLUMNS",
     "Decisions",
     "decisions",
@@ -58,7 +61,7 @@ ERROR, WARNING, NOT_CHECKED = producers.ERROR, producers.WARNING, producers.NOT_
 ALL, NONE, DEPENDS = producers.ALL, producers.NONE, "DEPENDS_ON_FETCH"
 
 #: the columns of a staged transaction the audit reads (txnlog.rules.finish.RAW_COLUMNS; ``min_epoch`` and
-#: ``prev_marker_epoch`` only for ``EPOCH_REGRESSION``, optional)
+#: ``prev_marker_epoch`` only for ``EPOCH_REGRESSION``, ``sequence_gap`` only for ``SEQUENCE_GAP``, optional)
 TXN_COLUMNS = (
     "topic",
     "partition",
@@ -70,6 +73,7 @@ TXN_COLUMNS = (
     "marker_offset",
     "control_type",
     "prev_marker_epoch",
+    "sequence_gap",
     "replicas",
     "open_replicas",
     "record_count",
@@ -107,7 +111,30 @@ def partition_integrity(txns: pa.Table, index: pa.Table, segments: pa.Table, dec
     rows = _index_rows(ended, _held(ended), index, segments, owners)
     rows += producers.coordinator_rows(txns, decided)
     rows += producers.epoch_rows(txns, owners)
+    rows += producers.sequence_rows(txns, owners)
     return pa.Table.from_pylist(rows, schema=MS_SCHEMA)
+
+
+def compacted_gaps(rows: pa.Table, checkpoints: Sequence[Checkpoint]) -> pa.Table:
+    """``rows`` with each ``SEQUENCE_GAP`` of a partition the log cleaner has compacted past the transaction (a
+    replica's ``cleaner-offset-checkpoint`` above its first offset) a ``WARNING`` that says so: the cleaner
+    removes a batch whose records are all superseded (``LogCleaner``), which leaves a gap no broker refused."""
+    cleaned: dict[tuple[str, int], int] = {}
+    for c in checkpoints:
+        if c.cleaner_offset is not None:
+            key = (c.topic, c.partition)
+            cleaned[key] = max(cleaned.get(key, c.cleaner_offset), c.cleaner_offset)
+    gaps = pc.equal(rows.column("check"), producers.SEQUENCE_GAP)
+    if not cleaned or not pc.any(gaps).as_py():
+        return rows
+    out = []
+    for r in rows.to_pylist():
+        point = cleaned.get((r["topic"], r["partition"]))
+        if r["check"] == producers.SEQUENCE_GAP and point is not None and r["first_offset"] < point:
+            r["severity"] = WARNING
+            r["evidence"] += f" The log cleaner has compacted this partition up to offset {point}: it may be its doing."
+        out.append(r)
+    return pa.Table.from_pylist(out, schema=rows.schema)
 
 
 def with_timestamps(rows: pa.Table) -> pa.Table:

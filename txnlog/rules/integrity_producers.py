@@ -11,6 +11,10 @@
   partition. ``ProducerAppendInfo.checkProducerEpoch`` rejects such a batch from a client
   (``InvalidProducerEpochException``) and only logs it when it loads or replicates the log, so it is in a log only
   when something bypassed the leader's checks.
+* ``SEQUENCE_GAP``: a data batch of a transaction whose base sequence is not the one after the previous batch's
+  last sequence at the same epoch, the two batches adjacent in one segment (``ProducerAppendInfo.checkSequence``
+  rejects it from a client with ``OutOfOrderSequenceException``; a follower's fetch and the log's load append
+  with ``AppendOrigin.REPLICATION``, which checks no sequence, so such a batch stays in the log and loads).
 
 Pure and vectorized: Arrow tables in, anomaly rows out (as dicts: only the anomalies are formatted one by one).
 """
@@ -28,18 +32,28 @@ from txnlog.kafka.wire import ControlType, TransactionState
 from txnlog.model import contract
 from txnlog.model.arrow import group_starts, key_codes
 
-__all__ = ["EPOCH_REGRESSION", "SPLIT_OUTCOME", "Decisions", "coordinator_rows", "decisions", "epoch_rows"]
+__all__ = [
+    "EPOCH_REGRESSION",
+    "SEQUENCE_GAP",
+    "SPLIT_OUTCOME",
+    "Decisions",
+    "coordinator_rows",
+    "decisions",
+    "epoch_rows",
+    "sequence_rows",
+]
 
 SPLIT_OUTCOME = contract.IntegrityCheck.SPLIT_OUTCOME.value
 EPOCH_REGRESSION = contract.IntegrityCheck.EPOCH_REGRESSION.value
+SEQUENCE_GAP = contract.IntegrityCheck.SEQUENCE_GAP.value
 
 ERROR = contract.IntegritySeverity.ERROR.value
 WARNING = contract.IntegritySeverity.WARNING.value
 NOT_CHECKED = contract.IntegritySeverity.NOT_CHECKED.value
 ALL, NONE = "ALL", "NONE"
 
-_PREPARES = ("PrepareCommit", "PrepareAbort")
-_COMPLETES = ("CompleteCommit", "CompleteAbort")
+_PREPARES = (int(TransactionState.PREPARE_COMMIT), int(TransactionState.PREPARE_ABORT))
+_COMPLETES = (int(TransactionState.COMPLETE_COMMIT), int(TransactionState.COMPLETE_ABORT))
 _DECISION_SCHEMA = pa.schema(
     [
         ("key", pa.int64()),  # transactional id's code * partitions + the partition's row of Decisions.partitions
@@ -91,22 +105,22 @@ def decisions(history: pa.Table) -> Decisions:
     if not h.num_rows:
         return _NONE
     state = h.column("state")
-    if pa.types.is_integer(state.type):
-        codes = pa.array([int(s) for s in TransactionState], state.type)
+    if not pa.types.is_integer(state.type):  # names, as a dump's text gives them: their codes
         names = pa.array([s.kafka_name for s in TransactionState], pa.string())
-        state = names.take(pc.index_in(state, value_set=codes))
+        state = pa.array([int(s) for s in TransactionState], pa.int32()).take(pc.index_in(state, value_set=names))
     ids = pc.dictionary_encode(h.column("transactional_id").combine_chunks())
     tid = ids.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     cp = np.asarray(pc.fill_null(h.column("coordinator_partition"), -1).to_numpy(zero_copy_only=False), np.int64)
     at = np.lexsort((h.column("record_offset").to_numpy(zero_copy_only=False), cp, tid))
-    h, tid = h.take(pa.array(at)), tid[at]
-    states = np.asarray(pc.fill_null(pc.take(state, pa.array(at)), "").to_numpy(zero_copy_only=False), object)
-    owners = _owners(h, tid, ids.dictionary)
-    same_next = np.zeros(h.num_rows, bool)
+    tid = tid[at]
+    states = np.asarray(pc.fill_null(state, -1).to_numpy(zero_copy_only=False), np.int64)[at]
+    owners = _owners(h.column("producer_id").take(pa.array(at)), tid, ids.dictionary)
+    same_next = np.zeros(tid.size, bool)
     same_next[:-1] = tid[1:] == tid[:-1]
-    next_state = np.append(states[1:], "")
+    next_state = np.append(states[1:], -1)
     completed = np.isin(states, _PREPARES) & same_next & np.isin(next_state, _COMPLETES)
-    prep = h.filter(pa.array(completed))
+    kept = ["transactional_id", "coordinator_partition", "record_offset", "partitions"]
+    prep = h.select(kept).take(pa.array(at[completed]))
     prepares = pa.table(
         [
             prep.column("transactional_id"),
@@ -132,7 +146,8 @@ def decisions(history: pa.Table) -> Decisions:
     key, parent = key[order], parent[order]
     starts = group_starts(key)
     rank = np.arange(key.size) - np.repeat(starts, np.diff(np.append(starts, key.size)))
-    outcome = np.where(states[completed] == "PrepareCommit", int(ControlType.COMMIT), int(ControlType.ABORT))
+    commit = states[completed] == TransactionState.PREPARE_COMMIT
+    outcome = np.where(commit, int(ControlType.COMMIT), int(ControlType.ABORT))
     decided = pa.table(
         [pa.array(key), pa.array(rank, pa.int64()), pa.array(outcome[parent], pa.int32()), pa.array(parent)],
         schema=_DECISION_SCHEMA,
@@ -140,9 +155,9 @@ def decisions(history: pa.Table) -> Decisions:
     return Decisions(decided, owners, partitions, prepares)
 
 
-def _owners(h: pa.Table, tid: np.ndarray, names: pa.Array) -> pa.Table:
-    """Producer id -> transactional id (and its code) of the history ``h``: a producer id's last record's."""
-    pid = h.column("producer_id")
+def _owners(pid: pa.ChunkedArray, tid: np.ndarray, names: pa.Array) -> pa.Table:
+    """Producer id -> transactional id (and its code) of the history's records (``pid`` and ``tid`` in the
+    records' order): a producer id's last record's."""
     has = np.asarray(pc.is_valid(pid).to_numpy(zero_copy_only=False), bool)
     pids = np.asarray(pc.fill_null(pid, -1).to_numpy(zero_copy_only=False), np.int64)[has][::-1]
     codes = tid[has][::-1]
@@ -155,41 +170,37 @@ def _owners(h: pa.Table, tid: np.ndarray, names: pa.Array) -> pa.Table:
 
 def coordinator_rows(txns: pa.Table, decided: Decisions) -> list[dict[str, Any]]:
     """``SPLIT_OUTCOME`` rows of ``txns`` (the transactions of whole partitions) against ``decided``: the
-    producer's ended transactions on a partition ranked from the newest, paired with the decisions' ranks."""
+    producer's ended transactions on a partition ranked from the newest, paired with the decisions' ranks (the
+    decisions' keys and ranks are sorted, so a binary search pairs them; only narrow integer columns are touched
+    until the split transactions are known)."""
     d, owners, parts = decided.decided, decided.owners, decided.partitions
     if not d.num_rows or not txns.num_rows:
         return []
-    ended = pc.and_(pc.is_valid(txns.column("marker_offset")), pc.is_valid(txns.column("control_type")))
-    whole = txns.filter(ended)
-    mine = whole.select(["topic", "partition", "producer_id", "marker_offset", "control_type"])
-    tid = owners.column("code").take(pc.index_in(mine.column("producer_id"), value_set=owners.column("producer_id")))
+    tid = owners.column("code").take(pc.index_in(txns.column("producer_id"), value_set=owners.column("producer_id")))
     on = ["topic", "partition"]
-    tp = pc.index_in(key_codes(mine, on, parts), value_set=key_codes(parts, on, parts))
-    known = np.asarray(pc.and_(pc.is_valid(tid), pc.is_valid(tp)).to_numpy(zero_copy_only=False), bool)
-    kept = np.flatnonzero(known)
-    mine = mine.take(pa.array(kept))
-    key = pc.filter(tid, pa.array(known)).to_numpy().astype(np.int64) * max(len(parts), 1)
-    key = key + pc.filter(tp, pa.array(known)).to_numpy().astype(np.int64)
-    marker = mine.column("marker_offset").to_numpy().astype(np.int64)
-    at = np.lexsort((-marker, key))
-    key = key[at]
+    tp = pc.index_in(key_codes(txns.select(on), on, parts), value_set=key_codes(parts, on, parts))
+    known = pc.and_(pc.and_(pc.is_valid(tid), pc.is_valid(tp)), _ended(txns))
+    kept = np.flatnonzero(np.asarray(pc.fill_null(known, False).to_numpy(zero_copy_only=False), bool))
+    if not kept.size:
+        return []
+    key = _ints(tid, kept) * max(len(parts), 1) + _ints(tp, kept)
+    at = np.lexsort((-_ints(txns.column("marker_offset"), kept), key))
+    key, kept = key[at], kept[at]
     starts = group_starts(key)
     rank = np.arange(key.size) - np.repeat(starts, np.diff(np.append(starts, key.size)))
     width = max(key.size, d.num_rows) + 1  # a rank is below it
-    theirs = d.column("key").to_numpy() * width + d.column("rank").to_numpy()
-    found = pc.index_in(pa.array(key * width + rank), value_set=pa.array(theirs))
-    paired = np.asarray(pc.is_valid(found).to_numpy(zero_copy_only=False), bool)
-    found = pc.filter(found, pa.array(paired))
-    outcome = d.column("decided").take(found)
-    split = np.asarray(
-        pc.not_equal(mine.column("control_type").take(pa.array(at[paired])), outcome).to_numpy(zero_copy_only=False),
-        bool,
-    )
+    theirs = d.column("key").to_numpy().astype(np.int64) * width + d.column("rank").to_numpy().astype(np.int64)
+    ours = key * width + rank
+    found = np.minimum(np.searchsorted(theirs, ours), theirs.size - 1)
+    paired = theirs[found] == ours
+    found, kept = found[paired], kept[paired]
+    outcome = d.column("decided").to_numpy().astype(np.int64)[found]
+    split = _ints(txns.column("control_type"), kept) != outcome
     if not split.any():
         return []
-    pairs = whole.take(pa.array(kept[at[paired][split]]))
-    found = pc.filter(found, pa.array(split))
-    pairs = pairs.append_column("decided", outcome.filter(pa.array(split)))
+    found = pa.array(found[split])
+    pairs = txns.take(pa.array(kept[split]))
+    pairs = pairs.append_column("decided", d.column("decided").take(found))
     pairs = pairs.append_column("prepare", d.column("prepare").take(found))
     where = decided.prepares.take(pairs.column("prepare"))
     pairs = pairs.append_column("transactional_id", where.column("transactional_id"))
@@ -198,6 +209,17 @@ def coordinator_rows(txns: pa.Table, decided: Decisions) -> list[dict[str, Any]]
     pairs = pairs.append_column("listed", pc.binary_join(where.column("partitions"), ", "))
     pairs = pairs.sort_by([("topic", "ascending"), ("partition", "ascending"), ("marker_offset", "ascending")])
     return [_split_row(p) for p in pairs.to_pylist()]
+
+
+def _ended(txns: pa.Table) -> pa.ChunkedArray | pa.Array:
+    """Whether each transaction of ``txns`` ended with a marker (its offset and type known)."""
+    return pc.and_(pc.is_valid(txns.column("marker_offset")), pc.is_valid(txns.column("control_type")))
+
+
+def _ints(column: pa.ChunkedArray | pa.Array, rows: np.ndarray) -> np.ndarray:
+    """``column``'s values at ``rows`` (non-null there) as int64."""
+    values = column.to_numpy() if column.null_count == 0 else pc.fill_null(column, 0).to_numpy()
+    return np.asarray(values, np.int64)[rows]
 
 
 def _split_row(p: dict[str, Any]) -> dict[str, Any]:
@@ -270,4 +292,35 @@ def _epoch_row(t: dict[str, Any], txn_id: str | None) -> dict[str, Any]:
         "under transaction version 2 every transaction bumps the epoch and this must never appear.",
         "advice": "find which producer instance wrote these batches (a fenced zombie) and whether its records "
         "belong to the stream; the broker only logs this when it loads the log, it does not repair it.",
+    }
+
+
+def sequence_rows(txns: pa.Table, owners: pa.Table) -> list[dict[str, Any]]:
+    """``SEQUENCE_GAP`` rows: transactions with a batch out of sequence (``sequence_gap`` known)."""
+    if "sequence_gap" not in txns.column_names:
+        return []
+    bad = txns.filter(pc.is_valid(txns.column("sequence_gap")))
+    if not bad.num_rows:
+        return []
+    names = dict(zip(owners.column("producer_id").to_pylist(), owners.column("transactional_id").to_pylist()))
+    return [_sequence_row(t, names.get(t["producer_id"])) for t in bad.to_pylist()]
+
+
+def _sequence_row(t: dict[str, Any], txn_id: str | None) -> dict[str, Any]:
+    return {
+        **_txn_columns(t, txn_id),
+        "check": SEQUENCE_GAP,
+        "severity": ERROR,
+        "consumers_received": None,
+        "consumers_should_receive": None,
+        "restart_repairs": "NO",
+        "kafka_class": "ProducerAppendInfo.checkSequence, AppendOrigin",
+        "evidence": f"producer {t['producer_id']}'s transaction at {t['first_offset']}..{t['last_offset']} has a "
+        f"batch at offset {t['sequence_gap']} whose base sequence does not follow the previous batch's last "
+        "sequence at the same epoch: the leader rejects such a batch from a client (OutOfOrderSequenceException), "
+        "so records of this transaction were lost before the leader's log, or the batch came past that check (a "
+        "follower's or a tool's append, which checks no sequence); a compacted topic's cleaner also removes "
+        "batches.",
+        "advice": "compare the producer's sent records with the partition's records over this range; the broker "
+        "neither checks sequences when it loads the log nor repairs them.",
     }

@@ -37,6 +37,7 @@ from typing import Any
 from txnlog.kafka.wire import CLUSTER_METADATA_TOPIC, CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from txnlog.model.rows import Checkpoint
 from txnlog.sources import storage
+from txnlog.sources.logdir_files import CLEAN_SHUTDOWN_FILE, node_id, read_checkpoints
 
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _OFFSET_FILE = re.compile(r"^(?P<offset>\d{20})\.(?P<suffix>log|snapshot|index|timeindex|txnindex)$")
@@ -62,54 +63,6 @@ class LogFile:
     base_offset: int  # segment base offset, or the snapshot's offset
     size: int
     kind: str  # "log" or "snapshot" (the metadata log's: "log" or "checkpoint")
-
-
-#: Files a broker keeps at the root of each log dir (``LogManager``, ``ReplicaManager``): one line per
-#: partition, ``<topic> <partition> <offset>``, after a version line (0) and a count line
-#: (``OffsetCheckpointFile``). Written every few seconds, so they can lag the segments a little.
-CHECKPOINT_FILES = {
-    "replication-offset-checkpoint": "high_watermark",
-    "log-start-offset-checkpoint": "log_start_offset",
-    "recovery-point-offset-checkpoint": "recovery_point",
-}
-#: Written by a broker that shut down cleanly, deleted when it starts loading (``CleanShutdownFileHandler``).
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-
-
-def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
-    """``(topic, partition) -> offset`` of an ``OffsetCheckpointFile``; {} when missing or unreadable.
-
-    Format (``CheckpointFile``): ``0`` (version), the entry count, then ``topic partition offset``
-    lines. A file in another version or with a short/garbled body is ignored as a whole, as the
-    broker would fail to read it: no partial answer.
-    """
-    try:
-        lines = storage.read_bytes(path).decode("utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return {}
-    if len(lines) < 2 or lines[0].strip() != "0" or not lines[1].strip().isdigit():
-        return {}
-    n = int(lines[1])
-    out: dict[tuple[str, int], int] = {}
-    for line in lines[2 : 2 + n]:
-        parts = line.split()
-        if len(parts) != 3 or not parts[1].isdigit() or not re.fullmatch(r"-?\d+", parts[2]):
-            return {}
-        out[(parts[0], int(parts[1]))] = int(parts[2])
-    return out if len(out) == n else {}
-
-
-def read_checkpoints(broker: str, log_dir: str) -> list[Checkpoint]:
-    """Every partition named in ``log_dir``'s checkpoint files, merged per partition."""
-    present = {e.name for e in storage.scandir(log_dir)}
-    files = {
-        col: read_offset_checkpoint(storage.join(log_dir, name)) if name in present else {}
-        for name, col in CHECKPOINT_FILES.items()
-    }
-    clean = CLEAN_SHUTDOWN_FILE in present
-    keys = sorted(set().union(*files.values()))
-    hw, start, recovery = files["high_watermark"], files["log_start_offset"], files["recovery_point"]
-    return [Checkpoint(broker, *tp, hw.get(tp), start.get(tp), recovery.get(tp), clean) for tp in keys]
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,56 +272,122 @@ def discover(paths: list[str] | tuple[str, ...], located: dict[str, Located] | N
     Costs one directory listing per partition and one ``stat`` per kept file (a file's identity is its
     directory's real path and its name; only a symlinked file is resolved itself): 300,000 files are a
     few seconds of driver time (benchmarks/RESULTS.md, "Planning 100,000 partitions")."""
-    segments: list[tuple[tuple[int, str, str], LogFile]] = []
-    snapshots: list[tuple[tuple[int, str, str], LogFile]] = []
-    txn_state: list[tuple[tuple[int, str, str], LogFile]] = []
-    txn_indexes: list[tuple[tuple[int, str, str], LogFile]] = []
-    brokers: list[str] = []
-    order: dict[str, int] = {}  # broker name -> its place in ``brokers``
-    skipped: list[str] = []
-    metadata: list[LogFile] = []
-    checkpoints: list[Checkpoint] = []
-    clean: list[str] = []
-    nodes: list[tuple[str, int]] = []
-    replicas: dict[str, str] = {}  # log dir (real path) -> broker name
-    whole: set[str] = set()  # log dirs (real paths) given whole: their checkpoints are read
-    seen: set[str] = set()  # files listed (real paths)
+    found_files = _Discovery()
+    for root in paths:
+        found = (located or {}).get(root) or locate(root)
+        if found.kind == LOG_DIRS:
+            for name, log_dir in found.log_dirs:
+                found_files.add_log_dir(name, log_dir)
+        elif found.kind in (PARTITION_DIR, LOG_FILE):
+            ((name, log_dir),) = found.log_dirs
+            broker = found_files.replica(name, log_dir, whole_dir=False)
+            if found.kind == PARTITION_DIR:
+                found_files.add_partition(
+                    broker, found.topic, found.partition, found.path, storage.realpath(found.path)
+                )
+            else:
+                path = found.path
+                dir_name = _dir_name(storage.dirname(path))
+                found_files.add(
+                    broker,
+                    found.topic,
+                    found.partition,
+                    path,
+                    storage.basename(path),
+                    storage.realpath(path),
+                    None,
+                    dir_name,
+                )
+    return found_files.inventory()
 
-    def replica(name: str, log_dir: str, *, whole_dir: bool) -> str:
+
+_Keyed = list[tuple[tuple[int, str, str], LogFile]]
+
+
+class _Discovery:
+    """What :func:`discover` has found so far: the files of each kind keyed by their log dir's listing order,
+    the replicas (one per log dir's real path) and what their log dirs say of themselves."""
+
+    def __init__(self) -> None:
+        self.segments: _Keyed = []
+        self.snapshots: _Keyed = []
+        self.txn_state: _Keyed = []
+        self.txn_indexes: _Keyed = []
+        self.brokers: list[str] = []
+        self.order: dict[str, int] = {}  # broker name -> its place in ``brokers``
+        self.skipped: list[str] = []
+        self.metadata: list[LogFile] = []
+        self.checkpoints: list[Checkpoint] = []
+        self.clean: list[str] = []
+        self.nodes: list[tuple[str, int]] = []
+        self.replicas: dict[str, str] = {}  # log dir (real path) -> broker name
+        self.whole: set[str] = set()  # log dirs (real paths) given whole: their checkpoints are read
+        self.seen: set[str] = set()  # files listed (real paths)
+
+    def replica(self, name: str, log_dir: str, *, whole_dir: bool) -> str:
+        """The broker name of the replica in ``log_dir`` (one per real path); of a log dir given whole, its
+        checkpoints, clean-shutdown file and node id are read once."""
         key = storage.realpath(log_dir)
-        if key not in replicas:
-            if name in order:  # two roots with the same basename: keep them apart
+        if key not in self.replicas:
+            if name in self.order:  # two roots with the same basename: keep them apart
                 name = f"{name}@{log_dir}"
-            replicas[key] = name
-            order[name] = len(brokers)
-            brokers.append(name)
-        name = replicas[key]
-        if whole_dir and key not in whole:  # the log dir's checkpoints and clean-shutdown file
-            whole.add(key)
-            found = read_checkpoints(name, log_dir)
-            checkpoints.extend(found)
+            self.replicas[key] = name
+            self.order[name] = len(self.brokers)
+            self.brokers.append(name)
+        name = self.replicas[key]
+        if whole_dir and key not in self.whole:  # the log dir's checkpoints and clean-shutdown file
+            self.whole.add(key)
+            self.checkpoints.extend(read_checkpoints(name, log_dir))
             if storage.exists(storage.join(log_dir, CLEAN_SHUTDOWN_FILE)):
-                clean.append(name)
+                self.clean.append(name)
             node = node_id(log_dir)
             if node is not None:
-                nodes.append((name, node))
+                self.nodes.append((name, node))
         return name
 
+    def add_log_dir(self, name: str, log_dir: str) -> None:
+        """A whole log dir: each of its partition directories, the cluster metadata's files; directories
+        Kafka is deleting or moving are skipped (named)."""
+        broker = self.replica(name, log_dir, whole_dir=True)
+        real_log_dir = storage.realpath(log_dir)
+        for entry in storage.scandir(log_dir):
+            if not entry.is_dir():
+                continue
+            tp = parse_partition_dir(entry.name)
+            if entry.name == f"{CLUSTER_METADATA_TOPIC}-0":
+                self.metadata.extend(_metadata_files(broker, entry.path))
+                continue
+            if tp is None:
+                if _PARTITION_DIR.match(entry.name) or entry.name.endswith(_IGNORED_DIR_SUFFIXES):
+                    self.skipped.append(entry.path)
+                continue
+            real = storage.realpath(entry.path) if entry.is_symlink() else f"{real_log_dir}/{entry.name}"
+            self.add_partition(broker, *tp, entry.path, real)
+
+    def add_partition(self, broker: str, topic: str, partition: int, part_dir: str, real_dir: str) -> None:
+        """Every file of a partition directory (:meth:`add`)."""
+        dir_name = _dir_name(part_dir)
+        for f in storage.scandir(part_dir, sort=False):  # sorted once at the end
+            # a file's identity without resolving every path (lstat per component): its directory's real path
+            real = storage.realpath(f.path) if f.is_symlink() else f"{real_dir}/{f.name}"
+            self.add(broker, topic, partition, f.path, f.name, real, f, dir_name)
+
     def add(
-        broker: str, topic: str, partition: int, fpath: str, fname: str, real: str, entry: Any, dir_name: str
+        self, broker: str, topic: str, partition: int, fpath: str, fname: str, real: str, entry: Any, dir_name: str
     ) -> None:
+        """One file, kept when it is a segment, snapshot or .txnindex not seen before."""
         m = _OFFSET_FILE.match(fname)
         if not m:
             if fname.endswith((".deleted", ".cleaned", ".swap")):
-                skipped.append(fpath)
+                self.skipped.append(fpath)
             return
         suffix = m.group("suffix")
         # .txnindex: the aborted transactions a read_committed fetch is served (txnlog.sources.txnindex)
         if suffix not in ("log", "snapshot", "txnindex") or (suffix == "txnindex" and topic == TRANSACTION_STATE_TOPIC):
             return
-        if real in seen:
+        if real in self.seen:
             return
-        seen.add(real)
+        self.seen.add(real)
         lf = LogFile(
             path=fpath,
             broker=broker,
@@ -379,98 +398,36 @@ def discover(paths: list[str] | tuple[str, ...], located: dict[str, Located] | N
             kind=suffix,
         )
         # a log dir's listing order, whatever order paths came in
-        key = (order[broker], dir_name, fname)
+        key = (self.order[broker], dir_name, fname)
         if suffix == "txnindex":
-            txn_indexes.append((key, lf))
+            self.txn_indexes.append((key, lf))
         elif suffix == "snapshot":
             if topic != TRANSACTION_STATE_TOPIC:
-                snapshots.append((key, lf))
+                self.snapshots.append((key, lf))
         elif topic == TRANSACTION_STATE_TOPIC:
-            txn_state.append((key, lf))
+            self.txn_state.append((key, lf))
         else:
-            segments.append((key, lf))
+            self.segments.append((key, lf))
 
-    def add_partition(broker: str, topic: str, partition: int, part_dir: str, real_dir: str) -> None:
-        dir_name = _dir_name(part_dir)
-        for f in storage.scandir(part_dir, sort=False):  # sorted once at the end
-            # a file's identity without resolving every path (lstat per component): its directory's real path
-            real = storage.realpath(f.path) if f.is_symlink() else f"{real_dir}/{f.name}"
-            add(broker, topic, partition, f.path, f.name, real, f, dir_name)
+    def inventory(self) -> Inventory:
+        """What was found, each kind of file in its log dir's listing order."""
 
-    for root in paths:
-        found = (located or {}).get(root) or locate(root)
-        if found.kind == LOG_DIRS:
-            for name, log_dir in found.log_dirs:
-                broker = replica(name, log_dir, whole_dir=True)
-                real_log_dir = storage.realpath(log_dir)
-                for entry in storage.scandir(log_dir):
-                    if not entry.is_dir():
-                        continue
-                    tp = parse_partition_dir(entry.name)
-                    if entry.name == f"{CLUSTER_METADATA_TOPIC}-0":
-                        metadata.extend(_metadata_files(broker, entry.path))
-                        continue
-                    if tp is None:
-                        if _PARTITION_DIR.match(entry.name) or entry.name.endswith(_IGNORED_DIR_SUFFIXES):
-                            skipped.append(entry.path)
-                        continue
-                    real = storage.realpath(entry.path) if entry.is_symlink() else f"{real_log_dir}/{entry.name}"
-                    add_partition(broker, *tp, entry.path, real)
-        elif found.kind in (PARTITION_DIR, LOG_FILE):
-            ((name, log_dir),) = found.log_dirs
-            broker = replica(name, log_dir, whole_dir=False)
-            if found.kind == PARTITION_DIR:
-                add_partition(broker, found.topic, found.partition, found.path, storage.realpath(found.path))
-            else:
-                path = found.path
-                real = storage.realpath(path)
-                add(
-                    broker,
-                    found.topic,
-                    found.partition,
-                    path,
-                    storage.basename(path),
-                    real,
-                    None,
-                    _dir_name(storage.dirname(path)),
-                )
+        def ordered(files: _Keyed) -> tuple[LogFile, ...]:
+            files.sort(key=lambda kf: kf[0])
+            return tuple(f for _, f in files)
 
-    def ordered(files: list[tuple[tuple[int, str, str], LogFile]]) -> tuple[LogFile, ...]:
-        files.sort(key=lambda kf: kf[0])
-        return tuple(f for _, f in files)
-
-    return Inventory(
-        segments=ordered(segments),
-        snapshots=ordered(snapshots),
-        txn_state_segments=ordered(txn_state),
-        txn_indexes=ordered(txn_indexes),
-        brokers=tuple(brokers),
-        skipped=tuple(skipped),
-        checkpoints=tuple(checkpoints),
-        clean_shutdown_brokers=tuple(clean),
-        cluster_metadata=tuple(metadata),
-        node_ids=tuple(nodes),
-    )
-
-
-META_PROPERTIES = "meta.properties"
-
-
-def node_id(log_dir: str) -> int | None:
-    """The ``node.id`` a KRaft log dir's ``meta.properties`` names (``MetaProperties``; ``broker.id`` in a ZooKeeper
-    broker's), None where the file is absent, unreadable or names none."""
-    path = storage.join(log_dir, META_PROPERTIES)
-    try:
-        text = storage.read_bytes(path).decode("utf-8", "replace") if storage.exists(path) else ""
-    except (OSError, storage.StorageError):
-        return None
-    props = dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.lstrip().startswith("#"))
-    for key in ("node.id", "broker.id"):
-        try:
-            return int(props[key].strip())
-        except (KeyError, ValueError):
-            continue
-    return None
+        return Inventory(
+            segments=ordered(self.segments),
+            snapshots=ordered(self.snapshots),
+            txn_state_segments=ordered(self.txn_state),
+            txn_indexes=ordered(self.txn_indexes),
+            brokers=tuple(self.brokers),
+            skipped=tuple(self.skipped),
+            checkpoints=tuple(self.checkpoints),
+            clean_shutdown_brokers=tuple(self.clean),
+            cluster_metadata=tuple(self.metadata),
+            node_ids=tuple(self.nodes),
+        )
 
 
 def _metadata_files(broker: str, part_dir: str) -> list[LogFile]:

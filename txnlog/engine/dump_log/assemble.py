@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from txnlog.broker.fragments import SUMMARY_FRAGMENT_COLUMNS, segment_fragments
 from txnlog.broker.producer_state import segment_producers
-from txnlog.broker.reconstruct import SUMMARY_FRAGMENT_COLUMNS, segment_fragments
 from txnlog.kafka import dump_log_text as D
 from txnlog.kafka import errors
 from txnlog.kafka.control import ControlStatus
@@ -325,6 +325,26 @@ def _segment_row(
     )
 
 
+def _undecoded(table: pa.Table, batch_lines: np.ndarray, missing: np.ndarray) -> pa.Table:
+    """The quarantine row of a dumped ``__transaction_state`` segment whose batches at ``missing`` show no
+    decoded record (dumped without ``--transaction-log-decoder``)."""
+    detail = (
+        f"{missing.size} of {batch_lines.size} batches of {_first(table, 'dpath')} show no decoded record; "
+        "dump __transaction_state with --transaction-log-decoder"
+    )
+    row = {
+        "kind": KIND_QUARANTINE,
+        "broker": _first(table, "broker"),
+        "coordinator_partition": pa.array([_first(table, "partition")], pa.int32()),
+        "file": _first(table, "dump_file"),
+        "position": np.full(1, int(batch_lines[missing[0]]), np.int64),
+        "length": np.full(1, 1, np.int64),
+        "reason": D.REASON_TXN_UNDECODED,
+        "detail": detail,
+    }
+    return pa.Table.from_batches([batch_of(TXN_STATE_SCHEMA, 1, row)])
+
+
 def assemble_txn_state(table: pa.Table) -> pa.Table:
     """One dumped ``__transaction_state`` segment: records get their batch's leader epoch.
 
@@ -381,28 +401,6 @@ def assemble_txn_state(table: pa.Table) -> pa.Table:
     decoded[all_recs[all_recs >= 0]] = True
     missing = np.flatnonzero(~decoded & (counts > 0))
     if missing.size:
-        n = 1
-        out.append(
-            pa.Table.from_batches(
-                [
-                    batch_of(
-                        TXN_STATE_SCHEMA,
-                        n,
-                        {
-                            "kind": KIND_QUARANTINE,
-                            "broker": _first(table, "broker"),
-                            "coordinator_partition": pa.array([_first(table, "partition")], pa.int32()),
-                            "file": _first(table, "dump_file"),
-                            "position": np.full(1, int(bl[missing[0]]), np.int64),
-                            "length": np.full(1, 1, np.int64),
-                            "reason": D.REASON_TXN_UNDECODED,
-                            "detail": f"{missing.size} of {bl.size} batches of {_first(table, 'dpath')} "
-                            "show no decoded record; "
-                            "dump __transaction_state with --transaction-log-decoder",
-                        },
-                    )
-                ]
-            )
-        )
+        out.append(_undecoded(table, bl, missing))
     result = pa.concat_tables(out)
     return result.append_column("dump_file", pa.array([dump_file] * result.num_rows, pa.string()))

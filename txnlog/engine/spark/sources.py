@@ -46,7 +46,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
-from txnlog.engine.segment_group import SegmentGroup
+from txnlog.engine.segment_group import SegmentGroup, summarize_snapshot
 from txnlog.engine.segments import (
     Edges,
     Piece,
@@ -56,7 +56,6 @@ from txnlog.engine.segments import (
     snapshot_starts,
     summarize_piece,
     summarize_segment,
-    summarize_snapshot,
 )
 from txnlog.engine.staging import RawWriter, stage_name, staged_transactions
 from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
