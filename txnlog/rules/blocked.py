@@ -106,7 +106,9 @@ def _unstable_rows(
         {"partition": "coordinator_partition", "start_offset": "holding_start_offset"}
     )
     rows = pending.join(listed, _GROUP_KEY, join_type="left anti")
-    rows = rows.join(txn, ["coordinator_partition", "producer_id"], join_type="inner")
+    rows = rows.join(txn, ["coordinator_partition", "producer_id"], join_type="left outer")
+    # a known producer without a finding is young: no row; an unknown one (a live read names none) stays
+    rows = rows.filter(pc.or_(pc.is_valid(rows["holding_start_offset"]), pc.is_null(rows["producer_id"])))
     rows = rows.sort_by([(k, "ascending") for k in (*_GROUP_KEY, "producer_id")])
     rows = _last_of(rows, _GROUP_KEY, first=True).drop_columns(["committed_offset"])
     rows = rows.join(stable.select([*_GROUP_KEY, "committed_offset"]), _GROUP_KEY, join_type="left outer")
