@@ -382,3 +382,39 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path: Path) -> N
     )  # fmt: skip
     assert proc.stderr == "", proc.stderr
     assert len(proc.stdout) == 10 and proc.returncode == 141
+
+
+def test_blocked_lists_the_groups_waiting_as_kafka_consumer_groups_describes_them(tmp_path: Path) -> None:
+    since = AS_OF - timedelta(hours=2)
+    row = {"topic": "orders", "partition": 0, "last_stable_offset": 100, "high_watermark": 130, "source": "segments"}
+    blocked = _table(
+        tables.BLOCKED_CONSUMERS,
+        [
+            {**row, "group": "billing", "group_bytes": b"billing", "committed_offset": 100,
+             "offsets_to_high_watermark": 30, "blocked_since": since, "status": "BLOCKED"},
+            {**row, "group": "bad\ufffd", "group_bytes": b"bad\xff", "committed_offset": 100,
+             "offsets_to_high_watermark": 30, "blocked_since": since, "status": "BLOCKED"},
+            {**row, "group": "fast", "group_bytes": b"fast", "committed_offset": 120,
+             "offsets_to_high_watermark": 10, "status": "NOT_BLOCKED_INFERRED"},
+            {**row, "topic": "payments", "group": "etl", "group_bytes": b"etl", "committed_offset": 7,
+             "last_stable_offset": 9, "high_watermark": 9, "offsets_to_high_watermark": 2, "blocked_since": since,
+             "status": "UNSTABLE_OFFSET_COMMIT"},
+        ],
+    )  # fmt: skip
+    _write(tmp_path, {"blocked_consumers": blocked})
+    header, *rows = _cli(tmp_path, "blocked")
+    assert [h.strip() for h in header] == [
+        "GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LSO", "HW", "WAITING", "SINCE", "STATUS"
+    ]  # fmt: skip
+    assert [[c.strip() for c in r] for r in rows] == [
+        ["bad\ufffd", "orders", "0", "100", "100", "130", "30", "2026-11-01T22:00:00Z", "BLOCKED"],
+        ["billing", "orders", "0", "100", "100", "130", "30", "2026-11-01T22:00:00Z", "BLOCKED"],
+        ["etl", "payments", "0", "7", "9", "9", "2", "2026-11-01T22:00:00Z", "UNSTABLE_OFFSET_COMMIT"],
+    ]  # the group above the LSO (read_uncommitted, or a reset) is not listed
+    out = io.StringIO()
+    assert main(["blocked", "--output", str(tmp_path), "--group", "billing", "--format", "json"], out=out) == 0
+    (only,) = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert (only["GROUP"], only["CURRENT-OFFSET"], only["SINCE"]) == ("billing", 100, "2026-11-01T22:00:00Z")
+    out = io.StringIO()
+    assert main(["blocked", "--output", str(tmp_path), "--topic", "payments", "--format", "csv"], out=out) == 0
+    assert [r["GROUP"] for r in csv.DictReader(io.StringIO(out.getvalue()))] == ["etl"]

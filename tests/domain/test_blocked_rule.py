@@ -129,3 +129,84 @@ def test_no_consumer_offsets_no_rows():
     empty = batch_of(SOURCE_SCHEMA, 0, {})
     table = blocked_consumers(pa.Table.from_batches([empty]), _health([("t", 0, 1, 5)]), _findings([("t", 0, 1, 1)]))
     assert table.num_rows == 0
+
+
+def _replica(root, broker: str, commits: list[int]) -> None:
+    from txnlog.brokerlog.consumer_offsets import OffsetsPartitionWriter
+    from txnlog.brokerlog.consumer_offsets_encode import offset_commit_key, offset_commit_value
+
+    w = OffsetsPartitionWriter(root / broker, 2)
+    for offset in commits:
+        w.append([(offset_commit_key("g", "orders", 0), offset_commit_value(offset, commit_timestamp=w.now))])
+    w.close()
+
+
+def _committed_of(root) -> tuple[list[int], set[str]]:
+    from txnlog.sources.logdirs import discover
+
+    files = list(discover([str(root)]).consumer_offsets_segments)
+    table = pa.Table.from_batches(read_partition(files, True, None), schema=SOURCE_SCHEMA)
+    return table.column("committed_offset").to_pylist(), set(table.column("broker").to_pylist())
+
+
+def test_the_most_advanced_replica_is_read(tmp_path):
+    # broker-1, first by name, is a follower behind: it lacks the last commit broker-2 (the leader) holds
+    _replica(tmp_path, "broker-1", [10, 20])
+    _replica(tmp_path, "broker-2", [10, 20, 30])
+    assert _committed_of(tmp_path) == ([30], {"broker-2"})
+
+
+def test_replicas_as_advanced_as_each_other_read_the_first_broker(tmp_path):
+    _replica(tmp_path, "broker-2", [10, 20])
+    _replica(tmp_path, "broker-1", [10, 21])
+    assert _committed_of(tmp_path) == ([21], {"broker-1"})
+
+
+def test_a_young_transaction_holds_nobody():
+    # t-0's LSO 100 is held below HW 130 by an open transaction that is no finding (still young): the group at the
+    # LSO waits as Kafka intends, and the pending offset commit of producer 42 (no finding in __consumer_offsets-3)
+    # is an exactly-once application's ordinary commit: neither is a row
+    offsets = _offsets(
+        [
+            {"group": "at-lso", "topic": "t", "partition": 0, "committed_offset": 100, "commit_timestamp": MS},
+            {"group": "eos", "topic": "t", "partition": 1, "committed_offset": 10, "commit_timestamp": MS},
+            {"group": "eos", "topic": "t", "partition": 1, "committed_offset": 15, "commit_timestamp": MS,
+             "state": "pending", "producer_id": 42},
+        ]
+    )  # fmt: skip
+    health = _health([("t", 0, 100, 130), ("t", 1, 20, 20)])
+    assert blocked_consumers(offsets, health, _findings([])).num_rows == 0
+    # the same transactions once they are findings (LATE or HANGING): both groups are rows
+    findings = _findings([("t", 0, 7, 100), ("__consumer_offsets", 3, 42, 77)])
+    rows = {r["group"]: r["status"] for r in blocked_consumers(offsets, health, findings).to_pylist()}
+    assert rows == {"at-lso": "BLOCKED", "eos": "UNSTABLE_OFFSET_COMMIT"}
+
+
+def test_group_names_of_any_bytes_reach_the_table_as_stored(tmp_path):
+    import struct
+
+    from txnlog.brokerlog.consumer_offsets import OffsetsPartitionWriter
+    from txnlog.brokerlog.consumer_offsets_encode import offset_commit_value
+    from txnlog.kafka import errors
+    from txnlog.sources.logdirs import discover
+
+    names = [b"", b"nul\x00inside", b"\x01\x1b[31mred", b"tab\there", b"bad\xff\xfe", b"bad\xfe\xff", "grüße".encode()]
+    w = OffsetsPartitionWriter(tmp_path / "broker-1", 5)
+    for name in names:  # OffsetCommitKey v1 with the group's bytes as they are
+        key = struct.pack(">hh", 1, len(name)) + name + struct.pack(">h", 1) + b"t" + struct.pack(">i", 0)
+        w.append([(key, offset_commit_value(100, commit_timestamp=w.now))])
+    w.append([(struct.pack(">hh", 1, 1) + b"g" + struct.pack(">h", 1) + b"t" + struct.pack(">i", 0), b"\x00\x05")])
+    w.close()
+    files = list(discover([str(tmp_path / "broker-1")]).consumer_offsets_segments)
+    offsets = pa.Table.from_batches(read_partition(files, True, None), schema=SOURCE_SCHEMA)
+    rows = blocked_consumers(offsets, _health([("t", 0, 100, 130)]), _findings([("t", 0, 7, 100)])).to_pylist()
+    assert sorted(r["group_bytes"] for r in rows) == sorted(names)
+    assert all(r["status"] == "BLOCKED" for r in rows)
+    # the group as Kafka's serde reads it: new String(bytes, UTF_8), malformed input replaced; the two bad names
+    # read alike and stay two rows
+    shown = {r["group_bytes"]: r["group"] for r in rows}
+    assert shown[b"bad\xff\xfe"] == shown[b"bad\xfe\xff"] == "bad\ufffd\ufffd"
+    assert shown[b"nul\x00inside"] == "nul\x00inside" and shown[b""] == ""
+    # the OffsetCommitValue of an unknown version (5) does not read: a quarantine row, naming the file
+    (bad,) = offsets.filter(pa.compute.equal(offsets["kind"], "quarantine")).to_pylist()
+    assert bad["file"] == files[0].path and bad["reason"] == errors.BAD_OFFSETS_VALUE

@@ -299,7 +299,8 @@ MEMBER = pa.struct([("member_id", STR), ("client_id", STR), ("client_host", STR)
 #: the LSO (``UnifiedLog.read``), a read_uncommitted one at the high watermark; ``__consumer_offsets`` does not record
 #: isolation levels, so the status is inferred from the committed offset.
 BLOCKED_CONSUMERS = _schema(
-    ("group", STR),  # as Kafka reads the key (UTF-8); two groups are told apart by their bytes
+    ("group", STR),  # as Kafka reads the key (new String(bytes, UTF_8): malformed bytes replaced by U+FFFD)
+    ("group_bytes", pa.binary()),  # the group's bytes exactly as stored: two groups are told apart by them
     ("topic", STR),
     ("partition", I32),
     ("committed_offset", I64),  # the group's stable committed offset (OffsetMetadataManager's replay); null: none
@@ -313,7 +314,7 @@ BLOCKED_CONSUMERS = _schema(
     ("holding_start_offset", I64),
     # BLOCKED: committed offset = LSO < HW (a read_committed group: inferred); NOT_BLOCKED_INFERRED: above the LSO
     # (read_uncommitted, or a reset); BEHIND_LSO: below it, still reading; UNSTABLE_OFFSET_COMMIT: a pending
-    # transactional offset of this partition
+    # transactional offset of this partition. Only behind a finding (LATE or HANGING): a young transaction gives no row
     ("status", STR),
     # the group's partitions ("topic-partition") with a pending transactional offset commit: OffsetFetch with
     # requireStable (the Java consumer always asks so) answers UNSTABLE_OFFSET_COMMIT, so every member stalls at

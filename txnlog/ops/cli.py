@@ -9,6 +9,7 @@ and txnlog.ops.unblock (plan, abort, fence), how rows are printed txnlog.ops.cli
     txnlog find-hanging [--topic T [--partition P]] [--replica R] [--verdict hanging|late|all] [--fail-on ...]
     txnlog timeline --topic T --partition P [--producer-id PID]
     txnlog audit [--topic T [--partition P]] [--check C]... [--fail-on error|warning|not-checked|never] [-v]
+    txnlog blocked [--group G] [--topic T]        the consumer groups blocked behind a stuck transaction
     txnlog plan [--topic T] [--script FILE]       the ordered aborts that unblock consumers
     txnlog retain --keep-runs N [--execute]       drop old runs from the history
     txnlog abort --bootstrap-servers B --topic T --partition P --start-offset O [--execute]
@@ -120,6 +121,11 @@ def _audit_arguments(s: argparse.ArgumentParser) -> None:
         "any row, NOT_CHECKED too (not-checked), or never (never)",
     )
     s.add_argument("-v", "--verbose", action="store_true", help="print each row's evidence, advice and Kafka class")
+
+
+def _blocked_arguments(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--group", help="only this consumer group (as Kafka reads its name)")
+    s.add_argument("--topic", help="only this topic")
 
 
 def _plan_arguments(s: argparse.ArgumentParser) -> None:
@@ -266,6 +272,19 @@ VERBS = (
         _audit_arguments,
     ),
     Verb(
+        "blocked",
+        "who is blocked: the consumer groups waiting behind a stuck transaction",
+        "The run's blocked_consumers rows (from the copy's __consumer_offsets), columns as kafka-consumer-groups.sh "
+        "--describe prints them: BLOCKED groups, whose committed offset (CURRENT-OFFSET) equals an LSO below the "
+        "high watermark held by a LATE or HANGING transaction (a read_committed group: inferred, "
+        "__consumer_offsets does not record the isolation level), and UNSTABLE_OFFSET_COMMIT ones, whose pending "
+        "transactional offset commit stalls every member at start-up or rebalance. WAITING counts offsets up to "
+        "the high watermark (markers and aborted records included); SINCE is the later of the transaction's "
+        "start and the group's commit.",
+        "txnlog blocked --output ./out --topic orders --format json",
+        _blocked_arguments,
+    ),
+    Verb(
         "plan",
         "the ordered aborts that unblock consumers, with what each releases",
         "From the run: per partition, the HANGING transactions in the order they must be aborted (only the "
@@ -361,7 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _verb_function(command: str) -> Callable[[argparse.Namespace, TextIO], int]:
     """The function that does ``command``."""
     # Lazy: the verbs load pyarrow and delta-rs, which `txnlog --help` and a usage error do not need.
-    from txnlog.ops import audit, commands, unblock
+    from txnlog.ops import audit, blocked, commands, unblock
 
     return {
         "list": commands.cmd_list,
@@ -370,6 +389,7 @@ def _verb_function(command: str) -> Callable[[argparse.Namespace, TextIO], int]:
         "find-hanging": commands.cmd_find_hanging,
         "timeline": commands.cmd_timeline,
         "audit": audit.cmd_audit,
+        "blocked": blocked.cmd_blocked,
         "retain": commands.cmd_retain,
         "plan": unblock.cmd_plan,
         "abort": unblock.cmd_abort,

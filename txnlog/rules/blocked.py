@@ -4,6 +4,11 @@ transactional offset commits (the ``blocked_consumers`` table, txnlog.model.cont
 Pure: Arrow tables in (the groups' replayed offsets, ``partition_health``'s LSO and high watermark, the findings
 naming the open transactions), the table's rows out (without the run key).
 
+Only the transactions of ``findings`` (LATE or HANGING) hold anyone here. An open transaction still young (no
+finding) holds the LSO for as long as a transaction normally lasts, and a transactional offset commit is pending
+until its transaction ends in every exactly-once application: the groups behind them wait as Kafka intends, so
+they get no row, whatever their committed offset.
+
 What Kafka's code says:
 
 * a read_committed fetch stops at the LSO, a read_uncommitted one at the high watermark (``UnifiedLog.read``,
@@ -20,8 +25,7 @@ What Kafka's code says:
 
 from __future__ import annotations
 
-from typing import Any
-
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -36,37 +40,84 @@ NOT_BLOCKED_INFERRED = "NOT_BLOCKED_INFERRED"
 BEHIND_LSO = "BEHIND_LSO"
 UNSTABLE_OFFSET_COMMIT = "UNSTABLE_OFFSET_COMMIT"
 
-TP = tuple[str, int]
+_TS = pa.timestamp("us", tz="UTC")
+_GROUP_KEY = ["group_bytes", "topic", "partition"]
+_FINDING = ["producer_id", "start_offset", "first_timestamp"]
+_USED = [*_GROUP_KEY, "group", "state", "producer_id", "committed_offset", "commit_timestamp", "coordinator_partition"]
 
 
-def _held(health: pa.Table, findings: pa.Table) -> dict[TP, dict[str, Any]]:
-    """(topic, partition) -> its LSO, HW and the finding whose transaction starts at the LSO, for the partitions
-    whose LSO an open transaction holds below the high watermark."""
-    holding: dict[tuple[str, int, int], dict[str, Any]] = {}
-    for f in findings.select(["topic", "partition", "start_offset", "producer_id", "first_timestamp"]).to_pylist():
-        if f["topic"] is not None and f["start_offset"] is not None:
-            holding[(f["topic"], f["partition"], f["start_offset"])] = f
-    out: dict[TP, dict[str, Any]] = {}
-    for h in health.select(["topic", "partition", "last_stable_offset", "high_watermark"]).to_pylist():
-        lso, hw = h["last_stable_offset"], h["high_watermark"]
-        finding = holding.get((h["topic"], h["partition"], lso))
-        if finding is not None and hw is not None and lso < hw:
-            out[(h["topic"], h["partition"])] = {"lso": lso, "hw": hw, "finding": finding}
-    return out
+def _last_of(table: pa.Table, keys: list[str], *, first: bool = False) -> pa.Table:
+    """The last (or ``first``) row of ``table`` of each distinct ``keys``."""
+    index = table.append_column("_i", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    how = "min" if first else "max"
+    picked = index.group_by(keys, use_threads=False).aggregate([("_i", how)])[f"_i_{how}"]
+    return table.take(picked)
 
 
-def _status(committed: int | None, lso: int) -> str:
-    if committed is None or committed < lso:
-        return BEHIND_LSO
-    return BLOCKED if committed == lso else NOT_BLOCKED_INFERRED
+def _held(health: pa.Table, findings: pa.Table) -> pa.Table:
+    """The partitions whose LSO an open transaction holds below the high watermark: topic, partition,
+    last_stable_offset, high_watermark and the finding whose transaction starts at the LSO (its producer_id,
+    start_offset, first_timestamp)."""
+    f = findings.select(["topic", "partition", *_FINDING])
+    f = _last_of(f.filter(pc.and_(pc.is_valid(f["topic"]), pc.is_valid(f["start_offset"]))),
+                 ["topic", "partition", "start_offset"])  # fmt: skip
+    h = health.select(["topic", "partition", "last_stable_offset", "high_watermark"])
+    joined = h.join(
+        f.append_column("_lso", f["start_offset"]),
+        ["topic", "partition", "last_stable_offset"],
+        right_keys=["topic", "partition", "_lso"],
+        join_type="inner",
+    )
+    joined = joined.filter(pc.less(joined["last_stable_offset"], joined["high_watermark"]))
+    held = _last_of(joined, ["topic", "partition"])
+    return held.rename_columns({"producer_id": "holding_producer_id", "start_offset": "holding_start_offset"})
 
 
-def _since(first: Any, commit_ms: int | None) -> Any:
-    """The later of the holding transaction's first timestamp (a datetime) and the commit's timestamp (ms)."""
-    commit = None if commit_ms is None else pa.scalar(commit_ms, pa.timestamp("ms", tz="UTC")).as_py()
-    if first is None or commit is None:
-        return first if commit is None else commit
-    return max(first, commit)
+def _since(first: pa.ChunkedArray, commit_ms: pa.ChunkedArray) -> pa.ChunkedArray:
+    """The later of the holding transaction's first timestamp and the commit's timestamp (ms); either where the
+    other is unknown."""
+    first_us = pc.cast(pc.cast(first, _TS), pa.int64())
+    commit_us = pc.multiply_checked(pc.cast(commit_ms, pa.int64()), 1000)
+    return pc.cast(pc.max_element_wise(first_us, commit_us, skip_nulls=True), _TS)
+
+
+def _status(committed: pa.ChunkedArray, lso: pa.ChunkedArray) -> pa.ChunkedArray:
+    behind = pc.fill_null(pc.less(committed, lso), True)
+    at = pc.fill_null(pc.equal(committed, lso), False)
+    return pc.if_else(behind, BEHIND_LSO, pc.if_else(at, BLOCKED, NOT_BLOCKED_INFERRED))
+
+
+def _blocked_rows(rows: pa.Table) -> pa.Table:
+    """The committed offsets of the held partitions (joined with :func:`_held`) against their LSO and HW."""
+    status = _status(rows["committed_offset"], rows["last_stable_offset"])
+    since = _since(rows["first_timestamp"], rows["commit_timestamp"])
+    since = pc.if_else(pc.equal(status, BLOCKED), since, pa.scalar(None, _TS))
+    return rows.append_column("status", status).append_column("blocked_since", since)
+
+
+def _unstable_rows(
+    pending: pa.Table, listed: pa.Table, stable: pa.Table, health: pa.Table, findings: pa.Table
+) -> pa.Table:
+    """A row per partition with a pending transactional offset commit of a group not listed on it already (the
+    first producer's) whose transaction is a finding in the group's ``__consumer_offsets`` partition: its stable
+    offset, the partition's LSO and HW, and that finding."""
+    txn = findings.filter(pc.equal(findings["topic"], CONSUMER_OFFSETS_TOPIC)).select(["partition", *_FINDING])
+    txn = _last_of(txn, ["partition", "producer_id"]).rename_columns(
+        {"partition": "coordinator_partition", "start_offset": "holding_start_offset"}
+    )
+    rows = pending.join(listed, _GROUP_KEY, join_type="left anti")
+    rows = rows.join(txn, ["coordinator_partition", "producer_id"], join_type="left outer")
+    # a known producer without a finding is young: no row; an unknown one (a live read names none) stays
+    rows = rows.filter(pc.or_(pc.is_valid(rows["holding_start_offset"]), pc.is_null(rows["producer_id"])))
+    rows = rows.sort_by([(k, "ascending") for k in (*_GROUP_KEY, "producer_id")])
+    rows = _last_of(rows, _GROUP_KEY, first=True).drop_columns(["committed_offset"])
+    rows = rows.join(stable.select([*_GROUP_KEY, "committed_offset"]), _GROUP_KEY, join_type="left outer")
+    h = _last_of(health.select(["topic", "partition", "last_stable_offset", "high_watermark"]), ["topic", "partition"])
+    rows = rows.join(h, ["topic", "partition"], join_type="left outer")
+    since = _since(rows["first_timestamp"], rows["commit_timestamp"])
+    status = pa.array([UNSTABLE_OFFSET_COMMIT] * rows.num_rows, pa.string())
+    rows = rows.append_column("holding_producer_id", rows["producer_id"])
+    return rows.append_column("status", status).append_column("blocked_since", since)
 
 
 def blocked_consumers(offsets: pa.Table | None, health: pa.Table, findings: pa.Table) -> pa.Table:
@@ -74,105 +125,90 @@ def blocked_consumers(offsets: pa.Table | None, health: pa.Table, findings: pa.T
     kinds ``offset`` and ``group``), ``health`` (partition_health) and ``findings``."""
     if offsets is None or offsets.num_rows == 0:
         return SCHEMA.empty_table()
-    held = _held(health, findings)
-    rows = offsets.filter(pc.equal(offsets["kind"], "offset")).drop_columns(["members"])  # a group row's
-    committed = rows.filter(pc.equal(rows["state"], "committed"))
-    pending = rows.filter(pc.equal(rows["state"], "pending")).to_pylist()
-    if held:  # only the committed offsets of held partitions are looked at one by one
-        keys = pa.table({"topic": [t for t, _ in held], "partition": pa.array([p for _, p in held], pa.int32())})
-        committed = committed.join(keys, ["topic", "partition"], join_type="left semi")
-    else:
-        committed = committed.slice(0, 0)
-    members = _members(offsets)
-    pending_of: dict[bytes, list[str]] = {}
-    for p in pending:
-        pending_of.setdefault(p["group_bytes"], []).append(f"{p['topic']}-{p['partition']}")
-    txn_in_offsets = {
-        (f["partition"], f["producer_id"]): f
-        for f in findings.select(["topic", "partition", "producer_id", "start_offset", "first_timestamp"]).to_pylist()
-        if f["topic"] == CONSUMER_OFFSETS_TOPIC
+    rows = offsets.select(_USED)  # the rows of kind offset: the others have no state
+    pending = rows.filter(pc.equal(rows["state"], "pending"))
+    near = rows.join(_held(health, findings), ["topic", "partition"], join_type="inner")  # few: held partitions'
+    near = near.filter(pc.equal(near["state"], "committed"))
+    blocked = _blocked_rows(near).sort_by([(k, "ascending") for k in _GROUP_KEY])
+    stable = rows.slice(0, 0)  # the stable offsets of the keys with a pending one
+    if pending.num_rows:
+        keys = pending.select(_GROUP_KEY).group_by(_GROUP_KEY, use_threads=False).aggregate([])
+        stable = rows.join(keys, _GROUP_KEY, join_type="left semi")
+        stable = _last_of(stable.filter(pc.equal(stable["state"], "committed")), _GROUP_KEY)
+    unstable = _unstable_rows(pending, blocked.select(_GROUP_KEY), stable, health, findings)
+    unstable = unstable.sort_by([(k, "ascending") for k in _GROUP_KEY])
+    out = pa.concat_tables([_project(blocked), _project(unstable)])
+    return _with_groups(out, offsets, pending)
+
+
+def _project(rows: pa.Table) -> pa.Table:
+    n = rows.num_rows
+    return pa.table(
+        {
+            "group": rows["group"],
+            "group_bytes": rows["group_bytes"],
+            "topic": rows["topic"],
+            "partition": rows["partition"],
+            "committed_offset": rows["committed_offset"],
+            "last_stable_offset": rows["last_stable_offset"],
+            "high_watermark": rows["high_watermark"],
+            "offsets_to_high_watermark": pc.subtract(rows["high_watermark"], rows["committed_offset"]),
+            "blocked_since": rows["blocked_since"],
+            "holding_producer_id": rows["holding_producer_id"],
+            "holding_start_offset": rows["holding_start_offset"],
+            "status": rows["status"],
+            "coordinator_partition": rows["coordinator_partition"],
+            "source": pa.array([InputSource.SEGMENTS.value] * n, pa.string()),
+        }
+    )
+
+
+def _with_groups(rows: pa.Table, offsets: pa.Table, pending: pa.Table) -> pa.Table:
+    """``rows`` with each group's pending transactional offsets ("topic-partition", sorted; null: none) and
+    members (its last ``group`` row's; null: unknown), in :data:`SCHEMA`."""
+    names = pc.binary_join_element_wise(pending["topic"], pc.cast(pending["partition"], pa.string()), "-")
+    listing = pa.table({"group_bytes": pending["group_bytes"], "tp": names}).sort_by(
+        [("group_bytes", "ascending"), ("tp", "ascending")]
+    )
+    lists = listing.group_by(["group_bytes"], use_threads=False).aggregate([("tp", "list")])
+    groups = offsets.select(["group_bytes", "members"]).filter(pc.equal(offsets["kind"], "group"))
+    groups = _last_of(groups, ["group_bytes"])
+    keyed = rows.append_column("_row", pa.array(np.arange(rows.num_rows, dtype=np.int64)))
+    for name, table in (("_pending", lists.select(["group_bytes"])), ("_members", groups.select(["group_bytes"]))):
+        ids = table.append_column(name, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+        keyed = keyed.join(ids, ["group_bytes"], join_type="left outer")
+    keyed = keyed.sort_by("_row")
+    columns = {
+        "pending_transactional_offsets": lists["tp_list"].take(keyed["_pending"]),
+        "members": groups["members"].take(keyed["_members"]),
     }
-    out: list[dict[str, Any]] = []
-    listed: set[tuple[bytes, str, int]] = set()
-    for c in committed.to_pylist():
-        h = held[(c["topic"], c["partition"])]
-        finding, status = h["finding"], _status(c["committed_offset"], h["lso"])
-        since = _since(finding["first_timestamp"], c["commit_timestamp"]) if status == BLOCKED else None
-        out.append(_row(c, h["lso"], h["hw"], since, finding, status, pending_of, members))
-        listed.add((c["group_bytes"], c["topic"], c["partition"]))
-    health_of = {(h["topic"], h["partition"]): h for h in health.to_pylist()}
-    stable = {(c["group_bytes"], c["topic"], c["partition"]): c for c in rows.to_pylist() if c["state"] == "committed"}
-    for p in pending:
-        key = (p["group_bytes"], p["topic"], p["partition"])
-        if key in listed:
-            continue
-        listed.add(key)
-        h = health_of.get((p["topic"], p["partition"]), {})
-        txn = txn_in_offsets.get((p["coordinator_partition"], p["producer_id"]))
-        base = {**p, "committed_offset": (stable.get(key) or {}).get("committed_offset")}
-        since = _since(txn["first_timestamp"] if txn else None, p["commit_timestamp"])
-        finding = {"producer_id": p["producer_id"], "start_offset": txn["start_offset"] if txn else None}
-        lso, hw = h.get("last_stable_offset"), h.get("high_watermark")
-        out.append(_row(base, lso, hw, since, finding, UNSTABLE_OFFSET_COMMIT, pending_of, members))
-    return pa.Table.from_pylist(out, schema=SCHEMA)
-
-
-def _members(offsets: pa.Table) -> dict[bytes, list[dict[str, Any]]]:
-    groups = offsets.filter(pc.equal(offsets["kind"], "group")).select(["group_bytes", "members"]).to_pylist()
-    return {g["group_bytes"]: g["members"] for g in groups}
-
-
-def _row(
-    c: dict[str, Any],
-    lso: int | None,
-    hw: int | None,
-    since: Any,
-    finding: dict[str, Any],
-    status: str,
-    pending_of: dict[bytes, list[str]],
-    members: dict[bytes, list[dict[str, Any]]],
-) -> dict[str, Any]:
-    committed = c["committed_offset"]
-    return {
-        "group": c["group"],
-        "topic": c["topic"],
-        "partition": c["partition"],
-        "committed_offset": committed,
-        "last_stable_offset": lso,
-        "high_watermark": hw,
-        "offsets_to_high_watermark": None if hw is None or committed is None else hw - committed,
-        "blocked_since": since,
-        "holding_producer_id": finding["producer_id"],
-        "holding_start_offset": finding["start_offset"],
-        "status": status,
-        "pending_transactional_offsets": sorted(pending_of.get(c["group_bytes"], [])) or None,
-        "members": members.get(c["group_bytes"]),
-        "coordinator_partition": c["coordinator_partition"],
-        "source": InputSource.SEGMENTS.value,
-    }
+    return pa.table({f.name: columns[f.name] if f.name in columns else keyed[f.name] for f in SCHEMA}).cast(SCHEMA)
 
 
 def unblocked_groups(blocked: pa.Table, remedies: pa.Table, *, lso_after: str | None) -> pa.Array:
     """Per row of ``remedies`` (findings or abort_recommendations: topic, partition, producer_id, start_offset), the
     groups its remedy unblocks: those BLOCKED on its partition behind it (behind any offset below ``lso_after``, the
     LSO the abort moves to, when given), and those whose pending transactional offsets its transaction holds."""
-    rows = blocked.select(["group", "topic", "partition", "committed_offset", "status", "holding_producer_id",
-                           "holding_start_offset", "coordinator_partition"]).to_pylist()  # fmt: skip
     columns = ["topic", "partition", "producer_id", "start_offset", *([lso_after] if lso_after else [])]
-    out: list[list[str] | None] = []
-    for r in remedies.select(columns).to_pylist():
-        groups: set[str] = set()
-        for b in rows:
-            if b["status"] == BLOCKED and (b["topic"], b["partition"]) == (r["topic"], r["partition"]):
-                after = r.get(lso_after) if lso_after else None
-                behind = after is not None and b["committed_offset"] < after
-                if b["holding_start_offset"] == r["start_offset"] or behind:
-                    groups.add(b["group"])
-            elif (
-                b["status"] == UNSTABLE_OFFSET_COMMIT
-                and r["topic"] == CONSUMER_OFFSETS_TOPIC
-                and (b["coordinator_partition"], b["holding_producer_id"]) == (r["partition"], r["producer_id"])
-            ):
-                groups.add(b["group"])
-        out.append(sorted(groups))
-    return pa.array(out, pa.list_(pa.string()))
+    r = remedies.select(columns).append_column("_r", pa.array(np.arange(remedies.num_rows, dtype=np.int64)))
+    b = blocked.select(["group", "topic", "partition", "committed_offset", "status", "holding_producer_id",
+                        "holding_start_offset", "coordinator_partition"])  # fmt: skip
+    behind = b.filter(pc.equal(b["status"], BLOCKED)).join(r, ["topic", "partition"], join_type="inner")
+    match = pc.fill_null(pc.equal(behind["holding_start_offset"], behind["start_offset"]), False)
+    if lso_after:
+        match = pc.or_(match, pc.fill_null(pc.less(behind["committed_offset"], behind[lso_after]), False))
+    unstable = b.filter(pc.equal(b["status"], UNSTABLE_OFFSET_COMMIT)).join(
+        r.filter(pc.equal(r["topic"], CONSUMER_OFFSETS_TOPIC)).drop_columns(["topic"]),
+        ["coordinator_partition", "holding_producer_id"],
+        right_keys=["partition", "producer_id"],
+        join_type="inner",
+    )
+    named = pa.concat_tables([behind.filter(match).select(["_r", "group"]), unstable.select(["_r", "group"])]).sort_by(
+        [("_r", "ascending"), ("group", "ascending")]
+    )
+    at, group = named["_r"].to_numpy(), named["group"].combine_chunks()
+    new = np.ones(len(at), bool)
+    new[1:] = (at[1:] != at[:-1]) | ~pc.equal(group[1:], group[:-1]).to_numpy(zero_copy_only=False)
+    offsets = np.zeros(remedies.num_rows + 1, np.int32)
+    offsets[1:] = np.cumsum(np.bincount(at[new], minlength=remedies.num_rows))
+    return pa.ListArray.from_arrays(pa.array(offsets), group.filter(pa.array(new)))

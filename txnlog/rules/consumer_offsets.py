@@ -19,8 +19,6 @@ offsets of the partition it is written in, as each coordinator replays its own p
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -49,25 +47,51 @@ OFFSETS_SCHEMA = pa.schema(
 )
 _VALUE = ("group", "topic", "committed_offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp")
 
-Key = tuple[bytes, str, int]
+_KEY = ["group_bytes", "topic", "partition"]
+_SORT = [("group_bytes", "ascending"), ("topic", "ascending"), ("partition", "ascending"), ("state", "ascending")]
+_NONE = np.iinfo(np.int64).max  # no marker / no tombstone after a record
+_BEFORE = np.iinfo(np.int64).min  # no tombstone of a key
 
 
-Event = tuple[int, int, dict[str, Any] | None, int]
+def _key_ids(commits: pa.Table) -> tuple[np.ndarray, int]:
+    """A dense id per (group bytes, topic, partition) of ``commits``, and how many there are."""
+    codes = [
+        pc.dictionary_encode(commits[name].combine_chunks()).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        for name in ("group_bytes", "topic")
+    ]
+    partition = commits["partition"].to_numpy().astype(np.int64)
+    order = np.lexsort((partition, codes[1], codes[0]))
+    columns = np.stack([codes[0][order], codes[1][order], partition[order]])
+    new = np.ones(len(order), bool)
+    new[1:] = (columns[:, 1:] != columns[:, :-1]).any(axis=0)
+    ids = np.empty(len(order), np.int64)
+    ids[order] = np.cumsum(new) - 1
+    return ids, int(new.sum())
 
 
-def _events(rows: pa.Table, markers: pa.Table) -> list[Event]:
-    """(offset, producer, row, control type) in log order: a commit or tombstone has its row (control -1), a
-    marker none."""
-    out: list[Event] = [(r["offset"], r["producer_id"], r, -1) for r in rows.to_pylist()]
-    for m in markers.to_pylist():
-        if m["control_type"] in (_ABORT, _COMMIT):
-            out.append((m["offset"], m["producer_id"], None, m["control_type"]))
-    out.sort(key=lambda e: e[0])
+def _next_of(group: np.ndarray, at: np.ndarray, is_event: np.ndarray) -> np.ndarray:
+    """Per entry, the index of the first event (``is_event``) of the same ``group`` at or after it in ``at``
+    order (events after the others at one offset), -1 for none."""
+    order = np.lexsort((is_event, at, group))
+    n = len(order)
+    where = np.where(is_event[order], np.arange(n), n)
+    nxt = np.minimum.accumulate(where[::-1])[::-1]
+    found = nxt < n
+    same = np.zeros(n, bool)
+    same[found] = group[order][nxt[found]] == group[order][found]
+    out = np.full(n, -1, np.int64)
+    out[order[same]] = order[nxt[same]]
     return out
 
 
-_KEY = ["group_bytes", "topic", "partition"]
-_SORT = [("group_bytes", "ascending"), ("topic", "ascending"), ("partition", "ascending"), ("state", "ascending")]
+def _last_per(keys: tuple[np.ndarray, ...], at: np.ndarray) -> np.ndarray:
+    """The index of the entry with the highest ``at`` of each distinct ``keys``."""
+    order = np.lexsort((at, *reversed(keys)))
+    ends = np.zeros(len(order), bool)
+    ends[-1:] = True
+    for k in keys:
+        ends[:-1] |= k[order][1:] != k[order][:-1]
+    return order[ends]
 
 
 def replay_offsets(decoded: pa.Table, markers: pa.Table) -> pa.Table:
@@ -75,78 +99,73 @@ def replay_offsets(decoded: pa.Table, markers: pa.Table) -> pa.Table:
     its decoded records (:data:`txnlog.kafka.consumer_offsets.DECODED_SCHEMA`) and its markers
     (:data:`txnlog.kafka.consumer_offsets_scan.MARKERS_SCHEMA`).
 
-    A key (group, topic, partition) that no producer's batch commits has no pending offsets and no marker
-    touches it: its state is its last record (a commit, or a tombstone: none), found at once for all such
-    keys. The keys a producer committed are replayed record by record with the markers."""
-    commits = decoded.filter(pc.is_in(decoded["record_type"], pa.array(_OFFSET_COMMIT_TYPES, pa.int16())))
-    commits = commits.append_column("_i", pa.array(np.arange(commits.num_rows, dtype=np.int64)))
-    txn_keys = commits.filter(pc.not_equal(commits["producer_id"], -1)).select(_KEY).group_by(_KEY).aggregate([])
-    plain, mixed = commits.select([*_KEY, "_i"]), commits.slice(0, 0)
-    if txn_keys.num_rows:
-        mixed_rows = plain.join(txn_keys, _KEY, join_type="left semi")["_i"].to_numpy()
-        plain = plain.join(txn_keys, _KEY, join_type="left anti")
-        mixed = commits.take(pa.array(np.sort(mixed_rows)))
-    last = commits.take(plain.group_by(_KEY, use_threads=False).aggregate([("_i", "max")])["_i_max"])
-    last = last.filter(pc.invert(last["is_tombstone"]))
-    n = last.num_rows
-    fast = pa.table(
-        {
-            **{name: last[name] for name in ("group_bytes", "topic", "partition", *_VALUE)},
-            "state": pa.array(["committed"] * n, pa.string()),
-            "producer_id": pa.nulls(n, pa.int64()),
-            "record_offset": last["offset"],
-        }
-    ).select(OFFSETS_SCHEMA.names)
-    out = pa.concat_tables([fast.cast(OFFSETS_SCHEMA), _replay_each(mixed, markers)])
+    The replay's outcome, computed for all records at once rather than record by record:
+
+    * a transactional commit is ended by its producer's first COMMIT/ABORT marker after it (or still open);
+      of one producer's commits of one key before one marker only the last counts; a tombstone of the key
+      between the commit and its marker (or after it, while open) drops it;
+    * the committed offset of a key is, of its plain commits and its transactional commits that a COMMIT
+      applied, the one with the highest record offset after the key's last tombstone: a plain commit is newer
+      than all before it, and a COMMIT keeps the newer record (what ``replayEndTransactionMarker`` compares)."""
+    needed = ["record_type", "offset", "producer_id", "is_tombstone", *_KEY, *(v for v in _VALUE if v not in _KEY)]
+    columns = decoded.select(needed)  # the others (a group's members) are not carried through the filter
+    is_commit = pc.is_in(columns["record_type"], pa.array(_OFFSET_COMMIT_TYPES, pa.int16()))
+    commits = columns if pc.all(is_commit).as_py() else columns.filter(is_commit)
+    if commits.num_rows == 0:
+        return OFFSETS_SCHEMA.empty_table()
+    key, _ = _key_ids(commits)
+    offset = commits["offset"].to_numpy()
+    producer = commits["producer_id"].to_numpy()
+    tomb = commits["is_tombstone"].to_numpy(zero_copy_only=False)
+    last_tomb = np.full(key.max() + 1, _BEFORE, np.int64)
+    np.maximum.at(last_tomb, key[tomb], offset[tomb])
+    txn = np.flatnonzero((producer != -1) & ~tomb)  # RecordBatch.NO_PRODUCER_ID
+    ends = markers.filter(pc.is_in(markers["control_type"], pa.array([_ABORT, _COMMIT], pa.int16())))
+    m_offset, m_producer = ends["offset"].to_numpy(), ends["producer_id"].to_numpy()
+    m_type = ends["control_type"].to_numpy()
+    # the marker ending each transactional commit
+    nt = len(txn)
+    nxt = _next_of(
+        np.concatenate([producer[txn], m_producer]),
+        np.concatenate([offset[txn], m_offset]),
+        np.concatenate([np.zeros(nt, bool), np.ones(len(m_offset), bool)]),
+    )[:nt]
+    marker = np.where(nxt >= 0, nxt - nt, -1)
+    end = np.where(marker >= 0, m_offset[np.maximum(marker, 0)] if len(m_offset) else _NONE, _NONE)
+    keep = _last_per((producer[txn], key[txn], marker), offset[txn])
+    txn, marker, end = txn[keep], marker[keep], end[keep]
+    # a tombstone of the key after the commit and before its end drops it
+    tombs = np.flatnonzero(tomb)
+    nk = len(txn)
+    nxt = _next_of(
+        np.concatenate([key[txn], key[tombs]]),
+        np.concatenate([offset[txn], offset[tombs]]),
+        np.concatenate([np.zeros(nk, bool), np.ones(len(tombs), bool)]),
+    )[:nk]
+    next_tomb = np.where(nxt >= 0, offset[tombs[np.maximum(nxt - nk, 0)]] if len(tombs) else _NONE, _NONE)
+    alive = (next_tomb > end) | (next_tomb == _NONE)
+    pending = txn[alive & (marker < 0)]
+    applied = txn[alive & (marker >= 0)]
+    applied = applied[m_type[marker[alive & (marker >= 0)]] == _COMMIT]
+    candidates = np.concatenate([np.flatnonzero((producer == -1) & ~tomb), applied])
+    candidates = candidates[offset[candidates] > last_tomb[key[candidates]]]
+    committed = candidates[_last_per((key[candidates],), offset[candidates])]
+    out = pa.concat_tables([_rows(commits, committed, None), _rows(commits, pending, producer[pending])])
     return out.sort_by([*_SORT, ("producer_id", "ascending")])
 
 
-def _replay_each(rows: pa.Table, markers: pa.Table) -> pa.Table:
-    """:func:`replay_offsets` record by record, as ``OffsetMetadataManager`` does, over ``rows`` (commits in log
-    order) and the markers."""
-    committed: dict[Key, dict[str, Any]] = {}
-    pending: dict[int, dict[Key, dict[str, Any]]] = {}  # producer id -> its pending offsets
-    open_by_group: dict[bytes, set[int]] = {}  # group -> producers with pending offsets of it
-    for offset, producer, row, control in _events(rows, markers):
-        if row is None:
-            offsets = pending.pop(producer, None)
-            if offsets is None:
-                continue  # "no pending offsets are present. Ignoring it."
-            for group, _topic, _partition in offsets:
-                producers = open_by_group.get(group)
-                if producers is not None:
-                    producers.discard(producer)
-                    if not producers:
-                        del open_by_group[group]
-            if control == _COMMIT:
-                for key, value in offsets.items():
-                    existing = committed.get(key)
-                    if existing is None or value["record_offset"] > existing["record_offset"]:
-                        committed[key] = value
-            continue
-        key = (row["group_bytes"], row["topic"], row["partition"])
-        if not row["is_tombstone"]:
-            value = {name: row[name] for name in _VALUE}
-            value["record_offset"] = offset
-            if producer == -1:  # RecordBatch.NO_PRODUCER_ID
-                committed[key] = value
-            else:
-                pending.setdefault(producer, {})[key] = value
-                open_by_group.setdefault(key[0], set()).add(producer)
-            continue
-        committed.pop(key, None)
-        for open_producer in open_by_group.get(key[0], ()):
-            pending.get(open_producer, {}).pop(key, None)
-    out = [_out(key, v, "committed", None) for key, v in committed.items()]
-    out += [_out(key, v, "pending", producer) for producer, offsets in pending.items() for key, v in offsets.items()]
-    return pa.Table.from_pylist(out, schema=OFFSETS_SCHEMA)
-
-
-def _out(key: Key, value: dict[str, Any], state: str, producer: int | None) -> dict[str, Any]:
-    return {
-        **value,
-        "group_bytes": key[0],
-        "partition": key[2],
-        "state": state,
-        "producer_id": producer,
-    }
+def _rows(commits: pa.Table, index: np.ndarray, producer: np.ndarray | None) -> pa.Table:
+    rows = commits.take(pa.array(np.sort(index) if producer is None else index, pa.int64()))
+    n = rows.num_rows
+    return (
+        pa.table(
+            {
+                **{name: rows[name] for name in ("group_bytes", "topic", "partition", *_VALUE)},
+                "state": pa.array(["committed" if producer is None else "pending"] * n, pa.string()),
+                "producer_id": pa.nulls(n, pa.int64()) if producer is None else pa.array(producer, pa.int64()),
+                "record_offset": rows["offset"],
+            }
+        )
+        .select(OFFSETS_SCHEMA.names)
+        .cast(OFFSETS_SCHEMA)
+    )

@@ -2,7 +2,9 @@
 executor.
 
 Each task holds whole ``__consumer_offsets-<n>`` partitions. Of a partition's replicas one broker's segments are
-read (the first broker listing it: every replica holds the same records up to its end). Each segment is scanned
+read: the most advanced, as the rest of the job picks the leader of a partition
+(:attr:`txnlog.broker.reconstruct.ReplicaLogs.is_lead`: the largest log end offset, ties to the first broker name),
+since a follower's copy may lack the newest commits and markers. Each segment is scanned
 (:func:`txnlog.kafka.consumer_offsets_scan.scan_consumer_offsets`, its compressed batches decompressed), its
 records decoded (:func:`txnlog.kafka.consumer_offsets.decode_records`), and the partition's offsets replayed as the
 group coordinator does (:func:`txnlog.rules.consumer_offsets.replay_offsets`). The partition's transactions and
@@ -28,6 +30,7 @@ from txnlog.engine.spark.txn_state_source import quarantine_of
 from txnlog.kafka.consumer_offsets import GROUP_METADATA_TYPE, decode_records
 from txnlog.kafka.consumer_offsets_scan import scan_consumer_offsets
 from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
+from txnlog.kafka.framing import whole_entries
 from txnlog.model.contract import MEMBER
 from txnlog.model.rows import batch_of
 from txnlog.rules.consumer_offsets import OFFSETS_SCHEMA, replay_offsets
@@ -52,14 +55,36 @@ SOURCE_SCHEMA = pa.schema(
 )
 
 
-def one_replica(files: list[LogFile]) -> list[LogFile]:
-    """The files of the first broker among ``files`` (one partition's, every replica's)."""
-    return [f for f in files if f.broker == files[0].broker] if files else []
+def log_end(files: list[LogFile]) -> int:
+    """The log end offset of one replica from its segments' batch headers (the offset after the last whole batch
+    of its newest segment holding one; the newest segment's base offset when none does), as
+    :func:`txnlog.broker.reconstruct.replica_logs` bounds a replica."""
+    for file in sorted(files, key=lambda f: f.base_offset, reverse=True):
+        try:
+            with log_bytes(file.path) as (buf, _):
+                _, after, count, _ = whole_entries(buf)
+        except OSError:
+            continue  # unreadable: a quarantine row when this replica is read
+        if count:
+            return after
+    return max(f.base_offset for f in files)
+
+
+def lead_replica(files: list[LogFile]) -> list[LogFile]:
+    """The files of the most advanced replica among ``files`` (one partition's, every replica's): the largest log
+    end offset, ties to the first broker name (:attr:`txnlog.broker.reconstruct.ReplicaLogs.is_lead`)."""
+    by_broker: dict[str, list[LogFile]] = {}
+    for f in sorted(files, key=lambda f: f.broker):
+        by_broker.setdefault(f.broker, []).append(f)
+    if len(by_broker) < 2:
+        return list(files)
+    ends = {broker: log_end(own) for broker, own in by_broker.items()}
+    return by_broker[max(by_broker, key=ends.__getitem__)]  # max: the first of equals
 
 
 def read_partition(files: list[LogFile], check_crc: bool, max_decompressed_bytes: int | None) -> list[pa.RecordBatch]:
-    """One ``__consumer_offsets`` partition's rows (:data:`SOURCE_SCHEMA`) from one replica's segments."""
-    files = sorted(one_replica(files), key=lambda f: f.base_offset)
+    """One ``__consumer_offsets`` partition's rows (:data:`SOURCE_SCHEMA`) from its lead replica's segments."""
+    files = sorted(lead_replica(files), key=lambda f: f.base_offset)
     if not files:
         return []
     first = files[0]
