@@ -137,3 +137,25 @@ def test_coordinator_stuck_sentence(partitions) -> None:
     for text in (evidence, advice):
         assert not _slips(text), (_slips(text), text)
         assert text.endswith(".")
+
+
+@pytest.mark.parametrize("pending", [{}, {"billing": ["invoices-0"]}, {"billing": ["a-1", "a-0"], "etl": ["b-2"]}])
+def test_a_transaction_in_consumer_offsets_says_compaction_stopped(pending) -> None:
+    """A transaction in a ``__consumer_offsets`` partition holds its LSO, and the log cleaner compacts only below
+    the LSO (LogCleanerManager.cleanableOffsets); the groups whose offset commits it holds pending are named."""
+    row = {**BASE, **INPUTS["segments"], **OWNERS["known"], **MARKERS["none"], "batch_count": 1}
+    row.update(topic="__consumer_offsets", partition=7, last_offset=row["start_offset"])
+    thresholds = C.Thresholds(as_of_ms=AS_OF, all_txn_state_partitions_read=True)
+    evidence, _ = evidence_and_advice(row, C.Reason.COORDINATOR_TIMEOUT_OVERDUE, thresholds)
+    text = C.with_pending_groups(evidence, pending)
+    assert not _slips(text) and text.endswith(".") and text.count(".") == evidence.count("."), text
+    assert "at or below offset 614" in text
+    assert "compaction of __consumer_offsets-7 has stopped for every group placed there" in text, text
+    if not pending:
+        assert text == evidence
+    elif len(pending) == 1:
+        assert "offset commits of group billing (invoices-0) pending" in text, text
+    else:
+        assert "offset commits of groups billing (a-0, a-1), etl (b-2) pending" in text, text
+    plain, _ = evidence_and_advice({**row, "topic": "orders"}, C.Reason.COORDINATOR_TIMEOUT_OVERDUE, thresholds)
+    assert "compaction" not in plain

@@ -83,3 +83,25 @@ def test_both_placements_write_the_same_tables(runs):
     for table in ("blocked_consumers", "findings", "abort_recommendations", "quarantine"):
         problems += differences(table, read_delta(runs["tasks"], table, {}), read_delta(runs["driver"], table, {}))
     assert not problems, "\n".join(problems)
+
+
+def test_a_transaction_in_consumer_offsets_names_its_groups_and_stops_compaction(runs, scenario):
+    """billing-etl's open transaction in billing's ``__consumer_offsets`` partition: its evidence names the group
+    whose offset commit it holds pending, with the partition, and says that partition's compaction has stopped
+    (the log cleaner compacts only below the LSO, LogCleanerManager.cleanableOffsets)."""
+    _, result = scenario
+    truth = result.notes["blocked_truth"]
+    (billing,) = [w for w in result.notes["blocked_consumers"] if w["group"] == "billing"]
+    tp = f"__consumer_offsets-{truth['billing_partition']}"
+    for placement in ("driver", "tasks"):
+        findings = read_delta(runs[placement], "findings", {}).to_pylist()
+        (finding,) = [
+            r for r in findings if r["topic"] == "__consumer_offsets" and r["producer_id"] == truth["etl_pid"]
+        ]
+        evidence = finding["evidence"]
+        assert f"compaction of {tp} has stopped for every group placed there" in evidence, evidence
+        assert f"group billing ({', '.join(billing['pending_transactional_offsets'])}) pending" in evidence, evidence
+        assert "UNSTABLE_OFFSET_COMMIT" in evidence and evidence.endswith("."), evidence
+        # the data partitions' findings say nothing of compaction
+        others = [r["evidence"] for r in findings if r["topic"] != "__consumer_offsets"]
+        assert others and not any("compaction" in e for e in others)

@@ -18,7 +18,7 @@ txn_start_timestamp + timeout_ms → COORDINATOR_TIMEOUT_OVERDUE.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txnlog.kafka.wire import (
+    CONSUMER_OFFSETS_TOPIC,
     DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     LATE_TRANSACTION_BUFFER_MS,
@@ -351,8 +352,39 @@ def evidence(row: dict, reason: Reason | str, thresholds: Thresholds) -> str:
     the doubts (replicas, damage, checkpoints)."""
     idle = f"last written {_utc(row.get('last_timestamp_ms'))}, idle {_duration(row.get('idle_ms'))}"
     tp = f"{row['topic']}-{row['partition']}"
-    text = f"{_what_the_log_holds(row)} on {tp} ({idle}); {_coordinator_says(row, reason, thresholds)}{_doubts(row)}."
+    text = (
+        f"{_what_the_log_holds(row)} on {tp} ({idle}); {_coordinator_says(row, reason, thresholds)}"
+        f"{_compaction_stopped(row)}{_doubts(row)}."
+    )
     return text[:1].upper() + text[1:]
+
+
+def _compaction_stopped(row: dict) -> str:
+    """For a transaction in ``__consumer_offsets``: the log cleaner compacts a partition only below its LSO
+    (``LogCleanerManager.cleanableOffsets``), so while the transaction is open that partition is not compacted."""
+    if row.get("topic") != CONSUMER_OFFSETS_TOPIC:
+        return ""
+    tp = f"{row['topic']}-{row['partition']}"
+    return (
+        f"; while it is open the LSO of {tp} stays at or below offset {row['start_offset']}, and the log cleaner "
+        f"compacts only below the LSO (LogCleanerManager.cleanableOffsets): compaction of {tp} has stopped for every "
+        "group placed there"
+    )
+
+
+def with_pending_groups(evidence: str, pending: Mapping[str, Sequence[str]]) -> str:
+    """``evidence`` of a transaction in a ``__consumer_offsets`` partition, naming the groups whose transactional
+    offset commits it holds pending (group -> its "topic-partition"s): until its marker their committed offsets do
+    not move, and an OffsetFetch with requireStable answers UNSTABLE_OFFSET_COMMIT for those partitions
+    (``OffsetMetadataManager.fetchOffsets``)."""
+    if not pending:
+        return evidence
+    named = ", ".join(f"{g} ({', '.join(sorted(tps))})" for g, tps in sorted(pending.items()))
+    clause = (
+        f"; it holds the transactional offset commits of {'group' if len(pending) == 1 else 'groups'} {named} "
+        "pending: their members fail to fetch those offsets with UNSTABLE_OFFSET_COMMIT at start-up and rebalance"
+    )
+    return f"{evidence[:-1]}{clause}." if evidence.endswith(".") else evidence + clause
 
 
 def _what_the_log_holds(row: dict) -> str:

@@ -100,6 +100,38 @@ def read_uvarint(buf: np.ndarray, p: int, end: int) -> tuple[int, int]:
 
 
 @jit(inline=True)
+def read_length(buf: np.ndarray, p: int, end: int, flexible: bool, width: int) -> tuple[int, int]:
+    """A string length or an array count: in a flexible version a compact uvarint holding length + 1 (0 is null,
+    read as -1), else a big-endian int16 (``width`` 2) or int32 (``width`` 4). Returns (value, next) or (0, -1)."""
+    if flexible:
+        n, q = read_uvarint(buf, p, end)
+        return n - 1, q
+    if end - p < width:
+        return 0, -1
+    if width == 2:
+        return be_i16(buf, p), p + 2
+    return be_i32(buf, p), p + 4
+
+
+@jit(inline=True)
+def skip_tagged_fields(buf: np.ndarray, p: int, end: int) -> int:
+    """Step over a flexible version's tagged-field section (a count, then tag, size and bytes for each);
+    the position after it, or -1 where it runs past ``end``."""
+    ntags, p = read_uvarint(buf, p, end)
+    if p < 0:
+        return -1
+    for _t in range(ntags):
+        _tag, p = read_uvarint(buf, p, end)
+        if p < 0:
+            return -1
+        size, p = read_uvarint(buf, p, end)
+        if p < 0 or size > end - p:
+            return -1
+        p += size
+    return p
+
+
+@jit(inline=True)
 def is_valid_utf8(buf: np.ndarray, start: int, stop: int) -> bool:
     """Strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF), as Arrow string arrays require."""
     ascii_bits = np.uint8(0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from txnlog.kafka import errors
-from txnlog.kafka.binary import be_i16, be_i32, be_i64, is_valid_utf8, read_uvarint
+from txnlog.kafka.binary import be_i16, be_i32, be_i64, is_valid_utf8, read_length, read_uvarint, skip_tagged_fields
 from txnlog.kafka.jit import jit
 from txnlog.kafka.wire import (
     TAG_CLIENT_TRANSACTION_VERSION,
@@ -214,30 +214,16 @@ def _decode_value(
         return _Q_BAD_VALUE, _D_STATE, state, 0, topics, nt, parts, npart
     recs[_R_STATE, record] = state
     # TransactionPartitions
-    if flexible:
-        count, p = read_uvarint(data, p, end)
-        if p < 0:
-            return _Q_BAD_VALUE, _D_VALUE_SHORT, _F_PARTITIONS, 0, topics, nt, parts, npart
-        count -= 1
-    else:
-        if end - p < 4:
-            return _Q_BAD_VALUE, _D_VALUE_SHORT, _F_PARTITIONS, 0, topics, nt, parts, npart
-        count = be_i32(data, p)
-        p += 4
+    count, p = read_length(data, p, end, flexible, 4)
+    if p < 0:
+        return _Q_BAD_VALUE, _D_VALUE_SHORT, _F_PARTITIONS, 0, topics, nt, parts, npart
     if count < -1:
         return _Q_BAD_VALUE, _D_NULL, _F_PARTITIONS, 0, topics, nt, parts, npart
     total = 0
     for _ in range(max(count, 0)):
-        if flexible:
-            tlen, p = read_uvarint(data, p, end)
-            if p < 0:
-                return _Q_BAD_VALUE, _D_VALUE_SHORT, _F_TOPIC, 0, topics, nt, parts, npart
-            tlen -= 1
-        else:
-            if end - p < 2:
-                return _Q_BAD_VALUE, _D_VALUE_SHORT, _F_TOPIC, 0, topics, nt, parts, npart
-            tlen = be_i16(data, p)
-            p += 2
+        tlen, p = read_length(data, p, end, flexible, 2)
+        if p < 0:
+            return _Q_BAD_VALUE, _D_VALUE_SHORT, _F_TOPIC, 0, topics, nt, parts, npart
         if tlen < 0:
             return _Q_BAD_VALUE, _D_NULL, _F_TOPIC, 0, topics, nt, parts, npart
         if tlen > end - p:
@@ -252,16 +238,9 @@ def _decode_value(
         topic_index = nt
         nt += 1
         p += tlen
-        if flexible:
-            k, p = read_uvarint(data, p, end)
-            if p < 0:
-                return _Q_BAD_VALUE, _D_VALUE_SHORT, _F_PARTITION_IDS, 0, topics, nt, parts, npart
-            k -= 1
-        else:
-            if end - p < 4:
-                return _Q_BAD_VALUE, _D_VALUE_SHORT, _F_PARTITION_IDS, 0, topics, nt, parts, npart
-            k = be_i32(data, p)
-            p += 4
+        k, p = read_length(data, p, end, flexible, 4)
+        if p < 0:
+            return _Q_BAD_VALUE, _D_VALUE_SHORT, _F_PARTITION_IDS, 0, topics, nt, parts, npart
         if k < 0:
             return _Q_BAD_VALUE, _D_NULL, _F_PARTITION_IDS, 0, topics, nt, parts, npart
         if k > (end - p) // 4:
@@ -275,17 +254,9 @@ def _decode_value(
             p += 4
         total += k
         if flexible:
-            ntags, p = read_uvarint(data, p, end)
+            p = skip_tagged_fields(data, p, end)
             if p < 0:
                 return _Q_BAD_VALUE, _D_VALUE_SHORT, _F_TOPIC_TAGS, 0, topics, nt, parts, npart
-            for _t in range(ntags):
-                _tag, p = read_uvarint(data, p, end)
-                if p < 0:
-                    return _Q_BAD_VALUE, _D_VALUE_SHORT, _F_TOPIC_TAGS, 0, topics, nt, parts, npart
-                size, p = read_uvarint(data, p, end)
-                if p < 0 or size > end - p:
-                    return _Q_BAD_VALUE, _D_VALUE_SHORT, _F_TOPIC_TAGS, 0, topics, nt, parts, npart
-                p += size
     recs[_R_PCOUNT, record] = -1 if count == -1 else total
     if end - p < 16:
         return _Q_BAD_VALUE, _D_VALUE_SHORT, _F_TIMESTAMPS, 0, topics, nt, parts, npart

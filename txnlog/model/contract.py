@@ -293,11 +293,11 @@ INTEGRITY = _schema(
 #: a classic group's member (GroupMetadata); KIP-848 and assign() groups have none here
 MEMBER = pa.struct([("member_id", STR), ("client_id", STR), ("client_host", STR)])
 
-#: Who is blocked (txnlog.rules.blocked), offline from the copy's ``__consumer_offsets`` partitions: one row per
-#: consumer group and partition whose LSO an open transaction holds below the high watermark, and per partition a
-#: group has pending transactional offsets of. A read_committed fetch stops at the LSO (``UnifiedLog.read``), a
-#: read_uncommitted one at the high watermark; ``__consumer_offsets`` does not record isolation levels, so the status
-#: is inferred from the committed offset.
+#: Who is blocked (txnlog.rules.blocked), from the copy's ``__consumer_offsets`` partitions or a live cluster's admin
+#: APIs (txnlog.live.groups): one row per consumer group and partition whose LSO an open transaction holds below the
+#: high watermark, and per partition a group has pending transactional offsets of. A read_committed fetch stops at
+#: the LSO (``UnifiedLog.read``), a read_uncommitted one at the high watermark; ``__consumer_offsets`` does not record
+#: isolation levels, so the status is inferred from the committed offset.
 BLOCKED_CONSUMERS = _schema(
     ("group", STR),  # as Kafka reads the key (UTF-8); two groups are told apart by their bytes
     ("topic", STR),
@@ -319,9 +319,9 @@ BLOCKED_CONSUMERS = _schema(
     # requireStable (the Java consumer always asks so) answers UNSTABLE_OFFSET_COMMIT, so every member stalls at
     # start-up and rebalance whatever its isolation level (OffsetMetadataManager.fetchOffsets)
     ("pending_transactional_offsets", STR_LIST),
-    ("members", pa.list_(MEMBER)),  # classic groups' last GroupMetadata; null: unknown
+    ("members", pa.list_(MEMBER)),  # classic groups' last GroupMetadata (live: DescribeConsumerGroups); null: unknown
     ("coordinator_partition", I32),  # the __consumer_offsets partition of the group
-    ("source", STR),  # segments (the copy's __consumer_offsets)
+    ("source", STR),  # segments (the copy's __consumer_offsets) / live (the admin APIs: txnlog.live.groups)
 )
 
 QUARANTINE = _schema(

@@ -9,10 +9,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from txnlog.broker.classify import with_pending_groups
 from txnlog.kafka.wire import CONSUMER_OFFSETS_TOPIC
+from txnlog.live.groups import pending_holders
 from txnlog.model.arrow import project
+from txnlog.model.contract import LIVE_REPLICA, InputSource
 from txnlog.model.rows import KIND_QUARANTINE
-from txnlog.rules.blocked import blocked_consumers, unblocked_groups
+from txnlog.rules.blocked import UNSTABLE_OFFSET_COMMIT, blocked_consumers, unblocked_groups
 
 __all__ = ["with_blocked"]
 
@@ -20,9 +23,18 @@ __all__ = ["with_blocked"]
 def with_blocked(tables: dict[str, Any], offsets: pa.Table | None) -> dict[str, Any]:
     """``tables`` (``pipeline.build_tables``' answer) with ``blocked_consumers``, ``blocked_groups`` named on the
     findings and the plan (left null when the input holds no ``__consumer_offsets`` partition), and the quarantine
-    rows of ``offsets`` (txnlog.engine.spark.consumer_offsets_source.SOURCE_SCHEMA)."""
+    rows of ``offsets`` (txnlog.engine.spark.consumer_offsets_source.SOURCE_SCHEMA). Rows of a live cluster's
+    admin APIs (``broker`` live, txnlog.live.groups) go to the same rule and come out with ``source`` live."""
     out = dict(tables)
-    blocked = blocked_consumers(offsets, tables["partition_health"], tables["findings"])
+    health, findings = tables["partition_health"], tables["findings"]
+    live = offsets is not None and offsets.num_rows > 0 and pc.all(pc.equal(offsets["broker"], LIVE_REPLICA)).as_py()
+    if live:  # a live cluster's answers (txnlog.live.groups): their pending offsets name no producer
+        offsets = pending_holders(offsets, health, findings)
+    blocked = blocked_consumers(offsets, health, findings)
+    if live:
+        blocked = blocked.set_column(
+            blocked.schema.get_field_index("source"), "source", pa.repeat(InputSource.LIVE.value, blocked.num_rows)
+        )
     out["blocked_consumers"] = blocked
     if offsets is None:
         return out
@@ -30,6 +42,7 @@ def with_blocked(tables: dict[str, Any], offsets: pa.Table | None) -> dict[str, 
         table = out[name]
         groups = unblocked_groups(blocked, table, lso_after=lso_after)
         out[name] = table.set_column(table.schema.get_field_index("blocked_groups"), "blocked_groups", groups)
+    out["findings"] = _pending_in_evidence(out["findings"], blocked)
     bad = offsets.filter(pc.equal(offsets["kind"], KIND_QUARANTINE))
     if bad.num_rows:
         where = {"topic": CONSUMER_OFFSETS_TOPIC, "partition": bad["coordinator_partition"], "replica": bad["broker"]}
@@ -37,3 +50,25 @@ def with_blocked(tables: dict[str, Any], offsets: pa.Table | None) -> dict[str, 
         quarantine = out["quarantine"]
         out["quarantine"] = pa.concat_tables([quarantine, rows.cast(quarantine.schema)])
     return out
+
+
+def _pending_in_evidence(findings: pa.Table, blocked: pa.Table) -> pa.Table:
+    """``findings`` whose transaction in a ``__consumer_offsets`` partition holds groups' offset commits pending,
+    with those groups and partitions named in the evidence (txnlog.broker.classify.with_pending_groups)."""
+    pending: dict[tuple[int, int], dict[str, list[str]]] = {}
+    unstable = blocked.filter(pc.equal(blocked["status"], UNSTABLE_OFFSET_COMMIT))
+    columns = ["group", "topic", "partition", "coordinator_partition", "holding_producer_id"]
+    for b in unstable.select(columns).to_pylist():
+        if b["holding_producer_id"] is not None:
+            held = pending.setdefault((b["coordinator_partition"], b["holding_producer_id"]), {})
+            held.setdefault(b["group"], []).append(f"{b['topic']}-{b['partition']}")
+    if not pending:
+        return findings
+    rows = findings.select(["topic", "partition", "producer_id", "evidence"]).to_pylist()
+    evidence = [
+        with_pending_groups(r["evidence"], pending.get((r["partition"], r["producer_id"]), {}))
+        if r["topic"] == CONSUMER_OFFSETS_TOPIC and r["evidence"] is not None
+        else r["evidence"]
+        for r in rows
+    ]
+    return findings.set_column(findings.schema.get_field_index("evidence"), "evidence", pa.array(evidence, pa.string()))

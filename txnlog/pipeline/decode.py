@@ -101,6 +101,8 @@ def decode(
         )  # fmt: skip
     with job_description(spark, "txnlog: consumer groups' offsets"):
         offsets = consumer_offsets(spark, inputs.inventory, check_crc, scratch, max_decompressed_bytes)
+    if live_cut is not None and live_cut.groups is not None:  # a live run: the admin APIs' answers
+        offsets = live_offsets(live_cut.groups)
     return Decoded(
         summary_table, records_table, times, fragments=False, records_reduced=True,
         txn_state_read=_txn_state_read(inputs, records_table), checkpoints=tuple(checkpoints),
@@ -124,6 +126,16 @@ def _offsets_options(
     if max_decompressed_bytes is not None:
         options["max_decompressed_bytes"] = str(max_decompressed_bytes)
     return options
+
+
+def live_offsets(groups: pa.Table) -> pa.Table:
+    """A live cluster's groups (txnlog.live.groups.GROUPS_SCHEMA) as the ``__consumer_offsets`` source's rows
+    (consumer_offsets_source.SOURCE_SCHEMA; what a live answer lacks is null): one rule reads both."""
+    from txnlog.engine.spark.consumer_offsets_source import SOURCE_SCHEMA
+
+    n = groups.num_rows
+    columns = {f.name: groups[f.name] if f.name in groups.column_names else pa.nulls(n, f.type) for f in SOURCE_SCHEMA}
+    return pa.table(columns).cast(SOURCE_SCHEMA)
 
 
 def consumer_offsets(

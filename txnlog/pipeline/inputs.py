@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
@@ -22,6 +23,7 @@ from txnlog.broker.cluster_image import (
 )
 from txnlog.engine.spark.placement import Placement, master_cores
 from txnlog.live.admin import check_cluster
+from txnlog.live.groups import consumer_groups
 from txnlog.model.errors import UsageError
 from txnlog.model.words import count
 from txnlog.pipeline.scope import Progress
@@ -310,11 +312,16 @@ def capture_live(config: Config, inputs: Inputs, progress: Progress | None = Non
         inputs.live, dict(config.kafka), config.topics or None, mode=config.live_range,
         lookback_bytes=config.live_lookback_bytes, previous=previous,
     )  # fmt: skip
+    # who is blocked: the groups' offsets right after the cut (a blocked group's committed offset does not move)
+    groups = consumer_groups(inputs.live, dict(config.kafka), config.topics or None)
+    cut = dataclasses.replace(cut, groups=groups)
     if progress:
         moment = datetime.fromtimestamp(cut.as_of_ms / 1000, tz=UTC).isoformat()
         topics = len({r.topic for r in cut.ranges})
+        named = len(set(groups["group"].to_pylist()) - {None})
         progress(
             f"live cut at {moment}: {cut.partitions} partitions of {topics} topics, {cut.unstable} with open "
-            f"transactions (LSO behind the high watermark); reading range '{config.live_range}'"
+            f"transactions (LSO behind the high watermark); reading range '{config.live_range}'; "
+            f"{count(named, 'consumer group')} asked for their offsets"
         )
     return cut

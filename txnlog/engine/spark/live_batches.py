@@ -120,6 +120,8 @@ class LiveCut:
     as_of_ms: int
     ranges: tuple[LiveRange, ...]
     previous: PreviousCut | None = None
+    #: the consumer groups' offsets and members asked right after the cut (txnlog.live.groups.GROUPS_SCHEMA)
+    groups: pa.Table | None = None
 
     def history_bounds(self) -> pa.Table:
         """Which transactions read this run writes to ``transactions``, per partition (the others are
