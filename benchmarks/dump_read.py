@@ -10,7 +10,9 @@ Two modes, each a fresh Python process per run, interleaved in every repeat, pag
 
 * ``spark``: ``txnlog.engine.spark.dump_log.read_dump_logs`` in a local Spark session (``local[*]``), both of its
   outputs collected as Arrow (the session's start is not timed);
-* ``here``: ``read_dump_logs_here``, the driver placement's read of the same files, in this process.
+* ``here``: ``read_dump_logs_here``, the driver placement's read of the same files, in this process, on one
+  thread per core as the driver placement reads them;
+* ``here1``: the same on one thread (``--threads-too``: what the threads gain).
 
 Both must give the same rows (checked). ``--code DIR`` (repeatable) measures other checkouts too (e.g. a
 ``git worktree`` of an older commit), each against its own ``here`` run: the ratio spark / here is the
@@ -82,9 +84,10 @@ def child(mode: str, dumps: str) -> dict[str, Any]:
         spark.stop()
     else:
         from txnlog.engine.spark.dump_log import read_dump_logs_here
+        from txnlog.engine.spark.placement import local_cores
 
         t = time.perf_counter()
-        summary, records = read_dump_logs_here([dumps])
+        summary, records = read_dump_logs_here([dumps], 1 if mode == "here1" else local_cores())
         seconds = time.perf_counter() - t
     kinds = summary.column("kind").value_counts().to_pylist()
     return {
@@ -113,6 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--code", type=Path, action="append", default=[], help="another checkout to measure as well")
     p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--threads-too", action="store_true", help="also the driver's read on one thread (here1)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--dumps", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -127,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     runs: dict[str, list[dict[str, Any]]] = {}
     for r in range(args.repeat):
         for code in codes:
-            for mode in ("spark", "here"):
+            for mode in ("spark", "here", "here1") if args.threads_too else ("spark", "here"):
                 warm(dumps)
                 out = _child_run(code, mode, dumps)
                 key = f"{code.name or 'HEAD'}:{mode}"
@@ -146,6 +150,12 @@ def main(argv: list[str] | None = None) -> None:
             f"({min(h):.1f}-{max(h):.1f}); spark / here {median(s) / median(h):.2f} "
             f"(per repeat {', '.join(f'{a / b:.2f}' for a, b in zip(s, h, strict=True))})"
         )
+        if args.threads_too and f"{name}:here1" in runs:
+            h1 = [o["seconds"] for o in runs[f"{name}:here1"]]
+            print(
+                f"{name}: here on one thread median {median(h1):.1f} s; one thread / {os.cpu_count()} threads "
+                f"{median(h1) / median(h):.2f}"
+            )
     if args.json:
         write_json(args.json, {"machine": machine_info(), "mib": args.mib, "text_bytes": size, "runs": runs})
 

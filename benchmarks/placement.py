@@ -6,7 +6,9 @@ JVM (txnlog.engine.spark.placement); a larger one goes to spark-submit. The thre
 time, so that an input just above it takes about what one just below it takes (no cliff). This script measures
 both placements at ``--sizes`` MiB on ``--mix``: ``dense``, the transaction-dense mix (``txnlog.brokerlog.dense``),
 or ``hot``, the same with one partition holding 55 % of the bytes in indexed 256 MiB segments
-(``end_to_end.hot_dataset``, as ``hot_partition.py`` reads it), the job's costliest inputs per byte:
+(``end_to_end.hot_dataset``, as ``hot_partition.py`` reads it), the job's costliest inputs per byte, or ``small``,
+a real cluster's shape: half the bytes in many quiet partitions of 1-4 small segments each, half in hot ones
+(``end_to_end.small_dataset``, ``txnlog.brokerlog.dense.small_segments``), the costliest per file:
 
 * ``driver``: ``./spark-submit.sh --logs DIR --output FRESH --driver-max-bytes 2**40`` (every size in the driver);
 * ``driver1``: the driver run again on one core (``taskset -c 0``: one reading thread), so the driver's per-byte
@@ -15,10 +17,13 @@ or ``hot``, the same with one partition holding 55 % of the bytes in indexed 256
 
 Each run is a process tree watched by ``end_to_end.watch`` (wall time, CPU, peak RSS of the driver process), the
 page cache warmed before it, the two placements interleaved in every repeat. Reported per size: medians, the
-ratio spark / driver, and the crossover of the two least-squares lines t = a + b × size.
+ratio spark / driver, and the crossover of the two least-squares lines t = a + b × size. The input's files per GiB
+(its ``.log`` segments and producer snapshots, what the job counts) give, against the per-GiB terms of ``Costs``,
+the per-file terms the lines imply (:func:`per_file_terms`).
 
     python benchmarks/placement.py --sizes 16,64,256,512 --repeat 2 --snapshot
     python benchmarks/placement.py --mix hot --sizes 1024,2048,4096 --repeat 1 --snapshot
+    python benchmarks/placement.py --mix small --sizes 256,1024 --repeat 2 --snapshot
 """
 
 from __future__ import annotations
@@ -67,15 +72,27 @@ def input_set(mix: str, mib: int, data_dir: Path) -> Any:
     """The data set of ``mix`` at ``mib`` MiB (written once, then reused)."""
     if mix == "dense":
         return dataset(f"placement-dense-{mib}MiB", data_dir, mix="dense", total_bytes=mib << 20)
-    from end_to_end import hot_dataset
+    from end_to_end import hot_dataset, small_dataset
 
+    if mix == "small":
+        return small_dataset(mib / 1024, data_dir, print)
     return hot_dataset(mib / 1024, data_dir, print)
+
+
+def _input_files(root: Path) -> list[Path]:
+    """The files the job counts as its input: ``.log`` segments and producer snapshots."""
+    return [p for p in root.rglob("*") if p.suffix in (".log", ".snapshot")]
 
 
 def input_gib(root: Path) -> float:
     """The input's size as the job counts it (its ``.log`` segments and producer snapshots), in GiB: the hot mix of
     "1024 MiB" is 1.15 GiB, and the cost lines are per GiB of input."""
-    return sum(p.stat().st_size for p in root.rglob("*") if p.suffix in (".log", ".snapshot")) / 2**30
+    return sum(p.stat().st_size for p in _input_files(root)) / 2**30
+
+
+def input_files_per_gib(root: Path) -> float:
+    """The input's files per GiB, as ``Placement.for_input`` weighs them."""
+    return len(_input_files(root)) / max(input_gib(root), 2**-30)
 
 
 def run_once(
@@ -105,7 +122,7 @@ def run_once(
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="16,64,256,512", help="input sizes in MiB (default 16,64,256,512)")
-    p.add_argument("--mix", choices=["dense", "hot"], default="dense", help="the input mix (default dense)")
+    p.add_argument("--mix", choices=["dense", "hot", "small"], default="dense", help="the input mix (default dense)")
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--quiet-wait", type=float, default=30, help="wait up to this long for a quiet machine per run")
     p.add_argument("--snapshot", action="store_true", help="measure a snapshot of HEAD (git archive to /tmp)")
@@ -132,6 +149,7 @@ def main(argv: list[str] | None = None) -> None:
                     f"({placed[0] if placed else '?'})"
                 )
     gib = {mib: input_gib(sets[mib].root) for mib in sizes}
+    files_per_gib = float(median([input_files_per_gib(sets[mib].root) for mib in sizes]))
     print(
         f"\n{'MiB':>6} {'GiB':>6} {'driver s':>9} {'1 core s':>9} {'spark s':>9} {'spark/driver':>13} {'driver peak MiB':>16}"
     )
@@ -149,11 +167,13 @@ def main(argv: list[str] | None = None) -> None:
         f"spark: {as_:.1f} s + {bs:.2f} s/GiB"
     )
     print(driver_parts(b1, bd)["text"])
+    files = per_file_terms(files_per_gib, bd, b1, bs)
+    print(files["text"])
     if bd > bs:
         print(f"crossover: {(as_ - ad) / (bd - bs):.1f} GiB")
     else:
         print("no crossover: the driver is cheaper per byte as well")
-    cliff = threshold_cliff((ad, bd), (as_, bs))
+    cliff = threshold_cliff((ad, bd), (as_, bs), files_per_gib)
     print(cliff["text"])
     if args.json:
         write_json(
@@ -166,6 +186,7 @@ def main(argv: list[str] | None = None) -> None:
                 "runs": runs,
                 "input_gib": gib,
                 **driver_parts(b1, bd),
+                **files,
                 **cliff,
             },  # fmt: skip
         )
@@ -187,21 +208,52 @@ def driver_parts(one_core: float, cores_s: float) -> dict[str, Any]:
     }
 
 
-def threshold_cliff(driver: tuple[float, float], spark: tuple[float, float]) -> dict[str, Any]:
+def per_file_terms(files_per_gib: float, driver: float, driver1: float, spark: float) -> dict[str, Any]:
+    """What the per-GiB slopes of a mix of ``files_per_gib`` files per GiB (the driver on this machine's cores, on
+    one core, Spark) imply per file, less what ``Costs``' per-GiB terms (fitted on the hot mix, few files) give: the
+    driver's excess per file with its threads and on one core (equal: the per-file work is serial; half on two
+    cores: its threads share it), and Spark's per file and core (Costs.driver_s_per_file, Costs.task_s_per_file).
+    The per-GiB terms differ between mixes by their bytes as well, so a small excess is within that error."""
+    from txnlog.engine.spark.placement import COSTS, local_cores
+
+    c = local_cores()
+    per = max(files_per_gib, 1e-9)
+    d = (driver - COSTS.driver_s_per_gib(c)) / per
+    d1 = (driver1 - COSTS.driver_s_per_gib(1)) / per
+    t = (spark * c - COSTS.task_s_per_gib) / per
+    return {
+        "files_per_gib": files_per_gib,
+        "driver_s_per_file_fit": d,
+        "driver1_s_per_file_fit": d1,
+        "task_s_per_file_fit": t,
+        "text": f"{files_per_gib:.0f} files per GiB: per file beyond Costs' per-GiB terms, the driver {d * 1e3:.3f} ms "
+        f"({c} threads), {d1 * 1e3:.3f} ms (one core), Spark's tasks {t * 1e3:.3f} ms per file and core (Costs "
+        f"says {COSTS.driver_s_per_file * 1e3:.3f} and {COSTS.task_s_per_file * 1e3:.3f})",
+    }
+
+
+def threshold_cliff(
+    driver: tuple[float, float], spark: tuple[float, float], files_per_gib: float = 0.0
+) -> dict[str, Any]:
     """Where ``driver_max_bytes: auto`` puts the threshold on this machine (txnlog.engine.spark.placement.Costs), and
     what the two fitted lines (a, b per GiB) say an input there takes in each placement: their ratio is the
     cliff an input just above the threshold meets."""
     from txnlog.engine.spark.placement import COSTS, local_cores
 
     cores = local_cores()
-    limit = COSTS.crossover(cores)
+    limit = COSTS.crossover(cores, files_per_gib=files_per_gib)
     out: dict[str, Any] = {
         "cores": cores,
+        "auto_threshold_by_cores": {n: COSTS.crossover(n, files_per_gib=files_per_gib) for n in (2, 8, 32)},
         "auto_threshold_bytes": limit,
         "task_s_per_gib_core": spark[1] * cores,
     }
+    by_cores = "; the model's threshold on " + ", ".join(
+        f"{n} cores {'none' if v is None else f'{v / 2**30:.1f} GiB'}"
+        for n, v in out["auto_threshold_by_cores"].items()
+    )
     if limit is None:
-        out["text"] = f"auto threshold on {cores} cores: none (the driver at every size)"
+        out["text"] = f"auto threshold on {cores} cores: none (the driver at every size){by_cores}"
         return out
     gib = limit / 2**30
     t_driver, t_spark = driver[0] + driver[1] * gib, spark[0] + spark[1] * gib
@@ -211,6 +263,7 @@ def threshold_cliff(driver: tuple[float, float], spark: tuple[float, float]) -> 
         f"spark {t_spark:.1f} s: just above it an input takes {t_spark / t_driver:.2f}x (Spark's tasks: "
         f"{out['task_s_per_gib_core']:.1f} s per GiB and core; Costs says {COSTS.task_s_per_gib})"
     )
+    out["text"] += by_cores
     return out
 
 

@@ -265,8 +265,8 @@ def decode_here(
 ) -> Decoded:
     """:func:`decode` of a small input in this process, no Spark query: the sources' readers called here by
     ``threads`` threads (txnlog.engine.spark.placement.read_all_here), the dumps read by
-    txnlog.engine.spark.dump_log.read_dump_logs_here, Arrow tables returned. Every segment is read whole (split segments
-    are for Spark's tasks)."""
+    txnlog.engine.spark.dump_log.read_dump_logs_here on as many threads, Arrow tables returned. Every segment is
+    read whole (split segments are for Spark's tasks)."""
 
     from txnlog.engine.spark import consumer_offsets_source as offsets_source
     from txnlog.engine.spark.sources import SegmentsSource
@@ -289,7 +289,7 @@ def decode_here(
     if inputs.dump_files:
         from txnlog.engine.spark.dump_log import read_dump_logs_here
 
-        dumped, dumped_records = read_dump_logs_here(list(inputs.dump_log))
+        dumped, dumped_records = read_dump_logs_here(list(inputs.dump_log), threads)
         summary = pa.concat_tables([summary, _labelled(dumped, InputSource.DUMP_LOG)], promote_options="default")
         dumped_records = _labelled(dumped_records, InputSource.DUMP_LOG)
         records = pa.concat_tables([records, dumped_records], promote_options="default")

@@ -1,11 +1,11 @@
 """kafka-dump-log.sh lines → the rows of the segment and txn-state sources: one function per step, over Arrow.
 
-Both placements call these functions on the lines the Data Source parsed (txnlog.engine.spark.dump_log): a small
-input reads every line in the driver (``read_dump_logs_here``); Spark filters the lines in its reading tasks
-(:func:`summary_lines`, :func:`record_lines`), groups each dumped segment's lines and applies
-:func:`summary_rows` and :func:`record_rows` per group, with the replica names :func:`replica_names` gave from
-the few "Dumping" lines. SQL's three-valued logic is kept: a filter keeps a row only where its condition is
-true (``_where``).
+Both placements call :func:`file_rows` on whole dump files in the Data Source's reader
+(txnlog.engine.spark.dump_log): Spark's reading tasks, or the driver's threads for a small input
+(``read_dump_logs_here``). It keeps the lines each output reads (:func:`summary_lines`, :func:`record_lines`) and
+applies :func:`summary_rows` or :func:`record_rows` to each dumped segment as soon as its lines are read, with the
+replica names :func:`replica_names` gave from the few "Dumping" lines: a segment's lines never leave their file.
+SQL's three-valued logic is kept: a filter keeps a row only where its condition is true (``_where``).
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from txnlog.engine.dump_log.rows import RECORDS, SUMMARY, file_rows, replica_names
-from txnlog.engine.spark.placement import read_here
+from txnlog.engine.spark.placement import Read, read_all_here
 from txnlog.engine.spark.sources import arrow_to_spark_schema
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
 from txnlog.sources import storage
@@ -103,14 +103,11 @@ class _DumpRowsReader(DataSourceReader):
         self.options = options
 
     def partitions(self) -> list[InputPartition]:
-        target = int(self.options.get("target_partition_bytes", 64 * 2**20))
+        target = int(self.options.get("target_partition_bytes", MAX_PARTITION_BYTES))
         groups: list[list[str]] = []
         size = 0
         for p in self.paths:
-            try:
-                n = os.path.getsize(p) if "://" not in p else target
-            except OSError:
-                n = 0
+            n = _file_bytes(p, target)
             if not groups or size + n > target:
                 groups.append([])
                 size = 0
@@ -156,13 +153,45 @@ def register_dump_log_source(spark: SparkSession) -> None:
 _NAMING_COLUMNS = ("kind_code", "file", "loc", "loc_named", "broker", "dpath", "stem", "is_txn_state")
 
 
-def _options(paths: list[str]) -> dict[str, str]:
+#: the most dump text one reading task takes (files are packed up to it; a file is never split)
+MAX_PARTITION_BYTES = 64 * 2**20
+#: reading tasks per core at least, where the input is large enough: a few per core even out files of unequal cost
+TASKS_PER_CORE = 4
+#: the least dump text worth a task of its own
+MIN_PARTITION_BYTES = 2**20
+
+
+def _options(paths: list[str], cores: int = 1) -> dict[str, str]:
+    """The reader's options for the dump files under ``paths``, its files packed into tasks for ``cores`` cores
+    (threads in the driver, Spark's cores): at least :data:`TASKS_PER_CORE` per core where the input allows."""
     inputs = list_dump_inputs(paths)
+    total = sum(_file_bytes(f, MAX_PARTITION_BYTES) for f, _, _ in inputs)
+    target = min(MAX_PARTITION_BYTES, max(MIN_PARTITION_BYTES, -(-total // (max(cores, 1) * TASKS_PER_CORE))))
     return {
         "paths": json.dumps([f for f, _, _ in inputs]),
         "storage": storage.settings_option(),
         "locations": json.dumps({f: [loc, named] for f, loc, named in inputs}),
+        "target_partition_bytes": str(target),
     }
+
+
+def _file_bytes(path: str, remote: int) -> int:
+    """A dump file's size for packing files into tasks: ``remote`` for one in object storage (not asked for), 0
+    for one that cannot be read (its reader says so)."""
+    if "://" in path:
+        return remote
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _cores(spark: SparkSession) -> int:
+    """The cores Spark's tasks share (its default parallelism), 1 where the session does not say (Spark Connect)."""
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:  # a session without a SparkContext here
+        return 1
 
 
 def _named(options: dict[str, str], dumping: pa.Table, output: str) -> dict[str, str]:
@@ -176,12 +205,15 @@ def _named(options: dict[str, str], dumping: pa.Table, output: str) -> dict[str,
     return out
 
 
-def read_dump_logs_here(paths: list[str]) -> tuple[pa.Table, pa.Table]:
+def read_dump_logs_here(paths: list[str], threads: int = 1) -> tuple[pa.Table, pa.Table]:
     """``read_dump_logs(spark, paths)`` in this process: (summary, records) as Arrow tables of
-    SEGMENT_SUMMARY_SCHEMA and TXN_STATE_SCHEMA, ``broker`` the replica name."""
-    options = _options(paths)
-    dumping = read_here(DumpRowsSource, {**options, "output": DUMPING}, PARSED_SCHEMA)
-    return tuple(read_here(DumpRowsSource, _named(options, dumping, out), _SCHEMAS[out]) for out in (SUMMARY, RECORDS))
+    SEGMENT_SUMMARY_SCHEMA and TXN_STATE_SCHEMA, ``broker`` the replica name. ``threads`` threads read the
+    files (txnlog.engine.spark.placement.read_all_here: the rows are those one thread gives)."""
+    options = _options(paths, threads)
+    (dumping,) = read_all_here([(DumpRowsSource, {**options, "output": DUMPING}, PARSED_SCHEMA)], threads)
+    reads: list[Read] = [(DumpRowsSource, _named(options, dumping, out), _SCHEMAS[out]) for out in (SUMMARY, RECORDS)]
+    summary, records = read_all_here(reads, threads)
+    return summary, records
 
 
 def read_dump_logs(spark: SparkSession, paths: list[str]) -> DumpLogFrames:
@@ -198,7 +230,7 @@ def read_dump_logs(spark: SparkSession, paths: list[str]) -> DumpLogFrames:
     ``broker`` is the replica name (``replica_names``). A small input is read in the driver by
     :func:`read_dump_logs_here` instead, with the same reader.
     """
-    options = _options(paths)
+    options = _options(paths, _cores(spark))
     register_dump_log_source(spark)
     dumping = spark.read.format(DUMP_ROWS_SOURCE).options(**options, output=DUMPING).load()
     first = dumping.select(*_NAMING_COLUMNS).toArrow()

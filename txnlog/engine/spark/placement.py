@@ -55,8 +55,9 @@ class Costs:
     Files add a term to each line: ``driver_s_per_file`` serial in the driver, ``task_s_per_file`` per file and
     core in Spark; an input of F files per GiB adds F × each to the per-GiB terms, so a log dir of many small
     segments (thousands per GiB) crosses over to Spark where one of few large segments never does. Unlike the
-    per-GiB terms, the two per-file values are estimates not yet fitted to runs (benchmarks/RESULTS.md §2, "Many
-    small segments: the cost per file")."""
+    per-GiB terms, the per-file values are not fitted to the placements' lines: the driver's lies within the job's
+    CPU per file on the small-segments mix, Spark's is an estimate (benchmarks/RESULTS.md §2, "Many small
+    segments: the job's CPU per file")."""
 
     spark_fixed_s: float = 10.9
     driver_serial_s_per_gib: float = 0.35
