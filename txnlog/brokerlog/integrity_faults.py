@@ -147,6 +147,16 @@ def split_outcome(out: str | Path, seed: int = 0, *, overwrite: bool = False) ->
     return result
 
 
+def _copied_in(c: Cluster, tp: tuple[str, int], batch: bytes) -> int:
+    """Append ``batch`` at the leader's log end to every replica of ``tp``, as a follower copies it
+    (``AppendOrigin.REPLICATION``: no epoch or sequence check); returns its base offset."""
+    replicated = c.partition(*tp)
+    at = replicated.leader_log.log_end_offset
+    for log in replicated.logs.values():
+        log.append(batch, base_offset=at)
+    return at
+
+
 def epoch_regression(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
     """A zombie's data batch at the epoch before the producer's last marker on the partition, copied into the log
     as a follower copies (past the leader's ``ProducerAppendInfo`` epoch check); the producer's next
@@ -166,11 +176,7 @@ def epoch_regression(out: str | Path, seed: int = 0, *, overwrite: bool = False)
         p.producer_epoch = current - 1  # a zombie: the epoch of the transaction just committed
         zombie = p._build(*tp, records=None, n_records=1, value_bytes=None, transactional=True)
         p.producer_epoch = current
-        replicated = c.partition(*tp)
-        at = replicated.leader_log.log_end_offset
-        for log in replicated.logs.values():
-            log.append(zombie, base_offset=at)
-        seen["first_offset"] = at
+        seen["first_offset"] = _copied_in(c, tp, zombie)
         seen["producer_id"] = p.producer_id
         c.tick(100, 500)
         p.begin_transaction()
@@ -205,11 +211,7 @@ def sequence_gap(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> 
         p.send(*tp)
         p._build(*tp, records=None, n_records=2, value_bytes=None, transactional=True)  # lost: its sequences used
         after = p._build(*tp, records=None, n_records=1, value_bytes=None, transactional=True)
-        replicated = c.partition(*tp)
-        at = replicated.leader_log.log_end_offset
-        for log in replicated.logs.values():
-            log.append(after, base_offset=at)
-        seen["gap"] = at
+        seen["gap"] = _copied_in(c, tp, after)
         seen["producer_id"] = p.producer_id
         c.tick(100, 500)
         p.commit_transaction()
