@@ -14,7 +14,8 @@ broker takes from the segments' ``.txnindex`` files (``LocalLog.collectAbortedTr
   say ``DEPENDS_ON_FETCH`` rather than one number.
 
 The checks against the coordinator's decisions and the producer's own invariants are in
-txnlog.rules.integrity_producers (``SPLIT_OUTCOME``, ``EPOCH_REGRESSION``, ``SEQUENCE_GAP``).
+txnlog.rules.integrity_producers (``SPLIT_OUTCOME``, ``EPOCH_REGRESSION``, ``SEQUENCE_GAP``) and
+txnlog.rules.integrity_markers (``MARKER_MISSING``).
 
 Pure and vectorized: Arrow tables in (joins and numpy over the transactions of whole partitions), the
 ``integrity`` table's rows out (txnlog.model.contract.INTEGRITY, without the run key). Only the anomalies found
@@ -35,6 +36,7 @@ from txnlog.kafka.wire import ControlType
 from txnlog.model import contract
 from txnlog.model.arrow import key_codes
 from txnlog.model.rows import Checkpoint
+from txnlog.rules import integrity_markers as markers
 from txnlog.rules import integrity_producers as producers
 from txnlog.rules.finish import timestamps  # epoch ms → UTC timestamps, the writer's rule
 from txnlog.rules.integrity_producers import Decisions, decisions
@@ -109,7 +111,9 @@ def partition_integrity(txns: pa.Table, index: pa.Table, segments: pa.Table, dec
     ended = txns.filter(pc.and_(pc.is_valid(txns.column("marker_offset")), pc.is_valid(txns.column("control_type"))))
     owners = decided.owners
     rows = _index_rows(ended, _held(ended), index, segments, owners)
-    rows += producers.coordinator_rows(txns, decided)
+    missing, shifted = markers.marker_rows(txns, decided)
+    rows += missing
+    rows += producers.coordinator_rows(txns, decided, shifted)
     rows += producers.epoch_rows(txns, owners)
     rows += producers.sequence_rows(txns, owners)
     return pa.Table.from_pylist(rows, schema=MS_SCHEMA)
