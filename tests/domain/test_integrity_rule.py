@@ -226,3 +226,17 @@ def test_a_lost_marker_shifts_the_pairing_of_the_older_transactions_rather_than_
     history = _history(1, "Commit", 4) + _history(1, "Abort", 5, offset=2)
     (row,) = _audit(txns, history)
     assert (row["check"], row["first_offset"], row["consumers_should_receive"]) == ("MARKER_MISSING", 5, "NONE")
+
+
+def test_a_false_entry_after_one_whose_last_stable_offset_ends_every_scan_is_never_read():
+    """TransactionIndex.collectAbortedTxns stops at the first entry whose last stable offset reaches the fetch's
+    upper bound, at most the next segment's base offset (100 here): a false entry after such an entry is never
+    read; after one whose last stable offset is only above its first offset, it depends on where fetches end."""
+    txns = [_txn(1, 0, 2, 50, ABORT), _txn(2, 10, 20, 30, COMMIT)]
+    stopping = {**_entry(1, 0, 50), "last_stable_offset": 100}
+    assert _run(txns, [stopping, _entry(2, 10, 30)]) == []
+    partial = {**_entry(1, 0, 50), "last_stable_offset": 15}
+    (row,) = _run(txns, [partial, _entry(2, 10, 30)])
+    assert (row["check"], row["severity"], row["consumers_received"]) == ("COMMITTED_DATA_HIDDEN", "WARNING",
+                                                                         "DEPENDS_ON_FETCH")  # fmt: skip
+    assert "scan stops there" in row["evidence"]

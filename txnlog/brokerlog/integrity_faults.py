@@ -109,8 +109,10 @@ def index_entry_spurious(out: str | Path, seed: int = 0, *, overwrite: bool = Fa
     replica, part = _part_dir(result, t.topic, t.partition)
     path = part / segment_file_name(_segment_of(part, t.marker_offset or 0), ".txnindex")
     marker = t.marker_offset or 0
-    with path.open("ab") as f:  # appended, as TransactionIndex.append does
-        f.write(_entry(t.producer_id, t.first_offset, marker, marker + 1))
+    data = path.read_bytes()
+    lasts = decode_txn_index(data).entries["last_offset"]
+    at = int((lasts < marker).sum()) * ABORTED_TXN_ENTRY_SIZE  # where TransactionIndex.append would have put it
+    path.write_bytes(data[:at] + _entry(t.producer_id, t.first_offset, marker, marker + 1) + data[at:])
     _note(result, "COMMITTED_DATA_HIDDEN", t, replica)
     return result
 
