@@ -43,6 +43,7 @@ SINGLE_PURPOSE = {
     "index_entry_spurious": set(),
     "txnindex_file_lost": set(),
     "split_outcome": set(),
+    "marker_missing": {"COORDINATOR_COMPLETED"},  # the lost marker leaves the partition's transaction hanging
     "epoch_regression": set(),
     "sequence_gap": set(),
     # consumer groups behind a hanging transaction and a pending transactional offset commit

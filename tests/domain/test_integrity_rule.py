@@ -148,3 +148,95 @@ def test_a_sequence_gap_is_an_error_unless_the_cleaner_compacted_past_it():
     past = compacted_gaps(rows, [Checkpoint("b1", "t", 0, 20, 0, 20, cleaner_offset=17)]).to_pylist()
     assert below[0]["severity"] == "ERROR"
     assert past[0]["severity"] == "WARNING" and "compacted this partition up to offset 17" in past[0]["evidence"]
+
+
+def _history(pid: int, outcome: str, epoch: int, *, offset: int = 0, partitions: tuple[str, ...] = ("t-0", "u-0")):
+    """A transaction the coordinator completed: its Prepare* (listing ``partitions``) and Complete* records."""
+    rows = []
+    for i, state in enumerate((f"Prepare{outcome}", f"Complete{outcome}")):
+        listed = list(partitions) if state.startswith("Prepare") else []
+        rows.append(
+            {
+                "transactional_id": "app",
+                "coordinator_partition": 3,
+                "record_offset": offset + i,
+                "producer_id": pid,
+                "producer_epoch": epoch,
+                "state": state,
+                "partitions": listed,
+            }
+        )
+    return rows
+
+
+def _audit(txns: list[dict], history: list[dict]) -> list[dict]:
+    full = {"min_epoch": None, "prev_marker_epoch": None, "marker_offset": None, "control_type": None}
+    table = pa.Table.from_pylist([{**full, **t} for t in txns])
+    out = integrity(
+        table,
+        TXN_INDEX_SCHEMA.empty_table(),
+        TXN_SEGMENT_SCHEMA.empty_table(),
+        pa.Table.from_pylist(history),
+    )
+    return [r for r in out.to_pylist() if r["check"] != "INDEX_NOT_CHECKED"]
+
+
+def _open(pid: int, first: int, last: int, epoch: int, prev_marker_epoch: int | None) -> dict:
+    t = _txn(pid, first, last, 0, COMMIT)
+    return {**t, "marker_offset": None, "control_type": None, "open_replicas": ["b1"], "producer_epoch": epoch,
+            "min_epoch": epoch, "prev_marker_epoch": prev_marker_epoch}  # fmt: skip
+
+
+def test_a_completed_transaction_with_no_marker_on_a_partition_whose_log_goes_on_is_marker_missing():
+    """Transaction version 2: the coordinator committed at epoch 5 (the data's 4 + 1); t-0 never got the marker
+    while another producer's transactions go on after it."""
+    txns = [_open(1, 10, 12, 4, None), _txn(2, 20, 21, 22, COMMIT)]
+    (row,) = _audit(txns, _history(1, "Commit", 5))
+    assert (row["check"], row["severity"], row["first_offset"], row["marker_offset"]) == (
+        "MARKER_MISSING",
+        "ERROR",
+        10,
+        None,
+    )
+    assert (row["consumers_received"], row["consumers_should_receive"], row["transactional_id"]) == (
+        "NONE",
+        "ALL",
+        "app",
+    )
+    assert "decided COMMIT at epoch 5" in row["evidence"] and "offset 22" in row["evidence"]
+    # nothing after it on the partition: an ongoing or just-decided transaction, not a lost marker
+    assert _audit([_open(1, 10, 12, 4, None)], _history(1, "Commit", 5)) == []
+
+
+def test_a_late_batch_after_the_decisions_own_marker_is_not_marker_missing():
+    """KAFKA-14053: the marker at the decision's epoch is there (3), the producer's batch after it opens a
+    transaction the coordinator never knew of: the findings' hanging transaction, not a lost marker."""
+    tv1 = [{**_txn(1, 0, 2, 3, ABORT), "producer_epoch": 3}, _open(1, 4, 4, 3, 3), _txn(2, 5, 6, 7, COMMIT)]
+    assert _audit(tv1, _history(1, "Abort", 3)) == []
+    # transaction version 2: the late batch carries the data's epoch, below the marker's: an EPOCH_REGRESSION only
+    tv2 = [{**_txn(1, 0, 2, 3, ABORT), "producer_epoch": 4}, _open(1, 4, 4, 4, 5), _txn(2, 5, 6, 7, COMMIT)]
+    assert [r["check"] for r in _audit(tv2, _history(1, "Abort", 5))] == ["EPOCH_REGRESSION"]
+
+
+def test_a_lost_marker_shifts_the_pairing_of_the_older_transactions_rather_than_splitting_them():
+    """The producer's committed transaction (epoch 4's marker) then one the coordinator aborted at epoch 5 whose
+    marker t-0 lost: paired by order from the newest without the missing marker, the COMMIT would meet the ABORT
+    decision (a false SPLIT_OUTCOME)."""
+    txns = [{**_txn(1, 0, 1, 2, COMMIT), "producer_epoch": 3}, _open(1, 5, 6, 4, 4), _txn(2, 8, 9, 10, COMMIT)]
+    history = _history(1, "Commit", 4) + _history(1, "Abort", 5, offset=2)
+    (row,) = _audit(txns, history)
+    assert (row["check"], row["first_offset"], row["consumers_should_receive"]) == ("MARKER_MISSING", 5, "NONE")
+
+
+def test_a_false_entry_after_one_whose_last_stable_offset_ends_every_scan_is_never_read():
+    """TransactionIndex.collectAbortedTxns stops at the first entry whose last stable offset reaches the fetch's
+    upper bound, at most the next segment's base offset (100 here): a false entry after such an entry is never
+    read; after one whose last stable offset is only above its first offset, it depends on where fetches end."""
+    txns = [_txn(1, 0, 2, 50, ABORT), _txn(2, 10, 20, 30, COMMIT)]
+    stopping = {**_entry(1, 0, 50), "last_stable_offset": 100}
+    assert _run(txns, [stopping, _entry(2, 10, 30)]) == []
+    partial = {**_entry(1, 0, 50), "last_stable_offset": 15}
+    (row,) = _run(txns, [partial, _entry(2, 10, 30)])
+    assert (row["check"], row["severity"], row["consumers_received"]) == ("COMMITTED_DATA_HIDDEN", "WARNING",
+                                                                         "DEPENDS_ON_FETCH")  # fmt: skip
+    assert "scan stops there" in row["evidence"]

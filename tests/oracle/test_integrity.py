@@ -111,6 +111,32 @@ def test_a_partition_written_by_kafkas_own_builders_gives_no_row(oracle, tmp_pat
     assert T.rows(str(out), "integrity") == []
 
 
+def test_a_completed_transaction_whose_marker_a_partition_lost_is_marker_missing(oracle, tmp_path):
+    """The coordinator completed a commit on two partitions; one never got its marker and another producer's
+    transaction went on past it there. Kafka's TransactionStateManager load shows the id CompleteCommit; Kafka's
+    LogLoader leaves the partition's last stable offset pinned at the open transaction's first offset with the
+    high watermark past it, and Kafka's read_committed consumer stops there. txnlog names exactly that
+    transaction, and the KAFKA-14053 late batch (coordinator_completed, a clean scenario below) is not one."""
+    truth = write_scenario("marker_missing", tmp_path / "logs")
+    out = tmp_path / "out"
+    run_txnlog(None, truth.root, out, truth.as_of_ms, "marker_missing")
+    rows = T.rows(str(out), "integrity")
+    key = ("check", "topic", "partition", "producer_id", "marker_offset")
+    assert {tuple(r[k] for k in key) for r in rows} == {tuple(t[k] for k in key) for t in truth.notes["integrity"]}  # type: ignore[union-attr]
+    (row,) = rows
+    (log_dir,) = truth.log_dirs
+    owner = re.search(r"__transaction_state-\d+", row["evidence"])
+    assert owner, row["evidence"]
+    (state,) = [s for s in oracle.txn_state(log_dir / owner[0]) if s["transactionalId"] == row["transactional_id"]]
+    assert (state["state"], state["producerId"]) == ("CompleteCommit", row["producer_id"]), state
+    part = log_dir / f"{row['topic']}-{row['partition']}"
+    (loaded,) = oracle.load_partitions([part], "--now", str(truth.as_of_ms))
+    assert loaded["lastStableOffset"] == row["first_offset"] < loaded["highWatermark"] - 1, loaded
+    (read,) = read_committed([part])
+    assert read["consumerPosition"] == row["first_offset"] and not read["discrepancies"], read["consumerPosition"]
+    assert row["consumers_received"] == "NONE" and row["consumers_should_receive"] == "ALL"
+
+
 @pytest.mark.spark
 def test_the_audit_runs_in_spark_as_here(oracle, spark, tmp_path):
     """A Spark-placed run (every file decoded in tasks) gives the same rows as the oracle and as a run here."""
@@ -194,6 +220,7 @@ _FAULTS = {
     "index_entry_spurious",
     "txnindex_file_lost",
     "split_outcome",
+    "marker_missing",
     "epoch_regression",
     "sequence_gap",
 }

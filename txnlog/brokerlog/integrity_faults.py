@@ -3,7 +3,8 @@
 Each writes a small healthy cluster (txnlog.brokerlog.scenarios) and then damages what a read_committed fetch is
 served: a ``.txnindex`` entry of an ABORT removed, an entry for a COMMIT added, a ``.txnindex`` file deleted; or
 breaks a transaction's atomicity the way a person does (``kafka-transactions.sh abort`` on one partition of a
-transaction the coordinator then commits), or appends what a leader refuses (a zombie's batch at an old epoch, a
+transaction the coordinator then commits), loses a partition's marker of a transaction the coordinator completed,
+or appends what a leader refuses (a zombie's batch at an old epoch, a
 batch whose sequence skips a lost one).
 The ground truth is in ``notes["integrity"]``: one dict per expected anomaly (check, topic, partition, replica,
 producer_id, marker_offset).
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from txnlog.brokerlog.cluster import Cluster
-from txnlog.brokerlog.ground_truth import ExpectedTransaction, Intent, ScenarioResult
+from txnlog.brokerlog.ground_truth import HANGING, ExpectedTransaction, Intent, ScenarioResult
 from txnlog.brokerlog.partition import segment_file_name
 from txnlog.kafka import wire
 from txnlog.kafka.indexes import decode_txn_index
@@ -108,8 +109,10 @@ def index_entry_spurious(out: str | Path, seed: int = 0, *, overwrite: bool = Fa
     replica, part = _part_dir(result, t.topic, t.partition)
     path = part / segment_file_name(_segment_of(part, t.marker_offset or 0), ".txnindex")
     marker = t.marker_offset or 0
-    with path.open("ab") as f:  # appended, as TransactionIndex.append does
-        f.write(_entry(t.producer_id, t.first_offset, marker, marker + 1))
+    data = path.read_bytes()
+    lasts = decode_txn_index(data).entries["last_offset"]
+    at = int((lasts < marker).sum()) * ABORTED_TXN_ENTRY_SIZE  # where TransactionIndex.append would have put it
+    path.write_bytes(data[:at] + _entry(t.producer_id, t.first_offset, marker, marker + 1) + data[at:])
     _note(result, "COMMITTED_DATA_HIDDEN", t, replica)
     return result
 
@@ -155,6 +158,46 @@ def _copied_in(c: Cluster, tp: tuple[str, int], batch: bytes) -> int:
     for log in replicated.logs.values():
         log.append(batch, base_offset=at)
     return at
+
+
+def marker_missing(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
+    """A transaction (version 2) on two partitions that the coordinator commits and completes while one
+    partition's COMMIT marker is never written (lost on its way; the coordinator writes Complete* only once every
+    partition acknowledged it, so only a fault gets here); another producer's transaction then goes on past it
+    on that partition."""
+    from txnlog.brokerlog import scenarios as S  # the scenario machinery; it registers this module's scenarios
+
+    a, b = ("payments", 0), ("payments", 1)
+    seen: dict[str, int] = {}
+
+    def act(c: Cluster) -> list[Intent]:
+        p = c.transactional_producer("ledger-writer", transaction_version=2).init_transactions()
+        p.begin_transaction()
+        p.send(*a)
+        p.send(*b)
+        seen["producer_id"] = p.producer_id
+        p.commit_transaction(deliver_markers_to=[a])  # b's marker: not written
+        c.tick(100, 500)
+        meta = c.coordinator.metadata["ledger-writer"]
+        meta.stalled = False
+        c.coordinator._complete(meta)  # as though b had acknowledged it
+        c.tick(100, 500)
+        q = c.transactional_producer("audit-writer", transaction_version=2).init_transactions()
+        q.begin_transaction()
+        q.send(*b)
+        q.commit_transaction()
+        return [Intent(HANGING, "COORDINATOR_COMPLETED", *b, transactional_id="ledger-writer", label="marker lost")]
+
+    result = S._situation(
+        out, seed, overwrite, name="marker_missing", description=marker_missing.__doc__ or "", act=act
+    )
+    t = next(
+        t
+        for t in result.transactions
+        if (t.topic, t.partition, t.producer_id) == (*b, seen["producer_id"]) and t.marker_offset is None
+    )
+    _note(result, "MARKER_MISSING", t, None)
+    return result
 
 
 def epoch_regression(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
@@ -245,6 +288,7 @@ INTEGRITY_SCENARIOS: dict[str, _Situation] = {
     "index_entry_spurious": index_entry_spurious,
     "txnindex_file_lost": txnindex_file_lost,
     "split_outcome": split_outcome,
+    "marker_missing": marker_missing,
     "epoch_regression": epoch_regression,
     "sequence_gap": sequence_gap,
 }

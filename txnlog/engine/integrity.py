@@ -24,6 +24,7 @@ _HISTORY_COLUMNS = [
     for c in (
         "transactional_id",
         "producer_id",
+        "producer_epoch",
         "state",
         "partitions",
         "coordinator_partition",

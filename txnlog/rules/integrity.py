@@ -14,7 +14,8 @@ broker takes from the segments' ``.txnindex`` files (``LocalLog.collectAbortedTr
   say ``DEPENDS_ON_FETCH`` rather than one number.
 
 The checks against the coordinator's decisions and the producer's own invariants are in
-txnlog.rules.integrity_producers (``SPLIT_OUTCOME``, ``EPOCH_REGRESSION``, ``SEQUENCE_GAP``).
+txnlog.rules.integrity_producers (``SPLIT_OUTCOME``, ``EPOCH_REGRESSION``, ``SEQUENCE_GAP``) and
+txnlog.rules.integrity_markers (``MARKER_MISSING``).
 
 Pure and vectorized: Arrow tables in (joins and numpy over the transactions of whole partitions), the
 ``integrity`` table's rows out (txnlog.model.contract.INTEGRITY, without the run key). Only the anomalies found
@@ -35,6 +36,7 @@ from txnlog.kafka.wire import ControlType
 from txnlog.model import contract
 from txnlog.model.arrow import key_codes
 from txnlog.model.rows import Checkpoint
+from txnlog.rules import integrity_markers as markers
 from txnlog.rules import integrity_producers as producers
 from txnlog.rules.finish import timestamps  # epoch ms → UTC timestamps, the writer's rule
 from txnlog.rules.integrity_producers import Decisions, decisions
@@ -109,7 +111,9 @@ def partition_integrity(txns: pa.Table, index: pa.Table, segments: pa.Table, dec
     ended = txns.filter(pc.and_(pc.is_valid(txns.column("marker_offset")), pc.is_valid(txns.column("control_type"))))
     owners = decided.owners
     rows = _index_rows(ended, _held(ended), index, segments, owners)
-    rows += producers.coordinator_rows(txns, decided)
+    missing, shifted = markers.marker_rows(txns, decided)
+    rows += missing
+    rows += producers.coordinator_rows(txns, decided, shifted)
     rows += producers.epoch_rows(txns, owners)
     rows += producers.sequence_rows(txns, owners)
     return pa.Table.from_pylist(rows, schema=MS_SCHEMA)
@@ -201,6 +205,7 @@ def _index_rows(
     entries = index.select([*ends, "first_offset", "segment_offset"]).rename_columns(
         [*ends[:-1], "entry_last", "entry_first", "segment_offset"]
     )
+    entries = entries.append_column("prior_lso", pa.array(_prior_lso(index), pa.int64()))
     abort_ends = aborts.select(ends[:-1] + ["marker_offset"]).rename_columns(ends[:-1] + ["entry_last"])
     unlisted = aborts.join(entries.select(ends[:-1] + ["entry_last"]), ends[:-1] + ["marker_offset"],
                            right_keys=ends[:-1] + ["entry_last"], join_type="left anti")  # fmt: skip
@@ -212,8 +217,58 @@ def _index_rows(
             rows.append(_visible_row(t, int(b), not f, r, n))
     false = entries.join(abort_ends, ends[:-1] + ["entry_last"], join_type="left anti")
     if false.num_rows:
+        false = _read(false, seg)
+    if false.num_rows:
         rows += _hidden_rows(false, ended, held, owners)
     return rows
+
+
+def _prior_lso(index: pa.Table) -> np.ndarray:
+    """Per entry of ``index`` (each file's entries together, in file order): the highest last stable offset of
+    the entries before it in its file, -1 for a file's first."""
+    n = index.num_rows
+    out = np.full(n, -1, np.int64)
+    if n < 2:
+        return out
+    cols = ["broker", "topic", "partition", "segment_offset"]
+    head, tail = index.select(cols).slice(0, n - 1), index.select(cols).slice(1)
+    change = np.zeros(n - 1, bool)
+    for c in cols:
+        change |= np.asarray(pc.fill_null(pc.not_equal(head.column(c), tail.column(c)), True).to_numpy(), bool)
+    lso = index.column("last_stable_offset").to_numpy().astype(np.int64)
+    for group in np.split(np.arange(n), np.flatnonzero(change) + 1):
+        if group.size > 1:
+            out[group[1:]] = np.maximum.accumulate(lso[group[:-1]])
+    return out
+
+
+def _read(false: pa.Table, seg: pa.Table) -> pa.Table:
+    """The entries of ``false`` some read_committed fetch reads, with ``partial`` where some fetches do not.
+    ``TransactionIndex.collectAbortedTxns`` stops at the first entry whose last stable offset is at or above the
+    fetch's upper bound, which is at most the next segment's base offset (``LocalLog.addAbortedTransactions``):
+    an entry after one whose last stable offset reaches that is never read; after one above the entry's first
+    offset, it is read or not depending on where the fetch ends."""
+    nxt: dict[tuple[str, str, int, int], int] = {}
+    wanted = set(zip(*(false.column(c).to_pylist() for c in _REPLICA), strict=True))
+    for replica, bases in _bases(seg, wanted).items():
+        nxt.update({(*replica, a): b for a, b in zip(bases, bases[1:], strict=False)})
+    ends = [
+        nxt.get((b, t, p, o), -1)
+        for b, t, p, o in zip(*(false.column(c).to_pylist() for c in [*_REPLICA, "segment_offset"]), strict=True)
+    ]
+    prior = false.column("prior_lso").to_numpy().astype(np.int64)
+    shadowed = (np.asarray(ends, np.int64) >= 0) & (prior >= np.asarray(ends, np.int64))
+    first = false.column("entry_first").to_numpy().astype(np.int64)
+    return false.append_column("partial", pa.array(prior > first)).filter(pa.array(~shadowed))
+
+
+def _bases(seg: pa.Table, wanted: set[tuple[Any, ...]]) -> dict[tuple[Any, ...], list[int]]:
+    """The sorted segment base offsets of the ``wanted`` replicas (``seg`` sorted by replica, base offset)."""
+    out: dict[tuple[Any, ...], list[int]] = {}
+    for b, t, p, base in zip(*(seg.column(c).to_pylist() for c in [*_REPLICA, "base_offset"]), strict=True):
+        if (b, t, p) in wanted:
+            out.setdefault((b, t, p), []).append(base)
+    return out
 
 
 def _distinct_partitions(table: pa.Table) -> list[tuple[str, int]]:
@@ -322,7 +377,7 @@ def _visible_row(t: dict[str, Any], base: int, missing_file: bool, restart: str,
 
 def _hidden_row(e: dict[str, Any], t: dict[str, Any], txn_id: str | None) -> dict[str, Any]:
     pid, first, last = e["producer_id"], e["entry_first"], e["entry_last"]
-    certain = t["last_offset"] <= last
+    certain = t["last_offset"] <= last and not e["partial"]
     return {
         **_common(t, txn_id),
         "check": COMMITTED_DATA_HIDDEN,
@@ -338,6 +393,12 @@ def _hidden_row(e: dict[str, Any], t: dict[str, Any], txn_id: str | None) -> dic
             if certain
             else "a read_committed consumer drops its records when one fetch holds them and the entry's "
             "range (the consumer forgets the producer only at its next ABORT marker)."
+        )
+        + (
+            " An entry before it in the file has a higher last stable offset: the broker's scan stops there for a "
+            "fetch ending at or below it (TransactionIndex.collectAbortedTxns), so it depends on where fetches end."
+            if e["partial"]
+            else ""
         ),
         "advice": "a restart does not repair it (LogLoader keeps a .txnindex that passes "
         "TransactionIndex.sanityCheck): consumers that read this range from this replica skipped committed "

@@ -38,6 +38,9 @@ __all__ = [
     "SPLIT_OUTCOME",
     "Decisions",
     "coordinator_rows",
+    "keyed",
+    "txn_columns",
+    "paired",
     "decisions",
     "epoch_rows",
     "sequence_rows",
@@ -68,6 +71,7 @@ _PREPARES_SCHEMA = pa.schema(
         ("coordinator_partition", pa.int32()),
         ("record_offset", pa.int64()),
         ("partitions", pa.list_(pa.string())),
+        ("producer_epoch", pa.int32()),  # the Prepare* record's: the markers' epoch (every transaction version)
     ]
 )
 _OWNERS_SCHEMA = pa.schema([("producer_id", pa.int64()), ("transactional_id", pa.string()), ("code", pa.int64())])
@@ -120,13 +124,16 @@ def decisions(history: pa.Table) -> Decisions:
     next_state = np.append(states[1:], -1)
     completed = np.isin(states, _PREPARES) & same_next & np.isin(next_state, _COMPLETES)
     kept = ["transactional_id", "coordinator_partition", "record_offset", "partitions"]
+    kept += ["producer_epoch"] if "producer_epoch" in h.column_names else []
     prep = h.select(kept).take(pa.array(at[completed]))
+    epoch = prep.column("producer_epoch") if "producer_epoch" in kept else pa.nulls(prep.num_rows, pa.int32())
     prepares = pa.table(
         [
             prep.column("transactional_id"),
             prep.column("coordinator_partition").cast(pa.int32()),
             prep.column("record_offset").cast(pa.int64()),
             prep.column("partitions"),
+            epoch.cast(pa.int32()),
         ],
         schema=_PREPARES_SCHEMA,
     )
@@ -168,32 +175,49 @@ def _owners(pid: pa.ChunkedArray, tid: np.ndarray, names: pa.Array) -> pa.Table:
     )
 
 
-def coordinator_rows(txns: pa.Table, decided: Decisions) -> list[dict[str, Any]]:
-    """``SPLIT_OUTCOME`` rows of ``txns`` (the transactions of whole partitions) against ``decided``: the
-    producer's ended transactions on a partition ranked from the newest, paired with the decisions' ranks (the
-    decisions' keys and ranks are sorted, so a binary search pairs them; only narrow integer columns are touched
-    until the split transactions are known)."""
-    d, owners, parts = decided.decided, decided.owners, decided.partitions
-    if not d.num_rows or not txns.num_rows:
-        return []
+def keyed(txns: pa.Table, decided: Decisions, ended: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of ``txns`` whose producer's transactional id and partition ``decided`` knows, ended with a marker
+    (``ended``) or open, and their keys (as :class:`Decisions`' ``key``)."""
+    owners, parts = decided.owners, decided.partitions
     tid = owners.column("code").take(pc.index_in(txns.column("producer_id"), value_set=owners.column("producer_id")))
     on = ["topic", "partition"]
     tp = pc.index_in(key_codes(txns.select(on), on, parts), value_set=key_codes(parts, on, parts))
-    known = pc.and_(pc.and_(pc.is_valid(tid), pc.is_valid(tp)), _ended(txns))
+    state = _ended(txns) if ended else pc.invert(pc.is_valid(txns.column("marker_offset")))
+    known = pc.and_(pc.and_(pc.is_valid(tid), pc.is_valid(tp)), state)
     kept = np.flatnonzero(np.asarray(pc.fill_null(known, False).to_numpy(zero_copy_only=False), bool))
+    return kept, _ints(tid, kept) * max(len(parts), 1) + _ints(tp, kept)
+
+
+def paired(d: pa.Table, key: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each (``key``, ``rank``): whether the decisions ``d`` hold it, and the row of ``d`` that does (the
+    decisions' keys and ranks are sorted, so a binary search pairs them)."""
+    width = max(int(rank.max(initial=0)) + 1, d.num_rows) + 1  # a rank is below it
+    theirs = d.column("key").to_numpy().astype(np.int64) * width + d.column("rank").to_numpy().astype(np.int64)
+    ours = key * width + rank
+    found = np.minimum(np.searchsorted(theirs, ours), max(theirs.size - 1, 0))
+    return (theirs[found] == ours) if theirs.size else np.zeros(key.size, bool), found
+
+
+def coordinator_rows(txns: pa.Table, decided: Decisions, shifted: np.ndarray | None = None) -> list[dict[str, Any]]:
+    """``SPLIT_OUTCOME`` rows of ``txns`` (the transactions of whole partitions) against ``decided``: the
+    producer's ended transactions on a partition ranked from the newest, paired with the decisions' ranks (only
+    narrow integer columns are touched until the split transactions are known). ``shifted``: the keys whose
+    newest decision lost its marker on the partition (``MARKER_MISSING``, txnlog.rules.integrity_markers): their
+    ended transactions pair from the second newest decision."""
+    d = decided.decided
+    if not d.num_rows or not txns.num_rows:
+        return []
+    kept, key = keyed(txns, decided, ended=True)
     if not kept.size:
         return []
-    key = _ints(tid, kept) * max(len(parts), 1) + _ints(tp, kept)
     at = np.lexsort((-_ints(txns.column("marker_offset"), kept), key))
     key, kept = key[at], kept[at]
     starts = group_starts(key)
     rank = np.arange(key.size) - np.repeat(starts, np.diff(np.append(starts, key.size)))
-    width = max(key.size, d.num_rows) + 1  # a rank is below it
-    theirs = d.column("key").to_numpy().astype(np.int64) * width + d.column("rank").to_numpy().astype(np.int64)
-    ours = key * width + rank
-    found = np.minimum(np.searchsorted(theirs, ours), theirs.size - 1)
-    paired = theirs[found] == ours
-    found, kept = found[paired], kept[paired]
+    if shifted is not None and shifted.size:
+        rank = rank + np.isin(key, shifted)
+    hit, found = paired(d, key, rank)
+    found, kept = found[hit], kept[hit]
     outcome = d.column("decided").to_numpy().astype(np.int64)[found]
     split = _ints(txns.column("control_type"), kept) != outcome
     if not split.any():
@@ -226,7 +250,7 @@ def _split_row(p: dict[str, Any]) -> dict[str, Any]:
     decided = "COMMIT" if p["decided"] == ControlType.COMMIT else "ABORT"
     got = "ABORT" if p["control_type"] == ControlType.ABORT else "COMMIT"
     return {
-        **_txn_columns(p, p["transactional_id"]),
+        **txn_columns(p, p["transactional_id"]),
         "check": SPLIT_OUTCOME,
         "severity": ERROR,
         "consumers_received": ALL if got == "COMMIT" else NONE,
@@ -243,7 +267,7 @@ def _split_row(p: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _txn_columns(t: dict[str, Any], txn_id: str | None) -> dict[str, Any]:
+def txn_columns(t: dict[str, Any], txn_id: str | None) -> dict[str, Any]:
     """A partition-wide row's columns of the transaction ``t`` (every replica: ``replica`` null)."""
     control = t.get("control_type")
     return {
@@ -278,7 +302,7 @@ def epoch_rows(txns: pa.Table, owners: pa.Table) -> list[dict[str, Any]]:
 
 def _epoch_row(t: dict[str, Any], txn_id: str | None) -> dict[str, Any]:
     return {
-        **_txn_columns(t, txn_id),
+        **txn_columns(t, txn_id),
         "check": EPOCH_REGRESSION,
         "severity": ERROR,
         "consumers_received": None,
@@ -308,7 +332,7 @@ def sequence_rows(txns: pa.Table, owners: pa.Table) -> list[dict[str, Any]]:
 
 def _sequence_row(t: dict[str, Any], txn_id: str | None) -> dict[str, Any]:
     return {
-        **_txn_columns(t, txn_id),
+        **txn_columns(t, txn_id),
         "check": SEQUENCE_GAP,
         "severity": ERROR,
         "consumers_received": None,
