@@ -85,6 +85,29 @@ CASES = {
         ),
         [("g", 0, "committed", None, 7)],
     ),
+    # a commit after a tombstone sets the offset again
+    "commit after a tombstone": (
+        lambda w: (_commit(w, 5), _delete(w), _commit(w, 3)),
+        [("g", 0, "committed", None, 3)],
+    ),
+    # keys a producer touched beside keys it did not, in key order whatever the log order
+    "touched and untouched keys": (
+        lambda w: (
+            _commit(w, 4, group="c"),
+            _commit(w, 6, group="b", producer=P1),
+            _commit(w, 2, group="a", partition=1),
+            _commit(w, 3, group="a", partition=1),
+            _commit(w, 1, group="b"),
+            _commit(w, 9, group="d"),
+            _delete(w, group="d"),
+        ),
+        [
+            ("a", 1, "committed", None, 3),
+            ("b", 0, "committed", None, 1),
+            ("b", 0, "pending", 9001, 6),
+            ("c", 0, "committed", None, 4),
+        ],
+    ),
     # groups with the same partition are apart
     "groups": (
         lambda w: (_commit(w, 1, group="a"), _commit(w, 2, group="b", producer=P1), _delete(w, group="a")),
