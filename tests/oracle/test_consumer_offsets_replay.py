@@ -13,6 +13,7 @@ from txnlog.brokerlog.consumer_offsets import OffsetsPartitionWriter
 from txnlog.brokerlog.consumer_offsets_encode import offset_commit_key, offset_commit_value
 from txnlog.kafka.consumer_offsets import decode_records
 from txnlog.kafka.consumer_offsets_scan import scan_consumer_offsets_file
+from txnlog.rules import consumer_offsets
 from txnlog.rules.consumer_offsets import replay_offsets
 
 P1, P2 = (9001, 0), (9002, 3)
@@ -118,6 +119,17 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_replay(case: str, tmp_path: Path) -> None:
+    write, expected = CASES[case]
+    w = OffsetsPartitionWriter(tmp_path)
+    write(w)
+    assert _replay(w) == expected
+
+
+@pytest.mark.parametrize("case", ["touched and untouched keys", "groups", "two producers"])
+def test_keys_told_apart_without_one_integer_per_key(case: str, tmp_path: Path, monkeypatch) -> None:
+    """Where a key does not fit one integer (more group and topic pairs than 2**31), the keys are sorted column
+    by column, to the same answer."""
+    monkeypatch.setattr(consumer_offsets, "_ONE_INT64", 0)
     write, expected = CASES[case]
     w = OffsetsPartitionWriter(tmp_path)
     write(w)

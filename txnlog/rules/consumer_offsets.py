@@ -50,6 +50,7 @@ _VALUE = ("group", "topic", "committed_offset", "leader_epoch", "metadata", "com
 _KEY = ["group_bytes", "topic", "partition"]
 _NONE = np.iinfo(np.int64).max  # no marker / no tombstone after a record
 _BEFORE = np.iinfo(np.int64).min  # no tombstone of a key
+_ONE_INT64 = 2**31  # (group, topic) pairs below this fit a key in one int64 with its partition
 
 
 def _ranks(column: pa.ChunkedArray) -> np.ndarray:
@@ -64,11 +65,18 @@ def _key_ids(commits: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     """A dense id per (group bytes, topic, partition) of ``commits``, numbered in the keys' ascending order, and
     per id the index of its last row (the highest record offset)."""
     group, topic = _ranks(commits["group_bytes"]), _ranks(commits["topic"])
-    partition = commits["partition"].to_numpy().astype(np.int64)
-    order = np.lexsort((commits["offset"].to_numpy(), partition, topic, group))
-    columns = np.stack([group[order], topic[order], partition[order]])
-    new = np.ones(len(order), bool)
-    new[1:] = (columns[:, 1:] != columns[:, :-1]).any(axis=0)
+    partition = commits["partition"].to_numpy().astype(np.int64) + 2**31  # from 0, below 2**32
+    pair = group * (topic.max() + 1) + topic
+    if pair.max() < _ONE_INT64:  # one int64 per key
+        composite = (pair << 32) | partition
+        order = np.lexsort((commits["offset"].to_numpy(), composite))
+        new = np.ones(len(order), bool)
+        new[1:] = composite[order][1:] != composite[order][:-1]
+    else:
+        order = np.lexsort((commits["offset"].to_numpy(), partition, topic, group))
+        columns = np.stack([group[order], topic[order], partition[order]])
+        new = np.ones(len(order), bool)
+        new[1:] = (columns[:, 1:] != columns[:, :-1]).any(axis=0)
     ids = np.empty(len(order), np.int64)
     ids[order] = np.cumsum(new) - 1
     last = np.ones(len(order), bool)
