@@ -13,6 +13,7 @@ from txnlog.brokerlog.consumer_offsets import OffsetsPartitionWriter
 from txnlog.brokerlog.consumer_offsets_encode import offset_commit_key, offset_commit_value
 from txnlog.kafka.consumer_offsets import decode_records
 from txnlog.kafka.consumer_offsets_scan import scan_consumer_offsets_file
+from txnlog.rules import consumer_offsets
 from txnlog.rules.consumer_offsets import replay_offsets
 
 P1, P2 = (9001, 0), (9002, 3)
@@ -85,6 +86,29 @@ CASES = {
         ),
         [("g", 0, "committed", None, 7)],
     ),
+    # a commit after a tombstone sets the offset again
+    "commit after a tombstone": (
+        lambda w: (_commit(w, 5), _delete(w), _commit(w, 3)),
+        [("g", 0, "committed", None, 3)],
+    ),
+    # keys a producer touched beside keys it did not, in key order whatever the log order
+    "touched and untouched keys": (
+        lambda w: (
+            _commit(w, 4, group="c"),
+            _commit(w, 6, group="b", producer=P1),
+            _commit(w, 2, group="a", partition=1),
+            _commit(w, 3, group="a", partition=1),
+            _commit(w, 1, group="b"),
+            _commit(w, 9, group="d"),
+            _delete(w, group="d"),
+        ),
+        [
+            ("a", 1, "committed", None, 3),
+            ("b", 0, "committed", None, 1),
+            ("b", 0, "pending", 9001, 6),
+            ("c", 0, "committed", None, 4),
+        ],
+    ),
     # groups with the same partition are apart
     "groups": (
         lambda w: (_commit(w, 1, group="a"), _commit(w, 2, group="b", producer=P1), _delete(w, group="a")),
@@ -95,6 +119,17 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_replay(case: str, tmp_path: Path) -> None:
+    write, expected = CASES[case]
+    w = OffsetsPartitionWriter(tmp_path)
+    write(w)
+    assert _replay(w) == expected
+
+
+@pytest.mark.parametrize("case", ["touched and untouched keys", "groups", "two producers"])
+def test_keys_told_apart_without_one_integer_per_key(case: str, tmp_path: Path, monkeypatch) -> None:
+    """Where a key does not fit one integer (more group and topic pairs than 2**31), the keys are sorted column
+    by column, to the same answer."""
+    monkeypatch.setattr(consumer_offsets, "_ONE_INT64", 0)
     write, expected = CASES[case]
     w = OffsetsPartitionWriter(tmp_path)
     write(w)

@@ -180,7 +180,7 @@ def decode_records(
     if with_json or records.num_rows == 0:
         return _decode_each(records, file, with_json)
     ok, cols = decode_offset_commits(records)
-    fast = records.filter(pa.array(ok))
+    fast = records if ok.all() else records.filter(pa.array(ok))
     n = fast.num_rows
     columns = {
         name: cols[name] if name in cols else fast.column(name) if name in _CARRIED else pa.nulls(n, typ)

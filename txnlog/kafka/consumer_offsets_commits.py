@@ -165,15 +165,18 @@ def _buffers(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 
 def _strings(data: np.ndarray, start: np.ndarray, length: np.ndarray, typ: pa.DataType, valid=None) -> pa.Array:
+    """The byte ranges as a ``typ`` (string or large_binary) column, null where not ``valid``. The strings were
+    checked to be UTF-8 by the walk, so they are not checked again."""
     out, offsets = _gather(data, start, length)
-    arr = pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(), start.size, [None, pa.py_buffer(offsets), pa.py_buffer(out)]
-    )
-    if typ != pa.large_binary():
-        arr = arr.view(pa.large_string()).cast(typ)
-    if valid is not None and not valid.all():
-        arr = pa.compute.if_else(pa.array(valid), arr, pa.scalar(None, typ))
-    return arr
+    n = start.size
+    bitmap = None if valid is None or valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    nulls = 0 if bitmap is None else int(n - valid.sum())
+    if typ == pa.string() and offsets[-1] < 2**31:
+        offsets = offsets.astype(np.int32)
+    elif typ != pa.large_binary():
+        arr = pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(out)])
+        return arr.view(pa.large_string()).cast(typ)
+    return pa.Array.from_buffers(typ, n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(out)], null_count=nulls)
 
 
 def decode_offset_commits(records: pa.Table) -> tuple[np.ndarray, dict[str, pa.Array]]:
@@ -183,7 +186,8 @@ def decode_offset_commits(records: pa.Table) -> tuple[np.ndarray, dict[str, pa.A
     vdata, voff, vvalid = _buffers(records.column("value"))
     m = _walk(kdata, koff, kvalid, vdata, voff, vvalid)
     ok = m[:, _OK] == 1
-    m = m[ok]
+    if not ok.all():
+        m = m[ok]
     live = m[:, _TOMB] == 0
     cols: dict[str, pa.Array] = {
         "record_type": pa.array(m[:, _TYPE].astype(np.int16)),

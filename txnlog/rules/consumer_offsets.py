@@ -48,25 +48,40 @@ OFFSETS_SCHEMA = pa.schema(
 _VALUE = ("group", "topic", "committed_offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp")
 
 _KEY = ["group_bytes", "topic", "partition"]
-_SORT = [("group_bytes", "ascending"), ("topic", "ascending"), ("partition", "ascending"), ("state", "ascending")]
 _NONE = np.iinfo(np.int64).max  # no marker / no tombstone after a record
 _BEFORE = np.iinfo(np.int64).min  # no tombstone of a key
+_ONE_INT64 = 2**31  # (group, topic) pairs below this fit a key in one int64 with its partition
 
 
-def _key_ids(commits: pa.Table) -> tuple[np.ndarray, int]:
-    """A dense id per (group bytes, topic, partition) of ``commits``, and how many there are."""
-    codes = [
-        pc.dictionary_encode(commits[name].combine_chunks()).indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        for name in ("group_bytes", "topic")
-    ]
-    partition = commits["partition"].to_numpy().astype(np.int64)
-    order = np.lexsort((partition, codes[1], codes[0]))
-    columns = np.stack([codes[0][order], codes[1][order], partition[order]])
-    new = np.ones(len(order), bool)
-    new[1:] = (columns[:, 1:] != columns[:, :-1]).any(axis=0)
+def _ranks(column: pa.ChunkedArray) -> np.ndarray:
+    """Per row, the rank of its value among the column's distinct values in ascending (bytewise) order."""
+    encoded = pc.dictionary_encode(column.combine_chunks())
+    rank = np.empty(len(encoded.dictionary), np.int64)
+    rank[pc.sort_indices(encoded.dictionary).to_numpy()] = np.arange(len(rank))
+    return rank[encoded.indices.to_numpy(zero_copy_only=False)]
+
+
+def _key_ids(commits: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """A dense id per (group bytes, topic, partition) of ``commits``, numbered in the keys' ascending order, and
+    per id the index of its last row (the highest record offset)."""
+    group, topic = _ranks(commits["group_bytes"]), _ranks(commits["topic"])
+    partition = commits["partition"].to_numpy().astype(np.int64) + 2**31  # from 0, below 2**32
+    pair = group * (topic.max() + 1) + topic
+    if pair.max() < _ONE_INT64:  # one int64 per key
+        composite = (pair << 32) | partition
+        order = np.lexsort((commits["offset"].to_numpy(), composite))
+        new = np.ones(len(order), bool)
+        new[1:] = composite[order][1:] != composite[order][:-1]
+    else:
+        order = np.lexsort((commits["offset"].to_numpy(), partition, topic, group))
+        columns = np.stack([group[order], topic[order], partition[order]])
+        new = np.ones(len(order), bool)
+        new[1:] = (columns[:, 1:] != columns[:, :-1]).any(axis=0)
     ids = np.empty(len(order), np.int64)
     ids[order] = np.cumsum(new) - 1
-    return ids, int(new.sum())
+    last = np.ones(len(order), bool)
+    last[:-1] = new[1:]
+    return ids, order[last]
 
 
 def _next_of(group: np.ndarray, at: np.ndarray, is_event: np.ndarray) -> np.ndarray:
@@ -97,9 +112,35 @@ def _last_per(keys: tuple[np.ndarray, ...], at: np.ndarray) -> np.ndarray:
 def replay_offsets(decoded: pa.Table, markers: pa.Table) -> pa.Table:
     """The committed and pending offsets (:data:`OFFSETS_SCHEMA`) of one ``__consumer_offsets`` partition from
     its decoded records (:data:`txnlog.kafka.consumer_offsets.DECODED_SCHEMA`) and its markers
-    (:data:`txnlog.kafka.consumer_offsets_scan.MARKERS_SCHEMA`).
+    (:data:`txnlog.kafka.consumer_offsets_scan.MARKERS_SCHEMA`), sorted by key.
 
-    The replay's outcome, computed for all records at once rather than record by record:
+    The replay's outcome, computed for all records at once rather than record by record. A key no producer's
+    batch touched has only plain commits and tombstones, each replacing what came before: its last record is
+    its committed offset, or none if it is a tombstone (what the log cleaner keeps of it). The keys a producer
+    touched are replayed in full (:func:`_replay_touched`)."""
+    needed = ["record_type", "offset", "producer_id", "is_tombstone", *_KEY, *(v for v in _VALUE if v not in _KEY)]
+    columns = decoded.select(needed)  # the others (a group's members) are not carried through the filter
+    is_commit = pc.is_in(columns["record_type"], pa.array(_OFFSET_COMMIT_TYPES, pa.int16()))
+    commits = columns if pc.all(is_commit).as_py() else columns.filter(is_commit)
+    if commits.num_rows == 0:
+        return OFFSETS_SCHEMA.empty_table()
+    key, last = _key_ids(commits)
+    offset = commits["offset"].to_numpy()
+    producer = commits["producer_id"].to_numpy()
+    tomb = commits["is_tombstone"].to_numpy(zero_copy_only=False)
+    touched = np.zeros(len(last), bool)
+    touched[key[producer != -1]] = True  # RecordBatch.NO_PRODUCER_ID
+    plain = last[~touched]
+    plain = plain[~tomb[plain]]
+    rows = np.flatnonzero(touched[key])
+    committed, pending = _replay_touched(key[rows], offset[rows], producer[rows], tomb[rows], markers)
+    return _rows(commits, key, np.concatenate([plain, rows[committed]]), rows[pending], producer)
+
+
+def _replay_touched(
+    key: np.ndarray, offset: np.ndarray, producer: np.ndarray, tomb: np.ndarray, markers: pa.Table
+) -> tuple[np.ndarray, np.ndarray]:
+    """(the committed, the pending) among commits given by ``key``/``offset``/``producer``/``tomb``:
 
     * a transactional commit is ended by its producer's first COMMIT/ABORT marker after it (or still open);
       of one producer's commits of one key before one marker only the last counts; a tombstone of the key
@@ -107,16 +148,8 @@ def replay_offsets(decoded: pa.Table, markers: pa.Table) -> pa.Table:
     * the committed offset of a key is, of its plain commits and its transactional commits that a COMMIT
       applied, the one with the highest record offset after the key's last tombstone: a plain commit is newer
       than all before it, and a COMMIT keeps the newer record (what ``replayEndTransactionMarker`` compares)."""
-    needed = ["record_type", "offset", "producer_id", "is_tombstone", *_KEY, *(v for v in _VALUE if v not in _KEY)]
-    columns = decoded.select(needed)  # the others (a group's members) are not carried through the filter
-    is_commit = pc.is_in(columns["record_type"], pa.array(_OFFSET_COMMIT_TYPES, pa.int16()))
-    commits = columns if pc.all(is_commit).as_py() else columns.filter(is_commit)
-    if commits.num_rows == 0:
-        return OFFSETS_SCHEMA.empty_table()
-    key, _ = _key_ids(commits)
-    offset = commits["offset"].to_numpy()
-    producer = commits["producer_id"].to_numpy()
-    tomb = commits["is_tombstone"].to_numpy(zero_copy_only=False)
+    if len(key) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     last_tomb = np.full(key.max() + 1, _BEFORE, np.int64)
     np.maximum.at(last_tomb, key[tomb], offset[tomb])
     txn = np.flatnonzero((producer != -1) & ~tomb)  # RecordBatch.NO_PRODUCER_ID
@@ -149,20 +182,26 @@ def replay_offsets(decoded: pa.Table, markers: pa.Table) -> pa.Table:
     applied = applied[m_type[marker[alive & (marker >= 0)]] == _COMMIT]
     candidates = np.concatenate([np.flatnonzero((producer == -1) & ~tomb), applied])
     candidates = candidates[offset[candidates] > last_tomb[key[candidates]]]
-    committed = candidates[_last_per((key[candidates],), offset[candidates])]
-    out = pa.concat_tables([_rows(commits, committed, None), _rows(commits, pending, producer[pending])])
-    return out.sort_by([*_SORT, ("producer_id", "ascending")])
+    return candidates[_last_per((key[candidates],), offset[candidates])], pending
 
 
-def _rows(commits: pa.Table, index: np.ndarray, producer: np.ndarray | None) -> pa.Table:
-    rows = commits.take(pa.array(np.sort(index) if producer is None else index, pa.int64()))
-    n = rows.num_rows
+def _rows(
+    commits: pa.Table, key: np.ndarray, committed: np.ndarray, pending: np.ndarray, producer: np.ndarray
+) -> pa.Table:
+    """The output rows of the ``committed`` and ``pending`` commits, by key, the committed one first, then by
+    producer (the keys' ids are numbered in their order)."""
+    index = np.concatenate([committed, pending]).astype(np.int64)
+    is_pending = np.arange(len(index)) >= len(committed)
+    order = np.lexsort((producer[index], is_pending, key[index]))
+    index, is_pending = index[order], is_pending[order]
+    rows = commits.select(["group_bytes", "partition", *_VALUE, "offset"]).take(pa.array(index))
+    state = pc.take(pa.array(["committed", "pending"], pa.string()), pa.array(is_pending.astype(np.int8)))
     return (
         pa.table(
             {
                 **{name: rows[name] for name in ("group_bytes", "topic", "partition", *_VALUE)},
-                "state": pa.array(["committed" if producer is None else "pending"] * n, pa.string()),
-                "producer_id": pa.nulls(n, pa.int64()) if producer is None else pa.array(producer, pa.int64()),
+                "state": state,
+                "producer_id": pa.array(producer[index], pa.int64(), mask=~is_pending),
                 "record_offset": rows["offset"],
             }
         )
