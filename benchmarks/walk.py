@@ -15,6 +15,8 @@ Printed, in the order the run first takes them:
 * moves: the distinct moves;
 * come back: the moves into a module the path had already entered and left (a caller dipping into the same
   helper module at several separate points, or a helper calling back up into its caller's module);
+* climb back: the moves into a module still on the call stack below the caller (a helper calling back up into
+  a module that called it: A → B → A);
 * the module pairs with the most moves between them, both directions together ("back-and-forth").
 
 Module-level code (imports) is not followed: every txnlog module is imported, and the sample written, before
@@ -50,6 +52,7 @@ class Walk:
 
     entry: str
     moves: list[tuple[str, str, str, str]] = field(default_factory=list)  # caller module, caller, callee module, callee
+    climbs: set[int] = field(default_factory=set)  # the indexes in ``moves`` of the climbs back
     _seen: set[tuple[str, str, str]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -71,10 +74,12 @@ class Walk:
         with self._lock:
             if key not in self._seen:
                 self._seen.add(key)
+                if _on_stack(caller.f_back, callee):
+                    self.climbs.add(len(self.moves))
                 self.moves.append((source, caller.f_code.co_qualname, callee, frame.f_code.co_qualname))
 
-    def figures(self) -> tuple[int, int, int, list[tuple[tuple[str, str], int]]]:
-        """(modules entered, moves, come back, module pairs by moves between them)."""
+    def figures(self) -> tuple[int, int, int, int, list[tuple[tuple[str, str], int]]]:
+        """(modules entered, moves, come back, climb back, module pairs by moves between them)."""
         entered = {self.entry}
         come_back = 0
         pairs: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -83,7 +88,15 @@ class Walk:
                 come_back += 1
             entered.add(callee)
             pairs[tuple(sorted((source, callee)))] += 1  # type: ignore[index]
-        return len(entered), len(self.moves), come_back, pairs.most_common()
+        return len(entered), len(self.moves), come_back, len(self.climbs), pairs.most_common()
+
+
+def _on_stack(frame: FrameType | None, module: str) -> bool:
+    while frame is not None:
+        if frame.f_globals.get("__name__") == module:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def trace(entry: str, call: Callable[[], object]) -> Walk:
@@ -130,11 +143,11 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(None, {"output": out, "progress": False})
         walk = trace("txnlog.pipeline.run", lambda: run(config, progress=lambda _line: None))
 
-    entered, moves, come_back, pairs = walk.figures()
+    entered, moves, come_back, climbs, pairs = walk.figures()
     if args.path:
         seen = {walk.entry}
-        for source, caller, callee, name in walk.moves:
-            mark = "  (come back)" if callee in seen else ""
+        for i, (source, caller, callee, name) in enumerate(walk.moves):
+            mark = ("  (climb back)" if i in walk.climbs else "  (come back)") if callee in seen else ""
             seen.add(callee)
             print(f"{short(source)}::{caller} -> {short(callee)}::{name}{mark}")
         print()
@@ -142,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"modules entered: {entered}")
     print(f"moves: {moves}")
     print(f"come back: {come_back}")
+    print(f"climb back: {climbs}")
     print("back-and-forth (moves between two modules, both directions):")
     for (a, b), n in pairs[: args.top]:
         print(f"  {n:4d}  {short(a)} <-> {short(b)}")
