@@ -274,13 +274,14 @@ VERBS = (
     Verb(
         "blocked",
         "who is blocked: the consumer groups waiting behind a stuck transaction",
-        "The run's blocked_consumers rows (from the copy's __consumer_offsets), columns as kafka-consumer-groups.sh "
+        "The run's blocked_consumers rows (from the copy's __consumer_offsets, or a live run's group offsets), "
+        "columns as kafka-consumer-groups.sh "
         "--describe prints them: BLOCKED groups, whose committed offset (CURRENT-OFFSET) equals an LSO below the "
         "high watermark held by a LATE or HANGING transaction (a read_committed group: inferred, "
         "__consumer_offsets does not record the isolation level), and UNSTABLE_OFFSET_COMMIT ones, whose pending "
         "transactional offset commit stalls every member at start-up or rebalance. WAITING counts offsets up to "
         "the high watermark (markers and aborted records included); SINCE is the later of the transaction's "
-        "start and the group's commit.",
+        "start and the group's commit (a live run knows no commit time: the transaction's start).",
         "txnlog blocked --output ./out --topic orders --format json",
         _blocked_arguments,
     ),
