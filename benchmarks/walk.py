@@ -19,8 +19,9 @@ Printed, in the order the run first takes them:
   a module that called it: A → B → A);
 * the module pairs with the most moves between them, both directions together ("back-and-forth").
 
-Module-level code (imports) is not followed: every txnlog module is imported, and the sample written, before
-the trace starts. The thread pool's order can move a come-back between pairs from one run to the next; the totals
+Module-level code (imports) is not followed: every txnlog module is imported, the decoders compiled
+(``txnlog.pipeline.warm_decoders``: numba's cache, so a fresh checkout does not compile them under the profiler)
+and the sample written before the trace starts. The thread pool's order can move a come-back between pairs from one run to the next; the totals
 vary by a move or two at most.
 
     python benchmarks/walk.py            # the figures and the top pairs
@@ -135,9 +136,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import_all()
     from txnlog.model.config import load_config
-    from txnlog.pipeline import run
+    from txnlog.pipeline import run, warm_decoders
     from txnlog.sources.sample import sample_logs
 
+    warm_decoders()  # compiled once, outside the trace
     sample_logs()  # written once, outside the trace
     with tempfile.TemporaryDirectory(prefix="txnlog-walk-") as out:
         config = load_config(None, {"output": out, "progress": False})
