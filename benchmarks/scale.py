@@ -11,7 +11,7 @@ Each size is then measured in a fresh Python process (so its peak RSS is its own
 session (``local[2]``, ``spark.driver.memory`` = ``--driver-memory``; not timed) and times what a run
 does before the first task reads a byte:
 
-* ``discover``: ``txnlog.pipeline.inputs.check_inputs([log dir])`` (locate + ``txnlog.sources.logdirs.discover``);
+* ``discover``: ``txnlog.sources.offline.check_inputs([log dir])`` (locate + ``txnlog.sources.logdirs.discover``);
 * ``manifest + load``: ``txnlog.pipeline.decode.log_dir_sources`` (the file manifests written to the scratch dir,
   ``spark.read.format(...).load()`` of both sources: schema only);
 * ``plan``: ``summary.rdd.getNumPartitions()`` and the same for the ``__transaction_state`` records: Spark's
@@ -150,7 +150,8 @@ def child(log_dir: str, driver_memory: str) -> dict[str, Any]:
 
     from txnlog.engine.spark.sources import SegmentsSource, files_option
     from txnlog.pipeline.decode import log_dir_sources
-    from txnlog.pipeline.inputs import check_inputs, describe
+    from txnlog.pipeline.inputs import describe
+    from txnlog.sources.offline import check_inputs
 
     peak = _Peak()
     spark = (

@@ -18,7 +18,6 @@ from txnlog.pipeline.decode import Decoded, decode
 from txnlog.pipeline.inputs import (
     Inputs,
     capture_live,
-    check_inputs,
     cluster_name,
     placement_of,
     plan_inputs,
@@ -29,6 +28,7 @@ from txnlog.pipeline.runs import RunResult, summarize
 from txnlog.pipeline.scope import Progress, job_description, run_scope, stderr_progress
 from txnlog.pipeline.warm import warm_decoders
 from txnlog.pipeline.write import retain, write
+from txnlog.sources.offline import check_inputs
 
 __all__ = [
     "Decoded",

@@ -17,7 +17,6 @@ from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, Checkpoint
 from txnlog.pipeline.inputs import Inputs
 from txnlog.pipeline.scope import Cache, job_description
 from txnlog.rules.transactions import checkpoints_of
-from txnlog.sources import storage
 from txnlog.sources.logdirs import Inventory
 
 if TYPE_CHECKING:
@@ -107,24 +106,6 @@ def decode(
     )  # fmt: skip
 
 
-def _offsets_options(
-    inv: Inventory, check_crc: bool, scratch: str, cores: int, max_decompressed_bytes: int | None
-) -> dict[str, str]:
-    """The options of the ``__consumer_offsets`` source: whole partitions per task (``reduce``)."""
-    from txnlog.engine.spark.sources import write_manifest
-
-    options = {
-        **write_manifest(f"{scratch}/inputs", "consumer_offsets", inv.consumer_offsets_segments),
-        "check_crc": str(check_crc).lower(),
-        "min_partitions": str(max(2, cores * 2)),
-        "reduce": "true",
-        "storage": storage.settings_option(),
-    }
-    if max_decompressed_bytes is not None:
-        options["max_decompressed_bytes"] = str(max_decompressed_bytes)
-    return options
-
-
 def _group_offsets(
     spark: SparkSession,
     inputs: Inputs,
@@ -157,11 +138,15 @@ def consumer_offsets(
     """The ``__consumer_offsets`` partitions' rows, read in Spark tasks and collected as Arrow; None when the input
     holds none of these partitions."""
     from txnlog.engine.spark.consumer_offsets_source import SOURCE_SCHEMA, ConsumerOffsetsSource
+    from txnlog.engine.spark.log_dir_options import offsets_options
 
     if not inv.consumer_offsets_segments:
         return None
     spark.dataSource.register(ConsumerOffsetsSource)
-    options = _offsets_options(inv, check_crc, scratch, spark.sparkContext.defaultParallelism, max_decompressed_bytes)
+    options = offsets_options(
+        inv, check_crc=check_crc, scratch=scratch, cores=spark.sparkContext.defaultParallelism,
+        max_decompressed_bytes=max_decompressed_bytes,
+    )  # fmt: skip
     table = spark.read.format(ConsumerOffsetsSource.name()).options(**options).load().toArrow()
     return table.cast(SOURCE_SCHEMA)
 
@@ -202,12 +187,14 @@ def log_dir_sources(
     """The copied log dirs' Data Sources: segment summaries and transactions, coordinator records."""
     from pyspark.sql import functions as F
 
+    from txnlog.engine.spark.log_dir_options import log_dir_options
     from txnlog.engine.spark.sources import SegmentsSource
     from txnlog.engine.spark.txn_state_source import TxnStateSource
 
-    segments, txn_state = _log_dir_options(
-        inv, check_crc, scratch, shared, dumps, spark.sparkContext.defaultParallelism, max_decompressed_bytes,
-        split_segment_bytes,
+    segments, txn_state = log_dir_options(
+        inv, check_crc=check_crc, scratch=scratch, shared=shared, dumps=dumps,
+        cores=spark.sparkContext.defaultParallelism, max_decompressed_bytes=max_decompressed_bytes,
+        split_segment_bytes=split_segment_bytes,
     )  # fmt: skip
     spark.dataSource.register(SegmentsSource)
     spark.dataSource.register(TxnStateSource)
@@ -216,48 +203,6 @@ def log_dir_sources(
     return summary.withColumn("input", F.lit(InputSource.SEGMENTS)), records.withColumn(
         "input", F.lit(InputSource.SEGMENTS)
     )
-
-
-def _log_dir_options(
-    inv: Inventory,
-    check_crc: bool,
-    scratch: str,
-    shared: bool,
-    dumps: bool,
-    cores: int,
-    max_decompressed_bytes: int | None,
-    split_segment_bytes: int,
-) -> tuple[dict[str, str], dict[str, str]]:
-    """The options of the segments and ``__transaction_state`` sources for the log dirs ``inv`` lists."""
-    from txnlog.engine.spark.collect import FRAGMENTS_STAGE
-    from txnlog.engine.spark.sources import write_manifest
-
-    common = {
-        "check_crc": str(check_crc).lower(),
-        "min_partitions": str(max(2, cores * 2)),
-        "cores": str(cores),  # which big segments are worth splitting
-        "storage": storage.settings_option(),
-    }
-    if max_decompressed_bytes is not None:
-        common["max_decompressed_bytes"] = str(max_decompressed_bytes)
-    # the file lists go to the planning worker as files in the scratch dir, never as options that
-    # Spark would ship with every task (txnlog.engine.spark.sources module doc)
-    segments = {
-        **write_manifest(f"{scratch}/inputs", "segments", [*inv.segments, *inv.snapshots], inv.checkpoints),
-        # whole partitions per task, merged into transactions there, unless dumps hold replicas too
-        "transactions": str(not dumps).lower(),
-        "stage": f"{scratch}/transactions",
-        "split_segment_bytes": str(split_segment_bytes),
-        # a split partition's fragments, staged per partition for its merge (txnlog.engine.spark.collect)
-        "fragments_stage": f"{scratch}/{FRAGMENTS_STAGE}",
-    }
-    txn_state = {
-        **write_manifest(f"{scratch}/inputs", "txn_state", inv.txn_state_segments),
-        # reduced where decoded (txnlog.rules.coordinator), unless other inputs hold the same partitions
-        "reduce": str(not shared).lower(),
-        "stage": f"{scratch}/coordinator_history",
-    }
-    return {**common, **segments}, {**common, **txn_state}
 
 
 def decode_here(
@@ -269,18 +214,23 @@ def decode_here(
     read whole (split segments are for Spark's tasks)."""
 
     from txnlog.engine.spark import consumer_offsets_source as offsets_source
+    from txnlog.engine.spark.log_dir_options import log_dir_options, offsets_options
     from txnlog.engine.spark.sources import SegmentsSource
     from txnlog.engine.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
 
     shared = bool(inputs.dump_files)  # a live input is never read here (Placement.for_input)
-    segments, txn_state = _log_dir_options(
-        inputs.inventory, check_crc, scratch, shared, shared, threads, max_decompressed_bytes, 0
+    inv = inputs.inventory
+    segments, txn_state = log_dir_options(
+        inv, check_crc=check_crc, scratch=scratch, shared=shared, dumps=shared, cores=threads,
+        max_decompressed_bytes=max_decompressed_bytes, split_segment_bytes=0,
+    )  # fmt: skip
+    groups = offsets_options(
+        inv, check_crc=check_crc, scratch=scratch, cores=threads, max_decompressed_bytes=max_decompressed_bytes
     )
-    offsets_options = _offsets_options(inputs.inventory, check_crc, scratch, threads, max_decompressed_bytes)
     reads = [
         (SegmentsSource, segments, SEGMENT_SUMMARY_SCHEMA),
         (TxnStateSource, txn_state, SOURCE_SCHEMA),
-        (offsets_source.ConsumerOffsetsSource, offsets_options, offsets_source.SOURCE_SCHEMA),
+        (offsets_source.ConsumerOffsetsSource, groups, offsets_source.SOURCE_SCHEMA),
     ]
     summary, records, offsets = read_all_here(reads, threads)
     summary, records = _labelled(summary, InputSource.SEGMENTS), _labelled(records, InputSource.SEGMENTS)

@@ -7,7 +7,6 @@ import dataclasses
 import hashlib
 import os
 import re
-import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -27,9 +26,9 @@ from txnlog.live.groups import consumer_groups
 from txnlog.model.errors import UsageError
 from txnlog.model.words import count
 from txnlog.pipeline.scope import Progress
-from txnlog.sources import storage
 from txnlog.sources.cluster_metadata import read_metadata_logs
-from txnlog.sources.logdirs import LOGS_EXPECTED, NOTHING, Inventory, discover, locate, looks_like_dump_log
+from txnlog.sources.logdirs import Inventory
+from txnlog.sources.offline import resolve
 from txnlog.sources.sample import sample_logs
 
 if TYPE_CHECKING:
@@ -91,34 +90,30 @@ def plan_inputs(config: Config, progress: Progress | None = None, *, sample: boo
             "--verify-live: needs --bootstrap-servers (the live cluster to check); give it or drop --verify-live"
         )
 
-    storage.configure(config.storage)  # shared-storage settings for every later listing and read
     logs = list(config.logs)
     if not logs and not config.dump_log and not config.bootstrap_servers:
         if not sample:
+            resolve(config.storage, [], [])  # the shared-storage settings, for the caller's later reads
             return Inputs()
 
         logs = [sample_logs(progress=progress)]
         if progress:
             progress(f"no input given: using the embedded sample cluster at {logs[0]}")
-    inventory = check_inputs(logs) if logs else Inventory()
-    dump_files = _dump_files(list(config.dump_log))
+    offline = resolve(config.storage, logs, list(config.dump_log))  # with the shared-storage settings
+    inventory = offline.inventory
     live = config.bootstrap_servers if config.bootstrap_servers and not logs and not config.dump_log else None
     # before Spark: one line if it cannot be read
     live_txn_state = check_cluster(live, dict(config.kafka)) > 0 if live else True
     cluster = furthest(read_metadata_logs(inventory.cluster_metadata)) if inventory.cluster_metadata else None
     note = describe(
-        inventory, len(dump_files), live, coordinator_partitions(cluster, config.transaction_state_partitions),
+        inventory, len(offline.dump_files), live, coordinator_partitions(cluster, config.transaction_state_partitions),
         live_txn_state=live_txn_state,
     )  # fmt: skip
     note += _deleted_note(cluster, inventory)
     if progress:
         progress(f"found {note}")
-    # a remote file's size is not looked up: such an input counts as unbounded (Spark tasks read it)
-    dump_bytes = sum(
-        sys.maxsize if storage.is_remote(f) else os.path.getsize(storage.local_path(f)) for f in dump_files
-    )
     return Inputs(
-        tuple(logs), inventory, tuple(config.dump_log), tuple(dump_files), live, live_txn_state, note, dump_bytes,
+        offline.logs, inventory, offline.dump_log, offline.dump_files, live, live_txn_state, note, offline.dump_bytes,
         sample=not config.logs and not config.dump_log and not config.bootstrap_servers, cluster=cluster,
     )  # fmt: skip
 
@@ -134,48 +129,6 @@ def _deleted_note(cluster: tuple[ClusterImage, str] | None, inventory: Inventory
     if held:
         note += f"; the copy still holds partitions of deleted {', '.join(held)}, which no broker serves"
     return note
-
-
-def check_inputs(paths: list[str]) -> Inventory:
-    """Discover logs under ``paths`` or raise a one-line UsageError saying what to do: each path is a log
-    dir, a directory of them, a partition directory or a segment/snapshot file (txnlog.sources.logdirs.locate);
-    kafka-dump-log.sh text is pointed at --dump-log."""
-
-    located = {}
-    try:
-        for p in paths:
-            try:
-                found = located[p] = locate(p)
-            except OSError as e:  # a symlink loop, a directory without read permission, a vanished file
-                raise _unreadable(p, e) from e
-            if found.kind != NOTHING:
-                continue
-            if storage.exists(p) and looks_like_dump_log(p):
-                raise UsageError(
-                    f"--logs {p}: {'holds ' if storage.isdir(p) else 'is '}kafka-dump-log.sh output, not Kafka's "
-                    f"log files; use --dump-log {p}"
-                )
-            raise UsageError(f"--logs {p}: {found.problem}")
-        try:
-            inventory = discover(paths, located)
-        except OSError as e:
-            raise _unreadable(", ".join(paths), e) from e
-    except storage.StorageError as e:  # shared storage refused or lacks the path (txnlog.sources.storage)
-        raise UsageError(f"--logs {e}") from e
-    if not inventory.segments and not inventory.txn_state_segments:
-        raise UsageError(
-            f"--logs {', '.join(paths)}: no Kafka logs found (expected <topic>-<partition>/ directories holding "
-            f"0000….log segments); {LOGS_EXPECTED}"
-        )
-    return inventory
-
-
-def _unreadable(given: str, e: OSError) -> UsageError:
-    where = e.filename or given
-    return UsageError(
-        f"--logs {given}: cannot read {where}: {e.strerror or e}; fix that path (a symlink loop, missing read "
-        "permission) or give --logs the directories to read without it"
-    )
 
 
 SAMPLE_CLUSTER = "sample"
@@ -205,29 +158,6 @@ def cluster_of(config: Config) -> str:
     if not config.cluster:
         raise ValueError("the cluster is named by pipeline.run (cluster_name) before tables are written")
     return config.cluster
-
-
-def _dump_files(args: list[str]) -> list[str]:
-    if not args:
-        return []
-    # Lazy in this module: pyspark (and engine.spark, which imports it) loads only where a run uses Spark.
-    from txnlog.engine.spark.dump_log import dump_arg_path, list_dump_files
-
-    try:
-        missing = [p for p in args if not storage.exists(dump_arg_path(p))]
-        if missing:
-            raise UsageError(
-                f"--dump-log {missing[0]}: {storage.missing_reason(dump_arg_path(missing[0]))}; "
-                "give kafka-dump-log.sh output files or a directory of them"
-            )
-        files = list_dump_files(args)
-    except storage.StorageError as e:
-        raise UsageError(f"--dump-log {e}") from e
-    if not files:
-        raise UsageError(
-            f"--dump-log {', '.join(args)}: no files found; give kafka-dump-log.sh output files or a directory of them"
-        )
-    return files
 
 
 def describe(

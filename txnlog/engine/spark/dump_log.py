@@ -53,7 +53,7 @@ from txnlog.engine.spark.placement import Read, read_all_here
 from txnlog.engine.spark.sources import arrow_to_spark_schema
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
 from txnlog.sources import storage
-from txnlog.sources.dump_log.lines import DEFAULT_CHUNK_BYTES, dumping_lines, list_dump_inputs, split_dump_arg
+from txnlog.sources.dump_log.lines import DEFAULT_CHUNK_BYTES, dumping_lines, list_dump_inputs
 from txnlog.sources.dump_log.parse import PARSED_SCHEMA, parse_lines
 
 if TYPE_CHECKING:
@@ -74,16 +74,6 @@ class DumpLogFrames:
     summary: DataFrame  # SEGMENT_SUMMARY_SCHEMA
     records: DataFrame  # TXN_STATE_SCHEMA
     files: list[str]
-
-
-def list_dump_files(paths: list[str]) -> list[str]:
-    """Every regular, non-hidden file under ``paths`` (``NAME=PATH`` accepted; files as given)."""
-    return [f for f, _loc, _named in list_dump_inputs(paths)]
-
-
-def dump_arg_path(arg: str) -> str:
-    """The path part of a ``--dump-log`` value (``NAME=PATH`` → PATH)."""
-    return split_dump_arg(arg)[1]
 
 
 class _DumpFilePartition(InputPartition):

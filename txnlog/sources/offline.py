@@ -1,0 +1,102 @@
+"""A run's offline inputs resolved once, before anything is decoded: the log dirs' files (``--logs``) and the
+kafka-dump-log.sh files (``--dump-log``), with the shared-storage settings every later listing and read uses.
+Each problem is one line saying what to do (a :class:`~txnlog.model.errors.UsageError`)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from txnlog.model.errors import UsageError
+from txnlog.sources import storage
+from txnlog.sources.dump_log.lines import list_dump_inputs, split_dump_arg
+from txnlog.sources.logdirs import LOGS_EXPECTED, NOTHING, Inventory, discover, locate, looks_like_dump_log
+
+
+@dataclass(frozen=True)
+class Offline:
+    """The offline inputs, checked: the log dirs' inventory and the kafka-dump-log.sh files under the arguments."""
+
+    logs: tuple[str, ...] = ()
+    inventory: Inventory = field(default_factory=Inventory)
+    dump_log: tuple[str, ...] = ()  # the --dump-log values (NAME=PATH kept)
+    dump_files: tuple[str, ...] = ()
+    #: the kafka-dump-log.sh files' size; a remote file's is not looked up: such an input counts as unbounded
+    dump_bytes: int = 0
+
+
+def resolve(settings: storage.Settings | Mapping[str, Any] | None, logs: list[str], dump_log: list[str]) -> Offline:
+    """``--logs`` and ``--dump-log`` checked and listed, with ``settings`` (``storage:`` in the config) used for
+    every later open in this process."""
+    storage.configure(settings)
+    inventory = check_inputs(logs) if logs else Inventory()
+    files = dump_files(dump_log)
+    size = sum(sys.maxsize if storage.is_remote(f) else os.path.getsize(storage.local_path(f)) for f in files)
+    return Offline(tuple(logs), inventory, tuple(dump_log), tuple(files), size)
+
+
+def check_inputs(paths: list[str]) -> Inventory:
+    """Discover logs under ``paths`` or raise a one-line UsageError saying what to do: each path is a log
+    dir, a directory of them, a partition directory or a segment/snapshot file (txnlog.sources.logdirs.locate);
+    kafka-dump-log.sh text is pointed at --dump-log."""
+
+    located = {}
+    try:
+        for p in paths:
+            try:
+                found = located[p] = locate(p)
+            except OSError as e:  # a symlink loop, a directory without read permission, a vanished file
+                raise _unreadable(p, e) from e
+            if found.kind != NOTHING:
+                continue
+            if storage.exists(p) and looks_like_dump_log(p):
+                raise UsageError(
+                    f"--logs {p}: {'holds ' if storage.isdir(p) else 'is '}kafka-dump-log.sh output, not Kafka's "
+                    f"log files; use --dump-log {p}"
+                )
+            raise UsageError(f"--logs {p}: {found.problem}")
+        try:
+            inventory = discover(paths, located)
+        except OSError as e:
+            raise _unreadable(", ".join(paths), e) from e
+    except storage.StorageError as e:  # shared storage refused or lacks the path (txnlog.sources.storage)
+        raise UsageError(f"--logs {e}") from e
+    if not inventory.segments and not inventory.txn_state_segments:
+        raise UsageError(
+            f"--logs {', '.join(paths)}: no Kafka logs found (expected <topic>-<partition>/ directories holding "
+            f"0000….log segments); {LOGS_EXPECTED}"
+        )
+    return inventory
+
+
+def _unreadable(given: str, e: OSError) -> UsageError:
+    where = e.filename or given
+    return UsageError(
+        f"--logs {given}: cannot read {where}: {e.strerror or e}; fix that path (a symlink loop, missing read "
+        "permission) or give --logs the directories to read without it"
+    )
+
+
+def dump_files(args: list[str]) -> list[str]:
+    """Every regular, non-hidden file under the ``--dump-log`` values ``args`` (``NAME=PATH`` accepted; files as
+    given), or a one-line UsageError: a path that is not there, nothing found."""
+    if not args:
+        return []
+    try:
+        missing = [a for a in args if not storage.exists(split_dump_arg(a)[1])]
+        if missing:
+            raise UsageError(
+                f"--dump-log {missing[0]}: {storage.missing_reason(split_dump_arg(missing[0])[1])}; "
+                "give kafka-dump-log.sh output files or a directory of them"
+            )
+        files = [f for f, _loc, _named in list_dump_inputs(args)]
+    except storage.StorageError as e:
+        raise UsageError(f"--dump-log {e}") from e
+    if not files:
+        raise UsageError(
+            f"--dump-log {', '.join(args)}: no files found; give kafka-dump-log.sh output files or a directory of them"
+        )
+    return files
