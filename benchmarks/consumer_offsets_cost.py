@@ -123,7 +123,7 @@ def steps(offsets: Path) -> dict[str, float]:
         for seg in sorted(part.glob("*.log")):
             t = time.perf_counter()
             with log_bytes(str(seg)) as (buf, _):
-                records, markers, _bad = scan_consumer_offsets(buf, file=str(seg))
+                records, markers, _bad = scan_consumer_offsets(buf, file=str(seg), compact=True)
             took["scan"] += time.perf_counter() - t
             t = time.perf_counter()
             decoded, _q = decode_records(records, file=str(seg))
