@@ -162,9 +162,11 @@ def main(argv: list[str] | None = None) -> int:
             wall: dict[bool, list[float]] = {False: [], True: []}
             cpu: dict[bool, list[float]] = {False: [], True: []}
             ratios: list[float] = []
+            cpu_ratios: list[float] = []
             blocked: list[float] = []
             for r in range(args.repeat):
                 pair: dict[bool, float] = {}
+                cpair: dict[bool, float] = {}
                 for a in (True, False) if r % 2 == 0 else (False, True):
                     timed: dict[str, float] = {}
                     w, c = once(roots[a], Path(tmp) / f"o-{r}-{a}", timed)
@@ -173,16 +175,20 @@ def main(argv: list[str] | None = None) -> int:
                     wall[a].append(w)
                     cpu[a].append(c)
                     pair[a] = w
+                    cpair[a] = c
                     print(f"{mix} {args.size:g} GiB offsets={'with' if a else 'without'}: {w:.2f} s, CPU {c:.2f} s",
                           flush=True)  # fmt: skip
                 ratios.append(pair[True] / pair[False])
+                cpu_ratios.append(cpair[True] / cpair[False])
         parts = steps(offsets)
         med = {k: statistics.median(v) for k, v in wall.items()}
         cmed = {k: statistics.median(v) for k, v in cpu.items()}
         print(f"{mix}: wall median with {med[True]:.2f} s, without {med[False]:.2f} s "
               f"({med[True] / med[False] - 1:+.1%}); paired ratios "
               f"{', '.join(f'{x:.3f}' for x in ratios)} (median {statistics.median(ratios) - 1:+.1%}); "
-              f"CPU with {cmed[True]:.2f} s, without {cmed[False]:.2f} s ({cmed[True] / cmed[False] - 1:+.1%})")  # fmt: skip
+              f"CPU with {cmed[True]:.2f} s, without {cmed[False]:.2f} s ({cmed[True] / cmed[False] - 1:+.1%}); "
+              f"paired CPU ratios {', '.join(f'{x:.3f}' for x in cpu_ratios)} "
+              f"(median {statistics.median(cpu_ratios) - 1:+.1%})")  # fmt: skip
         print(f"{mix}: the offsets alone, one thread: " + ", ".join(f"{k} {v:.2f} s" for k, v in parts.items())
               + f"; the blocked step in the job (median) {statistics.median(blocked):.2f} s")  # fmt: skip
     return 0
