@@ -37,7 +37,6 @@ LONG_MODULES = {
     "live/admin.py",
     "sources/dump_log/parse.py",
     "engine/spark/sources.py",
-    "broker/classify.py",
 }
 
 

@@ -34,6 +34,7 @@ from txnlog.broker.classify import Owner, Verdict
 from txnlog.kafka.wire import DEFAULT_MAX_TRANSACTION_TIMEOUT_MS, TRANSACTION_STATE_TOPIC, TransactionState
 from txnlog.model.contract import InputSource
 from txnlog.model.errors import UsageError
+from txnlog.model.times import duration_text, utc_text
 from txnlog.rules.remedy import remedy_of
 
 # librdkafka name -> kafka-python KafkaAdminClient keyword.
@@ -401,7 +402,7 @@ def _evidence(
     what = (
         f"DescribeProducers on {tp}: producer {row['producer_id']} epoch {row['producer_epoch']} has a "
         f"transaction open since offset {row['current_transaction_start_offset']}, last written "
-        f"{classify._utc(row['last_timestamp'])} (idle {classify._duration(idle_ms)})"
+        f"{utc_text(row['last_timestamp'])} (idle {duration_text(idle_ms)})"
     )
     if lso_lag is not None:
         what += f", holding the LSO {lso_lag} offsets behind the high watermark"
