@@ -95,7 +95,7 @@ def read_partition(files: list[LogFile], check_crc: bool, max_decompressed_bytes
         try:
             with log_bytes(file.path) as (buf, _):
                 records, marks, bad = scan_consumer_offsets(
-                    buf, file=file.path, check_crc=check_crc, compact=True, **limit_kwargs(max_decompressed_bytes)
+                    buf, file=file.path, check_crc=check_crc, **limit_kwargs(max_decompressed_bytes)
                 )
         except OSError as e:
             quarantine.append(QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(e)))
