@@ -63,12 +63,7 @@ def _replayed(segments: list[Path], compact: bool) -> tuple[pa.Table, list, int]
     return replay_offsets(pa.concat_tables(decoded), pa.concat_tables(markers)), damage, n
 
 
-_WRONG = pytest.mark.xfail(
-    strict=True, reason="a known bug: a key's last tombstone in a segment is dropped (the job does not compact)"
-)
-
-
-@pytest.mark.parametrize("seed", [pytest.param(s, marks=_WRONG) if s == 11 else s for s in range(40)])
+@pytest.mark.parametrize("seed", range(40))
 def test_compaction_changes_no_offset(seed: int, tmp_path: Path) -> None:
     rng = random.Random(seed)
     w = OffsetsPartitionWriter(tmp_path / "broker-1")

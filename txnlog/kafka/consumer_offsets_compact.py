@@ -114,5 +114,5 @@ def keep_mask(buf, extra, src, key_start, key_len, value_start, value_len, produ
     for i in range(n):
         k = key[i]
         if k >= 0 and not touched[k]:
-            keep[i] = i == last[k]
+            keep[i] = i == last[k] or i == last_tomb[k]
     return keep
