@@ -268,8 +268,8 @@ def test_only_a_stragglers_big_segments_are_split() -> None:
 
 
 def test_the_drivers_stitch_imports_no_compiled_walk() -> None:
-    """The driver stitches pieces (txnlog.engine.spark.stitch) without numba and the compiled walk: ~60 MiB of its
-    memory at every input with a big segment (benchmarks/RESULTS.md §2, "Both mixes at 1–8 GiB, index splits
+    """The stitch of pieces (txnlog.engine.spark.stitch: planned in the driver, run in tasks) imports neither numba
+    nor the compiled walk: ~60 MiB of the driver's memory at every input with a big segment (benchmarks/RESULTS.md §2, "Both mixes at 1–8 GiB, index splits
     only for stragglers")."""
     import subprocess
     import sys

@@ -225,8 +225,8 @@ def test_job_tables_and_damage_at_a_split_edge(spark, tmp_path: Path, monkeypatc
     stitched: list[bool] = []
     real = spark_splits.stitch_pieces
 
-    def recording(summary):
-        out = real(summary)
+    def recording(summary, persist=None):
+        out = real(summary, persist)
         stitched.append(out.partitions.count() > 0)
         return out
 
