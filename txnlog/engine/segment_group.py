@@ -102,18 +102,15 @@ def summarize_segments(
     del buf
     b, counts = scan.batches, scan.counts
     frags, of = files_fragments(b, np.repeat(np.arange(len(read)), counts))
-    bounds = np.searchsorted(of, np.arange(len(read) + 1))
     starts = np.cumsum(counts) - counts
-    lasts = np.full(len(read), -1, np.int64)
+    lasts = np.zeros(len(read), np.int64)
     has = counts > 0
     if has.any():
         lasts[has] = np.maximum.reduceat(b["last_offset"], starts[has])
-    for i, j in partition_runs(read):
-        f = read[i]
-        rows = slice(int(bounds[i]), int(bounds[j]))
-        merge.add_fragments(f.broker, f.topic, f.partition, {k: col(v[rows]) for k, v in frags.items()})
-        for k in range(i, j):
-            merge.add_segment(f.broker, f.topic, f.partition, read[k].base_offset, int(lasts[k]) if has[k] else None)
+    # the whole group into the merge in one call of each kind, each row naming its file's replica
+    replica = merge.replicas((f.broker, f.topic, int(f.partition)) for f in read)
+    merge.add_fragment_rows(replica[of], {k: col(v) for k, v in frags.items()})
+    merge.add_segments(replica, np.array([f.base_offset for f in read], np.int64), lasts, has)
     segments.add_files(read, b, counts, scan.legacy_entries.tolist())
     for k, file in enumerate(read):
         if scan.quarantine[k]:
@@ -190,7 +187,7 @@ def _snapshot_rows(snaps: DecodedSnapshots, kind: str) -> pa.RecordBatch:
 
 
 def _merge_snapshots(snaps: DecodedSnapshots, merge: PartitionTransactions) -> None:
-    """The entries into ``merge``: one ``add_snapshot`` per partition."""
+    """The entries into ``merge``, in one call."""
     e = snaps.entries
     columns = {
         "file_offset": snaps.offsets,
@@ -201,20 +198,19 @@ def _merge_snapshots(snaps: DecodedSnapshots, merge: PartitionTransactions) -> N
         "last_timestamp": e["timestamp"],
         "coordinator_epoch": e["coordinator_epoch"],
     }
+    # one call for the group; a file with no entries names no replica, as add_snapshot of none does
     read = snaps.read
-    starts = np.searchsorted(snaps.of, np.arange(len(read) + 1))
-    for i, j in partition_runs(read):
-        f = read[i]
-        rows = slice(int(starts[i]), int(starts[j]))
-        if rows.stop > rows.start:
-            merge.add_snapshot(f.broker, f.topic, f.partition, {k: col(v[rows]) for k, v in columns.items()})
+    holding = np.unique(snaps.of)
+    replica = np.zeros(len(read), np.int32)
+    replica[holding] = merge.replicas((read[k].broker, read[k].topic, int(read[k].partition)) for k in holding)
+    merge.add_snapshot_rows(replica[snaps.of], {k: col(v) for k, v in columns.items()})
 
 
 def summarize_snapshots(
     files: list[LogFile], segments: SegmentRows, merge: PartitionTransactions
 ) -> Iterator[pa.RecordBatch]:
     """Producer snapshots into ``merge`` with their ``producer`` rows to ``segments``, decoded as one
-    (:func:`decode_snapshots`): one ``add_snapshot`` per partition, one batch of producer rows; quarantine rows
+    (:func:`decode_snapshots`): one call into the merge, one batch of producer rows; quarantine rows
     (unreadable, undecodable, a bad CRC) are yielded."""
 
     snaps = decode_snapshots(files)
@@ -288,16 +284,3 @@ class SegmentGroup:
             for batch in summarize_snapshots(snapshots, segments, merge):
                 yield from segments.batches()
                 yield batch
-
-
-def partition_runs(files: list[LogFile]) -> Iterator[tuple[int, int]]:
-    """(start, stop) of each run of ``files`` of one partition of one broker (a task's files of a partition come
-    together)."""
-    i = 0
-    while i < len(files):
-        key = (files[i].broker, files[i].topic, files[i].partition)
-        j = i + 1
-        while j < len(files) and (files[j].broker, files[j].topic, files[j].partition) == key:
-            j += 1
-        yield i, j
-        i = j

@@ -98,24 +98,46 @@ class PartitionTransactions:
     def _replica(self, broker: str, topic: str, partition: int) -> int:
         return self.replica_ids.setdefault((broker, topic, int(partition)), len(self.replica_ids))
 
+    def replicas(self, keys: Iterable[tuple[str, str, int]]) -> np.ndarray:
+        """The replica index of each (broker, topic, partition) of ``keys``, in order (each new one named)."""
+        return np.array([self._replica(*key) for key in keys], np.int32)
+
     def add_fragments(self, broker: str, topic: str, partition: int, frags: Mapping[str, R.Col]) -> None:
         n = frags["kind"][0].size
         if n:
-            self.frags.add({"replica": R.col(np.full(n, self._replica(broker, topic, partition), np.int32)), **frags})
+            self.add_fragment_rows(np.full(n, self._replica(broker, topic, partition), np.int32), frags)
+
+    def add_fragment_rows(self, replica: np.ndarray, frags: Mapping[str, R.Col]) -> None:
+        """Fragments of any replicas, ``replica`` (:meth:`replicas`) the replica of each: a group of files' in one
+        call."""
+        if replica.size:
+            self.frags.add({"replica": R.col(replica), **frags})
 
     def add_segment(self, broker: str, topic: str, partition: int, base: int, last: int | None) -> None:
-        self.segments.add(
-            {
-                "replica": R.col(np.array([self._replica(broker, topic, partition)], np.int32)),
-                "base": R.col(np.array([base], np.int64)),
-                "last": R.col(np.array([last if last is not None else 0], np.int64), np.array([last is not None])),
-            }
+        self.add_segments(
+            np.array([self._replica(broker, topic, partition)], np.int32),
+            np.array([base], np.int64),
+            np.array([last if last is not None else 0], np.int64),
+            np.array([last is not None]),
         )
+
+    def add_segments(
+        self, replica: np.ndarray, base: np.ndarray, last: np.ndarray, has_last: np.ndarray | None = None
+    ) -> None:
+        """Segments of any replicas: ``replica`` (:meth:`replicas`), base offset and last offset of each (the last
+        offset null where ``has_last`` is false: a segment with no batch)."""
+        if replica.size:
+            self.segments.add({"replica": R.col(replica), "base": R.col(base), "last": R.col(last, has_last)})
 
     def add_snapshot(self, broker: str, topic: str, partition: int, entries: Mapping[str, R.Col]) -> None:
         n = entries["producer_id"][0].size
         if n:
-            self.snaps.add({"replica": R.col(np.full(n, self._replica(broker, topic, partition), np.int32)), **entries})
+            self.add_snapshot_rows(np.full(n, self._replica(broker, topic, partition), np.int32), entries)
+
+    def add_snapshot_rows(self, replica: np.ndarray, entries: Mapping[str, R.Col]) -> None:
+        """Snapshot entries of any replicas, ``replica`` (:meth:`replicas`) the replica of each."""
+        if replica.size:
+            self.snaps.add({"replica": R.col(replica), **entries})
 
     def merged(self, checkpoints: Checkpoints, schema: pa.Schema) -> Merged | None:
         """The transactions of every partition added, as rows of ``schema`` (the segments source's), with the
