@@ -111,8 +111,9 @@ def once(root: Path, out: Path, timed: dict[str, float]) -> tuple[float, float]:
         build.with_blocked = real
 
 
-def steps(offsets: Path) -> dict[str, float]:
-    """Seconds of the scan+decode, the replay and the blocked rule on the offsets partitions, in this process."""
+def steps(offsets: Path, compact: bool = True) -> dict[str, float]:
+    """Seconds of the scan, the decode and the replay of the offsets partitions, in this process (``compact``:
+    the scan keeps only the records the replay needs, as the job's source does)."""
     from txnlog.engine.segments import log_bytes
     from txnlog.kafka.consumer_offsets import decode_records
     from txnlog.kafka.consumer_offsets_scan import scan_consumer_offsets
@@ -123,7 +124,7 @@ def steps(offsets: Path) -> dict[str, float]:
         for seg in sorted(part.glob("*.log")):
             t = time.perf_counter()
             with log_bytes(str(seg)) as (buf, _):
-                records, markers, _bad = scan_consumer_offsets(buf, file=str(seg))
+                records, markers, _bad = scan_consumer_offsets(buf, file=str(seg), compact=compact)
             took["scan"] += time.perf_counter() - t
             t = time.perf_counter()
             decoded, _q = decode_records(records, file=str(seg))
@@ -132,6 +133,31 @@ def steps(offsets: Path) -> dict[str, float]:
             replay_offsets(decoded, markers)
             took["replay"] += time.perf_counter() - t
     return took
+
+
+def alone(args: argparse.Namespace) -> int:
+    """The offsets alone, compacted and every record, in fresh processes (numba's cache warm), order alternating:
+    process CPU seconds of the scan, decode and replay of every segment."""
+    import subprocess
+
+    for mix in args.mix:
+        offsets = args.offsets_dir / f"{mix}-{args.size:g}GiB"
+        cpu: dict[str, list[float]] = {"every": [], "compact": []}
+        for r in range(args.repeat + 1):  # the first round warms numba's cache and the page cache
+            for mode in ("every", "compact") if r % 2 else ("compact", "every"):
+                out = subprocess.run(
+                    [sys.executable, __file__, "--offsets-dir", str(offsets), "--alone-one", mode],
+                    check=True, capture_output=True, text=True,
+                ).stdout  # fmt: skip
+                took = json.loads(out.strip().splitlines()[-1])
+                if r:
+                    cpu[mode].append(took["cpu"])
+                print(f"{mix} {mode}: CPU {took['cpu']:.2f} s; " + ", ".join(
+                    f"{k} {v:.2f} s" for k, v in took.items() if k != "cpu"), flush=True)  # fmt: skip
+        med = {k: statistics.median(v) for k, v in cpu.items()}
+        print(f"{mix}: the offsets alone, CPU median every record {med['every']:.2f} s, compacted "
+              f"{med['compact']:.2f} s ({med['compact'] / med['every']:.2f}x)")  # fmt: skip
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,7 +171,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "txnlog-integrity-bench")
     p.add_argument("--offsets-dir", type=Path, default=Path(tempfile.gettempdir()) / "txnlog-offsets-bench")
+    p.add_argument(
+        "--alone",
+        action="store_true",
+        help="only the offsets' scan, decode and replay, with and without "
+        "the scan's compaction, each in a fresh process, interleaved (the partitions written before)",
+    )
+    p.add_argument("--alone-one", choices=["compact", "every"], help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.alone_one:
+        cpu = time.process_time()
+        took = steps(args.offsets_dir, compact=args.alone_one == "compact")
+        print(json.dumps({"cpu": time.process_time() - cpu, **took}))
+        return 0
+    if args.alone:
+        return alone(args)
     for mix in args.mix:
         ds = mix_dataset(mix, args.size, args.data_dir)
         offsets = args.offsets_dir / f"{mix}-{args.size:g}GiB"
@@ -162,9 +202,11 @@ def main(argv: list[str] | None = None) -> int:
             wall: dict[bool, list[float]] = {False: [], True: []}
             cpu: dict[bool, list[float]] = {False: [], True: []}
             ratios: list[float] = []
+            cpu_ratios: list[float] = []
             blocked: list[float] = []
             for r in range(args.repeat):
                 pair: dict[bool, float] = {}
+                cpair: dict[bool, float] = {}
                 for a in (True, False) if r % 2 == 0 else (False, True):
                     timed: dict[str, float] = {}
                     w, c = once(roots[a], Path(tmp) / f"o-{r}-{a}", timed)
@@ -173,16 +215,20 @@ def main(argv: list[str] | None = None) -> int:
                     wall[a].append(w)
                     cpu[a].append(c)
                     pair[a] = w
+                    cpair[a] = c
                     print(f"{mix} {args.size:g} GiB offsets={'with' if a else 'without'}: {w:.2f} s, CPU {c:.2f} s",
                           flush=True)  # fmt: skip
                 ratios.append(pair[True] / pair[False])
+                cpu_ratios.append(cpair[True] / cpair[False])
         parts = steps(offsets)
         med = {k: statistics.median(v) for k, v in wall.items()}
         cmed = {k: statistics.median(v) for k, v in cpu.items()}
         print(f"{mix}: wall median with {med[True]:.2f} s, without {med[False]:.2f} s "
               f"({med[True] / med[False] - 1:+.1%}); paired ratios "
               f"{', '.join(f'{x:.3f}' for x in ratios)} (median {statistics.median(ratios) - 1:+.1%}); "
-              f"CPU with {cmed[True]:.2f} s, without {cmed[False]:.2f} s ({cmed[True] / cmed[False] - 1:+.1%})")  # fmt: skip
+              f"CPU with {cmed[True]:.2f} s, without {cmed[False]:.2f} s ({cmed[True] / cmed[False] - 1:+.1%}); "
+              f"paired CPU ratios {', '.join(f'{x:.3f}' for x in cpu_ratios)} "
+              f"(median {statistics.median(cpu_ratios) - 1:+.1%})")  # fmt: skip
         print(f"{mix}: the offsets alone, one thread: " + ", ".join(f"{k} {v:.2f} s" for k, v in parts.items())
               + f"; the blocked step in the job (median) {statistics.median(blocked):.2f} s")  # fmt: skip
     return 0

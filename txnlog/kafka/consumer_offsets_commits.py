@@ -36,6 +36,10 @@ _COLS = (
 )
 _C = {name: i for i, name in enumerate(_COLS)}
 (_OK, _TYPE, _GS, _GL, _TS, _TL, _PART, _TOMB, _VV, _OFF, _EPOCH, _MS, _ML, _CTS, _ETS) = range(len(_COLS))
+#: The width of a row :func:`read_commit` fills, and where it puts the key (group start and length, topic start
+#: and length, partition) and whether the record is a tombstone.
+WIDTH = len(_COLS)
+GROUP_START, GROUP_LEN, TOPIC_START, TOPIC_LEN, PARTITION, TOMBSTONE = _GS, _GL, _TS, _TL, _PART, _TOMB
 
 
 @jit(inline=True)
@@ -108,33 +112,38 @@ def _value(data, p, end, out, i):
     return True
 
 
+@jit(inline=True)
+def read_commit(kdata, kp, kend, vdata, vp, vend, value_valid, out, i):
+    """The OffsetCommit record whose key is kdata[kp:kend] and value vdata[vp:vend] (a tombstone where not
+    ``value_valid``) into row i of ``out`` (:data:`_COLS`); False if it is not a well-formed one (another record
+    type, a key or value that does not read, a version above 4, a string that is not UTF-8)."""
+    if kend - kp < 2:
+        return False
+    t = be_i16(kdata, kp)
+    if t != 0 and t != 1:
+        return False
+    gs, gl, q = _string(kdata, kp + 2, kend, False)
+    if q < 0:
+        return False
+    ts, tl, q = _string(kdata, q, kend, False)
+    if q < 0 or kend - q < 4:
+        return False
+    out[i, _TYPE] = t
+    out[i, _GS], out[i, _GL], out[i, _TS], out[i, _TL] = gs, gl, ts, tl
+    out[i, _PART] = be_i32(kdata, q)
+    if not value_valid:
+        out[i, _TOMB] = 1
+        return True
+    out[i, _TOMB] = 0
+    return _value(vdata, vp, vend, out, i)
+
+
 @jit()
 def _walk(kdata, koff, kvalid, vdata, voff, vvalid):
     n = koff.size - 1
     out = np.zeros((n, len(_COLS)), np.int64)
     for i in range(n):
-        if not kvalid[i]:
-            continue
-        p, end = koff[i], koff[i + 1]
-        if end - p < 2:
-            continue
-        t = be_i16(kdata, p)
-        if t != 0 and t != 1:
-            continue
-        gs, gl, q = _string(kdata, p + 2, end, False)
-        if q < 0:
-            continue
-        ts, tl, q = _string(kdata, q, end, False)
-        if q < 0 or end - q < 4:
-            continue
-        out[i, _TYPE] = t
-        out[i, _GS], out[i, _GL], out[i, _TS], out[i, _TL] = gs, gl, ts, tl
-        out[i, _PART] = be_i32(kdata, q)
-        if not vvalid[i]:
-            out[i, _TOMB] = 1
-            out[i, _OK] = 1
-            continue
-        if _value(vdata, voff[i], voff[i + 1], out, i):
+        if kvalid[i] and read_commit(kdata, koff[i], koff[i + 1], vdata, voff[i], voff[i + 1], vvalid[i], out, i):
             out[i, _OK] = 1
     return out
 

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from txnlog.kafka import errors
 from txnlog.kafka.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
+from txnlog.kafka.consumer_offsets_compact import keep_mask
 from txnlog.kafka.control import ControlStatus
 from txnlog.kafka.errors import QuarantineEntry
 from txnlog.kafka.jit import jit
@@ -135,11 +136,13 @@ def scan_consumer_offsets(
     file: str = "",
     check_crc: bool = True,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+    compact: bool = False,
 ) -> tuple[pa.Table, pa.Table, list[QuarantineEntry]]:
     """(records, markers, quarantine) of one ``__consumer_offsets`` segment (:data:`RECORDS_SCHEMA`,
     :data:`MARKERS_SCHEMA`). Never raises on bad input: the segment's damage, batches that do not decompress
     and batches whose record framing is broken are quarantine entries; the records before a broken one are
-    kept."""
+    kept. ``compact``: only the records the replay of committed offsets needs
+    (:func:`txnlog.kafka.consumer_offsets_compact.keep_mask`), the others dropped before they are copied."""
     arr = as_uint8(buf)
     segment = scan_segment(arr, file=file, check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes)
     quarantine = list(segment.quarantine)
@@ -178,6 +181,12 @@ def scan_consumer_offsets(
             )
         )
     quarantine.sort(key=lambda e: e.position)
+    producers = b["producer_id"][idx]
+    if compact and len(recs):
+        rsrc = src[recs[:, 0]]
+        keep = keep_mask(arr, extra, rsrc, recs[:, 3], recs[:, 4], recs[:, 5], recs[:, 6], producers[recs[:, 0]])
+        if not keep.all():
+            recs = recs[keep]
     batch = recs[:, 0]
     rsrc = src[batch]
     key_valid = recs[:, 4] >= 0
@@ -190,7 +199,7 @@ def scan_consumer_offsets(
             "batch_length": lengths[batch],
             "offset": recs[:, 1],
             "timestamp": recs[:, 2],
-            "producer_id": b["producer_id"][idx][batch],
+            "producer_id": producers[batch],
             "producer_epoch": b["producer_epoch"][idx][batch],
             "is_transactional": b["is_transactional"][idx][batch],
             "key": _binary(key_data, key_offsets, key_valid),
@@ -206,9 +215,14 @@ def scan_consumer_offsets_file(
     *,
     check_crc: bool = True,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+    compact: bool = False,
 ) -> tuple[pa.Table, pa.Table, list[QuarantineEntry]]:
     """:func:`scan_consumer_offsets` over a file, memory-mapped."""
     with mapped_file(path) as arr:
         return scan_consumer_offsets(
-            arr, file=os.fspath(path), check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes
+            arr,
+            file=os.fspath(path),
+            check_crc=check_crc,
+            max_decompressed_bytes=max_decompressed_bytes,
+            compact=compact,
         )
