@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -59,9 +60,58 @@ def messy_dumps_run(messy_incident, tmp_path_factory: pytest.TempPathFactory):  
     return shared.messy_dumps_run(messy_incident, tmp_path_factory.mktemp("messy-dumps"))
 
 
+# --- one run per writer scenario, read by the modules that judge every scenario -------------------------------
+
+
+@pytest.fixture(scope="session")
+def scenario_run(spark, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """``scenario_run(name)``: scenario ``name`` written (seed ``ScenarioRun.SEED``) and txnlog's tables over it
+    (cluster ``ScenarioRun.CLUSTER``, the shared ``spark`` session, the default placement: a scenario is a small
+    input, decoded in this process), made on first use (tests/oracle/judge.py). The copy and the tables are read
+    only: the oracle's scenario modules and the placement tests (the driver's side) judge the same run."""
+    from tests.oracle.judge import ScenarioRun, run_txnlog
+    from txnlog.brokerlog.scenarios import write_scenario
+
+    made: dict[str, ScenarioRun] = {}
+
+    def get(name: str) -> ScenarioRun:
+        if name not in made:
+            work = tmp_path_factory.mktemp(f"scenario-{name}")
+            truth = write_scenario(name, work / "logs", seed=ScenarioRun.SEED)
+            progress = run_txnlog(spark, truth.root, work / "out", truth.as_of_ms, ScenarioRun.CLUSTER)
+            made[name] = ScenarioRun(name, truth, work / "logs", work / "out", tuple(progress))
+        return made[name]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def scenario_tasks_run(spark, scenario_run, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """``scenario_tasks_run(name)``: the output of txnlog over ``scenario_run(name)``'s copy at its ``as_of`` and
+    cluster, placed in Spark's tasks (``driver_max_bytes`` 0), made on first use: the other side of the placement
+    tests (tests/e2e/test_placement.py, test_blocked_consumers_job.py)."""
+    from tests.oracle.judge import ScenarioRun, run_txnlog
+
+    made: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in made:
+            run = scenario_run(name)
+            out = tmp_path_factory.mktemp(f"scenario-tasks-{name}") / "out"
+            progress = run_txnlog(
+                spark, run.truth.root, out, run.truth.as_of_ms, ScenarioRun.CLUSTER, driver_max_bytes=0
+            )
+            assert any("in Spark" in line for line in progress), progress
+            made[name] = out
+        return made[name]
+
+    return get
+
+
 # --- pytest-xdist: which tests go to one worker ---------------------------------------------------------------
 
-#: test files that read the session's shared job runs above (tests/e2e/shared.py): one worker runs them all,
+#: test files that read the session's shared job runs (``readme_run``, ``messy_incident``, ``messy_dumps_run``,
+#: tests/e2e/shared.py): one worker runs them all,
 #: so that each run is made once, not once per worker
 _SHARED_RUNS = (
     "tests/cluster/test_standalone.py",
@@ -70,9 +120,12 @@ _SHARED_RUNS = (
     "tests/e2e/test_placement.py",
     "tests/e2e/test_previous_pipeline.py",
 )
-#: test files that judge every writer scenario on the session's one run over it (tests/oracle/conftest.py's
-#: ``scenario_run``): one worker runs them all, so that each scenario is written and run once
+#: test files (or one test of a file) that judge writer scenarios on the session's one run over each
+#: (``scenario_run`` and ``scenario_tasks_run`` above): one worker runs them all, so that each scenario is
+#: written and run once
 _SCENARIO_RUNS = (
+    "tests/e2e/test_blocked_consumers_job.py",
+    "tests/e2e/test_placement.py::test_every_scenario_gives_the_same_tables_in_both_placements",
     "tests/oracle/test_coordinator.py",
     "tests/oracle/test_dump_log.py",
     "tests/oracle/test_integrity.py",
@@ -83,12 +136,12 @@ _SHARED_DIRS = ("tests/reports/", "tests/live/")
 
 
 def _work_unit(nodeid: str) -> str:
-    """The unit a worker takes whole: a test file, or the group of files that share a session fixture."""
-    path = nodeid.split("::", 1)[0]
+    """The unit a worker takes whole: a test file, or the group of files (or tests) that share a session fixture."""
+    path, test = nodeid.split("::", 1)[0], nodeid.split("[", 1)[0]
+    if path in _SCENARIO_RUNS or test in _SCENARIO_RUNS:
+        return "scenario-runs"
     if path in _SHARED_RUNS:
         return "shared-runs"
-    if path in _SCENARIO_RUNS:
-        return "scenario-runs"
     return next((d for d in _SHARED_DIRS if path.startswith(d)), path)
 
 

@@ -1,6 +1,9 @@
 """Who is blocked, through the job: the ``groups_behind_hanging_transaction`` scenario's copied log dirs run in both
 placements (the driver's threads and Spark's tasks), and the ``blocked_consumers`` rows are those the scenario wrote
-(txnlog.brokerlog.blocked_groups: its notes, from what was appended, not from the job)."""
+(txnlog.brokerlog.blocked_groups: its notes, from what was appended, not from the job).
+
+Both runs are the session's (tests/conftest.py): the driver's is the scenario's run the oracle's modules judge
+(``scenario_run``, a small input placed in the driver), the tasks' the placement test's (``scenario_tasks_run``)."""
 
 from __future__ import annotations
 
@@ -9,10 +12,12 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_previous_pipeline import differences, read_delta
+from tests.oracle.judge import ScenarioRun
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
-CLUSTER = "blocked"
+NAME = "groups_behind_hanging_transaction"
+CLUSTER = ScenarioRun.CLUSTER  # that of the session's runs
 _COMPARED = (
     "group", "topic", "partition", "committed_offset", "last_stable_offset", "high_watermark",
     "offsets_to_high_watermark", "status", "holding_producer_id", "holding_start_offset",
@@ -21,33 +26,16 @@ _COMPARED = (
 
 
 @pytest.fixture(scope="module")
-def scenario(tmp_path_factory):
-    from txnlog.brokerlog.scenarios import write_scenario
-
-    out = tmp_path_factory.mktemp("blocked") / "logs"
-    return out, write_scenario("groups_behind_hanging_transaction", out, seed=1)
-
-
-def _run(spark, logs: Path, out: Path, as_of_ms: int, *, driver: bool) -> None:
-    from txnlog.broker.as_of import from_ms
-    from txnlog.model.config import load_config
-    from txnlog.pipeline import run
-
-    options = {
-        "logs": [str(logs)], "output": str(out), "as_of": from_ms(as_of_ms).isoformat(), "cluster": CLUSTER,
-        "driver_max_bytes": 64 * 2**20 if driver else 0, "progress": False,
-    }  # fmt: skip
-    run(load_config(None, options), spark=spark, progress=lambda _m: None)
+def scenario(scenario_run):
+    run = scenario_run(NAME)
+    return run.logs, run.truth
 
 
 @pytest.fixture(scope="module")
-def runs(spark, scenario, tmp_path_factory) -> dict[str, Path]:
-    logs, result = scenario
-    base = tmp_path_factory.mktemp("blocked-out")
-    outs = {"driver": base / "driver", "tasks": base / "tasks"}
-    for placement, out in outs.items():
-        _run(spark, logs, out, result.as_of_ms, driver=placement == "driver")
-    return outs
+def runs(scenario_run, scenario_tasks_run) -> dict[str, Path]:
+    run = scenario_run(NAME)
+    assert any("here (a small input)" in line for line in run.progress), "placed in the driver"
+    return {"driver": run.out, "tasks": scenario_tasks_run(NAME)}
 
 
 @pytest.mark.parametrize("placement", ["driver", "tasks"])

@@ -299,25 +299,34 @@ SCENARIOS = _scenarios()
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
-def test_every_scenario_gives_the_same_tables_in_both_placements(spark, tmp_path, name):
+def test_every_scenario_gives_the_same_tables_in_both_placements(
+    spark, tmp_path, name, scenario_run, scenario_tasks_run
+):
     """The driver decodes, merges and reduces in this process, Spark in its tasks (txnlog.engine.spark.collect), and
     the same code builds the tables from what each hands over: every situation the writer makes must give the
     same tables row for row, as
-    read from the copied log dirs and, for the scenarios with replicas and damage, from their dumps."""
-    from tests.e2e.shared import render_broker_dumps
-    from txnlog.brokerlog.scenarios import write_scenario
+    read from the copied log dirs and, for the scenarios with replicas and damage, from their dumps.
 
-    truth = write_scenario(name, tmp_path / "logs", seed=1)
-    kinds = {"logs": {"logs": [str(tmp_path / "logs")]}}
+    The log dirs' runs are the session's (tests/conftest.py): the driver's is the run the oracle's scenario
+    modules judge (``scenario_run``: a small input, so placed in the driver, as its progress line says), the
+    tasks' the same copy, ``as_of`` and cluster placed in Spark (``scenario_tasks_run``)."""
+    from tests.e2e.shared import render_broker_dumps
+
+    shared = scenario_run(name)
+    assert any("here (a small input)" in line for line in shared.progress), "placed in the driver"
+    truth = shared.truth
+    kinds = {"logs": {"logs": [str(shared.logs)]}}
     if name in ("replicas_disagree", "corrupt_and_truncated", "several_open_transactions"):
-        render_broker_dumps(tmp_path / "logs", tmp_path / "dumps")
+        render_broker_dumps(shared.logs, tmp_path / "dumps")
         kinds["dumps"] = {"dump_log": [str(p) for p in sorted((tmp_path / "dumps").iterdir())]}
     problems: list[str] = []
     for kind, inputs in kinds.items():
-        outs = {}
-        for driver in (True, False):
-            outs[driver] = tmp_path / f"{kind}-{'driver' if driver else 'tasks'}"
-            _run(spark, outs[driver], driver=driver, as_of=str(truth.as_of_ms), **inputs)
+        if kind == "logs":  # the session's runs of the copy
+            outs = {True: shared.out, False: scenario_tasks_run(name)}
+        else:
+            outs = {driver: tmp_path / f"{kind}-{'driver' if driver else 'tasks'}" for driver in (True, False)}
+            for driver, out in outs.items():
+                _run(spark, out, driver=driver, as_of=str(truth.as_of_ms), **inputs)
         for table in TABLES:
             want, got = read_delta(outs[False], table, {}), read_delta(outs[True], table, {})
             problems += [f"{kind}: {p}" for p in differences(table, want, got)]

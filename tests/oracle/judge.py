@@ -16,20 +16,25 @@ from tests.e2e import truth as T
 INTERNAL = ("__transaction_state", "__cluster_metadata")
 
 
-def run_txnlog(spark, logs: Path, out: Path, as_of_ms: int, cluster: str) -> None:
+def run_txnlog(spark, logs: Path, out: Path, as_of_ms: int, cluster: str, **options: Any) -> list[str]:
+    """txnlog over the log dirs under ``logs`` into ``out``, with ``options`` besides; the run's progress lines."""
     from txnlog.model.config import load_config
     from txnlog.pipeline import run
 
     config = load_config(
-        None, {"logs": [str(logs)], "output": str(out), "as_of": str(as_of_ms), "cluster": cluster, "progress": False}
+        None,
+        {"logs": [str(logs)], "output": str(out), "as_of": str(as_of_ms), "cluster": cluster, "progress": False}
+        | options,
     )
-    run(config, spark=spark, progress=lambda _m: None)
+    lines: list[str] = []
+    run(config, spark=spark, progress=lines.append)
+    return lines
 
 
 @dataclass(frozen=True)
 class ScenarioRun:
-    """A writer scenario's copy (``logs``, the writer's ``truth``) and txnlog's tables over it (``out``), made
-    once per test session by the ``scenario_run`` fixture (tests/oracle/conftest.py)."""
+    """A writer scenario's copy (``logs``, the writer's ``truth``) and txnlog's tables over it (``out``; the
+    run's ``progress`` lines), made once per test session by the ``scenario_run`` fixture (tests/conftest.py)."""
 
     SEED: ClassVar[int] = 3
     CLUSTER: ClassVar[str] = "oracle-scenarios"
@@ -38,6 +43,7 @@ class ScenarioRun:
     truth: Any
     logs: Path
     out: Path
+    progress: tuple[str, ...] = ()
 
 
 def _producers(rows: list[dict[str, Any]]) -> list[tuple]:

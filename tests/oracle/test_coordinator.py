@@ -3,7 +3,7 @@ writer scenario equal what Apache Kafka's own code reads from the same ``__trans
 
 Per scenario (``bulk`` is left out: it takes size parameters and is the benchmarks' mix, its records are
 those of the others), the copy and the in-process job run at the scenario's ``as_of`` that every scenario
-module reads (the ``scenario_run`` fixture, tests/oracle/conftest.py), and two oracle JVMs:
+module reads (the ``scenario_run`` fixture, tests/conftest.py), and two oracle JVMs:
 
 * ``dump --transaction-log-decoder`` (Kafka's ``DumpLogSegments`` with ``TransactionLog.formatRecordKeyAndValue``)
   over every non-empty ``__transaction_state`` segment: each record's offset, timestamp, key and payload

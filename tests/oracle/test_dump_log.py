@@ -43,7 +43,7 @@ from tests.oracle.judge import ScenarioRun
 
 pytestmark = [pytest.mark.timeout(900)]
 
-CLUSTER = ScenarioRun.CLUSTER  # the segments' run is the shared one (tests/oracle/conftest.py)
+CLUSTER = ScenarioRun.CLUSTER  # the segments' run is the shared one (tests/conftest.py)
 SHOWN_LOG_DIR = "/var/lib/kafka/data"  # every broker's log.dirs, as the dumps print it
 DEEP = ("--deep-iteration",)
 DECODER = ("--transaction-log-decoder",)
@@ -184,7 +184,7 @@ def _run(spark, out: Path, as_of: str, **inputs) -> None:
 
 @pytest.fixture(scope="module", params=SCENARIOS)
 def judged(request, oracle, scenario_run, spark, tmp_path_factory) -> Judged:
-    run = scenario_run(request.param)  # the copy and txnlog's run over its segments (tests/oracle/conftest.py)
+    run = scenario_run(request.param)  # the copy and txnlog's run over its segments (tests/conftest.py)
     work = tmp_path_factory.mktemp(run.name)
     dumped = dump_brokers(run.logs, work / "dumps")
     # each broker's dumps named as that replica (NAME=PATH): every printed path is /var/lib/kafka/data/...

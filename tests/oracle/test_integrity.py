@@ -2,7 +2,7 @@
 the copy's ``.txnindex`` files as they are, drained by the consumer's real ``CompletedFetch``) lists the batches a
 read_committed consumer receives although they were aborted, and the committed ones it drops. txnlog's
 ``integrity`` rows must name the same transactions, on writer scenarios with each fault and on one without.
-Each scenario's copy and txnlog's run over it are the session's one (``scenario_run``, tests/oracle/conftest.py).
+Each scenario's copy and txnlog's run over it are the session's one (``scenario_run``, tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ NAMES = ["index_entry_missing", "index_entry_spurious", "txnindex_file_lost", "m
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_audit_names_what_kafkas_read_committed_consumer_gets_wrong(oracle, scenario_run, name):
-    run = scenario_run(name)  # the copy and txnlog's run over it (tests/oracle/conftest.py)
+    run = scenario_run(name)  # the copy and txnlog's run over it (tests/conftest.py)
     truth = run.truth
     rows = T.rows(str(run.out), "integrity")
     kafka_says = kafka_discrepancies(truth.log_dirs)

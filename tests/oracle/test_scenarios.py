@@ -46,7 +46,7 @@ SCENARIOS = [n for n in scenario_names() if n != "bulk"]
 
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_scenario_loads_in_kafka_as_txnlog_and_the_truth_say(oracle, scenario_run, name):
-    run = scenario_run(name)  # the copy and txnlog's run over it (tests/oracle/conftest.py)
+    run = scenario_run(name)  # the copy and txnlog's run over it (tests/conftest.py)
     kafka = kafka_answers(oracle, run.truth)
     problems = truth_differences(run.truth, kafka)
     problems += txnlog_differences(run.truth, kafka, run.out)
