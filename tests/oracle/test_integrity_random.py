@@ -155,9 +155,11 @@ def drawn() -> list[Example]:
     return out
 
 
-def test_random_index_faults_are_what_kafkas_read_committed_consumer_gets_wrong(oracle, tmp_path, drawn):
+def _judge(tmp_path: Path, examples: list[Example]) -> tuple[list[str], int, int, list[list[str]]]:
+    """Write, damage and audit ``examples``, and judge the audit by Kafka's read path: the failures, the batches
+    Kafka's consumer got wrong, the ``NOT_YET`` rows, what was done to each example."""
     runs = []
-    for i, e in enumerate(drawn):
+    for i, e in enumerate(examples):
         c = write(e.workload, tmp_path / f"e{i:03d}" / "logs")
         truth = assemble(c, name=c.name, description="random faults", as_of_ms=c.now, strict_intents=False)
         runs.append((e, truth, damage(truth, e.faults)))
@@ -190,7 +192,46 @@ def test_random_index_faults_are_what_kafkas_read_committed_consumer_gets_wrong(
                 f"example {i}: {e!r}\n  faults: {done}\n  certain {sorted(certain)}\n  kafka {sorted(kafka_says)}\n"
                 f"  possible {sorted(possible)}\n  other rows {other}\n  NOT_YET below the LSO {early}"
             )
-    print(f"{len(runs)} examples, {judged} batches Kafka's consumer got wrong, {unserved} rows at or above the LSO, not "
-          f"served yet: {[done for _, _, done in runs]}")  # fmt: skip
+    return failures, judged, unserved, [done for _, _, done in runs]
+
+
+def test_random_index_faults_are_what_kafkas_read_committed_consumer_gets_wrong(oracle, tmp_path, drawn):
+    failures, judged, unserved, done = _judge(tmp_path, drawn)
+    print(f"{len(drawn)} examples, {judged} batches Kafka's consumer got wrong, {unserved} rows at or above the LSO, "
+          f"not served yet: {done}")  # fmt: skip
     assert not failures, "\n".join(failures)
     assert judged, "no drawn fault made Kafka's consumer get anything wrong: the set judged nothing"
+
+
+#: hypothesis's find: a false entry for a transaction committed at 2 on events-2, whose marker the copy's
+#: checkpointed high watermark (one behind the log end) has not passed: the running leader's LSO stays at its first
+#: offset (ProducerStateManager.unreplicatedTxns), while Kafka's load of the copy (a restart) forgets it and serves
+#: it at once (Kafka's discrepancy, within the audit's WARNING row)
+_UNREPLICATED = Example(
+    Workload(
+        seed=1450, partitions=3, segment_bytes=1500, transaction_versions=(2, 1, 0), rollover=False,
+        ops=(("init", 0), ("commit", 1), ("commit", 2), ("send", 1, 2), ("idem", 0, 1), ("advance", 2000),
+             ("commit", 0), ("init", 1), ("abort", 2)),
+        clean_shutdown=False, final_snapshot=True, hw_lag=(2, 2, 1),
+    ),
+    (("spurious_entry", 141),),
+)  # fmt: skip
+#: a false entry for a transaction committed behind one left open, which holds the LSO in the running leader and
+#: in Kafka's load alike: Kafka's consumer never reaches it
+_BEHIND_AN_OPEN_ONE = Example(
+    Workload(
+        seed=7, partitions=1, segment_bytes=4000, transaction_versions=(2, 2, 2), rollover=False,
+        ops=(("send", 0, 0), ("send", 1, 0), ("commit", 1), ("plain", 0)),
+        clean_shutdown=True, final_snapshot=True, hw_lag=(0,),
+    ),
+    (("spurious_entry", 0),),
+)  # fmt: skip
+
+
+def test_an_index_fault_above_the_last_stable_offset_is_not_yet_served(oracle, tmp_path):
+    """Kafka's consumer gets nothing wrong yet where a read_committed fetch stops below the fault (UnifiedLog.read
+    stops at the LSO): the audit says WARNING / NOT_YET there, not ERROR."""
+    for name, example in (("unreplicated", _UNREPLICATED), ("open", _BEHIND_AN_OPEN_ONE)):
+        failures, _, unserved, done = _judge(tmp_path / name, [example])
+        assert not failures, "\n".join(failures)
+        assert unserved, f"{name}: no NOT_YET row: the example no longer puts a fault above the LSO ({done})"
