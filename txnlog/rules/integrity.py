@@ -116,9 +116,10 @@ def partition_integrity(txns: pa.Table, index: pa.Table, segments: pa.Table, dec
     ended = txns.filter(pc.and_(pc.is_valid(txns.column("marker_offset")), pc.is_valid(txns.column("control_type"))))
     owners = decided.owners
     rows = _index_rows(ended, _held(ended), index, segments, owners)
-    missing, shifted = markers.marker_rows(txns, decided)
+    coded = producers.codes(txns, decided) if decided.decided.num_rows and txns.num_rows else None
+    missing, shifted = markers.marker_rows(txns, decided, coded)
     rows += missing
-    rows += producers.coordinator_rows(txns, decided, shifted)
+    rows += producers.coordinator_rows(txns, decided, shifted, coded)
     rows += producers.epoch_rows(txns, owners)
     rows += producers.sequence_rows(txns, owners)
     return pa.Table.from_pylist(rows, schema=MS_SCHEMA)
