@@ -75,6 +75,7 @@ _SHARED_RUNS = (
 _SCENARIO_RUNS = (
     "tests/oracle/test_coordinator.py",
     "tests/oracle/test_dump_log.py",
+    "tests/oracle/test_integrity.py",
     "tests/oracle/test_scenarios.py",
 )
 #: directories whose files share a session fixture of their own (the sample history, the noida-db server)

@@ -11,6 +11,7 @@ import re
 import pytest
 
 from txnlog.broker import classify as C
+from txnlog.broker.evidence import with_pending_groups
 from txnlog.kafka.wire import ControlType
 from txnlog.rules.remedy import coordinator_stuck_evidence_and_advice, evidence_and_advice
 
@@ -163,7 +164,7 @@ def test_a_transaction_in_consumer_offsets_says_compaction_stopped(pending) -> N
     row.update(topic="__consumer_offsets", partition=7, last_offset=row["start_offset"])
     thresholds = C.Thresholds(as_of_ms=AS_OF, all_txn_state_partitions_read=True)
     evidence, _ = evidence_and_advice(row, C.Reason.COORDINATOR_TIMEOUT_OVERDUE, thresholds)
-    text = C.with_pending_groups(evidence, pending)
+    text = with_pending_groups(evidence, pending)
     assert not _slips(text) and text.endswith(".") and text.count(".") == evidence.count("."), text
     assert "at or below offset 614" in text
     assert "compaction of __consumer_offsets-7 has stopped for every group placed there" in text, text

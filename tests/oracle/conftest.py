@@ -1,8 +1,9 @@
 """The Kafka oracle's tests skip, with the reason, only where the oracle or java is absent.
 
 ``scenario_run`` writes each scenario of the writer once per test session and runs txnlog over it once: the
-modules that judge every scenario (test_scenarios, test_coordinator, test_dump_log) read the same copy and the
-same tables, each with its own comparisons against Kafka's code (tests/conftest.py sends them to one worker).
+modules that judge every scenario (test_scenarios, test_coordinator, test_dump_log, test_integrity) read the
+same copy and the same tables, each with its own comparisons against Kafka's code (tests/conftest.py sends them
+to one worker).
 """
 
 from __future__ import annotations

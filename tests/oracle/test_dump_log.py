@@ -230,7 +230,7 @@ _EXCLUDED: dict[tuple[str, str], str] = {
 
 
 #: the clause a finding's evidence gains where the run read the groups a transaction in __consumer_offsets holds
-#: pending (classify.with_pending_groups); dump text names no group, so it is taken off the segments' evidence
+#: pending (txnlog.broker.evidence.with_pending_groups); dump text names no group, so it is taken off the segments' evidence
 _PENDING_GROUPS = re.compile(
     r"; it holds the transactional offset commits of groups? .* pending: their members fail to fetch those "
     r"offsets with UNSTABLE_OFFSET_COMMIT at start-up and rebalance(?=\.$)"

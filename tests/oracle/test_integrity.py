@@ -2,6 +2,7 @@
 the copy's ``.txnindex`` files as they are, drained by the consumer's real ``CompletedFetch``) lists the batches a
 read_committed consumer receives although they were aborted, and the committed ones it drops. txnlog's
 ``integrity`` rows must name the same transactions, on writer scenarios with each fault and on one without.
+Each scenario's copy and txnlog's run over it are the session's one (``scenario_run``, tests/oracle/conftest.py).
 """
 
 from __future__ import annotations
@@ -73,11 +74,10 @@ NAMES = ["index_entry_missing", "index_entry_spurious", "txnindex_file_lost", "m
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_the_audit_names_what_kafkas_read_committed_consumer_gets_wrong(oracle, tmp_path, name):
-    truth = write_scenario(name, tmp_path / "logs")
-    out = tmp_path / "out"
-    run_txnlog(None, truth.root, out, truth.as_of_ms, name)
-    rows = T.rows(str(out), "integrity")
+def test_the_audit_names_what_kafkas_read_committed_consumer_gets_wrong(oracle, scenario_run, name):
+    run = scenario_run(name)  # the copy and txnlog's run over it (tests/oracle/conftest.py)
+    truth = run.truth
+    rows = T.rows(str(run.out), "integrity")
     kafka_says = kafka_discrepancies(truth.log_dirs)
     certain, possible = audit(rows, "ERROR"), audit(rows, "ERROR", "WARNING")
     assert certain <= kafka_says <= possible, (sorted(certain), sorted(kafka_says), sorted(possible))
@@ -89,11 +89,10 @@ def test_the_audit_names_what_kafkas_read_committed_consumer_gets_wrong(oracle, 
     assert not [r for r in rows if r["check"] not in _KINDS.values()]  # no split outcome, nothing unchecked
 
 
-def test_a_partition_aborted_by_hand_under_a_committed_transaction_is_a_split_outcome(tmp_path):
-    truth = write_scenario("split_outcome", tmp_path / "logs")
-    out = tmp_path / "out"
-    run_txnlog(None, truth.root, out, truth.as_of_ms, "split_outcome")
-    rows = T.rows(str(out), "integrity")
+def test_a_partition_aborted_by_hand_under_a_committed_transaction_is_a_split_outcome(scenario_run):
+    run = scenario_run("split_outcome")
+    truth = run.truth
+    rows = T.rows(str(run.out), "integrity")
     split = {
         (r["topic"], r["partition"], r["producer_id"], r["marker_offset"])
         for r in rows
@@ -113,16 +112,15 @@ def test_a_partition_written_by_kafkas_own_builders_gives_no_row(oracle, tmp_pat
     assert T.rows(str(out), "integrity") == []
 
 
-def test_a_completed_transaction_whose_marker_a_partition_lost_is_marker_missing(oracle, tmp_path):
+def test_a_completed_transaction_whose_marker_a_partition_lost_is_marker_missing(oracle, scenario_run):
     """The coordinator completed a commit on two partitions; one never got its marker and another producer's
     transaction went on past it there. Kafka's TransactionStateManager load shows the id CompleteCommit; Kafka's
     LogLoader leaves the partition's last stable offset pinned at the open transaction's first offset with the
     high watermark past it, and Kafka's read_committed consumer stops there. txnlog names exactly that
     transaction, and the KAFKA-14053 late batch (coordinator_completed, a clean scenario below) is not one."""
-    truth = write_scenario("marker_missing", tmp_path / "logs")
-    out = tmp_path / "out"
-    run_txnlog(None, truth.root, out, truth.as_of_ms, "marker_missing")
-    rows = T.rows(str(out), "integrity")
+    run = scenario_run("marker_missing")
+    truth = run.truth
+    rows = T.rows(str(run.out), "integrity")
     key = ("check", "topic", "partition", "producer_id", "marker_offset")
     assert {tuple(r[k] for k in key) for r in rows} == {tuple(t[k] for k in key) for t in truth.notes["integrity"]}  # type: ignore[union-attr]
     (row,) = rows
@@ -140,12 +138,12 @@ def test_a_completed_transaction_whose_marker_a_partition_lost_is_marker_missing
 
 
 @pytest.mark.spark
-def test_the_audit_runs_in_spark_as_here(oracle, spark, tmp_path):
+def test_the_audit_runs_in_spark_as_here(oracle, spark, scenario_run, tmp_path):
     """A Spark-placed run (every file decoded in tasks) gives the same rows as the oracle and as a run here."""
     from txnlog.model.config import load_config
     from txnlog.pipeline import run
 
-    truth = write_scenario("index_entry_spurious", tmp_path / "logs")
+    truth = scenario_run("index_entry_spurious").truth  # the shared copy; this test's own Spark-placed run
     out = tmp_path / "out"
     options = {"logs": [str(truth.root)], "output": str(out), "as_of": str(truth.as_of_ms), "cluster": "c"}
     run(load_config(None, {**options, "progress": False, "driver_max_bytes": 0}), spark=spark, progress=lambda _m: None)
@@ -159,16 +157,15 @@ _SEQUENCES = re.compile(r"baseOffset: (\d+) lastOffset: (\d+) .*?baseSequence: (
                         r"producerId: (-?\d+)")  # fmt: skip
 
 
-def test_a_batch_whose_sequence_skips_a_lost_one_is_a_sequence_gap(oracle, tmp_path):
+def test_a_batch_whose_sequence_skips_a_lost_one_is_a_sequence_gap(oracle, scenario_run, tmp_path):
     """The writer copies in, as a follower does, a batch whose base sequence skips a lost batch's. Kafka's own
     DumpLogSegments shows the gap (the batch's baseSequence is not the previous batch's lastSequence + 1), and
     Kafka's log load accepts it: LogSegment.recover and UnifiedLog.loadProducersFromRecords append with
     AppendOrigin.REPLICATION, for which ProducerAppendInfo checks no sequence. txnlog names exactly that
     transaction, at that batch."""
-    truth = write_scenario("sequence_gap", tmp_path / "logs")
-    out = tmp_path / "out"
-    run_txnlog(None, truth.root, out, truth.as_of_ms, "sequence_gap")
-    rows = T.rows(str(out), "integrity")
+    run = scenario_run("sequence_gap")
+    truth = run.truth
+    rows = T.rows(str(run.out), "integrity")
     key = ("check", "topic", "partition", "producer_id", "marker_offset")
     assert {tuple(r[k] for k in key) for r in rows} == {tuple(t[k] for k in key) for t in truth.notes["integrity"]}  # type: ignore[union-attr]
     (row,) = rows
@@ -188,15 +185,14 @@ def test_a_batch_whose_sequence_skips_a_lost_one_is_a_sequence_gap(oracle, tmp_p
     assert "error" not in loaded and loaded["logEndOffset"] > row["marker_offset"], loaded
 
 
-def test_a_zombies_batch_below_the_last_marker_epoch_is_an_epoch_regression(oracle, tmp_path):
+def test_a_zombies_batch_below_the_last_marker_epoch_is_an_epoch_regression(oracle, scenario_run, tmp_path):
     """The writer appends, as a follower copies, a batch at the epoch before the producer's last marker (a leader's
     ProducerAppendInfo refuses it from a client). Kafka's own DumpLogSegments shows that batch below the marker
     before it, and Kafka's ProducerStateManager replays the log without refusing it (it only logs a regression
     it replicates or recovers): nothing in the broker repairs it, and txnlog names exactly that transaction."""
-    truth = write_scenario("epoch_regression", tmp_path / "logs")
-    out = tmp_path / "out"
-    run_txnlog(None, truth.root, out, truth.as_of_ms, "epoch_regression")
-    rows = T.rows(str(out), "integrity")
+    run = scenario_run("epoch_regression")
+    truth = run.truth
+    rows = T.rows(str(run.out), "integrity")
     key = ("check", "topic", "partition", "producer_id", "marker_offset")
     assert {tuple(r[k] for k in key) for r in rows} == {tuple(t[k] for k in key) for t in truth.notes["integrity"]}  # type: ignore[union-attr]
     (row,) = rows
@@ -231,14 +227,12 @@ CLEAN = [n for n in scenario_names() if n not in _FAULTS and n != "bulk"]
 
 
 @pytest.mark.parametrize("name", CLEAN)
-def test_a_scenario_without_a_fault_gives_no_anomaly(tmp_path, name):
+def test_a_scenario_without_a_fault_gives_no_anomaly(scenario_run, name):
     """No false alarm: every writer scenario that injects no integrity fault (hanging transactions, damage,
     replicas that disagree, restarts, every producer kind and transaction version) gives no anomaly row."""
-    truth = write_scenario(name, tmp_path / "logs")
-    assert not truth.notes.get("integrity")
-    out = tmp_path / "out"
-    run_txnlog(None, truth.root, out, truth.as_of_ms, name)
-    rows = [r for r in T.rows(str(out), "integrity") if r["severity"] != "NOT_CHECKED"]
+    run = scenario_run(name)
+    assert not run.truth.notes.get("integrity")
+    rows = [r for r in T.rows(str(run.out), "integrity") if r["severity"] != "NOT_CHECKED"]
     assert rows == [], [(r["check"], r["evidence"]) for r in rows[:3]]
 
 

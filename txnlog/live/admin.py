@@ -34,6 +34,7 @@ from txnlog.broker.classify import Owner, Verdict
 from txnlog.kafka.wire import DEFAULT_MAX_TRANSACTION_TIMEOUT_MS, TRANSACTION_STATE_TOPIC, TransactionState
 from txnlog.model.contract import InputSource
 from txnlog.model.errors import UsageError
+from txnlog.model.times import duration_text, utc_text
 from txnlog.rules.remedy import remedy_of
 
 # librdkafka name -> kafka-python KafkaAdminClient keyword.
@@ -401,7 +402,7 @@ def _evidence(
     what = (
         f"DescribeProducers on {tp}: producer {row['producer_id']} epoch {row['producer_epoch']} has a "
         f"transaction open since offset {row['current_transaction_start_offset']}, last written "
-        f"{classify._utc(row['last_timestamp'])} (idle {classify._duration(idle_ms)})"
+        f"{utc_text(row['last_timestamp'])} (idle {duration_text(idle_ms)})"
     )
     if lso_lag is not None:
         what += f", holding the LSO {lso_lag} offsets behind the high watermark"
@@ -479,68 +480,84 @@ def findings_from_producers(
         all_txn_state_partitions_read=True,
         bootstrap_servers=bootstrap,
     )
-    lags: dict[tuple[str, int], int] = {}
-    if bootstrap:
-        for o in partition_offsets(bootstrap, kafka_conf, {(r["topic"], r["partition"]) for r in candidates}):
-            lags[(o["topic"], o["partition"])] = o["lso_lag"]
+    lags = _lso_lags(bootstrap, kafka_conf, candidates)
     out = []
     for r, (verdict, reason, safety) in zip(
         candidates, live_verdicts(candidates, listings, descriptions, thresholds), strict=True
     ):
-        if not verdict:
-            continue
-        listing = listings.get(r["producer_id"])
-        desc = descriptions.get(listing["transactional_id"]) if listing else None
-        idle = now_ms - r["last_timestamp"]
-        lag = lags.get((r["topic"], r["partition"]))
-        advice_row = {
-            **r,
-            "start_offset": r["current_transaction_start_offset"],
-            "transactional_id": listing["transactional_id"] if listing else None,
-            "owner_state": desc["state"] if desc else None,
-            "owner_partitions": desc["partitions"] if desc else None,
-            "owner_timeout_ms": desc["timeout_ms"] if desc else None,
-        }
-        advice = remedy_of({**advice_row, "reason": str(reason)}, thresholds.bootstrap_servers).advice
-        remedy = remedy_of({**advice_row, "reason": reason, "safety": safety or None}, bootstrap)
-        ce = r["coordinator_epoch"]
-        hanging = verdict == Verdict.HANGING
-        out.append(
-            {
-                "topic": r["topic"],
-                "partition": r["partition"],
-                "producer_id": r["producer_id"],
-                "producer_epoch": r["producer_epoch"],
-                "start_offset": r["current_transaction_start_offset"],
-                "first_timestamp": None,
-                "last_timestamp": datetime_of_ms(r["last_timestamp"]),
-                "open_ms": None,
-                "idle_ms": idle,
-                "lso_lag": lag,
-                "verdict": verdict,
-                "reason": reason,
-                "transactional_id": listing["transactional_id"] if listing else None,
-                "coordinator_state": desc["state"] if desc else None,
-                "coordinator_partition": None,
-                "coordinator_epoch": ce,
-                "evidence": _evidence(r, listing, desc, idle, lag),
-                "advice": advice,
-                **remedy.columns(),
-                "source": InputSource.LIVE,
-                "safety": (safety or None) if hanging else None,
-                "command": classify.abort_command(
-                    bootstrap, r["topic"], r["partition"], r["current_transaction_start_offset"]
-                )
-                if hanging
-                else None,
-                "legacy_command": classify.legacy_abort_command(
-                    bootstrap, r["topic"], r["partition"], r["producer_id"], r["producer_epoch"], ce
-                )
-                if hanging
-                else None,
-            }
-        )
+        if verdict:
+            listing = listings.get(r["producer_id"])
+            desc = descriptions.get(listing["transactional_id"]) if listing else None
+            lag = lags.get((r["topic"], r["partition"]))
+            out.append(_live_finding(r, (verdict, reason, safety), listing, desc, lag, thresholds, bootstrap))
     return out
+
+
+def _lso_lags(
+    bootstrap: str | None, kafka_conf: Mapping[str, Any] | None, candidates: Sequence[Mapping[str, Any]]
+) -> dict[tuple[str, int], int]:
+    """Each candidate partition's ``lso_lag`` from ListOffsets (none without ``bootstrap``)."""
+    if not bootstrap:
+        return {}
+    partitions = {(r["topic"], r["partition"]) for r in candidates}
+    return {(o["topic"], o["partition"]): o["lso_lag"] for o in partition_offsets(bootstrap, kafka_conf, partitions)}
+
+
+def _live_finding(
+    r: Mapping[str, Any],
+    decided: tuple[Any, Any, Any],
+    listing: Mapping[str, Any] | None,
+    desc: Mapping[str, Any] | None,
+    lag: int | None,
+    thresholds: classify.Thresholds,
+    bootstrap: str | None,
+) -> dict[str, Any]:
+    """One findings row for a candidate ``r`` (a DescribeProducers row) with its verdict, reason and safety."""
+    verdict, reason, safety = decided
+    idle = thresholds.as_of_ms - r["last_timestamp"]
+    advice_row = {
+        **r,
+        "start_offset": r["current_transaction_start_offset"],
+        "transactional_id": listing["transactional_id"] if listing else None,
+        "owner_state": desc["state"] if desc else None,
+        "owner_partitions": desc["partitions"] if desc else None,
+        "owner_timeout_ms": desc["timeout_ms"] if desc else None,
+    }
+    advice = remedy_of({**advice_row, "reason": str(reason)}, thresholds.bootstrap_servers).advice
+    remedy = remedy_of({**advice_row, "reason": reason, "safety": safety or None}, bootstrap)
+    ce = r["coordinator_epoch"]
+    hanging = verdict == Verdict.HANGING
+    return {
+        "topic": r["topic"],
+        "partition": r["partition"],
+        "producer_id": r["producer_id"],
+        "producer_epoch": r["producer_epoch"],
+        "start_offset": r["current_transaction_start_offset"],
+        "first_timestamp": None,
+        "last_timestamp": datetime_of_ms(r["last_timestamp"]),
+        "open_ms": None,
+        "idle_ms": idle,
+        "lso_lag": lag,
+        "verdict": verdict,
+        "reason": reason,
+        "transactional_id": listing["transactional_id"] if listing else None,
+        "coordinator_state": desc["state"] if desc else None,
+        "coordinator_partition": None,
+        "coordinator_epoch": ce,
+        "evidence": _evidence(r, listing, desc, idle, lag),
+        "advice": advice,
+        **remedy.columns(),
+        "source": InputSource.LIVE,
+        "safety": (safety or None) if hanging else None,
+        "command": classify.abort_command(bootstrap, r["topic"], r["partition"], r["current_transaction_start_offset"])
+        if hanging
+        else None,
+        "legacy_command": classify.legacy_abort_command(
+            bootstrap, r["topic"], r["partition"], r["producer_id"], r["producer_epoch"], ce
+        )
+        if hanging
+        else None,
+    }
 
 
 def abort_recommendations(findings: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -24,9 +24,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from txnlog.broker import classify
 from txnlog.kafka.wire import TWO_PHASE_COMMIT_TIMEOUT_MS, TransactionState
 from txnlog.live import admin as live
+from txnlog.model.times import duration_text, utc_text
 
 #: what fencing needs of the cluster, in the one line that refuses a cluster without it
 NEEDS = (
@@ -74,12 +74,11 @@ class FencePlan:
 
     def evidence(self, now_ms: int) -> str:
         listed = ", ".join(self.partitions) or "no partitions"
-        since = classify._utc(self.txn_start_ms)
+        since = utc_text(self.txn_start_ms)
         past = (
             "a two-phase-commit transaction (timeout 2147483647) its manager has decided"
             if self.two_phase
-            else f"{classify._duration(now_ms - self.txn_start_ms - self.timeout_ms)} past its {self.timeout_ms} ms "
-            "timeout"
+            else f"{duration_text(now_ms - self.txn_start_ms - self.timeout_ms)} past its {self.timeout_ms} ms timeout"
         )
         return (
             f"DescribeTransactions shows {self.transactional_id} Ongoing with producer {self.producer_id} epoch "
@@ -135,8 +134,8 @@ def validate_fence(request: FenceRequest, description: Mapping[str, Any] | None,
         over = now_ms - start - timeout
         if over <= 0:
             raise FenceRefused(
-                f"{now}, started {classify._utc(start)}: still within its {timeout} ms timeout "
-                f"(for {classify._duration(-over)} more); the coordinator ends it on its own"
+                f"{now}, started {utc_text(start)}: still within its {timeout} ms timeout "
+                f"(for {duration_text(-over)} more); the coordinator ends it on its own"
             )
     return FencePlan(
         transactional_id=tid,

@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txnlog.broker.classify import with_pending_groups
+from txnlog.broker.evidence import with_pending_groups
 from txnlog.kafka.wire import CONSUMER_OFFSETS_TOPIC
 from txnlog.live.groups import pending_holders
 from txnlog.model.arrow import project
@@ -54,7 +54,7 @@ def with_blocked(tables: dict[str, Any], offsets: pa.Table | None) -> dict[str, 
 
 def _pending_in_evidence(findings: pa.Table, blocked: pa.Table) -> pa.Table:
     """``findings`` whose transaction in a ``__consumer_offsets`` partition holds groups' offset commits pending,
-    with those groups and partitions named in the evidence (txnlog.broker.classify.with_pending_groups)."""
+    with those groups and partitions named in the evidence (txnlog.broker.evidence.with_pending_groups)."""
     pending: dict[tuple[int, int], dict[str, list[str]]] = {}
     unstable = blocked.filter(pc.equal(blocked["status"], UNSTABLE_OFFSET_COMMIT))
     columns = ["group", "topic", "partition", "coordinator_partition", "holding_producer_id"]

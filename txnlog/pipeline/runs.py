@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from txnlog import __version__
 from txnlog.broker import classify
 from txnlog.model.contract import ANOMALY_CHECKS, RUNS, IntegritySeverity, check_count_column
+from txnlog.model.times import duration_text
 from txnlog.model.words import count
 from txnlog.pipeline.write import write
 
@@ -74,7 +75,7 @@ class RunResult:
             for p in self.worst_partitions:
                 lines.append(
                     f"    {p['topic']}-{p['partition']}: lso_lag {p['lso_lag']}, {p['open_transactions']} open, "
-                    f"oldest open {classify._duration(p['max_open_ms'])}"
+                    f"oldest open {duration_text(p['max_open_ms'])}"
                 )
         lines.append(f"  tables: {os.path.abspath(self.output)}/<table> (Delta): " + ", ".join(sorted(self.counts)))
         return "\n".join(lines)

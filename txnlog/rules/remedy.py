@@ -42,10 +42,9 @@ from txnlog.broker.classify import (
     Safety,
     Thresholds,
     abort_command,
-    coordinator_stuck_evidence,
-    evidence,
     legacy_abort_command,
 )
+from txnlog.broker.evidence import coordinator_stuck_evidence, evidence
 from txnlog.kafka.wire import TWO_PHASE_COMMIT_TIMEOUT_MS, TransactionState
 
 __all__ = [
@@ -318,12 +317,12 @@ def remedy_columns(rows: pa.Table, bootstrap: str | None) -> dict[str, pa.Array]
 
 
 def evidence_and_advice(row: dict, reason: Reason | str, thresholds: Thresholds) -> tuple[str, str]:
-    """A partition-level finding's evidence sentence (txnlog.broker.classify.evidence) and advice: its remedy's."""
+    """A partition-level finding's evidence sentence (txnlog.broker.evidence.evidence) and advice: its remedy's."""
     advice = remedy_of({**row, "reason": str(reason)}, thresholds.bootstrap_servers).advice
     return evidence(row, reason, thresholds), advice
 
 
 def coordinator_stuck_evidence_and_advice(row: dict, thresholds: Thresholds) -> tuple[str, str]:
-    """A stuck coordinator record's evidence sentence (txnlog.broker.classify.coordinator_stuck_evidence) and advice."""
+    """A stuck coordinator record's evidence sentence (txnlog.broker.evidence.coordinator_stuck_evidence) and advice."""
     advice = remedy_of({**row, "reason": Reason.COORDINATOR_STUCK.value}, thresholds.bootstrap_servers).advice
     return coordinator_stuck_evidence(row, thresholds), advice

@@ -1,0 +1,41 @@
+"""Times in the sentences txnlog writes (evidence, advice, progress lines): an epoch-millisecond moment as UTC
+text and a span of milliseconds as days, hours, minutes and seconds. A missing value reads "an unknown time"."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+UNKNOWN = "an unknown time"
+
+
+def utc_text(ms: float | int | None) -> str:
+    """The moment ``ms`` (milliseconds since the epoch) in UTC, to the second.
+
+    >>> utc_text(1_700_000_000_000), utc_text(None), utc_text(float("nan"))
+    ('2023-11-14 22:13:20Z', 'an unknown time', 'an unknown time')
+    """
+    if ms is None or (isinstance(ms, float) and math.isnan(ms)):
+        return UNKNOWN
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def duration_text(ms: float | int | None) -> str:
+    """A span of ``ms`` milliseconds in its two largest units (seconds alone under a minute).
+
+    >>> duration_text(90_061_000), duration_text(3_720_000), duration_text(61_500), duration_text(999)
+    ('1d 1h 1m', '1h 2m', '1m 1s', '0s')
+    """
+    if ms is None or (isinstance(ms, float) and math.isnan(ms)):
+        return UNKNOWN
+    s = int(ms // 1000)
+    d, s = divmod(s, 86400)
+    h, s = divmod(s, 3600)
+    m, s = divmod(s, 60)
+    if d:
+        return f"{d}d {h}h {m}m"
+    if h:
+        return f"{h}h {m}m"
+    if m:
+        return f"{m}m {s}s"
+    return f"{s}s"
