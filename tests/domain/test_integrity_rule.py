@@ -272,6 +272,10 @@ def test_an_index_fault_at_or_above_the_last_stable_offset_is_not_served_yet():
     got = [(r["marker_offset"], r["severity"], r["consumers_received"]) for r in unserved(rows, health).to_pylist()]
     assert got == [(3, "ERROR", "ALL"), (6, "WARNING", NOT_YET)]
     assert "last stable offset 4" in unserved(rows, health).column("evidence")[1].as_py()
+    # the LSO inside the transaction: a fetch returns only the batches wholly below it (UnifiedLog.read)
+    health = health.set_column(2, "last_stable_offset", pa.array([5]))
+    got = [(r["marker_offset"], r["severity"], r["consumers_received"]) for r in unserved(rows, health).to_pylist()]
+    assert got == [(3, "ERROR", "ALL"), (6, "WARNING", "DEPENDS_ON_FETCH")]
 
 
 def test_the_evidence_names_the_groups_whose_committed_offset_is_past_a_served_fault():

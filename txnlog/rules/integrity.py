@@ -149,8 +149,9 @@ def compacted_gaps(rows: pa.Table, checkpoints: Sequence[Checkpoint]) -> pa.Tabl
 
 def unserved(rows: pa.Table, health: pa.Table) -> pa.Table:
     """``rows`` with each index fault (``ABORTED_DATA_VISIBLE``, ``COMMITTED_DATA_HIDDEN``) of a transaction that
-    starts at or above its partition's last stable offset (``health``: partition_health's topic, partition,
-    last_stable_offset, as the leader computes it) a ``WARNING`` whose consumers received nothing yet.
+    ends at or above its partition's last stable offset (``health``: partition_health's topic, partition,
+    last_stable_offset, as the leader computes it) a ``WARNING``: its consumers received nothing yet (``NOT_YET``)
+    where it starts there too, else only its batches wholly below the LSO (``DEPENDS_ON_FETCH``).
 
     A read_committed fetch stops at the LSO (``UnifiedLog.read`` with ``FetchIsolation.TXN_COMMITTED``), which is
     at most the high watermark and at most the first offset of a transaction still open or whose marker is not yet
@@ -167,15 +168,17 @@ def unserved(rows: pa.Table, health: pa.Table) -> pa.Table:
     out = []
     for r in rows.to_pylist():
         stable = lso.get((r["topic"], r["partition"]))
-        if (
-            r["check"] in (ABORTED_DATA_VISIBLE, COMMITTED_DATA_HIDDEN)
-            and stable is not None
-            and r["first_offset"] >= stable
-        ):
-            r["severity"], r["consumers_received"] = WARNING, NOT_YET
+        index_check = r["check"] in (ABORTED_DATA_VISIBLE, COMMITTED_DATA_HIDDEN)
+        if index_check and stable is not None and r["last_offset"] >= stable:
+            whole = r["first_offset"] >= stable
+            r["severity"], r["consumers_received"] = WARNING, NOT_YET if whole else DEPENDS
             r["evidence"] += (
                 f" Not served yet: the transaction starts at or above the partition's last stable offset {stable}, "
                 "where read_committed fetches stop (UnifiedLog.read); the broker serves it so once the LSO passes it."
+                if whole
+                else f" Partly served: the partition's last stable offset {stable} falls inside the transaction, and "
+                "a fetch returns only the batches wholly below it (UnifiedLog.read): those were served so, the rest "
+                "will be once the LSO passes them."
             )
         out.append(r)
     return pa.Table.from_pylist(out, schema=rows.schema)
