@@ -7,10 +7,21 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from txnlog.engine.spark.consumer_offsets_source import SOURCE_SCHEMA
 from txnlog.kafka.wire import ControlType
 from txnlog.model import contract
 from txnlog.model.rows import TXN_INDEX_SCHEMA, TXN_SEGMENT_SCHEMA, Checkpoint
-from txnlog.rules.integrity import MS_SCHEMA, compacted_gaps, integrity
+from txnlog.rules.blocked import groups_past
+from txnlog.rules.integrity import (
+    MS_SCHEMA,
+    NOT_YET,
+    compacted_gaps,
+    decisions,
+    integrity,
+    partition_integrity,
+    unserved,
+    with_readers,
+)
 from txnlog.sources.logdirs import discover
 from txnlog.sources.txnindex import read_txn_indexes
 
@@ -240,3 +251,57 @@ def test_a_false_entry_after_one_whose_last_stable_offset_ends_every_scan_is_nev
     assert (row["check"], row["severity"], row["consumers_received"]) == ("COMMITTED_DATA_HIDDEN", "WARNING",
                                                                          "DEPENDS_ON_FETCH")  # fmt: skip
     assert "scan stops there" in row["evidence"]
+
+
+def _ms_rows(txns: list[dict], entries: list[dict]) -> pa.Table:
+    segments = [{"broker": "b1", "topic": "t", "partition": 0, "base_offset": 0, "has_txnindex": True}]
+    return partition_integrity(
+        pa.Table.from_pylist(txns),
+        pa.Table.from_pylist(entries, schema=TXN_INDEX_SCHEMA),
+        pa.Table.from_pylist(segments, schema=TXN_SEGMENT_SCHEMA),
+        decisions(contract.COORDINATOR_HISTORY.empty_table()),
+    )
+
+
+def test_an_index_fault_at_or_above_the_last_stable_offset_is_not_served_yet():
+    """A read_committed fetch stops at the LSO (UnifiedLog.read): an ABORT missing from the index in a transaction
+    starting there is a WARNING that no consumer received yet; one below it stays an ERROR."""
+    txns = [_txn(1, 0, 2, 3, ABORT), _txn(2, 4, 5, 6, ABORT)]
+    rows = _ms_rows(txns, [])
+    health = pa.table({"topic": ["t"], "partition": pa.array([0], pa.int32()), "last_stable_offset": [4]})
+    got = [(r["marker_offset"], r["severity"], r["consumers_received"]) for r in unserved(rows, health).to_pylist()]
+    assert got == [(3, "ERROR", "ALL"), (6, "WARNING", NOT_YET)]
+    assert "last stable offset 4" in unserved(rows, health).column("evidence")[1].as_py()
+    # the LSO inside the transaction: a fetch returns only the batches wholly below it (UnifiedLog.read)
+    health = health.set_column(2, "last_stable_offset", pa.array([5]))
+    got = [(r["marker_offset"], r["severity"], r["consumers_received"]) for r in unserved(rows, health).to_pylist()]
+    assert got == [(3, "ERROR", "ALL"), (6, "WARNING", "DEPENDS_ON_FETCH")]
+
+
+def test_the_evidence_names_the_groups_whose_committed_offset_is_past_a_served_fault():
+    txns = [_txn(1, 0, 2, 3, ABORT), _txn(2, 4, 5, 6, ABORT)]
+    health = pa.table({"topic": ["t"], "partition": pa.array([0], pa.int32()), "last_stable_offset": [4]})
+    rows = unserved(_ms_rows(txns, []), health)
+    offsets = pa.Table.from_pylist(
+        [
+            {
+                "kind": "offset",
+                "state": "committed",
+                "group": g,
+                "group_bytes": g.encode(),
+                "topic": "t",
+                "partition": 0,
+                "committed_offset": o,
+            }  # fmt: skip
+            for g, o in (("late", 0), ("billing", 2), ("audit", 1), ("audit", 5), ("other-topic", 9))
+        ],
+        schema=SOURCE_SCHEMA,
+    )
+    offsets = offsets.set_column(offsets.schema.get_field_index("topic"), "topic", pa.array(["t"] * 4 + ["u"]))
+    groups = groups_past(offsets, rows)
+    assert groups.to_pylist() == [["audit", "billing"], ["audit"]]  # "late" has not read past offset 0
+    evidence = with_readers(rows, groups).column("evidence").to_pylist()
+    assert "past 0): audit, billing;" in evidence[0]
+    assert "Consumer groups" not in evidence[1]  # not served yet: a group past it reads read_uncommitted
+    # no __consumer_offsets in the input (kafka-dump-log.sh text): no group named, no clause
+    assert with_readers(rows, groups_past(None, rows)).equals(rows)

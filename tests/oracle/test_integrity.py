@@ -19,7 +19,9 @@ import pytest
 from tests.e2e import truth as T
 from tests.oracle import kafka
 from tests.oracle.judge import INTERNAL, run_txnlog
-from txnlog.brokerlog.scenarios import scenario_names
+from txnlog.brokerlog import encode
+from txnlog.brokerlog.consumer_offsets import OffsetsPartitionWriter
+from txnlog.brokerlog.scenarios import scenario_names, write_scenario
 
 _KINDS = {"aborted-data-visible": "ABORTED_DATA_VISIBLE", "committed-data-hidden": "COMMITTED_DATA_HIDDEN"}
 
@@ -232,3 +234,35 @@ def test_a_scenario_without_a_fault_gives_no_anomaly(scenario_run, name):
     assert not run.truth.notes.get("integrity")
     rows = [r for r in T.rows(str(run.out), "integrity") if r["severity"] != "NOT_CHECKED"]
     assert rows == [], [(r["check"], r["evidence"]) for r in rows[:3]]
+
+
+def test_the_rows_name_the_consumer_groups_that_read_the_faulty_range(oracle, tmp_path):
+    """An ABORT missing from the .txnindex, and a ``__consumer_offsets`` partition in the copy: group ``reader``
+    committed past the transaction (it consumed the aborted records as committed, if read_committed), ``slow`` at
+    the partition's start (it has not read them yet). Kafka's consumer gets the transaction wrong; the row names
+    ``reader``, not ``slow``."""
+    truth = write_scenario("index_entry_missing", tmp_path / "logs")
+    (fault, *_) = truth.notes["integrity"]  # type: ignore[union-attr]
+    log_dir = next(d for d in truth.log_dirs if d.name == fault["replica"])
+    empty = next(
+        d for d in sorted(log_dir.glob("__consumer_offsets-*")) if not sum(f.stat().st_size for f in d.glob("*.log"))
+    )
+    shutil.rmtree(empty)  # an empty partition of the scenario's, written again with the groups' commits
+    writer = OffsetsPartitionWriter(log_dir, int(empty.name.rpartition("-")[2]), now=truth.as_of_ms - 60_000)
+    for group, offset in (("reader", fault["marker_offset"] + 1), ("slow", 0)):
+        key = encode.encode_offset_commit_key(group, fault["topic"], fault["partition"])
+        writer.append([(key, encode.encode_offset_commit_value(offset, -1, "", writer.now))])
+    writer.close()
+    out = tmp_path / "out"
+    run_txnlog(None, truth.root, out, truth.as_of_ms, "index_entry_missing-groups")
+    rows = T.rows(str(out), "integrity")
+    assert audit(rows, "ERROR") <= kafka_discrepancies(truth.log_dirs)
+    (row,) = [
+        r
+        for r in rows
+        if (r["replica"], r["topic"], r["partition"], r["marker_offset"])
+        == (fault["replica"], fault["topic"], fault["partition"], fault["marker_offset"])
+    ]
+    assert row["check"] == "ABORTED_DATA_VISIBLE" and row["severity"] == "ERROR", row
+    assert f"past {row['first_offset']}): reader;" in row["evidence"], row["evidence"]
+    assert "slow" not in row["evidence"], row["evidence"]

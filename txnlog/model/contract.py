@@ -281,7 +281,7 @@ INTEGRITY = _schema(
     ("bytes_affected", I64),
     ("from_time", TS),
     ("to_time", TS),
-    ("consumers_received", STR),  # what a read_committed consumer of this replica gets: ALL / NONE / DEPENDS_ON_FETCH
+    ("consumers_received", STR),  # a read_committed consumer of this replica gets: ALL/NONE/DEPENDS_ON_FETCH/NOT_YET
     ("consumers_should_receive", STR),  # what the marker decided: ALL / NONE
     ("restart_repairs", STR),  # NO / UNCLEAN_RESTART (LogLoader recovers the segment) / NOT_APPLICABLE
     ("kafka_class", STR),  # the Kafka class whose behaviour the row states

@@ -19,7 +19,8 @@ import pyarrow as pa
 
 from txnlog.engine.integrity import decisions_of, integrity_here
 from txnlog.model.rows import Checkpoint
-from txnlog.rules.integrity import compacted_gaps, with_timestamps
+from txnlog.rules.blocked import groups_past
+from txnlog.rules.integrity import compacted_gaps, unserved, with_readers, with_timestamps
 from txnlog.sources.logdirs import Inventory
 from txnlog.sources.txnindex import read_txn_indexes
 
@@ -27,9 +28,15 @@ __all__ = ["with_integrity"]
 
 
 def with_integrity(
-    tables: dict[str, Any], inventory: Inventory, checkpoints: Sequence[Checkpoint], as_of: datetime
+    tables: dict[str, Any],
+    inventory: Inventory,
+    checkpoints: Sequence[Checkpoint],
+    as_of: datetime,
+    offsets: pa.Table | None = None,
 ) -> dict[str, Any]:
-    """``tables`` (``pipeline.build_tables``' answer) with ``integrity`` and the ``.txnindex`` quarantine rows."""
+    """``tables`` (``pipeline.build_tables``' answer) with ``integrity`` and the ``.txnindex`` quarantine rows;
+    ``offsets`` the consumer groups' rows (txnlog.pipeline.decode, None: no ``__consumer_offsets`` in the input),
+    whose groups the evidence names where they read a faulty range (txnlog.rules.blocked.groups_past)."""
     found = read_txn_indexes(inventory.segments, inventory.txn_indexes, checkpoints)
     decided = decisions_of(tables["coordinator_history"].raw_files())
     staged = tables["transactions"]
@@ -40,7 +47,9 @@ def with_integrity(
 
         rows = integrity_in_tasks(staged.spark, staged.raw_files(), found.entries, found.segments, decided)
     out = dict(tables)
-    out["integrity"] = with_timestamps(compacted_gaps(rows, checkpoints))
+    rows = unserved(compacted_gaps(rows, checkpoints), tables["partition_health"])
+    rows = with_readers(rows, groups_past(offsets, rows))
+    out["integrity"] = with_timestamps(rows)
     if found.quarantine:
         mine = out["quarantine"]
         quarantined = pa.Table.from_pylist(

@@ -212,3 +212,23 @@ def unblocked_groups(blocked: pa.Table, remedies: pa.Table, *, lso_after: str | 
     offsets = np.zeros(remedies.num_rows + 1, np.int32)
     offsets[1:] = np.cumsum(np.bincount(at[new], minlength=remedies.num_rows))
     return pa.ListArray.from_arrays(pa.array(offsets), group.filter(pa.array(new)))
+
+
+def groups_past(offsets: pa.Table | None, rows: pa.Table) -> pa.Array:
+    """Per row of ``rows`` (topic, partition, first_offset), the consumer groups (sorted) whose last committed offset
+    on its partition in ``offsets`` (txnlog.engine.spark.consumer_offsets_source.SOURCE_SCHEMA) is above
+    ``first_offset``: they consumed from there on (a committed offset is the next offset to read,
+    ``OffsetAndMetadata``). Null for every row where the input holds no ``__consumer_offsets`` partition."""
+    if offsets is None:
+        return pa.nulls(rows.num_rows, pa.list_(pa.string()))
+    committed = offsets.select(_USED).filter(pc.equal(offsets["state"], "committed"))
+    committed = _last_of(committed, _GROUP_KEY).select(["group", "topic", "partition", "committed_offset"])
+    r = rows.select(["topic", "partition", "first_offset"])
+    r = r.append_column("_r", pa.array(np.arange(rows.num_rows, dtype=np.int64)))
+    read = committed.join(r, ["topic", "partition"], join_type="inner")
+    read = read.filter(pc.fill_null(pc.greater(read["committed_offset"], read["first_offset"]), False))
+    read = read.sort_by([("_r", "ascending"), ("group", "ascending")])
+    at = read["_r"].to_numpy()
+    offsets_list = np.zeros(rows.num_rows + 1, np.int32)
+    offsets_list[1:] = np.cumsum(np.bincount(at, minlength=rows.num_rows))
+    return pa.ListArray.from_arrays(pa.array(offsets_list), read["group"].combine_chunks())

@@ -47,11 +47,14 @@ __all__ = [
     "INDEX_NOT_CHECKED",
     "MS_SCHEMA",
     "compacted_gaps",
+    "NOT_YET",
     "TXN_COLUMNS",
     "Decisions",
     "decisions",
     "integrity",
     "partition_integrity",
+    "unserved",
+    "with_readers",
     "with_timestamps",
 ]
 
@@ -61,6 +64,8 @@ INDEX_NOT_CHECKED = contract.IntegrityCheck.INDEX_NOT_CHECKED.value
 
 ERROR, WARNING, NOT_CHECKED = producers.ERROR, producers.WARNING, producers.NOT_CHECKED
 ALL, NONE, DEPENDS = producers.ALL, producers.NONE, "DEPENDS_ON_FETCH"
+#: ``consumers_received`` of an index fault at or above the partition's last stable offset: not fetched yet
+NOT_YET = "NOT_YET"
 
 #: the columns of a staged transaction the audit reads (txnlog.rules.finish.RAW_COLUMNS; ``min_epoch`` and
 #: ``prev_marker_epoch`` only for ``EPOCH_REGRESSION``, ``sequence_gap`` only for ``SEQUENCE_GAP``, optional)
@@ -111,9 +116,10 @@ def partition_integrity(txns: pa.Table, index: pa.Table, segments: pa.Table, dec
     ended = txns.filter(pc.and_(pc.is_valid(txns.column("marker_offset")), pc.is_valid(txns.column("control_type"))))
     owners = decided.owners
     rows = _index_rows(ended, _held(ended), index, segments, owners)
-    missing, shifted = markers.marker_rows(txns, decided)
+    coded = producers.codes(txns, decided) if decided.decided.num_rows and txns.num_rows else None
+    missing, shifted = markers.marker_rows(txns, decided, coded)
     rows += missing
-    rows += producers.coordinator_rows(txns, decided, shifted)
+    rows += producers.coordinator_rows(txns, decided, shifted, coded)
     rows += producers.epoch_rows(txns, owners)
     rows += producers.sequence_rows(txns, owners)
     return pa.Table.from_pylist(rows, schema=MS_SCHEMA)
@@ -137,6 +143,69 @@ def compacted_gaps(rows: pa.Table, checkpoints: Sequence[Checkpoint]) -> pa.Tabl
         if r["check"] == producers.SEQUENCE_GAP and point is not None and r["first_offset"] < point:
             r["severity"] = WARNING
             r["evidence"] += f" The log cleaner has compacted this partition up to offset {point}: it may be its doing."
+        out.append(r)
+    return pa.Table.from_pylist(out, schema=rows.schema)
+
+
+def unserved(rows: pa.Table, health: pa.Table) -> pa.Table:
+    """``rows`` with each index fault (``ABORTED_DATA_VISIBLE``, ``COMMITTED_DATA_HIDDEN``) of a transaction that
+    ends at or above its partition's last stable offset (``health``: partition_health's topic, partition,
+    last_stable_offset, as the leader computes it) a ``WARNING``: its consumers received nothing yet (``NOT_YET``)
+    where it starts there too, else only its batches wholly below the LSO (``DEPENDS_ON_FETCH``).
+
+    A read_committed fetch stops at the LSO (``UnifiedLog.read`` with ``FetchIsolation.TXN_COMMITTED``), which is
+    at most the high watermark and at most the first offset of a transaction still open or whose marker is not yet
+    below the high watermark (``ProducerStateManager.firstUnstableOffset``): no consumer has been served such a
+    transaction's batches, but the broker will serve them with the ``.txnindex`` as it is once the LSO passes them."""
+    index_checks = pc.is_in(rows.column("check"), value_set=pa.array([ABORTED_DATA_VISIBLE, COMMITTED_DATA_HIDDEN]))
+    if not rows.num_rows or not pc.any(index_checks).as_py() or not health.num_rows:
+        return rows
+    lso = {
+        (r["topic"], r["partition"]): r["last_stable_offset"]
+        for r in health.select(["topic", "partition", "last_stable_offset"]).to_pylist()
+        if r["last_stable_offset"] is not None
+    }
+    out = []
+    for r in rows.to_pylist():
+        stable = lso.get((r["topic"], r["partition"]))
+        index_check = r["check"] in (ABORTED_DATA_VISIBLE, COMMITTED_DATA_HIDDEN)
+        if index_check and stable is not None and r["last_offset"] >= stable:
+            whole = r["first_offset"] >= stable
+            r["severity"], r["consumers_received"] = WARNING, NOT_YET if whole else DEPENDS
+            r["evidence"] += (
+                f" Not served yet: the transaction starts at or above the partition's last stable offset {stable}, "
+                "where read_committed fetches stop (UnifiedLog.read); the broker serves it so once the LSO passes it."
+                if whole
+                else f" Partly served: the partition's last stable offset {stable} falls inside the transaction, and "
+                "a fetch returns only the batches wholly below it (UnifiedLog.read): those were served so, the rest "
+                "will be once the LSO passes them."
+            )
+        out.append(r)
+    return pa.Table.from_pylist(out, schema=rows.schema)
+
+
+def with_readers(rows: pa.Table, groups: pa.Array) -> pa.Table:
+    """``rows`` with the evidence of each served index fault (``ABORTED_DATA_VISIBLE``, ``COMMITTED_DATA_HIDDEN``;
+    not ``NOT_YET``) naming ``groups``' entry for it (txnlog.rules.blocked.groups_past: the consumer groups whose
+    committed offset on the partition is past the transaction's first offset, so they consumed its range; null
+    where the input holds no ``__consumer_offsets``). ``__consumer_offsets`` does not record a group's isolation
+    level: a read_uncommitted group receives every batch whatever the index, so the evidence says "if"."""
+    if not rows.num_rows or groups.null_count == len(groups):
+        return rows
+    out = []
+    for r, named in zip(rows.to_pylist(), groups.to_pylist(), strict=True):
+        served = r["check"] in (ABORTED_DATA_VISIBLE, COMMITTED_DATA_HIDDEN) and r["consumers_received"] != NOT_YET
+        if served and named is not None:
+            what = (
+                "aborted records as committed"
+                if r["check"] == ABORTED_DATA_VISIBLE
+                else "without its committed records"
+            )
+            r["evidence"] += (
+                f" Consumer groups that read it (committed offsets on this partition past {r['first_offset']}): "
+                + (", ".join(named) if named else "none")
+                + (f"; those reading read_committed from this replica consumed it {what}." if named else ".")
+            )
         out.append(r)
     return pa.Table.from_pylist(out, schema=rows.schema)
 

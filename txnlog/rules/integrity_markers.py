@@ -42,14 +42,17 @@ __all__ = ["MARKER_MISSING", "marker_rows"]
 MARKER_MISSING = contract.IntegrityCheck.MARKER_MISSING.value
 
 
-def marker_rows(txns: pa.Table, decided: Decisions) -> tuple[list[dict[str, Any]], np.ndarray]:
+def marker_rows(
+    txns: pa.Table, decided: Decisions, coded: tuple[Any, Any] | None = None
+) -> tuple[list[dict[str, Any]], np.ndarray]:
     """``MARKER_MISSING`` rows of ``txns`` (the transactions of whole partitions) against ``decided``, and the
-    decisions' keys they name (their ended transactions pair from the second newest decision)."""
+    decisions' keys they name (their ended transactions pair from the second newest decision); ``coded``:
+    txnlog.rules.integrity_producers.codes of ``txns``, if known."""
     d = decided.decided
     none = np.zeros(0, np.int64)
     if not d.num_rows or not txns.num_rows:
         return [], none
-    kept, key = keyed(txns, decided, ended=False)
+    kept, key = keyed(txns, decided, ended=False, coded=coded)
     hit, found = paired(d, key, np.zeros(key.size, np.int64))
     kept, key, found = kept[hit], key[hit], found[hit]
     if not kept.size:

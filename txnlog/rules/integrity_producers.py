@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from txnlog.kafka.pairing import rank_and_pair
 from txnlog.kafka.wire import ControlType, TransactionState
 from txnlog.model import contract
 from txnlog.model.arrow import group_starts, key_codes
@@ -175,17 +176,26 @@ def _owners(pid: pa.ChunkedArray, tid: np.ndarray, names: pa.Array) -> pa.Table:
     )
 
 
-def keyed(txns: pa.Table, decided: Decisions, ended: bool) -> tuple[np.ndarray, np.ndarray]:
-    """The rows of ``txns`` whose producer's transactional id and partition ``decided`` knows, ended with a marker
-    (``ended``) or open, and their keys (as :class:`Decisions`' ``key``)."""
+def codes(txns: pa.Table, decided: Decisions) -> tuple[pa.Array | pa.ChunkedArray, pa.Array | pa.ChunkedArray]:
+    """Per row of ``txns``: the code of its producer's transactional id and of its partition in ``decided`` (null:
+    unknown there). Computed once per call of the audit and shared by its checks (:func:`keyed`)."""
     owners, parts = decided.owners, decided.partitions
     tid = owners.column("code").take(pc.index_in(txns.column("producer_id"), value_set=owners.column("producer_id")))
     on = ["topic", "partition"]
     tp = pc.index_in(key_codes(txns.select(on), on, parts), value_set=key_codes(parts, on, parts))
+    return tid, tp
+
+
+def keyed(
+    txns: pa.Table, decided: Decisions, ended: bool, coded: tuple[Any, Any] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of ``txns`` whose producer's transactional id and partition ``decided`` knows, ended with a marker
+    (``ended``) or open, and their keys (as :class:`Decisions`' ``key``); ``coded``: :func:`codes`, if known."""
+    tid, tp = coded if coded is not None else codes(txns, decided)
     state = _ended(txns) if ended else pc.invert(pc.is_valid(txns.column("marker_offset")))
     known = pc.and_(pc.and_(pc.is_valid(tid), pc.is_valid(tp)), state)
     kept = np.flatnonzero(np.asarray(pc.fill_null(known, False).to_numpy(zero_copy_only=False), bool))
-    return kept, _ints(tid, kept) * max(len(parts), 1) + _ints(tp, kept)
+    return kept, _ints(tid, kept) * max(len(decided.partitions), 1) + _ints(tp, kept)
 
 
 def paired(d: pa.Table, key: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -198,25 +208,26 @@ def paired(d: pa.Table, key: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, 
     return (theirs[found] == ours) if theirs.size else np.zeros(key.size, bool), found
 
 
-def coordinator_rows(txns: pa.Table, decided: Decisions, shifted: np.ndarray | None = None) -> list[dict[str, Any]]:
+def coordinator_rows(
+    txns: pa.Table, decided: Decisions, shifted: np.ndarray | None = None, coded: tuple[Any, Any] | None = None
+) -> list[dict[str, Any]]:
     """``SPLIT_OUTCOME`` rows of ``txns`` (the transactions of whole partitions) against ``decided``: the
     producer's ended transactions on a partition ranked from the newest, paired with the decisions' ranks (only
     narrow integer columns are touched until the split transactions are known). ``shifted``: the keys whose
     newest decision lost its marker on the partition (``MARKER_MISSING``, txnlog.rules.integrity_markers): their
-    ended transactions pair from the second newest decision."""
+    ended transactions pair from the second newest decision. ``coded``: :func:`codes` of ``txns``, if known."""
     d = decided.decided
     if not d.num_rows or not txns.num_rows:
         return []
-    kept, key = keyed(txns, decided, ended=True)
+    kept, key = keyed(txns, decided, ended=True, coded=coded)
     if not kept.size:
         return []
     at = np.lexsort((-_ints(txns.column("marker_offset"), kept), key))
     key, kept = key[at], kept[at]
-    starts = group_starts(key)
-    rank = np.arange(key.size) - np.repeat(starts, np.diff(np.append(starts, key.size)))
-    if shifted is not None and shifted.size:
-        rank = rank + np.isin(key, shifted)
-    hit, found = paired(d, key, rank)
+    shift = np.isin(key, shifted if shifted is not None else np.zeros(0, np.int64)).astype(np.int64)
+    their_key, their_rank = (np.asarray(d.column(c).to_numpy(), np.int64) for c in ("key", "rank"))
+    found = rank_and_pair(key, shift, their_key, their_rank)  # compiled: txnlog.kafka.pairing
+    hit = found >= 0
     found, kept = found[hit], kept[hit]
     outcome = d.column("decided").to_numpy().astype(np.int64)[found]
     split = _ints(txns.column("control_type"), kept) != outcome
