@@ -9,11 +9,38 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
+
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
 
 from tests.e2e import truth as T
 
+_Drawn = TypeVar("_Drawn")
+
 INTERNAL = ("__transaction_state", "__cluster_metadata")
+
+
+def draw_distinct(strategy: st.SearchStrategy[_Drawn], count: int, at_seed: int) -> list[_Drawn]:
+    """Up to ``count`` distinct values of ``strategy``, the same ones for the same seed: examples drawn once for a
+    module (each then judged by its own test) rather than a hypothesis test running the job per example."""
+    out: list[_Drawn] = []
+
+    @settings(
+        max_examples=count,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @seed(at_seed)
+    @given(strategy)
+    def draw(value: _Drawn) -> None:
+        if value not in out:
+            out.append(value)
+
+    draw()
+    return out
 
 
 def run_txnlog(spark, logs: Path, out: Path, as_of_ms: int, cluster: str, **options: Any) -> list[str]:

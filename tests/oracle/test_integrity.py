@@ -112,19 +112,25 @@ def test_a_partition_written_by_kafkas_own_builders_gives_no_row(oracle, tmp_pat
     assert T.rows(str(out), "integrity") == []
 
 
+def _the_noted_row(run) -> tuple[Any, dict[str, Any], Path]:
+    """The scenario's one audit row, once the run's rows are exactly the faults the writer noted (by check,
+    partition, producer and marker); with the scenario's truth and its one log dir."""
+    truth = run.truth
+    rows = T.rows(str(run.out), "integrity")
+    key = ("check", "topic", "partition", "producer_id", "marker_offset")
+    assert {tuple(r[k] for k in key) for r in rows} == {tuple(t[k] for k in key) for t in truth.notes["integrity"]}
+    (row,) = rows
+    (log_dir,) = truth.log_dirs
+    return truth, row, log_dir
+
+
 def test_a_completed_transaction_whose_marker_a_partition_lost_is_marker_missing(oracle, scenario_run):
     """The coordinator completed a commit on two partitions; one never got its marker and another producer's
     transaction went on past it there. Kafka's TransactionStateManager load shows the id CompleteCommit; Kafka's
     LogLoader leaves the partition's last stable offset pinned at the open transaction's first offset with the
     high watermark past it, and Kafka's read_committed consumer stops there. txnlog names exactly that
     transaction, and the KAFKA-14053 late batch (coordinator_completed, a clean scenario below) is not one."""
-    run = scenario_run("marker_missing")
-    truth = run.truth
-    rows = T.rows(str(run.out), "integrity")
-    key = ("check", "topic", "partition", "producer_id", "marker_offset")
-    assert {tuple(r[k] for k in key) for r in rows} == {tuple(t[k] for k in key) for t in truth.notes["integrity"]}  # type: ignore[union-attr]
-    (row,) = rows
-    (log_dir,) = truth.log_dirs
+    truth, row, log_dir = _the_noted_row(scenario_run("marker_missing"))
     owner = re.search(r"__transaction_state-\d+", row["evidence"])
     assert owner, row["evidence"]
     (state,) = [s for s in oracle.txn_state(log_dir / owner[0]) if s["transactionalId"] == row["transactional_id"]]
@@ -163,13 +169,7 @@ def test_a_batch_whose_sequence_skips_a_lost_one_is_a_sequence_gap(oracle, scena
     Kafka's log load accepts it: LogSegment.recover and UnifiedLog.loadProducersFromRecords append with
     AppendOrigin.REPLICATION, for which ProducerAppendInfo checks no sequence. txnlog names exactly that
     transaction, at that batch."""
-    run = scenario_run("sequence_gap")
-    truth = run.truth
-    rows = T.rows(str(run.out), "integrity")
-    key = ("check", "topic", "partition", "producer_id", "marker_offset")
-    assert {tuple(r[k] for k in key) for r in rows} == {tuple(t[k] for k in key) for t in truth.notes["integrity"]}  # type: ignore[union-attr]
-    (row,) = rows
-    (log_dir,) = truth.log_dirs
+    truth, row, log_dir = _the_noted_row(scenario_run("sequence_gap"))
     part = log_dir / f"{row['topic']}-{row['partition']}"
     mine = [
         (int(m[1]), int(m[2]), int(m[3]), int(m[4]))
@@ -190,13 +190,7 @@ def test_a_zombies_batch_below_the_last_marker_epoch_is_an_epoch_regression(orac
     ProducerAppendInfo refuses it from a client). Kafka's own DumpLogSegments shows that batch below the marker
     before it, and Kafka's ProducerStateManager replays the log without refusing it (it only logs a regression
     it replicates or recovers): nothing in the broker repairs it, and txnlog names exactly that transaction."""
-    run = scenario_run("epoch_regression")
-    truth = run.truth
-    rows = T.rows(str(run.out), "integrity")
-    key = ("check", "topic", "partition", "producer_id", "marker_offset")
-    assert {tuple(r[k] for k in key) for r in rows} == {tuple(t[k] for k in key) for t in truth.notes["integrity"]}  # type: ignore[union-attr]
-    (row,) = rows
-    (log_dir,) = truth.log_dirs
+    truth, row, log_dir = _the_noted_row(scenario_run("epoch_regression"))
     part = log_dir / f"{row['topic']}-{row['partition']}"
     batches = [
         (int(m[1]), int(m[2]), int(m[3]), m[4] == "true")

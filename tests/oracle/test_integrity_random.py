@@ -30,11 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from tests.e2e import truth as T
-from tests.oracle.judge import INTERNAL, run_txnlog
+from tests.oracle.judge import INTERNAL, draw_distinct, run_txnlog
 from tests.oracle.test_integrity import _KINDS, audit, read_committed
 from tests.oracle.test_random_logs import TOPIC, Workload, workloads, write
 from txnlog.brokerlog.ground_truth import ScenarioResult, assemble
@@ -134,25 +133,9 @@ def _kafka_says(
     return found, lso
 
 
-@pytest.fixture(scope="module")
-def drawn() -> list[Example]:
-    out: list[Example] = []
-
-    @settings(
-        max_examples=EXAMPLES,
-        database=None,
-        deadline=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
-    @seed(SEED)
-    @given(examples_drawn())
-    def draw(e: Example) -> None:
-        if e not in out:
-            out.append(e)
-
-    draw()
-    return out
+@pytest.fixture(scope="module", name="drawn")
+def drawn_examples() -> list[Example]:
+    return draw_distinct(examples_drawn(), EXAMPLES, SEED)
 
 
 def _judge(tmp_path: Path, examples: list[Example]) -> tuple[list[str], int, int, list[list[str]]]:

@@ -77,11 +77,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from tests.e2e import truth as T
-from tests.oracle.judge import _producers, kafka_answers, run_txnlog, truth_differences, txnlog_differences
+from tests.oracle.judge import (
+    _producers,
+    draw_distinct,
+    kafka_answers,
+    run_txnlog,
+    truth_differences,
+    txnlog_differences,
+)
 from txnlog.brokerlog.cluster import DEFAULT_START_MS, Cluster, ProducerFencedError, TransactionalProducer
 from txnlog.brokerlog.ground_truth import ScenarioResult, assemble
 from txnlog.brokerlog.partition import PartitionLog, segment_file_name
@@ -332,23 +338,7 @@ def _live_answer(truth: ScenarioResult, key: tuple[int, str, int], kafka: dict[s
 
 @pytest.fixture(scope="module")
 def examples() -> list[Workload]:
-    drawn: list[Workload] = []
-
-    @settings(
-        max_examples=EXAMPLES,
-        database=None,
-        deadline=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
-    @seed(SEED)
-    @given(workloads())
-    def draw(w: Workload) -> None:
-        if w not in drawn:
-            drawn.append(w)
-
-    draw()
-    return EXPLICIT + drawn
+    return EXPLICIT + draw_distinct(workloads(), EXAMPLES, SEED)
 
 
 def test_random_workloads_load_in_kafka_as_txnlog_and_the_truth_say(oracle, spark, tmp_path, examples):
