@@ -222,6 +222,24 @@ def test_stitch_keeps_live_pieces_and_one_unreadable_row() -> None:
     assert dead == {("b", "a", 1), ("b", "a", 3), ("b", "u", 1)}
 
 
+def test_a_files_pieces_give_its_segment_row_and_its_dead_pieces() -> None:
+    """What the stitch's task returns for one file's ``piece`` rows: the segment row of the live chain (the first
+    live piece's other values, the reductions of txnlog.sources.splits.segment_row) and the dead pieces' rows."""
+    from txnlog.engine.spark.stitch import stitched_rows
+
+    def row(piece: int, nxt: int | None, first: int, last: int, batches: int) -> dict:
+        return {"broker": "b", "file": "f", "topic": "t", "kind": "piece", "piece": piece, "next_piece": nxt,
+                "first_offset": first, "last_offset": last, "batch_count": batches, "marker_timestamp": None}  # fmt: skip
+
+    rows = [row(0, 2, 0, 9, 3), row(1, 2, 5, 9, 2), row(2, 3, 10, 19, 4)]  # 0 walked over 1: 1 is dead
+    segment, dead = stitched_rows(rows)
+    assert segment["kind"] == "segment" and segment["piece"] is None and segment["next_piece"] is None
+    assert (segment["first_offset"], segment["last_offset"], segment["batch_count"]) == (0, 19, 7)
+    assert segment["topic"] == "t" and segment["marker_timestamp"] is None
+    assert dead == rows[1]
+    assert stitched_rows([row(0, -1, 0, 0, 0), row(1, -1, 0, 0, 0)]) == [row(1, -1, 0, 0, 0)]  # unreadable
+
+
 def test_only_a_stragglers_big_segments_are_split() -> None:
     # ten partitions of 100 bytes, each with one 60-byte segment above the threshold: an even share of
     # 1000 bytes over 2 cores is 500, no partition comes near it, so none is split (the dense mix's case)
@@ -250,8 +268,8 @@ def test_only_a_stragglers_big_segments_are_split() -> None:
 
 
 def test_the_drivers_stitch_imports_no_compiled_walk() -> None:
-    """The driver stitches pieces (txnlog.engine.spark.stitch) without numba and the compiled walk: ~60 MiB of its
-    memory at every input with a big segment (benchmarks/RESULTS.md §2, "Both mixes at 1–8 GiB, index splits
+    """The stitch of pieces (txnlog.engine.spark.stitch: planned in the driver, run in tasks) imports neither numba
+    nor the compiled walk: ~60 MiB of the driver's memory at every input with a big segment (benchmarks/RESULTS.md §2, "Both mixes at 1–8 GiB, index splits
     only for stragglers")."""
     import subprocess
     import sys

@@ -59,7 +59,7 @@ def _rows(df, kinds: tuple[str, ...]) -> list[tuple]:
 
 
 def _tables(
-    spark, summary, inv: Inventory, fragments: bool, only: frozenset | None = None, staged=None, dead=()
+    spark, summary, inv: Inventory, fragments: bool, only: Any = None, staged=None, dead: Any = None
 ) -> dict[str, list]:
     """The rows the table build reads of ``summary`` as the job hands them over (txnlog.engine.spark.collect): the
     split partitions' fragments merged per partition in tasks, every transaction kept (no stage)."""
@@ -96,8 +96,9 @@ def assert_split_equals_whole(spark, inv: Inventory, split_bytes: int, staged: s
     ``staged``: the split partition's fragments go through staged files there (the job's way), not rows."""
     from pyspark.sql import functions as F
 
-    whole_df, (whole, _, _) = _read(spark, inv, 0)
-    split_df, (stitched, was_split, dead) = _read(spark, inv, split_bytes, staged)
+    whole_df, whole_read = _read(spark, inv, 0)
+    split_df, split_read = _read(spark, inv, split_bytes, staged)
+    whole, stitched, was_split = whole_read.summary, split_read.summary, split_read.partitions
     assert whole_df.filter(F.col("kind") == "piece").count() == 0
     pieces = split_df.filter(F.col("kind") == "piece").count()
     if staged:  # the split partition's fragments went to files, not rows
@@ -109,8 +110,9 @@ def assert_split_equals_whole(spark, inv: Inventory, split_bytes: int, staged: s
     replicas = len({f.broker for f in inv.segments if f.topic == "hot"})
     assert (finished > 0) == (replicas == 1)
     want = _tables(spark, whole, inv, fragments=False)
-    assert ("hot", 0) in was_split
-    got = _tables(spark, stitched, inv, fragments=True, only=was_split, staged=staged, dead=dead)
+    assert [tuple(r) for r in was_split.collect()] == [("hot", 0)]
+    assert whole_read.partitions.count() == 0
+    got = _tables(spark, stitched, inv, fragments=True, only=was_split, staged=staged, dead=split_read.dead)
     for name in want:
         assert got[name] == want[name], name
     assert want["transactions"] and want["segment"]
@@ -227,9 +229,9 @@ def test_job_tables_and_damage_at_a_split_edge(spark, tmp_path: Path, monkeypatc
     stitched: list[bool] = []
     real = spark_splits.stitch_pieces
 
-    def recording(summary):
-        out = real(summary)
-        stitched.append(bool(out[1]))
+    def recording(summary, persist=None):
+        out = real(summary, persist)
+        stitched.append(out.partitions.count() > 0)
         return out
 
     monkeypatch.setattr(spark_splits, "stitch_pieces", recording)

@@ -13,7 +13,7 @@ from txnlog.engine.spark.placement import Placement, read_all_here
 from txnlog.kafka.record_batch import release_output_blocks
 from txnlog.live.fetch import FetchSettings
 from txnlog.model.contract import InputSource
-from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, Checkpoint
+from txnlog.model.rows import KIND_PIECE, SEGMENT_SUMMARY_SCHEMA, Checkpoint
 from txnlog.pipeline.inputs import Inputs
 from txnlog.pipeline.scope import Cache, job_description
 from txnlog.rules.transactions import checkpoints_of
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from txnlog.engine.spark.live_batches import LiveCut
+    from txnlog.engine.spark.stitch import Stitched
     from txnlog.model.config import Config
 
 
@@ -82,21 +83,15 @@ def decode(
         )
     from txnlog.engine.spark import collect
 
-    with job_description(spark, "txnlog: decode"):
-        summary, records = cache(summary), cache(records)
-        # One action decodes (and caches) every input: the __transaction_state tasks fill the cores
-        # while the last big segments are still being walked. It returns the broker-written times.
-        times = collect.broker_times(summary, records)
-    split_partitions: frozenset[tuple[str, int]] = frozenset()
-    dead: frozenset[tuple[str, str, int]] = frozenset()  # split pieces the whole walk passes over
-    if split_segment_bytes > 0 and any(f.size > split_segment_bytes for f in inputs.inventory.segments):
-        summary, split_partitions, dead, times = _stitched(spark, summary, records, times)
+    splittable = split_segment_bytes > 0 and any(f.size > split_segment_bytes for f in inputs.inventory.segments)
+    summary, records, times, stitched = _decoded_and_stitched(spark, summary, records, cache, splittable)
     whole = bool(inputs.dump_files or live_cut is not None)  # every partition may hold fragments
     with job_description(spark, "txnlog: merge and reduce per partition"):
         checkpoints = [*inputs.inventory.checkpoints, *(live_cut.checkpoints() if live_cut else ())]
         summary_table, records_table = collect.merged_and_collected(
-            summary, records, checkpoints_of(checkpoints), scratch=scratch,
-            fragment_partitions=None if whole else split_partitions, reduce=shared, dead=dead,
+            summary, records, checkpoints_of(checkpoints), scratch=scratch, merge=whole or stitched is not None,
+            fragment_partitions=None if whole or stitched is None else stitched.partitions, reduce=shared,
+            dead=None if stitched is None else stitched.dead,
         )  # fmt: skip
     offsets = _group_offsets(spark, inputs, live_cut, check_crc, scratch, max_decompressed_bytes)
     return Decoded(
@@ -104,6 +99,28 @@ def decode(
         txn_state_read=_txn_state_read(inputs, records_table), checkpoints=tuple(checkpoints),
         history_bounds=live_cut.history_bounds() if live_cut else None, offsets=offsets,
     )  # fmt: skip
+
+
+def _decoded_and_stitched(
+    spark: SparkSession, summary: DataFrame, records: DataFrame, cache: Cache, splittable: bool
+) -> tuple[DataFrame, DataFrame, dict[str, int | None], Stitched | None]:
+    """One action decodes (and caches) every input: the __transaction_state tasks fill the cores while the last
+    big segments are still being walked. It returns the broker-written times (a split segment's: from its stitched
+    segment row). Split segments' pieces are then stitched in tasks, the stitch's few rows cached for their several
+    uses (txnlog.engine.spark.stitch)."""
+    from txnlog.engine.spark import collect
+
+    with job_description(spark, "txnlog: decode"):
+        summary, records = cache(summary), cache(records)
+        times = collect.broker_times(_without_pieces(summary) if splittable else summary, records)
+    if not splittable:
+        return summary, records, times, None
+    from txnlog.engine.spark.stitch import stitch_pieces
+
+    with job_description(spark, "txnlog: stitch split segments"):
+        stitched = stitch_pieces(summary, cache)
+        times = as_of_rule.newest_times([times, collect.broker_times(stitched.segments, None)])
+    return stitched.summary, records, times, stitched
 
 
 def _group_offsets(
@@ -159,19 +176,11 @@ def _txn_state_read(inputs: Inputs, records: pa.Table) -> frozenset[int]:
     return frozenset(read)
 
 
-def _stitched(
-    spark: SparkSession, summary: DataFrame, records: DataFrame, times: dict[str, int | None]
-) -> tuple[DataFrame, frozenset[tuple[str, int]], frozenset[tuple[str, str, int]], dict[str, int | None]]:
-    """The summary with split segments' pieces stitched (txnlog.engine.spark.stitch), the partitions that were
-    split, the dead pieces, and the broker-written times again if a dead piece may have seen other times."""
-    from txnlog.engine.spark.collect import broker_times
-    from txnlog.engine.spark.stitch import stitch_pieces
+def _without_pieces(summary: DataFrame) -> DataFrame:
+    """``summary`` less its split segments' ``piece`` rows (their times count once stitched: a dead piece's not)."""
+    from pyspark.sql import functions as F
 
-    with job_description(spark, "txnlog: stitch split segments"):
-        summary, split_partitions, dead = stitch_pieces(summary)
-        if dead:  # a piece the whole walk passes over may have seen other times
-            times = broker_times(summary, records)
-    return summary, split_partitions, dead, times
+    return summary.filter(F.col("kind") != KIND_PIECE)
 
 
 def log_dir_sources(

@@ -80,12 +80,8 @@ if TYPE_CHECKING:
     from txnlog.kafka.record_batch import Buffer
 
 # txnlog.kafka.record_batch (numba and the compiled walk; txnlog.kafka.indexes imports it) is imported lazily,
-# where bytes are read, in the tasks: the driver's stitch (live_pieces, segment_row) needs none of it
-# (benchmarks/RESULTS.md §2, "Both mixes at 1-8 GiB, index splits only for stragglers").
-
-# txnlog.kafka.record_batch (numba and the compiled walk; txnlog.kafka.indexes imports it) is imported where
-# bytes are read, in the tasks:
-# the driver's stitch (live_pieces, segment_row) needs none of it (~60 MiB of the driver's memory).
+# where bytes are read: the stitch (live_pieces, segment_row, txnlog.engine.spark.stitch) needs none of it, nor
+# does the driver that plans it (benchmarks/RESULTS.md §2, "Both mixes at 1-8 GiB, index splits only for stragglers").
 
 #: why a file is read whole although it is above the threshold
 INDEX_MISSING = "index_missing"

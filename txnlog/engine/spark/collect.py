@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
@@ -44,7 +45,7 @@ from txnlog.engine.staging import (
     staged_files,
     staged_transactions_of_summary,
 )
-from txnlog.model.rows import KIND_MARKER, KIND_RUN, SEGMENT_SUMMARY_SCHEMA
+from txnlog.model.rows import KIND_MARKER, KIND_PIECE, KIND_RUN, SEGMENT_SUMMARY_SCHEMA
 from txnlog.rules.transactions import KIND_TRANSACTION, Checkpoints
 from txnlog.sources import storage
 
@@ -64,49 +65,60 @@ def merged_fragments(
     checkpoints: Checkpoints,
     *,
     stage: str | None,
-    fragment_partitions: Collection[tuple[str, int]] | None = None,
+    fragment_partitions: DataFrame | None = None,
     staged: str | None = None,
-    dead: Collection[tuple[str, str, int]] = (),
+    dead: DataFrame | None = None,
 ) -> DataFrame:
     """The transaction rows of the partitions decoded in fragments, merged per (topic, partition) in tasks by
     :func:`txnlog.rules.transactions.transactions_of_summary`: every transaction staged under ``stage`` and
     the ones the verdicts need returned (None: every transaction returned, none staged).
-    ``fragment_partitions``: the only partitions that may hold fragments (split segments', txnlog.sources.splits), so
-    that no other partition's rows are shuffled; None: any. ``staged``: the directory the reading tasks staged
-    split partitions' fragments in (the ``fragments_stage`` option, txnlog.engine.spark.sources), read here per
-    partition, less the ``dead`` pieces' (txnlog.engine.spark.stitch.stitch_pieces): they never pass through the JVM."""
+    ``fragment_partitions``: the only (topic, partition)s that may hold fragments (split segments',
+    txnlog.sources.splits), so that no other partition's rows are shuffled; None: any. ``staged``: the directory
+    the reading tasks staged split partitions' fragments in (the ``fragments_stage`` option,
+    txnlog.engine.spark.sources), read here per partition. ``dead``: the ``piece`` rows of the pieces the whole
+    walk passes over (txnlog.engine.spark.stitch.stitch_pieces): they go to their partition's merge, which drops
+    what those pieces staged (their fragments, and the transactions they finished under ``stage``)."""
 
     pieces = summary.filter(
         F.col("kind").isin(*FRAGMENT_KINDS) & F.col("topic").isNotNull() & F.col("partition").isNotNull()
     )
-    if fragment_partitions is not None:
-        split = sorted({f"{t}-{p}" for t, p in fragment_partitions})
-        pieces = pieces.filter(F.concat_ws("-", "topic", F.col("partition").cast("string")).isin(split))
+    if fragment_partitions is not None:  # a handful of rows: broadcast, the summary is not shuffled for it
+        keys = F.broadcast(fragment_partitions.select("topic", "partition"))
+        pieces = pieces.join(keys, ["topic", "partition"], "left_semi")
     known = dict(checkpoints)
     # the merge reads no list column (transaction rows' own): see the module doc for their cost
     sent = [f.name for f in SEGMENT_SUMMARY_SCHEMA if not pa.types.is_list(f.type)]
-
-    skip = frozenset(dead)
+    pieces = pieces.select(*sent)
+    if dead is not None:
+        pieces = pieces.unionByName(dead.select(*sent))
     settings = {"storage": storage.settings_option()}  # the tasks open the scratch dir as the driver does
 
     def merge_group(table: pa.Table) -> pa.Table:  # typed: applyInArrow reads the hints
-        if staged is not None and table.num_rows:
-            table = _with_staged(table, staged, skip)
         storage.configure_from_options(settings)
+        topic, partition = table.column("topic")[0].as_py(), int(table.column("partition")[0].as_py())
+        table, skip = _without_dead(table)
+        if stage is not None:
+            drop_finished(stage, skip)
+        if staged is not None:
+            table = _with_staged(table, fragments_dir(staged, topic, partition), skip)
         return staged_transactions_of_summary(table, known, stage, SEGMENT_SUMMARY_SCHEMA)
 
-    return (
-        pieces.select(*sent)
-        .groupBy("topic", "partition")
-        .applyInArrow(merge_group, arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA))
-    )
+    return pieces.groupBy("topic", "partition").applyInArrow(merge_group, arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA))
 
 
-def _with_staged(table: pa.Table, staged: str, dead: frozenset[tuple[str, str, int]]) -> pa.Table:
-    """``table`` (one partition's rows) plus the fragments its reading tasks staged under ``staged``, but the
+def _without_dead(table: pa.Table) -> tuple[pa.Table, frozenset[tuple[str, str, int]]]:
+    """One partition's rows less its dead pieces' ``piece`` rows, and those pieces' (broker, file, piece)."""
+    is_dead = pc.fill_null(pc.equal(table.column("kind"), KIND_PIECE), False)
+    if not pc.any(is_dead).as_py():
+        return table, frozenset()
+    rows = table.filter(is_dead).select(["broker", "file", "piece"]).to_pylist()
+    return table.filter(pc.invert(is_dead)), frozenset((r["broker"], r["file"], int(r["piece"])) for r in rows)
+
+
+def _with_staged(table: pa.Table, where: str, dead: frozenset[tuple[str, str, int]]) -> pa.Table:
+    """``table`` (one partition's rows) plus the fragments its reading tasks staged in ``where``, but the
     ``dead`` pieces'."""
 
-    where = fragments_dir(staged, table.column("topic")[0].as_py(), int(table.column("partition")[0].as_py()))
     parts = [read_raw(path) for path in staged_files(where)]
     if not parts:
         return table
@@ -141,10 +153,10 @@ def reduced_records(records: DataFrame, stage: str) -> DataFrame:
     return reduced.unionByName(others)
 
 
-def broker_times(summary: DataFrame, records: DataFrame) -> dict[str, int | None]:
+def broker_times(summary: DataFrame, records: DataFrame | None) -> dict[str, int | None]:
     """The newest broker-written time per source (:func:`txnlog.broker.as_of.broker_times_of`, applied to each Arrow
     batch in tasks and combined by Spark's ``max``), in one action that also decodes and caches both inputs
-    when they are persisted."""
+    when they are persisted (``records`` None: the summary's alone)."""
 
     schema = ", ".join(f"{s} long" for s in as_of.SOURCES)
 
@@ -158,11 +170,10 @@ def broker_times(summary: DataFrame, records: DataFrame) -> dict[str, int | None
 
     # only the columns the rule reads cross into Python: the rows' other columns (lists above all) would cost
     # far more to convert than the rule does (see the module doc)
-    summary = summary.select("kind", "marker_timestamp", "log_append_timestamp")
-    records = records.select("kind", "record_timestamp")
-
+    parts = summary.select("kind", "marker_timestamp", "log_append_timestamp").mapInArrow(of_summary, schema)
+    if records is not None:
+        parts = parts.unionByName(records.select("kind", "record_timestamp").mapInArrow(of_records, schema))
     # one row per batch, combined by Spark's max (nulls skipped, as newest_times does): one row reaches here
-    parts = summary.mapInArrow(of_summary, schema).unionByName(records.mapInArrow(of_records, schema))
     (row,) = parts.agg(*[F.max(s).alias(s) for s in as_of.SOURCES]).collect()
     return as_of.newest_times([row.asDict()])
 
@@ -193,16 +204,17 @@ def merged_and_collected(
     checkpoints: Checkpoints,
     *,
     scratch: str,
-    fragment_partitions: Collection[tuple[str, int]] | None,
+    merge: bool,
+    fragment_partitions: DataFrame | None,
     reduce: bool,
-    dead: Collection[tuple[str, str, int]] = (),
+    dead: DataFrame | None = None,
 ) -> tuple[pa.Table, pa.Table]:
-    """The decode's rows in this process, fragments merged (:func:`merged_fragments`; ``fragment_partitions``:
-    the only partitions that may hold them, None: any, empty: none) and, with ``reduce``, the coordinator
-    records reduced (:func:`reduced_records`), every transaction and record staged under ``scratch``."""
+    """The decode's rows in this process, with ``merge`` the fragments merged (:func:`merged_fragments`;
+    ``fragment_partitions``: the only partitions that may hold them, None: any; ``dead``: the split pieces the
+    whole walk passes over) and, with ``reduce``, the coordinator records reduced (:func:`reduced_records`),
+    every transaction and record staged under ``scratch``."""
 
-    drop_finished(f"{scratch}/transactions", dead)
-    if fragment_partitions is None or fragment_partitions:
+    if merge:
         merged = merged_fragments(
             summary, checkpoints, stage=f"{scratch}/transactions", fragment_partitions=fragment_partitions,
             staged=f"{scratch}/{FRAGMENTS_STAGE}", dead=dead,
@@ -218,7 +230,7 @@ def drop_finished(stage: str, dead: Collection[tuple[str, str, int]]) -> None:
     """Remove from ``stage`` the transactions the ``dead`` pieces (broker, file, piece) finished themselves
     (txnlog.engine.segments.finished_transactions): the whole walk passes over their starts, so what they read is
     another live piece's (txnlog.sources.splits). The rows they yielded are dropped with their other rows by the
-    stitch."""
+    stitch. Called by their partition's merge, in its task."""
 
     if not dead:
         return

@@ -1,30 +1,37 @@
 """The stitch of split segments in Spark (txnlog.sources.splits has the design and why it is exact).
 
 After the decode, the summary of a split segment holds, per piece, its fragments, quarantine and
-producer rows (``piece`` set) and one row of kind ``piece``. :func:`stitch_pieces` reads the ``piece``
-rows (one per piece: a handful per big segment), follows each file's chain of live pieces on the
-driver, drops the rows of dead pieces (none unless the walk passed over a split point) and replaces
-the ``piece`` rows by the file's one ``segment`` row. The result is the summary a whole read gives,
-with the split partitions' transactions still to merge from their pieces' edges (``fragments=True``
-downstream; the transactions a piece finished itself are rows of the summary already, those of dead pieces
-dropped here with their other rows).
+producer rows (``piece`` set) and one row of kind ``piece``. :func:`stitch_pieces` groups the ``piece`` rows
+by file (``groupBy(broker, file).applyInArrow``) and, in the tasks, follows each file's chain of live pieces
+(:func:`live_and_dead`) and makes the file's one ``segment`` row from them (txnlog.sources.splits.segment_row);
+the dead pieces (none unless the walk passed over a split point) come out of the same function as their
+``piece`` rows, and their other rows are dropped by an anti-join on (broker, file, piece). Nothing of the
+pieces reaches the driver. The result is the summary a whole read gives, with the split partitions'
+transactions still to merge from their pieces' edges (txnlog.engine.spark.collect.merged_fragments, which
+drops what the dead pieces staged; the transactions a piece finished itself are rows of the summary
+already, those of dead pieces dropped here with their other rows).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from txnlog.model.rows import KIND_PIECE, KIND_SEGMENT
 from txnlog.sources import splits as S
 
-_KEY_SEPARATOR = "\u0000"
+#: a dead piece's key: its other rows carry the same
+DEAD_KEY = ("broker", "file", "piece")
 
 
-def live_and_dead(pieces: Iterable[Any]) -> tuple[dict[tuple[str, str], list[Any]], set[tuple[str, str, int]]]:
+def live_and_dead(
+    pieces: Iterable[Mapping[str, Any]],
+) -> tuple[dict[tuple[str, str], list[Any]], set[tuple[str, str, int]]]:
     """Per (broker, file): its live ``piece`` rows in order; and the (broker, file, piece) of dead ones."""
     by_file: dict[tuple[str, str], dict[int, Any]] = {}
     for row in pieces:
@@ -43,31 +50,42 @@ def live_and_dead(pieces: Iterable[Any]) -> tuple[dict[tuple[str, str], list[Any
     return live, dead
 
 
-def stitch_pieces(
-    summary: DataFrame,
-) -> tuple[DataFrame, frozenset[tuple[str, int]], frozenset[tuple[str, str, int]]]:
-    """(the summary with split segments stitched, the (topic, partition)s that had a split segment, the dead
-    pieces: (broker, file, piece) of each piece the whole walk passes over). One small Spark job: the
-    ``piece`` rows are collected to the driver — one per piece, at most one per ``split_segment_bytes`` of
-    the split segments (8 per GiB at the default), the same order as the file listing the driver already
-    holds; never a row per batch or transaction."""
-    pieces = summary.filter(F.col("kind") == KIND_PIECE).collect()
-    rest = summary.filter(F.col("kind") != KIND_PIECE)
-    if not pieces:
-        return rest, frozenset(), frozenset()
-    split = frozenset((r["topic"], int(r["partition"])) for r in pieces)
+def stitched_rows(pieces: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One file's ``piece`` rows (or several files'): each file's ``segment`` row (the first live piece's
+    values, the live pieces' reduced, txnlog.sources.splits.segment_row) and its dead pieces' ``piece`` rows."""
     live, dead = live_and_dead(pieces)
-    if dead:
-        key = F.concat_ws(_KEY_SEPARATOR, "broker", "file", F.col("piece").cast("string"))
-        names = [_KEY_SEPARATOR.join((b, f, str(k))) for b, f, k in dead]
-        rest = rest.filter(F.col("piece").isNull() | ~key.isin(names))
-    rows = []
+    out: list[dict[str, Any]] = []
     for chain in live.values():
-        if not chain:
-            continue
-        first = chain[0].asDict()
-        values = {**first, **S.segment_row([r.asDict() for r in chain])}
-        values.update(kind=KIND_SEGMENT, piece=None, next_piece=None)
-        rows.append(tuple(values.get(name) for name in summary.columns))
-    segments = summary.sparkSession.createDataFrame(rows, schema=summary.schema)
-    return rest.unionByName(segments), split, frozenset(dead)
+        if chain:
+            out.append({**chain[0], **S.segment_row(chain), "kind": KIND_SEGMENT, "piece": None, "next_piece": None})
+    out += [r for r in pieces if (r["broker"], r["file"], int(r["piece"])) in dead]
+    return out
+
+
+@dataclass(frozen=True)
+class Stitched:
+    """:func:`stitch_pieces`' answer, every part a DataFrame (nothing collected)."""
+
+    summary: DataFrame  # the summary a whole read gives: no piece row, no dead piece's row
+    segments: DataFrame  # the split files' segment rows (in ``summary`` too)
+    partitions: DataFrame  # (topic, partition) of every split segment: the partitions to merge
+    dead: DataFrame  # the dead pieces' ``piece`` rows (the summary's columns): what the merge drops
+
+
+def stitch_pieces(summary: DataFrame, persist: Callable[[DataFrame], DataFrame] | None = None) -> Stitched:
+    """The summary with split segments stitched (see the module doc): ``persist`` keeps the stitch's few rows
+    (a file's segment row and its dead pieces) for the several uses downstream."""
+    kind = F.col("kind")
+    pieces = summary.filter(kind == KIND_PIECE)
+
+    def stitch_file(table: pa.Table) -> pa.Table:  # typed: applyInArrow reads the hints
+        return pa.Table.from_pylist(stitched_rows(table.to_pylist()), schema=table.schema)
+
+    out = pieces.groupBy("broker", "file").applyInArrow(stitch_file, summary.schema)
+    out = persist(out) if persist is not None else out
+    segments = out.filter(kind == KIND_SEGMENT)
+    dead = out.filter(kind == KIND_PIECE)
+    # the dead keys are a handful of rows at most (usually none): broadcast, the summary is not shuffled
+    rest = summary.filter(kind != KIND_PIECE).join(F.broadcast(dead.select(*DEAD_KEY)), list(DEAD_KEY), "left_anti")
+    partitions = pieces.select("topic", "partition").distinct()
+    return Stitched(rest.unionByName(segments), segments, partitions, dead)
