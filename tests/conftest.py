@@ -156,14 +156,15 @@ _SHARED_DIRS = ("tests/reports/", "tests/live/")
 
 def _scenario_half(nodeid: str) -> str:
     """``scenario-runs-0`` or ``-1``: the half of the writer's scenarios (every other one, in the writer's order)
-    that the scenario a test reads falls in (its parameter's first ``-`` part, or :data:`_SCENARIO_OF`)."""
+    that the scenario a test reads falls in (its parameter's first ``-`` part, or :data:`_SCENARIO_OF`); a test
+    that reads no scenario's run is a unit with its file's other such tests."""
     from txnlog.brokerlog.scenarios import scenario_names
 
     test = nodeid.split("[", 1)[0]
     param = nodeid[len(test) + 1 : -1].split("-", 1)[0] if "[" in nodeid else ""
     names = scenario_names()
     name = param if param in names else _SCENARIO_OF.get(test, _SCENARIO_OF.get(test.split("::", 1)[0], ""))
-    return f"scenario-runs-{names.index(name) % 2 if name in names else 0}"
+    return f"scenario-runs-{names.index(name) % 2}" if name in names else test.split("::", 1)[0]
 
 
 def _work_unit(nodeid: str) -> str:
@@ -176,9 +177,18 @@ def _work_unit(nodeid: str) -> str:
     return next((d for d in _SHARED_DIRS if path.startswith(d)), path)
 
 
-#: the longest units (a job run per scenario or per module), longest first: handed out first, so that no
-#: worker starts one of them when the other is almost done
-_LONG_UNITS = ("scenario-runs-0", "scenario-runs-1", "shared-runs")
+#: the longest units (a job run per scenario or per module, a Spark or S3 run per test), longest first: handed out
+#: first, so that no worker starts one of them when the other is almost done (the rest fill in behind them)
+_LONG_UNITS = (
+    "scenario-runs-0",
+    "scenario-runs-1",
+    "shared-runs",
+    "tests/spark/test_splits.py",
+    "tests/live/",
+    "tests/dump_log/test_equivalence.py",
+    "tests/e2e/test_shared_storage_job.py",
+    "tests/test_whole_read_edges.py",
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
