@@ -1,8 +1,9 @@
 """kafka-dump-log.sh lines → the rows of the segment and txn-state sources: one function per step, over Arrow.
 
-Both placements call :func:`file_rows` on whole dump files in the Data Source's reader
+Both placements call :func:`files_rows` on whole dump files in the Data Source's reader
 (txnlog.engine.spark.dump_log): Spark's reading tasks, or the driver's threads for a small input
-(``read_dump_logs_here``). It keeps the lines each output reads (:func:`summary_lines`, :func:`record_lines`) and
+(``read_dump_logs_here``); it reads the many small files together and a large one as :func:`file_rows` does. That
+keeps the lines each output reads (:func:`summary_lines`, :func:`record_lines`) and
 applies :func:`summary_rows` or :func:`record_rows` to each dumped segment as soon as its lines are read, with the
 replica names :func:`replica_names` gave from the few "Dumping" lines: a segment's lines never leave their file.
 SQL's three-valued logic is kept: a filter keeps a row only where its condition is true (``_where``).
