@@ -42,11 +42,14 @@ def warm() -> int:
     sources; the number of kernels' signatures loaded (0 when the warm-up could not run)."""
     import importlib
 
-    try:
-        for name in MODULES:
+    for name in MODULES:
+        try:
             importlib.import_module(name)
+        except Exception:  # noqa: BLE001  # a warm-up only: a worker imports what it needs itself
+            continue
+    try:
         return _load_cached_kernels()
-    except Exception:  # noqa: BLE001  # a warm-up only: the workers load what they need themselves
+    except Exception:  # noqa: BLE001  # numba's cache not as expected: each worker loads what it needs itself
         return 0
 
 
