@@ -121,8 +121,8 @@ _SHARED_RUNS = (
     "tests/e2e/test_previous_pipeline.py",
 )
 #: test files (or one test of a file) that judge writer scenarios on the session's one run over each
-#: (``scenario_run`` and ``scenario_tasks_run`` above): one worker runs them all, so that each scenario is
-#: written and run once
+#: (``scenario_run`` and ``scenario_tasks_run`` above): the tests of one scenario go to one worker, so that each
+#: scenario is written and run once; the scenarios are split in two halves, one per worker (:func:`_scenario_half`)
 _SCENARIO_RUNS = (
     "tests/e2e/test_blocked_consumers_job.py",
     "tests/e2e/test_placement.py::test_every_scenario_gives_the_same_tables_in_both_placements",
@@ -131,23 +131,64 @@ _SCENARIO_RUNS = (
     "tests/oracle/test_integrity.py",
     "tests/oracle/test_scenarios.py",
 )
+#: the scenario a test of :data:`_SCENARIO_RUNS` reads where its id does not name it (its parameter does
+#: otherwise); a test missing here still passes, at the cost of that scenario's run made on both workers
+_SCENARIO_OF = {
+    "tests/e2e/test_blocked_consumers_job.py": "groups_behind_hanging_transaction",
+    "tests/oracle/test_scenarios.py::test_a_rolled_over_producer_ids_transaction_hangs_as_kafka_says": (
+        "rolled_over_producer_id"
+    ),
+    "tests/oracle/test_integrity.py::test_a_partition_aborted_by_hand_under_a_committed_transaction_is_a_split_outcome": (
+        "split_outcome"
+    ),
+    "tests/oracle/test_integrity.py::test_a_completed_transaction_whose_marker_a_partition_lost_is_marker_missing": (
+        "marker_missing"
+    ),
+    "tests/oracle/test_integrity.py::test_the_audit_runs_in_spark_as_here": "index_entry_spurious",
+    "tests/oracle/test_integrity.py::test_a_batch_whose_sequence_skips_a_lost_one_is_a_sequence_gap": "sequence_gap",
+    "tests/oracle/test_integrity.py::test_a_zombies_batch_below_the_last_marker_epoch_is_an_epoch_regression": (
+        "epoch_regression"
+    ),
+}
 #: directories whose files share a session fixture of their own (the sample history, the noida-db server)
 _SHARED_DIRS = ("tests/reports/", "tests/live/")
+
+
+def _scenario_half(nodeid: str) -> str:
+    """``scenario-runs-0`` or ``-1``: the half of the writer's scenarios (every other one, in the writer's order)
+    that the scenario a test reads falls in (its parameter's first ``-`` part, or :data:`_SCENARIO_OF`); a test
+    that reads no scenario's run is a unit with its file's other such tests."""
+    from txnlog.brokerlog.scenarios import scenario_names
+
+    test = nodeid.split("[", 1)[0]
+    param = nodeid[len(test) + 1 : -1].split("-", 1)[0] if "[" in nodeid else ""
+    names = scenario_names()
+    name = param if param in names else _SCENARIO_OF.get(test, _SCENARIO_OF.get(test.split("::", 1)[0], ""))
+    return f"scenario-runs-{names.index(name) % 2}" if name in names else test.split("::", 1)[0]
 
 
 def _work_unit(nodeid: str) -> str:
     """The unit a worker takes whole: a test file, or the group of files (or tests) that share a session fixture."""
     path, test = nodeid.split("::", 1)[0], nodeid.split("[", 1)[0]
     if path in _SCENARIO_RUNS or test in _SCENARIO_RUNS:
-        return "scenario-runs"
+        return _scenario_half(nodeid)
     if path in _SHARED_RUNS:
         return "shared-runs"
     return next((d for d in _SHARED_DIRS if path.startswith(d)), path)
 
 
-#: the longest units (a job run per scenario or per module): handed out first, one to each worker, so that no
-#: worker starts one of them when the other is almost done
-_LONG_UNITS = ("shared-runs", "scenario-runs")
+#: the longest units (a job run per scenario or per module, a Spark or S3 run per test), longest first: handed out
+#: first, so that no worker starts one of them when the other is almost done (the rest fill in behind them)
+_LONG_UNITS = (
+    "scenario-runs-0",
+    "scenario-runs-1",
+    "shared-runs",
+    "tests/spark/test_splits.py",
+    "tests/live/",
+    "tests/dump_log/test_equivalence.py",
+    "tests/e2e/test_shared_storage_job.py",
+    "tests/test_whole_read_edges.py",
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -75,12 +75,17 @@ def _staged(stage: Path) -> pa.Table | None:
 
 
 def assert_edges_read_the_same(
-    files: list[LogFile], checkpoints: list[Checkpoint], work: Path, edge_bytes: int = 0
+    files: list[LogFile],
+    checkpoints: list[Checkpoint],
+    work: Path,
+    edge_bytes: int = 0,
+    reference: pa.Table | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """The read whose segments of at least ``edge_bytes`` finish their own and the reference give the same rows,
-    unstaged (every transaction yielded) and staged (the job's way); returns the unstaged ones (edges, reference)."""
-    got = _read(files, checkpoints, edge_bytes=edge_bytes, stage=None)
-    want = _read(files, checkpoints, edge_bytes=NEVER, stage=None)
+    unstaged (every transaction yielded) and staged (the job's way); returns the unstaged ones (edges, reference).
+    ``reference``: the reference's unstaged read of these files where the caller has it already (the same read)."""
+    unstaged = got = _read(files, checkpoints, edge_bytes=edge_bytes, stage=None)
+    want = _read(files, checkpoints, edge_bytes=NEVER, stage=None) if reference is None else reference
     got_txns, got_rest = _split(got)
     want_txns, want_rest = _split(want)
     assert _sorted(got_rest) == _sorted(want_rest)
@@ -108,7 +113,7 @@ def assert_edges_read_the_same(
         assert row["marker_offset"] is not None and not row["open_replicas"] and not row["open_on_lead"], row
         bound = hw.get((row["topic"], row["partition"]))
         assert bound is None or row["marker_offset"] < bound, (row, bound)
-    return _read(files, checkpoints, edge_bytes=edge_bytes, stage=None), want
+    return unstaged, want
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -253,27 +258,39 @@ def _scenario_names() -> list[str]:
     return [n for n in scenarios.SCENARIOS if n != "bulk"]
 
 
-@pytest.mark.parametrize("name", _scenario_names())
-def test_the_writers_scenarios_read_the_same(tmp_path: Path, name: str) -> None:
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """``written(name)``: scenario ``name`` written once for this module (seed 0, read only) and the reference's
+    unstaged read of its files: (files, checkpoints, reference rows), shared by the two tests below."""
     from txnlog.brokerlog import scenarios
 
-    scenarios.write_scenario(name, tmp_path / "logs", seed=0)
-    inv: Inventory = discover([str(tmp_path / "logs")])
-    got, _ = assert_edges_read_the_same([*inv.segments, *inv.snapshots], list(inv.checkpoints), tmp_path)
+    made: dict[str, tuple[list[LogFile], list[Checkpoint], pa.Table]] = {}
+
+    def get(name: str) -> tuple[list[LogFile], list[Checkpoint], pa.Table]:
+        if name not in made:
+            logs = tmp_path_factory.mktemp(f"edges-{name}") / "logs"
+            scenarios.write_scenario(name, logs, seed=0)
+            inv: Inventory = discover([str(logs)])
+            files, checkpoints = [*inv.segments, *inv.snapshots], list(inv.checkpoints)
+            made[name] = files, checkpoints, _read(files, checkpoints, edge_bytes=NEVER, stage=None)
+        return made[name]
+
+    return get
+
+
+@pytest.mark.parametrize("name", _scenario_names())
+def test_the_writers_scenarios_read_the_same(tmp_path: Path, name: str, written) -> None:  # type: ignore[no-untyped-def]
+    files, checkpoints, reference = written(name)
+    got, _ = assert_edges_read_the_same(files, checkpoints, tmp_path, reference=reference)
     assert got.num_rows
 
 
 @pytest.mark.parametrize("name", _scenario_names())
-def test_a_merge_per_partition_reads_the_same(tmp_path: Path, name: str) -> None:
+def test_a_merge_per_partition_reads_the_same(tmp_path: Path, name: str, written) -> None:  # type: ignore[no-untyped-def]
     """A task whose merge finishes at every partition's end (``merge_bytes`` 1) yields and stages the rows that one
     merge of all its partitions at the task's end gives, into one staged file as well."""
-    from txnlog.brokerlog import scenarios
-
-    scenarios.write_scenario(name, tmp_path / "logs", seed=0)
-    inv: Inventory = discover([str(tmp_path / "logs")])
-    files, checkpoints = [*inv.segments, *inv.snapshots], list(inv.checkpoints)
+    files, checkpoints, once = written(name)
     each = _read(files, checkpoints, edge_bytes=NEVER, stage=None, merge_bytes=1)
-    once = _read(files, checkpoints, edge_bytes=NEVER, stage=None)
     assert each.num_rows and _sorted(each) == _sorted(once)
 
     each = _read(files, checkpoints, edge_bytes=NEVER, stage=str(tmp_path / "each"), merge_bytes=1)

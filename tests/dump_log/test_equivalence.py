@@ -380,6 +380,7 @@ class _Runs:
         self.spark = spark
         self.tmp = tmp_path_factory
         self.scenarios: dict[str, tuple[str, Any]] = {}
+        self.rows: dict[str, Any] = {}
 
     def _run(self, config: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
         from txnlog.model.config import load_config
@@ -401,6 +402,18 @@ class _Runs:
             self.scenarios[scenario] = (base, discover([logs]), truth, tables)
         base, inv, truth, tables = self.scenarios[scenario]
         return base, inv, tables
+
+    def segment_rows(self, scenario: str) -> Any:
+        """The segments source's rows of the scenario's data segments and snapshots, read in this process."""
+        if scenario not in self.rows:
+            from txnlog.engine.spark.placement import read_here
+            from txnlog.engine.spark.sources import SegmentsSource, files_option
+            from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
+
+            _, inv, _ = self.segments(scenario)
+            files = files_option(list(inv.segments) + list(inv.snapshots))
+            self.rows[scenario] = read_here(SegmentsSource, {"files": files}, SEGMENT_SUMMARY_SCHEMA)
+        return self.rows[scenario]
 
     def dumps(self, scenario: str, variant: Variant) -> dict[str, list[dict[str, Any]]]:
         base, inv, _ = self.segments(scenario)
@@ -548,24 +561,18 @@ def test_damage_is_bounded_as_in_the_log_files(runs, scenario, variant) -> None:
 
 @pytest.mark.parametrize("variant", DAMAGE_VARIANTS, ids=[v.id for v in DAMAGE_VARIANTS])
 @pytest.mark.parametrize("scenario", DAMAGE_SCENARIOS)
-def test_damage_ranges_equal(tmp_path, scenario, variant) -> None:  # type: ignore[no-untyped-def]
+def test_damage_ranges_equal(runs, tmp_path, scenario, variant) -> None:  # type: ignore[no-untyped-def]
     """The damage ranges the verdicts use (txnlog.rules.damage.ranges), read in this process from the log files
-    and from their dump: the same offsets and bounds, but where the dump cannot bound a region (it runs on)."""
+    and from their dump: the same offsets and bounds, but where the dump cannot bound a region (it runs on).
+    The log files are the module's copy of the scenario (``runs``, seed 0), read once for every variant."""
     import pyarrow as pa
 
-    from txnlog.brokerlog.scenarios import write_scenario
     from txnlog.engine.spark.dump_log import read_dump_logs_here
-    from txnlog.engine.spark.placement import read_here
-    from txnlog.engine.spark.sources import SegmentsSource, files_option
-    from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
     from txnlog.rules import partitions as rules
-    from txnlog.sources.logdirs import discover
 
-    logs = str(tmp_path / "logs")
-    write_scenario(scenario, logs, 0)
-    inv = discover([logs])
-    files = files_option(list(inv.segments) + list(inv.snapshots))
-    seg = read_here(SegmentsSource, {"files": files}, SEGMENT_SUMMARY_SCHEMA)
+    base, inv, _ = runs.segments(scenario)
+    logs = os.path.join(base, "logs")
+    seg = runs.segment_rows(scenario)
     os.makedirs(tmp_path / "dump")
     _render(inv, logs, variant, str(tmp_path / "dump" / "dump.txt"), "/var/lib/kafka/")
     dumped, _ = read_dump_logs_here([str(tmp_path / "dump")])

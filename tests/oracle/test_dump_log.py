@@ -33,6 +33,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -353,28 +354,46 @@ def test_dumps_give_the_tables_of_the_segments(judged: Judged) -> None:
 DAMAGE_SCENARIOS = ("damage_around_transactions", "corrupt_and_truncated")
 
 
+@pytest.fixture(scope="module")
+def damaged(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
+    """``damaged(scenario)``: the scenario written (seed 1) and txnlog's run over its log files (``out-logs``), made
+    once for both ways of dumping it: (work dir, the writer's truth)."""
+    from txnlog.brokerlog.scenarios import write_scenario
+
+    made: dict[str, tuple[Path, Any]] = {}
+
+    def get(scenario: str) -> tuple[Path, Any]:
+        if scenario not in made:
+            work = tmp_path_factory.mktemp(f"damaged-{scenario}")
+            truth = write_scenario(scenario, work / "logs", seed=1)
+            _run(spark, work / "out-logs", str(truth.as_of_ms), logs=[str(work / "logs")])
+            made[scenario] = work, truth
+        return made[scenario]
+
+    return get
+
+
 @pytest.mark.parametrize("options", [DEEP, ()], ids=["deep-iteration", "shallow"])
 @pytest.mark.parametrize("scenario", DAMAGE_SCENARIOS)
-def test_damage_dumped_by_kafka_is_bounded_as_in_the_log_files(oracle, spark, tmp_path, scenario, options) -> None:
+def test_damage_dumped_by_kafka_is_bounded_as_in_the_log_files(
+    oracle, spark, damaged, tmp_path, scenario, options
+) -> None:
     """Kafka's DumpLogSegments, with and without ``--deep-iteration``: a region it shows (``isvalid: false``, a
     batch of another magic) is bounded by the one damage rule from the batches it prints valid either side, so the
     quarantine rows, the findings' safety and the regions their evidence names are those of the log files, and the
     evidence names the dump line. Where the tool stopped (a header it cannot frame, records it cannot read: the
     exception in the file, ``dump_log_tool_error``) no valid batch bounds the region after: the rule says so and
     no finding there is safer than from the files."""
-    from txnlog.brokerlog.scenarios import write_scenario
     from txnlog.output.delta import read_table
 
-    truth = write_scenario(scenario, tmp_path / "logs", seed=1)
-    dumped = dump_brokers(tmp_path / "logs", tmp_path / "dumps", options)
-    as_of = str(truth.as_of_ms)
-    _run(spark, tmp_path / "out-logs", as_of, logs=[str(tmp_path / "logs")])
+    work, truth = damaged(scenario)  # the copy and the run over its log files, shared by both ways of dumping
+    dumped = dump_brokers(work / "logs", tmp_path / "dumps", options)
     named = [f"{p.name}={p}" for p in sorted((tmp_path / "dumps").iterdir())]
-    _run(spark, tmp_path / "out-dumps", as_of, dump_log=named)
+    _run(spark, tmp_path / "out-dumps", str(truth.as_of_ms), dump_log=named)
     tables = ("findings", "abort_recommendations", "quarantine")
-    files = {t: read_table(str(tmp_path / "out-logs"), t).to_pylist() for t in tables}
+    files = {t: read_table(str(work / "out-logs"), t).to_pylist() for t in tables}
     dump = {t: read_table(str(tmp_path / "out-dumps"), t).to_pylist() for t in tables}
-    stopped = _stopped(Judged(scenario, tmp_path / "logs", tmp_path / "dumps", dumped, tmp_path, tmp_path))
+    stopped = _stopped(Judged(scenario, work / "logs", tmp_path / "dumps", dumped, work, tmp_path))
     assert_damage_equal(files, dump, stopped)
     told = {(q["topic"], q["partition"]) for q in dump["quarantine"] if q["reason"] == "dump_log_tool_error"}
     assert stopped <= told
