@@ -14,8 +14,10 @@ from txnlog.broker.fragments import CONTROL_STATUS_END_TXN as CONTROL_STATUS_END
 from txnlog.broker.fragments import FRAGMENT_COLUMNS as FRAGMENT_COLUMNS
 from txnlog.broker.fragments import MARKER as MARKER
 from txnlog.broker.fragments import RUN as RUN
+from txnlog.broker.fragments import SEQUENCE_END_COLUMNS as SEQUENCE_END_COLUMNS
 from txnlog.broker.fragments import SNAPSHOT_OPEN as SNAPSHOT_OPEN
 from txnlog.broker.fragments import SUMMARY_FRAGMENT_COLUMNS as SUMMARY_FRAGMENT_COLUMNS
+from txnlog.broker.fragments import cut_sequence_gaps as cut_sequence_gaps
 from txnlog.broker.fragments import empty_fragments as empty_fragments
 from txnlog.broker.fragments import files_fragments as files_fragments
 from txnlog.broker.fragments import merge_fragments as merge_fragments
@@ -217,6 +219,7 @@ def _snapshot_fragments(snaps: Mapping[str, Col], replicas: ReplicaLogs) -> tupl
         "producer_epoch": epoch,
         "min_epoch": epoch,
         "sequence_gap": col(np.full(opened.size, -1, np.int64)),
+        **{name: col(np.full(opened.size, -1, np.int32)) for name in SEQUENCE_END_COLUMNS},  # no run's
         "first_offset": col(first[opened]),
         "last_offset": col(last_off),
         "first_timestamp": col(np.zeros(opened.size, np.int64), np.zeros(opened.size, bool)),
