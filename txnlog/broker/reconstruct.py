@@ -22,7 +22,7 @@ from txnlog.broker.fragments import empty_fragments as empty_fragments
 from txnlog.broker.fragments import files_fragments as files_fragments
 from txnlog.broker.fragments import merge_fragments as merge_fragments
 from txnlog.broker.fragments import segment_fragments as segment_fragments
-from txnlog.model.arrow import group_starts
+from txnlog.model.arrow import group_starts, strictly_increasing
 
 # ---------------------------------------------------------------------------
 # Transactions of whole partitions: every replica's fragments → one row per transaction
@@ -450,18 +450,6 @@ def merge_replicas(
         offsets = np.concatenate([[0], np.cumsum(g.count(mask))])[:-1] if n else np.zeros(0, np.int64)
         lists[name] = (offsets, r[mask])
     return out, lists
-
-
-def strictly_increasing(*keys: np.ndarray) -> bool:
-    """Whether the rows' keys (compared in order, as a tuple) grow strictly from each row to the next."""
-    if keys[0].size < 2:
-        return True
-    greater = np.zeros(keys[0].size - 1, bool)
-    equal = np.ones(keys[0].size - 1, bool)
-    for k in keys:
-        greater |= equal & (k[1:] > k[:-1])
-        equal &= k[1:] == k[:-1]
-    return bool(greater.all())
 
 
 def _one_replica_each(
