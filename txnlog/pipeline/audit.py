@@ -12,19 +12,27 @@ every partition's check.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
 
-from txnlog.engine.integrity import decisions_of, integrity_here
+from txnlog.engine.integrity import decisions_of, integrity_here, kept_columns
 from txnlog.model.rows import Checkpoint
 from txnlog.rules.blocked import groups_past
 from txnlog.rules.integrity import compacted_gaps, unserved, with_readers, with_timestamps
 from txnlog.sources.logdirs import Inventory
 from txnlog.sources.txnindex import read_txn_indexes
 
-__all__ = ["with_integrity"]
+__all__ = ["audited_in_memory", "with_integrity"]
+
+
+def audited_in_memory(scratch: str, driver: bool) -> AbstractContextManager[None]:
+    """Around a run's decode and build: where they stage in this process (``driver``: the driver placement), the
+    audited columns are kept as the merges write them, so that :func:`with_integrity` reads nothing again
+    (txnlog.engine.integrity.kept_columns)."""
+    return kept_columns(scratch) if driver else nullcontext()
 
 
 def with_integrity(

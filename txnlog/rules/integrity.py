@@ -111,11 +111,11 @@ def integrity(txns: pa.Table, index: pa.Table, segments: pa.Table, history: pa.T
 
 def partition_integrity(txns: pa.Table, index: pa.Table, segments: pa.Table, decided: Decisions) -> pa.Table:
     """The rows (:data:`MS_SCHEMA`) of the partitions whose every transaction ``txns`` holds; ``index`` and
-    ``segments`` may hold other partitions' too (unused), ``decided`` is :func:`decisions` of the history."""
-    txns = _normalized(txns)
-    ended = txns.filter(pc.and_(pc.is_valid(txns.column("marker_offset")), pc.is_valid(txns.column("control_type"))))
+    ``segments`` may hold other partitions' too (unused), ``decided`` is :func:`decisions` of the history.
+    ``txns`` may be in many chunks (each merge's, as staged): they are read as they are, not combined."""
+    txns = _audited(txns)
     owners = decided.owners
-    rows = _index_rows(ended, _held(ended), index, segments, owners)
+    rows = _index_rows(txns, index, segments, owners)
     coded = producers.codes(txns, decided) if decided.decided.num_rows and txns.num_rows else None
     missing, shifted = markers.marker_rows(txns, decided, coded)
     rows += missing
@@ -218,25 +218,82 @@ def with_timestamps(rows: pa.Table) -> pa.Table:
     return rows.cast(_SCHEMA)
 
 
-def _normalized(txns: pa.Table) -> pa.Table:
-    """``txns`` with every column of :data:`TXN_COLUMNS` (absent optional ones null) in the staged types."""
+_TYPES = {
+    "topic": pa.string(),
+    "partition": pa.int32(),
+    "producer_epoch": pa.int32(),
+    "min_epoch": pa.int32(),
+    "prev_marker_epoch": pa.int32(),
+    "control_type": pa.int32(),
+    "replicas": pa.list_(pa.string()),
+    "open_replicas": pa.list_(pa.string()),
+}
+
+
+def _audited(txns: pa.Table) -> pa.Table:
+    """``txns``' columns of :data:`TXN_COLUMNS` (absent optional ones null) in the staged types: a column already
+    in its type is taken as it is (its chunks and buffers), only another is cast."""
     n = txns.num_rows
-    types = {
-        "topic": pa.string(),
-        "partition": pa.int32(),
-        "producer_epoch": pa.int32(),
-        "min_epoch": pa.int32(),
-        "prev_marker_epoch": pa.int32(),
-        "control_type": pa.int32(),
-        "replicas": pa.list_(pa.string()),
-        "open_replicas": pa.list_(pa.string()),
-    }
     arrays = []
     for name in TXN_COLUMNS:
-        kind = types.get(name, pa.int64())
+        kind = _TYPES.get(name, pa.int64())
         column = txns.column(name) if name in txns.column_names else pa.chunked_array([pa.nulls(n, kind)])
         arrays.append(column if column.type == kind else pc.cast(column, kind))
-    return pa.Table.from_arrays(arrays, names=list(TXN_COLUMNS)).combine_chunks()
+    return pa.Table.from_arrays(arrays, names=list(TXN_COLUMNS))
+
+
+def _ended(txns: pa.Table) -> np.ndarray:
+    """Whether each transaction of ``txns`` ended with a marker (its offset and type known)."""
+    ended = pc.and_(pc.is_valid(txns.column("marker_offset")), pc.is_valid(txns.column("control_type")))
+    return np.asarray(ended.to_numpy(), bool)
+
+
+def _flat(lists: pa.ChunkedArray) -> tuple[np.ndarray, pa.ChunkedArray]:
+    """The row of each value of the list column ``lists`` and the values, chunk by chunk as the column is (each
+    chunk's values are a slice of its buffers; only the row numbers are made)."""
+    rows, values, start = [], [], 0
+    for chunk in lists.chunks:
+        rows.append(np.asarray(pc.list_parent_indices(chunk).to_numpy(), np.int64) + start)
+        values.append(pc.list_flatten(chunk))
+        start += len(chunk)
+    return (np.concatenate(rows) if rows else np.zeros(0, np.int64)), pa.chunked_array(values, pa.string())
+
+
+def _codes(values: pa.ChunkedArray | pa.Array, among: pa.Array) -> np.ndarray:
+    """Each of ``values``' position in ``among`` (``len(among)``: null or not there)."""
+    found = pc.index_in(values, value_set=among)
+    return np.asarray(pc.fill_null(found, len(among)).to_numpy(), np.int64)
+
+
+def _unchecked(txns: pa.Table, ended: np.ndarray, seg: pa.Table) -> list[tuple[str, int]]:
+    """The partitions (sorted) where a replica holding an ended transaction's marker (in ``replicas``, not in
+    ``open_replicas``) has no segment files in the input (``seg``'s replicas): integer codes of the flattened
+    replica lists, the few distinct (partition, replica) pairs looked up."""
+    rows, brokers = _flat(txns.column("replicas"))
+    keep = ended[rows]
+    if not keep.any():
+        return []
+    names = pc.unique(brokers).drop_null()
+    width = len(names) + 1
+    broker = _codes(brokers, names)
+    open_rows, open_brokers = _flat(txns.column("open_replicas"))
+    if open_rows.size:  # a replica where the transaction is still open does not hold its marker
+        keep &= ~np.isin(rows * width + broker, open_rows * width + _codes(open_brokers, names))
+    rows, broker = rows[keep], broker[keep]
+    topics = pc.unique(txns.column("topic")).drop_null()
+    topic = _codes(txns.column("topic"), topics)[rows]
+    part = np.asarray(pc.fill_null(txns.column("partition"), -1).to_numpy(), np.int64)[rows] + 1
+    span = int(part.max(initial=0)) + 1
+    copied = [set(seg.column(c).to_pylist()) for c in _REPLICA]  # as key_codes compares: each column's values
+    out = set()
+    for key in np.unique((topic * span + part) * width + broker).tolist():
+        tp, b = divmod(key, width)
+        t, p = divmod(tp, span)
+        if t < len(topics) and p > 0 and b < len(names):
+            replica = (names[b].as_py(), topics[t].as_py(), p - 1)
+            if any(v not in values for v, values in zip(replica, copied, strict=True)):
+                out.add(replica[1:])
+    return sorted(out)
 
 
 def _held(ended: pa.Table) -> pa.Table:
@@ -259,15 +316,20 @@ def _whole(ended: pa.Table, held: pa.Table) -> pa.Table:
     return flat.append_column("broker", held.column("broker")).append_column("row", held.column("row"))
 
 
-def _index_rows(
-    ended: pa.Table, held: pa.Table, index: pa.Table, segments: pa.Table, owners: pa.Table
-) -> list[dict[str, Any]]:
-    """``ABORTED_DATA_VISIBLE``, ``COMMITTED_DATA_HIDDEN`` and ``INDEX_NOT_CHECKED`` rows."""
+def _index_rows(txns: pa.Table, index: pa.Table, segments: pa.Table, owners: pa.Table) -> list[dict[str, Any]]:
+    """``ABORTED_DATA_VISIBLE``, ``COMMITTED_DATA_HIDDEN`` and ``INDEX_NOT_CHECKED`` rows. Only the ended
+    transactions an index check can name are taken whole: those ended by an ABORT marker (an entry must list
+    them) and those of the producers the entries list (an entry may hide them)."""
     seg = segments.sort_by([(c, "ascending") for c in _REPLICA] + [("base_offset", "ascending")])
+    is_ended = _ended(txns)
+    rows = [_not_checked_row(t, p) for t, p in _unchecked(txns, is_ended, seg)]
+    named = pc.is_in(txns.column("producer_id"), value_set=index.column("producer_id").combine_chunks())
+    abort = pc.equal(txns.column("control_type"), int(ControlType.ABORT))
+    wanted = np.asarray(pc.fill_null(pc.or_(abort, named), False).to_numpy(), bool) & is_ended
+    ended = txns.take(pa.array(np.flatnonzero(wanted)))
+    held = _held(ended)
     copied = key_codes(held, _REPLICA, seg)  # null: the replica's segment files are not in the input
-    checked = np.asarray(pc.is_valid(copied).to_numpy(zero_copy_only=False), bool)
-    rows = [_not_checked_row(t, p) for t, p in _distinct_partitions(held.filter(pa.array(~checked)))]
-    held = held.filter(pa.array(checked))
+    held = held.filter(pc.is_valid(copied))
     is_abort = pc.equal(held.column("control_type"), int(ControlType.ABORT))
     aborts = held.filter(is_abort)
     ends = ["broker", "topic", "partition", "producer_id", "last_offset"]
@@ -338,13 +400,6 @@ def _bases(seg: pa.Table, wanted: set[tuple[Any, ...]]) -> dict[tuple[Any, ...],
         if (b, t, p) in wanted:
             out.setdefault((b, t, p), []).append(base)
     return out
-
-
-def _distinct_partitions(table: pa.Table) -> list[tuple[str, int]]:
-    if not table.num_rows:
-        return []
-    pairs = table.group_by(["topic", "partition"]).aggregate([]).to_pylist()
-    return sorted((r["topic"], int(r["partition"])) for r in pairs)
 
 
 def _owner_names(rows: pa.Table, owners: pa.Table) -> list[str | None]:
