@@ -100,6 +100,8 @@ _RESTART_ADVICE = {
     "recovers the segments from the recovery point on); a clean one would not: ",
 }
 _REPLICA = ["broker", "topic", "partition"]
+#: the columns of the ended transactions the index checks compare (:func:`_held`)
+_HELD = ["topic", "partition", "producer_id", "marker_offset", "control_type", "replicas", "open_replicas"]
 
 
 def integrity(txns: pa.Table, index: pa.Table, segments: pa.Table, history: pa.Table) -> pa.Table:
@@ -259,41 +261,30 @@ def _flat(lists: pa.ChunkedArray) -> tuple[np.ndarray, pa.ChunkedArray]:
     return (np.concatenate(rows) if rows else np.zeros(0, np.int64)), pa.chunked_array(values, pa.string())
 
 
-def _codes(values: pa.ChunkedArray | pa.Array, among: pa.Array) -> np.ndarray:
-    """Each of ``values``' position in ``among`` (``len(among)``: null or not there)."""
-    found = pc.index_in(values, value_set=among)
-    return np.asarray(pc.fill_null(found, len(among)).to_numpy(), np.int64)
-
-
 def _unchecked(txns: pa.Table, ended: np.ndarray, seg: pa.Table) -> list[tuple[str, int]]:
     """The partitions (sorted) where a replica holding an ended transaction's marker (in ``replicas``, not in
-    ``open_replicas``) has no segment files in the input (``seg``'s replicas): integer codes of the flattened
-    replica lists, the few distinct (partition, replica) pairs looked up."""
+    ``open_replicas``) has no segment files in the input: its broker, topic or partition is not among ``seg``'s
+    (as txnlog.model.arrow.key_codes compares them, a column at a time). Each column is looked up in ``seg``'s
+    few values, over the flattened replica lists; only the pairs found missing are named."""
     rows, brokers = _flat(txns.column("replicas"))
-    keep = ended[rows]
-    if not keep.any():
+    copied = [pc.unique(seg.column(c)).drop_null() for c in _REPLICA]
+    row_ok = _found(txns.column("topic"), copied[1]) & _found(txns.column("partition"), copied[2])
+    missing = np.flatnonzero(ended[rows] & ~(_found(brokers, copied[0]) & row_ok[rows]))
+    if not missing.size:
         return []
-    names = pc.unique(brokers).drop_null()
-    width = len(names) + 1
-    broker = _codes(brokers, names)
+    pairs = pa.table({"row": rows[missing], "broker": brokers.take(pa.array(missing))})
     open_rows, open_brokers = _flat(txns.column("open_replicas"))
     if open_rows.size:  # a replica where the transaction is still open does not hold its marker
-        keep &= ~np.isin(rows * width + broker, open_rows * width + _codes(open_brokers, names))
-    rows, broker = rows[keep], broker[keep]
-    topics = pc.unique(txns.column("topic")).drop_null()
-    topic = _codes(txns.column("topic"), topics)[rows]
-    part = np.asarray(pc.fill_null(txns.column("partition"), -1).to_numpy(), np.int64)[rows] + 1
-    span = int(part.max(initial=0)) + 1
-    copied = [set(seg.column(c).to_pylist()) for c in _REPLICA]  # as key_codes compares: each column's values
-    out = set()
-    for key in np.unique((topic * span + part) * width + broker).tolist():
-        tp, b = divmod(key, width)
-        t, p = divmod(tp, span)
-        if t < len(topics) and p > 0 and b < len(names):
-            replica = (names[b].as_py(), topics[t].as_py(), p - 1)
-            if any(v not in values for v, values in zip(replica, copied, strict=True)):
-                out.add(replica[1:])
-    return sorted(out)
+        opens = pa.table({"row": open_rows, "broker": open_brokers})
+        pairs = pairs.join(opens, ["row", "broker"], join_type="left anti")
+    named = txns.select(["topic", "partition"]).take(pairs.column("row"))
+    found = named.filter(pc.and_(pc.is_valid(named.column("topic")), pc.is_valid(named.column("partition"))))
+    return sorted({(t, int(p)) for t, p in zip(*(found.column(c).to_pylist() for c in ("topic", "partition")))})
+
+
+def _found(values: pa.ChunkedArray, among: pa.Array) -> np.ndarray:
+    """Whether each of ``values`` is among ``among`` (a null is not)."""
+    return np.asarray(pc.fill_null(pc.is_in(values, value_set=among), False).to_numpy(), bool)
 
 
 def _held(ended: pa.Table) -> pa.Table:
@@ -310,9 +301,11 @@ def _held(ended: pa.Table) -> pa.Table:
     return flat.append_column("broker", held.column("broker")).append_column("row", held.column("row"))
 
 
-def _whole(ended: pa.Table, held: pa.Table) -> pa.Table:
-    """The transactions of ``held``'s rows, whole (but their lists), each with its ``held`` row's replica."""
-    flat = ended.drop_columns(["replicas", "open_replicas"]).take(held.column("row"))
+def _whole(txns: pa.Table, picked: np.ndarray, held: pa.Table) -> pa.Table:
+    """The transactions of ``held``'s rows (rows of ``txns``' rows ``picked``), whole but their lists, each with
+    its ``held`` row's replica."""
+    at = pa.array(picked[held.column("row").to_numpy()] if held.num_rows else np.zeros(0, np.int64))
+    flat = txns.drop_columns(["replicas", "open_replicas"]).take(at)
     return flat.append_column("broker", held.column("broker")).append_column("row", held.column("row"))
 
 
@@ -326,8 +319,8 @@ def _index_rows(txns: pa.Table, index: pa.Table, segments: pa.Table, owners: pa.
     named = pc.is_in(txns.column("producer_id"), value_set=index.column("producer_id").combine_chunks())
     abort = pc.equal(txns.column("control_type"), int(ControlType.ABORT))
     wanted = np.asarray(pc.fill_null(pc.or_(abort, named), False).to_numpy(), bool) & is_ended
-    ended = txns.take(pa.array(np.flatnonzero(wanted)))
-    held = _held(ended)
+    picked = np.flatnonzero(wanted)
+    held = _held(txns.select(_HELD).take(pa.array(picked)))
     copied = key_codes(held, _REPLICA, seg)  # null: the replica's segment files are not in the input
     held = held.filter(pc.is_valid(copied))
     is_abort = pc.equal(held.column("control_type"), int(ControlType.ABORT))
@@ -341,7 +334,7 @@ def _index_rows(txns: pa.Table, index: pa.Table, segments: pa.Table, owners: pa.
     unlisted = aborts.join(entries.select(ends[:-1] + ["entry_last"]), ends[:-1] + ["marker_offset"],
                            right_keys=ends[:-1] + ["entry_last"], join_type="left anti")  # fmt: skip
     if unlisted.num_rows:
-        unlisted = _whole(ended, unlisted.sort_by([("row", "ascending"), ("broker", "ascending")]))
+        unlisted = _whole(txns, picked, unlisted.sort_by([("row", "ascending"), ("broker", "ascending")]))
         base, has_file, restart = _segments_of(seg, unlisted)
         names = _owner_names(unlisted, owners)
         for t, b, f, r, n in zip(unlisted.to_pylist(), base, has_file, restart, names, strict=True):
@@ -350,7 +343,7 @@ def _index_rows(txns: pa.Table, index: pa.Table, segments: pa.Table, owners: pa.
     if false.num_rows:
         false = _read(false, seg)
     if false.num_rows:
-        rows += _hidden_rows(false, ended, held, owners)
+        rows += _hidden_rows(false, txns, picked, held, owners)
     return rows
 
 
@@ -433,7 +426,9 @@ def _segments_of(seg: pa.Table, rows: pa.Table) -> tuple[np.ndarray, np.ndarray,
     return bases[at], has_file, restart
 
 
-def _hidden_rows(false: pa.Table, ended: pa.Table, held: pa.Table, owners: pa.Table) -> list[dict[str, Any]]:
+def _hidden_rows(
+    false: pa.Table, txns: pa.Table, picked: np.ndarray, held: pa.Table, owners: pa.Table
+) -> list[dict[str, Any]]:
     """The producer's committed transactions an index entry that ends at no ABORT marker hides: up to the entry's
     last offset in every fetch, after it up to the producer's next ABORT marker only within the same fetch."""
     on = ["broker", "topic", "partition", "producer_id"]
@@ -449,8 +444,8 @@ def _hidden_rows(false: pa.Table, ended: pa.Table, held: pa.Table, owners: pa.Ta
     pairs = pairs.filter(keep).sort_by(order)
     if not pairs.num_rows:
         return []
-    txns = _whole(ended, held.filter(pc.is_in(held.column("row"), value_set=pairs.column("row"))))
-    lookup = {(t["row"], t["broker"]): t for t in txns.to_pylist()}
+    whole = _whole(txns, picked, held.filter(pc.is_in(held.column("row"), value_set=pairs.column("row"))))
+    lookup = {(t["row"], t["broker"]): t for t in whole.to_pylist()}
     names = dict(zip(owners.column("producer_id").to_pylist(), owners.column("transactional_id").to_pylist()))
     return [_hidden_row(e, lookup[(e["row"], e["broker"])], names.get(e["producer_id"])) for e in pairs.to_pylist()]
 
