@@ -60,9 +60,9 @@ def _columns(uri: str, columns: list[str]) -> pa.Table:
     """Those of ``columns`` a staged file (Arrow IPC, txnlog.engine.staging) has: the tables this process kept of
     it (:func:`kept_columns`), else read, only their buffers."""
     kept = kept_tables(uri)
-    if kept is not None:
-        present = [c for c in columns if c in kept[0].column_names] if kept else []
-        return pa.concat_tables([t.select(present) for t in kept]) if kept else pa.table({})
+    if kept:
+        present = [c for c in columns if c in kept[0].column_names]
+        return pa.concat_tables([t.select(present) for t in kept])
     filesystem, path = storage.filesystem(uri)
     data = pads.dataset(path, filesystem=filesystem, format="ipc")
     return data.to_table(columns=[c for c in columns if c in data.schema.names])
@@ -72,8 +72,8 @@ def integrity_here(
     files: list[str], index: pa.Table, segments: pa.Table, decided: Decisions, threads: int = 1
 ) -> pa.Table:
     """:func:`txnlog.rules.integrity.partition_integrity` of every partition of the staged transaction ``files``
-    at once (the rule is vectorized over whole partitions), the files read by ``threads`` threads (Arrow's IPC
-    reader releases the GIL)."""
+    at once (the rule is vectorized over whole partitions): their columns kept in memory (:func:`kept_columns`),
+    or those of a file not kept read by ``threads`` threads (Arrow's IPC reader releases the GIL)."""
     with ThreadPoolExecutor(max(1, min(threads, len(files) or 1)), thread_name_prefix="txnlog-audit") as pool:
         parts = [p for p in pool.map(staged_columns, files) if p.num_rows]
     txns = pa.concat_tables(parts) if parts else STAGED_SCHEMA.empty_table()
