@@ -32,8 +32,6 @@ LONG_MODULES = {
     "brokerlog/ground_truth.py",
     "brokerlog/dense.py",
     "kafka/record_batch.py",
-    "live/admin.py",
-    "sources/dump_log/parse.py",
     "engine/spark/sources.py",
 }
 

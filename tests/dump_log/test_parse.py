@@ -15,6 +15,8 @@ import pytest
 
 from txnlog.kafka import dump_log_text as D
 from txnlog.sources.dump_log import parse as M
+from txnlog.sources.dump_log import spark_text as S
+from txnlog.sources.dump_log import txn_text as T
 from txnlog.sources.dump_log.lines import iter_line_batches
 
 from .test_golden import SYNTHETIC
@@ -52,12 +54,12 @@ def test_kinds_of_known_lines() -> None:
 
 def test_java_dot_dollar_and_space() -> None:
     """Java's ``.`` stops at \\r, U+0085, U+2028, U+2029 and ``$`` matches before one of them at the end."""
-    got = M._groups(pa.array(["Dumping /a/t-0/0.log\r", "Dumping /a/t\u2028-0/0.log", "Dumping x"]), D.DUMPING_LINE)
+    got = S.groups(pa.array(["Dumping /a/t-0/0.log\r", "Dumping /a/t\u2028-0/0.log", "Dumping x"]), D.DUMPING_LINE)
     assert got[0].to_pylist() == ["/a/t-0/0.log", "", "x"]  # Spark: the same
-    assert M._match(pa.array(["Log starting offset: 5\x0b", "Log starting offset: 5\r"]), D.START_OFFSET_LINE).all()
+    assert S.match(pa.array(["Log starting offset: 5\x0b", "Log starting offset: 5\r"]), D.START_OFFSET_LINE).all()
     # Python's re (the tests' reference elsewhere) reads the plain patterns the same way on plain lines
     for line, _ in KNOWN_LINES:
-        assert bool(re.match(D.IGNORED_LINES, line)) == bool(M._match(pa.array([line]), D.IGNORED_LINES)[0])
+        assert bool(re.match(D.IGNORED_LINES, line)) == bool(S.match(pa.array([line]), D.IGNORED_LINES)[0])
 
 
 @pytest.mark.parametrize(
@@ -87,12 +89,12 @@ def test_java_dot_dollar_and_space() -> None:
 )
 def test_try_cast(text: str | None, as_int: int | None, as_long: int | None) -> None:
     values = pa.array([text], pa.string())
-    assert M._try_int(values, pa.int32()).to_pylist() == [as_int]
-    assert M._try_int(values, pa.int64()).to_pylist() == [as_long]
+    assert S.try_int(values, pa.int32()).to_pylist() == [as_int]
+    assert S.try_int(values, pa.int64()).to_pylist() == [as_long]
 
 
 def test_from_json_as_spark() -> None:
-    typ = M._VALUE_JSON
+    typ = T._VALUE_JSON
     rows = [
         '{"version":"1","data":{"producerId":5,"transactionStatus":4}}',  # a number read as text
         '{"version":1,"data":{"producerId":5,"transactionStatus":"CompleteCommit"}}',
@@ -103,7 +105,7 @@ def test_from_json_as_spark() -> None:
         '{"data":{"transactionPartitions":[{"topic":"a","partitionIds":["1"]}]}}',  # Spark: partitionIds null
         "not json {",
     ]
-    got = M._from_json(pa.array(rows), typ).to_pylist()
+    got = S.from_json(pa.array(rows), typ).to_pylist()
     data = [r and r["data"] for r in got]
     assert [r and r["version"] for r in got] == ["1", "1", "1", None, "2", "3", None, None]
     assert data[0]["transactionStatus"] == "4" and data[1]["transactionStatus"] == "CompleteCommit"
@@ -112,7 +114,7 @@ def test_from_json_as_spark() -> None:
     assert data[6]["transactionPartitions"] == [{"topic": "a", "partitionIds": None}]
     # the fast path (pyarrow.json) and the line-by-line one agree where both apply
     clean = rows[:2]
-    assert M._from_json(pa.array(clean), typ).to_pylist() == got[:2]
+    assert S.from_json(pa.array(clean), typ).to_pylist() == got[:2]
 
 
 def test_json_partitions() -> None:
@@ -124,9 +126,9 @@ def test_json_partitions() -> None:
             [{"topic": "a", "partitionIds": None}],  # Spark: flatten over a null array is null
             [{"topic": None, "partitionIds": [3]}],
         ],
-        M._PARTITIONS_JSON,
+        T._PARTITIONS_JSON,
     )
-    assert M._json_partitions(parts).to_pylist() == [["a-1", "a-2"], [], None, None, [None]]
+    assert T._json_partitions(parts).to_pylist() == [["a-1", "a-2"], [], None, None, [None]]
 
 
 def test_parse_synthetic(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -27,6 +27,7 @@ from tests.live.killed import run_and_kill
 from tests.live.orphan import init_producer_id, produce_transactional
 from tests.oracle import kafka as oracle
 from txnlog.live import admin as live
+from txnlog.live import hanging as live_hanging
 
 #: the broker's settings: 16 KiB segments (transactions cross rolls), high watermarks checkpointed every second
 #: (the running copy), a KRaft metadata snapshot every 2 KiB of records (QuorumController's SnapshotGenerator: the
@@ -253,7 +254,7 @@ def _fresh(spark: Any, broker: KafkaBroker, work: Path) -> dict[str, Any]:
     as_of = int(time.time() * 1000) + AHEAD_MS
     admin = live.admin_client(b)
     try:
-        found = live.find_hanging_live(admin, [(FRESH, 0), (FRESH, 1)], bootstrap=b, now_ms=as_of)
+        found = live_hanging.find_hanging_live(admin, [(FRESH, 0), (FRESH, 1)], bootstrap=b, now_ms=as_of)
     finally:
         admin.close()
     (lso,) = [o["last_stable_offset"] for o in live.partition_offsets(b, {}, [(FRESH, 0)])]
@@ -308,7 +309,7 @@ def _answers(bootstrap: str, as_of: int) -> dict[str, Any]:
         try:
             listed = live.list_transactions(admin)
             return {
-                "found": live.find_hanging_live(admin, data, bootstrap=bootstrap, now_ms=as_of),
+                "found": live_hanging.find_hanging_live(admin, data, bootstrap=bootstrap, now_ms=as_of),
                 "producers": {tp: live.describe_producers(admin, tp[0], [tp[1]]) for tp in TPS},
                 "offsets": {(o["topic"], o["partition"]): o for o in live.partition_offsets(bootstrap, {}, TPS)},
                 "listed": listed,

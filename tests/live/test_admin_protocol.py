@@ -2,9 +2,9 @@
 
 noida-db (``tests/live/noida.py``) answers DescribeProducers with no active producers, does not support
 WriteTxnMarkers and has no group coordinator writing ``__consumer_offsets``. So the paths that matter most
-for a real hanging transaction never run against it: :func:`txnlog.live.admin.find_hanging_live` with an open
-transaction, ``txnlog abort --execute`` (:func:`txnlog.live.admin.revalidate_abort` then
-:func:`txnlog.live.admin.send_abort`), and the Kafka source reading the transactional offset commits of a
+for a real hanging transaction never run against it: :func:`txnlog.live.hanging.find_hanging_live` with an open
+transaction, ``txnlog abort --execute`` (:func:`txnlog.live.abort.revalidate_abort` then
+:func:`txnlog.live.abort.send_abort`), and the Kafka source reading the transactional offset commits of a
 consume-transform-produce application. These tests stand in for those with **recorded responses**: every
 answer is a real kafka-python 3.0.12 message (``DescribeProducersResponse``, ``ListTransactionsResponse``,
 ``DescribeTransactionsResponse``, ``FindCoordinatorResponse``, ``WriteTxnMarkersResponse``,
@@ -78,7 +78,9 @@ from txnlog.brokerlog.encode import (
     encode_record_batch,
 )
 from txnlog.kafka.wire import CONSUMER_OFFSETS_TOPIC, ControlType, transaction_state_partition_for
+from txnlog.live import abort as live_abort
 from txnlog.live import admin as live
+from txnlog.live import hanging as live_hanging
 from txnlog.live.fetch import READ_UNCOMMITTED, LiveRange
 from txnlog.ops import cli
 
@@ -649,7 +651,7 @@ NOW = 1_760_000_000_000
 
 def test_find_hanging_is_what_kafka_transactions_sh_would_print(wire: Any, admin_of: Any) -> None:
     brokers = wire(scene_answers(NOW))
-    rows = live.find_hanging_live(
+    rows = live_hanging.find_hanging_live(
         admin_of(), [(TOPIC, p) for p in range(7)], now_ms=NOW, max_transaction_timeout_ms=MAX_TIMEOUT
     )
 
@@ -667,7 +669,7 @@ def test_find_hanging_is_what_kafka_transactions_sh_would_print(wire: Any, admin
 
 def test_find_hanging_asks_what_the_tool_asks_where_it_asks_it(wire: Any, admin_of: Any) -> None:
     brokers = wire(scene_answers(NOW))
-    live.find_hanging_live(
+    live_hanging.find_hanging_live(
         admin_of(), [(TOPIC, p) for p in range(7)], now_ms=NOW, max_transaction_timeout_ms=MAX_TIMEOUT
     )
 
@@ -702,7 +704,7 @@ def test_find_hanging_asks_what_the_tool_asks_where_it_asks_it(wire: Any, admin_
 
 def test_find_hanging_rows_carry_the_evidence_and_both_abort_commands(wire: Any, admin_of: Any) -> None:
     wire(scene_answers(NOW))
-    rows = live.find_hanging_live(
+    rows = live_hanging.find_hanging_live(
         admin_of(), [(TOPIC, 1), (TOPIC, 3)], now_ms=NOW, max_transaction_timeout_ms=MAX_TIMEOUT
     )
     by_pid = {r["producer_id"]: r for r in rows}
@@ -721,7 +723,7 @@ def test_find_hanging_rows_carry_the_evidence_and_both_abort_commands(wire: Any,
     # DescribeProducers' coordinator epoch -1 (unknown) prints as 0, as kafka-transactions.sh sends it
     e = by_pid[5004]
     assert e["coordinator_epoch"] == -1 and e["legacy_command"].endswith("--coordinator-epoch 0")
-    recs = {a["producer_id"]: a for a in live.abort_recommendations(rows)}
+    recs = {a["producer_id"]: a for a in live_hanging.abort_recommendations(rows)}
     assert recs[5004]["coordinator_epoch"] == 0 and recs[5002]["coordinator_epoch"] == 7
 
 
@@ -734,7 +736,7 @@ def test_no_open_transaction_no_coordinator_request(wire: Any, admin_of: Any) ->
     brokers = wire(
         {"Metadata": metadata_answer(LEADERS), "DescribeProducers": describe_producers_answer(LEADERS, producers)}
     )
-    assert live.find_hanging_live(admin_of(), [(TOPIC, 0), (TOPIC, 1)], now_ms=NOW) == []
+    assert live_hanging.find_hanging_live(admin_of(), [(TOPIC, 0), (TOPIC, 1)], now_ms=NOW) == []
     assert brokers.apis() == ["DescribeProducers", "DescribeProducers"]
 
 
@@ -760,7 +762,7 @@ def test_describe_producers_partition_error_is_raised_not_read_as_no_producers(
 
     brokers = wire({"Metadata": metadata_answer(LEADERS), "DescribeProducers": refuse})
     with pytest.raises(error, match=r"orders.*1"):
-        live.find_hanging_live(admin_of(), [(TOPIC, p) for p in range(3)], now_ms=NOW)
+        live_hanging.find_hanging_live(admin_of(), [(TOPIC, p) for p in range(3)], now_ms=NOW)
     assert "ListTransactions" not in brokers.apis()
 
 
@@ -871,9 +873,11 @@ def test_abort_error_in_the_response_is_an_error_not_a_success(wire: Any, admin_
     # Java handler re-finds the leader and retries (ApiResult.unmapped); kafka-python's abort_transaction
     # does not: one request, one error, and the user runs the abort again
     admin = admin_of()
-    plan = live.revalidate_abort(admin, live.AbortRequest(TOPIC, 1, start_offset=40), classify.Thresholds(now_ms()))
+    plan = live_abort.revalidate_abort(
+        admin, live_abort.AbortRequest(TOPIC, 1, start_offset=40), classify.Thresholds(now_ms())
+    )
     with pytest.raises(error):
-        live.send_abort(admin, plan)
+        live_abort.send_abort(admin, plan)
     assert len(brokers.sent("WriteTxnMarkers")) == 2  # one per attempt (the CLI's, the call's): no retry
 
 

@@ -23,7 +23,9 @@ from tests.live.capture import _create_topic
 from tests.live.killed import run_and_kill
 from tests.live.orphan import init_producer_id, produce_transactional
 from txnlog.broker import classify
+from txnlog.live import abort as live_abort
 from txnlog.live import admin as live
+from txnlog.live import hanging as live_hanging
 from txnlog.ops.cli import main as txnlog_main
 
 pytestmark = pytest.mark.live
@@ -161,8 +163,8 @@ def test_verdicts_on_real_coordinator_answers(cluster) -> None:
         assert (real[p]["producer_epoch"], real[p]["current_transaction_start_offset"]) == (epoch, min(killed[p]))
         assert real[p]["coordinator_epoch"] == -1
     rows = [real[1], real[2], row(0), row(1, producer_id=987654321)]
-    assert live.live_verdicts(rows, listings, descriptions, now)[:2] == [("", "", ""), ("", "", "")]
-    got = live.live_verdicts(rows, listings, descriptions, later)
+    assert live_hanging.live_verdicts(rows, listings, descriptions, now)[:2] == [("", "", ""), ("", "", "")]
+    got = live_hanging.live_verdicts(rows, listings, descriptions, later)
     # Ongoing, listed, past its 600 s; then live-txn-0, not in its owner's set
     assert got[0][:2] == (classify.Verdict.LATE, classify.Reason.COORDINATOR_TIMEOUT_OVERDUE)
     assert got[2][:2] == (classify.Verdict.HANGING, classify.Reason.PARTITION_NOT_IN_TRANSACTION)
@@ -175,8 +177,8 @@ def test_find_hanging_live(cluster) -> None:
     assert tps == [(TOPIC, 0), (TOPIC, 1), (TOPIC, 2)]
     # Far in the future every open transaction is a candidate; now none is.
     future = int(time.time() * 1000) + 86_400_000
-    assert live.find_hanging_live(admin, tps, bootstrap=cluster["bootstrap"]) == []
-    found = live.find_hanging_live(admin, tps, bootstrap=cluster["bootstrap"], now_ms=future)
+    assert live_hanging.find_hanging_live(admin, tps, bootstrap=cluster["bootstrap"]) == []
+    found = live_hanging.find_hanging_live(admin, tps, bootstrap=cluster["bootstrap"], now_ms=future)
     # DescribeProducers' candidates: the killed producer's open transactions on partitions 1 and 2, nothing else
     assert sorted((f["partition"], f["start_offset"]) for f in found) == [
         (p, min(cluster["killed"][p])) for p in (1, 2)
@@ -331,28 +333,28 @@ def test_abort_validation_rules(cluster) -> None:
     }
     listings = live.list_transactions(admin, [stale["producer_id"]])
     assert listings == {}
-    plan = live.validate_abort(live.AbortRequest(TOPIC, 1, start_offset=42), [stale], listings, {}, th)
+    plan = live_abort.validate_abort(live_abort.AbortRequest(TOPIC, 1, start_offset=42), [stale], listings, {}, th)
     assert (plan.producer_id, plan.producer_epoch, plan.coordinator_epoch, plan.reason) == (
         987654321,
         3,
         0,
         classify.Reason.NO_TRANSACTIONAL_ID,
     )
-    legacy = live.AbortRequest(TOPIC, 1, producer_id=987654321, producer_epoch=3, coordinator_epoch=7)
-    assert live.validate_abort(legacy, [stale], listings, {}, th).coordinator_epoch == 7
-    with pytest.raises(live.AbortRefused, match="is at epoch 3 on live-txn-1, not 2"):
-        live.validate_abort(
-            live.AbortRequest(TOPIC, 1, producer_id=987654321, producer_epoch=2, coordinator_epoch=0),
+    legacy = live_abort.AbortRequest(TOPIC, 1, producer_id=987654321, producer_epoch=3, coordinator_epoch=7)
+    assert live_abort.validate_abort(legacy, [stale], listings, {}, th).coordinator_epoch == 7
+    with pytest.raises(live_abort.AbortRefused, match="is at epoch 3 on live-txn-1, not 2"):
+        live_abort.validate_abort(
+            live_abort.AbortRequest(TOPIC, 1, producer_id=987654321, producer_epoch=2, coordinator_epoch=0),
             [stale],
             listings,
             {},
             th,
         )
-    with pytest.raises(live.AbortRefused, match="Could not find any open transactions starting at offset 41"):
-        live.validate_abort(live.AbortRequest(TOPIC, 1, start_offset=41), [stale], listings, {}, th)
+    with pytest.raises(live_abort.AbortRefused, match="Could not find any open transactions starting at offset 41"):
+        live_abort.validate_abort(live_abort.AbortRequest(TOPIC, 1, start_offset=41), [stale], listings, {}, th)
     fresh = {**stale, "last_timestamp": now - 1000}
-    with pytest.raises(live.AbortRefused, match="not a hanging candidate"):
-        live.validate_abort(live.AbortRequest(TOPIC, 1, start_offset=42), [fresh], listings, {}, th)
+    with pytest.raises(live_abort.AbortRefused, match="not a hanging candidate"):
+        live_abort.validate_abort(live_abort.AbortRequest(TOPIC, 1, start_offset=42), [fresh], listings, {}, th)
     # The killed producer: its coordinator (real answer) is Ongoing listing the partition -> not hanging.
     all_listings = live.list_transactions(admin)
     pid = next(p for p, v in all_listings.items() if v["transactional_id"] == "tx-killed")
@@ -363,9 +365,9 @@ def test_abort_validation_rules(cluster) -> None:
         "producer_epoch": desc["tx-killed"]["producer_epoch"],
         "current_transaction_start_offset": min(cluster["killed"][1]),
     }
-    with pytest.raises(live.AbortRefused, match="not hanging.*tx-killed Ongoing listing live-txn-1"):
-        live.validate_abort(
-            live.AbortRequest(TOPIC, 1, start_offset=killed["current_transaction_start_offset"]),
+    with pytest.raises(live_abort.AbortRefused, match="not hanging.*tx-killed Ongoing listing live-txn-1"):
+        live_abort.validate_abort(
+            live_abort.AbortRequest(TOPIC, 1, start_offset=killed["current_transaction_start_offset"]),
             [killed],
             {pid: all_listings[pid]},
             desc,
@@ -395,11 +397,11 @@ def test_abort_executes_on_a_hanging_transaction(cluster, capsys) -> None:
             assert row["coordinator_epoch"] == -1  # no marker for this producer yet
         else:
             assert row["coordinator_epoch"] == 0  # the first abort's marker
-            stale = live.AbortPlan(
+            stale = live_abort.AbortPlan(
                 ORPHAN_TOPIC, 0, orphan.producer_id, orphan.producer_epoch, -1, first, "", "", None, ""
             )
             with pytest.raises(TransactionCoordinatorFencedError):
-                live.send_abort(cluster["admin"], stale)
+                live_abort.send_abort(cluster["admin"], stale)
         time.sleep(0.01)  # idle > the 0 ms threshold
         if round_ == 1:  # a dry run passes the re-validation and sends nothing
             code, out, err = _abort([*argv, "--start-offset", str(first)], capsys)

@@ -20,6 +20,7 @@ from tests.live.killed import run_and_kill
 from tests.live.orphan import init_producer_id, produce_transactional
 from tests.live.test_live_cluster import _KILLED_PRODUCER
 from txnlog.live import admin as live
+from txnlog.live import hanging as live_hanging
 from txnlog.live.verify import LIVE_TABLES, live_rows
 from txnlog.model import contract as tables
 from txnlog.model.config import load_config
@@ -175,7 +176,7 @@ def test_live_abort_recommendations(stuck) -> None:
             # the killed producer: Ongoing, listing this partition, inside its 600 s timeout: no finding
             producer(2, d[TID_KILLED]["producer_id"], d[TID_KILLED]["producer_epoch"], 0, min(killed[2])),
         ]
-        findings = live.findings_from_producers(
+        findings = live_hanging.findings_from_producers(
             admin, rows, bootstrap=b, max_transaction_timeout_ms=900_000, now_ms=now
         )
     finally:
@@ -189,7 +190,7 @@ def test_live_abort_recommendations(stuck) -> None:
     )
     assert (by_p[1]["verdict"], by_p[1]["reason"]) == ("HANGING", "NO_TRANSACTIONAL_ID")
     assert by_p[0]["lso_lag"] == 0 and by_p[1]["lso_lag"] == len(killed[1])  # real ListOffsets
-    recs = {r["partition"]: r for r in live.abort_recommendations(findings)}
+    recs = {r["partition"]: r for r in live_hanging.abort_recommendations(findings)}
     head = f"kafka-transactions.sh --bootstrap-server {b} abort --topic {TOPIC}"
     assert recs[0]["command"] == f"{head} --partition 0 --start-offset 1"
     assert recs[0]["legacy_command"] == (

@@ -26,6 +26,7 @@ import pytest
 
 from tests.live.capture import _create_topic
 from tests.live.orphan import init_producer_id, produce_transactional
+from txnlog.live import abort as live_abort
 from txnlog.live import admin as live
 from txnlog.ops.cli import main as txnlog_main
 
@@ -88,8 +89,10 @@ def hanging(kafka_broker) -> dict[str, Any]:
     first = produce_transactional(b, orphan, TOPIC, 0, [b"before-%d" % i for i in range(3)])
     admin = live.admin_client(b)
     try:
-        aborted = live.AbortPlan(TOPIC, 0, orphan.producer_id, orphan.producer_epoch, EPOCH, first, "", "", None, "")
-        live.send_abort(admin, aborted)
+        aborted = live_abort.AbortPlan(
+            TOPIC, 0, orphan.producer_id, orphan.producer_epoch, EPOCH, first, "", "", None, ""
+        )
+        live_abort.send_abort(admin, aborted)
         start = produce_transactional(b, orphan, TOPIC, 0, [b"hanging-%d" % i for i in range(2)])
         (row,) = [r for r in live.describe_producers(admin, TOPIC, [0]) if r["producer_id"] == orphan.producer_id]
     finally:
@@ -107,11 +110,11 @@ def test_an_older_coordinator_epoch_is_fenced(hanging) -> None:
     admin = live.admin_client(b)
     try:
         for stale in (-1, 0, EPOCH - 1):
-            plan = live.AbortPlan(
+            plan = live_abort.AbortPlan(
                 TOPIC, 0, orphan.producer_id, hanging["epoch"], stale, hanging["start"], "", "", None, ""
             )
             with pytest.raises(TransactionCoordinatorFencedError):
-                live.send_abort(admin, plan)
+                live_abort.send_abort(admin, plan)
     finally:
         admin.close()
     assert _offsets(b)["last_stable_offset"] == hanging["start"]

@@ -7,8 +7,8 @@ asks the live cluster, through :mod:`txnlog.live.admin`:
   watermark as ``log_end_offset``, ``lso_lag``), with DescribeProducers for
   ``open_transactions`` / ``has_late_transaction`` when the broker answers it;
 * DescribeProducers → ListTransactions → DescribeTransactions, i.e. ``find-hanging``
-  (:func:`txnlog.live.admin.findings_from_producers`) → ``findings`` rows, and for each HANGING one an
-  ``abort_recommendations`` row with both command forms (:func:`txnlog.live.admin.abort_recommendations`);
+  (:func:`txnlog.live.hanging.findings_from_producers`) → ``findings`` rows, and for each HANGING one an
+  ``abort_recommendations`` row with both command forms (:func:`txnlog.live.hanging.abort_recommendations`);
 * ListTransactions + DescribeTransactions of the transactional.ids in flight (Ongoing /
   Prepare*) that list one of those partitions, or own a live finding's producer id →
   ``coordinator_state`` rows.
@@ -33,6 +33,7 @@ import pyarrow as pa
 from txnlog.broker import classify
 from txnlog.kafka.wire import transaction_state_partition_for
 from txnlog.live import admin as live
+from txnlog.live import hanging as live_hanging
 from txnlog.model import contract
 from txnlog.model.errors import UsageError
 from txnlog.model.words import count
@@ -97,7 +98,7 @@ def live_rows(
         admin = live.admin_client(bootstrap, kafka_conf)
         try:
             producers = _describe_producers(admin, tps)
-            findings = live.findings_from_producers(
+            findings = live_hanging.findings_from_producers(
                 admin,
                 [r for rows in (producers or {}).values() for r in rows],
                 bootstrap=bootstrap,
@@ -120,7 +121,7 @@ def live_rows(
     return {
         "findings": _table("findings", findings, config, cluster, as_of_ms),
         "abort_recommendations": _table(
-            "abort_recommendations", live.abort_recommendations(findings), config, cluster, as_of_ms
+            "abort_recommendations", live_hanging.abort_recommendations(findings), config, cluster, as_of_ms
         ),
         "partition_health": _table("partition_health", health, config, cluster, as_of_ms),
         "coordinator_state": _table("coordinator_state", coordinator, config, cluster, as_of_ms),

@@ -12,8 +12,9 @@ from typing import Any, TextIO
 
 from txnlog.broker import classify
 from txnlog.broker.classify import BOOTSTRAP_PLACEHOLDER, Safety
+from txnlog.live import abort as live_abort
 from txnlog.live import admin as live
-from txnlog.live.admin import AbortRequest
+from txnlog.live.abort import AbortRequest
 from txnlog.model.config import load_config
 from txnlog.model.errors import UsageError
 from txnlog.model.words import count
@@ -200,8 +201,8 @@ def cmd_abort(args: argparse.Namespace, out: TextIO) -> int:
     admin = _admin_of("abort", bootstrap, cfg)
     try:
         try:
-            plan = live.revalidate_abort(admin, request, thresholds)
-        except live.AbortRefused as e:
+            plan = live_abort.revalidate_abort(admin, request, thresholds)
+        except live_abort.AbortRefused as e:
             print(f"txnlog: refused: {e}", file=sys.stderr)
             return 2
         except KafkaError as e:
@@ -220,8 +221,8 @@ def cmd_abort(args: argparse.Namespace, out: TextIO) -> int:
             )
             return 0
         try:
-            live.send_abort(admin, plan)
-        except live.AbortUnsupported as e:
+            live_abort.send_abort(admin, plan)
+        except live_abort.AbortUnsupported as e:
             print(f"txnlog: error: {e}; nothing was aborted", file=sys.stderr)
             return 2
         except KafkaError as e:

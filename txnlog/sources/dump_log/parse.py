@@ -4,16 +4,15 @@ txnlog.engine.spark.dump_log says how the three steps fit."""
 
 from __future__ import annotations
 
-import io
-import json
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.json as pj
 
 from txnlog.kafka import dump_log_text as D
+from txnlog.sources.dump_log.spark_text import groups, match, np_bool, nullif_empty, pick, spread, try_int
+from txnlog.sources.dump_log.txn_text import txn_fields
 from txnlog.sources.logdirs import IGNORED_TOPICS
 
 # line kinds
@@ -47,35 +46,6 @@ _CHECKPOINT = r"\.checkpoint$"
 _LOG_FILE = r"\.log$"
 #: the dump file's name without its extension (names a replica when nothing else does: _replica_names)
 _STEM = r"([^/\\]+?)(?:\.[^./\\]*)?$"
-_KEY_JSON = pa.struct([("type", pa.string()), ("data", pa.struct([("transactionalId", pa.string())]))])
-_PARTITIONS_JSON = pa.list_(pa.struct([("topic", pa.string()), ("partitionIds", pa.list_(pa.int32()))]))
-_VALUE_JSON = pa.struct(
-    [
-        ("version", pa.string()),
-        ("type", pa.string()),
-        (
-            "data",
-            pa.struct(
-                [
-                    ("producerId", pa.int64()),
-                    ("previousProducerId", pa.int64()),
-                    ("nextProducerId", pa.int64()),
-                    ("producerEpoch", pa.int32()),
-                    ("nextProducerEpoch", pa.int32()),
-                    ("transactionTimeoutMs", pa.int64()),
-                    ("transactionStatus", pa.string()),
-                    ("transactionPartitions", _PARTITIONS_JSON),
-                    ("transactionLastUpdateTimestampMs", pa.int64()),
-                    ("transactionStartTimestampMs", pa.int64()),
-                    ("clientTransactionVersion", pa.int32()),
-                ]
-            ),
-        ),
-    ]
-)
-#: string fields a Kafka version may print as a JSON number (a string field reads a number as its text)
-_NUMBER_AS_TEXT = (r'"(version|type|transactionStatus)":(-?[0-9]+)([,}])', r'"\1":"\2"\3')
-
 #: what the reader yields: every line's kind and typed fields (null where they do not apply)
 PARSED_SCHEMA = pa.schema(
     [
@@ -151,87 +121,18 @@ PARSED_SCHEMA = pa.schema(
 )
 
 
-def _match(strings: pa.Array, pattern: str) -> np.ndarray:
-    """``strings rlike pattern`` (Java meaning: :func:`D.re2`), nulls false."""
-    if len(strings) == 0:
-        return np.zeros(0, bool)
-    m = pc.match_substring_regex(strings, D.re2(pattern))
-    return np.asarray(m.fill_null(False).to_numpy(zero_copy_only=False), bool)
-
-
-def _groups(strings: pa.Array, pattern: str) -> list[pa.Array]:
-    """``regexp_extract(strings, pattern, i)`` for every group i: "" where the pattern or the group
-    does not match (as Spark's), null where the string is null."""
-    if len(strings) == 0:
-        return [pa.array([], pa.string())] * D.re2(pattern, named=True).count("(?P<")
-    found = pc.extract_regex(strings, D.re2(pattern, named=True))
-    fields = found.flatten()  # null where no match
-    return [pc.if_else(strings.is_null(), None, f.fill_null("")) for f in fields]
-
-
-def _nullif_empty(strings: pa.Array) -> pa.Array:
-    return pc.if_else(pc.equal(strings, ""), None, strings)
-
-
-def _try_int(strings: pa.Array, typ: pa.DataType) -> pa.Array:
-    """Spark's ``try_cast(s AS INT|BIGINT)``: surrounding whitespace and control characters ignored,
-    an optional sign, decimal digits only; null on anything else and on overflow."""
-    bits = 32 if typ == pa.int32() else 64
-    if len(strings) == 0 or strings.null_count == len(strings):
-        return pa.nulls(len(strings), typ)
-    trimmed = pc.utf8_trim(strings, "".join(map(chr, [*range(0x21), 0x7F])))
-    ok = pc.match_substring_regex(trimmed, r"^[+-]?[0-9]+$").fill_null(False)
-    neg = pc.starts_with(trimmed, "-")
-    digits = pc.utf8_ltrim(pc.utf8_ltrim(trimmed, "+-"), "0")
-    limit = {32: ("2147483647", "2147483648"), 64: ("9223372036854775807", "9223372036854775808")}[bits]
-    width = pc.utf8_length(digits)
-    fits = pc.or_(
-        pc.less(width, len(limit[0])),
-        pc.and_(pc.equal(width, len(limit[0])), pc.less_equal(digits, pc.if_else(neg, limit[1], limit[0]))),
-    )
-    valid = pc.and_(ok, fits.fill_null(False))
-    text = pc.if_else(valid, pc.binary_join_element_wise(pc.if_else(neg, "-", ""), digits, ""), "0")
-    text = pc.if_else(pc.equal(text, "-"), "0", pc.if_else(pc.equal(text, ""), "0", text))
-    return pc.if_else(valid, pc.cast(text, typ), pa.scalar(None, typ))
-
-
-def _spread(values: pa.Array, idx: np.ndarray, n: int) -> pa.Array:
-    """``values`` (one per row ``idx``) placed in an array of ``n`` rows, null elsewhere."""
-    pos = np.full(n, len(values), np.int64)
-    pos[idx] = np.arange(idx.size)
-    return pa.concat_arrays([values, pa.nulls(1, values.type)]).take(pa.array(pos))
-
-
-def _pick(n: int, typ: pa.DataType, *choices: tuple[np.ndarray, pa.Array]) -> pa.Array:
-    """Row i from the first (mask, values) whose mask is true at i (``CASE WHEN``), else null."""
-    pos = np.full(n, -1, np.int64)
-    base = 0
-    arrays = []
-    for mask, values in choices:
-        take = mask & (pos < 0)
-        pos[take] = base + np.flatnonzero(take)
-        base += len(values)
-        arrays.append(values.cast(typ))
-    pos[pos < 0] = base
-    return pa.concat_arrays([*arrays, pa.nulls(1, typ)]).take(pa.array(pos))
-
-
-def _np_bool(values: pa.Array) -> np.ndarray:
-    return np.asarray(values.fill_null(False).to_numpy(zero_copy_only=False), bool)
-
-
 def _kinds(lines: pa.Array) -> np.ndarray:
     """The kind of each line: the first pattern of the cascade that matches (a prefix first)."""
     n = len(lines)
     kind = np.full(n, K_UNPARSED, np.int32)
-    dumping = _np_bool(pc.starts_with(lines, "Dumping "))
-    recordish = ~dumping & _np_bool(pc.starts_with(lines, "| "))
+    dumping = np_bool(pc.starts_with(lines, "Dumping "))
+    recordish = ~dumping & np_bool(pc.starts_with(lines, "| "))
     kind[dumping] = K_DUMPING
     for idx, cascade in ((np.flatnonzero(recordish), _RECORDISH), (np.flatnonzero(~dumping & ~recordish), _OTHER)):
         for pattern, k in cascade:
             if idx.size == 0:
                 break
-            m = _match(lines.take(pa.array(idx)), pattern)
+            m = match(lines.take(pa.array(idx)), pattern)
             kind[idx[m]] = k
             idx = idx[~m]
     return kind
@@ -243,17 +144,17 @@ def _path_columns(headers: pa.Array, section: np.ndarray) -> dict[str, pa.Array]
     enc = pc.dictionary_encode(headers)
     hdr = enc.dictionary
     idx = enc.indices
-    dpath = _groups(hdr, D.DUMPING_LINE)[0]
-    parent, topic, pnum, _, _ = (_nullif_empty(g) for g in _groups(dpath, D.PARTITION_PATH))
-    offset = _nullif_empty(_groups(dpath, D.FILE_NAME)[0])
-    has_topic = _np_bool(topic.is_valid())
-    broker_dir = has_topic & _match(parent, D.BROKER_DIR)
+    dpath = groups(hdr, D.DUMPING_LINE)[0]
+    parent, topic, pnum, _, _ = (nullif_empty(g) for g in groups(dpath, D.PARTITION_PATH))
+    offset = nullif_empty(groups(dpath, D.FILE_NAME)[0])
+    has_topic = np_bool(topic.is_valid())
+    broker_dir = has_topic & match(parent, D.BROKER_DIR)
     broker = pc.if_else(pa.array(broker_dir), parent, D.UNKNOWN_BROKER)
-    is_txn = _np_bool(pc.equal(topic, "__transaction_state"))
-    checkpoint = _match(dpath, _CHECKPOINT)
-    ignored = (has_topic & _np_bool(pc.is_in(topic, pa.array(sorted(IGNORED_TOPICS), pa.string())))) | checkpoint
+    is_txn = np_bool(pc.equal(topic, "__transaction_state"))
+    checkpoint = match(dpath, _CHECKPOINT)
+    ignored = (has_topic & np_bool(pc.is_in(topic, pa.array(sorted(IGNORED_TOPICS), pa.string())))) | checkpoint
     data_section = (
-        (~has_topic | ~is_txn & ~ignored) & (_match(dpath, _LOG_FILE) | ~_match(dpath, D.FILE_NAME)) & ~checkpoint
+        (~has_topic | ~is_txn & ~ignored) & (match(dpath, _LOG_FILE) | ~match(dpath, D.FILE_NAME)) & ~checkpoint
     )
     governed = pa.array(section > 0)
 
@@ -265,8 +166,8 @@ def _path_columns(headers: pa.Array, section: np.ndarray) -> dict[str, pa.Array]
         "dpath": spread(dpath),
         "broker": spread(broker, D.UNKNOWN_BROKER),
         "topic": spread(topic),
-        "partition": spread(_try_int(pnum, pa.int32())),
-        "file_offset": spread(_try_int(offset, pa.int64())),
+        "partition": spread(try_int(pnum, pa.int32())),
+        "file_offset": spread(try_int(offset, pa.int64())),
         "is_txn_state": spread(pa.array(is_txn), False),
         "data_section": spread(pa.array(data_section), False),
         "ignored": spread(pa.array(ignored), False),
@@ -284,28 +185,28 @@ def _tokens(lines: pa.Array, positions: list[np.ndarray]) -> list[pa.Array]:
 def _batch_fields(lines: pa.Array) -> dict[str, pa.Array]:
     """Batch line fields by token position (BATCH_LINE has matched: every token is where it should be)."""
     n = len(lines)
-    shift = np.where(_np_bool(pc.match_substring(lines, " deleteHorizonMs: ")), 2, 0)
+    shift = np.where(np_bool(pc.match_substring(lines, " deleteHorizonMs: ")), 2, 0)
     names = list(D.BATCH_TOKENS)
     at = [np.full(n, D.BATCH_TOKENS[k]) + (shift if k in D.BATCH_TOKENS_AFTER_CONTROL else 0) for k in names]
     tok = dict(zip(names, _tokens(lines, at), strict=True))
     out = {
-        "base_offset": _try_int(tok["base_offset"], pa.int64()),
-        "last_offset": _try_int(tok["last_offset"], pa.int64()),
-        "record_count": _try_int(tok["count"], pa.int32()),
-        "base_sequence": _try_int(tok["base_sequence"], pa.int32()),
-        "producer_id": _try_int(tok["producer_id"], pa.int64()),
-        "producer_epoch": _try_int(tok["producer_epoch"], pa.int32()),
-        "partition_leader_epoch": _try_int(tok["partition_leader_epoch"], pa.int32()),
+        "base_offset": try_int(tok["base_offset"], pa.int64()),
+        "last_offset": try_int(tok["last_offset"], pa.int64()),
+        "record_count": try_int(tok["count"], pa.int32()),
+        "base_sequence": try_int(tok["base_sequence"], pa.int32()),
+        "producer_id": try_int(tok["producer_id"], pa.int64()),
+        "producer_epoch": try_int(tok["producer_epoch"], pa.int32()),
+        "partition_leader_epoch": try_int(tok["partition_leader_epoch"], pa.int32()),
         "is_transactional": pc.equal(tok["is_transactional"], "true"),
         "is_control": pc.equal(tok["is_control"], "true"),
-        "delete_horizon": _try_int(_groups(lines, D.DELETE_HORIZON)[0], pa.int64()),
-        "position": _try_int(tok["position"], pa.int64()),
+        "delete_horizon": try_int(groups(lines, D.DELETE_HORIZON)[0], pa.int64()),
+        "position": try_int(tok["position"], pa.int64()),
         "timestamp_type": pc.cast(pc.equal(tok["timestamp_type"], "LogAppendTime:"), pa.int32()),
-        "max_timestamp": _try_int(tok["max_timestamp"], pa.int64()),
-        "size": _try_int(tok["size"], pa.int64()),
-        "magic": _try_int(tok["magic"], pa.int32()),
+        "max_timestamp": try_int(tok["max_timestamp"], pa.int64()),
+        "size": try_int(tok["size"], pa.int64()),
+        "magic": try_int(tok["magic"], pa.int32()),
         "compression": _codec(tok["compresscodec"]),
-        "crc": _try_int(tok["crc"], pa.int64()),
+        "crc": try_int(tok["crc"], pa.int64()),
         "crc_valid": pc.equal(tok["isvalid"], "true"),
     }
     return out
@@ -315,196 +216,6 @@ def _codec(names: pa.Array) -> pa.Array:
     lower = pc.utf8_lower(names)
     found = pc.index_in(lower, pa.array(list(D.CODEC_IDS), pa.string()))
     return pa.array(list(D.CODEC_IDS.values()), pa.int32()).take(found)
-
-
-def _state_ids(names: pa.Array) -> pa.Array:
-    """The TransactionStatus id of each state name (null for any other text)."""
-    found = pc.index_in(names, pa.array(list(D.STATE_IDS), pa.string()))
-    return pa.array(list(D.STATE_IDS.values()), pa.int32()).take(found)
-
-
-def _spark_json(value: Any, typ: pa.DataType) -> Any:
-    """One JSON value as Spark's ``from_json`` converts it to ``typ`` (a value it cannot convert makes
-    the innermost struct field holding it null; a number or object read as a string is its text)."""
-    if value is None:
-        return None
-    if pa.types.is_struct(typ):
-        if not isinstance(value, dict):
-            raise ValueError(value)
-        out = {}
-        for f in typ:
-            try:
-                out[f.name] = _spark_json(value.get(f.name), f.type)
-            except ValueError:
-                out[f.name] = None
-        return out
-    if pa.types.is_list(typ):
-        if not isinstance(value, list):
-            raise ValueError(value)
-        return [_spark_json(v, typ.value_type) for v in value]
-    if pa.types.is_string(typ):
-        if isinstance(value, str):
-            return value
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        return json.dumps(value, separators=(",", ":"))
-    bits = typ.bit_width - 1
-    if isinstance(value, bool) or not isinstance(value, int) or not -(2**bits) <= value < 2**bits:
-        raise ValueError(value)
-    return value
-
-
-def _double_quoted(text: str) -> str:
-    """``text`` with its 'single-quoted' strings double-quoted (Spark's JSON reader allows them)."""
-    if "'" not in text:
-        return text
-    out: list[str] = []
-    quote = ""  # the quote of the string we are in
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if quote and c == "\\" and i + 1 < len(text):
-            nxt = text[i + 1]
-            out.append("'" if quote == "'" and nxt == "'" else c + nxt)
-            i += 2
-            continue
-        if not quote and c in "\"'":
-            quote = c
-            c = '"'
-        elif quote and c == quote:
-            quote = ""
-            c = '"'
-        elif quote == "'" and c == '"':
-            c = '\\"'
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
-def _from_json(strings: pa.Array, typ: pa.StructType) -> pa.StructArray:
-    """Spark's ``from_json(s, typ)`` over JSON objects, with ``pyarrow.json``; a batch it rejects (a
-    value of another JSON type than ``typ`` says, a duplicate key, broken JSON: never in the tool's
-    output) is converted line by line as Spark would."""
-    if len(strings) == 0:
-        return pa.array([], typ)
-
-    text = pc.replace_substring_regex(strings, *_NUMBER_AS_TEXT)
-    data = ("\n".join(text.to_pylist()) + "\n").encode()
-    try:
-        table = pj.read_json(
-            io.BytesIO(data),
-            read_options=pj.ReadOptions(use_threads=False, block_size=max(len(data) + 1, 1 << 16)),
-            parse_options=pj.ParseOptions(explicit_schema=pa.schema(list(typ)), unexpected_field_behavior="ignore"),
-        )
-        if table.num_rows == len(strings):
-            return pa.StructArray.from_arrays(
-                [table.column(f.name).combine_chunks().cast(f.type) for f in typ], fields=list(typ)
-            )
-    except (pa.ArrowInvalid, ValueError):
-        pass
-    rows = []
-    decoder = json.JSONDecoder()
-    for s in strings.to_pylist():
-        try:  # the first JSON value: Spark ignores what follows it
-            rows.append(_spark_json(decoder.raw_decode(_double_quoted(s))[0], typ))
-        except ValueError:  # not JSON (json.JSONDecodeError), or not an object
-            rows.append(None)
-    return pa.array(rows, typ)
-
-
-def _json_partitions(parts: pa.Array) -> pa.Array:
-    """``transactionPartitions`` → ``["topic-p", ..]`` (null when it or any entry's partitionIds is null)."""
-    n = len(parts)
-    entries = parts.flatten()
-    entry_row = np.asarray(pc.list_parent_indices(parts).to_numpy(zero_copy_only=False), np.int64)
-    topic, ids = entries.flatten()
-    bad = np.zeros(n, bool)
-    bad[entry_row[_np_bool(ids.is_null())]] = True
-    id_entry = np.asarray(pc.list_parent_indices(ids).to_numpy(zero_copy_only=False), np.int64)
-    names = pc.binary_join_element_wise(
-        topic.take(pa.array(id_entry, pa.int64())), pc.cast(ids.flatten(), pa.string()), "-"
-    )
-    counts = np.bincount(entry_row[id_entry], minlength=n)
-    offsets = np.zeros(n + 1, np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    valid = _np_bool(parts.is_valid()) & ~bad
-    return pa.ListArray.from_arrays(pa.array(offsets), names, mask=pa.array(~valid))
-
-
-def _txn_fields(lines: pa.Array) -> dict[str, pa.Array]:
-    """``__transaction_state`` record lines → TXN_STATE fields (the 3.x Scala text or the 4.x JSON)."""
-    n = len(lines)
-    scala_key, scala_val = _groups(lines, D.TXN_SCALA)
-    is_scala = _match(lines, D.TXN_SCALA)
-    json_key, json_val = _groups(lines, D.TXN_JSON)
-    is_json = ~is_scala & _match(lines, D.TXN_JSON)
-    tomb = np.where(is_scala, _np_bool(pc.equal(scala_val, "<DELETE>")), _np_bool(pc.equal(json_val, "<DELETE>")))
-    sc = is_scala & ~tomb
-    js = is_json & ~tomb
-    sv = _groups(scala_val, D.TXN_SCALA_VALUE)
-    ji = np.flatnonzero(is_json)
-    jv_i = np.flatnonzero(js)
-    key_full = _spread(_from_json(json_key.take(pa.array(ji, pa.int64())), _KEY_JSON), ji, n)
-    value_full = _spread(_from_json(json_val.take(pa.array(jv_i, pa.int64())), _VALUE_JSON), jv_i, n)
-    kf = key_full.flatten()  # type, data
-    vf = dict(zip(["version", "type", "data"], value_full.flatten(), strict=True))
-    data = dict(zip([f.name for f in _VALUE_JSON["data"].type], vf["data"].flatten(), strict=True))
-
-    def field(name: str, typ: pa.DataType, default: int | None = None) -> pa.Array:
-        """The JSON value's ``data.<name>`` (or ``default`` when it is absent: a tagged field)."""
-        value = data[name] if default is None else pc.coalesce(data[name], pa.scalar(default, data[name].type))
-        return _pick(n, typ, (js, value))
-
-    def coalesce(typ: pa.DataType, *values: pa.Array) -> pa.Array:
-        return pc.coalesce(*[v.cast(typ) for v in values])
-
-    status = data["transactionStatus"]
-    scala_parts = sv[3]
-    scala_list = _pick(
-        n,
-        pa.list_(pa.string()),
-        (_np_bool(pc.equal(scala_parts, "")), pa.array([[]] * n, pa.list_(pa.string()))),
-        (np.ones(n, bool), pc.split_pattern(scala_parts, ",")),
-    )
-    return {
-        "txn_decoded": pa.array(is_scala | is_json),
-        "transactional_id": _pick(n, pa.string(), (is_scala, scala_key), (is_json, kf[1].flatten()[0])),
-        "is_tombstone": pa.array(tomb),
-        "key_version": _pick(
-            n, pa.int32(), (is_scala, pa.array(np.zeros(n, np.int32))), (is_json, _try_int(kf[0], pa.int32()))
-        ),
-        "value_version": _pick(n, pa.int32(), (js, _try_int(pc.coalesce(vf["version"], vf["type"]), pa.int32()))),
-        "producer_id": coalesce(
-            pa.int64(), _pick(n, pa.int64(), (sc, _try_int(sv[0], pa.int64()))), field("producerId", pa.int64())
-        ),
-        "producer_epoch": coalesce(
-            pa.int32(), _pick(n, pa.int32(), (sc, _try_int(sv[1], pa.int32()))), field("producerEpoch", pa.int32())
-        ),
-        "timeout_ms": coalesce(
-            pa.int64(),
-            _pick(n, pa.int64(), (sc, _try_int(sv[5], pa.int64()))),
-            field("transactionTimeoutMs", pa.int64()),
-        ),
-        "state": coalesce(
-            pa.int32(),
-            _pick(n, pa.int32(), (sc, _state_ids(sv[2]))),
-            _pick(n, pa.int32(), (js, _try_int(status, pa.int32()))),
-            _pick(n, pa.int32(), (js, _state_ids(status))),
-        ),
-        "partitions": _pick(
-            n, pa.list_(pa.string()), (sc, scala_list), (js, _json_partitions(data["transactionPartitions"]))
-        ),
-        "last_update_timestamp": coalesce(
-            pa.int64(),
-            _pick(n, pa.int64(), (sc, _try_int(sv[4], pa.int64()))),
-            field("transactionLastUpdateTimestampMs", pa.int64()),
-        ),
-        "txn_start_timestamp": field("transactionStartTimestampMs", pa.int64()),
-        "previous_producer_id": field("previousProducerId", pa.int64(), default=-1),
-        "next_producer_id": field("nextProducerId", pa.int64(), default=-1),
-        "next_producer_epoch": field("nextProducerEpoch", pa.int32(), default=-1),
-        "client_transaction_version": field("clientTransactionVersion", pa.int32(), default=0),
-    }
 
 
 def _valid_utf8(lines: pa.Array) -> pa.Array:
@@ -533,16 +244,16 @@ def parse_lines(batch: pa.RecordBatch) -> pa.RecordBatch:
     # the dump file's name without extension, on the Dumping lines (_replica_names)
     dumping = lines.rows(K_DUMPING)
     files = batch.column("file").take(pa.array(dumping, pa.int64()))
-    stem = _spread(_groups(files, _STEM)[0], dumping, n)
+    stem = spread(groups(files, _STEM)[0], dumping, n)
     fields, bad_batch = _batch_and_record_columns(lines)
     s = lines.rows(K_SNAPSHOT)
     snap = _snapshot_fields(lines.sub(s))
     # __transaction_state record lines
-    is_txn = _np_bool(path["is_txn_state"])
+    is_txn = np_bool(path["is_txn_state"])
     t = lines.rows(K_RECORD, is_txn)
-    txn = {k: _spread(v, t, n) for k, v in _txn_fields(lines.sub(t)).items()}
+    txn = {k: spread(v, t, n) for k, v in txn_fields(lines.sub(t)).items()}
     unknown_key = np.zeros(n, bool)
-    unknown_key[t[_match(lines.sub(t), D.TXN_UNKNOWN_KEY)]] = True
+    unknown_key[t[match(lines.sub(t), D.TXN_UNKNOWN_KEY)]] = True
     first_chars = pc.utf8_slice_codeunits(lines.lines, 0, D.DETAIL_CHARS)
     reason, detail = _quarantine_columns(batch, lines, path, section, bad_batch, unknown_key, first_chars)
     # damage shown inside a segment (quarantined by its byte range in assemble_*)
@@ -559,21 +270,19 @@ def parse_lines(batch: pa.RecordBatch) -> pa.RecordBatch:
         "stem": stem,
         **path,
         "damage_text": pc.if_else(pa.array(damage), first_chars, None),
-        "invalid_bytes": _spread(
-            _try_int(_groups(lines.sub(invalid), D.INVALID_BYTES_LINE)[0], pa.int64()), invalid, n
-        ),
+        "invalid_bytes": spread(try_int(groups(lines.sub(invalid), D.INVALID_BYTES_LINE)[0], pa.int64()), invalid, n),
         **fields,
-        "first_offset": _spread(snap["first_offset"], s, n),
-        "last_timestamp": _spread(snap["last_timestamp"], s, n),
-        "coordinator_epoch": _spread(snap["coordinator_epoch"], s, n),
-        "last_sequence": _spread(snap["last_sequence"], s, n),
+        "first_offset": spread(snap["first_offset"], s, n),
+        "last_timestamp": spread(snap["last_timestamp"], s, n),
+        "coordinator_epoch": spread(snap["coordinator_epoch"], s, n),
+        "last_sequence": spread(snap["last_sequence"], s, n),
         **txn,
         "reason": reason,
         "detail": detail,
     }
     for name in ("producer_id", "producer_epoch"):
-        columns[name] = pc.coalesce(fields[name], _spread(snap[name], s, n), txn[name])
-    columns["last_offset"] = pc.coalesce(fields["last_offset"], _spread(snap["last_offset"], s, n))
+        columns[name] = pc.coalesce(fields[name], spread(snap[name], s, n), txn[name])
+    columns["last_offset"] = pc.coalesce(fields["last_offset"], spread(snap["last_offset"], s, n))
     return pa.RecordBatch.from_arrays([columns[f.name].cast(f.type) for f in PARSED_SCHEMA], schema=PARSED_SCHEMA)
 
 
@@ -596,40 +305,40 @@ def _batch_and_record_columns(lines: _Lines) -> tuple[dict[str, pa.Array], np.nd
     over every line; and which batch lines show a damaged batch."""
     n = lines.kind.size
     b = lines.rows(K_BATCH)
-    fields = {k: _spread(v, b, n) for k, v in _batch_fields(lines.sub(b)).items()}
+    fields = {k: spread(v, b, n) for k, v in _batch_fields(lines.sub(b)).items()}
     legacy = lines.rows(K_LEGACY)
     lpos, lsize, lcodec = _tokens(lines.sub(legacy), [np.full(legacy.size, i) for i in (4, 8, 12)])
     for name, values in (
-        ("position", _try_int(lpos, pa.int64())),
-        ("size", _try_int(lsize, pa.int64())),
+        ("position", try_int(lpos, pa.int64())),
+        ("size", try_int(lsize, pa.int64())),
         ("compression", _codec(lcodec)),
     ):
-        fields[name] = pc.coalesce(fields[name], _spread(values, legacy, n))
+        fields[name] = pc.coalesce(fields[name], spread(values, legacy, n))
     r = lines.rows(K_RECORD)
     rec_offset, rec_ts = _tokens(lines.sub(r), [np.full(r.size, 3), np.full(r.size, 5)])
-    marker = r[_np_bool(pc.match_substring(lines.sub(r), " endTxnMarker: "))]
-    marker_type, marker_epoch = _groups(lines.sub(marker), D.END_TXN_MARKER)
+    marker = r[np_bool(pc.match_substring(lines.sub(r), " endTxnMarker: "))]
+    marker_type, marker_epoch = groups(lines.sub(marker), D.END_TXN_MARKER)
     fields |= {
-        "rec_offset": _spread(_try_int(rec_offset, pa.int64()), r, n),
-        "rec_timestamp": _spread(_try_int(rec_ts, pa.int64()), r, n),
-        "marker_type": _spread(marker_type, marker, n),
-        "marker_epoch": _spread(_try_int(marker_epoch, pa.int32()), marker, n),
+        "rec_offset": spread(try_int(rec_offset, pa.int64()), r, n),
+        "rec_timestamp": spread(try_int(rec_ts, pa.int64()), r, n),
+        "marker_type": spread(marker_type, marker, n),
+        "marker_epoch": spread(try_int(marker_epoch, pa.int32()), marker, n),
     }
     bad_batch = np.zeros(n, bool)
-    bad_batch[b[_match(lines.sub(b), _BAD_BATCH)]] = True
+    bad_batch[b[match(lines.sub(b), _BAD_BATCH)]] = True
     # a batch line whose magic is not 2: FileLogInputStream.nextBatch frames any magic above 1 as a v2 batch and
     # DumpLogSegments prints the byte as read (its CRC does not cover it), where the segment reader says bad_magic
     magic = fields["magic"].take(pa.array(b, pa.int64()))
-    bad_batch[b[_np_bool(pc.not_equal(pc.fill_null(magic, 2), 2))]] = True
+    bad_batch[b[np_bool(pc.not_equal(pc.fill_null(magic, 2), 2))]] = True
     return fields, bad_batch
 
 
 def _snapshot_fields(snapshot_lines: pa.Array) -> dict[str, pa.Array]:
     """The producer snapshot entries' fields, one value per snapshot line."""
-    sg = _groups(snapshot_lines, D.SNAPSHOT_LINE)
+    sg = groups(snapshot_lines, D.SNAPSHOT_LINE)
 
     def sn(i: int, typ: pa.DataType | None = None) -> pa.Array:  # group i (1-based), try_cast
-        return _try_int(sg[i - 1], typ or pa.int64())
+        return try_int(sg[i - 1], typ or pa.int64())
 
     minus_one = pa.scalar(-1, pa.int64())
     return {
@@ -656,16 +365,16 @@ def _quarantine_columns(
     snapshots (null where the line is fine)."""
     kind = lines.kind
     governed = section > 0
-    ignored = _np_bool(path["ignored"])
-    is_txn = _np_bool(path["is_txn_state"])
-    in_segment = _np_bool(path["data_section"]) | (is_txn & governed)
+    ignored = np_bool(path["ignored"])
+    is_txn = np_bool(path["is_txn_state"])
+    in_segment = np_bool(path["data_section"]) | (is_txn & governed)
     outside = ~in_segment & ~ignored
     orphan = ~governed & np.isin(kind, (K_BATCH, K_LEGACY, K_RECORD, K_SNAPSHOT, K_START))
-    no_partition = (kind == K_DUMPING) & _np_bool(path["topic"].is_null()) & ~ignored
+    no_partition = (kind == K_DUMPING) & np_bool(path["topic"].is_null()) & ~ignored
     corrupt = lines.rows(K_SNAPSHOT_CORRUPT, governed)
     snapshot_crc = np.zeros(kind.size, bool)
-    crc_text = _groups(lines.sub(corrupt), D.SNAPSHOT_CORRUPT_LINE)[0]
-    snapshot_crc[corrupt[_np_bool(pc.not_equal(crc_text, ""))]] = True
+    crc_text = groups(lines.sub(corrupt), D.SNAPSHOT_CORRUPT_LINE)[0]
+    snapshot_crc[corrupt[np_bool(pc.not_equal(crc_text, ""))]] = True
     reasons = [
         (kind == K_UNPARSED, D.REASON_UNPARSED),
         (kind == K_MALFORMED_28, D.REASON_MALFORMED_2_8),
@@ -685,4 +394,4 @@ def _quarantine_columns(
         batch.column("file"), ":", pc.cast(batch.column("line_no"), pa.string()), ": entries ignored: ", first_chars, ""
     )
     is_corrupt = (kind == K_SNAPSHOT_CORRUPT) & governed
-    return reason, _pick(kind.size, pa.string(), (is_corrupt, entries_ignored), (code > 0, first_chars))
+    return reason, pick(kind.size, pa.string(), (is_corrupt, entries_ignored), (code > 0, first_chars))
