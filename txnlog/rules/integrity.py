@@ -282,6 +282,15 @@ def _unchecked(txns: pa.Table, ended: np.ndarray, seg: pa.Table) -> list[tuple[s
     return sorted({(t, int(p)) for t, p in zip(*(found.column(c).to_pylist() for c in ("topic", "partition")))})
 
 
+def _producer_keys(table: pa.Table) -> pa.Array:
+    """An integer per row of ``table`` from its producer id and partition, equal where both are (a pair's key may
+    be another pair's too: a filter on it keeps too much, never too little)."""
+    pid = np.asarray(pc.fill_null(table.column("producer_id"), -1).to_numpy(), np.int64)
+    part = np.asarray(pc.fill_null(table.column("partition"), -1).to_numpy(), np.int64)
+    with np.errstate(over="ignore"):
+        return pa.array(pid * 1_000_003 + part)
+
+
 def _found(values: pa.ChunkedArray, among: pa.Array) -> np.ndarray:
     """Whether each of ``values`` is among ``among`` (a null is not)."""
     return np.asarray(pc.fill_null(pc.is_in(values, value_set=among), False).to_numpy(), bool)
@@ -316,7 +325,7 @@ def _index_rows(txns: pa.Table, index: pa.Table, segments: pa.Table, owners: pa.
     seg = segments.sort_by([(c, "ascending") for c in _REPLICA] + [("base_offset", "ascending")])
     is_ended = _ended(txns)
     rows = [_not_checked_row(t, p) for t, p in _unchecked(txns, is_ended, seg)]
-    named = pc.is_in(txns.column("producer_id"), value_set=index.column("producer_id").combine_chunks())
+    named = pc.is_in(_producer_keys(txns), value_set=_producer_keys(index))
     abort = pc.equal(txns.column("control_type"), int(ControlType.ABORT))
     wanted = np.asarray(pc.fill_null(pc.or_(abort, named), False).to_numpy(), bool) & is_ended
     picked = np.flatnonzero(wanted)
