@@ -76,15 +76,16 @@ def test_cluster_is_named_after_the_input(tmp_path) -> None:
     """No --cluster: the same input gives the same name (reruns replace their run, since-last-run finds the
     previous one), different inputs different names; the embedded sample stays 'sample'."""
     from txnlog.pipeline import Inputs, cluster_name
+    from txnlog.sources.offline import Offline
 
     a, b = tmp_path / "incident-4711" / "logs", tmp_path / "other" / "logs"
-    assert cluster_name("prod-eu", Inputs(logs=(str(a),))) == ("prod-eu", False)
+    assert cluster_name("prod-eu", Inputs(Offline(logs=(str(a),)))) == ("prod-eu", False)
     assert cluster_name(None, Inputs(sample=True)) == ("sample", True)
     assert cluster_name(None, Inputs(live="k2:9092,k1:9092")) == ("live-k1:9092,k2:9092", True)
-    name, derived = cluster_name(None, Inputs(logs=(str(a),)))
+    name, derived = cluster_name(None, Inputs(Offline(logs=(str(a),))))
     assert derived and name.startswith("logs-") and len(name) == len("logs-") + 8
-    assert cluster_name(None, Inputs(logs=(str(a) + "/",)))[0] == name  # the same directory
-    assert cluster_name(None, Inputs(logs=(str(b),)))[0] != name
+    assert cluster_name(None, Inputs(Offline(logs=(str(a) + "/",))))[0] == name  # the same directory
+    assert cluster_name(None, Inputs(Offline(logs=(str(b),))))[0] != name
     dumps = ("broker-1=/x/b1 orders.txt", "/x/b2")
-    name = cluster_name(None, Inputs(dump_log=dumps))[0]
-    assert name.startswith("b1-orders.txt-") and name == cluster_name(None, Inputs(dump_log=dumps))[0]
+    name = cluster_name(None, Inputs(Offline(dump_log=dumps)))[0]
+    assert name.startswith("b1-orders.txt-") and name == cluster_name(None, Inputs(Offline(dump_log=dumps)))[0]

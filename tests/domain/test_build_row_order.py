@@ -26,7 +26,7 @@ def _tables(config: Any, inputs: Any, decoded: Any, summary: pa.Table, records: 
 
     as_of, _ = pipeline.resolve_as_of(config.as_of, decoded.times)
     thresholds = pipeline.thresholds_of(config, inputs, decoded, as_of)
-    checkpoints = inputs.inventory.checkpoints
+    checkpoints = inputs.offline.inventory.checkpoints
     summary, records = staging.merged_here(
         summary, records, checkpoints, str(scratch), fragments=decoded.fragments,
         records_reduced=decoded.records_reduced,

@@ -71,9 +71,10 @@ def decode(
     if placement.driver:
         return decode_here(inputs, check_crc, scratch, max_decompressed_bytes, placement.threads)
     assert spark is not None, "an input read in Spark needs a SparkSession"
-    shared = bool(inputs.dump_files or inputs.live)  # other inputs may hold the same partitions
+    shared = bool(inputs.offline.dump_files or inputs.live)  # other inputs may hold the same partitions
+    offline = inputs.offline
     summary, records = log_dir_sources(
-        spark, inputs.inventory, check_crc, scratch, shared, bool(inputs.dump_files), max_decompressed_bytes,
+        spark, offline.inventory, check_crc, scratch, shared, bool(offline.dump_files), max_decompressed_bytes,
         split_segment_bytes,
     )  # fmt: skip
     summary, records = _other_inputs(spark, inputs, summary, records, kafka)
@@ -83,11 +84,11 @@ def decode(
         )
     from txnlog.engine.spark import collect
 
-    splittable = split_segment_bytes > 0 and any(f.size > split_segment_bytes for f in inputs.inventory.segments)
+    splittable = split_segment_bytes > 0 and any(f.size > split_segment_bytes for f in offline.inventory.segments)
     summary, records, times, stitched = _decoded_and_stitched(spark, summary, records, cache, splittable)
-    whole = bool(inputs.dump_files or live_cut is not None)  # every partition may hold fragments
+    whole = bool(inputs.offline.dump_files or live_cut is not None)  # every partition may hold fragments
     with job_description(spark, "txnlog: merge and reduce per partition"):
-        checkpoints = [*inputs.inventory.checkpoints, *(live_cut.checkpoints() if live_cut else ())]
+        checkpoints = [*inputs.offline.inventory.checkpoints, *(live_cut.checkpoints() if live_cut else ())]
         summary_table, records_table = collect.merged_and_collected(
             summary, records, checkpoints_of(checkpoints), scratch=scratch, merge=whole or stitched is not None,
             fragment_partitions=None if whole or stitched is None else stitched.partitions, reduce=shared,
@@ -136,7 +137,7 @@ def _group_offsets(
     if live_cut is not None and live_cut.groups is not None:
         return live_offsets(live_cut.groups)
     with job_description(spark, "txnlog: consumer groups' offsets"):
-        return consumer_offsets(spark, inputs.inventory, check_crc, scratch, max_decompressed_bytes)
+        return consumer_offsets(spark, inputs.offline.inventory, check_crc, scratch, max_decompressed_bytes)
 
 
 def live_offsets(groups: pa.Table) -> pa.Table:
@@ -171,7 +172,7 @@ def consumer_offsets(
 def _txn_state_read(inputs: Inputs, records: pa.Table) -> frozenset[int]:
     """The ``__transaction_state`` partitions the input holds: the log dirs' (listed), and those of the
     records other inputs gave."""
-    read = set(inputs.inventory.txn_state_partitions)
+    read = set(inputs.offline.inventory.txn_state_partitions)
     read |= set(records.column("coordinator_partition").drop_null().to_pylist())
     return frozenset(read)
 
@@ -227,8 +228,8 @@ def decode_here(
     from txnlog.engine.spark.sources import SegmentsSource
     from txnlog.engine.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
 
-    shared = bool(inputs.dump_files)  # a live input is never read here (Placement.for_input)
-    inv = inputs.inventory
+    shared = bool(inputs.offline.dump_files)  # a live input is never read here (Placement.for_input)
+    inv = inputs.offline.inventory
     segments, txn_state = log_dir_options(
         inv, check_crc=check_crc, scratch=scratch, shared=shared, dumps=shared, cores=threads,
         max_decompressed_bytes=max_decompressed_bytes, split_segment_bytes=0,
@@ -244,11 +245,11 @@ def decode_here(
     summary, records, offsets = read_all_here(reads, threads)
     summary, records = _labelled(summary, InputSource.SEGMENTS), _labelled(records, InputSource.SEGMENTS)
     release_output_blocks(trim=True)  # the tables' build and writes come next in this process
-    read = set(inputs.inventory.txn_state_partitions)
-    if inputs.dump_files:
+    read = set(inputs.offline.inventory.txn_state_partitions)
+    if inputs.offline.dump_files:
         from txnlog.engine.spark.dump_log import read_dump_logs_here
 
-        dumped, dumped_records = read_dump_logs_here(list(inputs.dump_log), threads)
+        dumped, dumped_records = read_dump_logs_here(list(inputs.offline.dump_log), threads)
         summary = pa.concat_tables([summary, _labelled(dumped, InputSource.DUMP_LOG)], promote_options="default")
         dumped_records = _labelled(dumped_records, InputSource.DUMP_LOG)
         records = pa.concat_tables([records, dumped_records], promote_options="default")
@@ -256,8 +257,8 @@ def decode_here(
     return Decoded(
         summary, records, as_of_rule.broker_times_of(summary, records), fragments=shared,
         fragment_partitions=None, records_reduced=not shared, txn_state_read=frozenset(read),
-        checkpoints=tuple(inputs.inventory.checkpoints),
-        offsets=offsets if inputs.inventory.consumer_offsets_segments else None,
+        checkpoints=tuple(inputs.offline.inventory.checkpoints),
+        offsets=offsets if inputs.offline.inventory.consumer_offsets_segments else None,
     )  # fmt: skip
 
 
@@ -277,10 +278,10 @@ def _other_inputs(
     """``summary`` and ``records`` plus the kafka-dump-log.sh files' and the live cluster's rows."""
     from pyspark.sql import functions as F
 
-    if inputs.dump_files:
+    if inputs.offline.dump_files:
         from txnlog.engine.spark.dump_log import read_dump_logs
 
-        frames = read_dump_logs(spark, list(inputs.dump_log))
+        frames = read_dump_logs(spark, list(inputs.offline.dump_log))
         summary = summary.unionByName(frames.summary.withColumn("input", F.lit(InputSource.DUMP_LOG)))
         dumped = frames.records.withColumn("input", F.lit(InputSource.DUMP_LOG))
         records = records.unionByName(dumped, allowMissingColumns=True)

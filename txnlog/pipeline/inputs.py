@@ -28,7 +28,7 @@ from txnlog.model.words import count
 from txnlog.pipeline.scope import Progress
 from txnlog.sources.cluster_metadata import read_metadata_logs
 from txnlog.sources.logdirs import Inventory
-from txnlog.sources.offline import resolve
+from txnlog.sources.offline import Offline, resolve
 from txnlog.sources.sample import sample_logs
 
 if TYPE_CHECKING:
@@ -42,14 +42,10 @@ if TYPE_CHECKING:
 class Inputs:
     """What a run reads, checked: log dirs (their files), kafka-dump-log.sh files, the live cluster."""
 
-    logs: tuple[str, ...] = ()
-    inventory: Inventory = field(default_factory=Inventory)
-    dump_log: tuple[str, ...] = ()  # the --dump-log values (NAME=PATH kept)
-    dump_files: tuple[str, ...] = ()
+    offline: Offline = field(default_factory=Offline)  # log dirs and kafka-dump-log.sh files
     live: str | None = None  # bootstrap servers whose __transaction_state is read (no offline input)
     live_txn_state: bool = True  # the live cluster has __transaction_state (none before any coordinator was used)
     note: str = ""
-    dump_bytes: int = 0  # the kafka-dump-log.sh files' size
     sample: bool = False  # no input was given: the embedded sample cluster
     #: the cluster as the log dirs' KRaft metadata log says it is, and which log dir's (txnlog.broker.cluster_image)
     cluster: tuple[ClusterImage, str] | None = None
@@ -59,7 +55,7 @@ class Inputs:
         node ids, and the topics it deleted (txnlog.broker.cluster_image; None: no metadata log)."""
         if self.cluster is None:
             return None
-        return replica_roles(self.cluster, dict(self.inventory.node_ids)), deleted_topics(self.cluster)
+        return replica_roles(self.cluster, dict(self.offline.inventory.node_ids)), deleted_topics(self.cluster)
 
     def coordinator_partitions(self, configured: int) -> tuple[int, str]:
         """How many ``__transaction_state`` partitions the cluster has, and what decided it (cluster_image)."""
@@ -68,12 +64,12 @@ class Inputs:
     @property
     def bytes(self) -> int:
         """The offline input's size: log dir files and kafka-dump-log.sh files."""
-        return self.inventory.total_bytes + self.dump_bytes
+        return self.offline.inventory.total_bytes + self.offline.dump_bytes
 
     @property
     def names(self) -> list[str]:
         """The inputs as the runs table lists them."""
-        return [*self.logs, *self.dump_log, *([f"kafka://{self.live}"] if self.live else [])]
+        return [*self.offline.logs, *self.offline.dump_log, *([f"kafka://{self.live}"] if self.live else [])]
 
 
 def plan_inputs(config: Config, progress: Progress | None = None, *, sample: bool = True) -> Inputs:
@@ -113,7 +109,7 @@ def plan_inputs(config: Config, progress: Progress | None = None, *, sample: boo
     if progress:
         progress(f"found {note}")
     return Inputs(
-        offline.logs, inventory, offline.dump_log, offline.dump_files, live, live_txn_state, note, offline.dump_bytes,
+        offline, live, live_txn_state, note,
         sample=not config.logs and not config.dump_log and not config.bootstrap_servers, cluster=cluster,
     )  # fmt: skip
 
@@ -146,8 +142,8 @@ def cluster_name(given: str | None, inputs: Inputs) -> tuple[str, bool]:
         return SAMPLE_CLUSTER, True
     if inputs.live:
         return "live-" + ",".join(sorted(h.strip() for h in inputs.live.split(",") if h.strip())), True
-    paths = sorted(p if "://" in p else os.path.abspath(p) for p in (*inputs.logs, *inputs.dump_log))
-    first = (inputs.logs or inputs.dump_log)[0].split("=", 1)[-1].rstrip("/\\")
+    paths = sorted(p if "://" in p else os.path.abspath(p) for p in (*inputs.offline.logs, *inputs.offline.dump_log))
+    first = (inputs.offline.logs or inputs.offline.dump_log)[0].split("=", 1)[-1].rstrip("/\\")
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", os.path.basename(first) or "input").strip("-") or "input"
     digest = hashlib.sha1("\n".join(paths).encode()).hexdigest()[:8]
     return f"{stem}-{digest}", True
@@ -207,7 +203,7 @@ def placement_of(config: Config, inputs: Inputs, spark: SparkSession | None = No
             cores = int(spark.sparkContext.defaultParallelism)
         except Exception:  # a session without a SparkContext here (Spark Connect): the config's master
             pass
-    files = len(inputs.inventory.segments) + len(inputs.inventory.snapshots) + len(inputs.inventory.txn_state_segments)
+    files = _log_dir_files(inputs)
     return Placement.for_input(inputs.bytes, config.driver_max_bytes, live=bool(inputs.live), cores=cores, files=files)
 
 
@@ -218,9 +214,13 @@ def runs_without_spark(config: Config, inputs: Inputs) -> bool:
     return placement_of(config, inputs).driver and config.delta_writer != "spark"
 
 
+def _log_dir_files(inputs: Inputs) -> int:
+    inv = inputs.offline.inventory
+    return len(inv.segments) + len(inv.snapshots) + len(inv.txn_state_segments)
+
+
 def file_count(inputs: Inputs) -> int:
-    inv = inputs.inventory
-    return len(inv.segments) + len(inv.snapshots) + len(inv.txn_state_segments) + len(inputs.dump_files)
+    return _log_dir_files(inputs) + len(inputs.offline.dump_files)
 
 
 def capture_live(config: Config, inputs: Inputs, progress: Progress | None = None) -> LiveCut | None:

@@ -69,7 +69,8 @@ def run(
             spark, decoded, thresholds, scratch=scratch, as_of=as_of, as_of_source=as_of_source, placement=placement,
             metadata=inputs.metadata_notes(),
         )  # fmt: skip
-        tables = with_integrity(tables, inputs.inventory, inputs.inventory.checkpoints, as_of, decoded.offsets)
+        inventory = inputs.offline.inventory
+        tables = with_integrity(tables, inventory, inventory.checkpoints, as_of, decoded.offsets)
         if config.verify_live:
             tables = verify_live(tables, config, progress=progress)
         result = RunResult(run_id, cluster_of(config), as_of, config.output, {}, inputs=inputs.names)
