@@ -53,8 +53,11 @@ done
 # faster (benchmarks/RESULTS.md §2). Set before any Python starts, for the driver and Spark's Python workers;
 # your own ARROW_DEFAULT_MEMORY_POOL wins. Linux only: where a wheel lacks jemalloc, Arrow would warn.
 if [ "$(uname -s)" = Linux ]; then export ARROW_DEFAULT_MEMORY_POOL="${ARROW_DEFAULT_MEMORY_POOL:-jemalloc}"; fi
-arrow_pool=()
-[ -n "${ARROW_DEFAULT_MEMORY_POOL:-}" ] && arrow_pool=(--conf "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL=$ARROW_DEFAULT_MEMORY_POOL")
+executor_env=()
+[ -n "${ARROW_DEFAULT_MEMORY_POOL:-}" ] && executor_env=(--conf "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL=$ARROW_DEFAULT_MEMORY_POOL")
+# numba's cache of the compiled decoders: a NUMBA_CACHE_DIR of yours is the executors' too, so the daemon that
+# forks their Python workers loads what scripts/bootstrap.sh compiled there (txnlog/engine/spark/worker_daemon.py)
+[ -n "${NUMBA_CACHE_DIR:-}" ] && executor_env+=(--conf "spark.executorEnv.NUMBA_CACHE_DIR=$NUMBA_CACHE_DIR")
 # Check the job's input and configuration before starting a JVM: a wrong path or
 # an unknown config key fails at once, with one line that says what to fix.
 if [ ${#spark_args[@]} -eq 0 ] && [ "$own_java_options" = 0 ]; then
@@ -81,6 +84,6 @@ exec spark-submit \
   --conf "spark.pyspark.python=$PYSPARK_PYTHON" \
   --conf "spark.pyspark.driver.python=$PYSPARK_DRIVER_PYTHON" \
   --conf "spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:$ROOT/conf/log4j2.properties $driver_java_options" \
-  ${arrow_pool[@]+"${arrow_pool[@]}"} \
+  ${executor_env[@]+"${executor_env[@]}"} \
   ${spark_args[@]+"${spark_args[@]}"} \
   "$ROOT/jobs/find_hanging.py" ${job_args[@]+"${job_args[@]}"}

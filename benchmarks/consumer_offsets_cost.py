@@ -111,53 +111,24 @@ def once(root: Path, out: Path, timed: dict[str, float]) -> tuple[float, float]:
         build.with_blocked = real
 
 
-def steps(offsets: Path, compact: bool = True) -> dict[str, float]:
-    """Seconds of the scan, the decode and the replay of the offsets partitions, in this process (``compact``:
-    the scan keeps only the records the replay needs, as the job's source does)."""
+def steps(offsets: Path) -> dict[str, float]:
+    """Seconds of the read (each segment's records decoded in one pass, as the job's source does) and the replay
+    of the offsets partitions, in this process."""
     from txnlog.engine.segments import log_bytes
-    from txnlog.kafka.consumer_offsets import decode_records
-    from txnlog.kafka.consumer_offsets_scan import scan_consumer_offsets
+    from txnlog.kafka.consumer_offsets import decode_segment
     from txnlog.rules.consumer_offsets import replay_offsets
 
-    took = {"scan": 0.0, "decode": 0.0, "replay": 0.0}
+    took = {"read": 0.0, "replay": 0.0}
     for part in sorted((offsets / "broker-1").glob("__consumer_offsets-*")):
         for seg in sorted(part.glob("*.log")):
             t = time.perf_counter()
             with log_bytes(str(seg)) as (buf, _):
-                records, markers, _bad = scan_consumer_offsets(buf, file=str(seg), compact=compact)
-            took["scan"] += time.perf_counter() - t
-            t = time.perf_counter()
-            decoded, _q = decode_records(records, file=str(seg))
-            took["decode"] += time.perf_counter() - t
+                decoded, markers, _bad = decode_segment(buf, file=str(seg))
+            took["read"] += time.perf_counter() - t
             t = time.perf_counter()
             replay_offsets(decoded, markers)
             took["replay"] += time.perf_counter() - t
     return took
-
-
-def alone(args: argparse.Namespace) -> int:
-    """The offsets alone, compacted and every record, in fresh processes (numba's cache warm), order alternating:
-    process CPU seconds of the scan, decode and replay of every segment."""
-    import subprocess
-
-    for mix in args.mix:
-        offsets = args.offsets_dir / f"{mix}-{args.size:g}GiB"
-        cpu: dict[str, list[float]] = {"every": [], "compact": []}
-        for r in range(args.repeat + 1):  # the first round warms numba's cache and the page cache
-            for mode in ("every", "compact") if r % 2 else ("compact", "every"):
-                out = subprocess.run(
-                    [sys.executable, __file__, "--offsets-dir", str(offsets), "--alone-one", mode],
-                    check=True, capture_output=True, text=True,
-                ).stdout  # fmt: skip
-                took = json.loads(out.strip().splitlines()[-1])
-                if r:
-                    cpu[mode].append(took["cpu"])
-                print(f"{mix} {mode}: CPU {took['cpu']:.2f} s; " + ", ".join(
-                    f"{k} {v:.2f} s" for k, v in took.items() if k != "cpu"), flush=True)  # fmt: skip
-        med = {k: statistics.median(v) for k, v in cpu.items()}
-        print(f"{mix}: the offsets alone, CPU median every record {med['every']:.2f} s, compacted "
-              f"{med['compact']:.2f} s ({med['compact'] / med['every']:.2f}x)")  # fmt: skip
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,21 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "txnlog-integrity-bench")
     p.add_argument("--offsets-dir", type=Path, default=Path(tempfile.gettempdir()) / "txnlog-offsets-bench")
-    p.add_argument(
-        "--alone",
-        action="store_true",
-        help="only the offsets' scan, decode and replay, with and without "
-        "the scan's compaction, each in a fresh process, interleaved (the partitions written before)",
-    )
-    p.add_argument("--alone-one", choices=["compact", "every"], help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.alone_one:
-        cpu = time.process_time()
-        took = steps(args.offsets_dir, compact=args.alone_one == "compact")
-        print(json.dumps({"cpu": time.process_time() - cpu, **took}))
-        return 0
-    if args.alone:
-        return alone(args)
     for mix in args.mix:
         ds = mix_dataset(mix, args.size, args.data_dir)
         offsets = args.offsets_dir / f"{mix}-{args.size:g}GiB"

@@ -368,3 +368,85 @@ def test_pieces_finish_their_inner_transactions_and_hand_on_only_edges(events, c
     assert got_rows == sorted(map(repr, want.select(list(RAW_COLUMNS)).to_pylist()))
     # what the merge reads is the edges only: at most a producer's first, last marker and runs beside them
     assert sum(p.num_rows for p in edge_parts) <= sum(len(p) for p in pieces) * 2
+
+
+def _transactions_of_a_read(file, points: S.SplitPoints | None) -> list[str]:
+    """The ``transactions`` rows (txnlog.rules.finish.RAW_COLUMNS) a read of ``file`` gives, whole or in the pieces
+    cut at ``points``: the segments source's kernels (txnlog.engine.segments) and the job's stitch and merge
+    (txnlog.engine.spark.stitch.stitched_rows, txnlog.rules.transactions.transactions_of_summary), without Spark.
+    Split, the pieces finish their inner transactions (a partition of one replica) and hand on their edges."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from txnlog.engine.segment_rows import SegmentRows
+    from txnlog.engine.segments import Edges, Piece, summarize_piece, summarize_segment
+    from txnlog.engine.spark.stitch import stitched_rows
+    from txnlog.model.rows import KIND_PIECE, SEGMENT_SUMMARY_SCHEMA
+    from txnlog.rules.finish import RAW_COLUMNS
+    from txnlog.rules.transactions import KIND_TRANSACTION, transactions_of_summary
+
+    checkpoints = {(file.broker, file.topic, file.partition): (None, False, None)}
+    rows = SegmentRows()
+    if points is None:
+        parts = list(summarize_segment(file, True, rows))
+    else:
+        edges = Edges((np.empty(0, np.int64), np.empty(0, np.int64)), checkpoints, None)
+        parts = [
+            batch
+            for k in range(points.positions.size + 1)
+            for batch in summarize_piece(
+                file, Piece(k, points.positions, points.offsets, points.previous), True, rows, edges=edges
+            )
+        ]
+    summary = pa.Table.from_batches([*parts, *rows.batches()], schema=SEGMENT_SUMMARY_SCHEMA)
+    is_piece = pc.equal(summary.column("kind"), KIND_PIECE)
+    stitched = stitched_rows(summary.filter(is_piece).to_pylist())
+    assert all(r["kind"] == "segment" for r in stitched), "a dead piece"  # the chain holds every piece
+    summary = pa.concat_tables(
+        [summary.filter(pc.invert(is_piece)), pa.Table.from_pylist(stitched, schema=SEGMENT_SUMMARY_SCHEMA)]
+    )
+    is_txn = pc.equal(summary.column("kind"), KIND_TRANSACTION)
+    txns = pa.concat_tables(
+        [summary.filter(is_txn), transactions_of_summary(summary.filter(pc.invert(is_txn)), checkpoints)]
+    )
+    return sorted(map(repr, txns.select(list(RAW_COLUMNS)).to_pylist()))
+
+
+def test_a_gap_a_damaged_batch_leaves_is_found_across_a_piece_edge(tmp_path: Path) -> None:
+    """A producer's transaction whose middle batch is damaged (quarantined), the segment split right after the damage:
+    the batch after it is in the next piece. The whole read finds the gap the lost batch leaves in the producer's
+    sequences (``ProducerAppendInfo.checkSequence``); so does the split read, from the sequences the first piece
+    hands on at its edge (txnlog.broker.reconstruct.cut_sequence_gaps)."""
+    from txnlog.sources.logdirs import discover
+
+    seed = 3
+    probe = write_hot_segment(tmp_path / "probe", seed, batches=120, index_interval_bytes=128)
+    b = scan_segment(np.fromfile(probe.path, np.uint8)).batches
+    points = _points(probe.path)
+    data = b["is_transactional"] & ~b["is_control"] & (b["producer_id"] >= 0)
+
+    def next_of_producer(i: int) -> int | None:
+        later = np.flatnonzero((b["producer_id"] == b["producer_id"][i]) & (np.arange(b["producer_id"].size) > i))
+        return int(later[0]) if later.size else None
+
+    def case() -> tuple[int, int, int]:
+        """(a data batch of a transaction with data batches of its producer before and after it, with no marker
+        between: the one to damage; the batch after it, its producer's next; the split point between them)."""
+        for h in np.flatnonzero(data).tolist():
+            i = next_of_producer(h)
+            j = next_of_producer(i) if i is not None else None
+            if i is None or j is None or not (data[i] and data[j]):
+                continue
+            between = np.flatnonzero((points.positions > b["position"][i]) & (points.positions <= b["position"][j]))
+            if between.size:
+                return i, j, int(between[0])
+        raise AssertionError("no such batch")
+
+    damaged, after, point = case()
+    write_hot_segment(tmp_path / "b1", seed, batches=120, index_interval_bytes=128, damage_at=[damaged])
+    (file,) = discover([str(tmp_path / "b1")]).segments
+    cut = S.SplitPoints(*(a[point : point + 1] for a in (points.positions, points.offsets, points.previous)))
+    whole = _transactions_of_a_read(file, None)
+    gaps = [r for r in whole if f"'sequence_gap': {int(b['base_offset'][after])}," in r]
+    assert len(gaps) == 1, "the whole read finds the gap at the damaged batch's successor"
+    assert _transactions_of_a_read(file, cut) == whole

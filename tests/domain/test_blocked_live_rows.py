@@ -76,6 +76,13 @@ def test_live_rows_go_through_the_same_rule_with_source_live():
     assert etl["holding_producer_id"] is None  # no transaction of __consumer_offsets-0 in the tables
     assert {r["source"] for r in rows.values()} == {"live"}
     assert out["findings"]["blocked_groups"].to_pylist() == [["readers"]]
+    # the finding's evidence names the group blocked behind it on its data partition, at the LSO
+    (evidence,) = out["findings"]["evidence"].to_pylist()
+    assert evidence == (
+        "Some evidence; consumer group readers waits behind it: its committed offset is this LSO (100), where a "
+        "read_committed fetch stops (UnifiedLog.read; read_committed is inferred), so ending the transaction "
+        "unblocks it."
+    )
     (bad,) = out["quarantine"].to_pylist()
     assert (bad["reason"], bad["topic"], bad["partition"], bad["replica"]) == (
         "group_unreadable", OFFSETS, 0, "live"

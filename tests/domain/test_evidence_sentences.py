@@ -11,7 +11,7 @@ import re
 import pytest
 
 from txnlog.broker import classify as C
-from txnlog.broker.evidence import with_pending_groups
+from txnlog.broker.evidence import with_blocked_groups, with_pending_groups
 from txnlog.kafka.wire import ControlType
 from txnlog.rules.remedy import coordinator_stuck_evidence_and_advice, evidence_and_advice
 
@@ -176,3 +176,21 @@ def test_a_transaction_in_consumer_offsets_says_compaction_stopped(pending) -> N
         assert "offset commits of groups billing (a-0, a-1), etl (b-2) pending" in text, text
     plain, _ = evidence_and_advice({**row, "topic": "orders"}, C.Reason.COORDINATOR_TIMEOUT_OVERDUE, thresholds)
     assert "compaction" not in plain
+
+
+@pytest.mark.parametrize("groups", [[], ["dashboards"], ["reports", "dashboards"]])
+def test_a_transaction_names_the_groups_blocked_behind_it(groups) -> None:
+    """A transaction holding a data partition's LSO names the groups whose committed offset is that LSO (a
+    read_committed fetch stops there, UnifiedLog.read), in one finished sentence."""
+    row = {**BASE, **INPUTS["segments"], **OWNERS["known"], **MARKERS["none"], "batch_count": 1}
+    row.update(topic="page-views", partition=3, last_offset=row["start_offset"])
+    evidence, _ = evidence_and_advice(row, C.Reason.COORDINATOR_TIMEOUT_OVERDUE, C.Thresholds(as_of_ms=AS_OF))
+    text = with_blocked_groups(evidence, row["start_offset"], groups)
+    # one sentence still: its only new full stop is the one in UnifiedLog.read
+    assert not _slips(text) and text.endswith(".") and text.count(". ") == evidence.count(". "), text
+    if not groups:
+        assert text == evidence
+    elif len(groups) == 1:
+        assert "consumer group dashboards waits behind it: its committed offset is this LSO (614)" in text, text
+    else:
+        assert "consumer groups dashboards, reports wait behind it: their committed offset is this LSO (614)" in text

@@ -147,3 +147,39 @@ def test_a_batch_whose_sequence_skips_is_the_runs_sequence_gap():
     runs = {(int(p), int(o)): int(g) for p, o, g, k in
             zip(gap["producer_id"], gap["first_offset"], gap["sequence_gap"], gap["kind"], strict=True) if k == RUN}  # fmt: skip
     assert runs == {(5, 0): 3, (6, 2): -1, (5, 6): -1}
+
+
+def test_runs_cut_at_piece_edges_are_checked_for_sequence_gaps_as_one_run():
+    """txnlog.broker.reconstruct.cut_sequence_gaps: a segment's batches cut into pieces, each piece's fragments made
+    alone; two runs of one producer and file with no marker between them are checked at the cut by the rule inside
+    a run (ProducerAppendInfo.checkSequence: the next sequence, after Integer.MAX_VALUE 0, at the same epoch);
+    runs of different files are not, as a whole read of each does not."""
+    from txnlog.broker.reconstruct import cut_sequence_gaps
+
+    rows = [
+        {"offset": 0, "pid": 5, "kind": "data", "records": 2, "seq": 2147483646},  # 2147483646, 2147483647
+        {"offset": 2, "pid": 5, "kind": "data", "seq": 0},  # piece 1: follows across the cut (wraps)
+        {"offset": 3, "pid": 6, "kind": "data", "seq": 7},
+        {"offset": 4, "pid": 6, "kind": "data", "seq": 9},  # piece 2: 8 lost at the cut
+        {"offset": 5, "pid": 7, "kind": "data", "seq": 3},
+        {"offset": 6, "pid": 7, "kind": "data", "seq": 0, "epoch": 1},  # piece 3: a new epoch starts again
+        {"offset": 7, "pid": 5, "kind": "commit"},
+        {"offset": 8, "pid": 5, "kind": "data", "seq": 9},  # piece 4: after a marker, a new run
+    ]
+    cuts = [0, 1, 3, 5, 7, 8]  # the pieces: each producer's two batches on either side of a cut
+
+    def gaps(file_of_piece: list[int]) -> dict[tuple[int, int], int]:
+        parts = [segment_fragments(batches(*rows[a:b])) for a, b in zip(cuts, cuts[1:], strict=False)]
+        frags = {n: np.concatenate([p[n] for p in parts]) for n in parts[0]}
+        file = np.concatenate([np.full(p["kind"].size, f) for p, f in zip(parts, file_of_piece, strict=True)])
+        got = cut_sequence_gaps(frags, file)
+        run = frags["kind"] == RUN
+        return dict(
+            zip(zip(frags["producer_id"][run].tolist(), frags["first_offset"][run].tolist()), got[run].tolist())
+        )
+
+    whole = segment_fragments(batches(*rows))
+    assert sorted(whole["sequence_gap"][whole["kind"] == RUN].tolist()) == [-1, -1, -1, 4]  # pid 6's run
+    assert gaps([0, 0, 0, 0, 0]) == {(5, 0): -1, (5, 2): -1, (6, 3): -1, (6, 4): 4, (7, 5): -1, (7, 6): -1, (5, 8): -1}
+    assert gaps([0, 0, 1, 1, 1])[(6, 4)] == -1  # pieces of two files: not one run
+    assert gaps([-1] * 5)[(6, 4)] == -1  # fragments of no split file

@@ -123,3 +123,20 @@ def test_repeated_values_are_those_of_a_list():
             got = repeated(value, type, n)
             got.validate(full=True)
             assert got.equals(pa.array([value] * n, type)), (value, type, n)
+
+
+def test_kept_columns_are_what_the_file_holds_and_a_rewrite_starts_them_anew(tmp_path):
+    stage, name = str(tmp_path / "transactions"), stage_name(["b1/t-0"])
+    columns = ["topic", "partition", "producer_id", "marker_offset"]
+    with staged.kept_in_memory({stage: columns}):
+        with staged.RawWriter(stage, name) as writer:
+            writer.write(RAW.slice(0, 2))
+            writer.write(RAW.slice(2))
+        kept = staged.kept_tables(f"{stage}/{name}")
+        assert kept is not None and pa.concat_tables(kept).equals(read_raw(f"{stage}/{name}").select(columns))
+        write_raw(RAW.slice(3), stage, name)  # a retried task's attempt overwrites the file: its columns too
+        kept = staged.kept_tables(f"file://{stage}/{name}")
+        assert kept is not None and pa.concat_tables(kept).equals(RAW.slice(3).select(columns))
+        write_raw(RAW, str(tmp_path / "elsewhere"), name)
+        assert staged.kept_tables(str(tmp_path / "elsewhere" / name)) is None  # not a kept stage: read it
+    assert staged.kept_tables(f"{stage}/{name}") is None  # dropped with the run

@@ -90,6 +90,12 @@ def test_a_transaction_in_consumer_offsets_names_its_groups_and_stops_compaction
         assert f"compaction of {tp} has stopped for every group placed there" in evidence, evidence
         assert f"group billing ({', '.join(billing['pending_transactional_offsets'])}) pending" in evidence, evidence
         assert "UNSTABLE_OFFSET_COMMIT" in evidence and evidence.endswith("."), evidence
+        # the HANGING transaction on page-views names dashboards, blocked behind it at the LSO
+        (hang,) = [r for r in findings if r["topic"] == "page-views" and r["producer_id"] == truth["hang_pid"]]
+        (dashboards,) = [w for w in result.notes["blocked_consumers"] if w["group"] == "dashboards"]
+        assert f"consumer group dashboards waits behind it: its committed offset is this LSO " \
+               f"({dashboards['last_stable_offset']})" in hang["evidence"], hang["evidence"]  # fmt: skip
+        assert "billing" not in hang["evidence"], hang["evidence"]
         # the data partitions' findings say nothing of compaction
         others = [r["evidence"] for r in findings if r["topic"] != "__consumer_offsets"]
         assert others and not any("compaction" in e for e in others)

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import struct
 
-from txnlog.kafka.indexes import decode_offset_index, decode_time_index, decode_txn_index
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from txnlog.kafka.indexes import decode_offset_index, decode_time_index, decode_txn_index, decode_txn_indexes
 
 
 def test_offset_index_stops_at_preallocated_zeros() -> None:
@@ -49,3 +53,31 @@ def test_txn_index_version_is_the_first_byte_as_kafka_reads_it() -> None:
     idx = decode_txn_index(raw, file="x.txnindex")
     assert idx.entries["producer_id"].tolist() == [1, 2]
     assert [(q.position, q.length, q.reason) for q in idx.quarantine] == [(68, 68, "bad_index")]
+
+
+def _entry(version: int, pid: int) -> bytes:
+    return struct.pack(">hqqqq", version, pid, 10 * pid, 10 * pid + 5, 10 * pid)
+
+
+#: a file: (entries' versions as Kafka's reader sees them, a partial tail's length)
+_FILES = st.lists(st.tuples(st.lists(st.sampled_from([0, 0, 0, 1 << 8]), max_size=4), st.integers(0, 3)), max_size=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_FILES)
+def test_many_txn_indexes_decode_as_each_alone(files: list[tuple[list[int], int]]) -> None:
+    """Decoded together, every file gives what it gives decoded alone (a later version and a partial entry
+    included), each entry tagged with its file's position."""
+    bufs = [
+        b"".join(_entry(v, 100 * k + i) for i, v in enumerate(vs)) + bytes(tail) for k, (vs, tail) in enumerate(files)
+    ]
+    names = [f"{k:020d}.txnindex" for k in range(len(bufs))]
+    together = decode_txn_indexes(bufs, names)
+    alone = [decode_txn_index(b, file=n) for b, n in zip(bufs, names, strict=True)]
+    for name in ("version", "producer_id", "first_offset", "last_offset", "last_stable_offset"):
+        want = np.concatenate([a.entries[name] for a in alone]) if alone else np.zeros(0)
+        assert together.entries[name].tolist() == want.tolist()
+    assert together.entries["file_index"].tolist() == [k for k, a in enumerate(alone) for _ in range(a.entry_count)]
+    assert sorted(together.quarantine, key=lambda q: (q.file, q.position)) == sorted(
+        (q for a in alone for q in a.quarantine), key=lambda q: (q.file, q.position)
+    )

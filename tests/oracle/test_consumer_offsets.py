@@ -19,7 +19,7 @@ from txnlog.brokerlog.consumer_offsets_encode import (
     offset_commit_value,
 )
 from txnlog.kafka import errors
-from txnlog.kafka.consumer_offsets import decode_records
+from txnlog.kafka.consumer_offsets import decode_records, decode_segment
 from txnlog.kafka.consumer_offsets_scan import scan_consumer_offsets_file
 from txnlog.kafka.wire import Compression
 
@@ -66,6 +66,12 @@ def compare(oracle, segment: Path) -> tuple[list[str], dict[str, Any]]:
     without_json = ["key_json", "value_json"]
     if not fast.drop_columns(without_json).equals(decoded.drop_columns(without_json)) or fast_quarantine != quarantine:
         diffs.append("the compiled reader's rows differ from the general reader's")
+    # the job's read (each record parsed once in the segment's walk) gives them too, with the segment's markers
+    one, one_markers, one_quarantine = decode_segment(segment.read_bytes(), file=str(segment))
+    if not one.drop_columns(without_json).equals(decoded.drop_columns(without_json)):
+        diffs.append("the one-pass read's rows differ from the general reader's")
+    if one_quarantine != [*damage, *quarantine] or not one_markers.equals(markers):
+        diffs.append("the one-pass read's quarantine or markers differ")
     extra = (set(ours) | set(quarantined)) - set(kafka)
     if extra:
         diffs.append(f"records Kafka does not print: {sorted(extra)}")

@@ -51,6 +51,11 @@ def _compaction_stopped(row: dict) -> str:
     )
 
 
+def _with_clause(evidence: str, clause: str) -> str:
+    """``clause`` (starting "; ") added to the sentence ``evidence``, before its full stop."""
+    return f"{evidence[:-1]}{clause}." if evidence.endswith(".") else evidence + clause
+
+
 def with_pending_groups(evidence: str, pending: Mapping[str, Sequence[str]]) -> str:
     """``evidence`` of a transaction in a ``__consumer_offsets`` partition, naming the groups whose transactional
     offset commits it holds pending (group -> its "topic-partition"s): until its marker their committed offsets do
@@ -63,7 +68,23 @@ def with_pending_groups(evidence: str, pending: Mapping[str, Sequence[str]]) -> 
         f"; it holds the transactional offset commits of {'group' if len(pending) == 1 else 'groups'} {named} "
         "pending: their members fail to fetch those offsets with UNSTABLE_OFFSET_COMMIT at start-up and rebalance"
     )
-    return f"{evidence[:-1]}{clause}." if evidence.endswith(".") else evidence + clause
+    return _with_clause(evidence, clause)
+
+
+def with_blocked_groups(evidence: str, lso: int | None, groups: Sequence[str]) -> str:
+    """``evidence`` of a transaction that holds its partition's LSO, naming the consumer groups BLOCKED behind it:
+    their committed offset is that LSO, below the high watermark, and a read_committed fetch stops at the LSO
+    (``UnifiedLog.read``, ``FetchIsolation.TXN_COMMITTED``), so they read nothing more until it ends (read_committed
+    is inferred: ``__consumer_offsets`` does not record the isolation level)."""
+    if not groups:
+        return evidence
+    one = len(groups) == 1
+    clause = (
+        f"; consumer {'group' if one else 'groups'} {', '.join(sorted(groups))} {'waits' if one else 'wait'} behind "
+        f"it: {'its' if one else 'their'} committed offset is this LSO ({lso}), where a read_committed fetch stops "
+        f"(UnifiedLog.read; read_committed is inferred), so ending the transaction unblocks {'it' if one else 'them'}"
+    )
+    return _with_clause(evidence, clause)
 
 
 def _what_the_log_holds(row: dict) -> str:

@@ -48,7 +48,15 @@ FRAGMENT_COLUMNS: dict[str, np.dtype] = {
     # run: base offset of its first batch whose base sequence does not follow the previous batch's last sequence
     # at the same epoch (ProducerAppendInfo.checkSequence's test); -1: none, or a marker
     "sequence_gap": np.dtype(np.int64),
+    # run: its first batch's epoch and base sequence, its last batch's last sequence (its epoch: producer_epoch);
+    # -1: none, or a marker. What the test above needs at a run's ends, where a split segment's pieces cut it
+    # (:func:`cut_sequence_gaps`)
+    "first_epoch": np.dtype(np.int32),
+    "first_sequence": np.dtype(np.int32),
+    "last_sequence": np.dtype(np.int32),
 }
+#: the run's sequences at its ends, of the columns above
+SEQUENCE_END_COLUMNS = ("first_epoch", "first_sequence", "last_sequence")
 
 
 #: Fragment columns the segment and kafka-dump-log.sh readers copy as they are into their summary rows
@@ -66,6 +74,9 @@ SUMMARY_FRAGMENT_COLUMNS = (
     "size_bytes",
     "coordinator_epoch",
     "sequence_gap",
+    "first_epoch",
+    "first_sequence",
+    "last_sequence",
 )
 
 
@@ -101,6 +112,7 @@ def _marker_fragments(
         "coordinator_epoch": batches["coordinator_epoch"][m_idx].astype(np.int32),
         "min_epoch": epochs[m_idx],
         "sequence_gap": np.full(m_idx.size, -1, np.int64),
+        **{name: np.full(m_idx.size, -1, np.int32) for name in SEQUENCE_END_COLUMNS},
     }
 
 
@@ -169,6 +181,7 @@ def files_fragments(
         "control_type": np.full(starts.size, -1, np.int16),
         "coordinator_epoch": np.full(starts.size, -1, np.int32),
         "min_epoch": (np.minimum.reduceat(epochs[data_idx], start_in_data) if starts.size else np.empty(0, np.int32)),
+        **_sequence_ends(batches, idx[starts], idx[ends]),
         "sequence_gap": _sequence_gaps(batches, data_idx, start_in_data),
     }
     m_idx = idx[marker]
@@ -183,25 +196,81 @@ def files_fragments(
     return {name: values[by_owner] for name, values in out.items()}, of[by_owner]
 
 
+#: sequences wrap at Integer.MAX_VALUE (``DefaultRecordBatch.incrementSequence``)
+SEQUENCE_MODULUS = 1 << 31
+
+
+def last_sequences(batches: Mapping[str, np.ndarray], rows: np.ndarray) -> np.ndarray:
+    """The last sequence of the batches at ``rows`` (base sequence + last offset delta, wrapped), -1 where they
+    have no sequence."""
+    seq = batches["base_sequence"][rows].astype(np.int64)
+    last = (seq + batches["last_offset"][rows] - batches["base_offset"][rows]) % SEQUENCE_MODULUS
+    return np.where(seq < 0, -1, last)
+
+
+def in_sequence(prev_epoch: np.ndarray, prev_last: np.ndarray, epoch: np.ndarray, base: np.ndarray) -> np.ndarray:
+    """Whether a producer's batch (``epoch``, ``base`` sequence) follows its previous batch (``prev_epoch``, its
+    last sequence ``prev_last``): the next sequence at the same epoch, after Integer.MAX_VALUE 0
+    (``ProducerAppendInfo.checkSequence``/``inSequence``); another epoch, or a batch without sequences (-1),
+    breaks nothing. The one rule of ``sequence_gap``, inside a run and where pieces cut one."""
+    base = np.asarray(base, np.int64)
+    prev_last = np.asarray(prev_last, np.int64)
+    return (epoch != prev_epoch) | (base < 0) | (prev_last < 0) | (base == (prev_last + 1) % SEQUENCE_MODULUS)
+
+
+def _sequence_ends(batches: Mapping[str, np.ndarray], first: np.ndarray, last: np.ndarray) -> dict[str, np.ndarray]:
+    """Per run (rows of its ``first`` and ``last`` batch): ``first_epoch``, ``first_sequence``, ``last_sequence``."""
+    if "base_sequence" not in batches:
+        return {name: np.full(first.size, -1, np.int32) for name in SEQUENCE_END_COLUMNS}
+    return {
+        "first_epoch": batches["producer_epoch"][first].astype(np.int32),
+        "first_sequence": batches["base_sequence"][first].astype(np.int32),
+        "last_sequence": last_sequences(batches, last).astype(np.int32),
+    }
+
+
 def _sequence_gaps(batches: Mapping[str, np.ndarray], data_idx: np.ndarray, start_in_data: np.ndarray) -> np.ndarray:
     """Per run (its data batches ``data_idx``, starting at ``start_in_data``): the base offset of its first batch
-    whose base sequence is not the one after the previous batch's last sequence at the same epoch, or -1.
-    Sequences wrap at Integer.MAX_VALUE (``DefaultRecordBatch.incrementSequence``,
-    ``ProducerAppendInfo.inSequence``); a batch without sequences (-1, or headers without the column) breaks
-    nothing."""
+    not :func:`in_sequence` after the previous one, or -1. A batch without sequences (-1, or headers without the
+    column) breaks nothing."""
     if "base_sequence" not in batches:
         return np.full(start_in_data.size, -1, np.int64)
     if not data_idx.size:
         return np.empty(0, np.int64)
-    seq = batches["base_sequence"][data_idx].astype(np.int64)
-    last = (seq + batches["last_offset"][data_idx] - batches["base_offset"][data_idx]) % (1 << 31)
     epoch = batches["producer_epoch"][data_idx]
+    last = last_sequences(batches, data_idx)
     follows = np.ones(data_idx.size, bool)  # in order (or the run's first batch)
-    follows[1:] = (epoch[1:] != epoch[:-1]) | (seq[1:] < 0) | (seq[:-1] < 0) | (seq[1:] == (last[:-1] + 1) % (1 << 31))
+    follows[1:] = in_sequence(epoch[:-1], last[:-1], epoch[1:], batches["base_sequence"][data_idx][1:])
     follows[start_in_data] = True
     at = np.where(follows, np.iinfo(np.int64).max, batches["base_offset"][data_idx].astype(np.int64))
     first = np.minimum.reduceat(at, start_in_data)
     return np.where(first == np.iinfo(np.int64).max, -1, first)
+
+
+def cut_sequence_gaps(frags: Mapping[str, np.ndarray], file: np.ndarray) -> np.ndarray:
+    """``sequence_gap`` of fragments of one replica with the gaps where a split segment's pieces cut a run
+    (txnlog.sources.splits): ``file`` says which segment each fragment is of (equal values: one file's pieces;
+    -1: a fragment of no split file). Of one producer and file, two runs with no marker between them (in offset
+    order) are one run of the whole file, cut at a piece's edge: the later one's first batch is checked
+    against the earlier one's last by :func:`in_sequence`, as a whole read checks every batch of a run
+    (``_sequence_gaps``); a run that does not follow gets its first offset as its gap. Runs of different
+    segments are not checked, as a whole read does not."""
+    gap = np.asarray(frags["sequence_gap"], np.int64).copy()
+    n = gap.size
+    if n < 2:
+        return gap
+    order = np.lexsort((frags["first_offset"], frags["producer_id"], file))
+    run = frags["kind"][order] == RUN
+    f, pid = file[order], frags["producer_id"][order]
+    cut = run[1:] & run[:-1] & (f[1:] == f[:-1]) & (f[1:] >= 0) & (pid[1:] == pid[:-1])
+    if not cut.any():
+        return gap
+    prev, cur = order[:-1][cut], order[1:][cut]
+    last_epoch, first_epoch = frags["producer_epoch"][prev], frags["first_epoch"][cur]
+    broken = ~in_sequence(last_epoch, frags["last_sequence"][prev], first_epoch, frags["first_sequence"][cur])
+    at = cur[broken]
+    gap[at] = frags["first_offset"][at]  # a gap inside the run is at a later batch
+    return gap
 
 
 def merge_fragments(fragments: Mapping[str, np.ndarray]) -> list[dict[str, int | None]]:

@@ -14,13 +14,15 @@ from txnlog.broker.fragments import CONTROL_STATUS_END_TXN as CONTROL_STATUS_END
 from txnlog.broker.fragments import FRAGMENT_COLUMNS as FRAGMENT_COLUMNS
 from txnlog.broker.fragments import MARKER as MARKER
 from txnlog.broker.fragments import RUN as RUN
+from txnlog.broker.fragments import SEQUENCE_END_COLUMNS as SEQUENCE_END_COLUMNS
 from txnlog.broker.fragments import SNAPSHOT_OPEN as SNAPSHOT_OPEN
 from txnlog.broker.fragments import SUMMARY_FRAGMENT_COLUMNS as SUMMARY_FRAGMENT_COLUMNS
+from txnlog.broker.fragments import cut_sequence_gaps as cut_sequence_gaps
 from txnlog.broker.fragments import empty_fragments as empty_fragments
 from txnlog.broker.fragments import files_fragments as files_fragments
 from txnlog.broker.fragments import merge_fragments as merge_fragments
 from txnlog.broker.fragments import segment_fragments as segment_fragments
-from txnlog.model.arrow import group_starts
+from txnlog.model.arrow import group_starts, strictly_increasing
 
 # ---------------------------------------------------------------------------
 # Transactions of whole partitions: every replica's fragments → one row per transaction
@@ -217,6 +219,7 @@ def _snapshot_fragments(snaps: Mapping[str, Col], replicas: ReplicaLogs) -> tupl
         "producer_epoch": epoch,
         "min_epoch": epoch,
         "sequence_gap": col(np.full(opened.size, -1, np.int64)),
+        **{name: col(np.full(opened.size, -1, np.int32)) for name in SEQUENCE_END_COLUMNS},  # no run's
         "first_offset": col(first[opened]),
         "last_offset": col(last_off),
         "first_timestamp": col(np.zeros(opened.size, np.int64), np.zeros(opened.size, bool)),
@@ -447,18 +450,6 @@ def merge_replicas(
         offsets = np.concatenate([[0], np.cumsum(g.count(mask))])[:-1] if n else np.zeros(0, np.int64)
         lists[name] = (offsets, r[mask])
     return out, lists
-
-
-def strictly_increasing(*keys: np.ndarray) -> bool:
-    """Whether the rows' keys (compared in order, as a tuple) grow strictly from each row to the next."""
-    if keys[0].size < 2:
-        return True
-    greater = np.zeros(keys[0].size - 1, bool)
-    equal = np.ones(keys[0].size - 1, bool)
-    for k in keys:
-        greater |= equal & (k[1:] > k[:-1])
-        equal &= k[1:] == k[:-1]
-    return bool(greater.all())
 
 
 def _one_replica_each(

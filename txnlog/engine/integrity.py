@@ -1,20 +1,25 @@
 """The integrity audit (txnlog.rules.integrity) over the run's staged files, in this process: the staged
-transactions' audited columns read by the placement's threads, and the coordinator's decisions from the staged
-``__transaction_state`` records. In Spark's tasks: txnlog.engine.spark.integrity."""
+transactions' audited columns, and the coordinator's decisions from the staged ``__transaction_state`` records.
+Where this process staged them (the driver placement: :func:`kept_columns` while it decodes and merges), the
+columns are those the merge wrote, kept in memory (txnlog.engine.staging.kept_in_memory): no second read, no
+copy; a file staged elsewhere is read by the placement's threads. In Spark's tasks: txnlog.engine.spark.integrity."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import pyarrow as pa
 import pyarrow.dataset as pads
 
+from txnlog.engine.staging import kept_in_memory, kept_tables
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
 from txnlog.rules.finish import HISTORY_COLUMNS, RAW_COLUMNS
 from txnlog.rules.integrity import TXN_COLUMNS, Decisions, decisions, partition_integrity
 from txnlog.sources import storage
 
-__all__ = ["STAGED_SCHEMA", "decisions_of", "integrity_here", "staged_columns"]
+__all__ = ["STAGED_SCHEMA", "decisions_of", "integrity_here", "kept_columns", "staged_columns"]
 
 #: the staged transaction columns the audit reads
 STAGED_SCHEMA = pa.schema([SEGMENT_SUMMARY_SCHEMA.field(c) for c in TXN_COLUMNS if c in RAW_COLUMNS])
@@ -35,13 +40,29 @@ _HISTORY_COLUMNS = [
 ]
 
 
+@contextmanager
+def kept_columns(scratch: str) -> Iterator[None]:
+    """While inside, the audited columns of the transactions and ``__transaction_state`` records this process
+    stages under ``scratch`` (txnlog.engine.staging) are kept in memory as written, for the audit."""
+    stages = {f"{scratch}/transactions": STAGED_SCHEMA.names, f"{scratch}/coordinator_history": _HISTORY_COLUMNS}
+    with kept_in_memory(stages):
+        yield
+
+
 def staged_columns(path: str) -> pa.Table:
-    """The audited columns of a staged transactions file (txnlog.engine.staging)."""
-    return _columns(path, STAGED_SCHEMA.names).cast(STAGED_SCHEMA)
+    """The audited columns of a staged transactions file (txnlog.engine.staging), as staged: those kept in
+    memory where this process staged the file, else read."""
+    table = _columns(path, STAGED_SCHEMA.names)
+    return table if table.schema.equals(STAGED_SCHEMA) else table.cast(STAGED_SCHEMA)
 
 
 def _columns(uri: str, columns: list[str]) -> pa.Table:
-    """Those of ``columns`` a staged file (Arrow IPC, txnlog.engine.staging) has, reading only their buffers."""
+    """Those of ``columns`` a staged file (Arrow IPC, txnlog.engine.staging) has: the tables this process kept of
+    it (:func:`kept_columns`), else read, only their buffers."""
+    kept = kept_tables(uri)
+    if kept:
+        present = [c for c in columns if c in kept[0].column_names]
+        return pa.concat_tables([t.select(present) for t in kept])
     filesystem, path = storage.filesystem(uri)
     data = pads.dataset(path, filesystem=filesystem, format="ipc")
     return data.to_table(columns=[c for c in columns if c in data.schema.names])
@@ -51,8 +72,8 @@ def integrity_here(
     files: list[str], index: pa.Table, segments: pa.Table, decided: Decisions, threads: int = 1
 ) -> pa.Table:
     """:func:`txnlog.rules.integrity.partition_integrity` of every partition of the staged transaction ``files``
-    at once (the rule is vectorized over whole partitions), the files read by ``threads`` threads (Arrow's IPC
-    reader releases the GIL)."""
+    at once (the rule is vectorized over whole partitions): their columns kept in memory (:func:`kept_columns`),
+    or those of a file not kept read by ``threads`` threads (Arrow's IPC reader releases the GIL)."""
     with ThreadPoolExecutor(max(1, min(threads, len(files) or 1)), thread_name_prefix="txnlog-audit") as pool:
         parts = [p for p in pool.map(staged_columns, files) if p.num_rows]
     txns = pa.concat_tables(parts) if parts else STAGED_SCHEMA.empty_table()

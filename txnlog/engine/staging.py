@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+import threading
 import uuid
-from collections.abc import Collection, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
 from typing import Any
 
@@ -68,6 +69,49 @@ def write_raw(table: pa.Table, stage: str, name: str, columns: tuple[str, ...] |
         writer.write(table)
 
 
+class _Kept:
+    """The columns of the staged files that this process keeps in memory as it writes them (:func:`kept_in_memory`):
+    per stage directory the columns kept, per staged file the tables written into it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.columns: dict[str, list[str]] = {}
+        self.tables: dict[str, list[pa.Table]] = {}
+
+
+_KEPT = _Kept()
+
+
+@contextmanager
+def kept_in_memory(stages: Mapping[str, Sequence[str]]) -> Iterator[None]:
+    """While inside, every file this process stages under one of ``stages``' directories (directory -> columns)
+    also keeps those of its columns it has, as written (the same buffers, no copy), for :func:`kept_tables`: a
+    reader in this process then needs no second read of the file. Only where the files are written in this
+    process (the driver placement); dropped on exit."""
+    keys = {_local(stage): list(columns) for stage, columns in stages.items()}
+    with _KEPT.lock:
+        _KEPT.columns.update(keys)
+    try:
+        yield
+    finally:
+        with _KEPT.lock:
+            for stage in keys:
+                _KEPT.columns.pop(stage, None)
+                for path in [p for p in _KEPT.tables if posixpath.dirname(p) == stage]:
+                    del _KEPT.tables[path]
+
+
+def kept_tables(uri: str) -> list[pa.Table] | None:
+    """What :func:`kept_in_memory` kept of the staged file ``uri`` (its tables in the order written), or None
+    where nothing was kept (the file is to be read)."""
+    with _KEPT.lock:
+        return _KEPT.tables.get(_local(uri))
+
+
+def _local(uri: str) -> str:
+    return posixpath.normpath(storage.filesystem(uri)[1])
+
+
 class RawWriter:
     """:func:`write_raw` a table at a time into one staged file: ``with RawWriter(stage, name) as w: w.write(t)``.
     The file is created by the first table with rows (none, no file); every table must have the first's schema."""
@@ -81,6 +125,7 @@ class RawWriter:
         if table.num_rows == 0:
             return
         data = table.select(list(self._columns)) if self._columns is not None else table
+        self._keep(data)
         try:
             if self._writer is None:
                 filesystem, path = storage.filesystem(self._stage)
@@ -91,6 +136,21 @@ class RawWriter:
             self._writer.write_table(data, max_chunksize=STAGED_BATCH_ROWS)
         except OSError as e:
             raise StagingError(self._stage, e) from e
+
+    def _keep(self, data: pa.Table) -> None:
+        """:func:`kept_in_memory`'s copy of ``data`` (its buffers), if its stage keeps one; a file's first table
+        starts its list anew (a retried write overwrites the file)."""
+        if not _KEPT.columns:
+            return
+        stage = _local(self._stage)
+        with _KEPT.lock:
+            columns = _KEPT.columns.get(stage)
+            if columns is None:
+                return
+            path = posixpath.join(stage, self._name)
+            kept = [] if self._writer is None else _KEPT.tables.get(path, [])
+            kept.append(data.select([c for c in columns if c in data.column_names]))
+            _KEPT.tables[path] = kept
 
     def __enter__(self) -> RawWriter:
         return self

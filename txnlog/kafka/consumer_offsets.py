@@ -21,7 +21,9 @@ import numpy as np
 import pyarrow as pa
 
 from txnlog.kafka import errors
+from txnlog.kafka.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
 from txnlog.kafka.consumer_offsets_commits import decode_offset_commits
+from txnlog.kafka.consumer_offsets_scan import scan_commits
 from txnlog.kafka.consumer_offsets_schema import (
     CONSUMER_PROTOCOL_ASSIGNMENT,
     CONSUMER_PROTOCOL_SUBSCRIPTION,
@@ -33,6 +35,7 @@ from txnlog.kafka.consumer_offsets_schema import (
     uuid_text,
 )
 from txnlog.kafka.errors import QuarantineEntry
+from txnlog.kafka.record_batch import Buffer
 
 #: Record types (the key's version; ``GroupCoordinatorRecordSerde.apiMessageKeyFor``).
 OFFSET_COMMIT_TYPES = (0, 1)
@@ -180,14 +183,40 @@ def decode_records(
     if with_json or records.num_rows == 0:
         return _decode_each(records, file, with_json)
     ok, cols = decode_offset_commits(records)
-    fast = records if ok.all() else records.filter(pa.array(ok))
+    return _merged(records, ok, cols, file)
+
+
+def decode_segment(
+    buf: Buffer, *, file: str = "", check_crc: bool = True, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+) -> tuple[pa.Table, pa.Table, list[QuarantineEntry]]:
+    """(decoded rows, markers, quarantine) of one ``__consumer_offsets`` segment: what
+    :func:`~txnlog.kafka.consumer_offsets_scan.scan_consumer_offsets` and :func:`decode_records` give, each record
+    parsed once (:func:`~txnlog.kafka.consumer_offsets_scan.scan_commits` reads the OffsetCommit records in its
+    walk; only the others' bytes are copied, and decoded one at a time)."""
+    records, markers, quarantine, ok, cols = scan_commits(
+        buf, file=file, check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes
+    )
+    if records.num_rows == 0:
+        decoded, undecoded = _decode_each(records, file, False)
+    else:
+        decoded, undecoded = _merged(records, ok, cols, file)
+    return decoded, markers, [*quarantine, *undecoded]
+
+
+def _merged(
+    records: pa.Table, ok: np.ndarray, cols: dict[str, pa.Array], file: str
+) -> tuple[pa.Table, list[QuarantineEntry]]:
+    """The decoded rows of ``records``: the columns ``cols`` of those read in compiled code (``ok``), the others
+    decoded one at a time, in the records' order."""
+    everyone = bool(ok.all())
+    fast = records if everyone else records.filter(pa.array(ok))
     n = fast.num_rows
     columns = {
         name: cols[name] if name in cols else fast.column(name) if name in _CARRIED else pa.nulls(n, typ)
         for name, typ in zip(DECODED_SCHEMA.names, DECODED_SCHEMA.types)
     }
     table = pa.table(columns, schema=DECODED_SCHEMA)
-    if ok.all():
+    if everyone:
         return table, []
     rest = np.flatnonzero(~ok)
     slow, quarantine = _decode_each(records.take(pa.array(rest)), file, False, rest)

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from txnlog.kafka.binary import be_i16, be_i32, be_i64, is_valid_utf8, read_uvarint
 from txnlog.kafka.jit import jit
+from txnlog.kafka.txn_state_scan import _gather_strings
 
 # columns of the int64 matrix the walk fills, one row per record
 _COLS = (
@@ -36,10 +37,9 @@ _COLS = (
 )
 _C = {name: i for i, name in enumerate(_COLS)}
 (_OK, _TYPE, _GS, _GL, _TS, _TL, _PART, _TOMB, _VV, _OFF, _EPOCH, _MS, _ML, _CTS, _ETS) = range(len(_COLS))
-#: The width of a row :func:`read_commit` fills, and where it puts the key (group start and length, topic start
-#: and length, partition) and whether the record is a tombstone.
+#: The width of a row :func:`read_commit` fills, and the column a caller sets to 1 where it read the record.
 WIDTH = len(_COLS)
-GROUP_START, GROUP_LEN, TOPIC_START, TOPIC_LEN, PARTITION, TOMBSTONE = _GS, _GL, _TS, _TL, _PART, _TOMB
+OK = _OK
 
 
 @jit(inline=True)
@@ -148,18 +148,6 @@ def _walk(kdata, koff, kvalid, vdata, voff, vvalid):
     return out
 
 
-@jit()
-def _gather(data, start, length):
-    offsets = np.empty(start.size + 1, np.int64)
-    offsets[0] = 0
-    for i in range(start.size):
-        offsets[i + 1] = offsets[i] + length[i]
-    out = np.empty(offsets[-1], np.uint8)
-    for i in range(start.size):
-        out[offsets[i] : offsets[i + 1]] = data[start[i] : start[i] + length[i]]
-    return out, offsets
-
-
 def _buffers(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(data, offsets, valid) of a large_binary column, without copying the data."""
     arr = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
@@ -173,39 +161,45 @@ def _buffers(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return raw, offsets, valid
 
 
-def _strings(data: np.ndarray, start: np.ndarray, length: np.ndarray, typ: pa.DataType, valid=None) -> pa.Array:
-    """The byte ranges as a ``typ`` (string or large_binary) column, null where not ``valid``. The strings were
-    checked to be UTF-8 by the walk, so they are not checked again."""
-    out, offsets = _gather(data, start, length)
+def _strings(
+    data: np.ndarray, extra: np.ndarray, src: np.ndarray, start: np.ndarray, length: np.ndarray, valid=None
+) -> tuple[pa.Array, pa.Array]:
+    """The byte ranges (in ``data`` where ``src`` is 0, else in ``extra``) as a string column and a large_binary
+    one sharing its bytes, null where not ``valid``. The walk checked the strings are UTF-8: not checked again."""
+    out, offsets = _gather_strings(data, extra, src, np.ascontiguousarray(start), np.ascontiguousarray(length))
     n = start.size
     bitmap = None if valid is None or valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
     nulls = 0 if bitmap is None else int(n - valid.sum())
-    if typ == pa.string() and offsets[-1] < 2**31:
-        offsets = offsets.astype(np.int32)
-    elif typ != pa.large_binary():
-        arr = pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(out)])
-        return arr.view(pa.large_string()).cast(typ)
-    return pa.Array.from_buffers(typ, n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(out)], null_count=nulls)
+    data_buffer = pa.py_buffer(out)
+    binary = pa.Array.from_buffers(
+        pa.large_binary(), n, [bitmap, pa.py_buffer(offsets), data_buffer], null_count=nulls
+    )  # fmt: skip
+    if offsets[-1] >= 2**31:
+        return binary.view(pa.large_string()).cast(pa.string()), binary
+    text = pa.Array.from_buffers(
+        pa.string(), n, [bitmap, pa.py_buffer(offsets.astype(np.int32)), data_buffer], null_count=nulls
+    )  # fmt: skip
+    return text, binary
 
 
-def decode_offset_commits(records: pa.Table) -> tuple[np.ndarray, dict[str, pa.Array]]:
-    """(mask of the records read here, their columns by :data:`~txnlog.kafka.consumer_offsets.DECODED_SCHEMA`
-    name: the rows of the masked records, in order; the caller adds the batch columns and the others)."""
-    kdata, koff, kvalid = _buffers(records.column("key"))
-    vdata, voff, vvalid = _buffers(records.column("value"))
-    m = _walk(kdata, koff, kvalid, vdata, voff, vvalid)
-    ok = m[:, _OK] == 1
-    if not ok.all():
-        m = m[ok]
+def commit_columns(
+    m: np.ndarray, data: np.ndarray, extra: np.ndarray, key_src: np.ndarray, value_src: np.ndarray
+) -> dict[str, pa.Array]:
+    """The columns (by :data:`~txnlog.kafka.consumer_offsets.DECODED_SCHEMA` name) of the OffsetCommit records
+    read into the rows of ``m`` by :func:`read_commit`, their keys' bytes in ``data`` where ``key_src`` is 0 (else
+    in ``extra``), their values' likewise by ``value_src``."""
     live = m[:, _TOMB] == 0
+    group, group_bytes = _strings(data, extra, key_src, m[:, _GS], m[:, _GL])
+    topic, _ = _strings(data, extra, key_src, m[:, _TS], m[:, _TL])
+    metadata, _ = _strings(data, extra, value_src, m[:, _MS], m[:, _ML], live)
     cols: dict[str, pa.Array] = {
         "record_type": pa.array(m[:, _TYPE].astype(np.int16)),
-        "group": _strings(kdata, m[:, _GS], m[:, _GL], pa.string()),
-        "group_bytes": _strings(kdata, m[:, _GS], m[:, _GL], pa.large_binary()),
-        "topic": _strings(kdata, m[:, _TS], m[:, _TL], pa.string()),
+        "group": group,
+        "group_bytes": group_bytes,
+        "topic": topic,
         "partition": pa.array(m[:, _PART].astype(np.int32)),
         "is_tombstone": pa.array(~live),
-        "metadata": _strings(vdata, m[:, _MS], m[:, _ML], pa.string(), live),
+        "metadata": metadata,
     }
     for name, typ in (
         ("value_version", pa.int16()),
@@ -215,4 +209,16 @@ def decode_offset_commits(records: pa.Table) -> tuple[np.ndarray, dict[str, pa.A
         ("expire_timestamp", pa.int64()),
     ):
         cols[name] = pa.array(m[:, _C[name]].astype(typ.to_pandas_dtype()), mask=~live)
-    return ok, cols
+    return cols
+
+
+def decode_offset_commits(records: pa.Table) -> tuple[np.ndarray, dict[str, pa.Array]]:
+    """(mask of the records read here, their columns by :data:`~txnlog.kafka.consumer_offsets.DECODED_SCHEMA`
+    name: the rows of the masked records, in order; the caller adds the batch columns and the others)."""
+    kdata, koff, kvalid = _buffers(records.column("key"))
+    vdata, voff, vvalid = _buffers(records.column("value"))
+    m = _walk(kdata, koff, kvalid, vdata, voff, vvalid)
+    ok = m[:, _OK] == 1
+    m = m if ok.all() else m[ok]
+    n = len(m)
+    return ok, commit_columns(m, kdata, vdata, np.zeros(n, np.int64), np.ones(n, np.int64))

@@ -3,7 +3,11 @@ producer) and its transaction markers, what cannot be read quarantined.
 
 The group coordinator may compress its batches (``offsets.topic.compression.codec``), so unlike the data
 partitions' payloads these batches are decompressed (:func:`txnlog.kafka.txn_state_scan._side_buffer`, under
-the same per-file budget). The records are then decoded by :func:`txnlog.kafka.consumer_offsets.decode_records`.
+the same per-file budget). The walk of the records reads each OffsetCommit record where it lies
+(:func:`txnlog.kafka.consumer_offsets_commits.read_commit`), so the job's read (:func:`scan_commits`, then
+:func:`txnlog.kafka.consumer_offsets.decode_segment`) parses each record once and copies the bytes of the other
+records only; :func:`scan_consumer_offsets` returns every record's key and value bytes, for
+:func:`txnlog.kafka.consumer_offsets.decode_records`.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import pyarrow as pa
 
 from txnlog.kafka import errors
 from txnlog.kafka.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
-from txnlog.kafka.consumer_offsets_compact import keep_mask
+from txnlog.kafka.consumer_offsets_commits import OK, WIDTH, commit_columns, read_commit
 from txnlog.kafka.control import ControlStatus
 from txnlog.kafka.errors import QuarantineEntry
 from txnlog.kafka.jit import jit
@@ -61,12 +65,14 @@ _DETAILS = {
 @jit()
 def _walk(buf, extra, src, starts, ends, counts, base_offset, base_ts, max_ts, log_append_time):
     """The frame of every record of every batch: (batch, offset, timestamp, key src/start/len, value
-    start/len) per record as rows of an int64 matrix, and (batch, offset, code, arg1, arg2) per broken
-    batch."""
+    start/len) per record as rows of an int64 matrix, the record read as an OffsetCommit where it is a well-formed
+    one (the row of a second matrix, :func:`~txnlog.kafka.consumer_offsets_commits.read_commit`, its ``OK`` column
+    1), and (batch, offset, code, arg1, arg2) per broken batch."""
     total = 0
     for b in range(starts.size):
         total += max(counts[b], 0)
     recs = np.empty((total, 7), np.int64)
+    commits = np.zeros((total, WIDTH), np.int64)
     nr = 0
     quar = np.empty((starts.size, 5), np.int64)
     nq = 0
@@ -99,13 +105,18 @@ def _walk(buf, extra, src, starts, ends, counts, base_offset, base_ts, max_ts, l
                 value_start,
                 value_len,
             )
+            value_end = value_start + max(value_len, 0)
+            if key_len >= 0 and read_commit(
+                data, key_start, key_start + key_len, data, value_start, value_end, value_len >= 0, commits, nr
+            ):
+                commits[nr, OK] = 1
             nr += 1
             done += 1
             p = rec_end
         if not broken and p != end:
             quar[nq] = (b, -1, _TRAILING, end - p, 0)
             nq += 1
-    return recs[:nr], quar[:nq]
+    return recs[:nr], commits[:nr], quar[:nq]
 
 
 def _binary(data: np.ndarray, offsets: np.ndarray, valid: np.ndarray) -> pa.Array:
@@ -136,13 +147,29 @@ def scan_consumer_offsets(
     file: str = "",
     check_crc: bool = True,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
-    compact: bool = False,
 ) -> tuple[pa.Table, pa.Table, list[QuarantineEntry]]:
     """(records, markers, quarantine) of one ``__consumer_offsets`` segment (:data:`RECORDS_SCHEMA`,
-    :data:`MARKERS_SCHEMA`). Never raises on bad input: the segment's damage, batches that do not decompress
-    and batches whose record framing is broken are quarantine entries; the records before a broken one are
-    kept. ``compact``: only the records the replay of committed offsets needs
-    (:func:`txnlog.kafka.consumer_offsets_compact.keep_mask`), the others dropped before they are copied."""
+    :data:`MARKERS_SCHEMA`), every record's key and value bytes. Never raises on bad input: the segment's damage,
+    batches that do not decompress and batches whose record framing is broken are quarantine entries; the records
+    before a broken one are kept."""
+    records, markers, quarantine, _, _ = scan_commits(
+        buf, file=file, check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes, every_key=True
+    )
+    return records, markers, quarantine
+
+
+def scan_commits(
+    buf: Buffer,
+    *,
+    file: str = "",
+    check_crc: bool = True,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+    every_key: bool = False,
+) -> tuple[pa.Table, pa.Table, list[QuarantineEntry], np.ndarray, dict[str, pa.Array]]:
+    """:func:`scan_consumer_offsets` with the well-formed OffsetCommit records already read: (records, markers,
+    quarantine, the mask of those records, their columns by
+    :data:`~txnlog.kafka.consumer_offsets.DECODED_SCHEMA` name). The records' ``key`` and ``value`` are null
+    for the masked ones, unless ``every_key``."""
     arr = as_uint8(buf)
     segment = scan_segment(arr, file=file, check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes)
     quarantine = list(segment.quarantine)
@@ -157,7 +184,7 @@ def scan_consumer_offsets(
     extra, _ = _side_buffer(
         arr, b["compression"][idx], positions, starts, ends, counts, src, file, max_decompressed_bytes, quarantine
     )
-    recs, quar = _walk(
+    recs, commits, quar = _walk(
         arr,
         extra,
         src,
@@ -181,25 +208,28 @@ def scan_consumer_offsets(
             )
         )
     quarantine.sort(key=lambda e: e.position)
-    producers = b["producer_id"][idx]
-    if compact and len(recs):
-        rsrc = src[recs[:, 0]]
-        keep = keep_mask(arr, extra, rsrc, recs[:, 3], recs[:, 4], recs[:, 5], recs[:, 6], producers[recs[:, 0]])
-        if not keep.all():
-            recs = recs[keep]
     batch = recs[:, 0]
     rsrc = src[batch]
-    key_valid = recs[:, 4] >= 0
-    value_valid = recs[:, 6] >= 0
-    key_data, key_offsets = _gather_strings(arr, extra, rsrc, recs[:, 3].copy(), np.maximum(recs[:, 4], 0))
-    value_data, value_offsets = _gather_strings(arr, extra, rsrc, recs[:, 5].copy(), np.maximum(recs[:, 6], 0))
+    ok = commits[:, OK] == 1
+    columns = commit_columns(commits if ok.all() else commits[ok], arr, extra, rsrc[ok], rsrc[ok])
+    raw = np.ones(len(recs), bool) if every_key else ~ok  # the records whose bytes are copied
+    key_valid = (recs[:, 4] >= 0) & raw
+    value_valid = (recs[:, 6] >= 0) & raw
+    if raw.any():
+        key_data, key_offsets = _gather_strings(arr, extra, rsrc, recs[:, 3].copy(), np.where(key_valid, recs[:, 4], 0))
+        value_data, value_offsets = _gather_strings(
+            arr, extra, rsrc, recs[:, 5].copy(), np.where(value_valid, recs[:, 6], 0)
+        )  # fmt: skip
+    else:  # every record read as an OffsetCommit: no bytes copied
+        key_data = value_data = np.zeros(0, np.uint8)
+        key_offsets = value_offsets = np.zeros(len(recs) + 1, np.int64)
     records = pa.table(
         {
             "position": positions[batch],
             "batch_length": lengths[batch],
             "offset": recs[:, 1],
             "timestamp": recs[:, 2],
-            "producer_id": producers[batch],
+            "producer_id": b["producer_id"][idx][batch],
             "producer_epoch": b["producer_epoch"][idx][batch],
             "is_transactional": b["is_transactional"][idx][batch],
             "key": _binary(key_data, key_offsets, key_valid),
@@ -207,7 +237,7 @@ def scan_consumer_offsets(
         },
         schema=RECORDS_SCHEMA,
     )
-    return records, _markers(b), quarantine
+    return records, _markers(b), quarantine, ok, columns
 
 
 def scan_consumer_offsets_file(
@@ -215,7 +245,6 @@ def scan_consumer_offsets_file(
     *,
     check_crc: bool = True,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
-    compact: bool = False,
 ) -> tuple[pa.Table, pa.Table, list[QuarantineEntry]]:
     """:func:`scan_consumer_offsets` over a file, memory-mapped."""
     with mapped_file(path) as arr:
@@ -224,5 +253,4 @@ def scan_consumer_offsets_file(
             file=os.fspath(path),
             check_crc=check_crc,
             max_decompressed_bytes=max_decompressed_bytes,
-            compact=compact,
         )

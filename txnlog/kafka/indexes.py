@@ -24,6 +24,7 @@ Nothing here raises on input; problems are in ``quarantine``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,7 +34,7 @@ from txnlog.kafka.errors import QuarantineEntry
 from txnlog.kafka.record_batch import Buffer, as_uint8
 from txnlog.kafka.wire import ABORTED_TXN_ENTRY_SIZE, OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE
 
-__all__ = ["IndexFile", "decode_offset_index", "decode_time_index", "decode_txn_index"]
+__all__ = ["IndexFile", "decode_offset_index", "decode_time_index", "decode_txn_index", "decode_txn_indexes"]
 
 _OFFSET_DTYPE = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
 _TIME_DTYPE = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
@@ -131,3 +132,29 @@ def decode_txn_index(buf: Buffer, *, file: str = "") -> IndexFile:
     del cols["_version_low_byte"]
     cols["version"] = cols["version"].astype(np.int16)
     return IndexFile(file, cols, quarantine)
+
+
+def decode_txn_indexes(bufs: Sequence[bytes], files: Sequence[str]) -> IndexFile:
+    """Many ``.txnindex`` files at once, as :func:`decode_txn_index` decodes each, plus a ``file_index`` column
+    (the position of the entry's file in ``bufs``); entries in file order. The files Kafka writes (whole entries
+    of version 0) are decoded together in one pass; a file with a partial entry or a later version goes through
+    :func:`decode_txn_index` alone, for its quarantine rows."""
+    sizes = np.fromiter((len(b) for b in bufs), np.int64, len(bufs))
+    regular = np.flatnonzero(sizes % ABORTED_TXN_ENTRY_SIZE == 0)
+    raw = np.frombuffer(b"".join([bufs[i] for i in regular.tolist()]), _TXN_DTYPE)
+    owner = np.repeat(regular, sizes[regular] // ABORTED_TXN_ENTRY_SIZE)
+    irregular = np.union1d(np.flatnonzero(sizes % ABORTED_TXN_ENTRY_SIZE != 0), owner[raw["version"] > 0])
+    keep = ~np.isin(owner, irregular)
+    cols = _native(raw[keep])
+    del cols["_version_low_byte"]
+    cols["version"] = cols["version"].astype(np.int16)
+    cols["file_index"] = owner[keep]
+    quarantine: list[QuarantineEntry] = []
+    parts = [cols]
+    for i in irregular.tolist():
+        one = decode_txn_index(bufs[i], file=files[i])
+        quarantine.extend(one.quarantine)
+        parts.append({**one.entries, "file_index": np.full(one.entry_count, i, np.int64)})
+    merged = {name: np.concatenate([part[name] for part in parts]) for name in cols}
+    order = np.argsort(merged["file_index"], kind="stable")
+    return IndexFile("", {name: values[order] for name, values in merged.items()}, quarantine)

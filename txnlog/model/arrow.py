@@ -28,6 +28,18 @@ def group_starts(*keys: np.ndarray) -> np.ndarray:
     return np.flatnonzero(change)
 
 
+def strictly_increasing(*keys: np.ndarray) -> bool:
+    """Whether the rows' keys (compared in order, as a tuple) grow strictly from each row to the next."""
+    if keys[0].size < 2:
+        return True
+    greater = np.zeros(keys[0].size - 1, bool)
+    equal = np.ones(keys[0].size - 1, bool)
+    for k in keys:
+        greater |= equal & (k[1:] > k[:-1])
+        equal &= k[1:] == k[:-1]
+    return bool(greater.all())
+
+
 def table_group_starts(order: pa.Table, keys: Sequence[str]) -> Any:
     """The row numbers where a new group of ``keys`` starts in ``order`` (sorted by ``keys``; null == null
     here): a numpy int64 array, empty for an empty table."""

@@ -43,6 +43,10 @@ SEGMENT_SUMMARY_SCHEMA = pa.schema(
         # run rows: the first out-of-sequence batch's offset, -1 none; transaction rows: null none
         # (txnlog.broker.reconstruct.FRAGMENT_COLUMNS)
         ("sequence_gap", pa.int64()),
+        # run rows: its first batch's epoch and base sequence (its last batch's last sequence: last_sequence
+        # below); -1 none (txnlog.broker.reconstruct.FRAGMENT_COLUMNS)
+        ("first_epoch", pa.int32()),
+        ("first_sequence", pa.int32()),
         # quarantine rows of a data segment: the first and last offset the region may hold, from the valid
         # batches either side of it in the file (null: none on that side; txnlog.rules.damage)
         ("first_offset", pa.int64()),
@@ -80,7 +84,7 @@ SEGMENT_SUMMARY_SCHEMA = pa.schema(
         ("snapshot_offset", pa.int64()),
         # producer rows (kind "producer", txnlog.broker.producer_state.PRODUCER_COLUMNS; producer_epoch, last_offset,
         # last_timestamp, marker_offset and coordinator_epoch above are its last event's and last marker's)
-        # and snapshot rows (last_sequence: the entry's LastSequence)
+        # and snapshot rows (last_sequence: the entry's LastSequence; run rows: its last batch's last sequence)
         ("last_sequence", pa.int32()),
         ("data_offset", pa.int64()),
         ("data_epoch", pa.int32()),

@@ -4,7 +4,8 @@ quarantine rows of the ``.txnindex`` files that could not be read whole.
 
 The audit runs where the partitions' other work runs (txnlog.engine.spark.placement): in Spark's tasks, per
 (topic, partition), over the staged transactions where they were staged (txnlog.engine.spark.integrity); or, for
-a small input, in this process by the placement's threads. The ``.txnindex`` entries (34 bytes per aborted
+a small input, in this process, over the audited columns the merges kept as they staged them
+(:func:`audited_in_memory`: no second read). The ``.txnindex`` entries (34 bytes per aborted
 transaction) and the coordinator's decisions (txnlog.rules.integrity.decisions) are read here and handed to
 every partition's check.
 """
@@ -12,19 +13,27 @@ every partition's check.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
 
-from txnlog.engine.integrity import decisions_of, integrity_here
+from txnlog.engine.integrity import decisions_of, integrity_here, kept_columns
 from txnlog.model.rows import Checkpoint
 from txnlog.rules.blocked import groups_past
 from txnlog.rules.integrity import compacted_gaps, unserved, with_readers, with_timestamps
 from txnlog.sources.logdirs import Inventory
 from txnlog.sources.txnindex import read_txn_indexes
 
-__all__ = ["with_integrity"]
+__all__ = ["audited_in_memory", "with_integrity"]
+
+
+def audited_in_memory(scratch: str, driver: bool) -> AbstractContextManager[None]:
+    """Around a run's decode and build: where they stage in this process (``driver``: the driver placement), the
+    audited columns are kept as the merges write them, so that :func:`with_integrity` reads nothing again
+    (txnlog.engine.integrity.kept_columns)."""
+    return kept_columns(scratch) if driver else nullcontext()
 
 
 def with_integrity(

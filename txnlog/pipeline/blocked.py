@@ -9,13 +9,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txnlog.broker.evidence import with_pending_groups
+from txnlog.broker.evidence import with_blocked_groups, with_pending_groups
 from txnlog.kafka.wire import CONSUMER_OFFSETS_TOPIC
 from txnlog.live.groups import pending_holders
 from txnlog.model.arrow import project
 from txnlog.model.contract import LIVE_REPLICA, InputSource
 from txnlog.model.rows import KIND_QUARANTINE
-from txnlog.rules.blocked import UNSTABLE_OFFSET_COMMIT, blocked_consumers, unblocked_groups
+from txnlog.rules.blocked import BLOCKED, UNSTABLE_OFFSET_COMMIT, blocked_consumers, unblocked_groups
 
 __all__ = ["with_blocked"]
 
@@ -42,7 +42,7 @@ def with_blocked(tables: dict[str, Any], offsets: pa.Table | None) -> dict[str, 
         table = out[name]
         groups = unblocked_groups(blocked, table, lso_after=lso_after)
         out[name] = table.set_column(table.schema.get_field_index("blocked_groups"), "blocked_groups", groups)
-    out["findings"] = _pending_in_evidence(out["findings"], blocked)
+    out["findings"] = _groups_in_evidence(out["findings"], blocked)
     bad = offsets.filter(pc.equal(offsets["kind"], KIND_QUARANTINE))
     if bad.num_rows:
         where = {"topic": CONSUMER_OFFSETS_TOPIC, "partition": bad["coordinator_partition"], "replica": bad["broker"]}
@@ -52,23 +52,33 @@ def with_blocked(tables: dict[str, Any], offsets: pa.Table | None) -> dict[str, 
     return out
 
 
-def _pending_in_evidence(findings: pa.Table, blocked: pa.Table) -> pa.Table:
-    """``findings`` whose transaction in a ``__consumer_offsets`` partition holds groups' offset commits pending,
-    with those groups and partitions named in the evidence (txnlog.broker.evidence.with_pending_groups)."""
+def _groups_in_evidence(findings: pa.Table, blocked: pa.Table) -> pa.Table:
+    """``findings`` with the groups their transaction holds named in the evidence: those BLOCKED behind it on its
+    partition (txnlog.broker.evidence.with_blocked_groups: the rows whose holding transaction starts at its start
+    offset, as txnlog.rules.blocked.unblocked_groups matches them), and, for a transaction in a
+    ``__consumer_offsets`` partition, the groups whose offset commits it holds pending, with their partitions
+    (txnlog.broker.evidence.with_pending_groups)."""
     pending: dict[tuple[int, int], dict[str, list[str]]] = {}
-    unstable = blocked.filter(pc.equal(blocked["status"], UNSTABLE_OFFSET_COMMIT))
-    columns = ["group", "topic", "partition", "coordinator_partition", "holding_producer_id"]
-    for b in unstable.select(columns).to_pylist():
-        if b["holding_producer_id"] is not None:
-            held = pending.setdefault((b["coordinator_partition"], b["holding_producer_id"]), {})
-            held.setdefault(b["group"], []).append(f"{b['topic']}-{b['partition']}")
-    if not pending:
+    behind: dict[tuple[str, int, int], list[str]] = {}
+    held = blocked.filter(pc.is_in(blocked["status"], pa.array([BLOCKED, UNSTABLE_OFFSET_COMMIT])))
+    columns = ["group", "topic", "partition", "status", "coordinator_partition", "holding_producer_id",
+               "holding_start_offset"]  # fmt: skip
+    for b in held.select(columns).to_pylist():
+        if b["status"] == BLOCKED and b["holding_start_offset"] is not None:
+            behind.setdefault((b["topic"], b["partition"], b["holding_start_offset"]), []).append(b["group"])
+        elif b["status"] == UNSTABLE_OFFSET_COMMIT and b["holding_producer_id"] is not None:
+            at = pending.setdefault((b["coordinator_partition"], b["holding_producer_id"]), {})
+            at.setdefault(b["group"], []).append(f"{b['topic']}-{b['partition']}")
+    if not pending and not behind:
         return findings
-    rows = findings.select(["topic", "partition", "producer_id", "evidence"]).to_pylist()
-    evidence = [
-        with_pending_groups(r["evidence"], pending.get((r["partition"], r["producer_id"]), {}))
-        if r["topic"] == CONSUMER_OFFSETS_TOPIC and r["evidence"] is not None
-        else r["evidence"]
-        for r in rows
-    ]
+    rows = findings.select(["topic", "partition", "producer_id", "start_offset", "evidence"]).to_pylist()
+    evidence = []
+    for r in rows:
+        text = r["evidence"]
+        if text is not None:
+            groups = behind.get((r["topic"], r["partition"], r["start_offset"]), [])
+            text = with_blocked_groups(text, r["start_offset"], groups)
+            if r["topic"] == CONSUMER_OFFSETS_TOPIC:
+                text = with_pending_groups(text, pending.get((r["partition"], r["producer_id"]), {}))
+        evidence.append(text)
     return findings.set_column(findings.schema.get_field_index("evidence"), "evidence", pa.array(evidence, pa.string()))

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from txnlog.engine.spark.session import get_session
 from txnlog.output import output_dir
-from txnlog.pipeline.audit import with_integrity
+from txnlog.pipeline.audit import audited_in_memory, with_integrity
 from txnlog.pipeline.build import build_tables, resolve_as_of, thresholds_of, verify_live
 from txnlog.pipeline.decode import decode, fetch_settings
 from txnlog.pipeline.inputs import (
@@ -52,7 +52,7 @@ def run(
     if spark is None and not (without_spark and runs_without_spark(config, inputs)):
         spark = _session(config)
     placement = placement_of(config, inputs, spark)
-    with run_scope(spark, config.output, run_id) as (scratch, cache):
+    with run_scope(spark, config.output, run_id) as (scratch, cache), audited_in_memory(scratch, placement.driver):
         live_cut = capture_live(config, inputs, progress)
         threads = f"{placement.threads} thread{'s' if placement.threads != 1 else ''}"
         where = f"here (a small input), {threads}" if placement.driver else "in Spark"

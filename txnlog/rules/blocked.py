@@ -221,11 +221,16 @@ def groups_past(offsets: pa.Table | None, rows: pa.Table) -> pa.Array:
     ``OffsetAndMetadata``). Null for every row where the input holds no ``__consumer_offsets`` partition."""
     if offsets is None:
         return pa.nulls(rows.num_rows, pa.list_(pa.string()))
-    committed = offsets.select(_USED).filter(pc.equal(offsets["state"], "committed"))
-    committed = _last_of(committed, _GROUP_KEY).select(["group", "topic", "partition", "committed_offset"])
+    if rows.num_rows == 0:
+        return pa.array([], pa.list_(pa.string()))
     r = rows.select(["topic", "partition", "first_offset"])
     r = r.append_column("_r", pa.array(np.arange(rows.num_rows, dtype=np.int64)))
-    read = committed.join(r, ["topic", "partition"], join_type="inner")
+    # the offsets table is probed with the rows' partitions (few), never copied or grouped whole: the committed
+    # offsets there in the table's order, the last of each key the one that counts
+    committed = offsets.select(_USED).append_column("_at", pa.array(np.arange(offsets.num_rows, dtype=np.int64)))
+    near = committed.join(r, ["topic", "partition"], join_type="inner")
+    near = near.filter(pc.equal(near["state"], "committed")).sort_by("_at")
+    read = _last_of(near, [*_GROUP_KEY, "_r"])
     read = read.filter(pc.fill_null(pc.greater(read["committed_offset"], read["first_offset"]), False))
     read = read.sort_by([("_r", "ascending"), ("group", "ascending")])
     at = read["_r"].to_numpy()

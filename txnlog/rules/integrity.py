@@ -38,6 +38,7 @@ from txnlog.model.arrow import key_codes
 from txnlog.model.rows import Checkpoint
 from txnlog.rules import integrity_markers as markers
 from txnlog.rules import integrity_producers as producers
+from txnlog.rules import integrity_replicas as replicas
 from txnlog.rules.finish import timestamps  # epoch ms → UTC timestamps, the writer's rule
 from txnlog.rules.integrity_producers import Decisions, decisions
 
@@ -100,6 +101,8 @@ _RESTART_ADVICE = {
     "recovers the segments from the recovery point on); a clean one would not: ",
 }
 _REPLICA = ["broker", "topic", "partition"]
+#: the columns of the ended transactions the index checks compare (:func:`_held`)
+_HELD = ["topic", "partition", "producer_id", "marker_offset", "control_type", "replicas", "open_replicas"]
 
 
 def integrity(txns: pa.Table, index: pa.Table, segments: pa.Table, history: pa.Table) -> pa.Table:
@@ -111,11 +114,11 @@ def integrity(txns: pa.Table, index: pa.Table, segments: pa.Table, history: pa.T
 
 def partition_integrity(txns: pa.Table, index: pa.Table, segments: pa.Table, decided: Decisions) -> pa.Table:
     """The rows (:data:`MS_SCHEMA`) of the partitions whose every transaction ``txns`` holds; ``index`` and
-    ``segments`` may hold other partitions' too (unused), ``decided`` is :func:`decisions` of the history."""
-    txns = _normalized(txns)
-    ended = txns.filter(pc.and_(pc.is_valid(txns.column("marker_offset")), pc.is_valid(txns.column("control_type"))))
+    ``segments`` may hold other partitions' too (unused), ``decided`` is :func:`decisions` of the history.
+    ``txns`` may be in many chunks (each merge's, as staged): they are read as they are, not combined."""
+    txns = _audited(txns)
     owners = decided.owners
-    rows = _index_rows(ended, _held(ended), index, segments, owners)
+    rows = _index_rows(txns, index, segments, owners)
     coded = producers.codes(txns, decided) if decided.decided.num_rows and txns.num_rows else None
     missing, shifted = markers.marker_rows(txns, decided, coded)
     rows += missing
@@ -218,25 +221,28 @@ def with_timestamps(rows: pa.Table) -> pa.Table:
     return rows.cast(_SCHEMA)
 
 
-def _normalized(txns: pa.Table) -> pa.Table:
-    """``txns`` with every column of :data:`TXN_COLUMNS` (absent optional ones null) in the staged types."""
+_TYPES = {
+    "topic": pa.string(),
+    "partition": pa.int32(),
+    "producer_epoch": pa.int32(),
+    "min_epoch": pa.int32(),
+    "prev_marker_epoch": pa.int32(),
+    "control_type": pa.int32(),
+    "replicas": pa.list_(pa.string()),
+    "open_replicas": pa.list_(pa.string()),
+}
+
+
+def _audited(txns: pa.Table) -> pa.Table:
+    """``txns``' columns of :data:`TXN_COLUMNS` (absent optional ones null) in the staged types: a column already
+    in its type is taken as it is (its chunks and buffers), only another is cast."""
     n = txns.num_rows
-    types = {
-        "topic": pa.string(),
-        "partition": pa.int32(),
-        "producer_epoch": pa.int32(),
-        "min_epoch": pa.int32(),
-        "prev_marker_epoch": pa.int32(),
-        "control_type": pa.int32(),
-        "replicas": pa.list_(pa.string()),
-        "open_replicas": pa.list_(pa.string()),
-    }
     arrays = []
     for name in TXN_COLUMNS:
-        kind = types.get(name, pa.int64())
+        kind = _TYPES.get(name, pa.int64())
         column = txns.column(name) if name in txns.column_names else pa.chunked_array([pa.nulls(n, kind)])
         arrays.append(column if column.type == kind else pc.cast(column, kind))
-    return pa.Table.from_arrays(arrays, names=list(TXN_COLUMNS)).combine_chunks()
+    return pa.Table.from_arrays(arrays, names=list(TXN_COLUMNS))
 
 
 def _held(ended: pa.Table) -> pa.Table:
@@ -253,21 +259,28 @@ def _held(ended: pa.Table) -> pa.Table:
     return flat.append_column("broker", held.column("broker")).append_column("row", held.column("row"))
 
 
-def _whole(ended: pa.Table, held: pa.Table) -> pa.Table:
-    """The transactions of ``held``'s rows, whole (but their lists), each with its ``held`` row's replica."""
-    flat = ended.drop_columns(["replicas", "open_replicas"]).take(held.column("row"))
+def _whole(txns: pa.Table, picked: np.ndarray, held: pa.Table) -> pa.Table:
+    """The transactions of ``held``'s rows (rows of ``txns``' rows ``picked``), whole but their lists, each with
+    its ``held`` row's replica."""
+    at = pa.array(picked[held.column("row").to_numpy()] if held.num_rows else np.zeros(0, np.int64))
+    flat = txns.drop_columns(["replicas", "open_replicas"]).take(at)
     return flat.append_column("broker", held.column("broker")).append_column("row", held.column("row"))
 
 
-def _index_rows(
-    ended: pa.Table, held: pa.Table, index: pa.Table, segments: pa.Table, owners: pa.Table
-) -> list[dict[str, Any]]:
-    """``ABORTED_DATA_VISIBLE``, ``COMMITTED_DATA_HIDDEN`` and ``INDEX_NOT_CHECKED`` rows."""
+def _index_rows(txns: pa.Table, index: pa.Table, segments: pa.Table, owners: pa.Table) -> list[dict[str, Any]]:
+    """``ABORTED_DATA_VISIBLE``, ``COMMITTED_DATA_HIDDEN`` and ``INDEX_NOT_CHECKED`` rows. Only the ended
+    transactions an index check can name are taken whole: those ended by an ABORT marker (an entry must list
+    them) and those of the producers the entries list (an entry may hide them)."""
     seg = segments.sort_by([(c, "ascending") for c in _REPLICA] + [("base_offset", "ascending")])
+    is_ended = replicas.ended(txns)
+    rows = [_not_checked_row(t, p) for t, p in replicas.unchecked(txns, is_ended, seg)]
+    named = pc.is_in(replicas.producer_keys(txns), value_set=replicas.producer_keys(index))
+    abort = pc.equal(txns.column("control_type"), int(ControlType.ABORT))
+    wanted = np.asarray(pc.fill_null(pc.or_(abort, named), False).to_numpy(), bool) & is_ended
+    picked = np.flatnonzero(wanted)
+    held = _held(txns.select(_HELD).take(pa.array(picked)))
     copied = key_codes(held, _REPLICA, seg)  # null: the replica's segment files are not in the input
-    checked = np.asarray(pc.is_valid(copied).to_numpy(zero_copy_only=False), bool)
-    rows = [_not_checked_row(t, p) for t, p in _distinct_partitions(held.filter(pa.array(~checked)))]
-    held = held.filter(pa.array(checked))
+    held = held.filter(pc.is_valid(copied))
     is_abort = pc.equal(held.column("control_type"), int(ControlType.ABORT))
     aborts = held.filter(is_abort)
     ends = ["broker", "topic", "partition", "producer_id", "last_offset"]
@@ -279,7 +292,7 @@ def _index_rows(
     unlisted = aborts.join(entries.select(ends[:-1] + ["entry_last"]), ends[:-1] + ["marker_offset"],
                            right_keys=ends[:-1] + ["entry_last"], join_type="left anti")  # fmt: skip
     if unlisted.num_rows:
-        unlisted = _whole(ended, unlisted.sort_by([("row", "ascending"), ("broker", "ascending")]))
+        unlisted = _whole(txns, picked, unlisted.sort_by([("row", "ascending"), ("broker", "ascending")]))
         base, has_file, restart = _segments_of(seg, unlisted)
         names = _owner_names(unlisted, owners)
         for t, b, f, r, n in zip(unlisted.to_pylist(), base, has_file, restart, names, strict=True):
@@ -288,7 +301,7 @@ def _index_rows(
     if false.num_rows:
         false = _read(false, seg)
     if false.num_rows:
-        rows += _hidden_rows(false, ended, held, owners)
+        rows += _hidden_rows(false, txns, picked, held, owners)
     return rows
 
 
@@ -340,13 +353,6 @@ def _bases(seg: pa.Table, wanted: set[tuple[Any, ...]]) -> dict[tuple[Any, ...],
     return out
 
 
-def _distinct_partitions(table: pa.Table) -> list[tuple[str, int]]:
-    if not table.num_rows:
-        return []
-    pairs = table.group_by(["topic", "partition"]).aggregate([]).to_pylist()
-    return sorted((r["topic"], int(r["partition"])) for r in pairs)
-
-
 def _owner_names(rows: pa.Table, owners: pa.Table) -> list[str | None]:
     if not rows.num_rows or not owners.num_rows:
         return [None] * rows.num_rows
@@ -378,7 +384,9 @@ def _segments_of(seg: pa.Table, rows: pa.Table) -> tuple[np.ndarray, np.ndarray,
     return bases[at], has_file, restart
 
 
-def _hidden_rows(false: pa.Table, ended: pa.Table, held: pa.Table, owners: pa.Table) -> list[dict[str, Any]]:
+def _hidden_rows(
+    false: pa.Table, txns: pa.Table, picked: np.ndarray, held: pa.Table, owners: pa.Table
+) -> list[dict[str, Any]]:
     """The producer's committed transactions an index entry that ends at no ABORT marker hides: up to the entry's
     last offset in every fetch, after it up to the producer's next ABORT marker only within the same fetch."""
     on = ["broker", "topic", "partition", "producer_id"]
@@ -394,8 +402,8 @@ def _hidden_rows(false: pa.Table, ended: pa.Table, held: pa.Table, owners: pa.Ta
     pairs = pairs.filter(keep).sort_by(order)
     if not pairs.num_rows:
         return []
-    txns = _whole(ended, held.filter(pc.is_in(held.column("row"), value_set=pairs.column("row"))))
-    lookup = {(t["row"], t["broker"]): t for t in txns.to_pylist()}
+    whole = _whole(txns, picked, held.filter(pc.is_in(held.column("row"), value_set=pairs.column("row"))))
+    lookup = {(t["row"], t["broker"]): t for t in whole.to_pylist()}
     names = dict(zip(owners.column("producer_id").to_pylist(), owners.column("transactional_id").to_pylist()))
     return [_hidden_row(e, lookup[(e["row"], e["broker"])], names.get(e["producer_id"])) for e in pairs.to_pylist()]
 

@@ -313,6 +313,24 @@ def transactions_of_summary(table: pa.Table, checkpoints: Checkpoints, schema: p
     return pa.Table.from_batches(list(accumulated(table).batches(checkpoints, schema)), schema=schema)
 
 
+def _fragments_of_rows(rows: pa.Table) -> dict[str, R.Col]:
+    """One replica's ``run`` and ``marker`` summary rows as fragments, the ``sequence_gap`` of runs that a split
+    segment's pieces cut checked at the cuts (txnlog.broker.reconstruct.cut_sequence_gaps: each piece hands on
+    its runs' sequences at their ends)."""
+    frags = {n: _arrow_col(rows, n, d) for n, d in R.FRAGMENT_COLUMNS.items() if n != "kind"}
+    is_marker = pc.equal(rows.column("kind"), "marker").to_numpy(zero_copy_only=False)
+    frags["kind"] = R.col(np.where(is_marker, R.MARKER, R.RUN).astype(np.int8))
+    piece = pc.is_valid(rows.column("piece")).to_numpy(zero_copy_only=False)
+    if piece.any():
+        # null (none): -1
+        values = {n: np.where(ok, v, -1).astype(v.dtype, copy=False) for n, (v, ok) in frags.items()}
+        codes = pc.fill_null(rows.column("file").combine_chunks().dictionary_encode().indices, -1)
+        file = np.where(piece, np.asarray(codes.to_numpy(zero_copy_only=False), np.int64), -1)
+        gap = R.cut_sequence_gaps(values, file)
+        frags["sequence_gap"] = R.col(gap, frags["sequence_gap"][1] | (gap >= 0))
+    return frags
+
+
 def accumulated(table: pa.Table) -> PartitionTransactions:
     """A :class:`PartitionTransactions` holding every partition's fragments, segments and snapshot entries of
     ``table`` (summary rows: run, marker, segment, snapshot; other kinds are ignored)."""
@@ -333,10 +351,7 @@ def accumulated(table: pa.Table) -> PartitionTransactions:
         rows = table.slice(start, end - start)
         kind = rows.column("kind")
         frag_rows = rows.filter(pc.is_in(kind, pa.array(["run", "marker"])))
-        frags = {n: _arrow_col(frag_rows, n, d) for n, d in R.FRAGMENT_COLUMNS.items() if n != "kind"}
-        is_marker = pc.equal(frag_rows.column("kind"), "marker").to_numpy(zero_copy_only=False)
-        frags["kind"] = R.col(np.where(is_marker, R.MARKER, R.RUN).astype(np.int8))
-        acc.add_fragments(b, t, p, frags)
+        acc.add_fragments(b, t, p, _fragments_of_rows(frag_rows))
         segs = rows.filter(pc.equal(kind, "segment"))
         for base, last in zip(
             segs.column("file_offset").to_pylist(), segs.column("last_offset").to_pylist(), strict=True

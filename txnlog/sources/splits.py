@@ -48,11 +48,14 @@ per producer, the fragments up to its first marker, its last marker and what fol
 merge (txnlog.engine.spark.collect) reduces the edges of its live pieces and other files like fragments of
 consecutive segments: a run cut at a stop is two runs of one transaction, one spanning many pieces is the
 tail of one piece, the heads of the pieces where the producer has no marker and the head of the piece with
-its marker. What else a row needs from outside its piece, the merge has: a producer snapshot's open
-transaction (a producer whose snapshot start lies between its first and last marker in a piece keeps all its
-fragments at the edge), the snapshot's coordinator epoch (a fact of a producer's first transaction only),
-the log's bounds and the replicas (a partition that several log dirs hold is not finished in pieces: a
-transaction's row merges every replica's view of it; its pieces hand on every fragment). A dead piece's
+its marker. A run cut at a stop carries the sequences at its ends (its first batch's epoch and base sequence, its
+last batch's last sequence), so the merge checks the cut as a whole read checks a run's batches: the gap a damaged
+batch leaves in its producer's sequences is found when the batch after it is in the next piece
+(txnlog.broker.reconstruct.cut_sequence_gaps). What else a row needs from outside its piece, the merge has: a
+producer snapshot's open transaction (a producer whose snapshot start lies between its first and last marker in a
+piece keeps all its fragments at the edge), the snapshot's coordinator epoch (a fact of a producer's first
+transaction only), the log's bounds and the replicas (a partition that several log dirs hold is not finished in
+pieces: a transaction's row merges every replica's view of it; its pieces hand on every fragment). A dead piece's
 finished transactions are dropped with its other rows. The pieces'
 ``piece`` rows become the file's one ``segment`` row (:func:`segment_row`: min/max/sum of the pieces'),
 so log bounds, damage ranges and as_of are those of the whole file.

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
-from txnlog.kafka.indexes import decode_txn_index
+from txnlog.kafka.indexes import decode_txn_indexes
 from txnlog.model.rows import TXN_INDEX_SCHEMA, TXN_SEGMENT_SCHEMA, Checkpoint
 from txnlog.sources import storage
 from txnlog.sources.logdirs import LogFile
@@ -38,37 +38,42 @@ def read_txn_indexes(
 ) -> TxnIndexes:
     """Decode every ``.txnindex`` in ``indexes`` and say, for every segment in ``segments``, whether one is beside
     it (the same replica, partition and base offset); ``checkpoints`` give each replica's recovery point."""
-    cols: dict[str, list[object]] = {name: [] for name in TXN_INDEX_SCHEMA.names}
     quarantine: list[tuple[LogFile, QuarantineEntry]] = []
     present = set()
+    read: list[LogFile] = []
+    bufs: list[bytes] = []
     for f in indexes:
         present.add((f.broker, f.topic, f.partition, f.base_offset))
         try:
-            data = storage.read_bytes(f.path)
+            bufs.append(storage.read_bytes(f.path))
         except OSError as e:
             quarantine.append((f, QuarantineEntry(f.path, 0, f.size, UNREADABLE_FILE, f"{type(e).__name__}: {e}")))
             continue
-        decoded = decode_txn_index(data, file=f.path)
-        quarantine.extend((f, q) for q in decoded.quarantine)
-        n = decoded.entry_count
-        for name, value in (("broker", f.broker), ("topic", f.topic), ("partition", f.partition)):
-            cols[name].extend([value] * n)
-        cols["segment_offset"].extend([f.base_offset] * n)
-        cols["file"].extend([posixpath.basename(f.path)] * n)
-        for name in _ENTRY_COLUMNS:
-            cols[name].extend(decoded.entries[name].tolist())
+        read.append(f)
+    decoded = decode_txn_indexes(bufs, [f.path for f in read])
+    by_path = {f.path: f for f in read}
+    quarantine.extend((by_path[q.file], q) for q in decoded.quarantine)
+    position = {f.path: k for k, f in enumerate(indexes)}
+    quarantine.sort(key=lambda fq: position[fq[0].path])  # in the files' order, as each was read
+    owner = pa.array(decoded.entries["file_index"], pa.int64())
+    per_file = {
+        "broker": pa.array([f.broker for f in read], pa.string()),
+        "topic": pa.array([f.topic for f in read], pa.string()),
+        "partition": pa.array([f.partition for f in read], pa.int32()),
+        "segment_offset": pa.array([f.base_offset for f in read], pa.int64()),
+        "file": pa.array([posixpath.basename(f.path) for f in read], pa.string()),
+    }
+    cols = {name: values.take(owner) for name, values in per_file.items()}
+    cols.update({name: pa.array(decoded.entries[name], pa.int64()) for name in _ENTRY_COLUMNS})
     recovery = {(c.broker, c.topic, int(c.partition)): c.recovery_point for c in checkpoints}
-    seg_rows = [
-        {
-            "broker": s.broker,
-            "topic": s.topic,
-            "partition": s.partition,
-            "base_offset": s.base_offset,
-            "has_txnindex": (s.broker, s.topic, s.partition, s.base_offset) in present,
-            "recovery_point": recovery.get((s.broker, s.topic, s.partition)),
-        }
-        for s in segments
-    ]
+    seg_columns = {
+        "broker": [s.broker for s in segments],
+        "topic": [s.topic for s in segments],
+        "partition": [s.partition for s in segments],
+        "base_offset": [s.base_offset for s in segments],
+        "has_txnindex": [(s.broker, s.topic, s.partition, s.base_offset) in present for s in segments],
+        "recovery_point": [recovery.get((s.broker, s.topic, s.partition)) for s in segments],
+    }
     return TxnIndexes(
-        pa.table(cols, schema=TXN_INDEX_SCHEMA), pa.Table.from_pylist(seg_rows, schema=TXN_SEGMENT_SCHEMA), quarantine
+        pa.table(cols, schema=TXN_INDEX_SCHEMA), pa.table(seg_columns, schema=TXN_SEGMENT_SCHEMA), quarantine
     )

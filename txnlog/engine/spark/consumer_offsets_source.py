@@ -4,11 +4,11 @@ executor.
 Each task holds whole ``__consumer_offsets-<n>`` partitions. Of a partition's replicas one broker's segments are
 read: the most advanced, as the rest of the job picks the leader of a partition
 (:attr:`txnlog.broker.reconstruct.ReplicaLogs.is_lead`: the largest log end offset, ties to the first broker name),
-since a follower's copy may lack the newest commits and markers. Each segment is scanned
-(:func:`txnlog.kafka.consumer_offsets_scan.scan_consumer_offsets`, its compressed batches decompressed), its
-records decoded (:func:`txnlog.kafka.consumer_offsets.decode_records`), and the partition's offsets replayed as the
-group coordinator does (:func:`txnlog.rules.consumer_offsets.replay_offsets`). The partition's transactions and
-markers are analysed as any data partition's by the segments source; this one adds what the groups committed.
+since a follower's copy may lack the newest commits and markers. Each segment is read and its records decoded
+(:func:`txnlog.kafka.consumer_offsets.decode_segment`: its compressed batches decompressed, each record parsed
+once), and the partition's offsets replayed as the group coordinator does
+(:func:`txnlog.rules.consumer_offsets.replay_offsets`). The partition's transactions and markers are analysed as
+any data partition's by the segments source; this one adds what the groups committed.
 
 Rows (:data:`SOURCE_SCHEMA`, ``kind``): ``offset`` (a committed or pending offset, :data:`OFFSETS_SCHEMA`'s
 columns), ``group`` (a classic group's members from its last GroupMetadata record) and ``quarantine``.
@@ -27,8 +27,7 @@ from pyspark.sql.types import StructType
 from txnlog.engine.segments import limit_kwargs, log_bytes
 from txnlog.engine.spark.sources import FilesReader, arrow_to_spark_schema, partition_files
 from txnlog.engine.spark.txn_state_source import quarantine_of
-from txnlog.kafka.consumer_offsets import GROUP_METADATA_TYPE, decode_records
-from txnlog.kafka.consumer_offsets_scan import scan_consumer_offsets
+from txnlog.kafka.consumer_offsets import GROUP_METADATA_TYPE, decode_segment
 from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
 from txnlog.kafka.framing import whole_entries
 from txnlog.model.contract import MEMBER
@@ -94,17 +93,15 @@ def read_partition(files: list[LogFile], check_crc: bool, max_decompressed_bytes
     for file in files:
         try:
             with log_bytes(file.path) as (buf, _):
-                records, marks, bad = scan_consumer_offsets(
+                rows, marks, bad = decode_segment(
                     buf, file=file.path, check_crc=check_crc, **limit_kwargs(max_decompressed_bytes)
                 )
         except OSError as e:
             quarantine.append(QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(e)))
             continue
-        rows, undecoded = decode_records(records, file=file.path)
         decoded.append(rows)
         markers.append(marks)
         quarantine.extend(bad)
-        quarantine.extend(undecoded)
     out: list[pa.RecordBatch] = []
     if decoded:
         rows = pa.concat_tables(decoded)

@@ -40,6 +40,9 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "8",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # each executor's Python daemon imports the readers and loads the compiled kernels once, before it forks the
+    # workers (txnlog.engine.spark.worker_daemon)
+    "spark.python.daemon.module": "txnlog.engine.spark.worker_daemon",
     # progress bars only for a person at a terminal, not in cron/CI logs
     "spark.ui.showConsoleProgress": "true" if sys.stderr.isatty() else "false",
 }
