@@ -14,7 +14,15 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from txnlog.engine.dump_log.rows import RECORDS, SUMMARY, file_rows, record_rows, replica_names, summary_rows
+from txnlog.engine.dump_log.rows import (
+    RECORDS,
+    SUMMARY,
+    file_rows,
+    files_rows,
+    record_rows,
+    replica_names,
+    summary_rows,
+)
 from txnlog.sources.dump_log.lines import dumping_lines, iter_line_batches
 from txnlog.sources.dump_log.parse import K_DUMPING, parse_lines
 
@@ -76,3 +84,32 @@ def test_rows_segment_by_segment_are_the_rows_of_the_whole_file(dump: Path, chun
         assert got.schema == want.schema
         assert _sorted(got) == _sorted(want), output
     assert len(list(file_rows(str(dump), names, SUMMARY, "b1", True, 4096))) > 1, "segments leave as they end"
+
+
+@pytest.mark.parametrize("chunk", [2000, 1 << 20])
+def test_files_read_together_give_each_file_s_rows(dump: Path, tmp_path: Path, chunk: int) -> None:
+    """``files_rows`` parses and assembles small files together: the rows are those of each file read alone
+    (``file_rows``), for files read whole, files read a segment at a time (``chunk`` 2000), dumped segments with
+    no entry and an empty file."""
+    text = dump.read_bytes().decode()
+    parts = text.split("\r\nDumping ")
+    files = [tmp_path / "whole.txt"]
+    files[0].write_text(text, newline="")
+    for i, part in enumerate(parts[1:]):
+        files.append(tmp_path / f"part-{i}.txt")
+        files[-1].write_text("Dumping " + part + "\n", newline="")
+    for partition, offset in ((3, 0), (4, 42)):  # dumped segments showing no entry, each in a file of its own
+        files.append(tmp_path / f"quiet-{partition}.txt")
+        shown = f"/var/lib/kafka/data/quiet-{partition}/{offset:020d}.log"
+        files[-1].write_text(f"Dumping {shown}\nLog starting offset: {offset}\n")
+    files.append(tmp_path / "empty.txt")
+    files[-1].write_text("")
+    inputs = [(str(f), "b1", True) for f in files]
+    lines = pa.concat_tables([_all_lines(f) for f in files[:-1]])
+    names = replica_names(lines)
+    for output in (SUMMARY, RECORDS):
+        want = [t for path, loc, named in inputs for t in file_rows(path, names, output, loc, named, chunk)]
+        got = list(files_rows(inputs, names, output, chunk))
+        assert sum(t.num_rows for t in want) > len(files)
+        assert all(t.schema == want[0].schema for t in got)
+        assert _sorted(pa.concat_tables(got)) == _sorted(pa.concat_tables(want)), output

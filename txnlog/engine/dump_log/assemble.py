@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from txnlog.broker.fragments import SUMMARY_FRAGMENT_COLUMNS, segment_fragments
 from txnlog.broker.producer_state import segment_producers
@@ -15,6 +16,7 @@ from txnlog.kafka import dump_log_text as D
 from txnlog.kafka import errors
 from txnlog.kafka.control import ControlStatus
 from txnlog.kafka.record_batch import BATCH_COLUMNS
+from txnlog.model.arrow import table_group_starts
 from txnlog.model.rows import (
     KIND_QUARANTINE,
     KIND_SEGMENT,
@@ -188,6 +190,47 @@ def assemble_segment(table: pa.Table) -> pa.Table:
         out.append(batch_of(SEGMENT_SUMMARY_SCHEMA, n, columns))
     result = pa.Table.from_batches(out, schema=SEGMENT_SUMMARY_SCHEMA)
     return result.append_column("dump_file", pa.array([_first(table, "file")] * result.num_rows, pa.string()))
+
+
+def assemble_quiet_segments(table: pa.Table) -> pa.Table:
+    """Dumped segments that show no entry (their "Dumping" line and at most the tool's log-start line: the
+    commonest dump, a quiet partition's segment) → the rows :func:`assemble_segment` gives each, made at once:
+    the first segment's rows with each segment's own names and offsets, the only values such a segment's
+    rows take from its lines. ``table`` holds whole segments (keyed by dump file and "Dumping" line)."""
+    if not table.num_rows:
+        return SEGMENT_SUMMARY_SCHEMA.append(pa.field("dump_file", pa.string())).empty_table()
+    table = table.sort_by([("file", "ascending"), ("section", "ascending"), ("line_no", "ascending")])
+    table = table.combine_chunks()
+    starts = table_group_starts(table, ["file", "section"])
+    ends = np.append(starts[1:], table.num_rows)
+    first = assemble_segment(table.slice(0, int(ends[0])))
+    if first.num_rows != 1:  # not one segment row alone: each segment assembled on its own
+        return pa.concat_tables([assemble_segment(table.slice(int(a), int(b - a))) for a, b in zip(starts, ends)])
+    out = first.take(pa.array(np.zeros(starts.size, np.int64)))
+    start_offset = pc.if_else(pc.equal(table.column("kind_code"), K_START), table.column("base_offset"), None)
+    values = {
+        "broker": _firsts(table.column("broker"), starts, ends),
+        "topic": _firsts(table.column("topic"), starts, ends),
+        "file": _firsts(table.column("dpath"), starts, ends),
+        "partition": _firsts(table.column("partition"), starts, ends),
+        "file_offset": pc.coalesce(
+            _firsts(table.column("file_offset"), starts, ends), _firsts(start_offset, starts, ends)
+        ),
+        "dump_file": _firsts(table.column("file"), starts, ends),
+    }
+    for name, column in values.items():
+        i = out.column_names.index(name)
+        out = out.set_column(i, out.schema.field(i), column.cast(out.schema.field(i).type))
+    return out
+
+
+def _firsts(column: Any, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
+    """The first non-null value of each group of rows [start, end) (``_first`` of each), null where none."""
+    valid = np.asarray(pc.is_valid(column).to_numpy(zero_copy_only=False), bool)
+    index = np.minimum.reduceat(np.where(valid, np.arange(valid.size), valid.size), starts)
+    found = index < ends
+    values = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    return values.take(pa.array(np.where(found, index, 0), mask=~found))
 
 
 def _batch_columns(table: pa.Table) -> dict[str, np.ndarray]:

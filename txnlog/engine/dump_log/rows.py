@@ -1,8 +1,9 @@
 """kafka-dump-log.sh lines → the rows of the segment and txn-state sources: one function per step, over Arrow.
 
-Both placements call :func:`file_rows` on whole dump files in the Data Source's reader
+Both placements call :func:`files_rows` on whole dump files in the Data Source's reader
 (txnlog.engine.spark.dump_log): Spark's reading tasks, or the driver's threads for a small input
-(``read_dump_logs_here``). It keeps the lines each output reads (:func:`summary_lines`, :func:`record_lines`) and
+(``read_dump_logs_here``); it reads the many small files together and a large one as :func:`file_rows` does. That
+keeps the lines each output reads (:func:`summary_lines`, :func:`record_lines`) and
 applies :func:`summary_rows` or :func:`record_rows` to each dumped segment as soon as its lines are read, with the
 replica names :func:`replica_names` gave from the few "Dumping" lines: a segment's lines never leave their file.
 SQL's three-valued logic is kept: a filter keeps a row only where its condition is true (``_where``).
@@ -10,15 +11,17 @@ SQL's three-valued logic is kept: a filter keeps a row only where its condition 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txnlog.engine.dump_log.assemble import assemble_segment, assemble_txn_state
+from txnlog.engine.dump_log.assemble import assemble_quiet_segments, assemble_segment, assemble_txn_state
 from txnlog.kafka import dump_log_text as D
-from txnlog.model.arrow import groups, lookup
+from txnlog.model.arrow import groups, lookup, table_group_starts
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
 from txnlog.sources.dump_log.lines import DEFAULT_CHUNK_BYTES, iter_line_batches
 from txnlog.sources.dump_log.parse import (
@@ -117,9 +120,60 @@ def file_rows(
     a time. A dumped segment's lines never leave their file, so each segment is assembled as soon as the next
     "Dumping" line is read: what is held is one segment's kept lines, never the file's, and nothing is shuffled.
     ``names`` are the replica names (:func:`replica_names` of the input's "Dumping" lines)."""
+    return _batches_rows(iter_line_batches(path, chunk_bytes, loc, loc_named), names, output)
+
+
+def files_rows(
+    files: list[tuple[str, str | None, bool]],
+    names: dict[tuple[str | None, str | None], str | None],
+    output: str,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+) -> Iterator[pa.Table]:
+    """Dump files (path, location name, named) → the rows :func:`file_rows` gives each of them, with a fixed
+    cost per file near zero: the lines of the files read whole in a chunk or two (most dumps: a quiet
+    partition's segment, a producer snapshot) are parsed and assembled together, up to ``chunk_bytes`` of
+    text at a time - one call of each step for many files, and each dumped segment still assembled from its
+    own file's lines alone (the assembly groups by dump file and "Dumping" line). A larger file is read as
+    :func:`file_rows` reads it, a segment at a time."""
+    group: list[pa.RecordBatch] = []
+    held = 0
+    for path, loc, named in files:
+        batches = iter_line_batches(path, chunk_bytes, loc, named)
+        first = list(itertools.islice(batches, 2))
+        if len(first) == 2 and sum(b.nbytes for b in first) > chunk_bytes // 2:
+            yield from _group_rows(group, names, output)
+            group, held = [], 0
+            yield from _batches_rows(itertools.chain(first, batches), names, output)
+            continue
+        first += list(batches)  # a short last line read on its own: the file is still small
+        group += first
+        held += sum(b.nbytes for b in first)
+        if held >= chunk_bytes:
+            yield from _group_rows(group, names, output)
+            group, held = [], 0
+    yield from _group_rows(group, names, output)
+
+
+def _group_rows(
+    group: list[pa.RecordBatch], names: dict[tuple[str | None, str | None], str | None], output: str
+) -> Iterator[pa.Table]:
+    """The rows of whole dump files' line batches, parsed and assembled at once."""
+    batches = [b for b in group if b.num_rows]
+    if not batches:
+        return
+    keep, build = (summary_lines, summary_rows) if output == SUMMARY else (record_lines, record_rows)
+    kept = keep(pa.Table.from_batches([parse_lines(pa.concat_batches(batches))]))
+    if kept.num_rows:
+        yield build(kept, names)
+
+
+def _batches_rows(
+    batches: Iterator[pa.RecordBatch], names: dict[tuple[str | None, str | None], str | None], output: str
+) -> Iterator[pa.Table]:
+    """One dump file's line batches → its rows, each dumped segment assembled as soon as it has ended."""
     keep, build = (summary_lines, summary_rows) if output == SUMMARY else (record_lines, record_rows)
     pending: pa.Table | None = None
-    for batch in iter_line_batches(path, chunk_bytes, loc, loc_named):
+    for batch in batches:
         kept = keep(pa.Table.from_batches([parse_lines(batch)]))
         pending = kept if pending is None else pa.concat_tables([pending, kept])
         done = pc.less(pending.column("section"), batch.column("section")[-1])  # sections that have ended
@@ -159,8 +213,12 @@ def _shaped(table: pa.Table, schema: pa.Schema, *extra: str) -> pa.Table:
 
 def _assembled(rows: pa.Table, keys: tuple[str, str], function: Any, schema: pa.Schema) -> pa.Table:
     """``function`` over each ``keys`` group of ``rows`` (``applyInArrow``), its results cast to ``schema``."""
-    parts = [_shaped(function(group), schema) for group in groups(rows, keys)]
-    return pa.concat_tables(parts) if parts else schema.empty_table()
+    parts = [function(group) for group in groups(rows, keys)]
+    if not parts:
+        return schema.empty_table()
+    if all(p.schema.equals(parts[0].schema) for p in parts):  # the usual case: cast once, not once per group
+        return _shaped(pa.concat_tables(parts), schema)
+    return pa.concat_tables([_shaped(p, schema) for p in parts])
 
 
 # --- replica names ---------------------------------------------------------------------------------------
@@ -246,7 +304,24 @@ def _segments(lines: pa.Table) -> pa.Table:
     )
     rows = _where(lines, pc.and_kleene(_col(lines, "data_section"), pc.or_kleene(kinds, record)))
     schema = SEGMENT_SUMMARY_SCHEMA.append(DUMP_FILE)
-    return _assembled(rows.select(list(SEGMENT_COLUMNS)), ("file", "section"), assemble_segment, schema)
+    rows = rows.select(list(SEGMENT_COLUMNS))
+    quiet = pa.array(_quiet(rows))
+    busy = _assembled(rows.filter(pc.invert(quiet)), ("file", "section"), assemble_segment, schema)
+    return pa.concat_tables([busy, _shaped(assemble_quiet_segments(rows.filter(quiet)), schema)])
+
+
+def _quiet(rows: pa.Table) -> np.ndarray:
+    """Per line: its dumped segment shows no entry (only its "Dumping" line and the tool's log-start line)."""
+    if not rows.num_rows:
+        return np.zeros(0, bool)
+    order = pc.sort_indices(rows, [("file", "ascending"), ("section", "ascending")]).to_numpy()
+    sorted_rows = rows.select(["file", "section"]).take(pa.array(order))
+    starts = table_group_starts(sorted_rows, ["file", "section"])
+    kind = np.asarray(rows.column("kind_code").to_numpy(zero_copy_only=False))[order]
+    entries = np.add.reduceat(~np.isin(kind, (K_DUMPING, K_START)), starts)
+    quiet = np.empty(rows.num_rows, bool)
+    quiet[order] = np.repeat(entries == 0, np.diff(np.append(starts, rows.num_rows)))
+    return quiet
 
 
 def _snapshots(lines: pa.Table) -> pa.Table:

@@ -48,7 +48,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from txnlog.engine.dump_log.rows import RECORDS, SUMMARY, file_rows, replica_names
+from txnlog.engine.dump_log.rows import RECORDS, SUMMARY, files_rows, replica_names
 from txnlog.engine.spark.placement import Read, read_all_here
 from txnlog.engine.spark.sources import arrow_to_spark_schema
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
@@ -107,13 +107,17 @@ class _DumpRowsReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         storage.configure_from_options(self.options)
-        for path in partition.value:
-            loc, named = self.locations.get(path, (None, False))
-            if self.output == DUMPING:
-                yield parse_lines(dumping_lines(path, self.chunk_bytes, loc, bool(named)))
-                continue
-            for table in file_rows(path, self.names, self.output, loc, bool(named), self.chunk_bytes):
-                yield from table.to_batches()
+        files = [(path, *self._location(path)) for path in partition.value]
+        if self.output == DUMPING:  # the task's "Dumping" lines parsed at once: a few per file
+            found = [dumping_lines(path, self.chunk_bytes, loc, named) for path, loc, named in files]
+            yield parse_lines(pa.concat_batches(found))  # a task reads one file at least
+            return
+        for table in files_rows(files, self.names, self.output, self.chunk_bytes):
+            yield from table.to_batches()
+
+    def _location(self, path: str) -> tuple[str | None, bool]:
+        loc, named = self.locations.get(path, (None, False))
+        return loc, bool(named)
 
 
 class DumpRowsSource(DataSource):
