@@ -223,10 +223,13 @@ def rss_mib() -> float:
     return psutil.Process().memory_info().rss / MiB
 
 
-def run_python(code_args: list[str], env: dict[str, str] | None = None, timeout: float = 3600) -> dict[str, Any]:
-    """Run ``python <args>`` (this interpreter) and parse the last stdout line as JSON."""
+def run_python(
+    code_args: list[str], env: dict[str, str] | None = None, timeout: float = 3600, cwd: Path | None = None
+) -> dict[str, Any]:
+    """Run ``python <args>`` (this interpreter, in ``cwd``) and parse the last stdout line as JSON."""
     proc = subprocess.run(
         [sys.executable, *code_args],
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=timeout,

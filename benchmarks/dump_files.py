@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import ROOT, median  # noqa: E402
+from _common import ROOT, median, run_python  # noqa: E402
 
 DEFAULT_DATA = ROOT / "benchmarks" / "data"
 
@@ -93,12 +91,8 @@ def child(dumps: str, threads: int) -> dict[str, Any]:
 
 
 def _child_run(code: Path, dumps: Path, threads: int) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": str(code)}
-    args = [sys.executable, str(Path(__file__).resolve()), "--child", str(dumps), "--threads", str(threads)]
-    proc = subprocess.run(args, cwd=code, env=env, capture_output=True, text=True, timeout=3600, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{args} in {code} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    args = [str(Path(__file__).resolve()), "--child", str(dumps), "--threads", str(threads)]
+    return run_python(args, env={"PYTHONPATH": str(code)}, cwd=code)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import ROOT, machine_info, median, write_json  # noqa: E402
+from _common import ROOT, machine_info, median, run_python, write_json  # noqa: E402
 
 DEFAULT_DATA = ROOT / "benchmarks" / "data"
 
@@ -101,12 +100,8 @@ def child(mode: str, dumps: str) -> dict[str, Any]:
 def _child_run(code: Path, mode: str, dumps: Path) -> dict[str, Any]:
     """:func:`child` in a fresh process importing ``code``'s txnlog: PYTHONPATH for the driver, the working
     directory for Spark's Python workers (their ``sys.path`` starts with it)."""
-    env = {**os.environ, "PYTHONPATH": str(code), "PYSPARK_PYTHON": sys.executable}
-    args = [sys.executable, str(Path(__file__).resolve()), "--child", mode, "--dumps", str(dumps)]
-    proc = subprocess.run(args, cwd=code, env=env, capture_output=True, text=True, timeout=3600, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{args} in {code} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    args = [str(Path(__file__).resolve()), "--child", mode, "--dumps", str(dumps)]
+    return run_python(args, env={"PYTHONPATH": str(code), "PYSPARK_PYTHON": sys.executable}, cwd=code)
 
 
 def main(argv: list[str] | None = None) -> None:
