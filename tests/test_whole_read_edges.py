@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.hot_segments import BASE_TS, DAMAGE_KINDS, _batch, write_hot_segment
+from tests.oracle.judge import ScenarioRun
 from txnlog.brokerlog import encode
 from txnlog.brokerlog.partition import PartitionLog, segment_file_name
 from txnlog.engine.staging import STAGED_SUFFIX, read_raw
@@ -269,7 +270,7 @@ def written(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untype
     def get(name: str) -> tuple[list[LogFile], list[Checkpoint], pa.Table]:
         if name not in made:
             logs = tmp_path_factory.mktemp(f"edges-{name}") / "logs"
-            scenarios.write_scenario(name, logs, seed=0)
+            scenarios.write_scenario(name, logs, seed=0, internal_partitions=ScenarioRun.INTERNAL_PARTITIONS)
             inv: Inventory = discover([str(logs)])
             files, checkpoints = [*inv.segments, *inv.snapshots], list(inv.checkpoints)
             made[name] = files, checkpoints, _read(files, checkpoints, edge_bytes=NEVER, stage=None)

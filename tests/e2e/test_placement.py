@@ -15,11 +15,13 @@ as its progress line says): the same run, not made twice.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.e2e.shared import MESSY_AS_OF, MESSY_CLUSTER
 from tests.e2e.test_previous_pipeline import TABLES, differences, read_delta
+from tests.oracle.judge import ScenarioRun
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -315,10 +317,13 @@ def test_every_scenario_gives_the_same_tables_in_both_placements(
     shared = scenario_run(name)
     assert any("here (a small input)" in line for line in shared.progress), "placed in the driver"
     truth = shared.truth
-    kinds = {"logs": {"logs": [str(shared.logs)]}}
+    kinds: dict[str, dict[str, Any]] = {"logs": {"logs": [str(shared.logs)]}}
     if name in ("replicas_disagree", "corrupt_and_truncated", "several_open_transactions"):
         render_broker_dumps(shared.logs, tmp_path / "dumps")
-        kinds["dumps"] = {"dump_log": [str(p) for p in sorted((tmp_path / "dumps").iterdir())]}
+        kinds["dumps"] = {
+            "dump_log": [str(p) for p in sorted((tmp_path / "dumps").iterdir())],
+            **ScenarioRun.options(truth),
+        }
     problems: list[str] = []
     for kind, inputs in kinds.items():
         if kind == "logs":  # the session's runs of the copy
