@@ -32,7 +32,6 @@ LONG_MODULES = {
     "brokerlog/ground_truth.py",
     "brokerlog/dense.py",
     "kafka/record_batch.py",
-    "engine/spark/sources.py",
 }
 
 

@@ -108,8 +108,9 @@ def test_threads_read_the_rows_one_thread_reads(tmp_path):
     """The threads' tables come back in each reader's partition order (txnlog.engine.spark.placement.read_all_here), so
     the rows of both sources are those one thread reads, in the same order."""
     from txnlog.brokerlog.scenarios import write_scenario
+    from txnlog.engine.manifest import files_option
     from txnlog.engine.spark.placement import read_all_here
-    from txnlog.engine.spark.sources import SegmentsSource, files_option
+    from txnlog.engine.spark.sources import SegmentsSource
     from txnlog.engine.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
     from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
     from txnlog.sources.logdirs import discover
@@ -131,9 +132,9 @@ def test_coordinator_partitions_read_a_window_at_a_time(tmp_path, monkeypatch):
     import glob
 
     from txnlog.brokerlog.scenarios import write_scenario
+    from txnlog.engine.manifest import files_option
     from txnlog.engine.spark import txn_state_source
     from txnlog.engine.spark.placement import read_all_here
-    from txnlog.engine.spark.sources import files_option
     from txnlog.engine.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
     from txnlog.engine.staging import read_raw
     from txnlog.rules.finish import HISTORY_COLUMNS
@@ -165,8 +166,8 @@ def test_a_failing_staged_write_is_not_an_unreadable_coordinator_file(tmp_path):
     """The coordinator reader quarantines a segment it cannot read; a scratch directory it cannot write stops the
     run with the one-line error instead (txnlog.engine.staging.StagingError)."""
     from txnlog.brokerlog.scenarios import write_scenario
+    from txnlog.engine.manifest import files_option
     from txnlog.engine.spark.placement import read_all_here
-    from txnlog.engine.spark.sources import files_option
     from txnlog.engine.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
     from txnlog.engine.staging import StagingError
     from txnlog.sources.logdirs import discover
