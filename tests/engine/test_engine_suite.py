@@ -11,6 +11,9 @@ two placements' whole runs on one larger input. Each task is run as a run gives 
   ``__transaction_state`` tasks reduce their records (staged); the ``__consumer_offsets`` tasks replay the groups;
 * ``fragments``: log dirs beside kafka-dump-log.sh files, so the data tasks hand on fragments and the coordinator
   tasks every record;
+* ``integrity``: the integrity audit's per-partition check (txnlog.rules.integrity.partition_integrity) over the
+  transactions the ``merged`` data tasks staged, every partition at once in this process
+  (txnlog.engine.integrity.integrity_here), a partition per group in Spark (txnlog.engine.spark.integrity);
 * ``dumps``: the kafka-dump-log.sh files of a scenario's log dirs (rendered as Kafka's tool prints them,
   tests/e2e/shared.py), through the dump tasks: the "Dumping" lines' pass, then the summary and the records.
 """
@@ -162,3 +165,25 @@ def test_dump_tasks_give_the_same_rows_in_both_placements(spark, written, tmp_pa
     _assert_same(f"{scenario} dump records", records, frames.records.toArrow().cast(TXN_STATE_SCHEMA))
     kinds = set(summary.column("kind").to_pylist())
     assert {"segment", "run", "marker"} <= kinds and records.num_rows > 0, kinds
+
+
+@pytest.mark.parametrize("scenario", ["index_entry_missing", "split_outcome"])
+def test_integrity_checks_give_the_same_rows_in_both_placements(spark, written, tmp_path, scenario) -> None:  # type: ignore[no-untyped-def]
+    from txnlog.engine.integrity import decisions_of, integrity_here
+    from txnlog.engine.settings import Decode
+    from txnlog.engine.spark.integrity import integrity_in_tasks
+    from txnlog.engine.staging import staged_files
+    from txnlog.engine.tasks import log_dir_jobs, run_here
+    from txnlog.sources.logdirs import discover
+    from txnlog.sources.txnindex import read_txn_indexes
+
+    inv = discover([str(written(scenario))])
+    scratch = tmp_path / "scratch"
+    run_here(log_dir_jobs(inv, Decode(), str(scratch), shared=False, dumps=False, threads=THREADS), THREADS)
+    files = staged_files(str(scratch / "transactions"))
+    found = read_txn_indexes(inv.segments, inv.txn_indexes, inv.checkpoints)
+    decided = decisions_of(staged_files(str(scratch / "coordinator_history")))
+    local = integrity_here(files, found.entries, found.segments, decided, THREADS)
+    in_spark = integrity_in_tasks(spark, files, found.entries, found.segments, decided)
+    _assert_same(f"{scenario} integrity", local, in_spark)
+    assert files and local.num_rows > 0, "the scenario's fault is found"
