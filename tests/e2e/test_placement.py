@@ -132,8 +132,8 @@ def test_coordinator_partitions_read_a_window_at_a_time(tmp_path, monkeypatch):
     import glob
 
     from txnlog.brokerlog.scenarios import write_scenario
-    from txnlog.engine.manifest import files_option
     from txnlog.engine import txn_state
+    from txnlog.engine.manifest import files_option
     from txnlog.engine.spark.placement import read_all_here
     from txnlog.engine.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
     from txnlog.engine.staging import read_raw
