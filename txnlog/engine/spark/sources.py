@@ -12,14 +12,13 @@ source as an option; the files are dealt into a few balanced input partitions
 
 (``txnlog_txn_state``, every ``__transaction_state`` record decoded, is txnlog.engine.spark.txn_state_source.)
 
-Options: ``manifest`` (an Arrow file listing the files, :func:`write_manifest`) or, for a few files,
+Options: ``manifest`` (an Arrow file listing the files, txnlog.engine.manifest.write_manifest) or, for a few files,
 ``files`` (JSON list of ``txnlog.sources.logdirs.LogFile`` dicts); ``check_crc`` ("true"/"false"),
 ``max_decompressed_bytes`` (what compressed control and ``__transaction_state`` batches of one file may
 expand to, ``txnlog.kafka.compression``), ``min_partitions`` and ``max_partition_bytes`` (see
 txnlog.engine.plan.pack_files); ``storage`` (the shared-storage settings, ``txnlog.sources.storage``);
-``split_segment_bytes``
-(``txnlog_segments``: local ``.log`` files above it are read in pieces cut at their offset index,
-``txnlog.sources.splits``; 0 or absent: never — the summary then holds ``piece`` rows and fragments that
+``split_segment_bytes`` (``txnlog_segments``: local ``.log`` files above it are read in pieces cut at their
+offset index, ``txnlog.sources.splits``; 0 or absent: never — the summary then holds ``piece`` rows and fragments that
 ``txnlog.engine.spark.stitch.stitch_pieces`` and the fragment merge finish); ``edge_segment_bytes`` (with
 ``transactions``: a segment of at least this size, of a partition of one replica read whole in a task, finishes
 its inner transactions and hands the task's merge only its edges, txnlog.engine.segments.Edges; default
