@@ -218,8 +218,9 @@ class _Worlds:
 
     def _build(self, scenarios: list[str]) -> Any:
         from txnlog.brokerlog.scenarios import write_scenario
+        from txnlog.engine.manifest import files_option
         from txnlog.engine.spark.dump_log import read_dump_logs
-        from txnlog.engine.spark.sources import SegmentsSource, files_option
+        from txnlog.engine.spark.sources import SegmentsSource
         from txnlog.engine.spark.txn_state_source import TxnStateSource
         from txnlog.sources.logdirs import discover
 
@@ -408,8 +409,9 @@ class _Runs:
     def segment_rows(self, scenario: str) -> Any:
         """The segments source's rows of the scenario's data segments and snapshots, read in this process."""
         if scenario not in self.rows:
+            from txnlog.engine.manifest import files_option
             from txnlog.engine.spark.placement import read_here
-            from txnlog.engine.spark.sources import SegmentsSource, files_option
+            from txnlog.engine.spark.sources import SegmentsSource
             from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
 
             _, inv, _ = self.segments(scenario)

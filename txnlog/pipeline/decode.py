@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from txnlog.broker import as_of as as_of_rule
-from txnlog.engine.spark.placement import Placement, read_all_here
+from txnlog.engine.settings import Decode
+from txnlog.engine.spark.placement import Placement
+from txnlog.engine.tasks import log_dir_jobs, run_here
 from txnlog.kafka.record_batch import release_output_blocks
 from txnlog.live.fetch import FetchSettings
 from txnlog.model.contract import InputSource
-from txnlog.model.rows import KIND_PIECE, SEGMENT_SUMMARY_SCHEMA, Checkpoint
+from txnlog.model.rows import KIND_PIECE, Checkpoint
 from txnlog.pipeline.inputs import Inputs
 from txnlog.pipeline.scope import Cache, job_description
 from txnlog.rules.transactions import checkpoints_of
@@ -218,31 +220,15 @@ def log_dir_sources(
 def decode_here(
     inputs: Inputs, check_crc: bool, scratch: str, max_decompressed_bytes: int | None, threads: int = 1
 ) -> Decoded:
-    """:func:`decode` of a small input in this process, no Spark query: the sources' readers called here by
-    ``threads`` threads (txnlog.engine.spark.placement.read_all_here), the dumps read by
-    txnlog.engine.spark.dump_log.read_dump_logs_here on as many threads, Arrow tables returned. Every segment is
-    read whole (split segments are for Spark's tasks)."""
-
-    from txnlog.engine.spark import consumer_offsets_source as offsets_source
-    from txnlog.engine.spark.log_dir_options import log_dir_options, offsets_options
-    from txnlog.engine.spark.sources import SegmentsSource
-    from txnlog.engine.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
+    """:func:`decode` of a small input in this process, no Spark query: the per-partition task functions the
+    Data Sources call (txnlog.engine.tasks) run here by ``threads`` threads (txnlog.engine.tasks.run_here), the
+    dumps read by txnlog.engine.spark.dump_log.read_dump_logs_here on as many threads, Arrow tables returned.
+    Every segment is read whole (split segments are for Spark's tasks)."""
 
     shared = bool(inputs.offline.dump_files)  # a live input is never read here (Placement.for_input)
-    inv = inputs.offline.inventory
-    segments, txn_state = log_dir_options(
-        inv, check_crc=check_crc, scratch=scratch, shared=shared, dumps=shared, cores=threads,
-        max_decompressed_bytes=max_decompressed_bytes, split_segment_bytes=0,
-    )  # fmt: skip
-    groups = offsets_options(
-        inv, check_crc=check_crc, scratch=scratch, cores=threads, max_decompressed_bytes=max_decompressed_bytes
-    )
-    reads = [
-        (SegmentsSource, segments, SEGMENT_SUMMARY_SCHEMA),
-        (TxnStateSource, txn_state, SOURCE_SCHEMA),
-        (offsets_source.ConsumerOffsetsSource, groups, offsets_source.SOURCE_SCHEMA),
-    ]
-    summary, records, offsets = read_all_here(reads, threads)
+    decode = Decode(check_crc, max_decompressed_bytes)
+    jobs = log_dir_jobs(inputs.offline.inventory, decode, scratch, shared=shared, dumps=shared, threads=threads)
+    summary, records, offsets = run_here(jobs, threads)
     summary, records = _labelled(summary, InputSource.SEGMENTS), _labelled(records, InputSource.SEGMENTS)
     release_output_blocks(trim=True)  # the tables' build and writes come next in this process
     read = set(inputs.offline.inventory.txn_state_partitions)
