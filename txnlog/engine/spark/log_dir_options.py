@@ -4,7 +4,10 @@ settings, the decode's limits. The sources read them back in txnlog.engine.spark
 
 from __future__ import annotations
 
+import json
+
 from txnlog.engine.spark.collect import FRAGMENTS_STAGE
+from txnlog.engine.spark.consumer_offsets_source import TOPIC_PARTITIONS
 from txnlog.engine.spark.sources import write_manifest
 from txnlog.sources import storage
 from txnlog.sources.logdirs import Inventory
@@ -57,11 +60,21 @@ def log_dir_options(
 
 
 def offsets_options(
-    inv: Inventory, *, check_crc: bool, scratch: str, cores: int, max_decompressed_bytes: int | None
+    inv: Inventory,
+    *,
+    check_crc: bool,
+    scratch: str,
+    cores: int,
+    max_decompressed_bytes: int | None,
+    wanted: list[tuple[str, int]] | None = None,
 ) -> dict[str, str]:
-    """The options of the ``__consumer_offsets`` source: whole partitions per task (``reduce``)."""
-    return {
+    """The options of the ``__consumer_offsets`` source: whole partitions per task (``reduce``), the groups'
+    offsets of the ``wanted`` topic partitions only (None: all; consumer_offsets_source.TOPIC_PARTITIONS)."""
+    options = {
         **_common(check_crc, cores, max_decompressed_bytes),
         **write_manifest(f"{scratch}/inputs", "consumer_offsets", inv.consumer_offsets_segments),
         "reduce": "true",
     }
+    if wanted is not None:
+        options[TOPIC_PARTITIONS] = json.dumps([[topic, partition] for topic, partition in wanted])
+    return options

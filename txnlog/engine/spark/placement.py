@@ -131,10 +131,11 @@ class Placement:
         return cls(driver=True, threads=threads)
 
 
-def read_here(source: type[DataSource], options: dict[str, str], schema: pa.Schema) -> pa.Table:
-    """Every batch a Data Source's reader yields for ``options``, read in this process, as one Arrow table of
-    ``schema`` (the source's own, in Arrow): the driver placement's read without a DataFrame."""
-    return read_all_here([(source, options, schema)])[0]
+def read_here(source: type[DataSource], options: dict[str, str], schema: pa.Schema, threads: int = 1) -> pa.Table:
+    """Every batch a Data Source's reader yields for ``options``, read in this process (by ``threads`` threads,
+    :func:`read_all_here`), as one Arrow table of ``schema`` (the source's own, in Arrow): the driver placement's
+    read without a DataFrame."""
+    return read_all_here([(source, options, schema)], threads)[0]
 
 
 Read = tuple[type["DataSource"], dict[str, str], pa.Schema]  # a source, its options, its schema in Arrow
