@@ -117,6 +117,9 @@ def read_partition(
                 quarantine[i].append(QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(e)))
         decoded: list[pa.Table] = []
         for (i, w), keep in zip(walked, _kept([w for _, w in walked], wanted), strict=True):
+            if keep is not None and not keep.any() and w.ok.all():  # nothing asked for, nothing to decode
+                quarantine[i].extend(w.quarantine)
+                continue
             rows, bad = decode_walked(w, keep, file=files[i].path)
             decoded.append(rows)
             quarantine[i].extend(bad)
