@@ -82,7 +82,7 @@ def dataset(name: str, data_dir: Path, *, log=print, mix: str = "bulk", **kwargs
     ``mix="dense"``: ``txnlog.brokerlog.dense.dense(**kwargs)`` (Kafka Streams exactly-once: ~400,000
     transactions per GiB over 685 partitions; its ground truth keeps every transaction in
     ``transactions.npz`` next to ``ground-truth.json``); ``mix="small"``:
-    ``txnlog.brokerlog.dense.small_segments(**kwargs)`` (the same traffic over many partitions of small
+    ``txnlog.brokerlog.small_segments.small_segments(**kwargs)`` (the same traffic over many partitions of small
     segments beside a few hot ones).
     """
     root = data_dir / name
@@ -100,7 +100,7 @@ def dataset(name: str, data_dir: Path, *, log=print, mix: str = "bulk", **kwargs
     elif mix == "dense":
         from txnlog.brokerlog.dense import dense as writer
     elif mix == "small":
-        from txnlog.brokerlog.dense import small_segments as writer
+        from txnlog.brokerlog.small_segments import small_segments as writer
     else:
         raise ValueError(f"unknown mix {mix!r} (bulk, dense or small)")
 

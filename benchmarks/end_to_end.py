@@ -14,7 +14,7 @@ with ground truth:
   written by every producer in every round (~2 KiB batches): ~55 % of the data bytes in 256 MiB segments
   with their ``.index`` files, as transaction-dense as the rest; the partition the job splits at its
   index (``benchmarks/hot_partition.py`` compares that with the same bytes read whole).
-* ``--mix small``: ``txnlog.brokerlog.dense.small_segments()``: a real cluster's shape, half the bytes in
+* ``--mix small``: ``txnlog.brokerlog.small_segments.small_segments()``: a real cluster's shape, half the bytes in
   ~790 partitions per GiB of 1-4 small segments (16 KiB-1 MiB) each with their indexes, half in one hot
   partition per GiB of 256 MiB segments; the same traffic as the dense mix: the cost per file.
 * ``--mix both`` (the default): bulk, then dense, each with its own table.
@@ -925,10 +925,10 @@ SMALL_HOT_FRACTION = 0.5
 
 
 def small_dataset(size_gib: float, data_dir: Path, log) -> Any:
-    """The small-segments mix (``txnlog.brokerlog.dense.small_segments``) of about ``size_gib``: a real cluster's
+    """The small-segments mix (``txnlog.brokerlog.small_segments.small_segments``) of about ``size_gib``: a real cluster's
     shape, many quiet partitions with 1-4 small segments each and their indexes, beside a few hot partitions
     (one per GiB) in 256 MiB segments holding half the bytes."""
-    from txnlog.brokerlog.dense import small_partitions_for
+    from txnlog.brokerlog.small_segments import small_partitions_for
 
     hot = max(1, int(round(size_gib)))
     hot_bytes = int(size_gib * GiB * SMALL_HOT_FRACTION / hot)

@@ -8,7 +8,7 @@ both placements at ``--sizes`` MiB on ``--mix``: ``dense``, the transaction-dens
 or ``hot``, the same with one partition holding 55 % of the bytes in indexed 256 MiB segments
 (``end_to_end.hot_dataset``, as ``hot_partition.py`` reads it), the job's costliest inputs per byte, or ``small``,
 a real cluster's shape: half the bytes in many quiet partitions of 1-4 small segments each, half in hot ones
-(``end_to_end.small_dataset``, ``txnlog.brokerlog.dense.small_segments``), the costliest per file:
+(``end_to_end.small_dataset``, ``txnlog.brokerlog.small_segments.small_segments``), the costliest per file:
 
 * ``driver``: ``./spark-submit.sh --logs DIR --output FRESH --driver-max-bytes 2**40`` (every size in the driver);
 * ``driver1``: the driver run again on one core (``taskset -c 0``: one reading thread), so the driver's per-byte

@@ -1,5 +1,5 @@
 """The decode's cost per file on a log dir of many small segments, in one thread, without the rest of the job:
-every ``.log`` of the small partitions (``txnlog.brokerlog.dense.small_segments``) below a size, decoded into a
+every ``.log`` of the small partitions (``txnlog.brokerlog.small_segments.small_segments``) below a size, decoded into a
 task's merge one file at a time (``summarize_segment``, as a task did before) and together
 (``SegmentGroup``: ``summarize_segments`` of up to ``SMALL_BATCH_BYTES``), alternately, each repeat timed in the
 thread's CPU seconds (``time.thread_time``: on a loaded machine the wall time says little). Also the raw read of

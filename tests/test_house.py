@@ -30,7 +30,6 @@ LONG_MODULES = {
     "brokerlog/cluster.py",
     "brokerlog/partition.py",
     "brokerlog/ground_truth.py",
-    "brokerlog/dense.py",
     "kafka/record_batch.py",
     "engine/spark/sources.py",
 }

@@ -33,10 +33,8 @@ k-th round only, k chosen so that the hot partition holds about ``hot_fraction``
 so its epoch (bumped at every end, TV2) grows by one per round: more ``producers`` make the hot
 partition's rounds bigger and keep it below Kafka's limit of 32,767 (an error says so otherwise).
 
-:func:`small_segments` writes the shape of a real cluster's copy instead: many quiet partitions whose segments
-are small (a segment rolls by time as well as by size, ``segment.ms``), 1 to a few per partition with their
-``.index``/``.timeindex`` files and producer snapshots, beside a few hot partitions in large segments. The
-per-file cost of a reader shows there, which the mixes above (few, large segments) hide.
+The shape of a real cluster's copy (many quiet partitions of small segments beside a few hot ones) is
+:mod:`txnlog.brokerlog.small_segments`, the same traffic laid out otherwise.
 
 The ground truth (:class:`DenseResult`) is compact: counts per partition and one row per
 transaction in numpy arrays (``transactions.npz``), not a JSON object per transaction.
@@ -59,6 +57,7 @@ import numpy as np
 
 from txnlog.brokerlog import encode
 from txnlog.brokerlog.cluster import Cluster
+from txnlog.brokerlog.dense_rounds import Rounds, append_rounds, encode_rounds, marker_payload
 from txnlog.brokerlog.encode import EncodedRecords, RecordSpec
 from txnlog.brokerlog.partition import PartitionLog
 from txnlog.kafka import wire
@@ -70,9 +69,6 @@ __all__ = [
     "DenseResult",
     "DenseTopic",
     "dense",
-    "small_partitions_for",
-    "small_segments",
-    "small_segments_topics",
 ]
 
 KiB = 1024
@@ -206,13 +202,6 @@ def _payload(c: Cluster, batch_bytes: int, compression: Compression, key_prefix:
         n += max(1, min(n, int(n * (target / max(1, len(payload.data)) - 1))))
 
 
-def _marker_payload(control: ControlType, coordinator_epoch: int) -> EncodedRecords:
-    """The one control record of an end-transaction marker (``encode_end_txn_marker_batch``'s record)."""
-    key = encode.encode_control_record_key(control)
-    value = encode.encode_end_txn_marker_value(coordinator_epoch)
-    return encode.encode_records_payload([RecordSpec(0, 0, key, value)])
-
-
 @dataclass
 class _Layout:
     """Who writes where: partitions, their writers and the rounds they take part in."""
@@ -309,7 +298,7 @@ def dense(
     for t in topics:
         c.create_topic(t.name, t.partitions, segment_bytes=t.segment_bytes)
     payloads = {t.name: _payload(c, t.batch_bytes, t.compression, t.name) for t in topics}
-    marker_size = wire.RECORD_BATCH_OVERHEAD + len(_marker_payload(ControlType.COMMIT, 0).data)
+    marker_size = wire.RECORD_BATCH_OVERHEAD + len(marker_payload(ControlType.COMMIT, 0).data)
     if hot_fraction > 0:
         topics = _cooled(topics, payloads, marker_size, hot_fraction)
     layout = _layout(topics, producers)
@@ -473,7 +462,7 @@ def _write_partition(
     base = log.log_end_offset + unit_offsets * np.arange(k, dtype=np.int64)
     first = base[:, None] + per * np.arange(m, dtype=np.int64)[None, :]  # (k, m)
     marker = base[:, None] + m * per + np.arange(m, dtype=np.int64)[None, :]
-    rounds_of = _Rounds(
+    rounds_of = Rounds(
         ws=ws,
         per=per,
         base=base,
@@ -487,245 +476,6 @@ def _write_partition(
         producer=np.broadcast_to(txns.pids[ws], (k, m)),
         coordinator_epochs=txns.coordinator_epochs,
     )
-    units = _encode_rounds(log, payload, rounds_of, marker_payloads)
-    _append_rounds(log, units, rounds_of, base + unit_offsets - 1)
+    units = encode_rounds(log, payload, rounds_of, marker_payloads)
+    append_rounds(log, units, rounds_of, base + unit_offsets - 1)
     return first.ravel(), marker.ravel(), rounds_of.committed.ravel()
-
-
-@dataclass
-class _Rounds:
-    """One partition's rounds, [round, writer]: offsets, timestamps, epochs and outcome of each transaction."""
-
-    ws: np.ndarray
-    per: int
-    base: np.ndarray
-    first: np.ndarray
-    marker: np.ndarray
-    data_ts: np.ndarray
-    marker_ts: np.ndarray
-    epochs: np.ndarray
-    m_epochs: np.ndarray
-    committed: np.ndarray
-    producer: np.ndarray
-    coordinator_epochs: np.ndarray
-
-
-def _encode_rounds(
-    log: PartitionLog, payload: EncodedRecords, r: _Rounds, marker_payloads: dict[tuple[int, int], EncodedRecords]
-) -> np.ndarray:
-    """The rounds' bytes, one row per round: each writer's data batch, then each writer's marker."""
-    k, m = r.first.shape
-    data = encode.encode_data_batches(
-        base_offsets=r.first.ravel(),
-        payload=payload,
-        base_timestamps=r.data_ts.ravel(),
-        producer_ids=r.producer.ravel(),
-        producer_epochs=r.epochs.ravel(),
-        base_sequences=0,  # TV2: a new epoch per transaction, sequences start again at 0
-        partition_leader_epoch=log.leader_epoch,
-        is_transactional=True,
-    )
-    s = data.shape[1]
-    markers: np.ndarray | None = None
-    ce = np.broadcast_to(r.coordinator_epochs[r.ws], (k, m)).ravel()
-    kind = np.where(r.committed.ravel(), int(ControlType.COMMIT), int(ControlType.ABORT))
-    for control, epoch in sorted(set(zip(kind.tolist(), ce.tolist()))):
-        pl = marker_payloads.get((control, epoch))
-        if pl is None:
-            pl = marker_payloads[(control, epoch)] = _marker_payload(ControlType(control), epoch)
-        sel = np.flatnonzero((kind == control) & (ce == epoch))
-        rows = encode.encode_data_batches(
-            base_offsets=r.marker.ravel()[sel],
-            payload=pl,
-            base_timestamps=r.marker_ts.ravel()[sel],
-            producer_ids=r.producer.ravel()[sel],
-            producer_epochs=r.m_epochs.ravel()[sel],
-            base_sequences=wire.NO_SEQUENCE,
-            partition_leader_epoch=log.leader_epoch,
-            is_transactional=True,
-            is_control=True,
-        )
-        if markers is None:
-            markers = np.empty((k * m, rows.shape[1]), dtype=np.uint8)
-        markers[sel] = rows
-    assert markers is not None
-    msize = markers.shape[1]
-    units = np.empty((k, m * (s + msize)), dtype=np.uint8)
-    units[:, : m * s] = data.reshape(k, m * s)
-    units[:, m * s :] = markers.reshape(k, m * msize)
-    return units
-
-
-def _append_rounds(log: PartitionLog, units: np.ndarray, r: _Rounds, unit_last: np.ndarray) -> None:
-    """The rounds' bytes into the log's segments, as many whole rounds to a segment as fit, each segment's
-    .txnindex and the producers' state after its last round."""
-    k, m = r.first.shape
-    unit_size = units.shape[1]
-    unit_max_ts = r.marker_ts[:, -1]
-    done = 0
-    while done < k:
-        seg = log.active_segment
-        room = (log.segment_bytes - seg.size) // unit_size
-        if seg.size > 0 and room <= 0:
-            log.roll(log.log_end_offset)  # snapshots the producer state of everything before it
-            continue
-        n = min(k - done, max(room, 1))
-        end = done + n
-        log._note_leader_epoch(log.leader_epoch, int(r.base[done]))
-        log._bulk_index(seg, units[done:end], unit_last[done:end], unit_max_ts[done:end], unit_size)
-        log.log_end_offset = int(unit_last[end - 1]) + 1
-        log.max_timestamp = max(log.max_timestamp, int(unit_max_ts[end - 1]))
-        log.batch_count += 2 * m * n
-        seg.batches += 2 * m * n
-        # .txnindex: every aborted transaction in this segment, in marker order; the LSO is the first
-        # offset of the next writer's transaction of the round (still open), else the marker + 1
-        for i_round, i in zip(*np.nonzero(~r.committed[done:end])):
-            i_round += done
-            lso = int(r.first[i_round, i + 1]) if i + 1 < m else int(r.marker[i_round, i]) + 1
-            seg.txn_index += encode.encode_aborted_txn(
-                producer_id=int(r.producer[i_round, i]),
-                first_offset=int(r.first[i_round, i]),
-                last_offset=int(r.marker[i_round, i]),
-                last_stable_offset=lso,
-            )
-        _note_producers(log, r, end - 1)
-        done = end
-
-
-def _note_producers(log: PartitionLog, r: _Rounds, last: int) -> None:
-    """The producers' state after round ``last`` (ProducerAppendInfo.appendEndTxnMarker)."""
-    for i in range(r.first.shape[1]):
-        state = log._producer(int(r.producer[last, i]))
-        state.producer_epoch = int(r.m_epochs[last, i])
-        state.last_sequence = r.per - 1
-        state.last_offset = int(r.first[last, i]) + r.per - 1
-        state.offset_delta = r.per - 1
-        state.last_timestamp = int(r.marker_ts[last, i])
-        state.coordinator_epoch = int(r.coordinator_epochs[r.ws[i]])
-        state.current_txn_first_offset = -1
-
-
-#: a data batch of the small partitions at least this big (and below twice it): ~2 KB a transaction and
-#: partition, as transaction-dense as :data:`DEFAULT_TOPICS`
-_SMALL_MIN_BATCH = 1 * KiB
-
-
-def _small_classes(segments: tuple[int, int], segment_bytes: tuple[int, int], sizes: int) -> list[tuple[int, int]]:
-    """The small partitions' classes: (segments, segment size), every count in ``segments`` times ``sizes`` sizes
-    spread geometrically over ``segment_bytes``."""
-    seg_sizes = sorted({int(round(x)) for x in np.geomspace(segment_bytes[0], segment_bytes[1], max(1, sizes))})
-    return [(n, size) for n in range(segments[0], segments[1] + 1) for size in seg_sizes]
-
-
-def small_partitions_for(
-    small_bytes: float, segments: tuple[int, int], segment_bytes: tuple[int, int], sizes: int = 4
-) -> int:
-    """How many small partitions of :func:`small_segments` hold about ``small_bytes`` (each class's partition
-    holds about (n - 1/2) segments of its size)."""
-    per = float(np.mean([(n - 0.5) * size for n, size in _small_classes(segments, segment_bytes, sizes)]))
-    return max(1, int(round(small_bytes / per)))
-
-
-def small_segments_topics(
-    *,
-    partitions: int,
-    segments: tuple[int, int],
-    segment_bytes: tuple[int, int],
-    hot_partitions: int,
-    hot_bytes: int,
-    hot_segment_bytes: int,
-    hot_batch_bytes: int,
-    producers: int,
-    sizes: int = 4,
-) -> tuple[tuple[DenseTopic, ...], int]:
-    """The topics of :func:`small_segments` and the rounds to write: (topics, rounds).
-
-    The hot partitions are one topic (:data:`HOT_TOPIC`) written by every producer every round in
-    ``hot_batch_bytes`` batches, so the rounds are what brings each to ``hot_bytes``. The small partitions are
-    split evenly over classes, one topic each: every count of segments in ``segments`` (inclusive) times
-    ``sizes`` segment sizes spread geometrically over ``segment_bytes``. A class of ``n`` segments of ``S``
-    bytes takes part in every ``period``-th round (a power of two, so the layout's cycle stays the largest
-    period) with one writer and batches sized so that a partition ends with about (n - 1/2) × S bytes: n
-    segments, the last half full."""
-    if partitions < 0 or hot_partitions < 0 or partitions + hot_partitions == 0:
-        raise ValueError("no partitions to write")
-    lo_n, hi_n = segments
-    lo_s, hi_s = segment_bytes
-    if not 1 <= lo_n <= hi_n or not 0 < lo_s <= hi_s:
-        raise ValueError(f"segments {segments} and segment_bytes {segment_bytes} must be ascending and positive")
-    marker = wire.RECORD_BATCH_OVERHEAD + len(_marker_payload(ControlType.COMMIT, 0).data)
-    hot_unit = producers * (hot_batch_bytes + marker)
-    rounds = max(1, int(np.ceil(hot_bytes / hot_unit))) if hot_partitions else 0
-    classes = _small_classes(segments, segment_bytes, sizes)
-    if not rounds:  # no hot partition: enough rounds for the largest class at the smallest batch
-        rounds = int(np.ceil((hi_n - 0.5) * hi_s / (_SMALL_MIN_BATCH + marker)))
-    topics: list[DenseTopic] = []
-    for i, (n, size) in enumerate(classes):
-        count = partitions // len(classes) + (1 if i < partitions % len(classes) else 0)
-        if count == 0:
-            continue
-        target = (n - 0.5) * size
-        period = 1 << max(0, int(np.floor(np.log2(max(1.0, rounds * (_SMALL_MIN_BATCH + marker) / target)))))
-        period = min(period, 1 << int(np.floor(np.log2(rounds))))
-        batch = max(_SMALL_MIN_BATCH, int(target * period / rounds) - marker)
-        topics.append(DenseTopic(f"small-{n}x{size // KiB}k", count, size, batch, Compression.NONE, 1, period))
-    if hot_partitions:
-        topics.append(
-            DenseTopic(HOT_TOPIC, hot_partitions, hot_segment_bytes, hot_batch_bytes, Compression.NONE, producers, 1)
-        )
-    return tuple(topics), rounds
-
-
-def small_segments(
-    out: str | Path,
-    seed: int = 0,
-    *,
-    partitions: int = 684,
-    segments: tuple[int, int] = (1, 4),
-    segment_bytes: tuple[int, int] = (16 * KiB, 1 * MiB),
-    hot_partitions: int = 1,
-    hot_bytes: int = 512 * MiB,
-    hot_segment_bytes: int = 256 * MiB,
-    hot_batch_bytes: int = 2 * KiB,
-    producers: int | None = None,
-    abort_rate: float = 0.002,
-    overwrite: bool = False,
-) -> DenseResult:
-    """A cluster shaped like a real one's copy: ``partitions`` quiet partitions of ``segments`` (a range) small
-    segments of ``segment_bytes`` (a range) each, and ``hot_partitions`` partitions of about ``hot_bytes`` each
-    in ``hot_segment_bytes`` segments; every segment with its offset and time index, as a broker writes them
-    (the topics: :func:`small_segments_topics`). The traffic is :func:`dense`'s (exactly-once producers
-    committing every 100 ms, every transaction closed); ``producers`` by default enough to keep their epochs
-    (one per round) below Kafka's limit. Returns the ground truth.
-
-    >>> import tempfile
-    >>> r = small_segments(tempfile.mkdtemp(), partitions=24, hot_bytes=2 << 20)
-    >>> len(r.partitions), sum(1 for p in r.partitions if p.startswith("small-4x")), r.open_transactions
-    (25, 4, 0)
-    """
-    if producers is None:  # at most ~30,000 rounds: each bumps every producer's epoch once (TV2)
-        per_round = hot_batch_bytes + wire.RECORD_BATCH_OVERHEAD + 16
-        producers = 16 * max(1, int(np.ceil(hot_bytes / (30_000 * 16 * per_round))))
-    topics, rounds = small_segments_topics(
-        partitions=partitions,
-        segments=segments,
-        segment_bytes=segment_bytes,
-        hot_partitions=hot_partitions,
-        hot_bytes=hot_bytes,
-        hot_segment_bytes=hot_segment_bytes,
-        hot_batch_bytes=hot_batch_bytes,
-        producers=producers,
-    )
-    marker = wire.RECORD_BATCH_OVERHEAD + len(_marker_payload(ControlType.COMMIT, 0).data)
-    round_bytes = sum(t.partitions * t.writers * (t.batch_bytes + marker) / t.period for t in topics)
-    result = dense(
-        out,
-        seed,
-        total_bytes=int(rounds * round_bytes) - 1,  # dense's rounds: ceil(total / round bytes) = rounds
-        producers=producers,
-        topics=topics,
-        abort_rate=abort_rate,
-        overwrite=overwrite,
-    )
-    result.name = "small_segments"
-    return result

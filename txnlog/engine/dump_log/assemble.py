@@ -27,6 +27,7 @@ from txnlog.model.rows import (
     fragment_kinds,
     producer_rows,
 )
+from txnlog.rules.damage import region_offsets
 from txnlog.sources.dump_log.parse import K_BATCH, K_ELIDED, K_INVALID_BYTES, K_LEGACY, K_RECORD, K_START
 
 
@@ -131,8 +132,6 @@ def _region_offsets(batches: dict[str, np.ndarray], damage: dict[str, Any]) -> d
     above the region, before the first one below it. A region of unknown length (the tool stopped, or a
     ``...`` with nothing shown after it) runs to the end of what the dump shows, so no batch bounds it after.
     """
-    from txnlog.rules.damage import region_offsets
-
     length = damage["length"]
     unknown = np.asarray(length.is_null().to_numpy(zero_copy_only=False), bool)
     span = np.where(unknown, np.iinfo(np.int32).max, np.asarray(length.fill_null(0).to_numpy(), np.int64))

@@ -94,6 +94,7 @@ def create(progress: bool = True) -> Path | None:
     job = Path(__file__).resolve().parents[3] / "jobs" / "find_hanging.py"
     if path is None or path.is_file() or not job.is_file():
         return path if path is not None and path.is_file() else None
+    # Lazy: this module imports the standard library only (the wrapper's --options call stays fast).
     from txnlog.kafka.dump_log_render import render_dump
     from txnlog.sources.logdirs import discover
     from txnlog.sources.sample import sample_logs
