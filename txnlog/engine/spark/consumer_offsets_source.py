@@ -4,9 +4,10 @@ executor.
 Each task holds whole ``__consumer_offsets-<n>`` partitions. Of a partition's replicas one broker's segments are
 read: the most advanced, as the rest of the job picks the leader of a partition
 (:attr:`txnlog.broker.reconstruct.ReplicaLogs.is_lead`: the largest log end offset, ties to the first broker name),
-since a follower's copy may lack the newest commits and markers. Each segment is read and its records decoded
-(:func:`txnlog.kafka.consumer_offsets.decode_segment`: its compressed batches decompressed, each record parsed
-once), and the partition's offsets replayed as the group coordinator does
+since a follower's copy may lack the newest commits and markers. Each segment is walked
+(:func:`txnlog.kafka.consumer_offsets_scan.walk_commits`: its compressed batches decompressed, each record parsed
+once), the records asked for (:func:`read_partition`'s ``wanted``) decoded, and the partition's offsets
+replayed as the group coordinator does
 (:func:`txnlog.rules.consumer_offsets.replay_offsets`). The partition's transactions and markers are analysed as
 any data partition's by the segments source; this one adds what the groups committed.
 
