@@ -478,7 +478,8 @@ def check_output(out: Path, truth: dict[str, Any], truth_dir: Path | None = None
 def child_source(root: str) -> dict[str, Any]:
     """txnlog's own Data Source readers, called directly in one process (no Spark): the work the executors do."""
     t_import = time.perf_counter()
-    from txnlog.engine.spark.sources import SegmentsSource, files_option
+    from txnlog.engine.manifest import files_option
+    from txnlog.engine.spark.sources import SegmentsSource
     from txnlog.engine.spark.txn_state_source import TxnStateSource
     from txnlog.sources.logdirs import discover
 

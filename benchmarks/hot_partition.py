@@ -176,8 +176,8 @@ def pieces_cpu(root: Path, split_bytes: int, repeat: int, log) -> list[dict[str,
     import pyarrow.compute as pc
 
     from txnlog.engine import segments as SG
+    from txnlog.engine.plan import _read_index
     from txnlog.engine.segment_group import summarize_snapshot
-    from txnlog.engine.spark.sources import _read_index
     from txnlog.engine.staging import read_raw, staged_transactions, staged_transactions_of_summary
     from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
     from txnlog.rules.transactions import PartitionTransactions, checkpoints_of

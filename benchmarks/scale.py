@@ -148,7 +148,8 @@ def child(log_dir: str, driver_memory: str) -> dict[str, Any]:
     """One size's measurement, in this (fresh) process."""
     from pyspark.sql import SparkSession
 
-    from txnlog.engine.spark.sources import SegmentsSource, files_option
+    from txnlog.engine.manifest import files_option
+    from txnlog.engine.spark.sources import SegmentsSource
     from txnlog.pipeline.decode import log_dir_sources
     from txnlog.pipeline.inputs import describe
     from txnlog.sources.offline import check_inputs
@@ -188,7 +189,7 @@ def child(log_dir: str, driver_memory: str) -> dict[str, Any]:
     files = [*inv.segments, *inv.snapshots]
     old_json = len(files_option(files))
     try:
-        from txnlog.engine.spark.sources import write_manifest
+        from txnlog.engine.manifest import write_manifest
     except ImportError:  # code before the manifest (--code): the files went in the options
         spark.stop()
         shutil.rmtree(scratch, ignore_errors=True)

@@ -67,7 +67,8 @@ print(os.read(r, 4096).decode())
 
 
 def plan(root: str, max_bytes: int, tasks: int, out: str) -> int:
-    from txnlog.engine.spark.sources import SegmentsSource, files_option
+    from txnlog.engine.manifest import files_option
+    from txnlog.engine.spark.sources import SegmentsSource
     from txnlog.sources.logdirs import discover
 
     inventory = discover([root])

@@ -65,7 +65,8 @@ def messy_dumps_run(messy_incident, tmp_path_factory: pytest.TempPathFactory):  
 
 @pytest.fixture(scope="session")
 def scenario_run(spark, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    """``scenario_run(name)``: scenario ``name`` written (seed ``ScenarioRun.SEED``) and txnlog's tables over it
+    """``scenario_run(name)``: scenario ``name`` written (seed ``ScenarioRun.SEED``, ``ScenarioRun.INTERNAL_PARTITIONS``
+    internal partitions) and txnlog's tables over it
     (cluster ``ScenarioRun.CLUSTER``, the shared ``spark`` session, the default placement: a scenario is a small
     input, decoded in this process), made on first use (tests/oracle/judge.py). The copy and the tables are read
     only: the oracle's scenario modules and the placement tests (the driver's side) judge the same run."""
@@ -77,8 +78,12 @@ def scenario_run(spark, tmp_path_factory: pytest.TempPathFactory):  # type: igno
     def get(name: str) -> ScenarioRun:
         if name not in made:
             work = tmp_path_factory.mktemp(f"scenario-{name}")
-            truth = write_scenario(name, work / "logs", seed=ScenarioRun.SEED)
-            progress = run_txnlog(spark, truth.root, work / "out", truth.as_of_ms, ScenarioRun.CLUSTER)
+            truth = write_scenario(
+                name, work / "logs", seed=ScenarioRun.SEED, internal_partitions=ScenarioRun.INTERNAL_PARTITIONS
+            )
+            progress = run_txnlog(
+                spark, truth.root, work / "out", truth.as_of_ms, ScenarioRun.CLUSTER, **ScenarioRun.options(truth)
+            )
             made[name] = ScenarioRun(name, truth, work / "logs", work / "out", tuple(progress))
         return made[name]
 
@@ -99,7 +104,13 @@ def scenario_tasks_run(spark, scenario_run, tmp_path_factory: pytest.TempPathFac
             run = scenario_run(name)
             out = tmp_path_factory.mktemp(f"scenario-tasks-{name}") / "out"
             progress = run_txnlog(
-                spark, run.truth.root, out, run.truth.as_of_ms, ScenarioRun.CLUSTER, driver_max_bytes=0
+                spark,
+                run.truth.root,
+                out,
+                run.truth.as_of_ms,
+                ScenarioRun.CLUSTER,
+                driver_max_bytes=0,
+                **ScenarioRun.options(run.truth),
             )
             assert any("in Spark" in line for line in progress), progress
             made[name] = out

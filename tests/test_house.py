@@ -31,7 +31,6 @@ LONG_MODULES = {
     "brokerlog/partition.py",
     "brokerlog/ground_truth.py",
     "kafka/record_batch.py",
-    "engine/spark/sources.py",
 }
 
 

@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.hot_segments import BASE_TS, DAMAGE_KINDS, _batch, write_hot_segment
+from tests.oracle.judge import ScenarioRun
 from txnlog.brokerlog import encode
 from txnlog.brokerlog.partition import PartitionLog, segment_file_name
 from txnlog.engine.staging import STAGED_SUFFIX, read_raw
@@ -43,8 +44,9 @@ def _read(
     """The segments source's rows of ``files`` read in this process, whole partitions merged (the driver's read);
     the segments of at least ``edge_bytes`` finish their own transactions; a merge past ``merge_bytes`` finishes at
     its partition's end."""
+    from txnlog.engine.manifest import checkpoints_option, files_option
     from txnlog.engine.spark.placement import read_here
-    from txnlog.engine.spark.sources import SegmentsSource, checkpoints_option, files_option
+    from txnlog.engine.spark.sources import SegmentsSource
     from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
 
     options = {
@@ -269,7 +271,7 @@ def written(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untype
     def get(name: str) -> tuple[list[LogFile], list[Checkpoint], pa.Table]:
         if name not in made:
             logs = tmp_path_factory.mktemp(f"edges-{name}") / "logs"
-            scenarios.write_scenario(name, logs, seed=0)
+            scenarios.write_scenario(name, logs, seed=0, internal_partitions=ScenarioRun.INTERNAL_PARTITIONS)
             inv: Inventory = discover([str(logs)])
             files, checkpoints = [*inv.segments, *inv.snapshots], list(inv.checkpoints)
             made[name] = files, checkpoints, _read(files, checkpoints, edge_bytes=NEVER, stage=None)
@@ -310,7 +312,7 @@ def test_the_merge_of_a_hot_partition_gets_a_few_fragments_per_producer_and_segm
 ) -> None:
     """Each segment hands on at most, per producer, the run before its first marker, that marker, its last
     marker and the run after it; the other segments' transactions never reach the merge."""
-    from txnlog.engine.spark import sources
+    from txnlog.engine import tasks
 
     segments, producers = 6, 4
     for k in range(segments):  # one replica's partition, six segments of many transactions each
@@ -329,13 +331,13 @@ def test_the_merge_of_a_hot_partition_gets_a_few_fragments_per_producer_and_segm
     assert len(inv.segments) == segments
 
     held: list[int] = []  # the fragments each merge of a whole partition holds when it emits
-    original = sources.staged_transactions
+    original = tasks.staged_transactions
 
     def recording(acc: Any, *args: Any, **kwargs: Any) -> Any:
         held.append(sum(v.size for v in acc.frags.values["kind"]))
         return original(acc, *args, **kwargs)
 
-    monkeypatch.setattr(sources, "staged_transactions", recording)
+    monkeypatch.setattr(tasks, "staged_transactions", recording)
     files = [*inv.segments, *inv.snapshots]
     got = _read(files, list(inv.checkpoints), edge_bytes=0, stage=None)
     want = _read(files, list(inv.checkpoints), edge_bytes=NEVER, stage=None)

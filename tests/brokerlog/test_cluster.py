@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.brokerlog.kafka_python import Replay, read_log, read_txn_state
-from txnlog.brokerlog.cluster import Cluster, ProducerFencedError
+from txnlog.brokerlog.cluster import Cluster, ProducerFencedError, internal_partitions
 from txnlog.kafka.wire import TWO_PHASE_COMMIT_TIMEOUT_MS
 
 EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT = range(6)
@@ -60,6 +60,36 @@ def test_partition_for_matches_java_string_hashcode(cluster: Cluster) -> None:
     assert p.producer_id >= 0
     parts = {part for part, _, key, _ in read_txn_state(b.log_dir for b in cluster.brokers.values()) if key == "hello"}
     assert parts == {22}
+
+
+def test_fewer_internal_partitions_move_only_the_coordinator(tmp_path: Path) -> None:
+    """Under ``internal_partitions(4)`` both internal topics have 4 partitions, a transactional.id's records go to
+    abs(hashCode) % 4 (99162322 % 4 == 2 for "hello") and a group's offsets likewise; the data partitions are
+    placed as with 50, and an explicit count is kept."""
+
+    def build(root: Path) -> Cluster:
+        c = Cluster(root, seed=7, broker_ids=(1, 2, 3))
+        c.create_topic("orders", 3, replication_factor=2)
+        p = c.transactional_producer("hello").init_transactions()
+        p.begin_transaction()
+        p.send("orders", 1)
+        p.commit_transaction()
+        c.close()
+        return c
+
+    default = build(tmp_path / "default")
+    with internal_partitions(4):
+        fewer = build(tmp_path / "fewer")
+        assert Cluster(tmp_path / "explicit", txn_state_partitions=50).txn_state_partitions == 50
+    assert (fewer.txn_state_partitions, fewer.consumer_offsets_partitions) == (4, 4)
+    assert fewer.coordinator.partition_for("hello") == 2
+    parts = {part for part, _, key, _ in read_txn_state(b.log_dir for b in fewer.brokers.values()) if key == "hello"}
+    assert parts == {2}
+    assert {p for t, p in fewer.partitions if t == "__transaction_state"} == set(range(4))
+    assert [default.partition("orders", p).replicas for p in range(3)] == [
+        fewer.partition("orders", p).replicas for p in range(3)
+    ]
+    assert Cluster(tmp_path / "after", seed=7).txn_state_partitions == 50  # the block's count ends with it
 
 
 def test_tv0_commit_and_abort_sequence(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 
-from txnlog.engine.spark.consumer_offsets_source import SOURCE_SCHEMA, read_partition
+from txnlog.engine.consumer_offsets import SOURCE_SCHEMA, read_partition
 from txnlog.model.rows import batch_of
 from txnlog.rules.blocked import blocked_consumers
 

@@ -16,6 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from tests.oracle.judge import ScenarioRun
+
 SCENARIOS = ("replicas_disagree", "corrupt_and_truncated", "damage_around_transactions", "clean_restart")
 
 
@@ -48,11 +50,11 @@ def test_any_order_of_the_decoded_rows_gives_the_same_tables(tmp_path: Path, nam
     from txnlog.model.config import load_config
     from txnlog.pipeline.decode import decode_here
 
-    truth = write_scenario(name, tmp_path / "logs", seed=3)
-    given: dict[str, Any] = {"logs": [str(tmp_path / "logs")]}
+    truth = write_scenario(name, tmp_path / "logs", seed=3, internal_partitions=ScenarioRun.INTERNAL_PARTITIONS)
+    given: dict[str, Any] = {"logs": [str(tmp_path / "logs")], **ScenarioRun.options(truth)}
     if kind == "dumps":
         render_broker_dumps(tmp_path / "logs", tmp_path / "dumps")
-        given = {"dump_log": [str(p) for p in sorted((tmp_path / "dumps").iterdir())]}
+        given = {"dump_log": [str(p) for p in sorted((tmp_path / "dumps").iterdir())], **ScenarioRun.options(truth)}
     config = load_config(None, {**given, "as_of": str(truth.as_of_ms), "output": str(tmp_path / "out")})
     inputs = pipeline.plan_inputs(config, sample=False)
     decoded = decode_here(inputs, True, str(tmp_path / "scratch"), None)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from txnlog.engine.spark.consumer_offsets_source import SOURCE_SCHEMA
+from txnlog.engine.consumer_offsets import SOURCE_SCHEMA
 from txnlog.kafka.wire import ControlType
 from txnlog.model import contract
 from txnlog.model.rows import TXN_INDEX_SCHEMA, TXN_SEGMENT_SCHEMA, Checkpoint

@@ -50,6 +50,7 @@ from tests.dump_log.damage_view import (
     safety_by_id,
     without_regions,
 )
+from tests.oracle.judge import ScenarioRun
 from txnlog.kafka.dump_log_render import render_dump
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1800)]
@@ -217,8 +218,9 @@ class _Worlds:
 
     def _build(self, scenarios: list[str]) -> Any:
         from txnlog.brokerlog.scenarios import write_scenario
+        from txnlog.engine.manifest import files_option
         from txnlog.engine.spark.dump_log import read_dump_logs
-        from txnlog.engine.spark.sources import SegmentsSource, files_option
+        from txnlog.engine.spark.sources import SegmentsSource
         from txnlog.engine.spark.txn_state_source import TxnStateSource
         from txnlog.sources.logdirs import discover
 
@@ -228,7 +230,7 @@ class _Worlds:
             self.spark.dataSource.register(source)
         inv_files, txn_files = [], []
         for name in scenarios:
-            write_scenario(name, os.path.join(root, name), 0)
+            write_scenario(name, os.path.join(root, name), 0, internal_partitions=ScenarioRun.INTERNAL_PARTITIONS)
             inv = discover([os.path.join(root, name)])
             inv_files += list(inv.segments) + list(inv.snapshots)
             txn_files += list(inv.txn_state_segments)
@@ -397,8 +399,9 @@ class _Runs:
 
             base = str(self.tmp.mktemp(scenario))
             logs = os.path.join(base, "logs")
-            truth = write_scenario(scenario, logs, 0)
-            tables = self._run({"logs": [logs], "output": os.path.join(base, "out-segments")})
+            truth = write_scenario(scenario, logs, 0, internal_partitions=ScenarioRun.INTERNAL_PARTITIONS)
+            options = {"output": os.path.join(base, "out-segments"), **ScenarioRun.options(truth)}
+            tables = self._run({"logs": [logs], **options})
             self.scenarios[scenario] = (base, discover([logs]), truth, tables)
         base, inv, truth, tables = self.scenarios[scenario]
         return base, inv, tables
@@ -406,8 +409,9 @@ class _Runs:
     def segment_rows(self, scenario: str) -> Any:
         """The segments source's rows of the scenario's data segments and snapshots, read in this process."""
         if scenario not in self.rows:
+            from txnlog.engine.manifest import files_option
             from txnlog.engine.spark.placement import read_here
-            from txnlog.engine.spark.sources import SegmentsSource, files_option
+            from txnlog.engine.spark.sources import SegmentsSource
             from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
 
             _, inv, _ = self.segments(scenario)
@@ -417,11 +421,13 @@ class _Runs:
 
     def dumps(self, scenario: str, variant: Variant) -> dict[str, list[dict[str, Any]]]:
         base, inv, _ = self.segments(scenario)
+        truth = self.scenarios[scenario][2]
         d = os.path.join(base, f"dump-{variant.id}")
         os.makedirs(d)
         # as an operator copies it: /var/lib/kafka/<broker dir>/<topic>-<p>/<file>
         _render(inv, os.path.join(base, "logs"), variant, os.path.join(d, "dump.txt"), "/var/lib/kafka/")
-        return self._run({"dump_log": [d], "output": os.path.join(base, f"out-{variant.id}")})
+        options = {"output": os.path.join(base, f"out-{variant.id}"), **ScenarioRun.options(truth)}
+        return self._run({"dump_log": [d], **options})
 
 
 @pytest.fixture(scope="module")

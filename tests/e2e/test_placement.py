@@ -15,11 +15,13 @@ as its progress line says): the same run, not made twice.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.e2e.shared import MESSY_AS_OF, MESSY_CLUSTER
 from tests.e2e.test_previous_pipeline import TABLES, differences, read_delta
+from tests.oracle.judge import ScenarioRun
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -105,11 +107,12 @@ def test_the_driver_reads_with_a_thread_per_core(monkeypatch):
 
 
 def test_threads_read_the_rows_one_thread_reads(tmp_path):
-    """The threads' tables come back in each reader's partition order (txnlog.engine.spark.placement.read_all_here), so
+    """The threads' tables come back in each reader's partition order (txnlog.engine.tasks.run_here), so
     the rows of both sources are those one thread reads, in the same order."""
     from txnlog.brokerlog.scenarios import write_scenario
+    from txnlog.engine.manifest import files_option
     from txnlog.engine.spark.placement import read_all_here
-    from txnlog.engine.spark.sources import SegmentsSource, files_option
+    from txnlog.engine.spark.sources import SegmentsSource
     from txnlog.engine.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
     from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
     from txnlog.sources.logdirs import discover
@@ -131,9 +134,9 @@ def test_coordinator_partitions_read_a_window_at_a_time(tmp_path, monkeypatch):
     import glob
 
     from txnlog.brokerlog.scenarios import write_scenario
-    from txnlog.engine.spark import txn_state_source
+    from txnlog.engine import txn_state
+    from txnlog.engine.manifest import files_option
     from txnlog.engine.spark.placement import read_all_here
-    from txnlog.engine.spark.sources import files_option
     from txnlog.engine.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
     from txnlog.engine.staging import read_raw
     from txnlog.rules.finish import HISTORY_COLUMNS
@@ -144,7 +147,7 @@ def test_coordinator_partitions_read_a_window_at_a_time(tmp_path, monkeypatch):
     assert len({f.broker for f in inventory.txn_state_segments}) > 1  # replicas of each coordinator partition
 
     def read(window: int, stage: str):
-        monkeypatch.setattr(txn_state_source, "WINDOW_BYTES", window)
+        monkeypatch.setattr(txn_state, "WINDOW_BYTES", window)
         options = {"files": files_option(inventory.txn_state_segments), "reduce": "true", "stage": stage}
         (table,) = read_all_here([(TxnStateSource, options, SOURCE_SCHEMA)], threads=2)
         staged = [read_raw(f) for f in sorted(glob.glob(f"{stage}/*.arrow"))]
@@ -165,8 +168,8 @@ def test_a_failing_staged_write_is_not_an_unreadable_coordinator_file(tmp_path):
     """The coordinator reader quarantines a segment it cannot read; a scratch directory it cannot write stops the
     run with the one-line error instead (txnlog.engine.staging.StagingError)."""
     from txnlog.brokerlog.scenarios import write_scenario
+    from txnlog.engine.manifest import files_option
     from txnlog.engine.spark.placement import read_all_here
-    from txnlog.engine.spark.sources import files_option
     from txnlog.engine.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
     from txnlog.engine.staging import StagingError
     from txnlog.sources.logdirs import discover
@@ -315,10 +318,13 @@ def test_every_scenario_gives_the_same_tables_in_both_placements(
     shared = scenario_run(name)
     assert any("here (a small input)" in line for line in shared.progress), "placed in the driver"
     truth = shared.truth
-    kinds = {"logs": {"logs": [str(shared.logs)]}}
+    kinds: dict[str, dict[str, Any]] = {"logs": {"logs": [str(shared.logs)]}}
     if name in ("replicas_disagree", "corrupt_and_truncated", "several_open_transactions"):
         render_broker_dumps(shared.logs, tmp_path / "dumps")
-        kinds["dumps"] = {"dump_log": [str(p) for p in sorted((tmp_path / "dumps").iterdir())]}
+        kinds["dumps"] = {
+            "dump_log": [str(p) for p in sorted((tmp_path / "dumps").iterdir())],
+            **ScenarioRun.options(truth),
+        }
     problems: list[str] = []
     for kind, inputs in kinds.items():
         if kind == "logs":  # the session's runs of the copy

@@ -65,12 +65,23 @@ class ScenarioRun:
 
     SEED: ClassVar[int] = 3
     CLUSTER: ClassVar[str] = "oracle-scenarios"
+    #: the partitions of ``__transaction_state`` and ``__consumer_offsets`` (the brokers' default: 50 each) in
+    #: every scenario that does not name its own count (``partial_txn_state`` keeps 50): a smaller copy, every
+    #: coordinator partition computed from the count (txnlog.brokerlog.cluster.internal_partitions); txnlog's
+    #: runs over a copy are given its count (:meth:`options`)
+    INTERNAL_PARTITIONS: ClassVar[int] = 4
 
     name: str
     truth: Any
     logs: Path
     out: Path
     progress: tuple[str, ...] = ()
+
+    @staticmethod
+    def options(truth: Any) -> dict[str, Any]:
+        """The config a run of txnlog over ``truth``'s copy needs besides its inputs: the cluster's
+        ``__transaction_state`` partition count (``transaction.state.log.num.partitions``)."""
+        return {"transaction_state_partitions": truth.txn_state_partitions}
 
 
 def _producers(rows: list[dict[str, Any]]) -> list[tuple]:

@@ -190,7 +190,7 @@ def judged(request, oracle, scenario_run, spark, tmp_path_factory) -> Judged:
     dumped = dump_brokers(run.logs, work / "dumps")
     # each broker's dumps named as that replica (NAME=PATH): every printed path is /var/lib/kafka/data/...
     named = [f"{p.name}={p}" for p in sorted((work / "dumps").iterdir())]
-    _run(spark, work / "out-dumps", str(run.truth.as_of_ms), dump_log=named)
+    _run(spark, work / "out-dumps", str(run.truth.as_of_ms), dump_log=named, **ScenarioRun.options(run.truth))
     return Judged(run.name, run.logs, work / "dumps", dumped, run.out, work / "out-dumps")
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from tests.e2e import truth as T
 from tests.oracle import kafka
-from tests.oracle.judge import INTERNAL, run_txnlog
+from tests.oracle.judge import INTERNAL, ScenarioRun, run_txnlog
 from txnlog.brokerlog import encode
 from txnlog.brokerlog.consumer_offsets import OffsetsPartitionWriter
 from txnlog.brokerlog.scenarios import scenario_names, write_scenario
@@ -152,6 +152,7 @@ def test_the_audit_runs_in_spark_as_here(oracle, spark, scenario_run, tmp_path):
     truth = scenario_run("index_entry_spurious").truth  # the shared copy; this test's own Spark-placed run
     out = tmp_path / "out"
     options = {"logs": [str(truth.root)], "output": str(out), "as_of": str(truth.as_of_ms), "cluster": "c"}
+    options |= ScenarioRun.options(truth)
     run(load_config(None, {**options, "progress": False, "driver_max_bytes": 0}), spark=spark, progress=lambda _m: None)
     rows = T.rows(str(out), "integrity")
     assert audit(rows, "ERROR") <= kafka_discrepancies(truth.log_dirs) <= audit(rows, "ERROR", "WARNING")

@@ -1,4 +1,4 @@
-"""How the Data Sources deal files into input partitions (txnlog.engine.spark.sources.pack_files)."""
+"""How the Data Sources deal files into input partitions (txnlog.engine.plan.pack_files)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from txnlog.engine.spark.sources import pack_files
+from txnlog.engine.plan import pack_files
 from txnlog.sources.logdirs import LogFile
 
 MiB = 2**20
@@ -75,10 +75,12 @@ def test_every_file_once_balanced_and_in_order(sizes: list[int], max_bytes: int,
 def test_planning_on_the_manifest_columns_is_pack_files(
     sizes: list[int], partitions: list[int], max_bytes: int, min_partitions: int, whole: bool
 ) -> None:
-    """The Data Sources plan on the manifest's Arrow columns (txnlog.engine.spark.sources._partitions); the
+    """The Data Sources plan on the manifest's Arrow columns (txnlog.engine.plan.plan_tasks); the
     groups are exactly pack_files' (pack_partitions' when whole partitions go to one task), each with
     only its own files and the checkpoints of its own partitions."""
-    from txnlog.engine.spark.sources import _partitions, files_table, pack_partitions
+    from txnlog.engine.manifest import files_option
+    from txnlog.engine.plan import pack_partitions
+    from txnlog.engine.spark.sources import plan_partitions
 
     files = [
         LogFile(f"/logs/b{i % 2}/t{p % 2}-{p}/{i:020d}.log", f"b{i % 2}", f"t{p % 2}", p, i, size, "log")
@@ -89,11 +91,11 @@ def test_planning_on_the_manifest_columns_is_pack_files(
     if whole:
         options["transactions"] = "true"
         options["checkpoints"] = json.dumps(checkpoints)
-    planned = _partitions(options, files_table(files))
+    planned = plan_partitions({**options, "files": files_option(files)})
     pack = pack_partitions if whole else pack_files
     want = pack(files, max_bytes=max_bytes, min_partitions=min_partitions)
     assert [p.files() for p in planned] == want
     for p, group in zip(planned, want, strict=True):
         held = {(f.topic, f.partition) for f in group}
         want_rows = [r for tp in sorted(held) for r in checkpoints if (r[1], r[2]) == tp]  # by (topic, partition)
-        assert p.value["checkpoints"] == (want_rows if whole else [])
+        assert p.checkpoint_rows == (want_rows if whole else [])

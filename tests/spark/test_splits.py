@@ -59,7 +59,8 @@ def _source(spark, inv: list[Inventory], split_bytes: int, staged: str | None = 
     """The segments source's DataFrame over the inputs ``inv`` as the job reads it: whole partitions per task,
     merged there, segments above ``split_bytes`` in pieces (0: none) where splitting pays on ``cores`` (None: the
     source's default)."""
-    from txnlog.engine.spark.sources import SegmentsSource, checkpoints_option, files_option
+    from txnlog.engine.manifest import checkpoints_option, files_option
+    from txnlog.engine.spark.sources import SegmentsSource
 
     spark.dataSource.register(SegmentsSource)
     options = {
@@ -274,7 +275,8 @@ def test_a_split_partition_of_two_replicas_hands_on_every_fragment(spark, tmp_pa
 
 
 def test_a_hot_partitions_big_segment_becomes_several_tasks(spark, tmp_path: Path) -> None:
-    from txnlog.engine.spark.sources import SegmentsSource, files_option
+    from txnlog.engine.manifest import files_option
+    from txnlog.engine.spark.sources import SegmentsSource
 
     inv = _inventory(tmp_path, 7, damage=0, tail=False, interval=512)
     hot = next(f for f in inv.segments if f.topic == "hot")

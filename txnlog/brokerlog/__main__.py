@@ -14,6 +14,7 @@ import json
 import re
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from txnlog.brokerlog.scenarios import SCENARIOS, write_scenario
 
@@ -91,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.scenario not in SCENARIOS:
         print(f"error: unknown --scenario {args.scenario!r}; known: {', '.join(SCENARIOS)}", file=sys.stderr)
         return 2
-    kwargs: dict[str, object] = {"overwrite": args.force}
+    kwargs: dict[str, Any] = {"overwrite": args.force}
     if args.scenario == "bulk":
         kwargs.update(
             total_bytes=args.size,

@@ -7,8 +7,9 @@ bytes. The pieces and the Kafka behaviour they reproduce:
 * :class:`Cluster` — brokers (one log dir each: ``<root>/broker-<id>``),
   topics with replicas on several brokers (followers copy the leader's bytes
   and offsets), partition leader epochs, ``__transaction_state`` with its 50
-  partitions, ``__consumer_offsets`` on first use, the KRaft metadata log, and
-  the log-dir checkpoint files a broker leaves behind.
+  partitions (fewer under :func:`internal_partitions`), ``__consumer_offsets`` on
+  first use, the KRaft metadata log, and the log-dir checkpoint files a broker
+  leaves behind.
 * :class:`TransactionCoordinator` — the transaction state machine (TransactionMetadata,
   docs/formats.md §7, §9): InitProducerId (epoch bump, fencing an Ongoing transaction,
   TV0/1 producer-id rotation at epoch exhaustion), AddPartitions
@@ -37,7 +38,9 @@ import base64
 import random
 import shutil
 import struct
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,6 +53,7 @@ from txnlog.kafka import wire
 from txnlog.kafka.wire import Compression, ControlType, TimestampType, TransactionState
 
 __all__ = [
+    "DEFAULT_CONSUMER_OFFSETS_PARTITIONS",
     "DEFAULT_START_MS",
     "Cluster",
     "CoordinatorRecordTruth",
@@ -64,10 +68,34 @@ __all__ = [
     "TransactionCoordinator",
     "TransactionalProducer",
     "TxnMetadata",
+    "internal_partitions",
 ]
 
 #: 2024-06-03T08:00:00Z: where simulated time starts unless told otherwise.
 DEFAULT_START_MS = 1_717_401_600_000
+#: ``offsets.topic.num.partitions``'s default (GroupCoordinatorConfig)
+DEFAULT_CONSUMER_OFFSETS_PARTITIONS = 50
+
+#: the partition count of both internal topics for a Cluster made without one (:func:`internal_partitions`)
+_INTERNAL_PARTITIONS: ContextVar[int | None] = ContextVar("internal_partitions", default=None)
+
+
+@contextmanager
+def internal_partitions(count: int | None) -> Iterator[None]:
+    """Clusters made inside the block whose maker names no count get ``count`` partitions of
+    ``__transaction_state`` and of ``__consumer_offsets`` instead of the brokers' defaults (50 each): a smaller
+    copy to read where the count is not what is looked at. Every coordinator partition follows the count
+    (``partitionFor``: abs(hash) % count). The random draws and the round-robin placement go on as if the
+    default count had been made, so the data partitions keep their replicas and records; a topic made with
+    an explicit count is made as asked. ``None``: the defaults."""
+    if count is not None and count < 1:
+        raise ValueError(f"internal_partitions: {count} is not a partition count")
+    token = _INTERNAL_PARTITIONS.set(count)
+    try:
+        yield
+    finally:
+        _INTERNAL_PARTITIONS.reset(token)
+
 
 TopicPartition = tuple[str, int]
 
@@ -981,10 +1009,10 @@ class Cluster:
         start_ms: int = DEFAULT_START_MS,
         broker_ids: Sequence[int] = (1, 2, 3),
         transaction_version: int = 2,
-        txn_state_partitions: int = wire.DEFAULT_TRANSACTION_STATE_PARTITIONS,
+        txn_state_partitions: int | None = None,
         txn_state_replication_factor: int | None = None,
         txn_state_segment_bytes: int = wire.DEFAULT_TRANSACTION_STATE_SEGMENT_BYTES,
-        consumer_offsets_partitions: int = 50,
+        consumer_offsets_partitions: int | None = None,
         transactional_id_expiration_ms: int = wire.DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
         txn_log_tagged_fields: str = "trunk",
         first_producer_id: int | None = None,
@@ -1004,8 +1032,16 @@ class Cluster:
             broker.log_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = self._uuid_b64()
         self.transaction_version_feature = transaction_version
-        self.txn_state_partitions = txn_state_partitions
-        self.consumer_offsets_partitions = consumer_offsets_partitions
+        fewer = _INTERNAL_PARTITIONS.get()
+        #: partitions to place as if made, per internal topic: the defaults less the counts made under
+        #: :func:`internal_partitions`
+        self._unmade: dict[str, int] = {}
+        if txn_state_partitions is None and fewer is not None:
+            self._unmade[wire.TRANSACTION_STATE_TOPIC] = max(0, wire.DEFAULT_TRANSACTION_STATE_PARTITIONS - fewer)
+        if consumer_offsets_partitions is None and fewer is not None:
+            self._unmade[wire.CONSUMER_OFFSETS_TOPIC] = max(0, DEFAULT_CONSUMER_OFFSETS_PARTITIONS - fewer)
+        self.txn_state_partitions = txn_state_partitions or fewer or wire.DEFAULT_TRANSACTION_STATE_PARTITIONS
+        self.consumer_offsets_partitions = consumer_offsets_partitions or fewer or DEFAULT_CONSUMER_OFFSETS_PARTITIONS
         self.transactional_id_expiration_ms = transactional_id_expiration_ms
         self.txn_log_tagged_fields = txn_log_tagged_fields
         self.topics: dict[str, TopicConfig] = {}
@@ -1023,7 +1059,7 @@ class Cluster:
         rf = txn_state_replication_factor or min(wire.DEFAULT_TRANSACTION_STATE_REPLICATION_FACTOR, len(self.brokers))
         self.create_topic(
             wire.TRANSACTION_STATE_TOPIC,
-            partitions=txn_state_partitions,
+            partitions=self.txn_state_partitions,
             replication_factor=rf,
             segment_bytes=txn_state_segment_bytes,
             compacted=True,
@@ -1121,6 +1157,11 @@ class Cluster:
             for b, log in logs.items():
                 self.brokers[b].logs[(name, p)] = log
             self.partitions[(name, p)] = ReplicatedPartition(name, p, replicas, logs, epoch)
+        for _ in range(self._unmade.get(name, 0)):  # as if made: the next topics' placement and draws are unchanged
+            if assignment is None:
+                self._next_leader += 1
+            if leader_epochs is not None:
+                leader_epochs()
         return config
 
     def ensure_consumer_offsets(self) -> None:

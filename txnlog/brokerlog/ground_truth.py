@@ -228,6 +228,8 @@ class ScenarioResult:
     behind: tuple[tuple[int, str, int, int, int], ...] = ()
     #: producer_state: every producer with state on each partition's reference replica at as_of
     producers: tuple[ExpectedProducer, ...] = ()
+    #: the cluster's ``__transaction_state`` partition count (``transaction.state.log.num.partitions``)
+    txn_state_partitions: int = wire.DEFAULT_TRANSACTION_STATE_PARTITIONS
 
     @property
     def as_of(self) -> datetime:
@@ -264,6 +266,7 @@ class ScenarioResult:
             "marker_counts": {tp_key(k): v for k, v in sorted(self.marker_counts.items())},
             "quarantine": [asdict(q) for q in self.quarantine],
             "legacy_entries": self.legacy_entries,
+            "txn_state_partitions": self.txn_state_partitions,
             "txn_state_partitions_present": list(self.txn_state_partitions_present),
             "all_txn_state_partitions_present": self.all_txn_state_partitions_present,
             "bytes_written": self.bytes_written,
@@ -571,6 +574,7 @@ def assemble(
         notes=dict(notes or {}),
         behind=tuple(truth.behind),
         producers=tuple(truth.producers),
+        txn_state_partitions=cluster.txn_state_partitions,
     )
     _check_intents(result, list(intents), strict=strict_intents)
     return result

@@ -43,6 +43,7 @@ from txnlog.brokerlog.cluster import (
     TopicPartition,
     TransactionalProducer,
 )
+from txnlog.brokerlog.cluster import internal_partitions as cluster_internal_partitions
 from txnlog.brokerlog.extreme import DESCRIPTION as EXTREME_VALUES
 from txnlog.brokerlog.extreme import PARTITIONS as EXTREME_PARTITIONS
 from txnlog.brokerlog.extreme import write_extreme_values  # values at the limits of their types
@@ -802,7 +803,7 @@ def partial_txn_state(out: str | Path, seed: int = 0, *, overwrite: bool = False
     """Only 30 of the 50 __transaction_state partitions copied, the owner's among the missing."""
     started = time.perf_counter()
     out = _prepare_out(out, overwrite)
-    c, w = _small_cluster(out, seed)
+    c, w = _small_cluster(out, seed, txn_state_partitions=wire.DEFAULT_TRANSACTION_STATE_PARTITIONS)
     txn_id = "payment-processor"
     situation_coordinator_completed(c, ("payments", 0), ("payments", 2), txn_id=txn_id)
     w.run_until(c.now + 30 * MINUTE)
@@ -1573,8 +1574,12 @@ def scenario_names() -> list[str]:
     return list(SCENARIOS)
 
 
-def write_scenario(name: str, out: str | Path, seed: int = 0, **kwargs: object) -> ScenarioResult:
-    """Write scenario ``name`` under ``out`` (which must be empty unless ``overwrite=True``).
+def write_scenario(
+    name: str, out: str | Path, seed: int = 0, *, internal_partitions: int | None = None, **kwargs: Any
+) -> ScenarioResult:
+    """Write scenario ``name`` under ``out`` (which must be empty unless ``overwrite=True``); with
+    ``internal_partitions``, ``__transaction_state`` and ``__consumer_offsets`` get that many partitions
+    (:func:`txnlog.brokerlog.cluster.internal_partitions`) unless the scenario names its own count.
 
     >>> sorted(SCENARIOS)[:3]
     ['bulk', 'clean_restart', 'coordinator_completed']
@@ -1583,4 +1588,5 @@ def write_scenario(name: str, out: str | Path, seed: int = 0, **kwargs: object) 
         fn = SCENARIOS[name]
     except KeyError:
         raise ValueError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}") from None
-    return fn(out, seed, **kwargs)
+    with cluster_internal_partitions(internal_partitions):
+        return fn(out, seed, **kwargs)

@@ -6,8 +6,8 @@ copy; a file staged elsewhere is read by the placement's threads. In Spark's tas
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 
 import pyarrow as pa
@@ -16,7 +16,16 @@ import pyarrow.dataset as pads
 from txnlog.engine.staging import kept_in_memory, kept_tables
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
 from txnlog.rules.finish import HISTORY_COLUMNS, RAW_COLUMNS
-from txnlog.rules.integrity import TXN_COLUMNS, Decisions, decisions, partition_integrity
+from txnlog.rules.integrity import (
+    TXN_COLUMNS,
+    Decisions,
+    as_rows,
+    audited,
+    decisions,
+    index_rows,
+    partition_integrity,
+    producer_rows,
+)
 from txnlog.sources import storage
 
 __all__ = ["STAGED_SCHEMA", "decisions_of", "integrity_here", "kept_columns", "staged_columns"]
@@ -69,15 +78,29 @@ def _columns(uri: str, columns: list[str]) -> pa.Table:
 
 
 def integrity_here(
-    files: list[str], index: pa.Table, segments: pa.Table, decided: Decisions, threads: int = 1
+    files: list[str],
+    index: pa.Table,
+    segments: pa.Table,
+    decided: Decisions | Future[Decisions],
+    threads: int = 1,
+    beside: ThreadPoolExecutor | None = None,
 ) -> pa.Table:
     """:func:`txnlog.rules.integrity.partition_integrity` of every partition of the staged transaction ``files``
     at once (the rule is vectorized over whole partitions): their columns kept in memory (:func:`kept_columns`),
-    or those of a file not kept read by ``threads`` threads (Arrow's IPC reader releases the GIL)."""
+    or those of a file not kept read by ``threads`` threads (Arrow's IPC reader releases the GIL).
+
+    With ``beside`` (a pool of one thread, where ``decided`` may still be being computed: :func:`decisions_of`),
+    the checks against the decisions run there while this thread runs the ``.txnindex`` checks: the two halves
+    are independent and spend their time in Arrow's and numpy's kernels, which release the GIL."""
     with ThreadPoolExecutor(max(1, min(threads, len(files) or 1)), thread_name_prefix="txnlog-audit") as pool:
         parts = [p for p in pool.map(staged_columns, files) if p.num_rows]
-    txns = pa.concat_tables(parts) if parts else STAGED_SCHEMA.empty_table()
-    return partition_integrity(txns, index, segments, decided)
+    txns = audited(pa.concat_tables(parts) if parts else STAGED_SCHEMA.empty_table())
+    known: Callable[[], Decisions] = decided.result if isinstance(decided, Future) else lambda: decided
+    if beside is None:
+        return partition_integrity(txns, index, segments, known())
+    producers = beside.submit(lambda: producer_rows(txns, known()))
+    rows = index_rows(txns, index, segments, lambda: known().owners)
+    return as_rows(rows + producers.result())
 
 
 def decisions_of(files: list[str]) -> Decisions:

@@ -155,7 +155,7 @@ class Edges:
     """A file of a partition of one replica that finishes its own inner transactions and hands on only its edges
     (txnlog.rules.transactions.piece_edges) to the partition's merge: a segment (or piece) of a partition read in
     several tasks (txnlog.sources.splits), whose edges leave the task, or a big segment of a partition read whole in one
-    task (txnlog.engine.spark.sources.EDGE_SEGMENT_BYTES), whose edges go to the task's merge
+    task (txnlog.engine.settings.EDGE_SEGMENT_BYTES), whose edges go to the task's merge
     (txnlog.rules.transactions.PartitionTransactions): a segment boundary is just another cut, and the merge holds
     a few fragments per producer and segment instead of the whole segment's. Only for a partition of one replica:
     a transaction's row merges every replica's view of it (txnlog.broker.reconstruct.merge_replicas).

@@ -28,6 +28,46 @@ def group_starts(*keys: np.ndarray) -> np.ndarray:
     return np.flatnonzero(change)
 
 
+def runs(table: pa.Table, on: Sequence[str]) -> tuple[np.ndarray, list[tuple[Any, ...]]]:
+    """The rows where ``table``'s ``on`` values differ from the row before (row 0 always; a null differs from
+    everything), and each such run's values: a table grouped by those columns (a partition's transactions, as
+    staged) has few runs, so a per-row lookup becomes a lookup per run and a ``np.repeat`` (:func:`per_run`)."""
+    n = table.num_rows
+    change = np.zeros(n, bool)
+    change[:1] = True
+    for name in on:
+        column = table.column(name)
+        if n > 1:
+            differs = pc.fill_null(pc.not_equal(column.slice(0, n - 1), column.slice(1)), True)
+            change[1:] |= np.asarray(differs.to_numpy(zero_copy_only=False), bool)
+    starts = np.flatnonzero(change)
+    at = pa.array(starts)
+    values = list(zip(*(table.column(name).take(at).to_pylist() for name in on), strict=True))
+    return starts, values
+
+
+def per_run(starts: np.ndarray, n: int, values: np.ndarray) -> np.ndarray:
+    """``values`` (one per run of :func:`runs`) repeated over each run's rows (``n`` rows in all)."""
+    return np.repeat(values, np.diff(np.append(starts, n)))
+
+
+def lex_order(major: np.ndarray, minor: np.ndarray) -> np.ndarray:
+    """``np.lexsort((minor, major))``: the rows' order by ``major`` then ``minor`` (integers), ties in row order.
+    Where the two keys' spans and the row count fit one int64, a plain sort of them packed with the row number
+    (numpy's vectorized sort; an indirect two-key sort is several times slower), else ``np.lexsort``."""
+    n = major.size
+    if not n:
+        return np.zeros(0, np.int64)
+    lo_a, lo_b = int(major.min()), int(minor.min())
+    span_b = int(minor.max()) - lo_b + 1
+    if (int(major.max()) - lo_a + 1) * span_b * n >= 1 << 62:
+        return np.lexsort((minor, major))
+    packed = ((major.astype(np.int64) - lo_a) * span_b + (minor.astype(np.int64) - lo_b)) * n
+    packed += np.arange(n, dtype=np.int64)
+    packed.sort()
+    return packed % n
+
+
 def strictly_increasing(*keys: np.ndarray) -> bool:
     """Whether the rows' keys (compared in order, as a tuple) grow strictly from each row to the next."""
     if keys[0].size < 2:

@@ -13,6 +13,7 @@ every partition's check.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from typing import Any
@@ -48,15 +49,20 @@ def with_integrity(
     ``offsets`` the consumer groups' rows (txnlog.pipeline.decode, None: no ``__consumer_offsets`` in the input),
     whose groups the evidence names where they read a faulty range (txnlog.rules.blocked.groups_past; the groups'
     offsets are read for those ranges' partitions only, txnlog.pipeline.offsets)."""
-    found = read_txn_indexes(inventory.segments, inventory.txn_indexes, checkpoints)
-    decided = decisions_of(tables["coordinator_history"].raw_files())
-    staged = tables["transactions"]
+    history, staged = tables["coordinator_history"].raw_files(), tables["transactions"]
     if staged.driver or staged.spark is None:
-        rows = integrity_here(staged.raw_files(), found.entries, found.segments, decided, staged.threads)
+        # The coordinator's decisions and the checks against them on a second thread, beside the .txnindex read
+        # and its checks on this one (txnlog.engine.integrity.integrity_here).
+        with ThreadPoolExecutor(1, thread_name_prefix="txnlog-audit-decisions") as beside:
+            decided = beside.submit(decisions_of, history)
+            found = read_txn_indexes(inventory.segments, inventory.txn_indexes, checkpoints)
+            rows = integrity_here(staged.raw_files(), found.entries, found.segments, decided, staged.threads, beside)
     else:  # Lazy: pyspark loads only where a run uses Spark.
         from txnlog.engine.spark.integrity import integrity_in_tasks
 
-        rows = integrity_in_tasks(staged.spark, staged.raw_files(), found.entries, found.segments, decided)
+        found = read_txn_indexes(inventory.segments, inventory.txn_indexes, checkpoints)
+        decided_here = decisions_of(history)
+        rows = integrity_in_tasks(staged.spark, staged.raw_files(), found.entries, found.segments, decided_here)
     out = dict(tables)
     rows = unserved(compacted_gaps(rows, checkpoints), tables["partition_health"])
     rows = with_readers(rows, groups_past(offsets_for(offsets, rows), rows))

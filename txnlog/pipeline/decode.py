@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from txnlog.broker import as_of as as_of_rule
-from txnlog.engine.spark.placement import Placement, read_all_here, read_here
+from txnlog.engine.settings import Decode
+from txnlog.engine.spark.placement import Placement
+from txnlog.engine.tasks import log_dir_jobs, offsets_jobs, run_here
 from txnlog.kafka.record_batch import release_output_blocks
 from txnlog.live.fetch import FetchSettings
 from txnlog.model.contract import InputSource
-from txnlog.model.rows import KIND_PIECE, SEGMENT_SUMMARY_SCHEMA, Checkpoint
+from txnlog.model.rows import KIND_PIECE, Checkpoint
 from txnlog.pipeline.inputs import Inputs
 from txnlog.pipeline.offsets import GroupOffsets
 from txnlog.pipeline.scope import Cache, job_description
@@ -144,7 +146,9 @@ def _group_offsets(
 
     def read(wanted: list[tuple[str, int]]) -> pa.Table:
         with job_description(spark, "txnlog: consumer groups' offsets"):
-            return consumer_offsets(spark, inv, check_crc, scratch, max_decompressed_bytes, wanted)
+            table = consumer_offsets(spark, inv, check_crc, scratch, max_decompressed_bytes, wanted)
+        assert table is not None  # the input holds __consumer_offsets partitions
+        return table
 
     return GroupOffsets(read)
 
@@ -233,23 +237,15 @@ def log_dir_sources(
 def decode_here(
     inputs: Inputs, check_crc: bool, scratch: str, max_decompressed_bytes: int | None, threads: int = 1
 ) -> Decoded:
-    """:func:`decode` of a small input in this process, no Spark query: the sources' readers called here by
-    ``threads`` threads (txnlog.engine.spark.placement.read_all_here), the dumps read by
-    txnlog.engine.spark.dump_log.read_dump_logs_here on as many threads, Arrow tables returned. Every segment is
-    read whole (split segments are for Spark's tasks)."""
-
-    from txnlog.engine.spark.log_dir_options import log_dir_options
-    from txnlog.engine.spark.sources import SegmentsSource
-    from txnlog.engine.spark.txn_state_source import SOURCE_SCHEMA, TxnStateSource
+    """:func:`decode` of a small input in this process, no Spark query: the per-partition task functions the
+    Data Sources call (txnlog.engine.tasks) run here by ``threads`` threads (txnlog.engine.tasks.run_here), the
+    dumps read by txnlog.engine.spark.dump_log.read_dump_logs_here on as many threads, Arrow tables returned.
+    Every segment is read whole (split segments are for Spark's tasks)."""
 
     shared = bool(inputs.offline.dump_files)  # a live input is never read here (Placement.for_input)
-    inv = inputs.offline.inventory
-    segments, txn_state = log_dir_options(
-        inv, check_crc=check_crc, scratch=scratch, shared=shared, dumps=shared, cores=threads,
-        max_decompressed_bytes=max_decompressed_bytes, split_segment_bytes=0,
-    )  # fmt: skip
-    reads = [(SegmentsSource, segments, SEGMENT_SUMMARY_SCHEMA), (TxnStateSource, txn_state, SOURCE_SCHEMA)]
-    summary, records = read_all_here(reads, threads)
+    decode = Decode(check_crc, max_decompressed_bytes)
+    jobs = log_dir_jobs(inputs.offline.inventory, decode, scratch, shared=shared, dumps=shared, threads=threads)
+    summary, records = run_here(jobs, threads)
     summary, records = _labelled(summary, InputSource.SEGMENTS), _labelled(records, InputSource.SEGMENTS)
     release_output_blocks(trim=True)  # the tables' build and writes come next in this process
     read = set(inputs.offline.inventory.txn_state_partitions)
@@ -265,27 +261,18 @@ def decode_here(
         summary, records, as_of_rule.broker_times_of(summary, records), fragments=shared,
         fragment_partitions=None, records_reduced=not shared, txn_state_read=frozenset(read),
         checkpoints=tuple(inputs.offline.inventory.checkpoints),
-        offsets=_offsets_here(inv, check_crc, scratch, max_decompressed_bytes, threads),
+        offsets=_offsets_here(inputs.offline.inventory, decode, threads),
     )  # fmt: skip
 
 
-def _offsets_here(
-    inv: Inventory, check_crc: bool, scratch: str, max_decompressed_bytes: int | None, threads: int
-) -> GroupOffsets | None:
+def _offsets_here(inv: Inventory, decode: Decode, threads: int) -> GroupOffsets | None:
     """The ``__consumer_offsets`` partitions' rows, read in this process by ``threads`` threads when a step asks
     (txnlog.pipeline.offsets); None when the input holds none of these partitions."""
-    from txnlog.engine.spark import consumer_offsets_source as offsets_source
-    from txnlog.engine.spark.log_dir_options import offsets_options
-
     if not inv.consumer_offsets_segments:
         return None
 
     def read(wanted: list[tuple[str, int]]) -> pa.Table:
-        options = offsets_options(
-            inv, check_crc=check_crc, scratch=scratch, cores=threads, max_decompressed_bytes=max_decompressed_bytes,
-            wanted=wanted,
-        )  # fmt: skip
-        return read_here(offsets_source.ConsumerOffsetsSource, options, offsets_source.SOURCE_SCHEMA, threads)
+        return run_here(offsets_jobs(inv, decode, threads=threads, wanted=wanted), threads)[0]
 
     return GroupOffsets(read)
 

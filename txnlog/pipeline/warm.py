@@ -32,7 +32,8 @@ def warm_decoders(progress: Progress | None = None) -> None:
 
     # Lazy: the broker-log writer serves only this install-time warm-up.
     from txnlog.brokerlog.scenarios import write_scenario
-    from txnlog.engine.spark.sources import SegmentsSource, files_option
+    from txnlog.engine.manifest import files_option
+    from txnlog.engine.spark.sources import SegmentsSource
     from txnlog.engine.spark.txn_state_source import TxnStateSource
 
     fingerprint = jit.sources_fingerprint()

@@ -25,7 +25,7 @@ set of whole partitions, so the engine runs it per partition where the partition
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -51,6 +51,10 @@ __all__ = [
     "NOT_YET",
     "TXN_COLUMNS",
     "Decisions",
+    "as_rows",
+    "audited",
+    "index_rows",
+    "producer_rows",
     "decisions",
     "integrity",
     "partition_integrity",
@@ -116,15 +120,41 @@ def partition_integrity(txns: pa.Table, index: pa.Table, segments: pa.Table, dec
     """The rows (:data:`MS_SCHEMA`) of the partitions whose every transaction ``txns`` holds; ``index`` and
     ``segments`` may hold other partitions' too (unused), ``decided`` is :func:`decisions` of the history.
     ``txns`` may be in many chunks (each merge's, as staged): they are read as they are, not combined."""
-    txns = _audited(txns)
+    txns = audited(txns)
+    rows = index_rows(txns, index, segments, lambda: decided.owners)
+    return as_rows(rows + producer_rows(txns, decided))
+
+
+def audited(txns: pa.Table) -> pa.Table:
+    """``txns``' columns of :data:`TXN_COLUMNS` (absent optional ones null) in the staged types: a column already
+    in its type is taken as it is (its chunks and buffers), only another is cast. :func:`index_rows` and
+    :func:`producer_rows` take ``txns`` so; they are independent of each other (the engine may run them side by
+    side, txnlog.engine.integrity), and :func:`partition_integrity` is both, in that order."""
+    return _audited(txns)
+
+
+def index_rows(
+    txns: pa.Table, index: pa.Table, segments: pa.Table, owners: Callable[[], pa.Table]
+) -> list[dict[str, Any]]:
+    """The ``.txnindex`` checks' rows of :func:`partition_integrity` (``txns`` as :func:`audited` gives them);
+    ``owners`` gives :class:`Decisions`' ``owners``, asked only to name the producers of the anomalies found."""
+    return _index_rows(txns, index, segments, owners)
+
+
+def producer_rows(txns: pa.Table, decided: Decisions) -> list[dict[str, Any]]:
+    """The checks against the coordinator's decisions and the producer's own invariants of
+    :func:`partition_integrity` (``txns`` as :func:`audited` gives them)."""
     owners = decided.owners
-    rows = _index_rows(txns, index, segments, owners)
     coded = producers.codes(txns, decided) if decided.decided.num_rows and txns.num_rows else None
-    missing, shifted = markers.marker_rows(txns, decided, coded)
-    rows += missing
+    rows, shifted = markers.marker_rows(txns, decided, coded)
     rows += producers.coordinator_rows(txns, decided, shifted, coded)
     rows += producers.epoch_rows(txns, owners)
     rows += producers.sequence_rows(txns, owners)
+    return rows
+
+
+def as_rows(rows: list[dict[str, Any]]) -> pa.Table:
+    """The checks' rows as a :data:`MS_SCHEMA` table."""
     return pa.Table.from_pylist(rows, schema=MS_SCHEMA)
 
 
@@ -267,20 +297,24 @@ def _whole(txns: pa.Table, picked: np.ndarray, held: pa.Table) -> pa.Table:
     return flat.append_column("broker", held.column("broker")).append_column("row", held.column("row"))
 
 
-def _index_rows(txns: pa.Table, index: pa.Table, segments: pa.Table, owners: pa.Table) -> list[dict[str, Any]]:
+def _index_rows(
+    txns: pa.Table, index: pa.Table, segments: pa.Table, owners: Callable[[], pa.Table]
+) -> list[dict[str, Any]]:
     """``ABORTED_DATA_VISIBLE``, ``COMMITTED_DATA_HIDDEN`` and ``INDEX_NOT_CHECKED`` rows. Only the ended
     transactions an index check can name are taken whole: those ended by an ABORT marker (an entry must list
     them) and those of the producers the entries list (an entry may hide them)."""
     seg = segments.sort_by([(c, "ascending") for c in _REPLICA] + [("base_offset", "ascending")])
     is_ended = replicas.ended(txns)
-    rows = [_not_checked_row(t, p) for t, p in replicas.unchecked(txns, is_ended, seg)]
+    row_ok = replicas.copied_rows(txns, seg)
+    rows = [_not_checked_row(t, p) for t, p in replicas.unchecked(txns, is_ended, seg, row_ok)]
     named = pc.is_in(replicas.producer_keys(txns), value_set=replicas.producer_keys(index))
     abort = pc.equal(txns.column("control_type"), int(ControlType.ABORT))
     wanted = np.asarray(pc.fill_null(pc.or_(abort, named), False).to_numpy(), bool) & is_ended
     picked = np.flatnonzero(wanted)
     held = _held(txns.select(_HELD).take(pa.array(picked)))
-    copied = key_codes(held, _REPLICA, seg)  # null: the replica's segment files are not in the input
-    held = held.filter(pc.is_valid(copied))
+    # the replicas whose segment files the input holds (as key_codes(held, _REPLICA, seg) finds them)
+    copied = row_ok[picked[held.column("row").to_numpy()]] & replicas.copied_brokers(held.column("broker"), seg)
+    held = held.filter(pa.array(copied))
     is_abort = pc.equal(held.column("control_type"), int(ControlType.ABORT))
     aborts = held.filter(is_abort)
     ends = ["broker", "topic", "partition", "producer_id", "last_offset"]
@@ -294,14 +328,14 @@ def _index_rows(txns: pa.Table, index: pa.Table, segments: pa.Table, owners: pa.
     if unlisted.num_rows:
         unlisted = _whole(txns, picked, unlisted.sort_by([("row", "ascending"), ("broker", "ascending")]))
         base, has_file, restart = _segments_of(seg, unlisted)
-        names = _owner_names(unlisted, owners)
+        names = _owner_names(unlisted, owners())
         for t, b, f, r, n in zip(unlisted.to_pylist(), base, has_file, restart, names, strict=True):
             rows.append(_visible_row(t, int(b), not f, r, n))
     false = entries.join(abort_ends, ends[:-1] + ["entry_last"], join_type="left anti")
     if false.num_rows:
         false = _read(false, seg)
     if false.num_rows:
-        rows += _hidden_rows(false, txns, picked, held, owners)
+        rows += _hidden_rows(false, txns, picked, held, owners())
     return rows
 
 

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from txnlog.kafka.pairing import rank_and_pair
 from txnlog.kafka.wire import ControlType, TransactionState
 from txnlog.model import contract
-from txnlog.model.arrow import group_starts, key_codes
+from txnlog.model.arrow import group_starts, lex_order, per_run, runs
 
 __all__ = [
     "EPOCH_REGRESSION",
@@ -106,7 +106,8 @@ def decisions(history: pa.Table) -> Decisions:
     as staged)."""
     if not history.num_rows or "transactional_id" not in history.column_names:
         return _NONE
-    h = history.filter(pc.is_valid(history.column("transactional_id")))
+    tids = history.column("transactional_id")
+    h = history if not tids.null_count else history.filter(pc.is_valid(tids))
     if not h.num_rows:
         return _NONE
     state = h.column("state")
@@ -150,7 +151,7 @@ def decisions(history: pa.Table) -> Decisions:
     ok = np.asarray(pc.is_valid(parsed).to_numpy(zero_copy_only=False), bool)[tp] if tp.size else np.zeros(0, bool)
     parent, tp = parent[ok], tp[ok]
     key = tid[completed][parent] * max(len(partitions), 1) + tp
-    order = np.lexsort((-parent, key))
+    order = lex_order(key, -parent)
     key, parent = key[order], parent[order]
     starts = group_starts(key)
     rank = np.arange(key.size) - np.repeat(starts, np.diff(np.append(starts, key.size)))
@@ -182,8 +183,13 @@ def codes(txns: pa.Table, decided: Decisions) -> tuple[pa.Array | pa.ChunkedArra
     owners, parts = decided.owners, decided.partitions
     tid = owners.column("code").take(pc.index_in(txns.column("producer_id"), value_set=owners.column("producer_id")))
     on = ["topic", "partition"]
-    tp = pc.index_in(key_codes(txns.select(on), on, parts), value_set=key_codes(parts, on, parts))
-    return tid, tp
+    named: dict[tuple[Any, ...], int] = {}
+    for row, key in enumerate(zip(*(parts.column(c).to_pylist() for c in on), strict=True)):
+        if None not in key:
+            named.setdefault(key, row)  # the first of the partitions two names give (``t-01``, ``t-1``)
+    starts, values = runs(txns, on)  # a partition's transactions are together: a lookup per run
+    tp = per_run(starts, txns.num_rows, np.array([named.get(v, -1) for v in values], np.int64))
+    return tid, pa.array(tp, mask=tp < 0)
 
 
 def keyed(
@@ -222,7 +228,7 @@ def coordinator_rows(
     kept, key = keyed(txns, decided, ended=True, coded=coded)
     if not kept.size:
         return []
-    at = np.lexsort((-_ints(txns.column("marker_offset"), kept), key))
+    at = lex_order(key, -_ints(txns.column("marker_offset"), kept))
     key, kept = key[at], kept[at]
     shift = np.isin(key, shifted if shifted is not None else np.zeros(0, np.int64)).astype(np.int64)
     their_key, their_rank = (np.asarray(d.column(c).to_numpy(), np.int64) for c in ("key", "rank"))

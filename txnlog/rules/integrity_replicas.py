@@ -9,7 +9,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["ended", "producer_keys", "unchecked"]
+from txnlog.model.arrow import per_run, runs
+
+__all__ = ["copied_brokers", "copied_rows", "ended", "producer_keys", "unchecked"]
 
 _REPLICA = ["broker", "topic", "partition"]
 
@@ -25,15 +27,28 @@ def _flat(lists: pa.ChunkedArray) -> tuple[np.ndarray, pa.ChunkedArray]:
     return (np.concatenate(rows) if rows else np.zeros(0, np.int64)), pa.chunked_array(values, pa.string())
 
 
-def unchecked(txns: pa.Table, ended: np.ndarray, seg: pa.Table) -> list[tuple[str, int]]:
+def copied_rows(txns: pa.Table, seg: pa.Table) -> np.ndarray:
+    """Whether each transaction's topic and partition are among ``seg``'s (each column compared alone, as
+    txnlog.model.arrow.key_codes does; a null is not): a lookup per run of rows of one partition."""
+    topics, partitions = (set(pc.unique(seg.column(c)).drop_null().to_pylist()) for c in _REPLICA[1:])
+    starts, values = runs(txns, _REPLICA[1:])
+    found = np.array([t in topics and p in partitions for t, p in values], bool)
+    return per_run(starts, txns.num_rows, found)
+
+
+def copied_brokers(brokers: pa.ChunkedArray | pa.Array, seg: pa.Table) -> np.ndarray:
+    """Whether each of ``brokers`` is among ``seg``'s (a null is not)."""
+    return _found(brokers, pc.unique(seg.column("broker")).drop_null())
+
+
+def unchecked(txns: pa.Table, ended: np.ndarray, seg: pa.Table, row_ok: np.ndarray) -> list[tuple[str, int]]:
     """The partitions (sorted) where a replica holding an ended transaction's marker (in ``replicas``, not in
     ``open_replicas``) has no segment files in the input: its broker, topic or partition is not among ``seg``'s
-    (as txnlog.model.arrow.key_codes compares them, a column at a time). Each column is looked up in ``seg``'s
-    few values, over the flattened replica lists; only the pairs found missing are named."""
+    (as txnlog.model.arrow.key_codes compares them, a column at a time; ``row_ok``: :func:`copied_rows`). Each
+    broker is looked up in ``seg``'s few values, over the flattened replica lists; only the pairs found missing
+    are named."""
     rows, brokers = _flat(txns.column("replicas"))
-    copied = [pc.unique(seg.column(c)).drop_null() for c in _REPLICA]
-    row_ok = _found(txns.column("topic"), copied[1]) & _found(txns.column("partition"), copied[2])
-    missing = np.flatnonzero(ended[rows] & ~(_found(brokers, copied[0]) & row_ok[rows]))
+    missing = np.flatnonzero(ended[rows] & ~(copied_brokers(brokers, seg) & row_ok[rows]))
     if not missing.size:
         return []
     pairs = pa.table({"row": rows[missing], "broker": brokers.take(pa.array(missing))})

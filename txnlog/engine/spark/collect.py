@@ -36,6 +36,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from txnlog.broker import as_of
 from txnlog.engine.segments import finished_file_name, fragments_dir
+from txnlog.engine.settings import FRAGMENTS_STAGE
 from txnlog.engine.spark.sources import arrow_to_spark_schema
 from txnlog.engine.staging import (
     delete_staged,
@@ -54,8 +55,6 @@ if TYPE_CHECKING:
 
 #: the rows the fragment merge reads (every other kind reaches the driver as it is)
 FRAGMENT_KINDS = (KIND_RUN, KIND_MARKER, "segment", "snapshot")
-#: the scratch directory split partitions' fragments are staged in (the segments source's ``fragments_stage``)
-FRAGMENTS_STAGE = "fragments"
 #: the summary's list columns, which only transaction rows fill
 LIST_COLUMNS = tuple(f.name for f in SEGMENT_SUMMARY_SCHEMA if pa.types.is_list(f.type))
 

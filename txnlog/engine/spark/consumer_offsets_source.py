@@ -1,209 +1,29 @@
-"""``txnlog_consumer_offsets``: the consumer groups' offsets of every ``__consumer_offsets`` partition, replayed in the
-executor.
-
-Each task holds whole ``__consumer_offsets-<n>`` partitions. Of a partition's replicas one broker's segments are
-read: the most advanced, as the rest of the job picks the leader of a partition
-(:attr:`txnlog.broker.reconstruct.ReplicaLogs.is_lead`: the largest log end offset, ties to the first broker name),
-since a follower's copy may lack the newest commits and markers. Each segment is walked
-(:func:`txnlog.kafka.consumer_offsets_scan.walk_commits`: its compressed batches decompressed, each record parsed
-once), the records asked for (:func:`read_partition`'s ``wanted``) decoded, and the partition's offsets
-replayed as the group coordinator does
-(:func:`txnlog.rules.consumer_offsets.replay_offsets`). The partition's transactions and markers are analysed as
-any data partition's by the segments source; this one adds what the groups committed.
-
-Rows (:data:`SOURCE_SCHEMA`, ``kind``): ``offset`` (a committed or pending offset, :data:`OFFSETS_SCHEMA`'s
-columns), ``group`` (a classic group's members from its last GroupMetadata record) and ``quarantine``.
-"""
+"""``txnlog_consumer_offsets``: the consumer groups' offsets of every ``__consumer_offsets`` partition, replayed in
+the executor by the task function the local placement calls too (txnlog.engine.tasks.consumer_offsets_task;
+txnlog.engine.consumer_offsets says how). Each task holds whole partitions (the ``reduce`` option)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import ExitStack
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from txnlog.engine.segments import limit_kwargs, log_bytes
-from txnlog.engine.spark.sources import FilesReader, arrow_to_spark_schema, partition_files
-from txnlog.engine.spark.txn_state_source import quarantine_of
-from txnlog.kafka.consumer_offsets import GROUP_METADATA_TYPE, decode_walked
-from txnlog.kafka.consumer_offsets_commits import hashes_of
-from txnlog.kafka.consumer_offsets_scan import Walked, walk_commits
-from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
-from txnlog.kafka.framing import whole_entries
-from txnlog.kafka.wire import NO_PRODUCER_ID
-from txnlog.model.contract import MEMBER
-from txnlog.model.rows import batch_of
-from txnlog.rules.consumer_offsets import OFFSETS_SCHEMA, replay_offsets
-from txnlog.sources.logdirs import LogFile
+from txnlog.engine.consumer_offsets import SOURCE_SCHEMA, TOPIC_PARTITIONS
+from txnlog.engine.settings import Decode
+from txnlog.engine.spark.sources import FilesReader, arrow_to_spark_schema
+from txnlog.engine.tasks import consumer_offsets_task
 
-KIND_OFFSET = "offset"
-#: The option naming the topic partitions whose groups' offsets are asked for (JSON [[topic, partition], ...];
-#: absent: every one's): :func:`read_partition`'s ``wanted``.
-TOPIC_PARTITIONS = "topic_partitions"
-KIND_GROUP = "group"
-
-SOURCE_SCHEMA = pa.schema(
-    [
-        ("kind", pa.string()),
-        ("broker", pa.string()),
-        ("coordinator_partition", pa.int32()),  # the __consumer_offsets partition
-        *(pa.field(f.name, pa.binary()) if f.name == "group_bytes" else f for f in OFFSETS_SCHEMA),
-        ("members", pa.list_(MEMBER)),  # kind group
-        ("file", pa.string()),  # kind quarantine
-        ("position", pa.int64()),
-        ("length", pa.int64()),
-        ("reason", pa.string()),
-        ("detail", pa.string()),
-    ]
-)
-
-
-def log_end(files: list[LogFile]) -> int:
-    """The log end offset of one replica from its segments' batch headers (the offset after the last whole batch
-    of its newest segment holding one; the newest segment's base offset when none does), as
-    :func:`txnlog.broker.reconstruct.replica_logs` bounds a replica."""
-    for file in sorted(files, key=lambda f: f.base_offset, reverse=True):
-        try:
-            with log_bytes(file.path) as (buf, _):
-                _, after, count, _ = whole_entries(buf)
-        except OSError:
-            continue  # unreadable: a quarantine row when this replica is read
-        if count:
-            return after
-    return max(f.base_offset for f in files)
-
-
-def lead_replica(files: list[LogFile]) -> list[LogFile]:
-    """The files of the most advanced replica among ``files`` (one partition's, every replica's): the largest log
-    end offset, ties to the first broker name (:attr:`txnlog.broker.reconstruct.ReplicaLogs.is_lead`)."""
-    by_broker: dict[str, list[LogFile]] = {}
-    for f in sorted(files, key=lambda f: f.broker):
-        by_broker.setdefault(f.broker, []).append(f)
-    if len(by_broker) < 2:
-        return list(files)
-    ends = {broker: log_end(own) for broker, own in by_broker.items()}
-    return by_broker[max(by_broker, key=ends.__getitem__)]  # max: the first of equals
-
-
-def read_partition(
-    files: list[LogFile], check_crc: bool, max_decompressed_bytes: int | None, wanted: np.ndarray | None = None
-) -> list[pa.RecordBatch]:
-    """One ``__consumer_offsets`` partition's rows (:data:`SOURCE_SCHEMA`) from its lead replica's segments.
-
-    ``wanted``: the hashes of the topic partitions whose groups' offsets are asked for
-    (:func:`txnlog.kafka.consumer_offsets_commits.hashes_of`; None: every one). Every record is walked and
-    checked (a bad one is a quarantine row wherever it is), but only the OffsetCommit records of those topic
-    partitions, and of the topic partitions a producer's batch commits to (their pending offsets, and the
-    committed ones beside them), are built into columns and replayed; the group rows are all built."""
-    files = sorted(lead_replica(files), key=lambda f: f.base_offset)
-    if not files:
-        return []
-    first = files[0]
-    out: list[pa.RecordBatch] = []
-    quarantine: list[list[QuarantineEntry]] = [[] for _ in files]
-    with ExitStack() as mapped:  # the segments stay mapped until their kept records are built
-        walked: list[tuple[int, Walked]] = []
-        for i, file in enumerate(files):
-            try:
-                buf, _ = mapped.enter_context(log_bytes(file.path))
-                walked.append(
-                    (i, walk_commits(buf, file=file.path, check_crc=check_crc, **limit_kwargs(max_decompressed_bytes)))
-                )
-            except OSError as e:
-                quarantine[i].append(QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(e)))
-        decoded: list[pa.Table] = []
-        for (i, w), keep in zip(walked, _kept([w for _, w in walked], wanted), strict=True):
-            if keep is not None and not keep.any() and w.ok.all():  # nothing asked for, nothing to decode
-                quarantine[i].extend(w.quarantine)
-                continue
-            rows, bad = decode_walked(w, keep, file=files[i].path)
-            decoded.append(rows)
-            quarantine[i].extend(bad)
-        if decoded:
-            rows = pa.concat_tables(decoded)
-            offsets = replay_offsets(rows, pa.concat_tables([w.markers for _, w in walked]))
-            out.append(_offset_rows(offsets, first))
-            out.extend(_group_rows(rows, first))
-    entries = [q for qs in quarantine for q in qs]
-    if entries:
-        out.append(quarantine_of(first, entries, SOURCE_SCHEMA))
-    return out
-
-
-def _kept(walked: list[Walked], wanted: np.ndarray | None) -> list[np.ndarray | None]:
-    """Per walked segment, the records to build (None: all): the OffsetCommits of the ``wanted`` topic partitions
-    and of those any producer's batch of the partition commits to, so that each key kept has all its records
-    (the replay of a key needs them all, in every segment). A hash that two topic partitions share keeps both:
-    more rows, the same answers for those asked."""
-    if wanted is None:
-        return [None] * len(walked)
-    hashes = [w.key_hashes() for w in walked]
-    touched = [h[w.batch["producer_id"] != NO_PRODUCER_ID] for h, w in zip(hashes, walked, strict=True)]
-    keys = np.unique(np.concatenate([wanted.astype(np.uint64), *touched]))
-    return [np.isin(h, keys) for h in hashes]
-
-
-def _offset_rows(offsets: pa.Table, file: LogFile) -> pa.RecordBatch:
-    n = offsets.num_rows
-    columns = {name: offsets.column(name).combine_chunks() for name in OFFSETS_SCHEMA.names}
-    return batch_of(
-        SOURCE_SCHEMA,
-        n,
-        {
-            **columns,
-            "kind": KIND_OFFSET,
-            "broker": file.broker,
-            "coordinator_partition": np.full(n, file.partition, np.int32),
-        },
-    )
-
-
-def _group_rows(rows: pa.Table, file: LogFile) -> list[pa.RecordBatch]:
-    """Each classic group's members as of its last GroupMetadata record (none after a tombstone)."""
-    meta = rows.filter(pc.equal(rows["record_type"], GROUP_METADATA_TYPE))
-    if meta.num_rows == 0:
-        return []
-    meta = meta.append_column("_i", pa.array(np.arange(meta.num_rows, dtype=np.int64)))
-    last = meta.take(meta.group_by(["group_bytes"], use_threads=False).aggregate([("_i", "max")])["_i_max"])
-    last = last.filter(pc.invert(last["is_tombstone"]))
-    members = [
-        [{k: m[k] for k in ("member_id", "client_id", "client_host")} for m in (ms or [])]
-        for ms in last.column("members").to_pylist()
-    ]
-    n = last.num_rows
-    return [
-        batch_of(
-            SOURCE_SCHEMA,
-            n,
-            {
-                "kind": KIND_GROUP,
-                "broker": file.broker,
-                "coordinator_partition": np.full(n, file.partition, np.int32),
-                "group": last.column("group").combine_chunks(),
-                "group_bytes": last.column("group_bytes").combine_chunks(),
-                "members": pa.array(members, pa.list_(MEMBER)),
-            },
-        )
-    ]
+__all__ = ["SOURCE_SCHEMA", "ConsumerOffsetsSource"]
 
 
 class _ConsumerOffsetsReader(FilesReader):
-    """Whole ``__consumer_offsets`` partitions per input partition (the ``reduce`` option of the manifest)."""
-
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        self.start_task()
-        by_partition: dict[int, list[LogFile]] = {}
-        for f in partition_files(partition):
-            by_partition.setdefault(f.partition, []).append(f)
-        wanted = self.options.get(TOPIC_PARTITIONS)
-        hashes = None if wanted is None else hashes_of([(t, int(p)) for t, p in json.loads(wanted)])
-        for files in by_partition.values():
-            yield from read_partition(files, self.check_crc, self.max_decompressed_bytes, hashes)
+        wanted = self.options.get(TOPIC_PARTITIONS)  # absent: every topic partition's offsets
+        pairs = None if wanted is None else [(t, int(p)) for t, p in json.loads(wanted)]
+        yield from consumer_offsets_task(self.task_files(partition), Decode.from_options(self.options), pairs)
 
 
 class ConsumerOffsetsSource(DataSource):

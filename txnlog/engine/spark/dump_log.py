@@ -41,30 +41,27 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from txnlog.engine.dump_log.rows import RECORDS, SUMMARY, files_rows, replica_names
-from txnlog.engine.spark.placement import Read, read_all_here
+from txnlog.engine.dump_log.rows import RECORDS, SUMMARY, replica_names
 from txnlog.engine.spark.sources import arrow_to_spark_schema
+from txnlog.engine.tasks import DUMPING, Names, Task, dump_rows_task, run_here
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
 from txnlog.sources import storage
-from txnlog.sources.dump_log.lines import DEFAULT_CHUNK_BYTES, dumping_lines, list_dump_inputs
-from txnlog.sources.dump_log.parse import PARSED_SCHEMA, parse_lines
+from txnlog.sources.dump_log.lines import DEFAULT_CHUNK_BYTES, list_dump_inputs
+from txnlog.sources.dump_log.parse import PARSED_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 DUMP_ROWS_SOURCE = "txnlog_dump_rows"
-#: the reader's third output: the parsed "Dumping" lines only (the replica names' first pass)
-DUMPING = "dumping"
 _SCHEMAS = {SUMMARY: SEGMENT_SUMMARY_SCHEMA, RECORDS: TXN_STATE_SCHEMA, DUMPING: PARSED_SCHEMA}
-
-Names = dict[tuple[str | None, str | None], str | None]
 
 
 @dataclass
@@ -84,6 +81,9 @@ class _DumpFilePartition(InputPartition):
 
 
 class _DumpRowsReader(DataSourceReader):
+    """The options' files packed into tasks (:func:`dump_groups`), each read by
+    txnlog.engine.tasks.dump_rows_task, the function the local placement calls too."""
+
     def __init__(self, options: dict[str, str]):
         self.paths = json.loads(options.get("paths", "[]"))
         self.locations = json.loads(options.get("locations", "{}"))  # file → [loc, named]
@@ -94,30 +94,36 @@ class _DumpRowsReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         target = int(self.options.get("target_partition_bytes", MAX_PARTITION_BYTES))
-        groups: list[list[str]] = []
-        size = 0
-        for p in self.paths:
-            n = _file_bytes(p, target)
-            if not groups or size + n > target:
-                groups.append([])
-                size = 0
-            groups[-1].append(p)
-            size += n
-        return [_DumpFilePartition(g) for g in groups]
+        return [_DumpFilePartition(g) for g in dump_groups(self.paths, target)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         storage.configure_from_options(self.options)
-        files = [(path, *self._location(path)) for path in partition.value]
-        if self.output == DUMPING:  # the task's "Dumping" lines parsed at once: a few per file
-            found = [dumping_lines(path, self.chunk_bytes, loc, named) for path, loc, named in files]
-            yield parse_lines(pa.concat_batches(found))  # a task reads one file at least
-            return
-        for table in files_rows(files, self.names, self.output, self.chunk_bytes):
-            yield from table.to_batches()
+        files = _located(partition.value, self.locations)
+        yield from dump_rows_task(files, self.names, self.output, self.chunk_bytes)
 
-    def _location(self, path: str) -> tuple[str | None, bool]:
-        loc, named = self.locations.get(path, (None, False))
-        return loc, bool(named)
+
+def dump_groups(paths: list[str], target: int) -> list[list[str]]:
+    """``paths`` in tasks of about ``target`` bytes each, in their order (small files packed together; a file
+    is never split)."""
+    groups: list[list[str]] = []
+    size = 0
+    for p in paths:
+        n = _file_bytes(p, target)
+        if not groups or size + n > target:
+            groups.append([])
+            size = 0
+        groups[-1].append(p)
+        size += n
+    return groups
+
+
+def _located(paths: list[str], locations: dict[str, Any]) -> list[tuple[str, str | None, bool]]:
+    """Each of ``paths`` with its location and whether it was named (``NAME=PATH``)."""
+    out = []
+    for path in paths:
+        loc, named = locations.get(path, (None, False))
+        out.append((path, loc, bool(named)))
+    return out
 
 
 class DumpRowsSource(DataSource):
@@ -194,19 +200,35 @@ def _named(options: dict[str, str], dumping: pa.Table, output: str) -> dict[str,
     names = replica_names(dumping)
     out = {**options, "output": output, "names": json.dumps([[f, b, n] for (f, b), n in names.items()])}
     if output == RECORDS:
-        txn = set(dumping.filter(pc.fill_null(dumping.column("is_txn_state"), False)).column("file").to_pylist())
-        out["paths"] = json.dumps([f for f in json.loads(options["paths"]) if f in txn])
+        out["paths"] = json.dumps(_txn_state_files(json.loads(options["paths"]), dumping))
     return out
+
+
+def _txn_state_files(paths: list[str], dumping: pa.Table) -> list[str]:
+    """Those of ``paths`` whose "Dumping" lines ``dumping`` name a ``__transaction_state`` segment."""
+    txn = set(dumping.filter(pc.fill_null(dumping.column("is_txn_state"), False)).column("file").to_pylist())
+    return [f for f in paths if f in txn]
 
 
 def read_dump_logs_here(paths: list[str], threads: int = 1) -> tuple[pa.Table, pa.Table]:
     """``read_dump_logs(spark, paths)`` in this process: (summary, records) as Arrow tables of
-    SEGMENT_SUMMARY_SCHEMA and TXN_STATE_SCHEMA, ``broker`` the replica name. ``threads`` threads read the
-    files (txnlog.engine.spark.placement.read_all_here: the rows are those one thread gives)."""
+    SEGMENT_SUMMARY_SCHEMA and TXN_STATE_SCHEMA, ``broker`` the replica name. ``threads`` threads run the tasks
+    (txnlog.engine.tasks.run_here: the rows are those one thread gives)."""
     options = _options(paths, threads)
-    (dumping,) = read_all_here([(DumpRowsSource, {**options, "output": DUMPING}, PARSED_SCHEMA)], threads)
-    reads: list[Read] = [(DumpRowsSource, _named(options, dumping, out), _SCHEMAS[out]) for out in (SUMMARY, RECORDS)]
-    summary, records = read_all_here(reads, threads)
+    files, locations = json.loads(options["paths"]), json.loads(options["locations"])
+    target = int(options["target_partition_bytes"])
+
+    def tasks(paths: list[str], names: Names, output: str) -> list[Task]:
+        return [
+            partial(dump_rows_task, _located(group, locations), names, output, DEFAULT_CHUNK_BYTES)
+            for group in dump_groups(paths, target)
+        ]
+
+    (dumping,) = run_here([(tasks(files, {}, DUMPING), PARSED_SCHEMA)], threads)
+    names = replica_names(dumping)
+    jobs = [(tasks(files, names, SUMMARY), SEGMENT_SUMMARY_SCHEMA)]
+    jobs.append((tasks(_txn_state_files(files, dumping), names, RECORDS), TXN_STATE_SCHEMA))
+    summary, records = run_here(jobs, threads)
     return summary, records
 
 
@@ -222,7 +244,7 @@ def read_dump_logs(spark: SparkSession, paths: list[str]) -> DumpLogFrames:
     quarantined by that segment's path and byte position, the dump file and line in ``detail``;
     a line no format knows is quarantined by the dump file and its line number (``length`` 1).
     ``broker`` is the replica name (``replica_names``). A small input is read in the driver by
-    :func:`read_dump_logs_here` instead, with the same reader.
+    :func:`read_dump_logs_here` instead, with the same task function.
     """
     options = _options(paths, _cores(spark))
     register_dump_log_source(spark)

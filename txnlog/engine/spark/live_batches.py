@@ -56,7 +56,8 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from txnlog.engine.segments import SegmentRows, limit_kwargs, summarize_segment
-from txnlog.engine.spark.sources import arrow_to_spark_schema, option_limit
+from txnlog.engine.settings import option_limit
+from txnlog.engine.spark.sources import arrow_to_spark_schema
 from txnlog.kafka.record_batch import scan_segment
 from txnlog.live.admin import partition_offsets, topic_partitions
 from txnlog.live.fetch import FetchClient, FetchSettings, LiveRange

@@ -47,7 +47,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from txnlog.engine.spark.sources import arrow_to_spark_schema
-from txnlog.engine.spark.txn_state_source import quarantine_of, record_batch_of
+from txnlog.engine.txn_state import quarantine_of, record_batch_of
 from txnlog.kafka.consumed import segment_from_records
 from txnlog.kafka.errors import QuarantineEntry
 from txnlog.kafka.txn_state import scan_transaction_log

@@ -11,8 +11,9 @@ Spark pays back its fixed cost only by spreading the per-byte work over more cor
 the threshold, ``driver_max_bytes``, is by default (``auto``) where the two placements take the same time for the
 cores Spark would have (:class:`Costs`): an input just above it takes about what one just below it takes.
 
-So with :attr:`Placement.driver` (the input is at most the threshold) the run calls the sources' readers here
-(:func:`read_here`, and for the dumps txnlog.engine.spark.dump_log.read_dump_logs_here), no Spark query; the Delta
+So with :attr:`Placement.driver` (the input is at most the threshold) the run calls the per-partition task
+functions the sources call in Spark here, on threads (txnlog.engine.tasks.run_here, and for the dumps
+txnlog.engine.spark.dump_log.read_dump_logs_here), no Spark query; the Delta
 writer takes the Arrow tables. Such a run needs no Spark session at all
 (``txnlog.pipeline.runs_without_spark``): ``./spark-submit.sh`` without Spark options runs it in its Python
 process, and no JVM starts. Either way the tables are built by txnlog.rules.tables in this process; in Spark,
@@ -24,11 +25,13 @@ from __future__ import annotations
 
 import os
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
+
+from txnlog.engine.tasks import Task, run_here
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import DataSource
@@ -42,7 +45,7 @@ class Costs:
 
     * in the driver, per GiB, ``driver_serial_s_per_gib`` that more cores do not shorten (the build of the tables,
       the reading threads' share of the GIL) and ``driver_parallel_s_per_gib`` that its reading threads, one per
-      core, share (:func:`read_all_here`);
+      core, share (txnlog.engine.tasks.run_here);
     * in Spark, ``spark_fixed_s`` more whatever the input (a JVM, a session, planning, tasks' Python workers,
       the exit), and ``task_s_per_gib`` per GiB and core: the tasks share the cores Spark has.
 
@@ -107,7 +110,7 @@ def master_cores(master: str | None) -> int | None:
 @dataclass(frozen=True)
 class Placement:
     """Run the job in Spark (``driver`` false) or, for a small input, in this driver process (``driver`` true),
-    its files read by ``threads`` threads (:func:`read_all_here`)."""
+    its files read by ``threads`` threads (txnlog.engine.tasks.run_here)."""
 
     driver: bool = False
     threads: int = 1
@@ -131,11 +134,11 @@ class Placement:
         return cls(driver=True, threads=threads)
 
 
-def read_here(source: type[DataSource], options: dict[str, str], schema: pa.Schema, threads: int = 1) -> pa.Table:
-    """Every batch a Data Source's reader yields for ``options``, read in this process (by ``threads`` threads,
-    :func:`read_all_here`), as one Arrow table of ``schema`` (the source's own, in Arrow): the driver placement's
-    read without a DataFrame."""
-    return read_all_here([(source, options, schema)], threads)[0]
+def read_here(source: type[DataSource], options: dict[str, str], schema: pa.Schema) -> pa.Table:
+    """Every batch a Data Source's reader yields for ``options``, read in this process, as one Arrow table of
+    ``schema`` (the source's own, in Arrow): a Data Source read without a DataFrame (a run's driver placement
+    calls the task functions themselves, txnlog.engine.tasks)."""
+    return read_all_here([(source, options, schema)])[0]
 
 
 Read = tuple[type["DataSource"], dict[str, str], pa.Schema]  # a source, its options, its schema in Arrow
@@ -143,41 +146,11 @@ Read = tuple[type["DataSource"], dict[str, str], pa.Schema]  # a source, its opt
 
 def read_all_here(reads: list[Read], threads: int = 1) -> list[pa.Table]:
     """:func:`read_here` of each (source, options, schema) of ``reads``, their input partitions read by ``threads``
-    threads of this process (the first read's partitions first, each reader's heaviest first, as it plans them);
-    each table keeps its reader's partition order, so the rows are those one thread gives.
-
-    Threads, not processes: the decoders' loops are compiled without the GIL (txnlog.kafka.jit) and Arrow's
-    kernels release it, so two threads decode at once with no fork, no second copy of the compiled decoders and
-    nothing pickled between them (benchmarks/RESULTS.md §2, "One thread per core in the driver")."""
+    threads of this process as txnlog.engine.tasks.run_here runs tasks (the first read's partitions first, each
+    reader's heaviest first, as it plans them; each table in its reader's partition order)."""
     readers = [source(options).reader(None) for source, options, _ in reads]  # type: ignore[arg-type]  # schema known
-    jobs = [(i, part) for i, r in enumerate(readers) for part in r.partitions()]
-
-    def run(job: tuple[int, Any]) -> pa.Table:
-        return _read_partition(readers[job[0]], job[1], reads[job[0]][2])
-
-    if threads > 1 and len(jobs) > 1:
-        with ThreadPoolExecutor(min(threads, len(jobs)), thread_name_prefix="txnlog-read") as pool:
-            read = list(pool.map(run, jobs))
-    else:
-        read = [run(job) for job in jobs]
-    tables: dict[int, list[pa.Table]] = {}
-    for (i, _), table in zip(jobs, read, strict=True):  # each reader's partitions in its order
-        if table.num_rows:
-            tables.setdefault(i, []).append(table)
-    empty = [schema.empty_table() for _, _, schema in reads]
-    return [pa.concat_tables(tables[i]) if i in tables else empty[i] for i in range(len(reads))]
-
-
-def _read_partition(reader: Any, part: Any, schema: pa.Schema) -> pa.Table:
-    """One input partition's batches, as a table of ``schema``."""
-    tables = [_conform(pa.Table.from_batches([b]), schema) for b in reader.read(part)]
-    tables = [t for t in tables if t.num_rows]
-    return pa.concat_tables(tables) if tables else schema.empty_table()
-
-
-def _conform(table: pa.Table, target: pa.Schema) -> pa.Table:
-    """``table``'s columns in ``target``'s order and types (a step may yield them in its own order)."""
-    if table.schema.equals(target, check_metadata=False):
-        return table
-    columns: list[Any] = [table.column(f.name).cast(f.type) for f in target]
-    return pa.Table.from_arrays(columns, schema=target)
+    jobs: list[tuple[list[Task], pa.Schema]] = [
+        ([partial(reader.read, part) for part in reader.partitions()], schema)
+        for reader, (_, _, schema) in zip(readers, reads, strict=True)
+    ]
+    return run_here(jobs, threads)

@@ -1,0 +1,286 @@
+"""The per-partition tasks: each one plain function from its files and typed settings (txnlog.engine.settings) to
+Arrow record batches, and the only code that does a task's work. Both placements call them: the local placement
+runs each task on a thread of this process (:func:`run_here`), Spark runs each as a Data Source's input partition
+(txnlog.engine.spark.sources, txn_state_source, consumer_offsets_source, dump_log: adapters that turn their string
+options into these settings). tests/engine/test_engine_suite.py runs each through both and compares the rows.
+
+* :func:`log_dir_task`: data partitions' segments and producer snapshots → summary rows (segments, quarantine,
+  producers, snapshots; fragments, or with ``transactions`` the finished transactions, staged);
+* :func:`txn_state_task`: ``__transaction_state`` segments → coordinator records (reduced with ``reduce``);
+* :func:`consumer_offsets_task`: ``__consumer_offsets`` segments → the groups' offsets and members;
+* :func:`dump_rows_task`: kafka-dump-log.sh files → the same rows as the first two (txnlog.engine.dump_log).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
+from functools import partial
+from typing import Any
+
+import pyarrow as pa
+
+from txnlog.engine.consumer_offsets import SOURCE_SCHEMA as OFFSETS_SOURCE_SCHEMA
+from txnlog.engine.consumer_offsets import read_partition
+from txnlog.engine.dump_log.rows import files_rows
+from txnlog.engine.manifest import checkpoint_rows, files_table
+from txnlog.engine.plan import FilesTask, Plan, plan_tasks
+from txnlog.engine.segment_group import SegmentGroup, summarize_snapshot
+from txnlog.engine.segments import (
+    Edges,
+    SegmentRows,
+    fragments_dir,
+    quarantine_batch,
+    snapshot_starts,
+    summarize_piece,
+    summarize_segment,
+)
+from txnlog.engine.settings import Decode, LogDirSettings, TxnStateSettings, log_dir_settings
+from txnlog.engine.staging import RawWriter, stage_name, staged_transactions
+from txnlog.engine.txn_state import SOURCE_SCHEMA as TXN_STATE_SOURCE_SCHEMA
+from txnlog.engine.txn_state import decoded_records, reduced_records, with_transitions
+from txnlog.kafka.consumer_offsets_commits import hashes_of
+from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
+from txnlog.kafka.record_batch import empty_batches, release_output_blocks
+from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
+from txnlog.rules.transactions import PartitionTransactions
+from txnlog.sources.dump_log.lines import dumping_lines
+from txnlog.sources.dump_log.parse import parse_lines
+from txnlog.sources.logdirs import Inventory, LogFile
+from txnlog.sources.splits import UNREADABLE
+
+#: a task's call: no argument, its rows
+Task = Callable[[], Iterable[pa.RecordBatch]]
+
+
+def one_replica_snapshots(files: list[LogFile], downstream: list[bool]) -> dict[tuple[str, int], list[str]]:
+    """Per (topic, partition) of ``files`` read whole here (``downstream`` false) that one broker's files hold:
+    the paths of its producer snapshots (for txnlog.engine.segments.snapshot_starts)."""
+    brokers: dict[tuple[str, int], set[str]] = {}
+    snapshots: dict[tuple[str, int], list[str]] = {}
+    for file, elsewhere in zip(files, downstream, strict=True):
+        if not elsewhere:
+            tp = (file.topic, int(file.partition))
+            brokers.setdefault(tp, set()).add(file.broker)
+            paths = snapshots.setdefault(tp, [])
+            if file.kind == "snapshot":
+                paths.append(file.path)
+    return {tp: snapshots[tp] for tp, held in brokers.items() if len(held) == 1}
+
+
+def log_dir_task(task: FilesTask, settings: LogDirSettings) -> Iterator[pa.RecordBatch]:
+    """One task's data files (txnlog.engine.plan) → rows of SEGMENT_SUMMARY_SCHEMA.
+
+    With ``transactions`` the task holds whole partitions (txnlog.engine.plan.pack_partitions), so it finishes
+    their transactions itself (txnlog.rules.transactions) instead of yielding fragments. Of a partition of one
+    replica, each big segment finishes the transactions between its producers' markers and hands the merge only
+    its edges (segments.Edges), so the merge's memory does not grow with the partition (``edge_segment_bytes``);
+    nor with the task's partitions: a merge past ``merge_bytes`` finishes at the end of its partition and a new
+    one begins."""
+    files, stage = task.files(), settings.stage
+    name = stage_name({f"{f.broker}/{f.topic}-{f.partition}" for f in files})
+    with RawWriter(stage, name) if settings.transactions and stage else nullcontext() as writer:
+        yield from _log_dir_rows(task, settings, writer)
+
+
+def _log_dir_rows(  # noqa: C901
+    task: FilesTask, settings: LogDirSettings, writer: RawWriter | None
+) -> Iterator[pa.RecordBatch]:
+    """:func:`log_dir_task`'s rows, ``writer`` the task's staged file (with ``transactions``)."""
+    files, stage, decode = task.files(), settings.stage, settings.decode
+    merge = PartitionTransactions() if settings.transactions else None
+    # segment rows wait in `segments` and leave as one batch before any other row: rows keep file order
+    segments = SegmentRows()
+    pieces, downstream = task.pieces(), task.fragments()
+    edge_snapshots, checkpoints = task.edge_snapshots(), task.checkpoints()
+    edge_bytes, merge_bytes, merged = settings.edge_segment_bytes, settings.merge_bytes, 0
+    alone_whole = one_replica_snapshots(files, downstream) if merge is not None else {}
+    whole_edges: dict[tuple[str, int], Edges] = {}
+    group = SegmentGroup(decode.check_crc, decode.max_decompressed_bytes)  # whole segments into the merge
+    rows_of = zip(files, pieces, downstream, edge_snapshots, strict=True)
+    for i, (file, piece, alone, snapshots) in enumerate(rows_of):
+        # a split partition's files leave as fragments: its pieces are in other tasks; with the option
+        # "fragments_stage" as staged files, one directory per partition, for its merge to read. Of one
+        # replica, a file finishes its inner transactions here and only its edges leave (segments.Edges)
+        file_merge = None if alone else merge
+        staged = settings.fragments_stage if alone else None
+        to = fragments_dir(staged, file.topic, file.partition) if staged else None
+        edges = None
+        tp = (file.topic, int(file.partition))
+        if alone and merge is not None and snapshots is not None and file.kind == "log":
+            edges = Edges(snapshot_starts(snapshots), checkpoints, stage)
+        elif not alone and tp in alone_whole and file.kind == "log" and file.size >= edge_bytes:
+            if tp not in whole_edges:  # a partition's files are read one after another: once per partition
+                whole_edges[tp] = Edges(snapshot_starts(alone_whole[tp]), checkpoints, stage)
+            edges = whole_edges[tp]
+        try:
+            if file_merge is not None and edges is None and piece is None and file.kind in ("log", "snapshot"):
+                rows = group.add(file, segments, file_merge)  # decoded with the task's next ones
+            elif file.kind == "snapshot":
+                rows = summarize_snapshot(file, file_merge, segments)
+            elif piece is not None:
+                rows = summarize_piece(
+                    file, piece, decode.check_crc, segments, decode.max_decompressed_bytes, to, edges
+                )
+            else:
+                rows = summarize_segment(
+                    file, decode.check_crc, segments, file_merge, max_decompressed_bytes=decode.max_decompressed_bytes,
+                    fragments_to=to, edges=edges,
+                )  # fmt: skip
+            for batch in rows:
+                yield from segments.batches()
+                yield batch
+        except OSError as e:  # vanished/unreadable file: a quarantine row, never a crash
+            if piece is not None:  # every piece of the file says so; the stitch keeps one (engine.spark.stitch)
+                segments.add(file, empty_batches(), 0, piece=piece.index, next_piece=UNREADABLE)
+            yield from segments.batches()
+            yield quarantine_batch(
+                SEGMENT_SUMMARY_SCHEMA,
+                file,
+                [QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(e))],
+                None if piece is None else piece.index,
+            )
+        if file_merge is not None and edges is None:
+            merged += file.size
+        more = i + 1 < len(files) and (files[i + 1].topic, int(files[i + 1].partition)) != tp
+        if merge is not None and merged >= merge_bytes and more:
+            # the merge's partitions are whole (a partition's files are next to each other): final rows
+            yield from group.decode(segments, merge)
+            yield from segments.batches()
+            yield from staged_transactions(merge, checkpoints, SEGMENT_SUMMARY_SCHEMA, stage=stage, writer=writer)
+            merge, merged = PartitionTransactions(), 0
+    yield from group.decode(segments, merge)
+    yield from segments.batches()
+    if merge is not None:
+        yield from staged_transactions(merge, checkpoints, SEGMENT_SUMMARY_SCHEMA, stage=stage, writer=writer)
+
+
+def txn_state_task(files: list[LogFile], settings: TxnStateSettings) -> Iterator[pa.RecordBatch]:
+    """One task's ``__transaction_state`` files → rows of txnlog.engine.txn_state.SOURCE_SCHEMA: per coordinator
+    partition, every replica's records reduced (``reduce``: the task holds whole partitions), else every record.
+    Each segment is decoded a window at a time and each window reduced as it comes (a reducer: the reduction of
+    the union of disjoint windows' reductions is the reduction of them all), so a task holds one window's records
+    and its partitions' reductions, not a partition's records."""
+    # the free output blocks the data segments' scans left in this process are sized for them: a big segment's
+    # are far more than the coordinator partitions' scans need
+    release_output_blocks()
+    by_partition: dict[tuple[str, int], list[LogFile]] = {}
+    for f in files:
+        by_partition.setdefault((f.topic, f.partition), []).append(f)
+    for held in by_partition.values():
+        if settings.reduce:
+            yield from reduced_records(held, settings.decode, settings.stage)
+        else:
+            for file in held:
+                yield from (with_transitions(b) for b in decoded_records(file, settings.decode))
+
+
+def consumer_offsets_task(
+    files: list[LogFile], decode: Decode, wanted: list[tuple[str, int]] | None = None
+) -> Iterator[pa.RecordBatch]:
+    """One task's ``__consumer_offsets`` files (whole partitions) → rows of
+    txnlog.engine.consumer_offsets.SOURCE_SCHEMA, a partition at a time; the groups' offsets of the ``wanted``
+    topic partitions only (None: all; txnlog.engine.consumer_offsets.read_partition)."""
+    by_partition: dict[int, list[LogFile]] = {}
+    for f in files:
+        by_partition.setdefault(f.partition, []).append(f)
+    hashes = None if wanted is None else hashes_of(wanted)
+    for held in by_partition.values():
+        yield from read_partition(held, decode.check_crc, decode.max_decompressed_bytes, hashes)
+
+
+#: what a dump task makes: the parsed "Dumping" lines only (the replica names' first pass)
+DUMPING = "dumping"
+
+Names = dict[tuple[str | None, str | None], str | None]
+
+
+def dump_rows_task(
+    files: list[tuple[str, str | None, bool]], names: Names, output: str, chunk_bytes: int
+) -> Iterator[pa.RecordBatch]:
+    """One task's kafka-dump-log.sh ``files`` (path, location, whether named) → ``output``'s rows
+    (txnlog.engine.dump_log.rows: ``summary`` or ``records``, the replicas named by ``names``), or, ``dumping``,
+    their parsed "Dumping" lines (at once: a few per file)."""
+    if output == DUMPING:
+        found = [dumping_lines(path, chunk_bytes, loc, named) for path, loc, named in files]
+        yield parse_lines(pa.concat_batches(found))  # a task reads one file at least
+        return
+    for table in files_rows(files, names, output, chunk_bytes):
+        yield from table.to_batches()
+
+
+def log_dir_jobs(
+    inv: Inventory, decode: Decode, scratch: str, *, shared: bool, dumps: bool, threads: int
+) -> list[tuple[list[Task], pa.Schema]]:
+    """The local placement's tasks over the log dirs ``inv`` lists, for :func:`run_here`: the data partitions'
+    and the ``__transaction_state`` partitions' (the ``__consumer_offsets`` partitions': :func:`offsets_jobs`),
+    each with its schema,
+    planned as Spark's sources plan them for ``threads`` cores (txnlog.engine.plan), every segment read whole;
+    ``shared`` and ``dumps`` as txnlog.engine.settings.log_dir_settings takes them."""
+    segments, txn_state = log_dir_settings(decode, scratch, shared=shared, dumps=dumps)
+    minimum = max(2, threads * 2)
+    data = plan_tasks(
+        Plan(min_partitions=minimum, whole=segments.transactions, cores=threads),
+        files_table([*inv.segments, *inv.snapshots]),
+        checkpoint_rows(inv.checkpoints) if segments.transactions else [],
+    )
+    coordinators = plan_tasks(
+        Plan(min_partitions=minimum, whole=txn_state.reduce, cores=threads), files_table(inv.txn_state_segments)
+    )
+    return [
+        ([partial(log_dir_task, task, segments) for task in data], SEGMENT_SUMMARY_SCHEMA),
+        ([partial(txn_state_task, task.files(), txn_state) for task in coordinators], TXN_STATE_SOURCE_SCHEMA),
+    ]
+
+
+def offsets_jobs(
+    inv: Inventory, decode: Decode, *, threads: int, wanted: list[tuple[str, int]] | None
+) -> list[tuple[list[Task], pa.Schema]]:
+    """The local placement's tasks over the ``__consumer_offsets`` partitions ``inv`` lists, for :func:`run_here`
+    (planned as their source plans them, whole partitions), the groups' offsets of the ``wanted`` topic partitions
+    only (None: all)."""
+    groups = plan_tasks(
+        Plan(min_partitions=max(2, threads * 2), whole=True), files_table(inv.consumer_offsets_segments)
+    )
+    return [([partial(consumer_offsets_task, task.files(), decode, wanted) for task in groups], OFFSETS_SOURCE_SCHEMA)]
+
+
+def run_here(jobs: list[tuple[list[Task], pa.Schema]], threads: int = 1) -> list[pa.Table]:
+    """The local placement: every task of each (tasks, schema) of ``jobs`` run by ``threads`` threads of this
+    process (the first job's tasks first), one Arrow table of ``schema`` per job, its tasks' rows in their order,
+    so the rows are those one thread gives.
+
+    Threads, not processes: the decoders' loops are compiled without the GIL (txnlog.kafka.jit) and Arrow's
+    kernels release it, so two threads decode at once with no fork, no second copy of the compiled decoders and
+    nothing pickled between them (benchmarks/RESULTS.md §2, "One thread per core in the driver")."""
+    calls = [(i, task) for i, (tasks, _) in enumerate(jobs) for task in tasks]
+
+    def run(call: tuple[int, Task]) -> pa.Table:
+        return task_table(call[1](), jobs[call[0]][1])
+
+    if threads > 1 and len(calls) > 1:
+        with ThreadPoolExecutor(min(threads, len(calls)), thread_name_prefix="txnlog-read") as pool:
+            read = list(pool.map(run, calls))
+    else:
+        read = [run(call) for call in calls]
+    tables: dict[int, list[pa.Table]] = {}
+    for (i, _), table in zip(calls, read, strict=True):
+        if table.num_rows:
+            tables.setdefault(i, []).append(table)
+    return [pa.concat_tables(tables[i]) if i in tables else schema.empty_table() for i, (_, schema) in enumerate(jobs)]
+
+
+def task_table(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
+    """A task's batches as one table of ``schema`` (a task may yield its columns in its own order)."""
+    tables = [_conform(pa.Table.from_batches([b]), schema) for b in batches]
+    tables = [t for t in tables if t.num_rows]
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+def _conform(table: pa.Table, target: pa.Schema) -> pa.Table:
+    """``table``'s columns in ``target``'s order and types."""
+    if table.schema.equals(target, check_metadata=False):
+        return table
+    columns: list[Any] = [table.column(f.name).cast(f.type) for f in target]
+    return pa.Table.from_arrays(columns, schema=target)
