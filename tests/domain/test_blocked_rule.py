@@ -210,3 +210,47 @@ def test_group_names_of_any_bytes_reach_the_table_as_stored(tmp_path):
     # the OffsetCommitValue of an unknown version (5) does not read: a quarantine row, naming the file
     (bad,) = offsets.filter(pa.compute.equal(offsets["kind"], "quarantine")).to_pylist()
     assert bad["file"] == files[0].path and bad["reason"] == errors.BAD_OFFSETS_VALUE
+
+
+def test_offsets_read_for_some_partitions_are_those_of_the_whole_read(tmp_path):
+    # the job reads the groups' offsets of the partitions a step asks for (txnlog.pipeline.offsets): on a partition
+    # of two segments, with commits of three topic partitions, a transactional commit (producer 7) of one of them
+    # whose plain commits lie in the earlier segment, a group's members and a record that does not decode
+    from txnlog.brokerlog.consumer_offsets import OffsetsPartitionWriter
+    from txnlog.brokerlog.consumer_offsets_encode import offset_commit_key, offset_commit_value
+    from txnlog.brokerlog.partition import PartitionLog
+    from txnlog.kafka.consumer_offsets_commits import hashes_of
+    from txnlog.kafka.wire import CONSUMER_OFFSETS_TOPIC
+    from txnlog.sources.logdirs import discover
+
+    w = OffsetsPartitionWriter(tmp_path / "broker-1", 6)
+    w.log = PartitionLog(tmp_path / "broker-1", CONSUMER_OFFSETS_TOPIC, 6, segment_bytes=600)
+    for n in range(6):
+        w.append([(offset_commit_key(f"g{g}", t, p), offset_commit_value(10 * n + g, commit_timestamp=w.now))
+                  for g in range(2) for t, p in (("orders", 0), ("orders", 1), ("pay", 0))])  # fmt: skip
+    w.append([(b"\x00\x63unknown", b"\x00\x00")])
+    w.append([(offset_commit_key("g0", "pay", 0), offset_commit_value(99, commit_timestamp=w.now))], producer=(7, 0))
+    w.append([(offset_commit_key("g1", "orders", 1), None)])
+    w.close()
+    files = list(discover([str(tmp_path / "broker-1")]).consumer_offsets_segments)
+    assert len(files) > 2
+
+    def read(wanted):
+        return pa.Table.from_batches(read_partition(files, True, None, wanted), schema=SOURCE_SCHEMA).to_pylist()
+
+    whole = read(None)
+    assert {(r["topic"], r["partition"]) for r in whole if r["kind"] == "offset"} == {
+        ("orders", 0), ("orders", 1), ("pay", 0)
+    }  # fmt: skip
+    assert sum(r["state"] == "pending" for r in whole) == 1
+    for asked, kept in (
+        ([("orders", 0)], {("orders", 0), ("pay", 0)}),  # pay-0: a producer's batch commits to it
+        ([("orders", 1), ("nothing", 3)], {("orders", 1), ("pay", 0)}),
+        ([], {("pay", 0)}),
+    ):
+        some = read(hashes_of(asked))
+        assert [r for r in some if r["kind"] == "offset"] == [
+            r for r in whole if r["kind"] == "offset" and (r["topic"], r["partition"]) in kept
+        ]
+        assert [r for r in some if r["kind"] != "offset"] == [r for r in whole if r["kind"] != "offset"]
+    assert any(r["kind"] == "quarantine" for r in whole)

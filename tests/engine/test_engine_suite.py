@@ -102,7 +102,7 @@ def _log_dirs_both_ways(
     from txnlog.engine.spark.log_dir_options import log_dir_options, offsets_options
     from txnlog.engine.spark.sources import SegmentsSource
     from txnlog.engine.spark.txn_state_source import TxnStateSource
-    from txnlog.engine.tasks import log_dir_jobs, run_here
+    from txnlog.engine.tasks import log_dir_jobs, offsets_jobs, run_here
     from txnlog.engine.txn_state import SOURCE_SCHEMA as TXN_STATE_SCHEMA
     from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
     from txnlog.sources.logdirs import discover
@@ -110,7 +110,7 @@ def _log_dirs_both_ways(
     inv = discover([str(logs)])
     here, there = tmp_path / "here", tmp_path / "spark"
     jobs = log_dir_jobs(inv, Decode(), str(here), shared=beside_dumps, dumps=beside_dumps, threads=THREADS)
-    local = run_here(jobs, THREADS)
+    local = run_here([*jobs, *offsets_jobs(inv, Decode(), threads=THREADS, wanted=None)], THREADS)
     segments, txn_state = log_dir_options(
         inv, check_crc=True, scratch=str(there), shared=beside_dumps, dumps=beside_dumps, cores=THREADS,
         max_decompressed_bytes=None, split_segment_bytes=0,

@@ -4,11 +4,12 @@ is read.
 Each task holds whole ``__consumer_offsets-<n>`` partitions. Of a partition's replicas one broker's segments are
 read: the most advanced, as the rest of the job picks the leader of a partition
 (:attr:`txnlog.broker.reconstruct.ReplicaLogs.is_lead`: the largest log end offset, ties to the first broker name),
-since a follower's copy may lack the newest commits and markers. Each segment is read and its records decoded
-(:func:`txnlog.kafka.consumer_offsets.decode_segment`: its compressed batches decompressed, each record parsed
-once), and the partition's offsets replayed as the group coordinator does
-(:func:`txnlog.rules.consumer_offsets.replay_offsets`). The partition's transactions and markers are analysed as
-any data partition's by the segments source; this one adds what the groups committed.
+since a follower's copy may lack the newest commits and markers. Each segment is walked
+(:func:`txnlog.kafka.consumer_offsets_scan.walk_commits`: its compressed batches decompressed, each record parsed
+once), the records asked for (:func:`read_partition`'s ``wanted``) decoded, and the partition's offsets
+replayed as the group coordinator does (:func:`txnlog.rules.consumer_offsets.replay_offsets`). The partition's
+transactions and markers are analysed as any data partition's by the segments source; this one adds what the
+groups committed.
 
 Rows (:data:`SOURCE_SCHEMA`, ``kind``): ``offset`` (a committed or pending offset, :data:`OFFSETS_SCHEMA`'s
 columns), ``group`` (a classic group's members from its last GroupMetadata record) and ``quarantine``.
@@ -16,21 +17,28 @@ columns), ``group`` (a classic group's members from its last GroupMetadata recor
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from txnlog.engine.segments import limit_kwargs, log_bytes
 from txnlog.engine.txn_state import quarantine_of
-from txnlog.kafka.consumer_offsets import GROUP_METADATA_TYPE, decode_segment
+from txnlog.kafka.consumer_offsets import GROUP_METADATA_TYPE, decode_walked
+from txnlog.kafka.consumer_offsets_scan import Walked, walk_commits
 from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
 from txnlog.kafka.framing import whole_entries
+from txnlog.kafka.wire import NO_PRODUCER_ID
 from txnlog.model.contract import MEMBER
 from txnlog.model.rows import batch_of
 from txnlog.rules.consumer_offsets import OFFSETS_SCHEMA, replay_offsets
 from txnlog.sources.logdirs import LogFile
 
 KIND_OFFSET = "offset"
+#: The source option naming the topic partitions whose groups' offsets are asked for (JSON
+#: [[topic, partition], ...]; absent: every one's): :func:`read_partition`'s ``wanted``.
+TOPIC_PARTITIONS = "topic_partitions"
 KIND_GROUP = "group"
 
 SOURCE_SCHEMA = pa.schema(
@@ -76,36 +84,62 @@ def lead_replica(files: list[LogFile]) -> list[LogFile]:
     return by_broker[max(by_broker, key=ends.__getitem__)]  # max: the first of equals
 
 
-def read_partition(files: list[LogFile], check_crc: bool, max_decompressed_bytes: int | None) -> list[pa.RecordBatch]:
-    """One ``__consumer_offsets`` partition's rows (:data:`SOURCE_SCHEMA`) from its lead replica's segments."""
+def read_partition(
+    files: list[LogFile], check_crc: bool, max_decompressed_bytes: int | None, wanted: np.ndarray | None = None
+) -> list[pa.RecordBatch]:
+    """One ``__consumer_offsets`` partition's rows (:data:`SOURCE_SCHEMA`) from its lead replica's segments.
+
+    ``wanted``: the hashes of the topic partitions whose groups' offsets are asked for
+    (:func:`txnlog.kafka.consumer_offsets_commits.hashes_of`; None: every one). Every record is walked and
+    checked (a bad one is a quarantine row wherever it is), but only the OffsetCommit records of those topic
+    partitions, and of the topic partitions a producer's batch commits to (their pending offsets, and the
+    committed ones beside them), are built into columns and replayed; the group rows are all built."""
     files = sorted(lead_replica(files), key=lambda f: f.base_offset)
     if not files:
         return []
     first = files[0]
-    decoded: list[pa.Table] = []
-    markers: list[pa.Table] = []
-    quarantine: list[QuarantineEntry] = []
-    for file in files:
-        try:
-            with log_bytes(file.path) as (buf, _):
-                rows, marks, bad = decode_segment(
-                    buf, file=file.path, check_crc=check_crc, **limit_kwargs(max_decompressed_bytes)
-                )
-        except OSError as e:
-            quarantine.append(QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(e)))
-            continue
-        decoded.append(rows)
-        markers.append(marks)
-        quarantine.extend(bad)
     out: list[pa.RecordBatch] = []
-    if decoded:
-        rows = pa.concat_tables(decoded)
-        offsets = replay_offsets(rows, pa.concat_tables(markers))
-        out.append(_offset_rows(offsets, first))
-        out.extend(_group_rows(rows, first))
-    if quarantine:
-        out.append(quarantine_of(first, quarantine, SOURCE_SCHEMA))
+    quarantine: list[list[QuarantineEntry]] = [[] for _ in files]
+    with ExitStack() as mapped:  # the segments stay mapped until their kept records are built
+        walked: list[tuple[int, Walked]] = []
+        for i, file in enumerate(files):
+            try:
+                buf, _ = mapped.enter_context(log_bytes(file.path))
+                walked.append(
+                    (i, walk_commits(buf, file=file.path, check_crc=check_crc, **limit_kwargs(max_decompressed_bytes)))
+                )
+            except OSError as e:
+                quarantine[i].append(QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(e)))
+        decoded: list[pa.Table] = []
+        for (i, w), keep in zip(walked, _kept([w for _, w in walked], wanted), strict=True):
+            if keep is not None and not keep.any() and w.ok.all():  # nothing asked for, nothing to decode
+                quarantine[i].extend(w.quarantine)
+                continue
+            rows, bad = decode_walked(w, keep, file=files[i].path)
+            decoded.append(rows)
+            quarantine[i].extend(bad)
+        if decoded:
+            rows = pa.concat_tables(decoded)
+            offsets = replay_offsets(rows, pa.concat_tables([w.markers for _, w in walked]))
+            out.append(_offset_rows(offsets, first))
+            out.extend(_group_rows(rows, first))
+    entries = [q for qs in quarantine for q in qs]
+    if entries:
+        out.append(quarantine_of(first, entries, SOURCE_SCHEMA))
     return out
+
+
+def _kept(walked: list[Walked], wanted: np.ndarray | None) -> list[np.ndarray | None]:
+    """Per walked segment, the records to build (None: all): the OffsetCommits of the ``wanted`` topic partitions
+    and of those any producer's batch of the partition commits to, so that each key kept has all its records
+    (the replay of a key needs them all, in every segment). A hash that two topic partitions share keeps both:
+    more rows, the same answers for those asked."""
+    if wanted is None:
+        return [None] * len(walked)
+    hashes = [w.key_hashes() for w in walked]
+    touched = [h[w.batch["producer_id"] != NO_PRODUCER_ID] for h, w in zip(hashes, walked, strict=True)]
+    keys = np.unique(np.concatenate([wanted.astype(np.uint64), *touched]))
+    return [np.isin(h, keys) for h in hashes]
 
 
 def _offset_rows(offsets: pa.Table, file: LogFile) -> pa.RecordBatch:

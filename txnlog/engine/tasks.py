@@ -40,6 +40,7 @@ from txnlog.engine.settings import Decode, LogDirSettings, TxnStateSettings, log
 from txnlog.engine.staging import RawWriter, stage_name, staged_transactions
 from txnlog.engine.txn_state import SOURCE_SCHEMA as TXN_STATE_SOURCE_SCHEMA
 from txnlog.engine.txn_state import decoded_records, reduced_records, with_transitions
+from txnlog.kafka.consumer_offsets_commits import hashes_of
 from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
 from txnlog.kafka.record_batch import empty_batches, release_output_blocks
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
@@ -175,14 +176,18 @@ def txn_state_task(files: list[LogFile], settings: TxnStateSettings) -> Iterator
                 yield from (with_transitions(b) for b in decoded_records(file, settings.decode))
 
 
-def consumer_offsets_task(files: list[LogFile], decode: Decode) -> Iterator[pa.RecordBatch]:
+def consumer_offsets_task(
+    files: list[LogFile], decode: Decode, wanted: list[tuple[str, int]] | None = None
+) -> Iterator[pa.RecordBatch]:
     """One task's ``__consumer_offsets`` files (whole partitions) → rows of
-    txnlog.engine.consumer_offsets.SOURCE_SCHEMA, a partition at a time."""
+    txnlog.engine.consumer_offsets.SOURCE_SCHEMA, a partition at a time; the groups' offsets of the ``wanted``
+    topic partitions only (None: all; txnlog.engine.consumer_offsets.read_partition)."""
     by_partition: dict[int, list[LogFile]] = {}
     for f in files:
         by_partition.setdefault(f.partition, []).append(f)
+    hashes = None if wanted is None else hashes_of(wanted)
     for held in by_partition.values():
-        yield from read_partition(held, decode.check_crc, decode.max_decompressed_bytes)
+        yield from read_partition(held, decode.check_crc, decode.max_decompressed_bytes, hashes)
 
 
 #: what a dump task makes: the parsed "Dumping" lines only (the replica names' first pass)
@@ -208,8 +213,9 @@ def dump_rows_task(
 def log_dir_jobs(
     inv: Inventory, decode: Decode, scratch: str, *, shared: bool, dumps: bool, threads: int
 ) -> list[tuple[list[Task], pa.Schema]]:
-    """The local placement's tasks over the log dirs ``inv`` lists, for :func:`run_here`: the data partitions',
-    the ``__transaction_state`` partitions' and the ``__consumer_offsets`` partitions', each with its schema,
+    """The local placement's tasks over the log dirs ``inv`` lists, for :func:`run_here`: the data partitions'
+    and the ``__transaction_state`` partitions' (the ``__consumer_offsets`` partitions': :func:`offsets_jobs`),
+    each with its schema,
     planned as Spark's sources plan them for ``threads`` cores (txnlog.engine.plan), every segment read whole;
     ``shared`` and ``dumps`` as txnlog.engine.settings.log_dir_settings takes them."""
     segments, txn_state = log_dir_settings(decode, scratch, shared=shared, dumps=dumps)
@@ -222,12 +228,22 @@ def log_dir_jobs(
     coordinators = plan_tasks(
         Plan(min_partitions=minimum, whole=txn_state.reduce, cores=threads), files_table(inv.txn_state_segments)
     )
-    groups = plan_tasks(Plan(min_partitions=minimum, whole=True), files_table(inv.consumer_offsets_segments))
     return [
         ([partial(log_dir_task, task, segments) for task in data], SEGMENT_SUMMARY_SCHEMA),
         ([partial(txn_state_task, task.files(), txn_state) for task in coordinators], TXN_STATE_SOURCE_SCHEMA),
-        ([partial(consumer_offsets_task, task.files(), decode) for task in groups], OFFSETS_SOURCE_SCHEMA),
     ]
+
+
+def offsets_jobs(
+    inv: Inventory, decode: Decode, *, threads: int, wanted: list[tuple[str, int]] | None
+) -> list[tuple[list[Task], pa.Schema]]:
+    """The local placement's tasks over the ``__consumer_offsets`` partitions ``inv`` lists, for :func:`run_here`
+    (planned as their source plans them, whole partitions), the groups' offsets of the ``wanted`` topic partitions
+    only (None: all)."""
+    groups = plan_tasks(
+        Plan(min_partitions=max(2, threads * 2), whole=True), files_table(inv.consumer_offsets_segments)
+    )
+    return [([partial(consumer_offsets_task, task.files(), decode, wanted) for task in groups], OFFSETS_SOURCE_SCHEMA)]
 
 
 def run_here(jobs: list[tuple[list[Task], pa.Schema]], threads: int = 1) -> list[pa.Table]:

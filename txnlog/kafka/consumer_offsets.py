@@ -23,7 +23,7 @@ import pyarrow as pa
 from txnlog.kafka import errors
 from txnlog.kafka.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
 from txnlog.kafka.consumer_offsets_commits import decode_offset_commits
-from txnlog.kafka.consumer_offsets_scan import scan_commits
+from txnlog.kafka.consumer_offsets_scan import Walked, walk_commits
 from txnlog.kafka.consumer_offsets_schema import (
     CONSUMER_PROTOCOL_ASSIGNMENT,
     CONSUMER_PROTOCOL_SUBSCRIPTION,
@@ -191,16 +191,23 @@ def decode_segment(
 ) -> tuple[pa.Table, pa.Table, list[QuarantineEntry]]:
     """(decoded rows, markers, quarantine) of one ``__consumer_offsets`` segment: what
     :func:`~txnlog.kafka.consumer_offsets_scan.scan_consumer_offsets` and :func:`decode_records` give, each record
-    parsed once (:func:`~txnlog.kafka.consumer_offsets_scan.scan_commits` reads the OffsetCommit records in its
+    parsed once (:func:`~txnlog.kafka.consumer_offsets_scan.walk_commits` reads the OffsetCommit records in its
     walk; only the others' bytes are copied, and decoded one at a time)."""
-    records, markers, quarantine, ok, cols = scan_commits(
-        buf, file=file, check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes
-    )
+    walked = walk_commits(buf, file=file, check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes)
+    decoded, quarantine = decode_walked(walked, None, file=file)
+    return decoded, walked.markers, quarantine
+
+
+def decode_walked(walked: Walked, keep: np.ndarray | None, *, file: str = "") -> tuple[pa.Table, list[QuarantineEntry]]:
+    """(decoded rows, quarantine) of a walked segment (:func:`decode_segment`'s), of the records ``keep`` marks
+    (None: all) and of every record that is not a well-formed OffsetCommit: those are decoded (or quarantined)
+    whatever ``keep`` says, so a filter never hides a bad record."""
+    records, ok, cols = walked.records(keep)
     if records.num_rows == 0:
         decoded, undecoded = _decode_each(records, file, False)
     else:
         decoded, undecoded = _merged(records, ok, cols, file)
-    return decoded, markers, [*quarantine, *undecoded]
+    return decoded, [*walked.quarantine, *undecoded]
 
 
 def _merged(

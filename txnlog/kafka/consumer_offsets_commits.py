@@ -148,6 +148,51 @@ def _walk(kdata, koff, kvalid, vdata, voff, vvalid):
     return out
 
 
+_FNV_OFFSET = np.uint64(14695981039346656037)
+_FNV_PRIME = np.uint64(1099511628211)
+
+
+@jit()
+def _topic_partition_hashes(data, extra, src, m):
+    """Per row of ``m`` read as an OffsetCommit (its ``OK`` column 1), the FNV-1a hash of its topic's bytes (in
+    ``data`` where ``src`` is 0, else in ``extra``) and its partition's four bytes; 0 for the other rows."""
+    n = m.shape[0]
+    out = np.zeros(n, np.uint64)
+    for i in range(n):
+        if m[i, _OK] != 1:
+            continue
+        buf = data if src[i] == 0 else extra
+        h = _FNV_OFFSET
+        for j in range(m[i, _TS], m[i, _TS] + m[i, _TL]):
+            h = (h ^ np.uint64(buf[j])) * _FNV_PRIME
+        p = m[i, _PART]
+        for k in range(4):
+            h = (h ^ np.uint64((p >> (8 * k)) & 0xFF)) * _FNV_PRIME
+        out[i] = h
+    return out
+
+
+def topic_partition_hashes(m: np.ndarray, data: np.ndarray, extra: np.ndarray, key_src: np.ndarray) -> np.ndarray:
+    """Per row of ``m`` (:func:`read_commit`'s rows, their keys' bytes as :func:`commit_columns` finds them), a
+    hash of the OffsetCommit key's topic and partition (uint64; 0 where the row is not a well-formed commit):
+    equal topic partitions hash equal, so a filter on these hashes keeps every record of a key or none."""
+    return _topic_partition_hashes(data, extra, np.ascontiguousarray(key_src), m)
+
+
+def hashes_of(topic_partitions: list[tuple[str, int]]) -> np.ndarray:
+    """The :func:`topic_partition_hashes` of ``topic_partitions`` (topic, partition)."""
+    n = len(topic_partitions)
+    names = [t.encode() for t, _ in topic_partitions]
+    m = np.zeros((n, WIDTH), np.int64)
+    lengths = np.array([len(b) for b in names], np.int64)
+    m[:, _TS] = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if n else 0
+    m[:, _TL] = lengths
+    m[:, _PART] = [p for _, p in topic_partitions]
+    m[:, _OK] = 1
+    data = np.frombuffer(b"".join(names), np.uint8).copy() if n else np.zeros(0, np.uint8)
+    return _topic_partition_hashes(data, data, np.zeros(n, np.int64), m)
+
+
 def _buffers(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(data, offsets, valid) of a large_binary column, without copying the data."""
     arr = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)

@@ -4,22 +4,23 @@ producer) and its transaction markers, what cannot be read quarantined.
 The group coordinator may compress its batches (``offsets.topic.compression.codec``), so unlike the data
 partitions' payloads these batches are decompressed (:func:`txnlog.kafka.txn_state_scan._side_buffer`, under
 the same per-file budget). The walk of the records reads each OffsetCommit record where it lies
-(:func:`txnlog.kafka.consumer_offsets_commits.read_commit`), so the job's read (:func:`scan_commits`, then
-:func:`txnlog.kafka.consumer_offsets.decode_segment`) parses each record once and copies the bytes of the other
-records only; :func:`scan_consumer_offsets` returns every record's key and value bytes, for
-:func:`txnlog.kafka.consumer_offsets.decode_records`.
+(:func:`txnlog.kafka.consumer_offsets_commits.read_commit`), so the job's read (:func:`walk_commits`, then
+:func:`txnlog.kafka.consumer_offsets.decode_walked`) parses each record once, builds the columns of the records
+asked for only, and copies the bytes of the other records only; :func:`scan_consumer_offsets` returns every
+record's key and value bytes, for :func:`txnlog.kafka.consumer_offsets.decode_records`.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
 from txnlog.kafka import errors
 from txnlog.kafka.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
-from txnlog.kafka.consumer_offsets_commits import OK, WIDTH, commit_columns, read_commit
+from txnlog.kafka.consumer_offsets_commits import OK, WIDTH, commit_columns, read_commit, topic_partition_hashes
 from txnlog.kafka.control import ControlStatus
 from txnlog.kafka.errors import QuarantineEntry
 from txnlog.kafka.jit import jit
@@ -170,6 +171,89 @@ def scan_commits(
     quarantine, the mask of those records, their columns by
     :data:`~txnlog.kafka.consumer_offsets.DECODED_SCHEMA` name). The records' ``key`` and ``value`` are null
     for the masked ones, unless ``every_key``."""
+    walked = walk_commits(buf, file=file, check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes)
+    records, ok, columns = walked.records(None, every_key=every_key)
+    return records, walked.markers, walked.quarantine, ok, columns
+
+
+@dataclass(frozen=True)
+class Walked:
+    """One segment walked (:func:`walk_commits`): every record framed and each well-formed OffsetCommit read, no
+    column built yet. It points into the segment's bytes: use it while they are mapped."""
+
+    arr: np.ndarray  # the segment
+    extra: np.ndarray  # its decompressed batches
+    recs: np.ndarray  # per record: batch, offset, timestamp, key start/len, value start/len (``_walk``)
+    commits: np.ndarray  # per record: read_commit's row, its OK column 1 where read
+    src: np.ndarray  # per record: 0 its bytes in arr, 1 in extra
+    batch: dict[str, np.ndarray]  # per record: position, batch_length and producer columns of its batch
+    markers: pa.Table
+    quarantine: list[QuarantineEntry]
+
+    @property
+    def ok(self) -> np.ndarray:
+        """Per record: read here as a well-formed OffsetCommit."""
+        return self.commits[:, OK] == 1
+
+    def key_hashes(self) -> np.ndarray:
+        """Per record, the hash of its OffsetCommit key's topic and partition (0: not a well-formed commit;
+        :func:`~txnlog.kafka.consumer_offsets_commits.topic_partition_hashes`)."""
+        return topic_partition_hashes(self.commits, self.arr, self.extra, self.src)
+
+    def records(
+        self, keep: np.ndarray | None, *, every_key: bool = False
+    ) -> tuple[pa.Table, np.ndarray, dict[str, pa.Array]]:
+        """(records, mask of those read as OffsetCommits, their columns) as :func:`scan_commits` gives them, of
+        the records ``keep`` marks (None: all) and every record that is not a well-formed OffsetCommit (its
+        bytes copied for the general reader, which decodes or quarantines it)."""
+        ok = self.ok
+        recs, commits, src, batch = self.recs, self.commits, self.src, self.batch
+        if keep is not None and not (keep | ~ok).all():
+            rows = np.flatnonzero(keep | ~ok)
+            recs, commits, src, ok = recs[rows], commits[rows], src[rows], ok[rows]
+            batch = {name: column[rows] for name, column in batch.items()}
+        arr, extra = self.arr, self.extra
+        columns = commit_columns(commits if ok.all() else commits[ok], arr, extra, src[ok], src[ok])
+        raw = np.ones(len(recs), bool) if every_key else ~ok  # the records whose bytes are copied
+        key_valid = (recs[:, 4] >= 0) & raw
+        value_valid = (recs[:, 6] >= 0) & raw
+        if raw.any():
+            key_data, key_offsets = _gather_strings(
+                arr, extra, src, recs[:, 3].copy(), np.where(key_valid, recs[:, 4], 0)
+            )  # fmt: skip
+            value_data, value_offsets = _gather_strings(
+                arr, extra, src, recs[:, 5].copy(), np.where(value_valid, recs[:, 6], 0)
+            )  # fmt: skip
+        else:  # every record read as an OffsetCommit: no bytes copied
+            key_data = value_data = np.zeros(0, np.uint8)
+            key_offsets = value_offsets = np.zeros(len(recs) + 1, np.int64)
+        records = pa.table(
+            {
+                "position": batch["position"],
+                "batch_length": batch["batch_length"],
+                "offset": recs[:, 1],
+                "timestamp": recs[:, 2],
+                "producer_id": batch["producer_id"],
+                "producer_epoch": batch["producer_epoch"],
+                "is_transactional": batch["is_transactional"],
+                "key": _binary(key_data, key_offsets, key_valid),
+                "value": _binary(value_data, value_offsets, value_valid),
+            },
+            schema=RECORDS_SCHEMA,
+        )
+        return records, ok, columns
+
+
+def walk_commits(
+    buf: Buffer,
+    *,
+    file: str = "",
+    check_crc: bool = True,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> Walked:
+    """The walk of :func:`scan_commits` (batches checked and decompressed, records framed, OffsetCommits read),
+    its columns left to :meth:`Walked.records`: a caller that needs only some records builds only theirs.
+    Never raises on bad input, as :func:`scan_consumer_offsets`."""
     arr = as_uint8(buf)
     segment = scan_segment(arr, file=file, check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes)
     quarantine = list(segment.quarantine)
@@ -209,35 +293,14 @@ def scan_commits(
         )
     quarantine.sort(key=lambda e: e.position)
     batch = recs[:, 0]
-    rsrc = src[batch]
-    ok = commits[:, OK] == 1
-    columns = commit_columns(commits if ok.all() else commits[ok], arr, extra, rsrc[ok], rsrc[ok])
-    raw = np.ones(len(recs), bool) if every_key else ~ok  # the records whose bytes are copied
-    key_valid = (recs[:, 4] >= 0) & raw
-    value_valid = (recs[:, 6] >= 0) & raw
-    if raw.any():
-        key_data, key_offsets = _gather_strings(arr, extra, rsrc, recs[:, 3].copy(), np.where(key_valid, recs[:, 4], 0))
-        value_data, value_offsets = _gather_strings(
-            arr, extra, rsrc, recs[:, 5].copy(), np.where(value_valid, recs[:, 6], 0)
-        )  # fmt: skip
-    else:  # every record read as an OffsetCommit: no bytes copied
-        key_data = value_data = np.zeros(0, np.uint8)
-        key_offsets = value_offsets = np.zeros(len(recs) + 1, np.int64)
-    records = pa.table(
-        {
-            "position": positions[batch],
-            "batch_length": lengths[batch],
-            "offset": recs[:, 1],
-            "timestamp": recs[:, 2],
-            "producer_id": b["producer_id"][idx][batch],
-            "producer_epoch": b["producer_epoch"][idx][batch],
-            "is_transactional": b["is_transactional"][idx][batch],
-            "key": _binary(key_data, key_offsets, key_valid),
-            "value": _binary(value_data, value_offsets, value_valid),
-        },
-        schema=RECORDS_SCHEMA,
-    )
-    return records, _markers(b), quarantine, ok, columns
+    of_batch = {
+        "position": positions[batch],
+        "batch_length": lengths[batch],
+        "producer_id": b["producer_id"][idx][batch],
+        "producer_epoch": b["producer_epoch"][idx][batch],
+        "is_transactional": b["is_transactional"][idx][batch],
+    }
+    return Walked(arr, extra, recs, commits, src[batch], of_batch, _markers(b), quarantine)
 
 
 def scan_consumer_offsets_file(

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from txnlog.engine.integrity import decisions_of, integrity_here, kept_columns
 from txnlog.model.rows import Checkpoint
+from txnlog.pipeline.offsets import GroupOffsets, offsets_for
 from txnlog.rules.blocked import groups_past
 from txnlog.rules.integrity import compacted_gaps, unserved, with_readers, with_timestamps
 from txnlog.sources.logdirs import Inventory
@@ -42,11 +43,12 @@ def with_integrity(
     inventory: Inventory,
     checkpoints: Sequence[Checkpoint],
     as_of: datetime,
-    offsets: pa.Table | None = None,
+    offsets: GroupOffsets | pa.Table | None = None,
 ) -> dict[str, Any]:
     """``tables`` (``pipeline.build_tables``' answer) with ``integrity`` and the ``.txnindex`` quarantine rows;
     ``offsets`` the consumer groups' rows (txnlog.pipeline.decode, None: no ``__consumer_offsets`` in the input),
-    whose groups the evidence names where they read a faulty range (txnlog.rules.blocked.groups_past)."""
+    whose groups the evidence names where they read a faulty range (txnlog.rules.blocked.groups_past; the groups'
+    offsets are read for those ranges' partitions only, txnlog.pipeline.offsets)."""
     history, staged = tables["coordinator_history"].raw_files(), tables["transactions"]
     if staged.driver or staged.spark is None:
         # The coordinator's decisions and the checks against them on a second thread, beside the .txnindex read
@@ -63,7 +65,7 @@ def with_integrity(
         rows = integrity_in_tasks(staged.spark, staged.raw_files(), found.entries, found.segments, decided_here)
     out = dict(tables)
     rows = unserved(compacted_gaps(rows, checkpoints), tables["partition_health"])
-    rows = with_readers(rows, groups_past(offsets, rows))
+    rows = with_readers(rows, groups_past(offsets_for(offsets, rows), rows))
     out["integrity"] = with_timestamps(rows)
     if found.quarantine:
         mine = out["quarantine"]

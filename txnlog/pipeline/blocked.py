@@ -15,18 +15,21 @@ from txnlog.live.groups import pending_holders
 from txnlog.model.arrow import project
 from txnlog.model.contract import LIVE_REPLICA, InputSource
 from txnlog.model.rows import KIND_QUARANTINE
-from txnlog.rules.blocked import BLOCKED, UNSTABLE_OFFSET_COMMIT, blocked_consumers, unblocked_groups
+from txnlog.pipeline.offsets import GroupOffsets
+from txnlog.rules.blocked import BLOCKED, UNSTABLE_OFFSET_COMMIT, blocked_consumers, held_partitions, unblocked_groups
 
 __all__ = ["with_blocked"]
 
 
-def with_blocked(tables: dict[str, Any], offsets: pa.Table | None) -> dict[str, Any]:
+def with_blocked(tables: dict[str, Any], groups: GroupOffsets | pa.Table | None) -> dict[str, Any]:
     """``tables`` (``pipeline.build_tables``' answer) with ``blocked_consumers``, ``blocked_groups`` named on the
     findings and the plan (left null when the input holds no ``__consumer_offsets`` partition), and the quarantine
-    rows of ``offsets`` (txnlog.engine.spark.consumer_offsets_source.SOURCE_SCHEMA). Rows of a live cluster's
-    admin APIs (``broker`` live, txnlog.live.groups) go to the same rule and come out with ``source`` live."""
+    rows of ``groups``' rows (txnlog.engine.spark.consumer_offsets_source.SOURCE_SCHEMA), read for the partitions
+    the findings' transactions hold (txnlog.pipeline.offsets). Rows of a live cluster's admin APIs (``broker``
+    live, txnlog.live.groups) go to the same rule and come out with ``source`` live."""
     out = dict(tables)
     health, findings = tables["partition_health"], tables["findings"]
+    offsets = groups.rows(held_partitions(health, findings)) if isinstance(groups, GroupOffsets) else groups
     live = offsets is not None and offsets.num_rows > 0 and pc.all(pc.equal(offsets["broker"], LIVE_REPLICA)).as_py()
     if live:  # a live cluster's answers (txnlog.live.groups): their pending offsets name no producer
         offsets = pending_holders(offsets, health, findings)

@@ -11,12 +11,13 @@ import pyarrow as pa
 from txnlog.broker import as_of as as_of_rule
 from txnlog.engine.settings import Decode
 from txnlog.engine.spark.placement import Placement
-from txnlog.engine.tasks import log_dir_jobs, run_here
+from txnlog.engine.tasks import log_dir_jobs, offsets_jobs, run_here
 from txnlog.kafka.record_batch import release_output_blocks
 from txnlog.live.fetch import FetchSettings
 from txnlog.model.contract import InputSource
 from txnlog.model.rows import KIND_PIECE, Checkpoint
 from txnlog.pipeline.inputs import Inputs
+from txnlog.pipeline.offsets import GroupOffsets
 from txnlog.pipeline.scope import Cache, job_description
 from txnlog.rules.transactions import checkpoints_of
 from txnlog.sources.logdirs import Inventory
@@ -45,8 +46,9 @@ class Decoded:
     fragment_partitions: frozenset[tuple[str, int]] | None = None
     checkpoints: tuple[Checkpoint, ...] = ()  # the log dirs' and a live cut's checkpoint files
     history_bounds: pa.Table | None = None  # a live run's bounds of the transactions it writes (LiveCut)
-    #: the __consumer_offsets partitions' groups: offsets, members, quarantine (consumer_offsets_source.SOURCE_SCHEMA)
-    offsets: pa.Table | None = None
+    #: the __consumer_offsets partitions' groups: offsets, members, quarantine (consumer_offsets_source.SOURCE_SCHEMA),
+    #: read when a step asks (txnlog.pipeline.offsets); a live run's answers as a table
+    offsets: GroupOffsets | pa.Table | None = None
 
 
 def decode(
@@ -133,13 +135,22 @@ def _group_offsets(
     check_crc: bool,
     scratch: str,
     max_decompressed_bytes: int | None,
-) -> pa.Table | None:
+) -> GroupOffsets | pa.Table | None:
     """The consumer groups' committed offsets: a live run's from the admin APIs' answers, else the copy's
-    ``__consumer_offsets`` partitions read in Spark."""
+    ``__consumer_offsets`` partitions, read in Spark when a step asks (txnlog.pipeline.offsets)."""
     if live_cut is not None and live_cut.groups is not None:
         return live_offsets(live_cut.groups)
-    with job_description(spark, "txnlog: consumer groups' offsets"):
-        return consumer_offsets(spark, inputs.offline.inventory, check_crc, scratch, max_decompressed_bytes)
+    inv = inputs.offline.inventory
+    if not inv.consumer_offsets_segments:
+        return None
+
+    def read(wanted: list[tuple[str, int]]) -> pa.Table:
+        with job_description(spark, "txnlog: consumer groups' offsets"):
+            table = consumer_offsets(spark, inv, check_crc, scratch, max_decompressed_bytes, wanted)
+        assert table is not None  # the input holds __consumer_offsets partitions
+        return table
+
+    return GroupOffsets(read)
 
 
 def live_offsets(groups: pa.Table) -> pa.Table:
@@ -153,9 +164,15 @@ def live_offsets(groups: pa.Table) -> pa.Table:
 
 
 def consumer_offsets(
-    spark: SparkSession, inv: Inventory, check_crc: bool, scratch: str, max_decompressed_bytes: int | None
+    spark: SparkSession,
+    inv: Inventory,
+    check_crc: bool,
+    scratch: str,
+    max_decompressed_bytes: int | None,
+    wanted: list[tuple[str, int]] | None = None,
 ) -> pa.Table | None:
-    """The ``__consumer_offsets`` partitions' rows, read in Spark tasks and collected as Arrow; None when the input
+    """The ``__consumer_offsets`` partitions' rows, read in Spark tasks and collected as Arrow, the groups'
+    offsets of the ``wanted`` topic partitions only (None: all; txnlog.pipeline.offsets); None when the input
     holds none of these partitions."""
     from txnlog.engine.spark.consumer_offsets_source import SOURCE_SCHEMA, ConsumerOffsetsSource
     from txnlog.engine.spark.log_dir_options import offsets_options
@@ -165,7 +182,7 @@ def consumer_offsets(
     spark.dataSource.register(ConsumerOffsetsSource)
     options = offsets_options(
         inv, check_crc=check_crc, scratch=scratch, cores=spark.sparkContext.defaultParallelism,
-        max_decompressed_bytes=max_decompressed_bytes,
+        max_decompressed_bytes=max_decompressed_bytes, wanted=wanted,
     )  # fmt: skip
     table = spark.read.format(ConsumerOffsetsSource.name()).options(**options).load().toArrow()
     return table.cast(SOURCE_SCHEMA)
@@ -228,7 +245,7 @@ def decode_here(
     shared = bool(inputs.offline.dump_files)  # a live input is never read here (Placement.for_input)
     decode = Decode(check_crc, max_decompressed_bytes)
     jobs = log_dir_jobs(inputs.offline.inventory, decode, scratch, shared=shared, dumps=shared, threads=threads)
-    summary, records, offsets = run_here(jobs, threads)
+    summary, records = run_here(jobs, threads)
     summary, records = _labelled(summary, InputSource.SEGMENTS), _labelled(records, InputSource.SEGMENTS)
     release_output_blocks(trim=True)  # the tables' build and writes come next in this process
     read = set(inputs.offline.inventory.txn_state_partitions)
@@ -244,8 +261,20 @@ def decode_here(
         summary, records, as_of_rule.broker_times_of(summary, records), fragments=shared,
         fragment_partitions=None, records_reduced=not shared, txn_state_read=frozenset(read),
         checkpoints=tuple(inputs.offline.inventory.checkpoints),
-        offsets=offsets if inputs.offline.inventory.consumer_offsets_segments else None,
+        offsets=_offsets_here(inputs.offline.inventory, decode, threads),
     )  # fmt: skip
+
+
+def _offsets_here(inv: Inventory, decode: Decode, threads: int) -> GroupOffsets | None:
+    """The ``__consumer_offsets`` partitions' rows, read in this process by ``threads`` threads when a step asks
+    (txnlog.pipeline.offsets); None when the input holds none of these partitions."""
+    if not inv.consumer_offsets_segments:
+        return None
+
+    def read(wanted: list[tuple[str, int]]) -> pa.Table:
+        return run_here(offsets_jobs(inv, decode, threads=threads, wanted=wanted), threads)[0]
+
+    return GroupOffsets(read)
 
 
 def _labelled(table: Any, source: InputSource) -> Any:

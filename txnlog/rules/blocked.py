@@ -73,6 +73,13 @@ def _held(health: pa.Table, findings: pa.Table) -> pa.Table:
     return held.rename_columns({"producer_id": "holding_producer_id", "start_offset": "holding_start_offset"})
 
 
+def held_partitions(health: pa.Table, findings: pa.Table) -> pa.Table:
+    """The topic partitions (``topic``, ``partition``) whose groups' committed offsets :func:`blocked_consumers`
+    weighs against the LSO: those an open transaction of ``findings`` holds (:func:`_held`). Beside them it reads
+    only the pending transactional offsets and the committed ones of their keys."""
+    return _held(health, findings).select(["topic", "partition"])
+
+
 def _since(first: pa.ChunkedArray, commit_ms: pa.ChunkedArray) -> pa.ChunkedArray:
     """The later of the holding transaction's first timestamp and the commit's timestamp (ms); either where the
     other is unknown."""

@@ -5,6 +5,9 @@ sources read them back in txnlog.engine.spark.sources (``FilesReader``)."""
 
 from __future__ import annotations
 
+import json
+
+from txnlog.engine.consumer_offsets import TOPIC_PARTITIONS
 from txnlog.engine.manifest import write_manifest
 from txnlog.engine.settings import Decode, log_dir_settings
 from txnlog.sources import storage
@@ -46,11 +49,21 @@ def log_dir_options(
 
 
 def offsets_options(
-    inv: Inventory, *, check_crc: bool, scratch: str, cores: int, max_decompressed_bytes: int | None
+    inv: Inventory,
+    *,
+    check_crc: bool,
+    scratch: str,
+    cores: int,
+    max_decompressed_bytes: int | None,
+    wanted: list[tuple[str, int]] | None = None,
 ) -> dict[str, str]:
-    """The options of the ``__consumer_offsets`` source: whole partitions per task (``reduce``)."""
-    return {
+    """The options of the ``__consumer_offsets`` source: whole partitions per task (``reduce``), the groups'
+    offsets of the ``wanted`` topic partitions only (None: all; txnlog.engine.consumer_offsets.TOPIC_PARTITIONS)."""
+    options = {
         **_common(Decode(check_crc, max_decompressed_bytes), cores),
         **write_manifest(f"{scratch}/inputs", "consumer_offsets", inv.consumer_offsets_segments),
         "reduce": "true",
     }
+    if wanted is not None:
+        options[TOPIC_PARTITIONS] = json.dumps([[topic, partition] for topic, partition in wanted])
+    return options
