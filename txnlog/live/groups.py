@@ -35,7 +35,7 @@ from txnlog.model.contract import LIVE_REPLICA, MEMBER
 
 __all__ = ["GROUPS_SCHEMA", "consumer_groups", "pending_holders"]
 
-#: the columns of the offline source's rows (txnlog.engine.spark.consumer_offsets_source.SOURCE_SCHEMA) a live
+#: the columns of the offline source's rows (txnlog.engine.consumer_offsets.SOURCE_SCHEMA) a live
 #: answer fills; the pipeline adds the others as nulls
 GROUPS_SCHEMA = pa.schema(
     [

@@ -24,7 +24,7 @@ __all__ = ["with_blocked"]
 def with_blocked(tables: dict[str, Any], groups: GroupOffsets | pa.Table | None) -> dict[str, Any]:
     """``tables`` (``pipeline.build_tables``' answer) with ``blocked_consumers``, ``blocked_groups`` named on the
     findings and the plan (left null when the input holds no ``__consumer_offsets`` partition), and the quarantine
-    rows of ``groups``' rows (txnlog.engine.spark.consumer_offsets_source.SOURCE_SCHEMA), read for the partitions
+    rows of ``groups``' rows (txnlog.engine.consumer_offsets.SOURCE_SCHEMA), read for the partitions
     the findings' transactions hold (txnlog.pipeline.offsets). Rows of a live cluster's admin APIs (``broker``
     live, txnlog.live.groups) go to the same rule and come out with ``source`` live."""
     out = dict(tables)

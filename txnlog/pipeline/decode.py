@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from txnlog.broker import as_of as as_of_rule
+from txnlog.engine.consumer_offsets import SOURCE_SCHEMA as OFFSETS_ROWS
 from txnlog.engine.settings import Decode
 from txnlog.engine.spark.placement import Placement
 from txnlog.engine.tasks import log_dir_jobs, offsets_jobs, run_here
@@ -46,8 +47,9 @@ class Decoded:
     fragment_partitions: frozenset[tuple[str, int]] | None = None
     checkpoints: tuple[Checkpoint, ...] = ()  # the log dirs' and a live cut's checkpoint files
     history_bounds: pa.Table | None = None  # a live run's bounds of the transactions it writes (LiveCut)
-    #: the __consumer_offsets partitions' groups: offsets, members, quarantine (consumer_offsets_source.SOURCE_SCHEMA),
-    #: read when a step asks (txnlog.pipeline.offsets); a live run's answers as a table
+    #: the __consumer_offsets partitions' groups: offsets, members, quarantine
+    #: (txnlog.engine.consumer_offsets.SOURCE_SCHEMA), read when a step asks (txnlog.pipeline.offsets); a live
+    #: run's answers as a table
     offsets: GroupOffsets | pa.Table | None = None
 
 
@@ -155,12 +157,10 @@ def _group_offsets(
 
 def live_offsets(groups: pa.Table) -> pa.Table:
     """A live cluster's groups (txnlog.live.groups.GROUPS_SCHEMA) as the ``__consumer_offsets`` source's rows
-    (consumer_offsets_source.SOURCE_SCHEMA; what a live answer lacks is null): one rule reads both."""
-    from txnlog.engine.spark.consumer_offsets_source import SOURCE_SCHEMA
-
+    (txnlog.engine.consumer_offsets.SOURCE_SCHEMA; what a live answer lacks is null): one rule reads both."""
     n = groups.num_rows
-    columns = {f.name: groups[f.name] if f.name in groups.column_names else pa.nulls(n, f.type) for f in SOURCE_SCHEMA}
-    return pa.table(columns).cast(SOURCE_SCHEMA)
+    columns = {f.name: groups[f.name] if f.name in groups.column_names else pa.nulls(n, f.type) for f in OFFSETS_ROWS}
+    return pa.table(columns).cast(OFFSETS_ROWS)
 
 
 def consumer_offsets(
@@ -174,7 +174,7 @@ def consumer_offsets(
     """The ``__consumer_offsets`` partitions' rows, read in Spark tasks and collected as Arrow, the groups'
     offsets of the ``wanted`` topic partitions only (None: all; txnlog.pipeline.offsets); None when the input
     holds none of these partitions."""
-    from txnlog.engine.spark.consumer_offsets_source import SOURCE_SCHEMA, ConsumerOffsetsSource
+    from txnlog.engine.spark.consumer_offsets_source import ConsumerOffsetsSource
     from txnlog.engine.spark.log_dir_options import offsets_options
 
     if not inv.consumer_offsets_segments:
@@ -185,7 +185,7 @@ def consumer_offsets(
         max_decompressed_bytes=max_decompressed_bytes, wanted=wanted,
     )  # fmt: skip
     table = spark.read.format(ConsumerOffsetsSource.name()).options(**options).load().toArrow()
-    return table.cast(SOURCE_SCHEMA)
+    return table.cast(OFFSETS_ROWS)
 
 
 def _txn_state_read(inputs: Inputs, records: pa.Table) -> frozenset[int]:

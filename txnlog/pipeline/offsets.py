@@ -4,7 +4,7 @@ only for the topic partitions it names.
 The job needs a group's committed offset only where it matters: on a partition whose LSO a finding's transaction
 holds (txnlog.rules.blocked.held_partitions) and on a partition with an integrity anomaly
 (txnlog.rules.blocked.groups_past); and every pending transactional commit with the committed offsets beside it,
-which the reader keeps whatever is asked (txnlog.engine.spark.consumer_offsets_source.read_partition). Those
+which the reader keeps whatever is asked (txnlog.engine.consumer_offsets.read_partition). Those
 partitions are known only once the tables are built, so the ``__consumer_offsets`` partitions are read then, not
 with the other inputs: every record is still walked and checked (a bad one is a quarantine row), but only the
 records of those topic partitions are built into columns and replayed.
@@ -20,7 +20,7 @@ __all__ = ["GroupOffsets", "offsets_for"]
 
 
 class GroupOffsets:
-    """The ``__consumer_offsets`` source's rows (consumer_offsets_source.SOURCE_SCHEMA) for the topic partitions
+    """The ``__consumer_offsets`` source's rows (txnlog.engine.consumer_offsets.SOURCE_SCHEMA) for the topic partitions
     asked so far. ``read`` reads them for a sorted list of (topic, partition); a request that names a partition
     not yet read reads again for all asked (the same quarantine rows each time: every record is walked)."""
 

@@ -128,7 +128,7 @@ def _unstable_rows(
 
 
 def blocked_consumers(offsets: pa.Table | None, health: pa.Table, findings: pa.Table) -> pa.Table:
-    """The ``blocked_consumers`` rows from ``offsets`` (txnlog.engine.spark.consumer_offsets_source.SOURCE_SCHEMA:
+    """The ``blocked_consumers`` rows from ``offsets`` (txnlog.engine.consumer_offsets.SOURCE_SCHEMA:
     kinds ``offset`` and ``group``), ``health`` (partition_health) and ``findings``."""
     if offsets is None or offsets.num_rows == 0:
         return SCHEMA.empty_table()
@@ -223,7 +223,7 @@ def unblocked_groups(blocked: pa.Table, remedies: pa.Table, *, lso_after: str | 
 
 def groups_past(offsets: pa.Table | None, rows: pa.Table) -> pa.Array:
     """Per row of ``rows`` (topic, partition, first_offset), the consumer groups (sorted) whose last committed offset
-    on its partition in ``offsets`` (txnlog.engine.spark.consumer_offsets_source.SOURCE_SCHEMA) is above
+    on its partition in ``offsets`` (txnlog.engine.consumer_offsets.SOURCE_SCHEMA) is above
     ``first_offset``: they consumed from there on (a committed offset is the next offset to read,
     ``OffsetAndMetadata``). Null for every row where the input holds no ``__consumer_offsets`` partition."""
     if offsets is None:
