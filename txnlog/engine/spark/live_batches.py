@@ -56,7 +56,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from txnlog.engine.segments import SegmentRows, limit_kwargs, summarize_segment
-from txnlog.engine.settings import option_limit
+from txnlog.engine.settings import Decode
 from txnlog.engine.spark.sources import arrow_to_spark_schema
 from txnlog.kafka.record_batch import scan_segment
 from txnlog.live.admin import partition_offsets, topic_partitions
@@ -312,8 +312,7 @@ class _LiveBatchesReader(DataSourceReader):
         self.options = options
         self.ranges = [LiveRange(**d) for d in json.loads(options.get("ranges", "[]"))]
         self.settings = FetchSettings(**json.loads(options.get("settings", "{}")))
-        self.check_crc = options.get("check_crc", "true").lower() in ("1", "true", "yes")
-        self.max_decompressed_bytes = option_limit(options)
+        self.decode = Decode.from_options(options)
 
     def partitions(self) -> list[InputPartition]:
         tasks = max(1, int(self.options.get("min_partitions", "2"))) * 4
@@ -326,9 +325,9 @@ class _LiveBatchesReader(DataSourceReader):
             json.loads(self.options.get("conf") or "{}"),
             partition.ranges(),
             settings=self.settings,
-            check_crc=self.check_crc,
+            check_crc=self.decode.check_crc,
             fetch=bool(partition.value["fetch"]),
-            max_decompressed_bytes=self.max_decompressed_bytes,
+            max_decompressed_bytes=self.decode.max_decompressed_bytes,
         )
 
 
