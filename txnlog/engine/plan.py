@@ -87,10 +87,10 @@ def _table_pieces(table: pa.Table) -> list[Piece | None]:
     return out
 
 
-#: Upper bound of one input partition's bytes. Each Spark task of a Python data source costs tens of
-#: milliseconds besides its work (task set-up in the JVM and the Python worker, the Arrow hand-over):
-#: the decode of 4 GiB of segments took 2.0–2.8 s in 30 tasks and 1.2 s in 5 (benchmarks/RESULTS.md §2,
-#: "Driver JVM and balanced decode tasks"). A bound still keeps a retried task cheap.
+#: Upper bound of one input partition's bytes. Each Spark task of a Python data source has a cost besides its
+#: work (task set-up in the JVM and the Python worker, the Arrow hand-over), so fewer, larger tasks decode
+#: faster (benchmarks/RESULTS.md §2, "Driver JVM and balanced decode tasks"); a bound still keeps a retried task
+#: cheap.
 DEFAULT_MAX_PARTITION_BYTES = 1 << 30
 
 
