@@ -20,7 +20,14 @@ import pyarrow as pa
 
 from txnlog.kafka import errors
 from txnlog.kafka.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
-from txnlog.kafka.consumer_offsets_commits import OK, WIDTH, commit_columns, read_commit, topic_partition_hashes
+from txnlog.kafka.consumer_offsets_commits import (
+    WIDTH,
+    commit_columns,
+    commit_key,
+    read_commit,
+    reread_commits,
+    tp_hash,
+)
 from txnlog.kafka.control import ControlStatus
 from txnlog.kafka.errors import QuarantineEntry
 from txnlog.kafka.jit import jit
@@ -66,14 +73,17 @@ _DETAILS = {
 @jit()
 def _walk(buf, extra, src, starts, ends, counts, base_offset, base_ts, max_ts, log_append_time):
     """The frame of every record of every batch: (batch, offset, timestamp, key src/start/len, value
-    start/len) per record as rows of an int64 matrix, the record read as an OffsetCommit where it is a well-formed
-    one (the row of a second matrix, :func:`~txnlog.kafka.consumer_offsets_commits.read_commit`, its ``OK`` column
-    1), and (batch, offset, code, arg1, arg2) per broken batch."""
+    start/len) per record as rows of an int64 matrix; per record, whether it is a well-formed OffsetCommit
+    (:func:`~txnlog.kafka.consumer_offsets_commits.read_commit`) and then the hash of its topic and partition
+    (:func:`~txnlog.kafka.consumer_offsets_commits.tp_hash`; 0 where not): only what deciding to keep a record
+    needs, its columns read again for the records kept; and (batch, offset, code, arg1, arg2) per broken batch."""
     total = 0
     for b in range(starts.size):
         total += max(counts[b], 0)
     recs = np.empty((total, 7), np.int64)
-    commits = np.zeros((total, WIDTH), np.int64)
+    ok = np.zeros(total, np.bool_)
+    hashes = np.zeros(total, np.uint64)
+    row = np.zeros((1, WIDTH), np.int64)  # read_commit's row of the record at hand
     nr = 0
     quar = np.empty((starts.size, 5), np.int64)
     nq = 0
@@ -108,16 +118,18 @@ def _walk(buf, extra, src, starts, ends, counts, base_offset, base_ts, max_ts, l
             )
             value_end = value_start + max(value_len, 0)
             if key_len >= 0 and read_commit(
-                data, key_start, key_start + key_len, data, value_start, value_end, value_len >= 0, commits, nr
+                data, key_start, key_start + key_len, data, value_start, value_end, value_len >= 0, row, 0
             ):
-                commits[nr, OK] = 1
+                ok[nr] = True
+                topic_start, topic_len, partition = commit_key(row, 0)
+                hashes[nr] = tp_hash(data, topic_start, topic_len, partition)
             nr += 1
             done += 1
             p = rec_end
         if not broken and p != end:
             quar[nq] = (b, -1, _TRAILING, end - p, 0)
             nq += 1
-    return recs[:nr], commits[:nr], quar[:nq]
+    return recs[:nr], ok[:nr], hashes[:nr], quar[:nq]
 
 
 def _binary(data: np.ndarray, offsets: np.ndarray, valid: np.ndarray) -> pa.Array:
@@ -178,27 +190,24 @@ def scan_commits(
 
 @dataclass(frozen=True)
 class Walked:
-    """One segment walked (:func:`walk_commits`): every record framed and each well-formed OffsetCommit read, no
-    column built yet. It points into the segment's bytes: use it while they are mapped."""
+    """One segment walked (:func:`walk_commits`): every record framed and checked, and per well-formed OffsetCommit
+    only the hash of its topic and partition kept; no column built yet (:meth:`records` reads the kept commits
+    again and builds theirs). It points into the segment's bytes: use it while they are mapped."""
 
     arr: np.ndarray  # the segment
     extra: np.ndarray  # its decompressed batches
     recs: np.ndarray  # per record: batch, offset, timestamp, key start/len, value start/len (``_walk``)
-    commits: np.ndarray  # per record: read_commit's row, its OK column 1 where read
+    ok: np.ndarray  # per record: read here as a well-formed OffsetCommit
+    hashes: np.ndarray  # per record: its OffsetCommit key's topic-partition hash, 0 where not ok
     src: np.ndarray  # per record: 0 its bytes in arr, 1 in extra
     batch: dict[str, np.ndarray]  # per record: position, batch_length and producer columns of its batch
     markers: pa.Table
     quarantine: list[QuarantineEntry]
 
-    @property
-    def ok(self) -> np.ndarray:
-        """Per record: read here as a well-formed OffsetCommit."""
-        return self.commits[:, OK] == 1
-
     def key_hashes(self) -> np.ndarray:
         """Per record, the hash of its OffsetCommit key's topic and partition (0: not a well-formed commit;
         :func:`~txnlog.kafka.consumer_offsets_commits.topic_partition_hashes`)."""
-        return topic_partition_hashes(self.commits, self.arr, self.extra, self.src)
+        return self.hashes
 
     def records(
         self, keep: np.ndarray | None, *, every_key: bool = False
@@ -207,13 +216,14 @@ class Walked:
         the records ``keep`` marks (None: all) and every record that is not a well-formed OffsetCommit (its
         bytes copied for the general reader, which decodes or quarantines it)."""
         ok = self.ok
-        recs, commits, src, batch = self.recs, self.commits, self.src, self.batch
+        recs, src, batch = self.recs, self.src, self.batch
         if keep is not None and not (keep | ~ok).all():
             rows = np.flatnonzero(keep | ~ok)
-            recs, commits, src, ok = recs[rows], commits[rows], src[rows], ok[rows]
+            recs, src, ok = recs[rows], src[rows], ok[rows]
             batch = {name: column[rows] for name, column in batch.items()}
         arr, extra = self.arr, self.extra
-        columns = commit_columns(commits if ok.all() else commits[ok], arr, extra, src[ok], src[ok])
+        commits = reread_commits(arr, extra, src, recs, np.flatnonzero(ok))
+        columns = commit_columns(commits, arr, extra, src[ok], src[ok])
         raw = np.ones(len(recs), bool) if every_key else ~ok  # the records whose bytes are copied
         key_valid = (recs[:, 4] >= 0) & raw
         value_valid = (recs[:, 6] >= 0) & raw
@@ -268,7 +278,7 @@ def walk_commits(
     extra, _ = _side_buffer(
         arr, b["compression"][idx], positions, starts, ends, counts, src, file, max_decompressed_bytes, quarantine
     )
-    recs, commits, quar = _walk(
+    recs, ok, hashes, quar = _walk(
         arr,
         extra,
         src,
@@ -300,7 +310,7 @@ def walk_commits(
         "producer_epoch": b["producer_epoch"][idx][batch],
         "is_transactional": b["is_transactional"][idx][batch],
     }
-    return Walked(arr, extra, recs, commits, src[batch], of_batch, _markers(b), quarantine)
+    return Walked(arr, extra, recs, ok, hashes, src[batch], of_batch, _markers(b), quarantine)
 
 
 def scan_consumer_offsets_file(
