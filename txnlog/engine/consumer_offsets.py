@@ -29,7 +29,6 @@ from txnlog.kafka.consumer_offsets import GROUP_METADATA_TYPE, decode_walked
 from txnlog.kafka.consumer_offsets_scan import Walked, walk_commits
 from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
 from txnlog.kafka.framing import whole_entries
-from txnlog.kafka.wire import NO_PRODUCER_ID
 from txnlog.model.contract import MEMBER
 from txnlog.model.rows import batch_of
 from txnlog.rules.consumer_offsets import OFFSETS_SCHEMA, replay_offsets
@@ -137,7 +136,7 @@ def _kept(walked: list[Walked], wanted: np.ndarray | None) -> list[np.ndarray | 
     if wanted is None:
         return [None] * len(walked)
     hashes = [w.key_hashes() for w in walked]
-    touched = [h[w.batch["producer_id"] != NO_PRODUCER_ID] for h, w in zip(hashes, walked, strict=True)]
+    touched = [h[w.of_producers()] for h, w in zip(hashes, walked, strict=True)]
     keys = np.unique(np.concatenate([wanted.astype(np.uint64), *touched]))
     return [np.isin(h, keys) for h in hashes]
 

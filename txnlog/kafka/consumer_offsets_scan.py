@@ -34,7 +34,7 @@ from txnlog.kafka.jit import jit
 from txnlog.kafka.record_batch import Buffer, as_uint8, mapped_file, scan_segment
 from txnlog.kafka.records import RECORD_BROKEN_AT_OFFSET, RECORD_OK, read_record
 from txnlog.kafka.txn_state_scan import _gather_strings, _side_buffer
-from txnlog.kafka.wire import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, TimestampType
+from txnlog.kafka.wire import LOG_OVERHEAD, NO_PRODUCER_ID, RECORD_BATCH_OVERHEAD, TimestampType
 
 #: One row per data record, in log order (``key``/``value`` null where the record's is: a null value is a
 #: tombstone).
@@ -199,10 +199,14 @@ class Walked:
     recs: np.ndarray  # per record: batch, offset, timestamp, key start/len, value start/len (``_walk``)
     ok: np.ndarray  # per record: read here as a well-formed OffsetCommit
     hashes: np.ndarray  # per record: its OffsetCommit key's topic-partition hash, 0 where not ok
-    src: np.ndarray  # per record: 0 its bytes in arr, 1 in extra
-    batch: dict[str, np.ndarray]  # per record: position, batch_length and producer columns of its batch
+    batches: dict[str, np.ndarray]  # per batch: src (0 its bytes in arr, 1 in extra), position, batch_length and
+    # producer columns; a record's batch is its ``recs`` column 0, these gathered for the records built only
     markers: pa.Table
     quarantine: list[QuarantineEntry]
+
+    def of_producers(self) -> np.ndarray:
+        """Per record: its batch has a producer id (a producer's batch: transactional offsets, say)."""
+        return (self.batches["producer_id"] != NO_PRODUCER_ID)[self.recs[:, 0]]
 
     def key_hashes(self) -> np.ndarray:
         """Per record, the hash of its OffsetCommit key's topic and partition (0: not a well-formed commit;
@@ -216,11 +220,12 @@ class Walked:
         the records ``keep`` marks (None: all) and every record that is not a well-formed OffsetCommit (its
         bytes copied for the general reader, which decodes or quarantines it)."""
         ok = self.ok
-        recs, src, batch = self.recs, self.src, self.batch
+        recs = self.recs
         if keep is not None and not (keep | ~ok).all():
             rows = np.flatnonzero(keep | ~ok)
-            recs, src, ok = recs[rows], src[rows], ok[rows]
-            batch = {name: column[rows] for name, column in batch.items()}
+            recs, ok = recs[rows], ok[rows]
+        batch = {name: column[recs[:, 0]] for name, column in self.batches.items()}
+        src = batch["src"]
         arr, extra = self.arr, self.extra
         commits = reread_commits(arr, extra, src, recs, np.flatnonzero(ok))
         columns = commit_columns(commits, arr, extra, src[ok], src[ok])
@@ -302,15 +307,15 @@ def walk_commits(
             )
         )
     quarantine.sort(key=lambda e: e.position)
-    batch = recs[:, 0]
-    of_batch = {
-        "position": positions[batch],
-        "batch_length": lengths[batch],
-        "producer_id": b["producer_id"][idx][batch],
-        "producer_epoch": b["producer_epoch"][idx][batch],
-        "is_transactional": b["is_transactional"][idx][batch],
+    batches = {
+        "src": src,
+        "position": positions,
+        "batch_length": lengths,
+        "producer_id": b["producer_id"][idx],
+        "producer_epoch": b["producer_epoch"][idx],
+        "is_transactional": b["is_transactional"][idx],
     }
-    return Walked(arr, extra, recs, ok, hashes, src[batch], of_batch, _markers(b), quarantine)
+    return Walked(arr, extra, recs, ok, hashes, batches, _markers(b), quarantine)
 
 
 def scan_consumer_offsets_file(
