@@ -3,10 +3,11 @@ producer) and its transaction markers, what cannot be read quarantined.
 
 The group coordinator may compress its batches (``offsets.topic.compression.codec``), so unlike the data
 partitions' payloads these batches are decompressed (:func:`txnlog.kafka.txn_state_scan._side_buffer`, under
-the same per-file budget). The walk of the records reads each OffsetCommit record where it lies
-(:func:`txnlog.kafka.consumer_offsets_commits.read_commit`), so the job's read (:func:`walk_commits`, then
-:func:`txnlog.kafka.consumer_offsets.decode_walked`) parses each record once, builds the columns of the records
-asked for only, and copies the bytes of the other records only; :func:`scan_consumer_offsets` returns every
+the same per-file budget). The walk of the records checks each OffsetCommit record where it lies
+(:func:`txnlog.kafka.consumer_offsets_commits.read_commit`) and keeps of it only its topic-partition hash, so the
+job's read (:func:`walk_commits`, then :func:`txnlog.kafka.consumer_offsets.decode_walked`) writes little per
+record, reads again and builds the columns of the records asked for only, and copies the bytes of the records
+that are not well-formed OffsetCommits only; :func:`scan_consumer_offsets` returns every
 record's key and value bytes, for :func:`txnlog.kafka.consumer_offsets.decode_records`.
 """
 
