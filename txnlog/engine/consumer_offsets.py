@@ -5,11 +5,11 @@ Each task holds whole ``__consumer_offsets-<n>`` partitions. Of a partition's re
 read: the most advanced, as the rest of the job picks the leader of a partition
 (:attr:`txnlog.broker.reconstruct.ReplicaLogs.is_lead`: the largest log end offset, ties to the first broker name),
 since a follower's copy may lack the newest commits and markers. Each segment is walked
-(:func:`txnlog.kafka.consumer_offsets_scan.walk_commits`: its compressed batches decompressed, each record parsed
-once), the records asked for (:func:`read_partition`'s ``wanted``) decoded, and the partition's offsets
-replayed as the group coordinator does (:func:`txnlog.rules.consumer_offsets.replay_offsets`). The partition's
-transactions and markers are analysed as any data partition's by the segments source; this one adds what the
-groups committed.
+(:func:`txnlog.kafka.consumer_offsets_scan.walk_commits`: its compressed batches decompressed, each record checked,
+a commit's topic-partition hash kept), the records asked for (:func:`read_partition`'s ``wanted``) decoded, and
+the partition's offsets replayed as the group coordinator does (:func:`txnlog.rules.consumer_offsets.replay_offsets`).
+The partition's transactions and markers are analysed as any data partition's by the segments source; this one
+adds what the groups committed.
 
 Rows (:data:`SOURCE_SCHEMA`, ``kind``): ``offset`` (a committed or pending offset, :data:`OFFSETS_SCHEMA`'s
 columns), ``group`` (a classic group's members from its last GroupMetadata record) and ``quarantine``.
@@ -29,7 +29,6 @@ from txnlog.kafka.consumer_offsets import GROUP_METADATA_TYPE, decode_walked
 from txnlog.kafka.consumer_offsets_scan import Walked, walk_commits
 from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
 from txnlog.kafka.framing import whole_entries
-from txnlog.kafka.wire import NO_PRODUCER_ID
 from txnlog.model.contract import MEMBER
 from txnlog.model.rows import batch_of
 from txnlog.rules.consumer_offsets import OFFSETS_SCHEMA, replay_offsets
@@ -137,7 +136,7 @@ def _kept(walked: list[Walked], wanted: np.ndarray | None) -> list[np.ndarray | 
     if wanted is None:
         return [None] * len(walked)
     hashes = [w.key_hashes() for w in walked]
-    touched = [h[w.batch["producer_id"] != NO_PRODUCER_ID] for h, w in zip(hashes, walked, strict=True)]
+    touched = [h[w.of_producers()] for h, w in zip(hashes, walked, strict=True)]
     keys = np.unique(np.concatenate([wanted.astype(np.uint64), *touched]))
     return [np.isin(h, keys) for h in hashes]
 
