@@ -6,10 +6,10 @@ read: the most advanced, as the rest of the job picks the leader of a partition
 (:attr:`txnlog.broker.reconstruct.ReplicaLogs.is_lead`: the largest log end offset, ties to the first broker name),
 since a follower's copy may lack the newest commits and markers. Each segment is walked
 (:func:`txnlog.kafka.consumer_offsets_scan.walk_commits`: its compressed batches decompressed, each record checked,
-a commit's topic-partition hash kept), the records asked for (:func:`read_partition`'s ``wanted``) decoded, and
-the partition's offsets replayed as the group coordinator does (:func:`txnlog.rules.consumer_offsets.replay_offsets`).
-The partition's transactions and markers are analysed as any data partition's by the segments source; this one
-adds what the groups committed.
+a commit's topic-partition hash kept), the records asked for (:func:`read_partitions`' ``wanted``) decoded, and
+the offsets of the task's partitions replayed together, each partition as its group coordinator replays it
+(:func:`txnlog.rules.consumer_offsets.replay_partitions`). The partition's transactions and markers are analysed
+as any data partition's by the segments source; this one adds what the groups committed.
 
 Rows (:data:`SOURCE_SCHEMA`, ``kind``): ``offset`` (a committed or pending offset, :data:`OFFSETS_SCHEMA`'s
 columns), ``group`` (a classic group's members from its last GroupMetadata record) and ``quarantine``.
