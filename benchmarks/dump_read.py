@@ -80,17 +80,20 @@ def child(mode: str, dumps: str) -> dict[str, Any]:
         frames = read_dump_logs(spark, [dumps])
         summary, records = frames.summary.toArrow(), frames.records.toArrow()
         seconds = time.perf_counter() - t
+        cpu = None  # the work is in Spark's Python workers, not this process
         spark.stop()
     else:
         from txnlog.engine.spark.dump_log import read_dump_logs_here
         from txnlog.engine.spark.placement import local_cores
 
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         summary, records = read_dump_logs_here([dumps], 1 if mode == "here1" else local_cores())
         seconds = time.perf_counter() - t
+        cpu = time.process_time() - cpu
     kinds = summary.column("kind").value_counts().to_pylist()
     return {
         "seconds": seconds,
+        "cpu_seconds": cpu,
         "summary_rows": summary.num_rows,
         "records_rows": records.num_rows,
         "kinds": sorted((k["values"], k["counts"]) for k in kinds),
@@ -131,8 +134,10 @@ def main(argv: list[str] | None = None) -> None:
                 out = _child_run(code, mode, dumps)
                 key = f"{code.name or 'HEAD'}:{mode}"
                 runs.setdefault(key, []).append(out)
+                cpu = "" if out.get("cpu_seconds") is None else f", CPU {out['cpu_seconds']:.1f} s"
                 print(
-                    f"repeat {r + 1} {key}: {out['seconds']:.1f} s, {out['summary_rows']} + {out['records_rows']} rows"
+                    f"repeat {r + 1} {key}: {out['seconds']:.1f} s{cpu}, "
+                    f"{out['summary_rows']} + {out['records_rows']} rows"
                 )
     answers = {json.dumps([o["summary_rows"], o["records_rows"], o["kinds"]]) for rs in runs.values() for o in rs}
     print(f"same rows in every run: {len(answers) == 1}")
