@@ -81,14 +81,15 @@ def log_dir_task(task: FilesTask, settings: LogDirSettings) -> Iterator[pa.Recor
     files, stage = task.files(), settings.stage
     name = stage_name({f"{f.broker}/{f.topic}-{f.partition}" for f in files})
     with RawWriter(stage, name) if settings.transactions and stage else nullcontext() as writer:
-        yield from _log_dir_rows(task, settings, writer)
+        yield from _log_dir_rows(task, files, settings, writer)
 
 
 def _log_dir_rows(  # noqa: C901
-    task: FilesTask, settings: LogDirSettings, writer: RawWriter | None
+    task: FilesTask, files: list[LogFile], settings: LogDirSettings, writer: RawWriter | None
 ) -> Iterator[pa.RecordBatch]:
-    """:func:`log_dir_task`'s rows, ``writer`` the task's staged file (with ``transactions``)."""
-    files, stage, decode = task.files(), settings.stage, settings.decode
+    """:func:`log_dir_task`'s rows (``files``: the task's, read once), ``writer`` the task's staged file (with
+    ``transactions``)."""
+    stage, decode = settings.stage, settings.decode
     merge = PartitionTransactions() if settings.transactions else None
     # segment rows wait in `segments` and leave as one batch before any other row: rows keep file order
     segments = SegmentRows()
