@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from txnlog.broker.cluster_image import ClusterImage, MetadataSays, furthest, says
-from txnlog.engine.spark.placement import Placement, master_cores
+from txnlog.engine.spark.placement import Placement, session_cores
 from txnlog.live.admin import check_cluster
 from txnlog.live.groups import consumer_groups
 from txnlog.model.errors import UsageError
@@ -185,14 +185,9 @@ def placement_of(config: Config, inputs: Inputs, spark: SparkSession | None = No
     session (its default parallelism: a cluster's executors' cores), or without one those of the session the run
     would start (``spark.master`` in the config; ``local[*]``: this machine's)."""
 
-    cores = master_cores(config.spark.get("spark.master"))
-    if spark is not None:
-        try:
-            cores = int(spark.sparkContext.defaultParallelism)
-        except Exception:  # a session without a SparkContext here (Spark Connect): the config's master
-            pass
-    files = _log_dir_files(inputs)
-    return Placement.for_input(inputs.bytes, config.driver_max_bytes, live=bool(inputs.live), cores=cores, files=files)
+    files, live = _log_dir_files(inputs), bool(inputs.live)
+    cores = session_cores(config.spark.get("spark.master"), spark)
+    return Placement.for_input(inputs.bytes, config.driver_max_bytes, live=live, cores=cores, files=files)
 
 
 def runs_without_spark(config: Config, inputs: Inputs) -> bool:
