@@ -17,6 +17,9 @@ with ground truth:
 * ``--mix small``: ``txnlog.brokerlog.small_segments.small_segments()``: a real cluster's shape, half the bytes in
   ~790 partitions per GiB of 1-4 small segments (16 KiB-1 MiB) each with their indexes, half in one hot
   partition per GiB of 256 MiB segments; the same traffic as the dense mix: the cost per file.
+* ``--mix small-even``: the same with the hot partitions' batches of the small partitions' size
+  (``hot_batch_bytes=None``), so both hold the same transactions per byte: a per-file cost free of the mix's
+  transaction density (``small``'s small partitions hold about twice the hot ones' transactions per byte).
 * ``--mix both`` (the default): bulk, then dense, each with its own table.
 
 Each repeat runs, per size, in a rotating order:
@@ -925,17 +928,18 @@ SMALL_SEGMENT_BYTES = (16 * 1024, 1 * MiB)
 SMALL_HOT_FRACTION = 0.5
 
 
-def small_dataset(size_gib: float, data_dir: Path, log) -> Any:
+def small_dataset(size_gib: float, data_dir: Path, log, *, even: bool = False) -> Any:
     """The small-segments mix (``txnlog.brokerlog.small_segments.small_segments``) of about ``size_gib``: a real cluster's
     shape, many quiet partitions with 1-4 small segments each and their indexes, beside a few hot partitions
-    (one per GiB) in 256 MiB segments holding half the bytes."""
+    (one per GiB) in 256 MiB segments holding half the bytes; ``even``: the hot partitions' batches of the small
+    partitions' size (as many transactions per byte in both)."""
     from txnlog.brokerlog.small_segments import small_partitions_for
 
     hot = max(1, int(round(size_gib)))
     hot_bytes = int(size_gib * GiB * SMALL_HOT_FRACTION / hot)
     partitions = small_partitions_for(size_gib * GiB * (1 - SMALL_HOT_FRACTION), SMALL_SEGMENTS, SMALL_SEGMENT_BYTES)
     return dataset(
-        f"e2e-small-{size_gib:g}GiB",
+        f"e2e-small{'-even' if even else ''}-{size_gib:g}GiB",
         data_dir,
         log=log,
         mix="small",
@@ -945,14 +949,15 @@ def small_dataset(size_gib: float, data_dir: Path, log) -> Any:
         hot_partitions=hot,
         hot_bytes=hot_bytes,
         hot_segment_bytes=HOT_SEGMENT_BYTES,
+        **({"hot_batch_bytes": None} if even else {}),
     )
 
 
 def mix_dataset(mix: str, size_gib: float, args: argparse.Namespace, log) -> Any:
     if mix == "hot":
         return hot_dataset(size_gib, args.data_dir, log)
-    if mix == "small":
-        return small_dataset(size_gib, args.data_dir, log)
+    if mix in ("small", "small-even"):
+        return small_dataset(size_gib, args.data_dir, log, even=mix == "small-even")
     if mix == "dense":
         return dataset(
             f"e2e-dense-{size_gib:g}GiB",
@@ -1420,12 +1425,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
         "--mix",
-        choices=("dense", "bulk", "hot", "small", "both"),
+        choices=("dense", "bulk", "hot", "small", "small-even", "both"),
         default="both",
         help="input mix: dense (Kafka Streams exactly-once, ~400,000 transactions/GiB over 685 partitions), "
         "bulk (few large transactions), hot (the dense mix plus one partition holding ~55 %% of the bytes in "
         "indexed 256 MiB segments, as transaction-dense), small (half the bytes in ~790 partitions per GiB of 1-4 "
-        "small segments each, half in hot partitions: the cost per file), or both (bulk, then dense; default both)",
+        "small segments each, half in hot partitions: the cost per file), small-even (the same, the hot partitions "
+        "as transaction-dense per byte as the small ones), or both (bulk, then dense; default both)",
     )
     p.add_argument(
         "--sizes",

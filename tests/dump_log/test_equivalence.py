@@ -142,7 +142,7 @@ SUMMARY_COLS = [
     "coordinator_epoch",
     "legacy_entries",
 ]
-#: the writer's LogAppendTime topics (txnlog.brokerlog.scenarios._standard_workload)
+#: the writer's LogAppendTime topics (txnlog.brokerlog.workload.standard_workload)
 LOG_APPEND_TIME_TOPICS = ("audit",)
 #: what a dump without marker record lines cannot show (module doc)
 NOT_SHOWN_WITHOUT_RECORDS = {"control_type", "coordinator_epoch", "first_timestamp"}

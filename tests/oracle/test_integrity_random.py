@@ -36,8 +36,9 @@ from tests.e2e import truth as T
 from tests.oracle.judge import INTERNAL, draw_distinct, run_txnlog
 from tests.oracle.test_integrity import _KINDS, audit, read_committed
 from tests.oracle.test_random_logs import TOPIC, Workload, workloads, write
-from txnlog.brokerlog.ground_truth import ScenarioResult, assemble
+from txnlog.brokerlog.ground_truth import ScenarioResult
 from txnlog.brokerlog.partition import segment_file_name
+from txnlog.brokerlog.truth import assemble
 from txnlog.kafka.wire import ABORTED_TXN_ENTRY_SIZE
 from txnlog.rules.integrity import NOT_YET
 

@@ -89,8 +89,9 @@ from tests.oracle.judge import (
     txnlog_differences,
 )
 from txnlog.brokerlog.cluster import DEFAULT_START_MS, Cluster, ProducerFencedError, TransactionalProducer
-from txnlog.brokerlog.ground_truth import ScenarioResult, assemble
+from txnlog.brokerlog.ground_truth import ScenarioResult
 from txnlog.brokerlog.partition import PartitionLog, segment_file_name
+from txnlog.brokerlog.truth import assemble
 from txnlog.kafka.wire import Compression
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]

@@ -11,8 +11,11 @@ Layers, each usable on its own:
   ``.txnindex``, producer state and snapshots, retention, damage injection);
 * :mod:`txnlog.brokerlog.cluster` — :class:`Cluster`, brokers, replicas, a
   transaction coordinator and producers on a simulated clock;
-* :mod:`txnlog.brokerlog.scenarios` — named scenarios that return a
-  :class:`ScenarioResult` with the ground truth (``python -m txnlog.brokerlog``).
+* :mod:`txnlog.brokerlog.workload` — a busy cluster's background traffic and the plumbing every
+  scenario shares; :mod:`txnlog.brokerlog.situations` — one known kind of open transaction each;
+* :mod:`txnlog.brokerlog.scenarios` — the registry of named scenarios that return a
+  :class:`ScenarioResult` with the ground truth (``python -m txnlog.brokerlog``); the larger ones live in
+  :mod:`~txnlog.brokerlog.incidents`, :mod:`~txnlog.brokerlog.damaged` and :mod:`~txnlog.brokerlog.bulk`.
 
 Example::
 

@@ -25,6 +25,7 @@ from txnlog.brokerlog.consumer_offsets_encode import (
 )
 from txnlog.brokerlog.encode_batches import RecordSpec
 from txnlog.brokerlog.ground_truth import HANGING, LATE, Intent, ScenarioResult
+from txnlog.brokerlog.workload import run_situation
 from txnlog.kafka import wire
 
 __all__ = ["BLOCKED_SCENARIOS"]
@@ -145,10 +146,9 @@ def _expected(t: dict[str, Any]) -> list[dict[str, Any]]:
 def groups_behind_hanging_transaction(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
     """A group blocked at the LSO of a SIGKILLed producer's transaction, one past it, and one whose transactional
     offset commit is pending (its producer SIGKILLed too)."""
-    from txnlog.brokerlog import scenarios as S  # the scenario machinery; it registers this module's scenarios
 
     truth: dict[str, Any] = {}
-    result = S._situation(
+    result = run_situation(
         out, seed, overwrite, name="groups_behind_hanging_transaction",
         description=groups_behind_hanging_transaction.__doc__ or "", act=lambda c: _act(c, truth),
     )  # fmt: skip

@@ -18,6 +18,7 @@ from pathlib import Path
 from txnlog.brokerlog.cluster import Cluster
 from txnlog.brokerlog.ground_truth import HANGING, ExpectedTransaction, Intent, ScenarioResult
 from txnlog.brokerlog.partition import segment_file_name
+from txnlog.brokerlog.workload import run_situation
 from txnlog.kafka import wire
 from txnlog.kafka.indexes import decode_txn_index
 from txnlog.kafka.wire import ABORTED_TXN_ENTRY_SIZE
@@ -120,7 +121,6 @@ def index_entry_spurious(out: str | Path, seed: int = 0, *, overwrite: bool = Fa
 def split_outcome(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> ScenarioResult:
     """A person aborts one partition of a transaction by hand (``kafka-transactions.sh abort``) while its
     commit's markers are in flight; the coordinator then commits: the partitions disagree."""
-    from txnlog.brokerlog import scenarios as S  # the scenario machinery; it registers this module's scenarios
 
     a, b = ("payments", 0), ("payments", 1)
     seen: dict[str, int] = {}
@@ -144,7 +144,7 @@ def split_outcome(out: str | Path, seed: int = 0, *, overwrite: bool = False) ->
         c.coordinator.deliver_pending_markers("ledger-writer")
         return []
 
-    result = S._situation(out, seed, overwrite, name="split_outcome", description=split_outcome.__doc__ or "", act=act)
+    result = run_situation(out, seed, overwrite, name="split_outcome", description=split_outcome.__doc__ or "", act=act)
     t = next(t for t in _aborts(result) if (t.topic, t.partition, t.producer_id) == (*b, seen["producer_id"]))
     _note(result, "SPLIT_OUTCOME", t, None)
     return result
@@ -165,7 +165,6 @@ def marker_missing(out: str | Path, seed: int = 0, *, overwrite: bool = False) -
     partition's COMMIT marker is never written (lost on its way; the coordinator writes Complete* only once every
     partition acknowledged it, so only a fault gets here); another producer's transaction then goes on past it
     on that partition."""
-    from txnlog.brokerlog import scenarios as S  # the scenario machinery; it registers this module's scenarios
 
     a, b = ("payments", 0), ("payments", 1)
     seen: dict[str, int] = {}
@@ -188,7 +187,7 @@ def marker_missing(out: str | Path, seed: int = 0, *, overwrite: bool = False) -
         q.commit_transaction()
         return [Intent(HANGING, "COORDINATOR_COMPLETED", *b, transactional_id="ledger-writer", label="marker lost")]
 
-    result = S._situation(
+    result = run_situation(
         out, seed, overwrite, name="marker_missing", description=marker_missing.__doc__ or "", act=act
     )
     t = next(
@@ -204,7 +203,6 @@ def epoch_regression(out: str | Path, seed: int = 0, *, overwrite: bool = False)
     """A zombie's data batch at the epoch before the producer's last marker on the partition, copied into the log
     as a follower copies (past the leader's ``ProducerAppendInfo`` epoch check); the producer's next
     transaction there (transaction version 2: a new epoch per transaction) continues it to its marker."""
-    from txnlog.brokerlog import scenarios as S  # the scenario machinery; it registers this module's scenarios
 
     tp = ("payments", 0)
     seen: dict[str, int] = {}
@@ -227,7 +225,7 @@ def epoch_regression(out: str | Path, seed: int = 0, *, overwrite: bool = False)
         p.commit_transaction()
         return []
 
-    result = S._situation(
+    result = run_situation(
         out, seed, overwrite, name="epoch_regression", description=epoch_regression.__doc__ or "", act=act
     )
     t = next(
@@ -243,7 +241,6 @@ def sequence_gap(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> 
     """A transaction missing a batch in the middle: the producer's second batch never reached the log, and its
     third was copied in as a follower copies (``AppendOrigin.REPLICATION``: no sequence check), so its base
     sequence skips the lost batch's; the transaction then commits."""
-    from txnlog.brokerlog import scenarios as S  # the scenario machinery; it registers this module's scenarios
 
     tp = ("payments", 0)
     seen: dict[str, int] = {}
@@ -260,7 +257,7 @@ def sequence_gap(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> 
         p.commit_transaction()
         return []
 
-    result = S._situation(out, seed, overwrite, name="sequence_gap", description=sequence_gap.__doc__ or "", act=act)
+    result = run_situation(out, seed, overwrite, name="sequence_gap", description=sequence_gap.__doc__ or "", act=act)
     t = next(
         t
         for t in result.transactions
@@ -272,9 +269,8 @@ def sequence_gap(out: str | Path, seed: int = 0, *, overwrite: bool = False) -> 
 
 
 def _healthy_small(out: str | Path, seed: int, overwrite: bool, name: str) -> ScenarioResult:
-    from txnlog.brokerlog import scenarios as S  # the scenario machinery; it registers this module's scenarios
 
-    return S._situation(
+    return run_situation(
         out, seed, overwrite, name=name, description=f"{name}: a small healthy cluster, then the fault", act=_nothing
     )
 

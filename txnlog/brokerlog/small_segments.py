@@ -14,7 +14,7 @@ from txnlog.brokerlog.dense_rounds import marker_payload
 from txnlog.kafka import wire
 from txnlog.kafka.wire import Compression, ControlType
 
-__all__ = ["small_partitions_for", "small_segments", "small_segments_topics"]
+__all__ = ["small_batch_bytes", "small_partitions_for", "small_segments", "small_segments_topics"]
 
 
 #: a data batch of the small partitions at least this big (and below twice it): ~2 KB a transaction and
@@ -38,6 +38,17 @@ def small_partitions_for(
     return max(1, int(round(small_bytes / per)))
 
 
+def small_batch_bytes(topics: tuple[DenseTopic, ...]) -> int:
+    """The small partitions' data batch size per transaction: their bytes over their transactions, less a commit
+    marker (each transaction of a partition is one data batch and its marker); what the hot partitions' batches are
+    to hold the same transactions per byte."""
+    marker = wire.RECORD_BATCH_OVERHEAD + len(marker_payload(ControlType.COMMIT, 0).data)
+    small = [t for t in topics if t.name != HOT_TOPIC]
+    transactions = sum(t.partitions * t.writers / t.period for t in small)
+    size = sum(t.partitions * t.writers * (t.batch_bytes + marker) / t.period for t in small)
+    return int(round(size / transactions)) - marker
+
+
 def small_segments_topics(
     *,
     partitions: int,
@@ -46,7 +57,7 @@ def small_segments_topics(
     hot_partitions: int,
     hot_bytes: int,
     hot_segment_bytes: int,
-    hot_batch_bytes: int,
+    hot_batch_bytes: int | None,
     producers: int,
     sizes: int = 4,
 ) -> tuple[tuple[DenseTopic, ...], int]:
@@ -58,7 +69,22 @@ def small_segments_topics(
     ``sizes`` segment sizes spread geometrically over ``segment_bytes``. A class of ``n`` segments of ``S``
     bytes takes part in every ``period``-th round (a power of two, so the layout's cycle stays the largest
     period) with one writer and batches sized so that a partition ends with about (n - 1/2) × S bytes: n
-    segments, the last half full."""
+    segments, the last half full.
+
+    ``hot_batch_bytes=None`` gives the hot partitions the small ones' batch size (:func:`small_batch_bytes`), so
+    both hold the same transactions per byte: the layout is settled again with it until the size stays put."""
+    if hot_batch_bytes is None:
+        batch = 2 * KiB
+        for _ in range(8):
+            laid, rounds = small_segments_topics(
+                partitions=partitions, segments=segments, segment_bytes=segment_bytes, hot_partitions=hot_partitions,
+                hot_bytes=hot_bytes, hot_segment_bytes=hot_segment_bytes, hot_batch_bytes=batch,
+                producers=producers, sizes=sizes,
+            )  # fmt: skip
+            if not partitions or abs(small_batch_bytes(laid) - batch) <= 1:
+                break
+            batch = small_batch_bytes(laid)
+        return laid, rounds
     if partitions < 0 or hot_partitions < 0 or partitions + hot_partitions == 0:
         raise ValueError("no partitions to write")
     lo_n, hi_n = segments
@@ -98,14 +124,15 @@ def small_segments(
     hot_partitions: int = 1,
     hot_bytes: int = 512 * MiB,
     hot_segment_bytes: int = 256 * MiB,
-    hot_batch_bytes: int = 2 * KiB,
+    hot_batch_bytes: int | None = 2 * KiB,
     producers: int | None = None,
     abort_rate: float = 0.002,
     overwrite: bool = False,
 ) -> DenseResult:
     """A cluster shaped like a real one's copy: ``partitions`` quiet partitions of ``segments`` (a range) small
     segments of ``segment_bytes`` (a range) each, and ``hot_partitions`` partitions of about ``hot_bytes`` each
-    in ``hot_segment_bytes`` segments; every segment with its offset and time index, as a broker writes them
+    in ``hot_segment_bytes`` segments of ``hot_batch_bytes`` batches (``None``: the small partitions' size, so
+    both hold the same transactions per byte); every segment with its offset and time index, as a broker writes them
     (the topics: :func:`small_segments_topics`). The traffic is :func:`dense`'s (exactly-once producers
     committing every 100 ms, every transaction closed); ``producers`` by default enough to keep their epochs
     (one per round) below Kafka's limit. Returns the ground truth.
@@ -116,7 +143,7 @@ def small_segments(
     (25, 4, 0)
     """
     if producers is None:  # at most ~30,000 rounds: each bumps every producer's epoch once (TV2)
-        per_round = hot_batch_bytes + wire.RECORD_BATCH_OVERHEAD + 16
+        per_round = (hot_batch_bytes or _SMALL_MIN_BATCH) + wire.RECORD_BATCH_OVERHEAD + 16
         producers = 16 * max(1, int(np.ceil(hot_bytes / (30_000 * 16 * per_round))))
     topics, rounds = small_segments_topics(
         partitions=partitions,

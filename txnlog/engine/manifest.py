@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 from pyarrow import ipc
 
+from txnlog.model.arrow import python_values
 from txnlog.sources import storage
 from txnlog.sources.logdirs import LogFile
 
@@ -104,7 +105,7 @@ def files_table(files: list[LogFile] | tuple[LogFile, ...]) -> pa.Table:
 
 def table_files(table: pa.Table) -> list[LogFile]:
     """The LogFiles of a ``files_table``."""
-    cols = [table.column(name).to_pylist() for name in MANIFEST_SCHEMA.names]
+    cols = [python_values(table.column(name)) for name in MANIFEST_SCHEMA.names]
     return [LogFile(*row) for row in zip(*cols, strict=True)]
 
 

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from txnlog.engine.manifest import files_table, table_files
 from txnlog.engine.segments import Piece
+from txnlog.model.arrow import python_values
 from txnlog.sources import splits as S
 from txnlog.sources import storage
 from txnlog.sources.logdirs import LogFile
@@ -213,7 +214,7 @@ def plan_tasks(plan: Plan, table: pa.Table, checkpoints: Sequence[list[Any]] = (
         part = table.take(pa.array(order[row_group == g]))
         held: list[list[Any]] = []
         if by_partition:
-            pairs = zip(part.column("topic").to_pylist(), part.column("partition").to_pylist(), strict=True)
+            pairs = zip(python_values(part.column("topic")), part.column("partition").to_pylist(), strict=True)
             held = [row for tp in sorted(set(pairs)) for row in by_partition.get(tp, [])]
         out.append(FilesTask(part.combine_chunks(), held))
     return out
@@ -249,14 +250,14 @@ def split_segments(table: pa.Table, split_bytes: int, hot: np.ndarray) -> pa.Tab
 
     paths = table.column("path").to_pylist()
     sizes = table.column("size").to_pylist()
-    kinds = table.column("kind").to_pylist()
+    kinds = python_values(table.column("kind"))
     bases = table.column("base_offset").to_pylist()
     rows: list[int] = []
     piece: list[int | None] = []
     weight: list[int] = []
     split_lists: list[list[list[int]] | None] = []
     split_partitions: set[tuple[str, int]] = set()
-    topics = table.column("topic").to_pylist()
+    topics = python_values(table.column("topic"))
     partitions = table.column("partition").to_pylist()
     for i, (path, size, kind, base) in enumerate(zip(paths, sizes, kinds, bases, strict=True)):
         plan = None
@@ -283,7 +284,7 @@ def split_segments(table: pa.Table, split_bytes: int, hot: np.ndarray) -> pa.Tab
         return table
     out = table.take(pa.array(rows, pa.int64()))
     fragments = [(topics[i], int(partitions[i])) in split_partitions for i in rows]
-    brokers = table.column("broker").to_pylist()
+    brokers = python_values(table.column("broker"))
     replicas: dict[tuple[str, int], set[str]] = {}
     snapshots: dict[tuple[str, int], list[str]] = {}
     for i, kind in enumerate(kinds):

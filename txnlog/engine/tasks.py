@@ -87,7 +87,7 @@ def log_dir_task(task: FilesTask, settings: LogDirSettings) -> Iterator[pa.Recor
 def _log_dir_rows(  # noqa: C901
     task: FilesTask, files: list[LogFile], settings: LogDirSettings, writer: RawWriter | None
 ) -> Iterator[pa.RecordBatch]:
-    """:func:`log_dir_task`'s rows (``files``: the task's, read once), ``writer`` the task's staged file (with
+    """:func:`log_dir_task`'s rows of ``files`` (the task's, built once), ``writer`` the task's staged file (with
     ``transactions``)."""
     stage, decode = settings.stage, settings.decode
     merge = PartitionTransactions() if settings.transactions else None

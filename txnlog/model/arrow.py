@@ -116,6 +116,20 @@ def first_rows(table: pa.Table, keys: list[str], order: list[tuple[str, str]]) -
     return ordered.take(pa.array(table_group_starts(ordered, keys), pa.int64()))
 
 
+def python_values(column: pa.Array | pa.ChunkedArray) -> list[Any]:
+    """``column.to_pylist()``, a dictionary column's values looked up per chunk from its
+    dictionary made Python once (``to_pylist`` builds a value per row through the dictionary: many times slower)."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    out: list[Any] = []
+    for chunk in chunks:
+        if pa.types.is_dictionary(chunk.type):
+            words = np.asarray(chunk.dictionary.to_pylist() + [None], object)  # None: a null's index, -1
+            out.extend(words[filled(chunk.indices, -1)].tolist())
+        else:
+            out.extend(chunk.to_pylist())
+    return out
+
+
 def filled(column: Any, null: Any) -> np.ndarray:
     """A column's values as numpy, nulls as ``null``."""
     return np.asarray(pc.fill_null(column, null).to_numpy(zero_copy_only=False))
