@@ -9,9 +9,9 @@ as ``kafka-dump-log.sh --deep-iteration`` prints it (``--transaction-log-decoder
 Two modes, each a fresh Python process per run, interleaved in every repeat, page cache warmed before each:
 
 * ``spark``: ``txnlog.engine.spark.dump_log.read_dump_logs`` in a local Spark session (``local[*]``), both of its
-  outputs collected as Arrow (the session's start is not timed);
+  outputs collected as Arrow (the session's start is not timed; CPU: the process tree's, JVM and workers);
 * ``here``: ``read_dump_logs_here``, the driver placement's read of the same files, in this process, on one
-  thread per core as the driver placement reads them;
+  thread per core as the driver placement reads them (CPU: the process's, every thread);
 * ``here1``: the same on one thread (``--threads-too``: what the threads gain).
 
 Both must give the same rows (checked). ``--code DIR`` (repeatable) measures other checkouts too (e.g. a
@@ -76,25 +76,44 @@ def child(mode: str, dumps: str) -> dict[str, Any]:
         from txnlog.engine.spark.session import get_session
 
         spark = get_session()
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), _tree_cpu()
         frames = read_dump_logs(spark, [dumps])
         summary, records = frames.summary.toArrow(), frames.records.toArrow()
         seconds = time.perf_counter() - t
+        cpu = _tree_cpu() - cpu  # this process, the JVM and Spark's Python workers
         spark.stop()
     else:
         from txnlog.engine.spark.dump_log import read_dump_logs_here
         from txnlog.engine.spark.placement import local_cores
 
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         summary, records = read_dump_logs_here([dumps], 1 if mode == "here1" else local_cores())
         seconds = time.perf_counter() - t
+        cpu = time.process_time() - cpu
     kinds = summary.column("kind").value_counts().to_pylist()
     return {
         "seconds": seconds,
+        "cpu_seconds": cpu,
         "summary_rows": summary.num_rows,
         "records_rows": records.num_rows,
         "kinds": sorted((k["values"], k["counts"]) for k in kinds),
     }
+
+
+def _tree_cpu() -> float:
+    """CPU seconds (user + system) of this process and its live descendants (a process that ended between two
+    calls is missed: Spark's Python workers are reused, so they live until the session stops)."""
+    import psutil
+
+    total = 0.0
+    me = psutil.Process()
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
 
 
 def _child_run(code: Path, mode: str, dumps: Path) -> dict[str, Any]:
@@ -131,8 +150,10 @@ def main(argv: list[str] | None = None) -> None:
                 out = _child_run(code, mode, dumps)
                 key = f"{code.name or 'HEAD'}:{mode}"
                 runs.setdefault(key, []).append(out)
+                cpu = "" if out.get("cpu_seconds") is None else f", CPU {out['cpu_seconds']:.1f} s"
                 print(
-                    f"repeat {r + 1} {key}: {out['seconds']:.1f} s, {out['summary_rows']} + {out['records_rows']} rows"
+                    f"repeat {r + 1} {key}: {out['seconds']:.1f} s{cpu}, "
+                    f"{out['summary_rows']} + {out['records_rows']} rows"
                 )
     answers = {json.dumps([o["summary_rows"], o["records_rows"], o["kinds"]]) for rs in runs.values() for o in rs}
     print(f"same rows in every run: {len(answers) == 1}")

@@ -14,7 +14,10 @@ Printed, in the order the run first takes them:
 * modules entered: the distinct txnlog modules the run's calls enter (the entry module counted);
 * moves: the distinct moves;
 * come back: the moves into a module the path had already entered and left (a caller dipping into the same
-  helper module at several separate points, or a helper calling back up into its caller's module);
+  helper module at several separate points, or a helper calling back up into its caller's module); and, on
+  its own line, how many of them enter ``model/``: the bottom layer's shared vocabulary (the Arrow helpers, the
+  rows, the contract, times), which every layer uses and which calls nothing back, so a come back there is
+  a word used again rather than a trip back up. The headline counts them all;
 * climb back: the moves into a module still on the call stack below the caller (a helper calling back up into
   a module that called it: A → B → A);
 * the module pairs with the most moves between them, both directions together ("back-and-forth").
@@ -45,6 +48,7 @@ from typing import Any
 import txnlog
 
 PACKAGE = "txnlog."
+MODEL = PACKAGE + "model."
 
 
 @dataclass
@@ -56,6 +60,7 @@ class Walk:
     climbs: set[int] = field(default_factory=set)  # the indexes in ``moves`` of the climbs back
     _seen: set[tuple[str, str, str]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    into_model: int = 0  # of the come backs, those into model/ (set by :meth:`figures`)
 
     def profile(self, frame: FrameType, event: str, arg: Any) -> None:
         if event != "call":
@@ -82,13 +87,15 @@ class Walk:
     def figures(self) -> tuple[int, int, int, int, list[tuple[tuple[str, str], int]]]:
         """(modules entered, moves, come back, climb back, module pairs by moves between them)."""
         entered = {self.entry}
-        come_back = 0
+        come_back = into_model = 0
         pairs: collections.Counter[tuple[str, str]] = collections.Counter()
         for source, _, callee, _ in self.moves:
             if callee in entered:
                 come_back += 1
+                into_model += callee.startswith(MODEL)
             entered.add(callee)
             pairs[tuple(sorted((source, callee)))] += 1  # type: ignore[index]
+        self.into_model = into_model
         return len(entered), len(self.moves), come_back, len(self.climbs), pairs.most_common()
 
 
@@ -156,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     print("entry: txnlog/pipeline/run.py::run on the embedded sample, the driver placement")
     print(f"modules entered: {entered}")
     print(f"moves: {moves}")
-    print(f"come back: {come_back}")
+    print(f"come back: {come_back} ({walk.into_model} of them into model/, the shared vocabulary)")
     print(f"climb back: {climbs}")
     print("back-and-forth (moves between two modules, both directions):")
     for (a, b), n in pairs[: args.top]:

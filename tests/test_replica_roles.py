@@ -115,7 +115,7 @@ def test_a_partition_with_one_replica_in_the_copy_gets_no_note(copy) -> None:
     from txnlog.rules.partitions import replica_notes
 
     inputs = plan_inputs(load_config(None, {"logs": [str(copy["root"] / "logs")], "progress": False}))
-    roles, deleted = inputs.metadata_notes() or (None, None)
+    roles, deleted = inputs.said.notes or (None, None)
     assert roles is not None and roles.num_rows > 0
     merged = pa.table(
         {"topic": ["orders", "orders"], "partition": [0, 1], "replicas": [["broker-1", "broker-2"], ["broker-1"]]}
@@ -133,7 +133,7 @@ def test_a_deleted_topic_still_in_the_copy_is_named(copy) -> None:
     inputs = plan_inputs(load_config(None, {"logs": [str(copy["root"] / "logs")], "progress": False}))
     assert f"topics deleted as the KRaft metadata log of broker-1 says: {DELETED} (" in inputs.note, inputs.note
     assert f"the copy still holds partitions of deleted {DELETED}, which no broker serves" in inputs.note
-    _roles, deleted = inputs.metadata_notes() or (None, None)
+    _roles, deleted = inputs.said.notes or (None, None)
     assert deleted is not None and deleted.column("topic").to_pylist() == [DELETED]
     held = {(t, p) for (b, t, p) in copy["result"].replica_partitions if t == DELETED}
     assert held  # the copy does hold them

@@ -107,7 +107,8 @@ def s3_bucket(tmp_path, monkeypatch, bucket: str) -> Iterator[Any]:
 
 
 def test_discovery_and_reads_on_s3_are_the_local_ones(tmp_path, monkeypatch) -> None:
-    """The sample cluster's log dirs uploaded to moto's S3 server: ``discover`` over ``s3a://`` lists the
+    """The sample cluster's log dirs (four partitions of each internal topic: each file is a round trip to the
+    server) uploaded to moto's S3 server: ``discover`` over ``s3a://`` lists the
     same files with the same sizes and checkpoints as over the local copy (paths re-rooted), and every
     segment's bytes read back through ``txnlog.engine.segments.read_file_bytes`` (and a group's, through
     ``txnlog.engine.segment_group.read_logs``) are the local bytes."""
@@ -118,7 +119,7 @@ def test_discovery_and_reads_on_s3_are_the_local_ones(tmp_path, monkeypatch) -> 
     from txnlog.engine.segments import read_file_bytes
     from txnlog.sources.logdirs import discover
 
-    write_scenario("sample", tmp_path / "logs", seed=7)
+    write_scenario("sample", tmp_path / "logs", seed=7, internal_partitions=4)
     with s3_bucket(tmp_path, monkeypatch, "copies") as s3:
         pafs.copy_files(str(tmp_path / "logs"), "copies/logs", destination_filesystem=s3)
         remote = discover(["s3a://copies/logs"])
@@ -188,10 +189,12 @@ def test_a_run_with_its_scratch_on_s3_takes_the_storage_settings(tmp_path, monke
     from txnlog.output import delta
     from txnlog.pipeline import run
 
-    truth = write_scenario("replicas_disagree", tmp_path / "logs", seed=3)
+    # four partitions of each internal topic (the run is told so): fewer staged files, each a round trip on S3
+    truth = write_scenario("replicas_disagree", tmp_path / "logs", seed=3, internal_partitions=4)
 
     def job(out: str, settings: dict[str, str]) -> dict[str, list[str]]:
         given = {"logs": [str(tmp_path / "logs")], "output": out, "as_of": str(truth.as_of_ms), "cluster": "c"}
+        given["transaction_state_partitions"] = str(truth.txn_state_partitions)
         config = load_config(None, {**given, "progress": False, "storage": settings, "driver_max_bytes": str(1 << 30)})
         run(config, progress=lambda _m: None)
         names = ("transactions", "coordinator_history", "findings", "partition_health")

@@ -3,13 +3,17 @@ pyspark on 127.0.0.1 (tests/cluster/standalone.py), ``./spark-submit.sh --master
 writer-made kafka-dump-log.sh dump, every table compared with a local run of the same dump (chispa: the
 session's shared ``./spark-submit.sh`` run of those dumps, same ``--cluster`` and ``--as-of``,
 tests/e2e/shared.py), and exactly the started processes stopped. ``--driver-max-bytes 0``: the Python steps run in executors on
-the workers, not in the driver (a small input would otherwise never leave the driver process)."""
+the workers, not in the driver (a small input would otherwise never leave the driver process).
+
+The module's tests share one cluster (:func:`cluster`: its daemons' start is paid once); the test that loses a
+worker runs last, and the cluster's stop is checked when the module is done."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +23,7 @@ from tests.e2e.jobrun import run_job
 from tests.e2e.shared import MESSY_AS_OF, MESSY_CLUSTER
 from tests.e2e.test_previous_pipeline import TABLES
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1200)]  # a loaded machine: two job runs on a cluster
 
 AS_OF, CLUSTER = MESSY_AS_OF, MESSY_CLUSTER  # fixed: the cluster runs and the local one are the same (cluster, as_of)
 
@@ -46,6 +50,23 @@ def local(messy_dumps_run) -> Path:
     return Path(messy_dumps_run.out)
 
 
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[StandaloneCluster]:
+    """A master and two one-core workers for the module's tests; stopped at the end: exactly the processes
+    it started, none left."""
+    with StandaloneCluster(tmp_path_factory.mktemp("standalone") / "cluster", workers=2, cores=1) as started:
+        yield started
+        pids = [p.pid for p in started.procs.values()]
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def _app_dirs(cluster: StandaloneCluster) -> set[Path]:
+    """Each worker's directory of each application it ran an executor for."""
+    return set((cluster.work / "work").glob("w*/app-*"))
+
+
 def _assert_same_tables(spark, got: Path, expected: Path) -> None:
     from chispa import assert_df_equality
 
@@ -67,26 +88,22 @@ def _assert_same_tables(spark, got: Path, expected: Path) -> None:
     assert rows > 0
 
 
-def test_standalone_cluster_writes_the_local_tables(dumps, local, tmp_path, spark) -> None:
-    with StandaloneCluster(tmp_path / "cluster", workers=2, cores=1) as cluster:
-        remote = _submit(
-            cluster.master_url, dumps, tmp_path / "standalone",
-            "--conf", "spark.executor.memory=512m", "--conf", "spark.cores.max=2",
-        )  # fmt: skip
-        assert remote.returncode == 0, remote.stderr[-3000:]
-        apps = cluster.state().get("completedapps", []) + cluster.state().get("activeapps", [])
-        assert apps, "the job did not run on the standalone master"
-        pids = [p.pid for p in cluster.procs.values()]
-    for pid in pids:  # stopped: exactly the processes the cluster started, none left
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
+def test_standalone_cluster_writes_the_local_tables(dumps, local, tmp_path, spark, cluster) -> None:
+    before = _app_dirs(cluster)
+    remote = _submit(
+        cluster.master_url, dumps, tmp_path / "standalone",
+        "--conf", "spark.executor.memory=512m", "--conf", "spark.cores.max=2",
+    )  # fmt: skip
+    assert remote.returncode == 0, remote.stderr[-3000:]
+    apps = cluster.state().get("completedapps", []) + cluster.state().get("activeapps", [])
+    assert apps, "the job did not run on the standalone master"
     # the executors did the work: each worker that ran an executor keeps the application's dir
-    worked = list((tmp_path / "cluster" / "work").glob("w*/app-*"))
+    worked = _app_dirs(cluster) - before
     assert len(worked) >= 2, worked
     _assert_same_tables(spark, tmp_path / "standalone", local)
 
 
-def test_a_worker_lost_mid_run_still_gives_the_local_tables(dumps, local, tmp_path, spark) -> None:
+def test_a_worker_lost_mid_run_still_gives_the_local_tables(dumps, local, tmp_path, spark, cluster) -> None:
     """SIGKILL one worker (the pid the test started) while the driver is between two tables' commits
     (tests/e2e/test_faults_job.py's seam): its executor and the cached blocks on it are gone; Spark
     recomputes them on the other worker and the run completes with the local tables."""
@@ -94,21 +111,21 @@ def test_a_worker_lost_mid_run_still_gives_the_local_tables(dumps, local, tmp_pa
     from txnlog.output.delta import read_table
 
     paused = tmp_path / "paused"
-    with StandaloneCluster(tmp_path / "cluster", workers=2, cores=1) as cluster:
-        args = [a for d in sorted(dumps.iterdir()) for a in ("--dump-log", str(d))]
-        proc = _start(
-            "--master", cluster.master_url, "--conf", "spark.executor.memory=512m", "--conf", "spark.cores.max=2",
-            *args, "--output", str(tmp_path / "out"), "--cluster", CLUSTER, "--as-of", AS_OF,
-            "--driver-max-bytes", "0", cwd=ROOT, pause=f"transactions:{paused}:15",
-        )  # fmt: skip
-        try:
-            _wait_for(paused, proc)
-            assert len(list((tmp_path / "cluster" / "work").glob("w*/app-*"))) >= 2, "both workers ran executors"
-            cluster.kill_worker(1)
-            stdout, stderr = proc.communicate(timeout=900)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
+    before = _app_dirs(cluster)
+    args = [a for d in sorted(dumps.iterdir()) for a in ("--dump-log", str(d))]
+    proc = _start(
+        "--master", cluster.master_url, "--conf", "spark.executor.memory=512m", "--conf", "spark.cores.max=2",
+        *args, "--output", str(tmp_path / "out"), "--cluster", CLUSTER, "--as-of", AS_OF,
+        "--driver-max-bytes", "0", cwd=ROOT, pause=f"transactions:{paused}:15",
+    )  # fmt: skip
+    try:
+        _wait_for(paused, proc)
+        assert len(_app_dirs(cluster) - before) >= 2, "both workers ran executors"
+        cluster.kill_worker(1)
+        stdout, stderr = proc.communicate(timeout=900)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
     [run] = read_table(str(tmp_path / "out"), "runs").to_pylist()
     assert run["status"] == "SUCCEEDED"

@@ -246,7 +246,7 @@ def test_auto_threshold_counts_files(monkeypatch):
 
 
 def test_cores_of_a_master():
-    from txnlog.engine.spark.placement import local_cores, master_cores
+    from txnlog.engine.spark.placement import local_cores, master_cores, session_cores
 
     assert master_cores("local") == 1
     assert master_cores("local[3]") == 3
@@ -254,6 +254,7 @@ def test_cores_of_a_master():
     assert master_cores("local[*]") == master_cores(None) == local_cores() >= 1
     assert master_cores("spark://host:7077") is None  # known once the cluster's session is
     assert master_cores("yarn") is None
+    assert session_cores("local[3]", None) == 3  # no session yet: the cores of the one the run would start
 
 
 def test_driver_max_bytes_auto_in_the_config(tmp_path):

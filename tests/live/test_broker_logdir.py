@@ -247,7 +247,7 @@ def test_the_copys_metadata_says_which_replica_led(scenario) -> None:
     for copy, leader in (("logs_running", 1), ("logs", -1)):
         inputs = plan_inputs(load_config(None, {"logs": [str(scenario[copy])], "progress": False}))
         assert inputs.offline.inventory.node_ids == (("broker-1", 1),)
-        roles, _deleted = inputs.metadata_notes() or (None, None)
+        roles, _deleted = inputs.said.notes or (None, None)
         assert roles is not None
         got = {(r["topic"], r["partition"]): r for r in roles.to_pylist()}
         for tp in TPS:

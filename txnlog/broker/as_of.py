@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 
 from txnlog.model.config import parse_as_of
 from txnlog.model.errors import UsageError
+from txnlog.model.times import MAX_MS
 
 AS_OF_FLAG = "--as-of"
 MARKERS = "markers"
@@ -58,8 +59,6 @@ FUTURE_DETAIL = (
 )
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-#: the newest instant a Python datetime (and so every reader of the tables) can hold
-MAX_MS = (datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC) - _EPOCH) // timedelta(milliseconds=1)
 
 
 def broker_times_of(summary: Any, records: Any) -> dict[str, int | None]:

@@ -33,11 +33,13 @@ __all__ = [
     "PARTITION_COLUMNS",
     "ROLE_COLUMNS",
     "ClusterImage",
+    "MetadataSays",
     "coordinator_partitions",
     "deleted_topics",
     "furthest",
     "replay",
     "replica_roles",
+    "says",
 ]
 
 _TOPIC, _PARTITION, _CHANGE, _REMOVE = (
@@ -238,3 +240,25 @@ def deleted_topics(found: tuple[ClusterImage, str] | None) -> pa.Table:
         pa.array([t not in alive for t in image.deleted.column("topic").to_pylist()], pa.bool_())
     )
     return gone.append_column("said_by", pa.repeat(pa.scalar(f"the KRaft metadata log of {node}"), gone.num_rows))
+
+
+@dataclass(frozen=True)
+class MetadataSays:
+    """Everything a run takes from the copy's KRaft metadata log, worked out once (:func:`says`)."""
+
+    txn_state_partitions: int  # :func:`coordinator_partitions`' count
+    decided: str  # and what decided it ("" for the configured value alone)
+    counted: bool  # the log itself gave the count (:func:`metadata_count` is not None)
+    deleted: pa.Table  # :func:`deleted_topics`
+    #: (:func:`replica_roles`, :func:`deleted_topics`) for the tables; None: no metadata log in the copy
+    notes: tuple[pa.Table, pa.Table] | None
+
+
+def says(found: tuple[ClusterImage, str] | None, configured: int, node_ids: Mapping[str, int]) -> MetadataSays:
+    """What the metadata log ``found`` (:func:`furthest`; None: there is none) says of the copy, in one value:
+    the ``__transaction_state`` partition count against ``configured``, the deleted topics, and the replica
+    roles by the copy's log dirs (``node_ids``: broker name -> its ``node.id``)."""
+    n, decided = coordinator_partitions(found, configured)
+    deleted = deleted_topics(found)
+    notes = None if found is None else (replica_roles(found, node_ids), deleted)
+    return MetadataSays(n, decided, metadata_count(found) is not None, deleted, notes)

@@ -1,12 +1,31 @@
-"""Times in the sentences txnlog writes (evidence, advice, progress lines): an epoch-millisecond moment as UTC
-text and a span of milliseconds as days, hours, minutes and seconds. A missing value reads "an unknown time"."""
+"""Times as txnlog writes them: an epoch-millisecond moment as UTC text and a span of milliseconds as days,
+hours, minutes and seconds in sentences (evidence, advice, progress lines; a missing value reads "an unknown
+time"), and epoch-millisecond columns as the tables' UTC timestamps."""
 
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 UNKNOWN = "an unknown time"
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: the newest instant a Python datetime (and so every reader of the tables) can hold
+MAX_MS = (datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC) - _EPOCH) // timedelta(milliseconds=1)
+
+
+def timestamps(ms: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """Epoch ms → timestamp (UTC), the tables' one rule for it; unknown (negative) and past-year-9999 values
+    become null (a client clock in µs or ns: no reader's datetime holds it; txnlog.broker.as_of reports such
+    segments as ``timestamp_in_future``)."""
+
+    values = pc.fill_null(ms, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    ok = (values >= 0) & (values <= MAX_MS)
+    return pa.array(np.where(ok, values, 0) * 1000, pa.timestamp("us", tz="UTC"), mask=~ok)
 
 
 def utc_text(ms: float | int | None) -> str:

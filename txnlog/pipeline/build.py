@@ -11,7 +11,6 @@ import pyarrow as pa
 
 from txnlog.broker import as_of as as_of_rule
 from txnlog.broker import classify
-from txnlog.broker.cluster_image import metadata_count
 from txnlog.engine import staging
 from txnlog.engine.spark.placement import Placement
 from txnlog.engine.spark.staged_table import StagedTable
@@ -44,7 +43,7 @@ def resolve_as_of(
 def thresholds_of(config: Config, inputs: Inputs, decoded: Decoded, as_of: datetime) -> classify.Thresholds:
     """What the verdicts of this run weigh: its ``as_of``, the configured limits, and how much of
     ``__transaction_state`` the input holds (a live run reads all of it)."""
-    partitions, decided = inputs.coordinator_partitions(config.transaction_state_partitions)
+    partitions, decided = inputs.said.txn_state_partitions, inputs.said.decided
     live_read = bool(inputs.live) and inputs.live_txn_state  # a live cluster's __transaction_state is read whole
     return classify.Thresholds(
         as_of_ms=as_of_rule.to_ms(as_of),
@@ -53,7 +52,7 @@ def thresholds_of(config: Config, inputs: Inputs, decoded: Decoded, as_of: datet
         txn_state_partitions_read=None if live_read else len(decoded.txn_state_read),
         txn_state_partitions=partitions,
         # the evidence names the metadata log only where it decided the count; the input note says the rest
-        txn_state_partitions_from=decided if metadata_count(inputs.cluster) is not None else "",
+        txn_state_partitions_from=decided if inputs.said.counted else "",
         bootstrap_servers=config.bootstrap_servers,
         producer_id_expiration_ms=config.producer_id_expiration_ms,
         producer_id_expiration_check_interval_ms=config.producer_id_expiration_check_interval_ms,
@@ -75,7 +74,7 @@ def build_tables(
     ``coordinator_history`` as ``txnlog.engine.spark.staged_table.StagedTable`` values (staged under ``scratch``,
     finished by the writer: in Spark tasks, or in this process with ``placement.driver``). ``as_of`` adds the
     quarantine's warning rows for client clocks far past it; ``metadata``: the copy's KRaft metadata log's word on
-    its partitions (``Inputs.metadata_notes``). The run key (cluster, as_of) is set by the writer."""
+    its partitions (``Inputs.said.notes``). The run key (cluster, as_of) is set by the writer."""
 
     summary, records = staging.merged_here(
         decoded.summary, decoded.records, decoded.checkpoints, scratch, fragments=decoded.fragments,

@@ -13,14 +13,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from txnlog.broker.cluster_image import (
-    ClusterImage,
-    coordinator_partitions,
-    deleted_topics,
-    furthest,
-    replica_roles,
-)
-from txnlog.engine.spark.placement import Placement, master_cores
+from txnlog.broker.cluster_image import ClusterImage, MetadataSays, furthest, says
+from txnlog.engine.spark.placement import Placement, session_cores
 from txnlog.live.admin import check_cluster
 from txnlog.live.groups import consumer_groups
 from txnlog.model.errors import UsageError
@@ -49,17 +43,9 @@ class Inputs:
     sample: bool = False  # no input was given: the embedded sample cluster
     #: the cluster as the log dirs' KRaft metadata log says it is, and which log dir's (txnlog.broker.cluster_image)
     cluster: tuple[ClusterImage, str] | None = None
-
-    def metadata_notes(self) -> tuple[pa.Table, pa.Table] | None:
-        """What the KRaft metadata log says of the copy's partitions: who led and who was in sync, by the log dirs'
-        node ids, and the topics it deleted (txnlog.broker.cluster_image; None: no metadata log)."""
-        if self.cluster is None:
-            return None
-        return replica_roles(self.cluster, dict(self.offline.inventory.node_ids)), deleted_topics(self.cluster)
-
-    def coordinator_partitions(self, configured: int) -> tuple[int, str]:
-        """How many ``__transaction_state`` partitions the cluster has, and what decided it (cluster_image)."""
-        return coordinator_partitions(self.cluster, configured)
+    #: what that log says of the copy, worked out once: the ``__transaction_state`` partition count (and what
+    #: decided it), the deleted topics, who led and who was in sync (``notes``; None: no metadata log)
+    said: MetadataSays = field(default_factory=lambda: MetadataSays(0, "", False, pa.table({}), None))
 
     @property
     def bytes(self) -> int:
@@ -90,7 +76,7 @@ def plan_inputs(config: Config, progress: Progress | None = None, *, sample: boo
     if not logs and not config.dump_log and not config.bootstrap_servers:
         if not sample:
             resolve(config.storage, [], [])  # the shared-storage settings, for the caller's later reads
-            return Inputs()
+            return Inputs(said=says(None, config.transaction_state_partitions, {}))
 
         logs = [sample_logs(progress=progress)]
         if progress:
@@ -101,27 +87,29 @@ def plan_inputs(config: Config, progress: Progress | None = None, *, sample: boo
     # before Spark: one line if it cannot be read
     live_txn_state = check_cluster(live, dict(config.kafka)) > 0 if live else True
     cluster = furthest(read_metadata_logs(inventory.cluster_metadata)) if inventory.cluster_metadata else None
+    said = says(cluster, config.transaction_state_partitions, dict(inventory.node_ids))
     note = describe(
-        inventory, len(offline.dump_files), live, coordinator_partitions(cluster, config.transaction_state_partitions),
+        inventory, len(offline.dump_files), live, (said.txn_state_partitions, said.decided),
         live_txn_state=live_txn_state,
     )  # fmt: skip
-    note += _deleted_note(cluster, inventory)
+    note += _deleted_note(cluster, said.deleted, inventory)
     if progress:
         progress(f"found {note}")
     return Inputs(
         offline, live, live_txn_state, note,
-        sample=not config.logs and not config.dump_log and not config.bootstrap_servers, cluster=cluster,
+        sample=not config.logs and not config.dump_log and not config.bootstrap_servers, cluster=cluster, said=said,
     )  # fmt: skip
 
 
-def _deleted_note(cluster: tuple[ClusterImage, str] | None, inventory: Inventory) -> str:
+def _deleted_note(cluster: tuple[ClusterImage, str] | None, deleted: pa.Table, inventory: Inventory) -> str:
     """The input note's word on the topics the KRaft metadata log deleted (RemoveTopicRecord), naming those whose
-    partitions the copy still holds (the broker deletes their directories asynchronously, renamed ``*-delete``)."""
+    partitions the copy still holds (the broker deletes their directories asynchronously, renamed ``*-delete``);
+    ``deleted``: those not created again (txnlog.broker.cluster_image.deleted_topics)."""
     if cluster is None or not cluster[0].deleted.num_rows:
         return ""
     gone = ", ".join(f"{d['topic']} ({d['partitions']})" for d in cluster[0].deleted.to_pylist())
     note = f"; topics deleted as the KRaft metadata log of {cluster[1]} says: {gone}"
-    held = sorted(set(deleted_topics(cluster).column("topic").to_pylist()) & {t for t, _ in inventory.data_partitions})
+    held = sorted(set(deleted.column("topic").to_pylist()) & {t for t, _ in inventory.data_partitions})
     if held:
         note += f"; the copy still holds partitions of deleted {', '.join(held)}, which no broker serves"
     return note
@@ -197,14 +185,9 @@ def placement_of(config: Config, inputs: Inputs, spark: SparkSession | None = No
     session (its default parallelism: a cluster's executors' cores), or without one those of the session the run
     would start (``spark.master`` in the config; ``local[*]``: this machine's)."""
 
-    cores = master_cores(config.spark.get("spark.master"))
-    if spark is not None:
-        try:
-            cores = int(spark.sparkContext.defaultParallelism)
-        except Exception:  # a session without a SparkContext here (Spark Connect): the config's master
-            pass
-    files = _log_dir_files(inputs)
-    return Placement.for_input(inputs.bytes, config.driver_max_bytes, live=bool(inputs.live), cores=cores, files=files)
+    files, live = _log_dir_files(inputs), bool(inputs.live)
+    cores = session_cores(config.spark.get("spark.master"), spark)
+    return Placement.for_input(inputs.bytes, config.driver_max_bytes, live=live, cores=cores, files=files)
 
 
 def runs_without_spark(config: Config, inputs: Inputs) -> bool:

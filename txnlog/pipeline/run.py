@@ -67,7 +67,7 @@ def run(
         thresholds = thresholds_of(config, inputs, decoded, as_of)
         tables = build_tables(
             spark, decoded, thresholds, scratch=scratch, as_of=as_of, as_of_source=as_of_source, placement=placement,
-            metadata=inputs.metadata_notes(),
+            metadata=inputs.said.notes,
         )  # fmt: skip
         inventory = inputs.offline.inventory
         tables = with_integrity(tables, inventory, inventory.checkpoints, as_of, decoded.offsets)

@@ -16,12 +16,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txnlog.broker.as_of import MAX_MS
 from txnlog.kafka.wire import ControlType, TransactionState
 from txnlog.model import contract
 from txnlog.model.arrow import lookup
 from txnlog.model.contract import Outcome
 from txnlog.model.rows import repeated
+from txnlog.model.times import timestamps
 
 #: columns of a staged transaction (names of the segments source's schema; the job reads the same ones)
 RAW_COLUMNS = (
@@ -128,16 +128,6 @@ class FinishHistory:
 def _run_key(cluster: str, as_of: datetime, n: int) -> dict[str, pa.Array]:
     """The run key columns of ``n`` rows (one value repeated, not a Python list of ``n`` objects)."""
     return {"cluster": repeated(cluster, pa.string(), n), "as_of": repeated(as_of, pa.timestamp("us", tz="UTC"), n)}
-
-
-def timestamps(ms: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """Epoch ms → timestamp (UTC); unknown (negative) and past-year-9999 values become null (a client clock
-    in µs or ns: no reader's datetime holds it; txnlog.broker.as_of reports such segments as
-    ``timestamp_in_future``)."""
-
-    values = pc.fill_null(ms, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    ok = (values >= 0) & (values <= MAX_MS)
-    return pa.array(np.where(ok, values, 0) * 1000, pa.timestamp("us", tz="UTC"), mask=~ok)
 
 
 def _duration(end: pa.ChunkedArray | pa.Array, start: pa.ChunkedArray | pa.Array) -> pa.Array:

@@ -33,10 +33,10 @@ import pyarrow.compute as pc
 
 from txnlog.model import contract
 from txnlog.model.rows import Checkpoint
+from txnlog.model.times import timestamps  # epoch ms → UTC timestamps, the tables' rule
 from txnlog.rules import integrity_index as index_checks
 from txnlog.rules import integrity_markers as markers
 from txnlog.rules import integrity_producers as producers
-from txnlog.rules.finish import timestamps  # epoch ms → UTC timestamps, the writer's rule
 from txnlog.rules.integrity_index import (
     ABORTED_DATA_VISIBLE,
     COMMITTED_DATA_HIDDEN,

@@ -30,6 +30,7 @@ from txnlog.model.arrow import (
     validity,
 )
 from txnlog.model.contract import InputSource
+from txnlog.model.times import timestamps as _ts  # epoch ms → UTC timestamps, the tables' rule
 from txnlog.rules import finish as staged
 from txnlog.rules.coordinator_tables import (
     coordinator_history,
@@ -38,7 +39,6 @@ from txnlog.rules.coordinator_tables import (
     owner_ids,
     producer_owners,
 )
-from txnlog.rules.finish import timestamps as _ts  # epoch ms → UTC timestamps, the writer's rule
 from txnlog.rules.partitions import damage, partition_stats, replica_stats, with_lso
 from txnlog.rules.producers import KINDS as PRODUCER_KINDS
 from txnlog.rules.producers import SUMMARY_COLUMNS as PRODUCER_SUMMARY_COLUMNS

@@ -17,7 +17,7 @@ from txnlog.model.arrow import (
     project,
     with_columns,
 )
-from txnlog.rules.finish import timestamps as _ts  # epoch ms → UTC timestamps, the writer's rule
+from txnlog.model.times import timestamps as _ts  # epoch ms → UTC timestamps, the tables' rule
 from txnlog.rules.plan import lso_after_steps
 from txnlog.rules.remedy import (
     REMEDY_COLUMNS,

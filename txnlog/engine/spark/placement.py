@@ -34,6 +34,7 @@ import pyarrow as pa
 from txnlog.engine.tasks import Task, run_here
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
     from pyspark.sql.datasource import DataSource
 
 
@@ -105,6 +106,17 @@ def master_cores(master: str | None) -> int | None:
         return None
     n = found.group(1)
     return 1 if n is None else local_cores() if n == "*" else max(int(n), 1)
+
+
+def session_cores(master: str | None, spark: SparkSession | None) -> int | None:
+    """The cores a run weighs: those of ``spark``'s session (its default parallelism: a cluster's executors'
+    cores), or without one those of the session the run would start (:func:`master_cores` of ``master``)."""
+    if spark is not None:
+        try:
+            return int(spark.sparkContext.defaultParallelism)
+        except Exception:  # a session without a SparkContext here (Spark Connect): the config's master
+            pass
+    return master_cores(master)
 
 
 @dataclass(frozen=True)
