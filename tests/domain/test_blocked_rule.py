@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pyarrow as pa
+import pytest
 
 from txnlog.engine.consumer_offsets import SOURCE_SCHEMA, read_partition
 from txnlog.model.rows import batch_of
@@ -212,24 +213,28 @@ def test_group_names_of_any_bytes_reach_the_table_as_stored(tmp_path):
     assert bad["file"] == files[0].path and bad["reason"] == errors.BAD_OFFSETS_VALUE
 
 
-def test_offsets_read_for_some_partitions_are_those_of_the_whole_read(tmp_path):
+@pytest.mark.parametrize("codec", ["NONE", "GZIP"])
+def test_offsets_read_for_some_partitions_are_those_of_the_whole_read(tmp_path, codec):
     # the job reads the groups' offsets of the partitions a step asks for (txnlog.pipeline.offsets): on a partition
     # of two segments, with commits of three topic partitions, a transactional commit (producer 7) of one of them
-    # whose plain commits lie in the earlier segment, a group's members and a record that does not decode
+    # whose plain commits lie in the earlier segment, a group's members and a record that does not decode; the
+    # commits' batches plain or compressed (the walk hashes a compressed record's key in the decompressed bytes)
     from txnlog.brokerlog.consumer_offsets import OffsetsPartitionWriter
     from txnlog.brokerlog.consumer_offsets_encode import offset_commit_key, offset_commit_value
     from txnlog.brokerlog.partition import PartitionLog
     from txnlog.kafka.consumer_offsets_commits import hashes_of
-    from txnlog.kafka.wire import CONSUMER_OFFSETS_TOPIC
+    from txnlog.kafka.wire import CONSUMER_OFFSETS_TOPIC, Compression
     from txnlog.sources.logdirs import discover
 
     w = OffsetsPartitionWriter(tmp_path / "broker-1", 6)
     w.log = PartitionLog(tmp_path / "broker-1", CONSUMER_OFFSETS_TOPIC, 6, segment_bytes=600)
     for n in range(6):
         w.append([(offset_commit_key(f"g{g}", t, p), offset_commit_value(10 * n + g, commit_timestamp=w.now))
-                  for g in range(2) for t, p in (("orders", 0), ("orders", 1), ("pay", 0))])  # fmt: skip
+                  for g in range(2) for t, p in (("orders", 0), ("orders", 1), ("pay", 0))],
+                 compression=Compression[codec])  # fmt: skip
     w.append([(b"\x00\x63unknown", b"\x00\x00")])
-    w.append([(offset_commit_key("g0", "pay", 0), offset_commit_value(99, commit_timestamp=w.now))], producer=(7, 0))
+    w.append([(offset_commit_key("g0", "pay", 0), offset_commit_value(99, commit_timestamp=w.now))], producer=(7, 0),
+             compression=Compression[codec])  # fmt: skip
     w.append([(offset_commit_key("g1", "orders", 1), None)])
     w.close()
     files = list(discover([str(tmp_path / "broker-1")]).consumer_offsets_segments)

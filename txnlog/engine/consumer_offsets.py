@@ -5,11 +5,11 @@ Each task holds whole ``__consumer_offsets-<n>`` partitions. Of a partition's re
 read: the most advanced, as the rest of the job picks the leader of a partition
 (:attr:`txnlog.broker.reconstruct.ReplicaLogs.is_lead`: the largest log end offset, ties to the first broker name),
 since a follower's copy may lack the newest commits and markers. Each segment is walked
-(:func:`txnlog.kafka.consumer_offsets_scan.walk_commits`: its compressed batches decompressed, each record parsed
-once), the records asked for (:func:`read_partition`'s ``wanted``) decoded, and the partition's offsets
-replayed as the group coordinator does (:func:`txnlog.rules.consumer_offsets.replay_offsets`). The partition's
-transactions and markers are analysed as any data partition's by the segments source; this one adds what the
-groups committed.
+(:func:`txnlog.kafka.consumer_offsets_scan.walk_commits`: its compressed batches decompressed, each record checked,
+a commit's topic-partition hash kept), the records asked for (:func:`read_partitions`' ``wanted``) decoded, and
+the offsets of the task's partitions replayed together, each partition as its group coordinator replays it
+(:func:`txnlog.rules.consumer_offsets.replay_partitions`). The partition's transactions and markers are analysed
+as any data partition's by the segments source; this one adds what the groups committed.
 
 Rows (:data:`SOURCE_SCHEMA`, ``kind``): ``offset`` (a committed or pending offset, :data:`OFFSETS_SCHEMA`'s
 columns), ``group`` (a classic group's members from its last GroupMetadata record) and ``quarantine``.
@@ -26,13 +26,12 @@ import pyarrow.compute as pc
 from txnlog.engine.segments import limit_kwargs, log_bytes
 from txnlog.engine.txn_state import quarantine_of
 from txnlog.kafka.consumer_offsets import GROUP_METADATA_TYPE, decode_walked
-from txnlog.kafka.consumer_offsets_scan import Walked, walk_commits
+from txnlog.kafka.consumer_offsets_scan import MARKERS_SCHEMA, Walked, walk_commits
 from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
 from txnlog.kafka.framing import whole_entries
-from txnlog.kafka.wire import NO_PRODUCER_ID
 from txnlog.model.contract import MEMBER
 from txnlog.model.rows import batch_of
-from txnlog.rules.consumer_offsets import OFFSETS_SCHEMA, replay_offsets
+from txnlog.rules.consumer_offsets import OFFSETS_SCHEMA, replay_partitions
 from txnlog.sources.logdirs import LogFile
 
 KIND_OFFSET = "offset"
@@ -87,18 +86,63 @@ def lead_replica(files: list[LogFile]) -> list[LogFile]:
 def read_partition(
     files: list[LogFile], check_crc: bool, max_decompressed_bytes: int | None, wanted: np.ndarray | None = None
 ) -> list[pa.RecordBatch]:
-    """One ``__consumer_offsets`` partition's rows (:data:`SOURCE_SCHEMA`) from its lead replica's segments.
+    """One ``__consumer_offsets`` partition's rows (:data:`SOURCE_SCHEMA`) from its lead replica's segments
+    (:func:`read_partitions`)."""
+    return read_partitions([files], check_crc, max_decompressed_bytes, wanted)
+
+
+def read_partitions(
+    partitions: list[list[LogFile]],
+    check_crc: bool,
+    max_decompressed_bytes: int | None,
+    wanted: np.ndarray | None = None,
+) -> list[pa.RecordBatch]:
+    """The rows (:data:`SOURCE_SCHEMA`) of ``__consumer_offsets`` partitions (each its files, every replica's),
+    each from its lead replica's segments.
 
     ``wanted``: the hashes of the topic partitions whose groups' offsets are asked for
     (:func:`txnlog.kafka.consumer_offsets_commits.hashes_of`; None: every one). Every record is walked and
     checked (a bad one is a quarantine row wherever it is), but only the OffsetCommit records of those topic
     partitions, and of the topic partitions a producer's batch commits to (their pending offsets, and the
-    committed ones beside them), are built into columns and replayed; the group rows are all built."""
-    files = sorted(lead_replica(files), key=lambda f: f.base_offset)
-    if not files:
-        return []
-    first = files[0]
+    committed ones beside them), are built into columns and replayed; the group rows are all built. The
+    partitions' kept records are replayed together, each partition on its own
+    (:func:`txnlog.rules.consumer_offsets.replay_partitions`): one pass, not one per partition."""
+    firsts: list[LogFile] = []
+    decoded: list[pa.Table] = []
+    markers: list[pa.Table] = []
+    part: list[np.ndarray] = []
+    marker_part: list[np.ndarray] = []
+    quarantine: list[pa.RecordBatch] = []
+    for files in partitions:
+        files = sorted(lead_replica(files), key=lambda f: f.base_offset)
+        if not files:
+            continue
+        rows, marks, entries = _read_one(files, check_crc, max_decompressed_bytes, wanted)
+        if entries:
+            quarantine.append(quarantine_of(files[0], entries, SOURCE_SCHEMA))
+        if rows is None:
+            continue
+        n = len(firsts)
+        firsts.append(files[0])
+        decoded.append(rows)
+        markers.append(marks)
+        part.append(np.full(rows.num_rows, n, np.int64))
+        marker_part.append(np.full(marks.num_rows, n, np.int64))
     out: list[pa.RecordBatch] = []
+    if decoded:
+        rows = pa.concat_tables(decoded)
+        of_rows = np.concatenate(part)
+        offsets, offsets_part = replay_partitions(rows, pa.concat_tables(markers), of_rows, np.concatenate(marker_part))
+        out.append(_offset_rows(offsets, offsets_part, firsts))
+        out.extend(_group_rows(rows, of_rows, firsts))
+    return out + quarantine
+
+
+def _read_one(
+    files: list[LogFile], check_crc: bool, max_decompressed_bytes: int | None, wanted: np.ndarray | None
+) -> tuple[pa.Table | None, pa.Table, list[QuarantineEntry]]:
+    """One partition's (decoded kept records, None when none; markers; quarantine entries), its ``files`` those of
+    its lead replica in offset order."""
     quarantine: list[list[QuarantineEntry]] = [[] for _ in files]
     with ExitStack() as mapped:  # the segments stay mapped until their kept records are built
         walked: list[tuple[int, Walked]] = []
@@ -118,15 +162,10 @@ def read_partition(
             rows, bad = decode_walked(w, keep, file=files[i].path)
             decoded.append(rows)
             quarantine[i].extend(bad)
-        if decoded:
-            rows = pa.concat_tables(decoded)
-            offsets = replay_offsets(rows, pa.concat_tables([w.markers for _, w in walked]))
-            out.append(_offset_rows(offsets, first))
-            out.extend(_group_rows(rows, first))
     entries = [q for qs in quarantine for q in qs]
-    if entries:
-        out.append(quarantine_of(first, entries, SOURCE_SCHEMA))
-    return out
+    if not decoded:
+        return None, MARKERS_SCHEMA.empty_table(), entries
+    return pa.concat_tables(decoded), pa.concat_tables([w.markers for _, w in walked]), entries
 
 
 def _kept(walked: list[Walked], wanted: np.ndarray | None) -> list[np.ndarray | None]:
@@ -137,33 +176,39 @@ def _kept(walked: list[Walked], wanted: np.ndarray | None) -> list[np.ndarray | 
     if wanted is None:
         return [None] * len(walked)
     hashes = [w.key_hashes() for w in walked]
-    touched = [h[w.batch["producer_id"] != NO_PRODUCER_ID] for h, w in zip(hashes, walked, strict=True)]
+    touched = [h[w.of_producers()] for h, w in zip(hashes, walked, strict=True)]
     keys = np.unique(np.concatenate([wanted.astype(np.uint64), *touched]))
     return [np.isin(h, keys) for h in hashes]
 
 
-def _offset_rows(offsets: pa.Table, file: LogFile) -> pa.RecordBatch:
+def _offset_rows(offsets: pa.Table, part: np.ndarray, firsts: list[LogFile]) -> pa.RecordBatch:
+    """``offsets`` as rows of :data:`SOURCE_SCHEMA`, each with its partition's broker and number (``part``: the
+    index in ``firsts``, the first file of each partition's lead replica)."""
     n = offsets.num_rows
     columns = {name: offsets.column(name).combine_chunks() for name in OFFSETS_SCHEMA.names}
-    return batch_of(
-        SOURCE_SCHEMA,
-        n,
-        {
-            **columns,
-            "kind": KIND_OFFSET,
-            "broker": file.broker,
-            "coordinator_partition": np.full(n, file.partition, np.int32),
-        },
-    )
+    return batch_of(SOURCE_SCHEMA, n, {**columns, "kind": KIND_OFFSET, **_placed(part, firsts)})
 
 
-def _group_rows(rows: pa.Table, file: LogFile) -> list[pa.RecordBatch]:
-    """Each classic group's members as of its last GroupMetadata record (none after a tombstone)."""
-    meta = rows.filter(pc.equal(rows["record_type"], GROUP_METADATA_TYPE))
+def _placed(part: np.ndarray, firsts: list[LogFile]) -> dict[str, object]:
+    """The ``broker`` and ``coordinator_partition`` columns of rows of the partitions ``part`` (indexes in
+    ``firsts``)."""
+    if len(firsts) == 1:
+        return {"broker": firsts[0].broker, "coordinator_partition": np.full(len(part), firsts[0].partition, np.int32)}
+    brokers = pa.array([f.broker for f in firsts], pa.string())
+    numbers = np.array([f.partition for f in firsts], np.int32)
+    return {"broker": brokers.take(pa.array(part)), "coordinator_partition": numbers[part]}
+
+
+def _group_rows(rows: pa.Table, part: np.ndarray, firsts: list[LogFile]) -> list[pa.RecordBatch]:
+    """Each classic group's members as of its last GroupMetadata record of its partition (none after a
+    tombstone); ``part``: each row's partition, an index in ``firsts``."""
+    is_meta = pc.equal(rows["record_type"], GROUP_METADATA_TYPE)
+    meta = rows.filter(is_meta)
     if meta.num_rows == 0:
         return []
     meta = meta.append_column("_i", pa.array(np.arange(meta.num_rows, dtype=np.int64)))
-    last = meta.take(meta.group_by(["group_bytes"], use_threads=False).aggregate([("_i", "max")])["_i_max"])
+    meta = meta.append_column("_part", pa.array(part[is_meta.to_numpy(zero_copy_only=False)]))
+    last = meta.take(meta.group_by(["_part", "group_bytes"], use_threads=False).aggregate([("_i", "max")])["_i_max"])
     last = last.filter(pc.invert(last["is_tombstone"]))
     members = [
         [{k: m[k] for k in ("member_id", "client_id", "client_host")} for m in (ms or [])]
@@ -176,8 +221,7 @@ def _group_rows(rows: pa.Table, file: LogFile) -> list[pa.RecordBatch]:
             n,
             {
                 "kind": KIND_GROUP,
-                "broker": file.broker,
-                "coordinator_partition": np.full(n, file.partition, np.int32),
+                **_placed(last.column("_part").to_numpy(), firsts),
                 "group": last.column("group").combine_chunks(),
                 "group_bytes": last.column("group_bytes").combine_chunks(),
                 "members": pa.array(members, pa.list_(MEMBER)),

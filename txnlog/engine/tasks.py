@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from txnlog.engine.consumer_offsets import SOURCE_SCHEMA as OFFSETS_SOURCE_SCHEMA
-from txnlog.engine.consumer_offsets import read_partition
+from txnlog.engine.consumer_offsets import read_partitions
 from txnlog.engine.dump_log.rows import files_rows
 from txnlog.engine.manifest import checkpoint_rows, files_table
 from txnlog.engine.plan import FilesTask, Plan, plan_tasks
@@ -181,14 +181,13 @@ def consumer_offsets_task(
     files: list[LogFile], decode: Decode, wanted: list[tuple[str, int]] | None = None
 ) -> Iterator[pa.RecordBatch]:
     """One task's ``__consumer_offsets`` files (whole partitions) → rows of
-    txnlog.engine.consumer_offsets.SOURCE_SCHEMA, a partition at a time; the groups' offsets of the ``wanted``
-    topic partitions only (None: all; txnlog.engine.consumer_offsets.read_partition)."""
+    txnlog.engine.consumer_offsets.SOURCE_SCHEMA, its partitions replayed together; the groups' offsets of the
+    ``wanted`` topic partitions only (None: all; txnlog.engine.consumer_offsets.read_partitions)."""
     by_partition: dict[int, list[LogFile]] = {}
     for f in files:
         by_partition.setdefault(f.partition, []).append(f)
     hashes = None if wanted is None else hashes_of(wanted)
-    for held in by_partition.values():
-        yield from read_partition(held, decode.check_crc, decode.max_decompressed_bytes, hashes)
+    yield from read_partitions(list(by_partition.values()), decode.check_crc, decode.max_decompressed_bytes, hashes)
 
 
 #: what a dump task makes: the parsed "Dumping" lines only (the replica names' first pass)

@@ -190,9 +190,10 @@ def decode_segment(
     buf: Buffer, *, file: str = "", check_crc: bool = True, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
 ) -> tuple[pa.Table, pa.Table, list[QuarantineEntry]]:
     """(decoded rows, markers, quarantine) of one ``__consumer_offsets`` segment: what
-    :func:`~txnlog.kafka.consumer_offsets_scan.scan_consumer_offsets` and :func:`decode_records` give, each record
-    parsed once (:func:`~txnlog.kafka.consumer_offsets_scan.walk_commits` reads the OffsetCommit records in its
-    walk; only the others' bytes are copied, and decoded one at a time)."""
+    :func:`~txnlog.kafka.consumer_offsets_scan.scan_consumer_offsets` and :func:`decode_records` give, the
+    OffsetCommit records read in compiled code (:func:`~txnlog.kafka.consumer_offsets_scan.walk_commits` checks
+    them in its walk, :meth:`~txnlog.kafka.consumer_offsets_scan.Walked.records` builds them; only the others'
+    bytes are copied, and decoded one at a time)."""
     walked = walk_commits(buf, file=file, check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes)
     decoded, quarantine = decode_walked(walked, None, file=file)
     return decoded, walked.markers, quarantine

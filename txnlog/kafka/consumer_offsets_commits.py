@@ -148,8 +148,26 @@ def _walk(kdata, koff, kvalid, vdata, voff, vvalid):
     return out
 
 
+@jit(inline=True)
+def commit_key(out, i):
+    """(topic start, topic length, partition) of the OffsetCommit key :func:`read_commit` read into row i."""
+    return out[i, _TS], out[i, _TL], out[i, _PART]
+
+
 _FNV_OFFSET = np.uint64(14695981039346656037)
 _FNV_PRIME = np.uint64(1099511628211)
+
+
+@jit(inline=True)
+def tp_hash(data, start, length, partition):
+    """The FNV-1a hash of the topic bytes data[start:start+length] and the partition's four bytes (little end
+    first): :func:`topic_partition_hashes`' hash of one key."""
+    h = _FNV_OFFSET
+    for j in range(start, start + length):
+        h = (h ^ np.uint64(data[j])) * _FNV_PRIME
+    for k in range(4):
+        h = (h ^ np.uint64((partition >> (8 * k)) & 0xFF)) * _FNV_PRIME
+    return h
 
 
 @jit()
@@ -161,14 +179,22 @@ def _topic_partition_hashes(data, extra, src, m):
     for i in range(n):
         if m[i, _OK] != 1:
             continue
+        out[i] = tp_hash(data if src[i] == 0 else extra, m[i, _TS], m[i, _TL], m[i, _PART])
+    return out
+
+
+@jit()
+def reread_commits(data, extra, src, recs, rows):
+    """The rows of :func:`read_commit` (:data:`_COLS`, ``OK`` set) of the records ``rows`` (indices into ``recs``:
+    per record key start/len in columns 3/4, value start/len in 5/6, its bytes in ``data`` where ``src`` is 0,
+    else in ``extra``), each one a record a walk found well-formed: read again, only these."""
+    out = np.zeros((rows.size, len(_COLS)), np.int64)
+    for j in range(rows.size):
+        i = rows[j]
         buf = data if src[i] == 0 else extra
-        h = _FNV_OFFSET
-        for j in range(m[i, _TS], m[i, _TS] + m[i, _TL]):
-            h = (h ^ np.uint64(buf[j])) * _FNV_PRIME
-        p = m[i, _PART]
-        for k in range(4):
-            h = (h ^ np.uint64((p >> (8 * k)) & 0xFF)) * _FNV_PRIME
-        out[i] = h
+        ks, kl, vs, vl = recs[i, 3], recs[i, 4], recs[i, 5], recs[i, 6]
+        if read_commit(buf, ks, ks + kl, buf, vs, vs + max(vl, 0), vl >= 0, out, j):
+            out[j, _OK] = 1
     return out
 
 

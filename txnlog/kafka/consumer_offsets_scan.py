@@ -3,10 +3,11 @@ producer) and its transaction markers, what cannot be read quarantined.
 
 The group coordinator may compress its batches (``offsets.topic.compression.codec``), so unlike the data
 partitions' payloads these batches are decompressed (:func:`txnlog.kafka.txn_state_scan._side_buffer`, under
-the same per-file budget). The walk of the records reads each OffsetCommit record where it lies
-(:func:`txnlog.kafka.consumer_offsets_commits.read_commit`), so the job's read (:func:`walk_commits`, then
-:func:`txnlog.kafka.consumer_offsets.decode_walked`) parses each record once, builds the columns of the records
-asked for only, and copies the bytes of the other records only; :func:`scan_consumer_offsets` returns every
+the same per-file budget). The walk of the records checks each OffsetCommit record where it lies
+(:func:`txnlog.kafka.consumer_offsets_commits.read_commit`) and keeps of it only its topic-partition hash, so the
+job's read (:func:`walk_commits`, then :func:`txnlog.kafka.consumer_offsets.decode_walked`) writes little per
+record, reads again and builds the columns of the records asked for only, and copies the bytes of the records
+that are not well-formed OffsetCommits only; :func:`scan_consumer_offsets` returns every
 record's key and value bytes, for :func:`txnlog.kafka.consumer_offsets.decode_records`.
 """
 
@@ -20,14 +21,21 @@ import pyarrow as pa
 
 from txnlog.kafka import errors
 from txnlog.kafka.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
-from txnlog.kafka.consumer_offsets_commits import OK, WIDTH, commit_columns, read_commit, topic_partition_hashes
+from txnlog.kafka.consumer_offsets_commits import (
+    WIDTH,
+    commit_columns,
+    commit_key,
+    read_commit,
+    reread_commits,
+    tp_hash,
+)
 from txnlog.kafka.control import ControlStatus
 from txnlog.kafka.errors import QuarantineEntry
 from txnlog.kafka.jit import jit
 from txnlog.kafka.record_batch import Buffer, as_uint8, mapped_file, scan_segment
 from txnlog.kafka.records import RECORD_BROKEN_AT_OFFSET, RECORD_OK, read_record
 from txnlog.kafka.txn_state_scan import _gather_strings, _side_buffer
-from txnlog.kafka.wire import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, TimestampType
+from txnlog.kafka.wire import LOG_OVERHEAD, NO_PRODUCER_ID, RECORD_BATCH_OVERHEAD, TimestampType
 
 #: One row per data record, in log order (``key``/``value`` null where the record's is: a null value is a
 #: tombstone).
@@ -66,14 +74,17 @@ _DETAILS = {
 @jit()
 def _walk(buf, extra, src, starts, ends, counts, base_offset, base_ts, max_ts, log_append_time):
     """The frame of every record of every batch: (batch, offset, timestamp, key src/start/len, value
-    start/len) per record as rows of an int64 matrix, the record read as an OffsetCommit where it is a well-formed
-    one (the row of a second matrix, :func:`~txnlog.kafka.consumer_offsets_commits.read_commit`, its ``OK`` column
-    1), and (batch, offset, code, arg1, arg2) per broken batch."""
+    start/len) per record as rows of an int64 matrix; per record, whether it is a well-formed OffsetCommit
+    (:func:`~txnlog.kafka.consumer_offsets_commits.read_commit`) and then the hash of its topic and partition
+    (:func:`~txnlog.kafka.consumer_offsets_commits.tp_hash`; 0 where not): only what deciding to keep a record
+    needs, its columns read again for the records kept; and (batch, offset, code, arg1, arg2) per broken batch."""
     total = 0
     for b in range(starts.size):
         total += max(counts[b], 0)
     recs = np.empty((total, 7), np.int64)
-    commits = np.zeros((total, WIDTH), np.int64)
+    ok = np.zeros(total, np.bool_)
+    hashes = np.zeros(total, np.uint64)
+    row = np.zeros((1, WIDTH), np.int64)  # read_commit's row of the record at hand
     nr = 0
     quar = np.empty((starts.size, 5), np.int64)
     nq = 0
@@ -108,16 +119,18 @@ def _walk(buf, extra, src, starts, ends, counts, base_offset, base_ts, max_ts, l
             )
             value_end = value_start + max(value_len, 0)
             if key_len >= 0 and read_commit(
-                data, key_start, key_start + key_len, data, value_start, value_end, value_len >= 0, commits, nr
+                data, key_start, key_start + key_len, data, value_start, value_end, value_len >= 0, row, 0
             ):
-                commits[nr, OK] = 1
+                ok[nr] = True
+                topic_start, topic_len, partition = commit_key(row, 0)
+                hashes[nr] = tp_hash(data, topic_start, topic_len, partition)
             nr += 1
             done += 1
             p = rec_end
         if not broken and p != end:
             quar[nq] = (b, -1, _TRAILING, end - p, 0)
             nq += 1
-    return recs[:nr], commits[:nr], quar[:nq]
+    return recs[:nr], ok[:nr], hashes[:nr], quar[:nq]
 
 
 def _binary(data: np.ndarray, offsets: np.ndarray, valid: np.ndarray) -> pa.Array:
@@ -178,27 +191,28 @@ def scan_commits(
 
 @dataclass(frozen=True)
 class Walked:
-    """One segment walked (:func:`walk_commits`): every record framed and each well-formed OffsetCommit read, no
-    column built yet. It points into the segment's bytes: use it while they are mapped."""
+    """One segment walked (:func:`walk_commits`): every record framed and checked, and per well-formed OffsetCommit
+    only the hash of its topic and partition kept; no column built yet (:meth:`records` reads the kept commits
+    again and builds theirs). It points into the segment's bytes: use it while they are mapped."""
 
     arr: np.ndarray  # the segment
     extra: np.ndarray  # its decompressed batches
     recs: np.ndarray  # per record: batch, offset, timestamp, key start/len, value start/len (``_walk``)
-    commits: np.ndarray  # per record: read_commit's row, its OK column 1 where read
-    src: np.ndarray  # per record: 0 its bytes in arr, 1 in extra
-    batch: dict[str, np.ndarray]  # per record: position, batch_length and producer columns of its batch
+    ok: np.ndarray  # per record: read here as a well-formed OffsetCommit
+    hashes: np.ndarray  # per record: its OffsetCommit key's topic-partition hash, 0 where not ok
+    batches: dict[str, np.ndarray]  # per batch: src (0 its bytes in arr, 1 in extra), position, batch_length and
+    # producer columns; a record's batch is its ``recs`` column 0, these gathered for the records built only
     markers: pa.Table
     quarantine: list[QuarantineEntry]
 
-    @property
-    def ok(self) -> np.ndarray:
-        """Per record: read here as a well-formed OffsetCommit."""
-        return self.commits[:, OK] == 1
+    def of_producers(self) -> np.ndarray:
+        """Per record: its batch has a producer id (a producer's batch: transactional offsets, say)."""
+        return (self.batches["producer_id"] != NO_PRODUCER_ID)[self.recs[:, 0]]
 
     def key_hashes(self) -> np.ndarray:
         """Per record, the hash of its OffsetCommit key's topic and partition (0: not a well-formed commit;
         :func:`~txnlog.kafka.consumer_offsets_commits.topic_partition_hashes`)."""
-        return topic_partition_hashes(self.commits, self.arr, self.extra, self.src)
+        return self.hashes
 
     def records(
         self, keep: np.ndarray | None, *, every_key: bool = False
@@ -207,13 +221,15 @@ class Walked:
         the records ``keep`` marks (None: all) and every record that is not a well-formed OffsetCommit (its
         bytes copied for the general reader, which decodes or quarantines it)."""
         ok = self.ok
-        recs, commits, src, batch = self.recs, self.commits, self.src, self.batch
+        recs = self.recs
         if keep is not None and not (keep | ~ok).all():
             rows = np.flatnonzero(keep | ~ok)
-            recs, commits, src, ok = recs[rows], commits[rows], src[rows], ok[rows]
-            batch = {name: column[rows] for name, column in batch.items()}
+            recs, ok = recs[rows], ok[rows]
+        batch = {name: column[recs[:, 0]] for name, column in self.batches.items()}
+        src = batch["src"]
         arr, extra = self.arr, self.extra
-        columns = commit_columns(commits if ok.all() else commits[ok], arr, extra, src[ok], src[ok])
+        commits = reread_commits(arr, extra, src, recs, np.flatnonzero(ok))
+        columns = commit_columns(commits, arr, extra, src[ok], src[ok])
         raw = np.ones(len(recs), bool) if every_key else ~ok  # the records whose bytes are copied
         key_valid = (recs[:, 4] >= 0) & raw
         value_valid = (recs[:, 6] >= 0) & raw
@@ -268,7 +284,7 @@ def walk_commits(
     extra, _ = _side_buffer(
         arr, b["compression"][idx], positions, starts, ends, counts, src, file, max_decompressed_bytes, quarantine
     )
-    recs, commits, quar = _walk(
+    recs, ok, hashes, quar = _walk(
         arr,
         extra,
         src,
@@ -292,15 +308,15 @@ def walk_commits(
             )
         )
     quarantine.sort(key=lambda e: e.position)
-    batch = recs[:, 0]
-    of_batch = {
-        "position": positions[batch],
-        "batch_length": lengths[batch],
-        "producer_id": b["producer_id"][idx][batch],
-        "producer_epoch": b["producer_epoch"][idx][batch],
-        "is_transactional": b["is_transactional"][idx][batch],
+    batches = {
+        "src": src,
+        "position": positions,
+        "batch_length": lengths,
+        "producer_id": b["producer_id"][idx],
+        "producer_epoch": b["producer_epoch"][idx],
+        "is_transactional": b["is_transactional"][idx],
     }
-    return Walked(arr, extra, recs, commits, src[batch], of_batch, _markers(b), quarantine)
+    return Walked(arr, extra, recs, ok, hashes, batches, _markers(b), quarantine)
 
 
 def scan_consumer_offsets_file(

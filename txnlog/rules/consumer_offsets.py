@@ -13,8 +13,9 @@ The rule is Kafka's ``OffsetMetadataManager.replay`` and ``OffsetMetadataManager
   is above the committed offset's record offset (so a plain commit written after the transactional one
   wins); an ABORT marker drops them; a marker of a producer with nothing pending does nothing.
 
-Groups are told apart by their bytes as stored. One partition at a time: a marker ends only the pending
-offsets of the partition it is written in, as each coordinator replays its own partition.
+Groups are told apart by their bytes as stored. Each partition on its own: a marker ends only the pending
+offsets of the partition it is written in, as each coordinator replays its own partition
+(:func:`replay_partitions` replays several at once, each key and producer told apart by its partition).
 """
 
 from __future__ import annotations
@@ -61,10 +62,12 @@ def _ranks(column: pa.ChunkedArray) -> np.ndarray:
     return rank[encoded.indices.to_numpy(zero_copy_only=False)]
 
 
-def _key_ids(commits: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-    """A dense id per (group bytes, topic, partition) of ``commits``, numbered in the keys' ascending order, and
-    per id the index of its last row (the highest record offset)."""
+def _key_ids(commits: pa.Table, part: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A dense id per (part, group bytes, topic, partition) of ``commits`` (``part``: each row's
+    ``__consumer_offsets`` partition, numbered from 0), numbered in the keys' ascending order, and per id the index
+    of its last row (the highest record offset)."""
     group, topic = _ranks(commits["group_bytes"]), _ranks(commits["topic"])
+    group = part * (group.max() + 1) + group
     partition = commits["partition"].to_numpy().astype(np.int64) + 2**31  # from 0, below 2**32
     pair = group * (topic.max() + 1) + topic
     if pair.max() < _ONE_INT64:  # one int64 per key
@@ -112,7 +115,18 @@ def _last_per(keys: tuple[np.ndarray, ...], at: np.ndarray) -> np.ndarray:
 def replay_offsets(decoded: pa.Table, markers: pa.Table) -> pa.Table:
     """The committed and pending offsets (:data:`OFFSETS_SCHEMA`) of one ``__consumer_offsets`` partition from
     its decoded records (:data:`txnlog.kafka.consumer_offsets.DECODED_SCHEMA`) and its markers
-    (:data:`txnlog.kafka.consumer_offsets_scan.MARKERS_SCHEMA`), sorted by key.
+    (:data:`txnlog.kafka.consumer_offsets_scan.MARKERS_SCHEMA`), sorted by key (:func:`replay_partitions`)."""
+    no_part = np.zeros(decoded.num_rows, np.int64)
+    return replay_partitions(decoded, markers, no_part, np.zeros(markers.num_rows, np.int64))[0]
+
+
+def replay_partitions(
+    decoded: pa.Table, markers: pa.Table, part: np.ndarray, marker_part: np.ndarray
+) -> tuple[pa.Table, np.ndarray]:
+    """:func:`replay_offsets` of several ``__consumer_offsets`` partitions at once: ``part`` and ``marker_part``
+    number the partition of each decoded record and each marker (from 0). Each partition is replayed on its own
+    (a key or a producer of one partition is not another's); the rows come sorted by (part, key), with each
+    row's part.
 
     The replay's outcome, computed for all records at once rather than record by record. A key no producer's
     batch touched has only plain commits and tombstones, each replacing what came before: its last record is
@@ -121,10 +135,13 @@ def replay_offsets(decoded: pa.Table, markers: pa.Table) -> pa.Table:
     needed = ["record_type", "offset", "producer_id", "is_tombstone", *_KEY, *(v for v in _VALUE if v not in _KEY)]
     columns = decoded.select(needed)  # the others (a group's members) are not carried through the filter
     is_commit = pc.is_in(columns["record_type"], pa.array(_OFFSET_COMMIT_TYPES, pa.int16()))
-    commits = columns if pc.all(is_commit).as_py() else columns.filter(is_commit)
+    if not pc.all(is_commit).as_py():
+        mask = is_commit.to_numpy(zero_copy_only=False)
+        columns, part = columns.filter(is_commit), part[mask]
+    commits = columns
     if commits.num_rows == 0:
-        return OFFSETS_SCHEMA.empty_table()
-    key, last = _key_ids(commits)
+        return OFFSETS_SCHEMA.empty_table(), np.zeros(0, np.int64)
+    key, last = _key_ids(commits, part)
     offset = commits["offset"].to_numpy()
     producer = commits["producer_id"].to_numpy()
     tomb = commits["is_tombstone"].to_numpy(zero_copy_only=False)
@@ -133,12 +150,29 @@ def replay_offsets(decoded: pa.Table, markers: pa.Table) -> pa.Table:
     plain = last[~touched]
     plain = plain[~tomb[plain]]
     rows = np.flatnonzero(touched[key])
-    committed, pending = _replay_touched(key[rows], offset[rows], producer[rows], tomb[rows], markers)
-    return _rows(commits, key, np.concatenate([plain, rows[committed]]), rows[pending], producer)
+    committed, pending = _replay_touched(
+        key[rows], offset[rows], producer[rows], tomb[rows], part[rows], markers, marker_part
+    )
+    table, index = _rows(commits, key, np.concatenate([plain, rows[committed]]), rows[pending], producer)
+    return table, part[index]
+
+
+def _producer_ids(part: np.ndarray, producer: np.ndarray) -> np.ndarray:
+    """A dense id per (part, producer id): a producer of one partition is not the same producer in another's
+    replay."""
+    if len(part) == 0 or part.min() == part.max():
+        return producer
+    return np.unique(np.stack([part, producer], axis=1), axis=0, return_inverse=True)[1].reshape(-1)
 
 
 def _replay_touched(
-    key: np.ndarray, offset: np.ndarray, producer: np.ndarray, tomb: np.ndarray, markers: pa.Table
+    key: np.ndarray,
+    offset: np.ndarray,
+    producer: np.ndarray,
+    tomb: np.ndarray,
+    part: np.ndarray,
+    markers: pa.Table,
+    marker_part: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(the committed, the pending) among commits given by ``key``/``offset``/``producer``/``tomb``:
 
@@ -147,19 +181,23 @@ def _replay_touched(
       between the commit and its marker (or after it, while open) drops it;
     * the committed offset of a key is, of its plain commits and its transactional commits that a COMMIT
       applied, the one with the highest record offset after the key's last tombstone: a plain commit is newer
-      than all before it, and a COMMIT keeps the newer record (what ``replayEndTransactionMarker`` compares)."""
+      than all before it, and a COMMIT keeps the newer record (what ``replayEndTransactionMarker`` compares).
+
+    ``part``/``marker_part``: each commit's and marker's partition (a marker ends its own partition's only)."""
     if len(key) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     last_tomb = np.full(key.max() + 1, _BEFORE, np.int64)
     np.maximum.at(last_tomb, key[tomb], offset[tomb])
     txn = np.flatnonzero((producer != -1) & ~tomb)  # RecordBatch.NO_PRODUCER_ID
-    ends = markers.filter(pc.is_in(markers["control_type"], pa.array([_ABORT, _COMMIT], pa.int16())))
+    is_end = pc.is_in(markers["control_type"], pa.array([_ABORT, _COMMIT], pa.int16()))
+    ends = markers.filter(is_end)
     m_offset, m_producer = ends["offset"].to_numpy(), ends["producer_id"].to_numpy()
     m_type = ends["control_type"].to_numpy()
-    # the marker ending each transactional commit
+    m_part = marker_part[is_end.to_numpy(zero_copy_only=False)]
+    # the marker ending each transactional commit (of the commit's producer in the commit's partition)
     nt = len(txn)
     nxt = _next_of(
-        np.concatenate([producer[txn], m_producer]),
+        _producer_ids(np.concatenate([part[txn], m_part]), np.concatenate([producer[txn], m_producer])),
         np.concatenate([offset[txn], m_offset]),
         np.concatenate([np.zeros(nt, bool), np.ones(len(m_offset), bool)]),
     )[:nt]
@@ -187,24 +225,21 @@ def _replay_touched(
 
 def _rows(
     commits: pa.Table, key: np.ndarray, committed: np.ndarray, pending: np.ndarray, producer: np.ndarray
-) -> pa.Table:
+) -> tuple[pa.Table, np.ndarray]:
     """The output rows of the ``committed`` and ``pending`` commits, by key, the committed one first, then by
-    producer (the keys' ids are numbered in their order)."""
+    producer (the keys' ids are numbered in their order), and the index in ``commits`` of each."""
     index = np.concatenate([committed, pending]).astype(np.int64)
     is_pending = np.arange(len(index)) >= len(committed)
     order = np.lexsort((producer[index], is_pending, key[index]))
     index, is_pending = index[order], is_pending[order]
     rows = commits.select(["group_bytes", "partition", *_VALUE, "offset"]).take(pa.array(index))
     state = pc.take(pa.array(["committed", "pending"], pa.string()), pa.array(is_pending.astype(np.int8)))
-    return (
-        pa.table(
-            {
-                **{name: rows[name] for name in ("group_bytes", "topic", "partition", *_VALUE)},
-                "state": state,
-                "producer_id": pa.array(producer[index], pa.int64(), mask=~is_pending),
-                "record_offset": rows["offset"],
-            }
-        )
-        .select(OFFSETS_SCHEMA.names)
-        .cast(OFFSETS_SCHEMA)
+    table = pa.table(
+        {
+            **{name: rows[name] for name in ("group_bytes", "topic", "partition", *_VALUE)},
+            "state": state,
+            "producer_id": pa.array(producer[index], pa.int64(), mask=~is_pending),
+            "record_offset": rows["offset"],
+        }
     )
+    return table.select(OFFSETS_SCHEMA.names).cast(OFFSETS_SCHEMA), index
