@@ -1,7 +1,9 @@
 """The integrity audit (txnlog.rules.integrity) in Spark's tasks: the staged transactions read where they were
-staged, grouped per (topic, partition) as the fragments' merge is (txnlog.engine.spark.collect), and each
-partition's rows checked in its task against the ``.txnindex`` entries, the segments and the coordinator's
-decisions (small: they travel with the function). Only the audit's anomaly rows reach the driver."""
+staged, shuffled so that each partition's rows meet in one group, and each group's partitions checked at once
+against the ``.txnindex`` entries, the segments and the coordinator's decisions (small: they travel with the
+function). A group is a bucket of partitions (a hash of topic and partition), not one partition: the checks are
+Arrow functions over any number of partitions, and a call per partition would pay their fixed cost once for each
+of a copy's many thousands of quiet partitions. Only the audit's anomaly rows reach the driver."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+from pyspark.sql import functions as F
 
 from txnlog.engine.integrity import STAGED_SCHEMA, staged_columns
 from txnlog.engine.spark.sources import arrow_to_spark_schema
@@ -21,12 +24,16 @@ if TYPE_CHECKING:
 
 __all__ = ["integrity_in_tasks"]
 
+#: groups of partitions checked per reading task: a few, so that unequal partitions even out over the cores
+BUCKETS_PER_TASK = 4
+_BUCKET = "_txnlog_bucket"
+
 
 def integrity_in_tasks(
     spark: SparkSession, files: list[str], index: pa.Table, segments: pa.Table, decided: Decisions
 ) -> pa.Table:
-    """:func:`txnlog.rules.integrity.partition_integrity` per partition of the staged transaction ``files``, in
-    tasks; the rows (:data:`txnlog.rules.integrity.MS_SCHEMA`) collected."""
+    """:func:`txnlog.rules.integrity.partition_integrity` of the staged transaction ``files``, in tasks, a bucket
+    of whole partitions at a time; the rows (:data:`txnlog.rules.integrity.MS_SCHEMA`) collected."""
     if not files:
         return MS_SCHEMA.empty_table()
     settings = storage.settings_option()
@@ -35,9 +42,11 @@ def integrity_in_tasks(
     txns = paths.mapInArrow(partial(_read_in_task, settings), arrow_to_spark_schema(STAGED_SCHEMA))
 
     def check(table: pa.Table) -> pa.Table:  # typed: applyInArrow reads the hints
-        return partition_integrity(table, index, segments, decided)
+        return partition_integrity(table.drop_columns([_BUCKET]), index, segments, decided)
 
-    rows = txns.groupBy("topic", "partition").applyInArrow(check, arrow_to_spark_schema(MS_SCHEMA))
+    # every row of a partition in the same bucket: a bucket holds whole partitions
+    bucket = F.pmod(F.hash("topic", "partition"), F.lit(tasks * BUCKETS_PER_TASK))
+    rows = txns.withColumn(_BUCKET, bucket).groupBy(_BUCKET).applyInArrow(check, arrow_to_spark_schema(MS_SCHEMA))
     return rows.toArrow().cast(MS_SCHEMA)
 
 
