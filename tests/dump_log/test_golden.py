@@ -15,8 +15,6 @@ REALDATA = os.environ.get(
     "TXNLOG_REALDATA", os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "realdata")
 )
 DUMPS = os.path.abspath(os.path.join(REALDATA, "dump-log"))
-if not os.path.isdir(DUMPS):
-    DUMPS = "/work/shared/realdata/dump-log"
 
 pytestmark = [
     pytest.mark.spark,
