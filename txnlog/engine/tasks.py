@@ -226,15 +226,11 @@ def log_dir_jobs(
     planned as Spark's sources plan them for ``threads`` cores (txnlog.engine.plan), every segment read whole;
     ``shared`` and ``dumps`` as txnlog.engine.settings.log_dir_settings takes them."""
     segments, txn_state = log_dir_settings(decode, scratch, shared=shared, dumps=dumps)
+    data_files, coordinator_files = files_table([*inv.segments, *inv.snapshots]), files_table(inv.txn_state_segments)
+    checkpoints = checkpoint_rows(inv.checkpoints) if segments.transactions else []
     minimum = max(2, threads * 2)
-    data = plan_tasks(
-        Plan(min_partitions=minimum, whole=segments.transactions, cores=threads),
-        files_table([*inv.segments, *inv.snapshots]),
-        checkpoint_rows(inv.checkpoints) if segments.transactions else [],
-    )
-    coordinators = plan_tasks(
-        Plan(min_partitions=minimum, whole=txn_state.reduce, cores=threads), files_table(inv.txn_state_segments)
-    )
+    data = plan_tasks(Plan(min_partitions=minimum, whole=segments.transactions, cores=threads), data_files, checkpoints)
+    coordinators = plan_tasks(Plan(min_partitions=minimum, whole=txn_state.reduce, cores=threads), coordinator_files)
     return [
         ([partial(log_dir_task, task, segments) for task in data], SEGMENT_SUMMARY_SCHEMA),
         ([partial(txn_state_task, task.files(), txn_state) for task in coordinators], TXN_STATE_SOURCE_SCHEMA),
@@ -247,9 +243,8 @@ def offsets_jobs(
     """The local placement's tasks over the ``__consumer_offsets`` partitions ``inv`` lists, for :func:`run_here`
     (planned as their source plans them, whole partitions), the groups' offsets of the ``wanted`` topic partitions
     only (None: all)."""
-    groups = plan_tasks(
-        Plan(min_partitions=max(2, threads * 2), whole=True), files_table(inv.consumer_offsets_segments)
-    )
+    files = files_table(inv.consumer_offsets_segments)
+    groups = plan_tasks(Plan(min_partitions=max(2, threads * 2), whole=True), files)
     return [([partial(consumer_offsets_task, task.files(), decode, wanted) for task in groups], OFFSETS_SOURCE_SCHEMA)]
 
 
