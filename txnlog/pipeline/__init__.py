@@ -13,7 +13,7 @@ Example::
     print(result.summary_text())
 """
 
-from txnlog.engine.spark.session import job_description
+from txnlog.output.spark_base import job_description
 from txnlog.pipeline.build import build_tables, resolve_as_of, thresholds_of, verify_live
 from txnlog.pipeline.decode import Decoded, decode
 from txnlog.pipeline.inputs import (

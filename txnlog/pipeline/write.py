@@ -10,10 +10,10 @@ from contextlib import nullcontext
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from txnlog.engine.spark.session import job_description
 from txnlog.model.words import count
 from txnlog.output import delta, delta_retention, prometheus, retention
 from txnlog.output.delta import Supersede
+from txnlog.output.spark_base import job_description
 from txnlog.pipeline.inputs import cluster_of
 from txnlog.pipeline.scope import Progress
 from txnlog.rules import metrics

@@ -8,18 +8,15 @@ import json
 from collections.abc import Iterator
 
 import pyarrow as pa
-from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from txnlog.engine.consumer_offsets import SOURCE_SCHEMA, TOPIC_PARTITIONS
 from txnlog.engine.settings import Decode
-from txnlog.engine.spark.log_dir_options import offsets_options
 from txnlog.engine.spark.sources import FilesReader, arrow_to_spark_schema
 from txnlog.engine.tasks import consumer_offsets_task
-from txnlog.sources.logdirs import Inventory
 
-__all__ = ["SOURCE_SCHEMA", "ConsumerOffsetsSource", "read_consumer_offsets"]
+__all__ = ["SOURCE_SCHEMA", "ConsumerOffsetsSource"]
 
 
 class _ConsumerOffsetsReader(FilesReader):
@@ -41,17 +38,3 @@ class ConsumerOffsetsSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return _ConsumerOffsetsReader(dict(self.options))
-
-
-def read_consumer_offsets(
-    spark: SparkSession, inv: Inventory, decode: Decode, scratch: str, wanted: list[tuple[str, int]] | None = None
-) -> pa.Table:
-    """The ``__consumer_offsets`` partitions' rows that ``inv`` lists, read in Spark tasks and collected as Arrow, the
-    groups' offsets of the ``wanted`` topic partitions only (None: all; txnlog.engine.decoded.GroupOffsets)."""
-    spark.dataSource.register(ConsumerOffsetsSource)
-    options = offsets_options(
-        inv, check_crc=decode.check_crc, scratch=scratch, cores=spark.sparkContext.defaultParallelism,
-        max_decompressed_bytes=decode.max_decompressed_bytes, wanted=wanted,
-    )  # fmt: skip
-    table = spark.read.format(ConsumerOffsetsSource.name()).options(**options).load().toArrow()
-    return table.cast(SOURCE_SCHEMA)

@@ -15,15 +15,14 @@ from txnlog.broker import as_of as as_of_rule
 from txnlog.engine.decoded import Decoded, GroupOffsets, ReadSettings, live_offsets
 from txnlog.engine.settings import Decode
 from txnlog.engine.spark import collect
-from txnlog.engine.spark.consumer_offsets_source import read_consumer_offsets
 from txnlog.engine.spark.dump_log import read_dump_logs
 from txnlog.engine.spark.live_batches import LiveCut, read_live_batches
 from txnlog.engine.spark.live_source import read_live_records
-from txnlog.engine.spark.log_dir_options import log_dir_sources
-from txnlog.engine.spark.session import job_description
+from txnlog.engine.spark.log_dir_options import log_dir_sources, read_consumer_offsets
 from txnlog.engine.spark.stitch import Stitched, stitch_pieces
 from txnlog.model.contract import InputSource
 from txnlog.model.rows import KIND_PIECE
+from txnlog.output.spark_base import job_description
 from txnlog.rules.transactions import checkpoints_of
 from txnlog.sources.logdirs import Inventory
 from txnlog.sources.offline import Offline

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from txnlog.engine.consumer_offsets import SOURCE_SCHEMA as OFFSETS_ROWS
 from txnlog.engine.consumer_offsets import TOPIC_PARTITIONS
 from txnlog.engine.manifest import write_manifest
 from txnlog.engine.settings import Decode, log_dir_settings
+from txnlog.engine.spark.consumer_offsets_source import ConsumerOffsetsSource
 from txnlog.engine.spark.sources import SegmentsSource
 from txnlog.engine.spark.txn_state_source import TxnStateSource
 from txnlog.model.contract import InputSource
@@ -98,3 +101,17 @@ def offsets_options(
     if wanted is not None:
         options[TOPIC_PARTITIONS] = json.dumps([[topic, partition] for topic, partition in wanted])
     return options
+
+
+def read_consumer_offsets(
+    spark: SparkSession, inv: Inventory, decode: Decode, scratch: str, wanted: list[tuple[str, int]] | None = None
+) -> pa.Table:
+    """The ``__consumer_offsets`` partitions' rows that ``inv`` lists, read in Spark tasks and collected as Arrow, the
+    groups' offsets of the ``wanted`` topic partitions only (None: all; txnlog.engine.decoded.GroupOffsets)."""
+    spark.dataSource.register(ConsumerOffsetsSource)
+    options = offsets_options(
+        inv, check_crc=decode.check_crc, scratch=scratch, cores=spark.sparkContext.defaultParallelism,
+        max_decompressed_bytes=decode.max_decompressed_bytes, wanted=wanted,
+    )  # fmt: skip
+    table = spark.read.format(ConsumerOffsetsSource.name()).options(**options).load().toArrow()
+    return table.cast(OFFSETS_ROWS)

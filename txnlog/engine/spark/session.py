@@ -1,4 +1,4 @@
-"""The Spark session txnlog runs in, what it can find on its classpath, and the labels of the jobs a run starts in it.
+"""The Spark session txnlog runs in, and what it can find on its classpath.
 
 ``get_session`` reuses the active session (``spark-submit`` and notebooks that
 already built one), otherwise builds a local one. It never asks Maven for
@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 # the driver JVM's JIT and collector options, and its class archive (txnlog.engine.spark.jvm_archive says why)
 from txnlog.engine.spark.jvm_archive import DRIVER_JAVA_OPTIONS, java_options
 
-__all__ = ["get_session", "job_description"]
+__all__ = ["get_session"]
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -152,18 +151,3 @@ def _apply_runtime_conf(spark: SparkSession, settings: Mapping[str, str]) -> Non
             spark.conf.set(key, value)
         # Static settings (spark.master, spark.ui.enabled, ...) of a session
         # someone else built are theirs; changing them needs a new session.
-
-
-@contextmanager
-def job_description(spark: SparkSession | None, text: str) -> Iterator[None]:
-    """Label the Spark jobs started inside the block (Spark UI, event log) with ``text``."""
-    sc = getattr(spark, "sparkContext", None)
-    if sc is None:  # no Spark, or Spark Connect: no SparkContext to label
-        yield
-        return
-    previous = sc.getLocalProperty("spark.job.description")
-    sc.setJobDescription(text)
-    try:
-        yield
-    finally:
-        sc.setLocalProperty("spark.job.description", previous)
