@@ -239,12 +239,12 @@ def _read_index(path: str) -> bytes | None:
 def split_segments(table: pa.Table, split_bytes: int, units: np.ndarray, cores: int) -> pa.Table:
     """The manifest ``table`` with each local ``.log`` file worth splitting (txnlog.sources.splits.worth_splitting:
     above ``split_bytes``, of a straggler among the ``units`` for ``cores`` cores) whose offset index passes the
-    checks (txnlog.sources.splits) replaced by
-    one row per piece of about ``split_bytes``, plus the columns saying so: ``piece`` and the file's split
-    points (null for whole files), ``piece_bytes`` (what a row weighs when packed), ``emit_fragments``
-    (every row of a partition that has a split file: it is merged downstream), and ``edge_snapshots`` (the
-    ``.log`` rows of a split partition that only one replica holds: the paths of that replica's producer
-    snapshots; such a file finishes its inner transactions and hands on its edges, txnlog.engine.segments.Edges)."""
+    checks (txnlog.sources.splits) replaced by one row per piece of about ``split_bytes``, plus the columns saying
+    so: ``piece`` and the file's split points (null for whole files), ``piece_bytes`` (what a row weighs when
+    packed), ``emit_fragments`` (every row of a partition that has a split file: it is merged downstream), and
+    ``edge_snapshots`` (the ``.log`` rows of a split partition that only one replica holds: the paths of that
+    replica's producer snapshots; such a file finishes its inner transactions and hands on its edges,
+    txnlog.engine.segments.Edges). ``table`` as it is where no file is split."""
 
     hot = worth_splitting(np.asarray(table.column("size").to_numpy(), np.int64), units, split_bytes, cores)
     if not hot.any():
