@@ -1,6 +1,6 @@
-"""What a run's decode is told and what it hands on, whichever placement decodes: :class:`ReadSettings` in,
-:class:`Decoded` out (txnlog.engine.tasks.decode_here in this process, txnlog.engine.spark.decode in Spark's
-tasks; txnlog.pipeline.decode chooses).
+"""What a run's decode hands on, whichever placement decodes (txnlog.engine.tasks.decode_here in this process,
+txnlog.engine.spark.decode in Spark's tasks; txnlog.pipeline.decode chooses, and tells it
+txnlog.engine.settings.ReadSettings): :class:`Decoded`.
 
 The consumer groups' offsets of a copy's ``__consumer_offsets`` partitions are read when a step asks for them and
 only for the topic partitions it names (:class:`GroupOffsets`). The job needs a group's committed offset only where
@@ -17,28 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import pyarrow as pa
 
 from txnlog.engine.consumer_offsets import SOURCE_SCHEMA as OFFSETS_ROWS
-from txnlog.engine.settings import Decode
-from txnlog.live.fetch import FetchSettings
 from txnlog.model.rows import Checkpoint
 
-__all__ = ["Decoded", "GroupOffsets", "ReadSettings", "live_offsets", "offsets_for"]
-
-
-@dataclass(frozen=True)
-class ReadSettings:
-    """What a run's decode is told besides its inputs, resolved once from the config (txnlog.pipeline.decode):
-    how each file is decoded, the segments read in pieces (above ``split_segment_bytes``, in Spark's tasks;
-    txnlog.sources.splits; 0: never), and a live cluster's client settings and Fetch bounds."""
-
-    decode: Decode = Decode()
-    split_segment_bytes: int = 0
-    kafka: dict[str, Any] = field(default_factory=dict)
-    fetch: FetchSettings | None = None
+__all__ = ["Decoded", "GroupOffsets", "live_offsets", "offsets_for"]
 
 
 class GroupOffsets:

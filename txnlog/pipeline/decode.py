@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from txnlog.engine.decoded import Decoded, ReadSettings
-from txnlog.engine.settings import Decode
+from txnlog.engine.decoded import Decoded
+from txnlog.engine.settings import Decode, ReadSettings
 from txnlog.engine.spark.placement import Placement
 from txnlog.engine.tasks import decode_here
 from txnlog.live.fetch import FetchSettings

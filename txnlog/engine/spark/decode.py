@@ -12,8 +12,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from txnlog.broker import as_of as as_of_rule
-from txnlog.engine.decoded import Decoded, GroupOffsets, ReadSettings, live_offsets
-from txnlog.engine.settings import Decode
+from txnlog.engine.decoded import Decoded, GroupOffsets, live_offsets
+from txnlog.engine.settings import Decode, ReadSettings
 from txnlog.engine.spark import collect
 from txnlog.engine.spark.dump_log import read_dump_logs
 from txnlog.engine.spark.live_batches import LiveCut, read_live_batches

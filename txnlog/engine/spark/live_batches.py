@@ -56,9 +56,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from txnlog.engine.decoded import ReadSettings
 from txnlog.engine.segments import SegmentRows, limit_kwargs, summarize_segment
-from txnlog.engine.settings import Decode
+from txnlog.engine.settings import Decode, ReadSettings
 from txnlog.engine.spark.sources import arrow_to_spark_schema
 from txnlog.kafka.record_batch import scan_segment
 from txnlog.live.admin import partition_offsets, topic_partitions
