@@ -1,9 +1,8 @@
 """The job on a real Spark standalone cluster: a master and two workers started from pip's
 pyspark on 127.0.0.1 (tests/cluster/standalone.py), ``./spark-submit.sh --master spark://…`` on a
-writer-made kafka-dump-log.sh dump, every table compared with a local run of the same dump (chispa: the job's
-``main`` in this process on the shared session, same ``--cluster`` and ``--as-of``), and exactly the started
-processes stopped. The dump is a part of the session's messy incident dumps (tests/e2e/shared.py; :data:`FILES`):
-what is tested is the path through the cluster, not the size of the input. ``--driver-max-bytes 0``: the Python steps run in executors on
+writer-made kafka-dump-log.sh dump, every table compared with a local run of the same dump (chispa: the
+session's shared ``./spark-submit.sh`` run of those dumps, same ``--cluster`` and ``--as-of``,
+tests/e2e/shared.py), and exactly the started processes stopped. ``--driver-max-bytes 0``: the Python steps run in executors on
 the workers, not in the driver (a small input would otherwise never leave the driver process).
 
 The module's tests share one cluster (:func:`cluster`: its daemons' start is paid once); the test that loses a
@@ -12,7 +11,6 @@ worker runs last, and the cluster's stop is checked when the module is done."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -21,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.standalone import ROOT, StandaloneCluster
-from tests.e2e.jobrun import run_in_process, run_job
+from tests.e2e.jobrun import run_job
 from tests.e2e.shared import MESSY_AS_OF, MESSY_CLUSTER
 from tests.e2e.test_previous_pipeline import TABLES
 
@@ -39,35 +37,17 @@ def _submit(master: str, dumps: Path, out: Path, *extra: str) -> subprocess.Comp
     )  # fmt: skip
 
 
-#: the dump files the cluster runs read, per broker: a damaged marker under a hanging transaction (fees-2), another
-#: hanging transaction (fees-0), one on three replicas (orders-2), and the first broker's coordinator log (the whole
-#: 19 MB of dumps took ~90 s per run on two one-core executors; these ~3 MB keep every step of the job)
-FILES = {"*": ("fees-0.txt", "fees-1.txt", "fees-2.txt", "orders-2.txt"), "broker-1": ("txn-state.txt",)}
+@pytest.fixture(scope="module")
+def dumps(messy_incident) -> Path:
+    """The writer's messy_incident scenario (seed 3) as each broker's kafka-dump-log.sh files."""
+    return messy_incident.dumps
 
 
 @pytest.fixture(scope="module")
-def dumps(messy_incident, tmp_path_factory) -> Path:
-    """:data:`FILES` of the writer's messy_incident scenario (seed 3) as each broker's kafka-dump-log.sh files."""
-    work = tmp_path_factory.mktemp("cluster-dumps")
-    for broker in sorted(messy_incident.dumps.iterdir()):
-        for name in (*FILES["*"], *FILES.get(broker.name, ())):
-            if (broker / name).exists():
-                (work / broker.name).mkdir(exist_ok=True)
-                shutil.copyfile(broker / name, work / broker.name / name)
-    return work
-
-
-@pytest.fixture(scope="module")
-def local(spark, dumps, tmp_path_factory) -> Path:
-    """The same dumps, same cluster and as_of, run locally (the job's ``main`` in this process): what every
-    cluster run must write."""
-    work = tmp_path_factory.mktemp("cluster-local")
-    args = [a for d in sorted(dumps.iterdir()) for a in ("--dump-log", str(d))]
-    proc = run_in_process(
-        spark, *args, "--output", str(work / "out"), "--cluster", CLUSTER, "--as-of", AS_OF, cwd=work
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    return work / "out"
+def local(messy_dumps_run) -> Path:
+    """The same dumps, same cluster and as_of, run locally (./spark-submit.sh, the session's shared run):
+    what every cluster run must write."""
+    return Path(messy_dumps_run.out)
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@
   test_previous_pipeline.py, tests/cluster/test_standalone.py.
 * :func:`messy_dumps_run`: ``./spark-submit.sh --dump-log <broker dir>...`` over those dumps, ``--cluster
   messy-dumps --as-of`` the scenario's ``as_of``: the dumps' findings (test_messy.py), the previous pipeline's
-  tables (test_previous_pipeline.py).
+  tables (test_previous_pipeline.py) and the local tables a standalone cluster must write (test_standalone.py).
 
 No test writes into these outputs or inputs: one that adds runs to an output works on a copy of it
 (test_job.py's rerun).
