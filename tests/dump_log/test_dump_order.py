@@ -2,10 +2,10 @@
 
 The same dumps are read through the dump tasks (txnlog.engine.tasks.dump_rows_task, what both placements call)
 dealt in several ways: a task per file in the listing's order and in reverse order, and the files shuffled into
-three tasks (a task reads its files together, in the order of their paths). Each way's rows are then merged and reduced as a run's driver does
-(txnlog.engine.staging.merged_here) and made into the coordinator's tables (txnlog.rules.coordinator_tables):
-every table, and every file staged for ``transactions`` and ``coordinator_history``, must be equal, every row
-and every column.
+three tasks (a task reads its files together, in the order of their paths). Each way's rows are then merged and
+reduced as a run's driver does (txnlog.engine.staging.merged_here) and made into the coordinator's tables
+(txnlog.rules.coordinator_tables): every table, and every file staged for ``transactions`` and
+``coordinator_history``, must be equal, every row and every column.
 
 Each coordinator record is in the dumps four times, and the copies differ in what they show (Kafka 3.x's
 ``--transaction-log-decoder`` prints no start timestamp, value version or tagged fields; 4.x's does). Which copy a
