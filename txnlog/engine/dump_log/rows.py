@@ -19,7 +19,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txnlog.engine.dump_log.assemble import assemble_quiet_segments, assemble_segment, assemble_txn_state
+from txnlog.engine.dump_log.assemble import assemble_quiet_segments, assemble_txn_state
+from txnlog.engine.dump_log.assemble_many import assemble_segments
 from txnlog.kafka import dump_log_text as D
 from txnlog.model.arrow import groups, lookup, table_group_starts
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
@@ -296,7 +297,8 @@ def _named(table: pa.Table, names: dict[tuple[str | None, str | None], str | Non
 
 
 def _segments(lines: pa.Table) -> pa.Table:
-    """Each dumped data segment's lines → its summary rows (``assemble_segment``)."""
+    """Each dumped data segment's lines → its summary rows (``assemble_segment``'s, of the busy segments at once:
+    ``assemble_segments``)."""
     kinds = _kinds(lines, K_DUMPING, K_START, K_BATCH, K_LEGACY, *DAMAGE_KINDS)
     record = pc.and_kleene(
         pc.equal(_col(lines, "kind_code"), K_RECORD),
@@ -306,7 +308,7 @@ def _segments(lines: pa.Table) -> pa.Table:
     schema = SEGMENT_SUMMARY_SCHEMA.append(DUMP_FILE)
     rows = rows.select(list(SEGMENT_COLUMNS))
     quiet = pa.array(_quiet(rows))
-    busy = _assembled(rows.filter(pc.invert(quiet)), ("file", "section"), assemble_segment, schema)
+    busy = _shaped(assemble_segments(rows.filter(pc.invert(quiet))), schema)
     return pa.concat_tables([busy, _shaped(assemble_quiet_segments(rows.filter(quiet)), schema)])
 
 
