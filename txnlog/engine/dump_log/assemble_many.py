@@ -19,18 +19,27 @@ import pyarrow.compute as pc
 
 from txnlog.broker.fragments import SUMMARY_FRAGMENT_COLUMNS, files_fragments
 from txnlog.broker.producer_state import files_producers
-from txnlog.engine.dump_log.assemble import _batch_columns, _firsts, _np, _region_offsets, damage_rows
+from txnlog.engine.dump_log.assemble import (
+    _batch_columns,
+    _firsts,
+    _np,
+    _region_offsets,
+    _valid,
+    assemble_txn_state,
+    damage_rows,
+)
 from txnlog.model.arrow import table_group_starts
 from txnlog.model.rows import (
     KIND_PRODUCER,
     KIND_QUARANTINE,
     KIND_SEGMENT,
     SEGMENT_SUMMARY_SCHEMA,
+    TXN_STATE_SCHEMA,
     batch_of,
     broker_written,
     fragment_kinds,
 )
-from txnlog.sources.dump_log.parse import K_BATCH, K_LEGACY, K_START
+from txnlog.sources.dump_log.parse import K_BATCH, K_LEGACY, K_RECORD, K_START
 
 _SCHEMA = SEGMENT_SUMMARY_SCHEMA.append(pa.field("dump_file", pa.string()))
 
@@ -155,3 +164,46 @@ def _damage_rows(
         columns = {"kind": KIND_QUARANTINE, **_named(names, np.full(n, s)), **damage, **_region_offsets(mine, damage)}
         out.append(batch_of(_SCHEMA, n, columns))
     return out
+
+
+_TXN_SCHEMA = TXN_STATE_SCHEMA.append(pa.field("dump_file", pa.string()))
+
+
+def assemble_txn_states(lines: pa.Table) -> pa.Table:
+    """Dumped ``__transaction_state`` segments' batch and record lines (whole segments, keyed by dump file and
+    "Dumping" line) → the rows ``assemble_txn_state`` gives each of them, made at once: each record with its
+    batch's leader epoch (the records of a batch the dump shows invalid dropped); a segment that shows damage,
+    or batches without decoded records, assembled on its own for those quarantine rows."""
+    if not lines.num_rows:
+        return _TXN_SCHEMA.empty_table()
+    table = lines.sort_by([("dump_file", "ascending"), ("section", "ascending"), ("line_no", "ascending")])
+    table = table.combine_chunks()
+    starts = table_group_starts(table, ["dump_file", "section"])
+    ends = np.append(starts[1:], table.num_rows)
+    segment = np.repeat(np.arange(starts.size), ends - starts)
+    kind = _np(table, "kind_code", np.int32, -1)
+    is_b, is_rec = kind == K_BATCH, kind == K_RECORD
+    rows = np.flatnonzero(is_b)
+    ple = _np(table, "partition_leader_epoch", np.int32, -1)[is_b]
+    valid = _valid(table, True)[is_b]
+    # each line's batch: the closest batch line above it in its segment (-1: none)
+    batch = np.searchsorted(rows, np.arange(kind.size), side="right") - 1
+    has = batch >= 0
+    has[has] = segment[rows[batch[has]]] == segment[has]
+    batch = np.where(has, batch, -1)
+    use = is_rec & ~(has & ~valid[np.maximum(batch, 0)] if rows.size else np.zeros(kind.size, bool))
+    epochs = np.where(batch[use] >= 0, ple[np.maximum(batch[use], 0)] if ple.size else -1, -1).astype(np.int32)
+    recs = table.filter(pa.array(use))
+    recs = recs.set_column(recs.schema.get_field_index("coordinator_epoch"), "coordinator_epoch", pa.array(epochs))
+    out = [recs.select(_TXN_SCHEMA.names).cast(_TXN_SCHEMA)]
+    decoded = np.zeros(rows.size, bool)
+    decoded[batch[is_rec & has]] = True
+    undecoded = ~decoded & (_np(table, "record_count", np.int64, 0)[is_b] > 0)
+    text = np.asarray(table.column("damage_text").is_valid().to_numpy(zero_copy_only=False), bool)
+    odd = np.zeros(starts.size, bool)
+    odd[segment[text]] = True
+    odd[segment[rows[undecoded]]] = True
+    for s in np.flatnonzero(odd).tolist():  # the segment's own assembly: its records again, and its quarantine
+        alone = assemble_txn_state(table.slice(int(starts[s]), int(ends[s] - starts[s])))
+        out.append(alone.filter(pc.equal(alone.column("kind"), KIND_QUARANTINE)).cast(_TXN_SCHEMA))
+    return pa.concat_tables(out)

@@ -19,10 +19,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txnlog.engine.dump_log.assemble import assemble_quiet_segments, assemble_txn_state
-from txnlog.engine.dump_log.assemble_many import assemble_segments
+from txnlog.engine.dump_log.assemble import assemble_quiet_segments
+from txnlog.engine.dump_log.assemble_many import assemble_segments, assemble_txn_states
 from txnlog.kafka import dump_log_text as D
-from txnlog.model.arrow import groups, lookup, table_group_starts
+from txnlog.model.arrow import lookup, table_group_starts
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
 from txnlog.sources.dump_log.lines import DEFAULT_CHUNK_BYTES, iter_line_batches
 from txnlog.sources.dump_log.parse import (
@@ -212,16 +212,6 @@ def _shaped(table: pa.Table, schema: pa.Schema, *extra: str) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
-def _assembled(rows: pa.Table, keys: tuple[str, str], function: Any, schema: pa.Schema) -> pa.Table:
-    """``function`` over each ``keys`` group of ``rows`` (``applyInArrow``), its results cast to ``schema``."""
-    parts = [function(group) for group in groups(rows, keys)]
-    if not parts:
-        return schema.empty_table()
-    if all(p.schema.equals(parts[0].schema) for p in parts):  # the usual case: cast once, not once per group
-        return _shaped(pa.concat_tables(parts), schema)
-    return pa.concat_tables([_shaped(p, schema) for p in parts])
-
-
 # --- replica names ---------------------------------------------------------------------------------------
 
 
@@ -408,7 +398,7 @@ def _records(lines: pa.Table) -> pa.Table:
     extra += ["partition", "crc_valid", "batch_position", "batch_size", "damage_text", "invalid_bytes"]
     both = _shaped(_typed(both), TXN_STATE_SCHEMA, *extra)
     schema = TXN_STATE_SCHEMA.append(DUMP_FILE)
-    return _assembled(both, ("dump_file", "section"), assemble_txn_state, schema)
+    return _shaped(assemble_txn_states(both), schema)
 
 
 _LINE_TYPES = {
