@@ -11,11 +11,12 @@ themselves are txnlog.sources.dump_log.lines, parse, assemble and rows, the same
 2. **Parse**, chunk by chunk (``parse_lines``): each line's kind and typed fields (``PARSED_SCHEMA``) with
    ``pyarrow.compute`` - the patterns of ``txnlog.kafka.dump_log_text`` in RE2 form, token positions,
    Spark's ``try_cast`` rules, ``pyarrow.json`` for the 4.x JSON decoder output.
-3. **Assemble** per dumped segment, as soon as the segment's lines are read (``file_rows``): the batch
-   lines of one segment (and the few record lines needed: control markers and each batch's first record)
-   become ``BATCH_COLUMNS`` arrays, and ``txnlog.broker.reconstruct.segment_fragments`` - the function the
-   segment reader uses - turns them into run/marker fragments. ``__transaction_state`` record lines get
-   their batch's partitionLeaderEpoch the same way.
+3. **Assemble** each dumped segment as soon as its lines are read (``file_rows``), the segments a chunk of text
+   completes all at once (txnlog.engine.dump_log.assemble_many): the batch lines of each segment (and the few
+   record lines needed: control markers and each batch's first record) become ``BATCH_COLUMNS`` arrays, and
+   ``txnlog.broker.reconstruct.files_fragments`` - the function the segment reader uses for many segments -
+   turns them into run/marker fragments. ``__transaction_state`` record lines get their batch's
+   partitionLeaderEpoch the same way.
 
 A dumped segment's lines never leave their file, so each reading task makes the rows of whole files: no
 line crosses the JVM and nothing is shuffled. Only the replica names need the whole input: a first pass
