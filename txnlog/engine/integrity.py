@@ -11,9 +11,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 
 import pyarrow as pa
-import pyarrow.dataset as pads
 
-from txnlog.engine.staging import kept_in_memory, kept_tables
+from txnlog.engine.staging import kept_in_memory, kept_tables, read_raw
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
 from txnlog.rules.finish import HISTORY_COLUMNS, RAW_COLUMNS
 from txnlog.rules.integrity import (
@@ -26,7 +25,6 @@ from txnlog.rules.integrity import (
     partition_integrity,
     producer_rows,
 )
-from txnlog.sources import storage
 
 __all__ = ["STAGED_SCHEMA", "decisions_of", "integrity_here", "kept_columns", "staged_columns"]
 
@@ -72,9 +70,7 @@ def _columns(uri: str, columns: list[str]) -> pa.Table:
     if kept:
         present = [c for c in columns if c in kept[0].column_names]
         return pa.concat_tables([t.select(present) for t in kept])
-    filesystem, path = storage.filesystem(uri)
-    data = pads.dataset(path, filesystem=filesystem, format="ipc")
-    return data.to_table(columns=[c for c in columns if c in data.schema.names])
+    return read_raw(uri, columns)
 
 
 def integrity_here(

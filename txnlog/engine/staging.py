@@ -181,11 +181,17 @@ def records_writer(stage: str | None, key: str) -> AbstractContextManager[RawWri
     return nullcontext() if stage is None else RawWriter(stage, stage_name([key]), columns=HISTORY_COLUMNS)
 
 
-def read_raw(uri: str) -> pa.Table:
-    """A file :func:`write_raw` staged (a path or URI)."""
+def read_raw(uri: str, columns: Sequence[str] | None = None) -> pa.Table:
+    """A file :func:`write_raw` staged (a path or URI); with ``columns``, those of them the file has, in that
+    order, and only their buffers read."""
     filesystem, path = storage.filesystem(uri)
     with filesystem.open_input_file(path) as source:
-        return ipc.open_file(source).read_all()
+        if columns is None:
+            return ipc.open_file(source).read_all()
+        names = ipc.open_file(source).schema.names
+        present = [c for c in columns if c in names]
+        options = ipc.IpcReadOptions(included_fields=sorted(names.index(c) for c in present))
+        return ipc.open_file(source, options=options).read_all().select(present)
 
 
 def raw_chunks(uri: str, rows: int | None = None) -> Iterator[pa.Table]:
