@@ -72,7 +72,10 @@ def input_set(mix: str, mib: int, data_dir: Path) -> Any:
     """The data set of ``mix`` at ``mib`` MiB (written once, then reused)."""
     if mix == "dense":
         return dataset(f"placement-dense-{mib}MiB", data_dir, mix="dense", total_bytes=mib << 20)
-    from end_to_end import hot_dataset, small_dataset
+    from end_to_end import hot_dataset, mix_dataset, small_dataset
+
+    if mix == "bulk":  # end_to_end.py's bulk mix with its default 64 small partitions
+        return mix_dataset("bulk", mib / 1024, argparse.Namespace(data_dir=data_dir, partitions=64), print)
 
     if mix == "small":
         return small_dataset(mib / 1024, data_dir, print)
@@ -93,6 +96,13 @@ def input_gib(root: Path) -> float:
 def input_files_per_gib(root: Path) -> float:
     """The input's files per GiB, as ``Placement.for_input`` weighs them."""
     return len(_input_files(root)) / max(input_gib(root), 2**-30)
+
+
+def input_partitions_per_gib(root: Path) -> float:
+    """The input's data partitions (their directories holding a segment, a replica counted once, not
+    ``__transaction_state``'s) per GiB, as ``Placement.for_input`` weighs them."""
+    names = {p.parent.name for p in root.rglob("*.log")}
+    return len({n for n in names if not n.startswith("__transaction_state-")}) / max(input_gib(root), 2**-30)
 
 
 def run_once(
@@ -122,7 +132,10 @@ def run_once(
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="16,64,256,512", help="input sizes in MiB (default 16,64,256,512)")
-    p.add_argument("--mix", choices=["dense", "hot", "small"], default="dense", help="the input mix (default dense)")
+    p.add_argument(
+        "--mix", choices=["dense", "hot", "small", "bulk"], default="dense", help="the input mix (default dense)"
+    )
+    p.add_argument("--modes", default=",".join(MODES), help=f"of {', '.join(MODES)} (default all)")
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--quiet-wait", type=float, default=30, help="wait up to this long for a quiet machine per run")
     p.add_argument("--snapshot", action="store_true", help="measure a snapshot of HEAD (git archive to /tmp)")
@@ -132,6 +145,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     code = maybe_reexec_in_snapshot(args.snapshot)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    modes = {m: MODES[m] for m in args.modes.split(",")}
     sets = {mib: input_set(args.mix, mib, args.data_dir) for mib in sizes}
     runs: dict[str, list[dict[str, Any]]] = {}
     if not args.no_warmup:  # numba's cache of a fresh snapshot is filled by its first run: not a measurement
@@ -139,17 +153,29 @@ def main(argv: list[str] | None = None) -> None:
         run_once(code, sets[sizes[0]].root, MODES["driver"][0], args.quiet_wait)
     for r in range(args.repeat):
         for mib in sizes:
-            for mode, (max_bytes, under) in MODES.items():
+            for mode, (max_bytes, under) in modes.items():
                 res = run_once(code, sets[mib].root, max_bytes, args.quiet_wait, under)
                 runs.setdefault(f"{mib}:{mode}", []).append(res)
                 placed = res["placed"]
                 print(
-                    f"repeat {r + 1} {mib:5d} MiB {mode:6s}: {res['wall_s']:6.1f} s, driver peak "
+                    f"repeat {r + 1} {mib:5d} MiB {mode:6s}: {res['wall_s']:6.1f} s, "
+                    f"{res['cpu_s'].get('tree', 0):6.1f} CPU-s {res['cpu_s']}, driver peak "
                     f"{res['peak_rss_mib'].get('driver', 0):.0f} MiB, others {res['others_cpu_share']:.0%} "
                     f"({placed[0] if placed else '?'})"
                 )
     gib = {mib: input_gib(sets[mib].root) for mib in sizes}
     files_per_gib = float(median([input_files_per_gib(sets[mib].root) for mib in sizes]))
+    shape = {mib: (input_files_per_gib(sets[mib].root), input_partitions_per_gib(sets[mib].root)) for mib in sizes}
+    if set(modes) != set(MODES) or len(sizes) < 2:  # no lines to fit: the runs as they are
+        for key, rs in runs.items():
+            cpu = [round(x["cpu_s"].get("tree", 0), 1) for x in rs]
+            print(f"{key}: wall {[round(x['wall_s'], 1) for x in rs]} s, CPU {cpu} s")
+        for mib, (f, n) in shape.items():
+            print(f"{mib} MiB: {gib[mib]:.3f} GiB, {f:.0f} files and {n:.0f} partitions per GiB")
+        if args.json:
+            write_json(args.json, {"machine": machine_info(), "code": str(code), "mix": args.mix, "runs": runs,
+                                   "input_gib": gib, "shape_per_gib": shape})  # fmt: skip
+        return
     print(
         f"\n{'MiB':>6} {'GiB':>6} {'driver s':>9} {'1 core s':>9} {'spark s':>9} {'spark/driver':>13} {'driver peak MiB':>16}"
     )
@@ -173,7 +199,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"crossover: {(as_ - ad) / (bd - bs):.1f} GiB")
     else:
         print("no crossover: the driver is cheaper per byte as well")
-    cliff = threshold_cliff((ad, bd), (as_, bs), files_per_gib)
+    partitions_per_gib = float(median([n for _f, n in shape.values()]))
+    cliff = threshold_cliff((ad, bd), (as_, bs), files_per_gib, partitions_per_gib)
     print(cliff["text"])
     if args.json:
         write_json(
@@ -233,7 +260,7 @@ def per_file_terms(files_per_gib: float, driver: float, driver1: float, spark: f
 
 
 def threshold_cliff(
-    driver: tuple[float, float], spark: tuple[float, float], files_per_gib: float = 0.0
+    driver: tuple[float, float], spark: tuple[float, float], files_per_gib: float = 0.0, partitions_per_gib: float = 0.0
 ) -> dict[str, Any]:
     """Where ``driver_max_bytes: auto`` puts the threshold on this machine (txnlog.engine.spark.placement.Costs), and
     what the two fitted lines (a, b per GiB) say an input there takes in each placement: their ratio is the
@@ -241,10 +268,11 @@ def threshold_cliff(
     from txnlog.engine.spark.placement import COSTS, local_cores
 
     cores = local_cores()
-    limit = COSTS.crossover(cores, files_per_gib=files_per_gib)
+    shape = {"files_per_gib": files_per_gib, "partitions_per_gib": partitions_per_gib}
+    limit = COSTS.crossover(cores, **shape)
     out: dict[str, Any] = {
         "cores": cores,
-        "auto_threshold_by_cores": {n: COSTS.crossover(n, files_per_gib=files_per_gib) for n in (2, 8, 32)},
+        "auto_threshold_by_cores": {n: COSTS.crossover(n, **shape) for n in (2, 8, 32)},
         "auto_threshold_bytes": limit,
         "task_s_per_gib_core": spark[1] * cores,
     }

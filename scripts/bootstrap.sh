@@ -23,6 +23,12 @@ fi
 # Python worker, each test's subprocess). Only changed sources are compiled again (~0.1 s when up to date).
 "$VENV/bin/python" -m compileall -q -j 0 "$TXNLOG_ROOT/txnlog" "$TXNLOG_ROOT/jobs" >/dev/null \
   || echo "txnlog: warning: could not write txnlog's bytecode; each run compiles it" >&2
+# pyspark.zip's modules compiled into it, once per pyspark install (txnlog/engine/spark/zip_bytecode.py): Spark
+# starts each of its Python processes with that zip first on the path, and zipimport compiles from source otherwise.
+if [ "${TXNLOG_NO_WARMUP:-0}" != 1 ] && ! "$VENV/bin/python" "$TXNLOG_ROOT/txnlog/engine/spark/zip_bytecode.py" --is-ready; then
+  "$VENV/bin/python" "$TXNLOG_ROOT/txnlog/engine/spark/zip_bytecode.py" --create \
+    || echo "txnlog: warning: could not compile pyspark.zip's modules; Spark's Python processes compile them" >&2
+fi
 # Compile the decoders once, here, rather than in every Spark worker that starts before numba's
 # cache is written (~10 s each; benchmarks/RESULTS.md E3). The check is stdlib-only (~30 ms): it
 # compares a hash of the sources compiled code depends on, the interpreter and numba's version with

@@ -245,6 +245,53 @@ def test_auto_threshold_counts_files(monkeypatch):
     assert placement.Placement.for_input(size, "auto", cores=2, files=20 * 10).driver  # few large files
 
 
+def test_auto_threshold_counts_partitions(monkeypatch):
+    """The per-partition terms: a partition costs Spark its rows through the JVM and the driver, besides its share
+    of the tasks, so an input of many tiny partitions is no reason to leave the driver on a small machine; with
+    enough cores the tasks' share falls and Spark wins on it again."""
+    from txnlog.engine.spark import placement
+    from txnlog.engine.spark.placement import Costs
+
+    costs = Costs(
+        spark_fixed_s=12.0,
+        driver_serial_s_per_gib=1.0,
+        driver_parallel_s_per_gib=2.0,
+        task_s_per_gib=4.0,
+        driver_s_per_file=0.0,
+        task_s_per_file=0.0,
+        driver_s_per_partition=0.001,
+        task_s_per_partition=0.002,
+        spark_s_per_partition=0.0005,
+    )
+    # 1,000 partitions per GiB on 2 cores: the driver 1 + 1 + 1 s per GiB, Spark (4 + 2) / 2 + 0.5: never
+    assert costs.crossover(2, partitions_per_gib=1000) is None
+    # on 8: Spark (4 + 2) / 8 + 0.5 = 1.25 s per GiB against the driver's 1 + 0.25 + 1: they meet at 12 / 1 GiB
+    gib = costs.crossover(8, partitions_per_gib=1000) / 2**30
+    driver_s = gib * (1.0 + 2.0 / 8 + 1000 * 0.001)
+    spark_s = 12.0 + gib * ((4.0 + 1000 * 0.002) / 8 + 1000 * 0.0005)
+    assert abs(driver_s - spark_s) < 1e-6 and abs(gib - 12.0) < 1e-6
+    monkeypatch.setattr(placement, "COSTS", costs)
+    monkeypatch.setattr(placement, "local_cores", lambda: 8)
+    assert placement.Placement.for_input(12 * 2**30, "auto", cores=8, partitions=12_000).driver
+    assert not placement.Placement.for_input(12 * 2**30 + 2**20, "auto", cores=8, partitions=12_001).driver
+
+
+def test_many_tiny_partitions_stay_in_the_driver_on_two_cores(monkeypatch):
+    """This project's measured costs (benchmarks/RESULTS.md, "Where the placements cross: per file and per
+    partition"): the copy of 100,000 tiny partitions (300,003 files, 124 MB; benchmarks/many_partitions.py), which
+    the driver reads in about a minute and Spark in far longer, stays in the driver on 2 cores; so does every mix
+    measured there, whose files and partitions cost Spark more than the driver per byte on this machine."""
+    from txnlog.engine.spark import placement
+
+    monkeypatch.setattr(placement, "local_cores", lambda: 2)
+    assert placement.Placement.for_input(124_000_000, "auto", cores=2, files=300_003, partitions=100_000).driver
+    assert placement.Placement.for_input(124_000_000, "auto", files=300_003, partitions=100_000).driver  # local[*]
+    # the small-segments mix (4,250 files and 586 partitions per GiB) at 64 GiB, the dense mix's 685 partitions
+    assert placement.Placement.for_input(64 * 2**30, "auto", cores=2, files=64 * 4250, partitions=64 * 586).driver
+    assert placement.Placement.for_input(64 * 2**30, "auto", cores=2, files=1420, partitions=685).driver
+    assert not placement.Placement.for_input(124_000_000, 0, files=300_003, partitions=100_000).driver  # 0: Spark
+
+
 def test_cores_of_a_master():
     from txnlog.engine.spark.placement import local_cores, master_cores, session_cores
 

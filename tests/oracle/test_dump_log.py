@@ -4,9 +4,9 @@ For every scenario the writer makes (``scenario_names()`` but ``bulk``, whose si
 parameter), each broker's files are dumped as operators dump them: data segments with
 ``--deep-iteration``, ``__transaction_state`` segments with ``--transaction-log-decoder``, producer
 snapshots as they are; one ``.txt`` per file, one directory per broker, every broker's log dir printed
-as ``/var/lib/kafka/data`` (the dump's directory names the replica). The tool runs once per broker and
-flag set (one JVM, not one per file); it prints ``Dumping <path>`` before each file, which splits its
-output per file. What it writes to stderr goes where ``> file.txt 2>&1`` puts it: its end-of-run
+as ``/var/lib/kafka/data`` (the dump's directory names the replica). The tool runs once per flag set over
+every broker's files (one JVM, not one per file or broker); it prints ``Dumping <path>`` before each file,
+which splits its output per file. What it writes to stderr goes where ``> file.txt 2>&1`` puts it: its end-of-run
 report (``Non-consecutive offsets in <path>``) in the file it names, and an exception that stops it in
 the file it was dumping, in the form ``kafka-dump-log.sh`` prints (the oracle calls ``main`` through
 reflection, which wraps the exception in an ``InvocationTargetException``; the real tool does not).
@@ -67,7 +67,7 @@ SCENARIOS = _scenarios()
 class Dumped:
     """One file as ``kafka-dump-log.sh --files <file> > <file>.txt 2>&1`` leaves it."""
 
-    path: str  # as given to the tool (relative to the broker's log dir)
+    path: str  # as given to the tool (relative to the directory it ran in)
     stdout: str  # what the tool printed to stdout for it
     stderr: str  # what it printed to stderr about it (its report lines, or the exception that stopped it)
 
@@ -85,12 +85,12 @@ def _real_exception(stderr: str) -> str:
     return 'Exception in thread "main" ' + lines[start][len("Caused by: ") :] + "".join(lines[start + 1 :])
 
 
-def _report_blocks(stderr: str, broker_dir: Path) -> dict[str, str]:
+def _report_blocks(stderr: str, cwd: Path) -> dict[str, str]:
     """DumpLogSegments' end-of-run reports (``Non-consecutive offsets in <absolute path>`` and its
-    indented lines, ``Mismatches in :<path>``, ...) by the file they name (relative to ``broker_dir``)."""
+    indented lines, ``Mismatches in :<path>``, ...) by the file they name (relative to ``cwd``)."""
     blocks: dict[str, str] = {}
     current: str | None = None
-    prefix = str(broker_dir) + os.sep
+    prefix = str(cwd) + os.sep
     for line in stderr.splitlines(keepends=True):
         if not line.startswith((" ", "\t")):
             named = line.rstrip("\n").rsplit(" ", 1)[-1].lstrip(":")
@@ -102,15 +102,15 @@ def _report_blocks(stderr: str, broker_dir: Path) -> dict[str, str]:
     return blocks
 
 
-def dump_each(broker_dir: Path, paths: list[str], options: tuple[str, ...]) -> list[Dumped]:
-    """The real ``kafka-dump-log.sh`` over ``paths`` (relative to ``broker_dir``, printed so), one JVM per
+def dump_each(cwd: Path, paths: list[str], options: tuple[str, ...]) -> list[Dumped]:
+    """The real ``kafka-dump-log.sh`` over ``paths`` (relative to ``cwd``, printed so), one JVM per
     call; a file the tool stops on ends the call and the rest go to the next call."""
     out: list[Dumped] = []
     todo = list(paths)
     while todo:
         proc = subprocess.run(
             [str(kafka.ORACLE), "dump", *todo, *options],
-            cwd=broker_dir,
+            cwd=cwd,
             env=kafka._env(),
             capture_output=True,
             text=True,
@@ -123,7 +123,7 @@ def dump_each(broker_dir: Path, paths: list[str], options: tuple[str, ...]) -> l
         stopped = proc.returncode != 0
         if stopped and "Exception in thread" not in proc.stderr:
             raise RuntimeError(f"oracle dump failed ({proc.returncode}): {proc.stderr[-3000:]}")
-        reports = {} if stopped else _report_blocks(proc.stderr, broker_dir)
+        reports = {} if stopped else _report_blocks(proc.stderr, cwd)
         ends = [s for s, _ in starts[1:]] + [len(proc.stdout)]
         for (start, path), end in zip(starts, ends, strict=True):
             out.append(Dumped(path, proc.stdout[start:end], reports.pop(path, "")))
@@ -136,24 +136,30 @@ def dump_each(broker_dir: Path, paths: list[str], options: tuple[str, ...]) -> l
 
 def dump_brokers(logs: Path, dumps: Path, data_options: tuple[str, ...] = DEEP) -> dict[str, list[Dumped]]:
     """Every broker's files under ``logs`` (those txnlog reads: ``txnlog.sources.logdirs.discover``) dumped into
-    ``dumps/<broker>/<partition dir>-<file>.txt``: two calls per broker (the data segments and
-    snapshots with ``data_options``, then ``__transaction_state``)."""
+    ``dumps/<broker>/<partition dir>-<file>.txt``: two calls for all the brokers (the data segments and
+    snapshots with ``data_options``, then ``__transaction_state``), each file's output as the tool prints it when
+    run in its broker's log dir (``Dumping <partition dir>/<file>``)."""
     from txnlog.sources.logdirs import discover
 
     inv = discover([str(logs)])
-    dumped: dict[str, list[Dumped]] = {}
-    for broker in inv.brokers:
+    rel = {
+        txn: sorted(
+            os.path.relpath(f.path, logs)
+            for f in (*inv.segments, *inv.snapshots, *inv.txn_state_segments)
+            if (f.topic == "__transaction_state") == txn
+        )
+        for txn in (False, True)
+    }
+    dumped: dict[str, list[Dumped]] = {broker: [] for broker in inv.brokers}
+    for d in dump_each(logs, rel[False], data_options) + dump_each(logs, rel[True], DECODER):
+        broker, _, path = d.path.partition(os.sep)
+        text = d.stdout.replace(f"Dumping {d.path}\n", f"Dumping {path}\n", 1)
+        # the exception that stopped the tool names the file as given ("... in file <path>."); report lines name it
+        # by its absolute path, which stays as printed (written below with the log dir as shown)
+        stderr = re.sub(r"(?<![\w/])" + re.escape(d.path), path, d.stderr)
+        dumped[broker].append(Dumped(path, text, stderr))
+    for broker, files in dumped.items():
         broker_dir = logs / broker
-        rel = {
-            txn: sorted(
-                os.path.relpath(f.path, broker_dir)
-                for f in (*inv.segments, *inv.snapshots, *inv.txn_state_segments)
-                if f.broker == broker and (f.topic == "__transaction_state") == txn
-            )
-            for txn in (False, True)
-        }
-        files = dump_each(broker_dir, rel[False], data_options) + dump_each(broker_dir, rel[True], DECODER)
-        dumped[broker] = files
         (dumps / broker).mkdir(parents=True)
         for d in files:
             text = d.stdout.replace(f"Dumping {d.path}\n", f"Dumping {SHOWN_LOG_DIR}/{d.path}\n", 1)

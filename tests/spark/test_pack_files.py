@@ -1,14 +1,17 @@
-"""How the Data Sources deal files into input partitions (txnlog.engine.plan.pack_files)."""
+"""How the Data Sources deal files into input partitions (txnlog.engine.plan.pack_files; the dump files'
+txnlog.engine.spark.dump_log.dump_groups)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from txnlog.engine.plan import pack_files
+from txnlog.engine.spark.dump_log import dump_groups
 from txnlog.sources.logdirs import LogFile
 
 MiB = 2**20
@@ -99,3 +102,21 @@ def test_planning_on_the_manifest_columns_is_pack_files(
         held = {(f.topic, f.partition) for f in group}
         want_rows = [r for tp in sorted(held) for r in checkpoints if (r[1], r[2]) == tp]  # by (topic, partition)
         assert p.checkpoint_rows == (want_rows if whole else [])
+
+
+def test_dump_files_dealt_by_bytes_per_core(tmp_path: Path) -> None:
+    """kafka-dump-log.sh files go into tasks by the same rule: every file once, in listing order inside a task,
+    four tasks per core where each holds 1 MiB, and a task per file at most."""
+    sizes = [3 * MiB, MiB // 2, MiB // 2, 2 * MiB, MiB, MiB, 100, 0]
+    paths = []
+    for i, size in enumerate(sizes):
+        p = tmp_path / f"{i:02d}.txt"
+        p.write_bytes(b"x" * size)
+        paths.append(str(p))
+    groups = dump_groups(paths, cores=1)
+    assert sorted(p for g in groups for p in g) == paths
+    assert all(g == sorted(g) for g in groups)
+    assert len(groups) == 4  # 8 MiB: four tasks for the one core
+    loads = sorted(sum(sizes[paths.index(p)] for p in g) for g in groups)
+    assert loads == [3 * MiB // 2, 3 * MiB // 2 + 100, 2 * MiB, 3 * MiB]  # largest first to the lightest task
+    assert dump_groups(paths[6:], cores=2) == [paths[6:]]  # under 1 MiB: one task

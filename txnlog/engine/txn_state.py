@@ -138,11 +138,9 @@ def decoded_records(file: LogFile, decode: Decode) -> Iterator[pa.RecordBatch]:
 
 def reduced_records(files: list[LogFile], decode: Decode, stage: str | None) -> Iterator[pa.RecordBatch]:
     """One coordinator partition's records (``files``: every replica's segments), reduced; all of
-    them staged once. A record several replicas hold is taken from the first broker in ``files``."""
-    first: dict[str, int] = {}
-    for i, f in enumerate(files):
-        first.setdefault(f.broker, i)
-    ordered = sorted(files, key=lambda f: first[f.broker])  # stable: each broker's files in their order
+    them staged once. A record several replicas hold is taken from the least broker name, as
+    txnlog.rules.coordinator.distinct_records takes it, whatever the order of ``files``."""
+    ordered = sorted(files, key=lambda f: f.broker)  # stable: each broker's files in their order
     seen: list[np.ndarray] = []  # the offsets of each window read so far, sorted
     parts: list[pa.Table] = []  # the windows' reductions, reduced together once they hold many rows
     rows = 0

@@ -186,8 +186,11 @@ def placement_of(config: Config, inputs: Inputs, spark: SparkSession | None = No
     would start (``spark.master`` in the config; ``local[*]``: this machine's)."""
 
     files, live = _log_dir_files(inputs), bool(inputs.live)
+    partitions = len(inputs.offline.inventory.data_partitions)
     cores = session_cores(config.spark.get("spark.master"), spark)
-    return Placement.for_input(inputs.bytes, config.driver_max_bytes, live=live, cores=cores, files=files)
+    return Placement.for_input(
+        inputs.bytes, config.driver_max_bytes, live=live, cores=cores, files=files, partitions=partitions
+    )
 
 
 def runs_without_spark(config: Config, inputs: Inputs) -> bool:

@@ -137,13 +137,13 @@ def blocked_consumers(offsets: pa.Table | None, health: pa.Table, findings: pa.T
     near = rows.join(_held(health, findings), ["topic", "partition"], join_type="inner")  # few: held partitions'
     near = near.filter(pc.equal(near["state"], "committed"))
     blocked = _blocked_rows(near).sort_by([(k, "ascending") for k in _GROUP_KEY])
-    stable = rows.slice(0, 0)  # the stable offsets of the keys with a pending one
+    unstable = blocked.slice(0, 0)  # no pending offset: no row, and none of _unstable_rows' joins
     if pending.num_rows:
         keys = pending.select(_GROUP_KEY).group_by(_GROUP_KEY, use_threads=False).aggregate([])
-        stable = rows.join(keys, _GROUP_KEY, join_type="left semi")
+        stable = rows.join(keys, _GROUP_KEY, join_type="left semi")  # the stable offsets of those keys
         stable = _last_of(stable.filter(pc.equal(stable["state"], "committed")), _GROUP_KEY)
-    unstable = _unstable_rows(pending, blocked.select(_GROUP_KEY), stable, health, findings)
-    unstable = unstable.sort_by([(k, "ascending") for k in _GROUP_KEY])
+        unstable = _unstable_rows(pending, blocked.select(_GROUP_KEY), stable, health, findings)
+        unstable = unstable.sort_by([(k, "ascending") for k in _GROUP_KEY])
     out = pa.concat_tables([_project(blocked), _project(unstable)])
     return _with_groups(out, offsets, pending)
 

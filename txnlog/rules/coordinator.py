@@ -68,18 +68,45 @@ def _codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 
 def distinct_records(records: pa.Table) -> pa.Table:
-    """Rows of kind ``record`` (every replica of some coordinator partitions), each record once, in
-    (partition, offset) order: replicas of a partition hold the same records at the same offsets."""
+    """Rows of kind ``record`` (every replica of some coordinator partitions) → each record once, in
+    (partition, offset) order: replicas of a partition hold the same records at the same offsets.
+
+    Which copy of a record is kept is decided by the copies themselves, never by the order the rows come in
+    (the order a run meets its files, tasks or replicas in): the least replica name (``broker``), then the least
+    segment ``file``, then the copy's other values (one that shows a field before one that does not; what
+    tells apart two dumps of one segment by the same replica). The copies of a replica can differ in what they
+    show (Kafka 3.x's ``--transaction-log-decoder`` prints no start timestamp, value version or tagged fields,
+    4.x's does), so keeping "the first copy met" would make the rows depend on how the input was dealt."""
     if records.num_rows == 0:
         return records
     part = records.column("coordinator_partition").to_numpy(zero_copy_only=False).astype(np.int64)
     offset = records.column("record_offset").to_numpy(zero_copy_only=False).astype(np.int64)
     if _in_log_order(part, offset):
         return records
-    order = np.lexsort((_codes(records.column("broker")), offset, part))
+    keys = _copy_keys(records)
+    order = pc.sort_indices(keys, [(k, "ascending", "at_end") for k in keys.column_names]).to_numpy()
     first = np.ones(order.size, bool)
     first[1:] = (part[order][1:] != part[order][:-1]) | (offset[order][1:] != offset[order][:-1])
     return records.take(pa.array(order[first]))
+
+
+#: the columns that order the copies of a record ahead of the rest of its values (:func:`distinct_records`)
+_COPY_ORDER = ("coordinator_partition", "record_offset", "broker", "file")
+
+
+def _copy_keys(records: pa.Table) -> pa.Table:
+    """The sort keys of :func:`distinct_records`: :data:`_COPY_ORDER`, then every other value of the row (a list
+    of strings joined), ``k0``, ``k1``, ... in that order."""
+    rest = [f.name for f in records.schema if f.name not in _COPY_ORDER and f.name != TRANSITIONS.name]
+    columns = []
+    for name in [*_COPY_ORDER, *rest]:
+        column = records.column(name)
+        if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+            column = pc.binary_join(column.cast(pa.list_(pa.string())), "\x00")
+        elif pa.types.is_nested(column.type):
+            continue
+        columns.append(column)
+    return pa.table({f"k{i}": c for i, c in enumerate(columns)})
 
 
 def reduce_records(records: pa.Table) -> pa.Table:

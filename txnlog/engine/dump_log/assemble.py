@@ -232,14 +232,16 @@ def _firsts(column: Any, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
     return values.take(pa.array(np.where(found, index, 0), mask=~found))
 
 
-def _batch_columns(table: pa.Table) -> dict[str, np.ndarray]:
+def _batch_columns(table: pa.Table, segment: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The segment's batches as the binary scan's BATCH_COLUMNS, from its batch lines and the record lines below
     them; only the valid batches (``isvalid: false`` is quarantined as crc_mismatch and, as in the binary path,
-    not used)."""
+    not used). ``table`` in line order; with ``segment`` (ascending: the dumped segment of each line) the lines
+    of several segments one after another, each batch's segment in the key ``segment``."""
     kind = _np(table, "kind_code", np.int32, -1)
     is_b = kind == K_BATCH
     valid_all = _valid(table)[is_b]
     nb = int(is_b.sum())
+    segment = np.zeros(kind.size, np.int64) if segment is None else segment
 
     def col(name: str, dtype: Any, fill: Any) -> np.ndarray:
         return _np(table, name, dtype, fill)[is_b]
@@ -247,7 +249,7 @@ def _batch_columns(table: pa.Table) -> dict[str, np.ndarray]:
     max_ts = col("max_timestamp", np.int64, -1)
     is_control = col("is_control", bool, False)
     count = col("record_count", np.int32, 0)
-    control = _from_record_lines(table, kind, is_b, max_ts, is_control, count)
+    control = _from_record_lines(table, kind, segment, is_b, max_ts, is_control, count)
     dh = table.column("delete_horizon").filter(pa.array(is_b))
     dh_np = np.asarray(dh.fill_null(-1).to_numpy(zero_copy_only=False), np.int64) if nb else np.empty(0, np.int64)
     size = col("size", np.int64, 12)
@@ -284,21 +286,31 @@ def _batch_columns(table: pa.Table) -> dict[str, np.ndarray]:
     for name, dtype in BATCH_COLUMNS.items():  # columns added to the binary scan later: neutral values
         if name not in batches:
             batches[name] = np.zeros(nb, dtype)
-    return {k: np.asarray(v, BATCH_COLUMNS.get(k))[valid_all] for k, v in batches.items()}
+    out = {k: np.asarray(v, BATCH_COLUMNS.get(k))[valid_all] for k, v in batches.items()}
+    out["segment"] = segment[is_b][valid_all]
+    return out
 
 
 def _from_record_lines(
-    table: pa.Table, kind: np.ndarray, is_b: np.ndarray, max_ts: np.ndarray, is_control: np.ndarray, count: np.ndarray
+    table: pa.Table,
+    kind: np.ndarray,
+    segment: np.ndarray,
+    is_b: np.ndarray,
+    max_ts: np.ndarray,
+    is_control: np.ndarray,
+    count: np.ndarray,
 ) -> dict[str, np.ndarray]:
     """What the record lines below each batch line say of it: its base timestamp (the first record's, printed
-    after the batch line), and for a control batch its status, control type, coordinator epoch and timestamp."""
-    line_no = _np(table, "line_no", np.int64, 0)
-    bl = line_no[is_b]
+    after the batch line), and for a control batch its status, control type, coordinator epoch and timestamp.
+    ``table`` in line order, ``segment`` the dumped segment of each line (ascending)."""
+    line = np.arange(kind.size)
+    bl = line[is_b]
     nb = int(bl.size)
-    # record lines → their batch (the closest batch line above them)
+    # record lines → their batch (the closest batch line above them, in the same segment)
     is_r = kind == K_RECORD
-    r_batch = np.searchsorted(bl, line_no[is_r], side="right") - 1
+    r_batch = np.searchsorted(bl, line[is_r], side="right") - 1
     r_ok = r_batch >= 0
+    r_ok[r_ok] = segment[bl[r_batch[r_ok]]] == segment[is_r][r_ok]
     r_ts = _np(table, "rec_timestamp", np.int64, -1)[is_r]
     r_after = _np(table, "after_batch", bool, False)[is_r]
     r_mtype = table.column("marker_type").filter(pa.array(is_r)).to_pylist() if is_r.any() else []

@@ -19,9 +19,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txnlog.engine.dump_log.assemble import assemble_quiet_segments, assemble_segment, assemble_txn_state
+from txnlog.engine.dump_log.assemble import assemble_quiet_segments
+from txnlog.engine.dump_log.assemble_many import assemble_segments, assemble_txn_states
 from txnlog.kafka import dump_log_text as D
-from txnlog.model.arrow import groups, lookup, table_group_starts
+from txnlog.model.arrow import lookup, table_group_starts
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
 from txnlog.sources.dump_log.lines import DEFAULT_CHUNK_BYTES, iter_line_batches
 from txnlog.sources.dump_log.parse import (
@@ -211,16 +212,6 @@ def _shaped(table: pa.Table, schema: pa.Schema, *extra: str) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
-def _assembled(rows: pa.Table, keys: tuple[str, str], function: Any, schema: pa.Schema) -> pa.Table:
-    """``function`` over each ``keys`` group of ``rows`` (``applyInArrow``), its results cast to ``schema``."""
-    parts = [function(group) for group in groups(rows, keys)]
-    if not parts:
-        return schema.empty_table()
-    if all(p.schema.equals(parts[0].schema) for p in parts):  # the usual case: cast once, not once per group
-        return _shaped(pa.concat_tables(parts), schema)
-    return pa.concat_tables([_shaped(p, schema) for p in parts])
-
-
 # --- replica names ---------------------------------------------------------------------------------------
 
 
@@ -296,7 +287,8 @@ def _named(table: pa.Table, names: dict[tuple[str | None, str | None], str | Non
 
 
 def _segments(lines: pa.Table) -> pa.Table:
-    """Each dumped data segment's lines → its summary rows (``assemble_segment``)."""
+    """Each dumped data segment's lines → its summary rows (``assemble_segment``'s, of the busy segments at once:
+    ``assemble_segments``)."""
     kinds = _kinds(lines, K_DUMPING, K_START, K_BATCH, K_LEGACY, *DAMAGE_KINDS)
     record = pc.and_kleene(
         pc.equal(_col(lines, "kind_code"), K_RECORD),
@@ -306,7 +298,7 @@ def _segments(lines: pa.Table) -> pa.Table:
     schema = SEGMENT_SUMMARY_SCHEMA.append(DUMP_FILE)
     rows = rows.select(list(SEGMENT_COLUMNS))
     quiet = pa.array(_quiet(rows))
-    busy = _assembled(rows.filter(pc.invert(quiet)), ("file", "section"), assemble_segment, schema)
+    busy = _shaped(assemble_segments(rows.filter(pc.invert(quiet))), schema)
     return pa.concat_tables([busy, _shaped(assemble_quiet_segments(rows.filter(quiet)), schema)])
 
 
@@ -406,7 +398,7 @@ def _records(lines: pa.Table) -> pa.Table:
     extra += ["partition", "crc_valid", "batch_position", "batch_size", "damage_text", "invalid_bytes"]
     both = _shaped(_typed(both), TXN_STATE_SCHEMA, *extra)
     schema = TXN_STATE_SCHEMA.append(DUMP_FILE)
-    return _assembled(both, ("dump_file", "section"), assemble_txn_state, schema)
+    return _shaped(assemble_txn_states(both), schema)
 
 
 _LINE_TYPES = {

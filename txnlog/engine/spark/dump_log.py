@@ -11,11 +11,12 @@ themselves are txnlog.sources.dump_log.lines, parse, assemble and rows, the same
 2. **Parse**, chunk by chunk (``parse_lines``): each line's kind and typed fields (``PARSED_SCHEMA``) with
    ``pyarrow.compute`` - the patterns of ``txnlog.kafka.dump_log_text`` in RE2 form, token positions,
    Spark's ``try_cast`` rules, ``pyarrow.json`` for the 4.x JSON decoder output.
-3. **Assemble** per dumped segment, as soon as the segment's lines are read (``file_rows``): the batch
-   lines of one segment (and the few record lines needed: control markers and each batch's first record)
-   become ``BATCH_COLUMNS`` arrays, and ``txnlog.broker.reconstruct.segment_fragments`` - the function the
-   segment reader uses - turns them into run/marker fragments. ``__transaction_state`` record lines get
-   their batch's partitionLeaderEpoch the same way.
+3. **Assemble** each dumped segment as soon as its lines are read (``file_rows``), the segments a chunk of text
+   completes all at once (txnlog.engine.dump_log.assemble_many): the batch lines of each segment (and the few
+   record lines needed: control markers and each batch's first record) become ``BATCH_COLUMNS`` arrays, and
+   ``txnlog.broker.reconstruct.files_fragments`` - the function the segment reader uses for many segments -
+   turns them into run/marker fragments. ``__transaction_state`` record lines get their batch's
+   partitionLeaderEpoch the same way.
 
 A dumped segment's lines never leave their file, so each reading task makes the rows of whole files: no
 line crosses the JVM and nothing is shuffled. Only the replica names need the whole input: a first pass
@@ -50,6 +51,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from txnlog.engine.dump_log.rows import RECORDS, SUMMARY, replica_names
+from txnlog.engine.plan import pack_sizes
 from txnlog.engine.spark.sources import arrow_to_spark_schema
 from txnlog.engine.tasks import DUMPING, Names, Task, dump_rows_task, run_here
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
@@ -93,8 +95,7 @@ class _DumpRowsReader(DataSourceReader):
         self.options = options
 
     def partitions(self) -> list[InputPartition]:
-        target = int(self.options.get("target_partition_bytes", MAX_PARTITION_BYTES))
-        return [_DumpFilePartition(g) for g in dump_groups(self.paths, target)]
+        return [_DumpFilePartition(g) for g in dump_groups(self.paths, int(self.options.get("cores", 1)))]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         storage.configure_from_options(self.options)
@@ -102,19 +103,14 @@ class _DumpRowsReader(DataSourceReader):
         yield from dump_rows_task(files, self.names, self.output, self.chunk_bytes)
 
 
-def dump_groups(paths: list[str], target: int) -> list[list[str]]:
-    """``paths`` in tasks of about ``target`` bytes each, in their order (small files packed together; a file
-    is never split)."""
-    groups: list[list[str]] = []
-    size = 0
-    for p in paths:
-        n = _file_bytes(p, target)
-        if not groups or size + n > target:
-            groups.append([])
-            size = 0
-        groups[-1].append(p)
-        size += n
-    return groups
+def dump_groups(paths: list[str], cores: int) -> list[list[str]]:
+    """``paths`` dealt into tasks of equal bytes for ``cores`` cores (threads in the driver, Spark's cores), as
+    the log-dir files are (txnlog.engine.plan.pack_sizes: largest first to the lightest task): :data:`TASKS_PER_CORE`
+    per core where the input allows (a task holds :data:`MIN_PARTITION_BYTES` at least), more where a task would
+    exceed :data:`MAX_PARTITION_BYTES`; each task's files in their listing order, a file never split."""
+    sizes = [max(_file_bytes(p, MAX_PARTITION_BYTES), 1) for p in paths]
+    tasks = max(1, min(max(cores, 1) * TASKS_PER_CORE, sum(sizes) // MIN_PARTITION_BYTES))
+    return [[paths[i] for i in members] for members in pack_sizes(sizes, MAX_PARTITION_BYTES, tasks)]
 
 
 def _located(paths: list[str], locations: dict[str, Any]) -> list[tuple[str, str | None, bool]]:
@@ -153,25 +149,23 @@ def register_dump_log_source(spark: SparkSession) -> None:
 _NAMING_COLUMNS = ("kind_code", "file", "loc", "loc_named", "broker", "dpath", "stem", "is_txn_state")
 
 
-#: the most dump text one reading task takes (files are packed up to it; a file is never split)
+#: the most dump text one reading task takes (a file is never split: a larger one is a task of its own)
 MAX_PARTITION_BYTES = 64 * 2**20
-#: reading tasks per core at least, where the input is large enough: a few per core even out files of unequal cost
+#: reading tasks per core, where the input is large enough: a few per core even out files of unequal cost
 TASKS_PER_CORE = 4
 #: the least dump text worth a task of its own
 MIN_PARTITION_BYTES = 2**20
 
 
 def _options(paths: list[str], cores: int = 1) -> dict[str, str]:
-    """The reader's options for the dump files under ``paths``, its files packed into tasks for ``cores`` cores
-    (threads in the driver, Spark's cores): at least :data:`TASKS_PER_CORE` per core where the input allows."""
+    """The reader's options for the dump files under ``paths``, its files dealt into tasks for ``cores`` cores
+    (:func:`dump_groups`)."""
     inputs = list_dump_inputs(paths)
-    total = sum(_file_bytes(f, MAX_PARTITION_BYTES) for f, _, _ in inputs)
-    target = min(MAX_PARTITION_BYTES, max(MIN_PARTITION_BYTES, -(-total // (max(cores, 1) * TASKS_PER_CORE))))
     return {
         "paths": json.dumps([f for f, _, _ in inputs]),
         "storage": storage.settings_option(),
         "locations": json.dumps({f: [loc, named] for f, loc, named in inputs}),
-        "target_partition_bytes": str(target),
+        "cores": str(max(cores, 1)),
     }
 
 
@@ -216,12 +210,11 @@ def read_dump_logs_here(paths: list[str], threads: int = 1) -> tuple[pa.Table, p
     (txnlog.engine.tasks.run_here: the rows are those one thread gives)."""
     options = _options(paths, threads)
     files, locations = json.loads(options["paths"]), json.loads(options["locations"])
-    target = int(options["target_partition_bytes"])
 
     def tasks(paths: list[str], names: Names, output: str) -> list[Task]:
         return [
             partial(dump_rows_task, _located(group, locations), names, output, DEFAULT_CHUNK_BYTES)
-            for group in dump_groups(paths, target)
+            for group in dump_groups(paths, threads)
         ]
 
     (dumping,) = run_here([(tasks(files, {}, DUMPING), PARSED_SCHEMA)], threads)

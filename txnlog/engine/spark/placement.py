@@ -40,9 +40,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Costs:
-    """What a run takes in each placement, as lines in the input's size, in seconds (measured on this project's
-    2-core machine, benchmarks/placement.py on the hot-partition mix, the costlier of the two measured mixes per
-    byte; benchmarks/RESULTS.md, "Where the placements cross"):
+    """What a run takes in each placement, as lines in the input's bytes, files and partitions, in seconds (fitted
+    to runs on this project's 2-core machine; benchmarks/RESULTS.md, "Startup", "Where the placements cross: per
+    file and per partition"):
 
     * in the driver, per GiB, ``driver_serial_s_per_gib`` that more cores do not shorten (the build of the tables,
       the reading threads' share of the GIL) and ``driver_parallel_s_per_gib`` that its reading threads, one per
@@ -50,40 +50,59 @@ class Costs:
     * in Spark, ``spark_fixed_s`` more whatever the input (a JVM, a session, planning, tasks' Python workers,
       the exit), and ``task_s_per_gib`` per GiB and core: the tasks share the cores Spark has.
 
-    With Spark on ``cores`` cores and the driver reading with ``threads`` the two lines cross at
-    ``spark_fixed_s / (serial + parallel / threads − task_s_per_gib / cores)`` GiB; where that is not positive they
-    never do. On one machine (``local[*]``, threads = cores) that needs more than 4 cores: the driver's threads
-    cost less than half what Spark's tasks cost per byte, and only the part they do not share grows relatively
-    with the cores. Measured on 2 cores only: how the threads scale beyond 2 is this model's guess.
+    Files and partitions add their terms. A file (a segment or a producer snapshot: its open, read and group in
+    the walk) costs ``driver_s_per_file`` in the driver, where its Python work holds the GIL so the threads do it
+    one at a time, and ``task_s_per_file`` per core in Spark, whose tasks are processes (a task pays per file what
+    a reading thread pays). A partition (its merge and rows, the audit's checks, its rows of the tables) costs
+    ``driver_s_per_partition`` in the driver, and in Spark ``task_s_per_partition`` per core in the tasks and
+    ``spark_s_per_partition`` that more cores do not shorten: its rows through the JVM and the driver, and the
+    tables' build there. That last term is as large as the driver placement's whole cost per partition, so an
+    input of many small partitions stays in the driver however many cores Spark has.
 
-    Files add a term to each line: ``driver_s_per_file`` serial in the driver, ``task_s_per_file`` per file and
-    core in Spark; an input of F files per GiB adds F × each to the per-GiB terms, so a log dir of many small
-    segments (thousands per GiB) crosses over to Spark where one of few large segments never does. Unlike the
-    per-GiB terms, the per-file values are not fitted to the placements' lines: the driver's lies within the job's
-    CPU per file on the small-segments mix, Spark's is an estimate (benchmarks/RESULTS.md §2, "Many small
-    segments: the job's CPU per file")."""
+    The per-GiB terms are the hot mix's lines (the costlier mix per byte), ``spark_fixed_s`` a quiet machine's; the
+    per-partition terms are the slopes of the copy of many tiny partitions (benchmarks/many_partitions.py, three
+    files each) in CPU-seconds per process, the driver's and JVM's counted as Spark's serial part; the per-file
+    terms the small-segments mix's cost per file beyond its bytes at equal transactions per byte.
+
+    An input of F files and P partitions per GiB keeps that shape as it grows, so each term weighs per byte at
+    every size, and with Spark on ``cores`` cores and the driver reading with ``threads`` the lines cross at
+    ``spark_fixed_s / (driver − spark)`` GiB, ``driver`` and ``spark`` the placements' seconds per GiB of that
+    shape; where that is not positive they never do: the driver is faster at every size. Only 2 cores were
+    measured: how the tasks' terms fall with more cores is this model's guess."""
 
     spark_fixed_s: float = 10.9
     driver_serial_s_per_gib: float = 0.35
     driver_parallel_s_per_gib: float = 1.56
     task_s_per_gib: float = 3.52
-    #: Per file read (a segment or a producer snapshot), besides its bytes: in the driver, the Python work of a
-    #: file holds the GIL, so its threads do it one at a time; Spark's tasks are processes and share it out over
-    #: the cores (the small-segments mix, benchmarks/RESULTS.md "Many small segments").
-    driver_s_per_file: float = 0.0004
-    task_s_per_file: float = 0.00012
+    driver_s_per_file: float = 0.00002
+    task_s_per_file: float = 0.00002
+    driver_s_per_partition: float = 0.00037
+    task_s_per_partition: float = 0.00001
+    spark_s_per_partition: float = 0.00069
 
-    def driver_s_per_gib(self, threads: int) -> float:
-        """The driver's seconds per GiB with ``threads`` reading threads (one per core)."""
-        return self.driver_serial_s_per_gib + self.driver_parallel_s_per_gib / max(threads, 1)
+    def driver_s_per_gib(self, threads: int, files_per_gib: float = 0.0, partitions_per_gib: float = 0.0) -> float:
+        """The driver's seconds per GiB with ``threads`` reading threads (one per core), for an input of
+        ``files_per_gib`` files and ``partitions_per_gib`` partitions per GiB."""
+        serial = self.driver_serial_s_per_gib + files_per_gib * self.driver_s_per_file
+        return (
+            serial + partitions_per_gib * self.driver_s_per_partition + self.driver_parallel_s_per_gib / max(threads, 1)
+        )
 
-    def crossover(self, cores: int, threads: int | None = None, files_per_gib: float = 0.0) -> int | None:
+    def spark_s_per_gib(self, cores: int, files_per_gib: float = 0.0, partitions_per_gib: float = 0.0) -> float:
+        """Spark's seconds per GiB on ``cores`` cores beyond its fixed cost, for an input of that shape."""
+        tasks = (
+            self.task_s_per_gib + files_per_gib * self.task_s_per_file + partitions_per_gib * self.task_s_per_partition
+        )
+        return tasks / max(cores, 1) + partitions_per_gib * self.spark_s_per_partition
+
+    def crossover(
+        self, cores: int, threads: int | None = None, files_per_gib: float = 0.0, partitions_per_gib: float = 0.0
+    ) -> int | None:
         """Bytes at which Spark on ``cores`` cores takes what the driver with ``threads`` reading threads (by
-        default as many as ``cores``: a local session) takes, for an input of ``files_per_gib`` files per GiB (a
-        log dir keeps its shape as it grows: the per-file terms weigh as much per byte at every size); None:
-        never, the driver is faster at every size."""
-        driver = self.driver_s_per_gib(threads or cores) + files_per_gib * self.driver_s_per_file
-        per_gib = driver - (self.task_s_per_gib + files_per_gib * self.task_s_per_file) / max(cores, 1)
+        default as many as ``cores``: a local session) takes, for an input of ``files_per_gib`` files and
+        ``partitions_per_gib`` partitions per GiB; None: never, the driver is faster at every size."""
+        driver = self.driver_s_per_gib(threads or cores, files_per_gib, partitions_per_gib)
+        per_gib = driver - self.spark_s_per_gib(cores, files_per_gib, partitions_per_gib)
         return None if per_gib <= 0 else int(self.spark_fixed_s / per_gib * 2**30)
 
 
@@ -129,18 +148,28 @@ class Placement:
 
     @classmethod
     def for_input(
-        cls, input_bytes: int, max_bytes: int | str, *, live: bool = False, cores: int | None = None, files: int = 0
+        cls,
+        input_bytes: int,
+        max_bytes: int | str,
+        *,
+        live: bool = False,
+        cores: int | None = None,
+        files: int = 0,
+        partitions: int = 0,
     ) -> Placement:
         """The driver when the input is known and at most ``max_bytes`` (0: never; ``"auto"``: where the
         placements cross, :meth:`Costs.crossover`, for ``cores``, by default :func:`local_cores`, and the input's
-        ``files``); a live read is not bounded by a size known in advance, so it stays in tasks. In the driver,
-        one thread per core of this machine reads the files (at most ``cores``)."""
+        ``files`` and ``partitions``); a live read is not bounded by a size known in advance, so it stays in tasks.
+        In the driver, one thread per core of this machine reads the files (at most ``cores``)."""
         if live or max_bytes == 0:
             return cls(driver=False)
         # the driver reads with this machine's cores, or fewer when a local master says so
         threads = min(cores or local_cores(), local_cores())
-        per_gib = files / max(input_bytes / 2**30, 2**-30)
-        limit = COSTS.crossover(cores or local_cores(), threads, per_gib) if max_bytes == "auto" else int(max_bytes)
+        if max_bytes == "auto":
+            gib = max(input_bytes / 2**30, 2**-30)
+            limit = COSTS.crossover(cores or local_cores(), threads, files / gib, partitions / gib)
+        else:
+            limit = int(max_bytes)
         if limit is not None and input_bytes > limit:
             return cls(driver=False)
         return cls(driver=True, threads=threads)

@@ -21,6 +21,7 @@ system when it next allocates rather than on a timer.
 
 from __future__ import annotations
 
+import gc
 import sys
 from typing import Any
 
@@ -93,4 +94,8 @@ if __name__ == "__main__":
     # Spark's daemon loop, which forks this process for every worker; it reads its worker module from sys.argv.
     from pyspark.daemon import manager
 
+    # The imports' objects left out of every later collection (what gc.freeze is for: a server that forks): a
+    # reused worker runs gc.collect() after each task (Spark's daemon loop), which otherwise walks them all again
+    # and touches their pages, copied then from the daemon's.
+    gc.freeze()
     manager()
