@@ -92,7 +92,7 @@ def with_offsets(mix_root: Path, offsets: Path, dest: Path) -> Path:
 
 def once(root: Path, out: Path, timed: dict[str, float]) -> tuple[float, float]:
     """(wall, CPU) seconds of one job; the blocked step's own seconds in ``timed`` (with the read of the
-    ``__consumer_offsets`` partitions, which the step asks for: txnlog.pipeline.offsets)."""
+    ``__consumer_offsets`` partitions, which the step asks for: txnlog.engine.decoded)."""
     real = build.with_blocked
 
     def step(tables, offsets):  # type: ignore[no-untyped-def]

@@ -12,7 +12,7 @@ session (``local[2]``, ``spark.driver.memory`` = ``--driver-memory``; not timed)
 does before the first task reads a byte:
 
 * ``discover``: ``txnlog.sources.offline.check_inputs([log dir])`` (locate + ``txnlog.sources.logdirs.discover``);
-* ``manifest + load``: ``txnlog.pipeline.decode.log_dir_sources`` (the file manifests written to the scratch dir,
+* ``manifest + load``: ``txnlog.engine.spark.log_dir_options.log_dir_sources`` (the file manifests written to the scratch dir,
   ``spark.read.format(...).load()`` of both sources: schema only);
 * ``plan``: ``summary.rdd.getNumPartitions()`` and the same for the ``__transaction_state`` records: Spark's
   planning Python worker reads the manifest, packs the files into input partitions and pickles them.
@@ -149,8 +149,9 @@ def child(log_dir: str, driver_memory: str) -> dict[str, Any]:
     from pyspark.sql import SparkSession
 
     from txnlog.engine.manifest import files_option
+    from txnlog.engine.settings import Decode
+    from txnlog.engine.spark.log_dir_options import log_dir_sources
     from txnlog.engine.spark.sources import SegmentsSource
-    from txnlog.pipeline.decode import log_dir_sources
     from txnlog.pipeline.inputs import describe
     from txnlog.sources.offline import check_inputs
 
@@ -170,7 +171,7 @@ def child(log_dir: str, driver_memory: str) -> dict[str, Any]:
     inv = check_inputs([log_dir])
     note = describe(inv, 0, None, (50, ""))
     t1, c1 = time.perf_counter(), time.process_time()
-    summary, records = log_dir_sources(spark, inv, True, scratch, False, False)
+    summary, records = log_dir_sources(spark, inv, Decode(True), scratch, False, False)
     t2, c2 = time.perf_counter(), time.process_time()
     tasks = summary.rdd.getNumPartitions()
     txn_tasks = records.rdd.getNumPartitions()

@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 
+from txnlog.engine.decoded import live_offsets
 from txnlog.live.groups import GROUPS_SCHEMA, pending_holders
 from txnlog.model import contract
-from txnlog.pipeline.decode import live_offsets
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 OFFSETS = "__consumer_offsets"

@@ -215,7 +215,7 @@ def test_group_names_of_any_bytes_reach_the_table_as_stored(tmp_path):
 
 @pytest.mark.parametrize("codec", ["NONE", "GZIP"])
 def test_offsets_read_for_some_partitions_are_those_of_the_whole_read(tmp_path, codec):
-    # the job reads the groups' offsets of the partitions a step asks for (txnlog.pipeline.offsets): on a partition
+    # the job reads the groups' offsets of the partitions a step asks for (txnlog.engine.decoded): on a partition
     # of two segments, with commits of three topic partitions, a transactional commit (producer 7) of one of them
     # whose plain commits lie in the earlier segment, a group's members and a record that does not decode; the
     # commits' batches plain or compressed (the walk hashes a compressed record's key in the decompressed bytes)

@@ -47,8 +47,9 @@ def test_any_order_of_the_decoded_rows_gives_the_same_tables(tmp_path: Path, nam
     from tests.e2e.shared import render_broker_dumps
     from txnlog import pipeline
     from txnlog.brokerlog.scenarios import write_scenario
+    from txnlog.engine.settings import Decode
+    from txnlog.engine.tasks import decode_here
     from txnlog.model.config import load_config
-    from txnlog.pipeline.decode import decode_here
 
     truth = write_scenario(name, tmp_path / "logs", seed=3, internal_partitions=ScenarioRun.INTERNAL_PARTITIONS)
     given: dict[str, Any] = {"logs": [str(tmp_path / "logs")], **ScenarioRun.options(truth)}
@@ -57,7 +58,7 @@ def test_any_order_of_the_decoded_rows_gives_the_same_tables(tmp_path: Path, nam
         given = {"dump_log": [str(p) for p in sorted((tmp_path / "dumps").iterdir())], **ScenarioRun.options(truth)}
     config = load_config(None, {**given, "as_of": str(truth.as_of_ms), "output": str(tmp_path / "out")})
     inputs = pipeline.plan_inputs(config, sample=False)
-    decoded = decode_here(inputs, True, str(tmp_path / "scratch"), None)
+    decoded = decode_here(inputs.offline, Decode(True, None), str(tmp_path / "scratch"))
     assert decoded.fragments == (kind == "dumps")
     want = _tables(config, inputs, decoded, decoded.summary, decoded.records, tmp_path / "a")
     assert want["partition_health"], "the scenario's partitions were read"

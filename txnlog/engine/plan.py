@@ -175,13 +175,10 @@ def plan_tasks(plan: Plan, table: pa.Table, checkpoints: Sequence[list[Any]] = (
         return []
     split = False
     if split_bytes > 0:
-        cores = plan.cores or max(2, minimum // 2)
         units = _partition_keys(table) if whole else np.arange(n, dtype=np.int64)
-        hot = worth_splitting(np.asarray(table.column("size").to_numpy(), np.int64), units, split_bytes, cores)
-        if hot.any():
-            table = split_segments(table, split_bytes, hot)
-            n = table.num_rows
-            split = _PIECE in table.column_names
+        table = split_segments(table, split_bytes, units, plan.cores or max(2, minimum // 2))
+        n = table.num_rows
+        split = _PIECE in table.column_names
     size = np.asarray(table.column("size").to_numpy(), np.int64)
     if split:  # a piece weighs its own bytes
         size = np.asarray(table.column("piece_bytes").to_numpy(zero_copy_only=False), np.int64)
@@ -239,25 +236,28 @@ def _read_index(path: str) -> bytes | None:
         return None
 
 
-def split_segments(table: pa.Table, split_bytes: int, hot: np.ndarray) -> pa.Table:
-    """The manifest ``table`` with each local ``.log`` file marked ``hot`` (txnlog.sources.splits.worth_splitting:
-    above ``split_bytes``, of a straggler) whose offset index passes the checks (txnlog.sources.splits) replaced by
-    one row per piece of about ``split_bytes``, plus the columns saying so: ``piece`` and the file's split
-    points (null for whole files), ``piece_bytes`` (what a row weighs when packed), ``emit_fragments``
-    (every row of a partition that has a split file: it is merged downstream), and ``edge_snapshots`` (the
-    ``.log`` rows of a split partition that only one replica holds: the paths of that replica's producer
-    snapshots; such a file finishes its inner transactions and hands on its edges, txnlog.engine.segments.Edges)."""
+def split_segments(table: pa.Table, split_bytes: int, units: np.ndarray, cores: int) -> pa.Table:
+    """The manifest ``table`` with each local ``.log`` file worth splitting (txnlog.sources.splits.worth_splitting:
+    above ``split_bytes``, of a straggler among the ``units`` for ``cores`` cores) whose offset index passes the
+    checks (txnlog.sources.splits) replaced by one row per piece of about ``split_bytes``, plus the columns saying
+    so: ``piece`` and the file's split points (null for whole files), ``piece_bytes`` (what a row weighs when
+    packed), ``emit_fragments`` (every row of a partition that has a split file: it is merged downstream), and
+    ``edge_snapshots`` (the ``.log`` rows of a split partition that only one replica holds: the paths of that
+    replica's producer snapshots; such a file finishes its inner transactions and hands on its edges,
+    txnlog.engine.segments.Edges). ``table`` as it is where no file is split."""
 
+    hot = worth_splitting(np.asarray(table.column("size").to_numpy(), np.int64), units, split_bytes, cores)
+    if not hot.any():
+        return table
+    kinds, topics, brokers = (python_values(table.column(name)) for name in ("kind", "topic", "broker"))
     paths = table.column("path").to_pylist()
     sizes = table.column("size").to_pylist()
-    kinds = python_values(table.column("kind"))
     bases = table.column("base_offset").to_pylist()
     rows: list[int] = []
     piece: list[int | None] = []
     weight: list[int] = []
     split_lists: list[list[list[int]] | None] = []
     split_partitions: set[tuple[str, int]] = set()
-    topics = python_values(table.column("topic"))
     partitions = table.column("partition").to_pylist()
     for i, (path, size, kind, base) in enumerate(zip(paths, sizes, kinds, bases, strict=True)):
         plan = None
@@ -284,7 +284,6 @@ def split_segments(table: pa.Table, split_bytes: int, hot: np.ndarray) -> pa.Tab
         return table
     out = table.take(pa.array(rows, pa.int64()))
     fragments = [(topics[i], int(partitions[i])) in split_partitions for i in rows]
-    brokers = python_values(table.column("broker"))
     replicas: dict[tuple[str, int], set[str]] = {}
     snapshots: dict[tuple[str, int], list[str]] = {}
     for i, kind in enumerate(kinds):

@@ -1,9 +1,14 @@
 """What a per-partition task is told besides its files (txnlog.engine.tasks), as typed values; and the same values
-as the string options of Spark's Data Sources, each way in one place (:meth:`options`, :meth:`from_options`)."""
+as the string options of Spark's Data Sources, each way in one place (:meth:`options`, :meth:`from_options`). What a
+run's decode is told, resolved once from its config: :class:`ReadSettings`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from txnlog.live.fetch import FetchSettings
 
 #: The smallest segment of a partition read whole that finishes its own inner transactions (the
 #: ``edge_segment_bytes`` option). Its fragments otherwise stay in the task's merge until the task ends, and a
@@ -125,3 +130,15 @@ def log_dir_settings(
         fragments_stage=f"{scratch}/{FRAGMENTS_STAGE}",  # a split partition's fragments, per partition
     )
     return segments, TxnStateSettings(decode, reduce=not shared, stage=f"{scratch}/coordinator_history")
+
+
+@dataclass(frozen=True)
+class ReadSettings:
+    """What a run's decode is told besides its inputs, resolved once from the config (txnlog.pipeline.decode):
+    how each file is decoded, the segments read in pieces (above ``split_segment_bytes``, in Spark's tasks;
+    txnlog.sources.splits; 0: never), and a live cluster's client settings and Fetch bounds."""
+
+    decode: Decode = Decode()
+    split_segment_bytes: int = 0
+    kafka: dict[str, Any] = field(default_factory=dict)
+    fetch: FetchSettings | None = None

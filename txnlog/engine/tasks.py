@@ -9,6 +9,9 @@ options into these settings). tests/engine/test_engine_suite.py runs each throug
 * :func:`txn_state_task`: ``__transaction_state`` segments → coordinator records (reduced with ``reduce``);
 * :func:`consumer_offsets_task`: ``__consumer_offsets`` segments → the groups' offsets and members;
 * :func:`dump_rows_task`: kafka-dump-log.sh files → the same rows as the first two (txnlog.engine.dump_log).
+
+The local placement's decode is one call, :func:`decode_here`: every task run by :func:`run_here` on threads of this
+process, the rows handed on as one :class:`~txnlog.engine.decoded.Decoded` (Spark's: txnlog.engine.spark.decode).
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from txnlog.broker import as_of as as_of_rule
 from txnlog.engine.consumer_offsets import SOURCE_SCHEMA as OFFSETS_SOURCE_SCHEMA
 from txnlog.engine.consumer_offsets import read_partitions
+from txnlog.engine.decoded import Decoded, GroupOffsets
 from txnlog.engine.dump_log.rows import files_rows
 from txnlog.engine.manifest import checkpoint_rows, files_table
 from txnlog.engine.plan import FilesTask, Plan, plan_tasks
@@ -43,11 +48,13 @@ from txnlog.engine.txn_state import decoded_records, reduced_records, with_trans
 from txnlog.kafka.consumer_offsets_commits import hashes_of
 from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
 from txnlog.kafka.record_batch import empty_batches, release_output_blocks
+from txnlog.model.contract import InputSource
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
 from txnlog.rules.transactions import PartitionTransactions
 from txnlog.sources.dump_log.lines import dumping_lines
 from txnlog.sources.dump_log.parse import parse_lines
 from txnlog.sources.logdirs import Inventory, LogFile
+from txnlog.sources.offline import Offline
 from txnlog.sources.splits import UNREADABLE
 
 #: a task's call: no argument, its rows
@@ -219,15 +226,11 @@ def log_dir_jobs(
     planned as Spark's sources plan them for ``threads`` cores (txnlog.engine.plan), every segment read whole;
     ``shared`` and ``dumps`` as txnlog.engine.settings.log_dir_settings takes them."""
     segments, txn_state = log_dir_settings(decode, scratch, shared=shared, dumps=dumps)
+    data_files, coordinator_files = files_table([*inv.segments, *inv.snapshots]), files_table(inv.txn_state_segments)
+    checkpoints = checkpoint_rows(inv.checkpoints) if segments.transactions else []
     minimum = max(2, threads * 2)
-    data = plan_tasks(
-        Plan(min_partitions=minimum, whole=segments.transactions, cores=threads),
-        files_table([*inv.segments, *inv.snapshots]),
-        checkpoint_rows(inv.checkpoints) if segments.transactions else [],
-    )
-    coordinators = plan_tasks(
-        Plan(min_partitions=minimum, whole=txn_state.reduce, cores=threads), files_table(inv.txn_state_segments)
-    )
+    data = plan_tasks(Plan(min_partitions=minimum, whole=segments.transactions, cores=threads), data_files, checkpoints)
+    coordinators = plan_tasks(Plan(min_partitions=minimum, whole=txn_state.reduce, cores=threads), coordinator_files)
     return [
         ([partial(log_dir_task, task, segments) for task in data], SEGMENT_SUMMARY_SCHEMA),
         ([partial(txn_state_task, task.files(), txn_state) for task in coordinators], TXN_STATE_SOURCE_SCHEMA),
@@ -240,9 +243,8 @@ def offsets_jobs(
     """The local placement's tasks over the ``__consumer_offsets`` partitions ``inv`` lists, for :func:`run_here`
     (planned as their source plans them, whole partitions), the groups' offsets of the ``wanted`` topic partitions
     only (None: all)."""
-    groups = plan_tasks(
-        Plan(min_partitions=max(2, threads * 2), whole=True), files_table(inv.consumer_offsets_segments)
-    )
+    files = files_table(inv.consumer_offsets_segments)
+    groups = plan_tasks(Plan(min_partitions=max(2, threads * 2), whole=True), files)
     return [([partial(consumer_offsets_task, task.files(), decode, wanted) for task in groups], OFFSETS_SOURCE_SCHEMA)]
 
 
@@ -284,3 +286,40 @@ def _conform(table: pa.Table, target: pa.Schema) -> pa.Table:
         return table
     columns: list[Any] = [table.column(f.name).cast(f.type) for f in target]
     return pa.Table.from_arrays(columns, schema=target)
+
+
+def decode_here(offline: Offline, decode: Decode, scratch: str, threads: int = 1) -> Decoded:
+    """The local placement's decode of a small input, no Spark query: the tasks the Data Sources run
+    (:func:`log_dir_jobs`) run here by ``threads`` threads (:func:`run_here`), the kafka-dump-log.sh files read by
+    txnlog.engine.spark.dump_log.read_dump_logs_here on as many, Arrow tables handed on. Every segment is read whole
+    (split segments are for Spark's tasks); the ``__consumer_offsets`` partitions when a step asks."""
+
+    inv, shared = offline.inventory, bool(offline.dump_files)  # a live input is never read here (Placement)
+    jobs = log_dir_jobs(inv, decode, scratch, shared=shared, dumps=shared, threads=threads)
+    summary, records = (_labelled(t, InputSource.SEGMENTS) for t in run_here(jobs, threads))
+    release_output_blocks(trim=True)  # the tables' build and writes come next in this process
+    read = set(inv.txn_state_partitions)
+    if shared:
+        # Lazy: the dump reader's module defines Spark's Data Source too (pyspark), and loads only for dumps.
+        from txnlog.engine.spark.dump_log import read_dump_logs_here
+
+        dumped, dumped_records = (
+            _labelled(t, InputSource.DUMP_LOG) for t in read_dump_logs_here(list(offline.dump_log), threads)
+        )
+        summary = pa.concat_tables([summary, dumped], promote_options="default")
+        records = pa.concat_tables([records, dumped_records], promote_options="default")
+        read |= set(records.column("coordinator_partition").drop_null().to_pylist())
+
+    def offsets(wanted: list[tuple[str, int]]) -> pa.Table:
+        return run_here(offsets_jobs(inv, decode, threads=threads, wanted=wanted), threads)[0]
+
+    return Decoded(
+        summary, records, as_of_rule.broker_times_of(summary, records), fragments=shared,
+        fragment_partitions=None, records_reduced=not shared, txn_state_read=frozenset(read),
+        checkpoints=tuple(inv.checkpoints), offsets=GroupOffsets(offsets) if inv.consumer_offsets_segments else None,
+    )  # fmt: skip
+
+
+def _labelled(table: pa.Table, source: InputSource) -> pa.Table:
+    """``table`` with its ``input`` column: which input its rows came from."""
+    return table.append_column("input", pa.repeat(pa.scalar(source.value, pa.string()), table.num_rows))

@@ -1,8 +1,8 @@
 """The few pieces of Spark that code below the Spark adapters (txnlog.output.delta) needs, with no txnlog module above
-the contract: runtime SQL settings for a block, whether the Delta Lake jars are on the driver's classpath,
-and the Spark type of each Arrow type of the contract (txnlog.model.contract). pyspark is imported only when
-``spark_type`` runs (the CLI reads the tables through txnlog.output.delta without it); the others take the session
-they are given."""
+the contract: runtime SQL settings for a block, the label of the Spark jobs a block starts, whether the Delta Lake
+jars are on the driver's classpath, and the Spark type of each Arrow type of the contract (txnlog.model.contract).
+pyspark is imported only when ``spark_type`` runs (the CLI reads the tables through txnlog.output.delta without it);
+the others take the session they are given."""
 
 from __future__ import annotations
 
@@ -59,6 +59,21 @@ def temporary_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, old)
+
+
+@contextmanager
+def job_description(spark: SparkSession | None, text: str) -> Iterator[None]:
+    """Label the Spark jobs started inside the block (Spark UI, event log) with ``text``."""
+    sc = getattr(spark, "sparkContext", None)
+    if sc is None:  # no Spark, or Spark Connect: no SparkContext to label
+        yield
+        return
+    previous = sc.getLocalProperty("spark.job.description")
+    sc.setJobDescription(text)
+    try:
+        yield
+    finally:
+        sc.setLocalProperty("spark.job.description", previous)
 
 
 def spark_type(arrow_type: pa.DataType) -> T.DataType:

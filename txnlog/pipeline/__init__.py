@@ -13,6 +13,7 @@ Example::
     print(result.summary_text())
 """
 
+from txnlog.output.spark_base import job_description
 from txnlog.pipeline.build import build_tables, resolve_as_of, thresholds_of, verify_live
 from txnlog.pipeline.decode import Decoded, decode
 from txnlog.pipeline.inputs import (
@@ -25,7 +26,7 @@ from txnlog.pipeline.inputs import (
 )
 from txnlog.pipeline.run import run
 from txnlog.pipeline.runs import RunResult, summarize
-from txnlog.pipeline.scope import Progress, job_description, run_scope, stderr_progress
+from txnlog.pipeline.scope import Progress, run_scope, stderr_progress
 from txnlog.pipeline.warm import warm_decoders
 from txnlog.pipeline.write import retain, write
 from txnlog.sources.offline import check_inputs

@@ -20,9 +20,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from txnlog.engine.decoded import GroupOffsets, offsets_for
 from txnlog.engine.integrity import decisions_of, integrity_here, kept_columns
 from txnlog.model.rows import Checkpoint
-from txnlog.pipeline.offsets import GroupOffsets, offsets_for
 from txnlog.rules.blocked import groups_past
 from txnlog.rules.integrity import compacted_gaps, unserved, with_readers, with_timestamps
 from txnlog.sources.logdirs import Inventory
@@ -46,9 +46,9 @@ def with_integrity(
     offsets: GroupOffsets | pa.Table | None = None,
 ) -> dict[str, Any]:
     """``tables`` (``pipeline.build_tables``' answer) with ``integrity`` and the ``.txnindex`` quarantine rows;
-    ``offsets`` the consumer groups' rows (txnlog.pipeline.decode, None: no ``__consumer_offsets`` in the input),
+    ``offsets`` the consumer groups' rows (txnlog.engine.decoded, None: no ``__consumer_offsets`` in the input),
     whose groups the evidence names where they read a faulty range (txnlog.rules.blocked.groups_past; the groups'
-    offsets are read for those ranges' partitions only, txnlog.pipeline.offsets)."""
+    offsets are read for those ranges' partitions only, txnlog.engine.decoded)."""
     history, staged = tables["coordinator_history"].raw_files(), tables["transactions"]
     if staged.driver or staged.spark is None:
         # The coordinator's decisions and the checks against them on a second thread, beside the .txnindex read

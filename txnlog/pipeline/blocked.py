@@ -10,12 +10,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txnlog.broker.evidence import with_blocked_groups, with_pending_groups
+from txnlog.engine.decoded import GroupOffsets
 from txnlog.kafka.wire import CONSUMER_OFFSETS_TOPIC
 from txnlog.live.groups import pending_holders
 from txnlog.model.arrow import project
 from txnlog.model.contract import LIVE_REPLICA, InputSource
 from txnlog.model.rows import KIND_QUARANTINE
-from txnlog.pipeline.offsets import GroupOffsets
 from txnlog.rules.blocked import BLOCKED, UNSTABLE_OFFSET_COMMIT, blocked_consumers, held_partitions, unblocked_groups
 
 __all__ = ["with_blocked"]
@@ -25,7 +25,7 @@ def with_blocked(tables: dict[str, Any], groups: GroupOffsets | pa.Table | None)
     """``tables`` (``pipeline.build_tables``' answer) with ``blocked_consumers``, ``blocked_groups`` named on the
     findings and the plan (left null when the input holds no ``__consumer_offsets`` partition), and the quarantine
     rows of ``groups``' rows (txnlog.engine.consumer_offsets.SOURCE_SCHEMA), read for the partitions
-    the findings' transactions hold (txnlog.pipeline.offsets). Rows of a live cluster's admin APIs (``broker``
+    the findings' transactions hold (txnlog.engine.decoded). Rows of a live cluster's admin APIs (``broker``
     live, txnlog.live.groups) go to the same rule and come out with ``source`` live."""
     out = dict(tables)
     health, findings = tables["partition_health"], tables["findings"]

@@ -12,12 +12,12 @@ import pyarrow as pa
 from txnlog.broker import as_of as as_of_rule
 from txnlog.broker import classify
 from txnlog.engine import staging
+from txnlog.engine.decoded import Decoded
 from txnlog.engine.spark.placement import Placement
 from txnlog.engine.spark.staged_table import StagedTable
 from txnlog.live.verify import live_rows
 from txnlog.model.words import count
 from txnlog.pipeline.blocked import with_blocked
-from txnlog.pipeline.decode import Decoded
 from txnlog.pipeline.inputs import Inputs
 from txnlog.pipeline.scope import Progress, stderr_progress
 from txnlog.rules import tables

@@ -13,7 +13,7 @@ from txnlog.engine.spark.session import get_session
 from txnlog.output import output_dir
 from txnlog.pipeline.audit import audited_in_memory, with_integrity
 from txnlog.pipeline.build import build_tables, resolve_as_of, thresholds_of, verify_live
-from txnlog.pipeline.decode import decode, fetch_settings
+from txnlog.pipeline.decode import decode, read_settings
 from txnlog.pipeline.inputs import (
     capture_live,
     cluster_name,
@@ -57,11 +57,8 @@ def run(
         threads = f"{placement.threads} thread{'s' if placement.threads != 1 else ''}"
         where = f"here (a small input), {threads}" if placement.driver else "in Spark"
         progress(f"decoding {file_count(inputs)} files {where}")
-        decoded = decode(
-            spark, inputs, check_crc=config.check_crc, kafka=dict(config.kafka), scratch=scratch, cache=cache,
-            placement=placement, live_cut=live_cut, fetch=fetch_settings(config),
-            max_decompressed_bytes=config.max_decompressed_bytes, split_segment_bytes=config.split_segment_bytes,
-        )  # fmt: skip
+        settings = read_settings(config)
+        decoded = decode(spark, inputs, settings, scratch=scratch, cache=cache, placement=placement, live_cut=live_cut)
         as_of, as_of_source = resolve_as_of(config.as_of, decoded.times, live_cut)
         progress(f"decoded in {time.monotonic() - t0:.1f} s; as_of = {as_of.isoformat()} ({as_of_source})")
         thresholds = thresholds_of(config, inputs, decoded, as_of)

@@ -1,5 +1,5 @@
 """What one run holds for its duration: its scratch directory and cached DataFrames (released on every exit),
-its Spark settings, the labels of its Spark jobs, and the progress lines it prints."""
+its Spark settings, and the progress lines it prints (its Spark jobs' labels: txnlog.engine.spark.session)."""
 
 from __future__ import annotations
 
@@ -71,18 +71,3 @@ def run_scope(spark: SparkSession | None, output: str, run_id: str) -> Iterator[
             yield scratch, cache
         finally:
             cache.release()
-
-
-@contextmanager
-def job_description(spark: SparkSession | None, text: str) -> Iterator[None]:
-    """Label the Spark jobs started inside the block (Spark UI, event log) with ``text``."""
-    sc = getattr(spark, "sparkContext", None)
-    if sc is None:  # Spark Connect: no SparkContext to label
-        yield
-        return
-    previous = sc.getLocalProperty("spark.job.description")
-    sc.setJobDescription(text)
-    try:
-        yield
-    finally:
-        sc.setLocalProperty("spark.job.description", previous)

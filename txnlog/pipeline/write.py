@@ -6,14 +6,16 @@ from __future__ import annotations
 import os
 import sys
 import time
+from contextlib import nullcontext
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from txnlog.model.words import count
 from txnlog.output import delta, delta_retention, prometheus, retention
 from txnlog.output.delta import Supersede
+from txnlog.output.spark_base import job_description
 from txnlog.pipeline.inputs import cluster_of
-from txnlog.pipeline.scope import Progress, job_description
+from txnlog.pipeline.scope import Progress
 from txnlog.rules import metrics
 
 if TYPE_CHECKING:
@@ -36,14 +38,16 @@ def write(
     commit drops (txnlog.output.delta.Supersede)."""
 
     counts: dict[str, int] = {}
+    cluster = cluster_of(config)
     for name, table in tables.items():
-        with job_description(spark, f"txnlog: write {name}"):
+        # each table's Spark jobs labelled with it (a run without Spark has none)
+        with job_description(spark, f"txnlog: write {name}") if spark is not None else nullcontext():
             counts.update(
                 delta.write_tables(
                     spark,
                     config.output,
                     {name: table},
-                    cluster=cluster_of(config),
+                    cluster=cluster,
                     as_of=as_of,
                     writer=config.delta_writer,
                     supersede=supersede,

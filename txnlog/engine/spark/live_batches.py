@@ -52,11 +52,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from txnlog.engine.segments import SegmentRows, limit_kwargs, summarize_segment
-from txnlog.engine.settings import Decode
+from txnlog.engine.settings import Decode, ReadSettings
 from txnlog.engine.spark.sources import arrow_to_spark_schema
 from txnlog.kafka.record_batch import scan_segment
 from txnlog.live.admin import partition_offsets, topic_partitions
@@ -69,6 +70,8 @@ from txnlog.output.delta import read_table
 from txnlog.sources.logdirs import LogFile
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
     from txnlog.live.fetch import RangeRead
 
 LIVE_BATCHES_SOURCE = "txnlog_live_batches"
@@ -234,6 +237,19 @@ def batches_options(
         "check_crc": str(check_crc).lower(),
         "min_partitions": str(min_partitions),
     }
+
+
+def read_live_batches(spark: SparkSession, bootstrap: str, cut: LiveCut, settings: ReadSettings) -> DataFrame:
+    """The live data partitions' batches in ``cut`` (this source), as segment-summary rows labelled with their
+    input; ``settings``: the client settings, the Fetch bounds and how the batches are decoded."""
+    spark.dataSource.register(LiveBatchesSource)
+    options = batches_options(
+        bootstrap, settings.kafka, cut, settings=settings.fetch, check_crc=settings.decode.check_crc,
+        min_partitions=max(2, spark.sparkContext.defaultParallelism),
+        max_decompressed_bytes=settings.decode.max_decompressed_bytes,
+    )  # fmt: skip
+    df = spark.read.format(LiveBatchesSource.name()).options(**options).load()
+    return df.withColumn("input", F.lit(InputSource.LIVE_LOG))
 
 
 class _RangesPartition(InputPartition):

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
@@ -51,11 +52,12 @@ from txnlog.engine.txn_state import quarantine_of, record_batch_of
 from txnlog.kafka.consumed import segment_from_records
 from txnlog.kafka.errors import QuarantineEntry
 from txnlog.kafka.txn_state import scan_transaction_log
+from txnlog.model.contract import InputSource
 from txnlog.model.rows import TXN_STATE_SCHEMA
 from txnlog.sources.logdirs import LogFile
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 LIVE_BROKER = "live"
@@ -289,3 +291,10 @@ class LiveTxnStateSource(DataSource):
 
 def register_live_source(spark: SparkSession) -> None:
     spark.dataSource.register(LiveTxnStateSource)
+
+
+def read_live_records(spark: SparkSession, bootstrap: str, kafka_conf: dict[str, Any]) -> DataFrame:
+    """The live cluster's ``__transaction_state`` records, labelled with their input."""
+    register_live_source(spark)
+    live = spark.read.format(LiveTxnStateSource.name()).options(**live_options(bootstrap, kafka_conf)).load()
+    return live.withColumn("input", F.lit(InputSource.LIVE_LOG))
