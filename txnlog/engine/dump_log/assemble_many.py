@@ -44,16 +44,22 @@ from txnlog.sources.dump_log.parse import K_BATCH, K_LEGACY, K_RECORD, K_START
 _SCHEMA = SEGMENT_SUMMARY_SCHEMA.append(pa.field("dump_file", pa.string()))
 
 
+def _by_segment(lines: pa.Table, file: str) -> tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray]:
+    """``lines`` in file, "Dumping" section and line order (one chunk), with each dumped segment's first row, the
+    row after its last, and each row's segment number."""
+    table = lines.sort_by([(file, "ascending"), ("section", "ascending"), ("line_no", "ascending")])
+    table = table.combine_chunks()
+    starts = table_group_starts(table, [file, "section"])
+    ends = np.append(starts[1:], table.num_rows)
+    return table, starts, ends, np.repeat(np.arange(starts.size), ends - starts)
+
+
 def assemble_segments(lines: pa.Table) -> pa.Table:
     """Dumped data segments' parsed lines (whole segments, keyed by dump file and "Dumping" line) → the rows
     ``assemble_segment`` gives each of them (SEGMENT_SUMMARY_SCHEMA and ``dump_file``), grouped by kind."""
     if not lines.num_rows:
         return _SCHEMA.empty_table()
-    table = lines.sort_by([("file", "ascending"), ("section", "ascending"), ("line_no", "ascending")])
-    table = table.combine_chunks()
-    starts = table_group_starts(table, ["file", "section"])
-    ends = np.append(starts[1:], table.num_rows)
-    segment = np.repeat(np.arange(starts.size), ends - starts)
+    table, starts, ends, segment = _by_segment(lines, "file")
     names = _names(table, starts, ends)
     batches = _batch_columns(table, segment)
     owner = batches.pop("segment")
@@ -176,11 +182,7 @@ def assemble_txn_states(lines: pa.Table) -> pa.Table:
     or batches without decoded records, assembled on its own for those quarantine rows."""
     if not lines.num_rows:
         return _TXN_SCHEMA.empty_table()
-    table = lines.sort_by([("dump_file", "ascending"), ("section", "ascending"), ("line_no", "ascending")])
-    table = table.combine_chunks()
-    starts = table_group_starts(table, ["dump_file", "section"])
-    ends = np.append(starts[1:], table.num_rows)
-    segment = np.repeat(np.arange(starts.size), ends - starts)
+    table, starts, ends, segment = _by_segment(lines, "dump_file")
     kind = _np(table, "kind_code", np.int32, -1)
     is_b, is_rec = kind == K_BATCH, kind == K_RECORD
     rows = np.flatnonzero(is_b)
