@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
 from txnlog.model import contract
+from txnlog.model.arrow import distinct
 from txnlog.model.errors import UsageError
 from txnlog.model.rows import KIND_MARKER, KIND_RUN, SEGMENT_SUMMARY_SCHEMA, Checkpoint
 from txnlog.rules.coordinator import distinct_records, reduce_records
@@ -356,7 +357,7 @@ def _reduced_records(records: pa.Table, stage: str) -> pa.Table:
     every record staged under ``stage``; other rows as they are."""
     columns = [c for c in records.column_names if c != "transitions"]
     recs = records.filter(pc.equal(records.column("kind"), "record")).select(columns)
-    parts = sorted(set(recs.column("coordinator_partition").drop_null().to_pylist()))
+    parts = sorted(distinct(recs.column("coordinator_partition")))
     reduced = []
     for p in parts:
         with records_writer(stage, str(p)) as sink:

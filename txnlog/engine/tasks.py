@@ -48,6 +48,7 @@ from txnlog.engine.txn_state import decoded_records, reduced_records, with_trans
 from txnlog.kafka.consumer_offsets_commits import hashes_of
 from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
 from txnlog.kafka.record_batch import empty_batches, release_output_blocks
+from txnlog.model.arrow import distinct
 from txnlog.model.contract import InputSource
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
 from txnlog.rules.transactions import PartitionTransactions
@@ -308,7 +309,7 @@ def decode_here(offline: Offline, decode: Decode, scratch: str, threads: int = 1
         )
         summary = pa.concat_tables([summary, dumped], promote_options="default")
         records = pa.concat_tables([records, dumped_records], promote_options="default")
-        read |= set(records.column("coordinator_partition").drop_null().to_pylist())
+        read |= distinct(records.column("coordinator_partition"))
 
     def offsets(wanted: list[tuple[str, int]]) -> pa.Table:
         return run_here(offsets_jobs(inv, decode, threads=threads, wanted=wanted), threads)[0]

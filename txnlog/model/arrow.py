@@ -130,6 +130,16 @@ def python_values(column: pa.Array | pa.ChunkedArray) -> list[Any]:
     return out
 
 
+def distinct(column: pa.Array | pa.ChunkedArray) -> set[Any]:
+    """The values ``column`` holds, nulls left out, as Python values: made unique in Arrow first, so a column of
+    millions of rows with a few values costs no Python object per row.
+
+    >>> sorted(distinct(pa.chunked_array([[3, None, 1], [3]])))
+    [1, 3]
+    """
+    return set(pc.unique(column).drop_null().to_pylist())
+
+
 def filled(column: Any, null: Any) -> np.ndarray:
     """A column's values as numpy, nulls as ``null``."""
     return np.asarray(pc.fill_null(column, null).to_numpy(zero_copy_only=False))

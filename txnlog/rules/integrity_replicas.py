@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txnlog.model.arrow import per_run, runs
+from txnlog.model.arrow import distinct, per_run, runs
 
 __all__ = ["copied_brokers", "copied_rows", "ended", "producer_keys", "unchecked"]
 
@@ -30,7 +30,7 @@ def _flat(lists: pa.ChunkedArray) -> tuple[np.ndarray, pa.ChunkedArray]:
 def copied_rows(txns: pa.Table, seg: pa.Table) -> np.ndarray:
     """Whether each transaction's topic and partition are among ``seg``'s (each column compared alone, as
     txnlog.model.arrow.key_codes does; a null is not): a lookup per run of rows of one partition."""
-    topics, partitions = (set(pc.unique(seg.column(c)).drop_null().to_pylist()) for c in _REPLICA[1:])
+    topics, partitions = (distinct(seg.column(c)) for c in _REPLICA[1:])
     starts, values = runs(txns, _REPLICA[1:])
     found = np.array([t in topics and p in partitions for t, p in values], bool)
     return per_run(starts, txns.num_rows, found)

@@ -20,6 +20,7 @@ from txnlog.engine.spark.live_batches import LiveCut, read_live_batches
 from txnlog.engine.spark.live_source import read_live_records
 from txnlog.engine.spark.log_dir_options import log_dir_sources, read_consumer_offsets
 from txnlog.engine.spark.stitch import Stitched, stitch_pieces
+from txnlog.model.arrow import distinct
 from txnlog.model.contract import InputSource
 from txnlog.model.rows import KIND_PIECE
 from txnlog.output.spark_base import job_description
@@ -72,7 +73,7 @@ def decode_in_spark(
             dead=None if stitched is None else stitched.dead,
         )  # fmt: skip
     # the __transaction_state partitions the input holds: the log dirs' (listed), and those other inputs gave
-    read = set(inv.txn_state_partitions) | set(records_table.column("coordinator_partition").drop_null().to_pylist())
+    read = set(inv.txn_state_partitions) | distinct(records_table.column("coordinator_partition"))
     return Decoded(
         summary_table, records_table, times, fragments=False, records_reduced=True, txn_state_read=frozenset(read),
         checkpoints=tuple(checkpoints), history_bounds=live_cut.history_bounds() if live_cut else None,
