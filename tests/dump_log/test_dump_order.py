@@ -25,7 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from txnlog.engine.dump_log.rows import RECORDS, SUMMARY, replica_names
+from txnlog.engine.dump_log.names import replica_names
+from txnlog.engine.dump_log.rows import RECORDS, SUMMARY
 from txnlog.engine.staging import merged_here, read_raw, staged_files
 from txnlog.engine.tasks import DUMPING, dump_rows_task, run_here
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA

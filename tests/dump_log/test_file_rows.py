@@ -14,13 +14,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from txnlog.engine.dump_log.names import replica_names
 from txnlog.engine.dump_log.rows import (
     RECORDS,
     SUMMARY,
     file_rows,
     files_rows,
     record_rows,
-    replica_names,
     summary_rows,
 )
 from txnlog.sources.dump_log.lines import dumping_lines, iter_line_batches

@@ -28,6 +28,7 @@ from txnlog.broker import as_of as as_of_rule
 from txnlog.engine.consumer_offsets import SOURCE_SCHEMA as OFFSETS_SOURCE_SCHEMA
 from txnlog.engine.consumer_offsets import read_partitions
 from txnlog.engine.decoded import Decoded, GroupOffsets
+from txnlog.engine.dump_log.names import Names
 from txnlog.engine.dump_log.rows import files_rows
 from txnlog.engine.manifest import checkpoint_rows, files_table
 from txnlog.engine.plan import FilesTask, Plan, plan_tasks
@@ -200,8 +201,6 @@ def consumer_offsets_task(
 
 #: what a dump task makes: the parsed "Dumping" lines only (the replica names' first pass)
 DUMPING = "dumping"
-
-Names = dict[tuple[str | None, str | None], str | None]
 
 
 def dump_rows_task(

@@ -21,7 +21,7 @@ themselves are txnlog.sources.dump_log.lines, parse, assemble and rows, the same
 A dumped segment's lines never leave their file, so each reading task makes the rows of whole files: no
 line crosses the JVM and nothing is shuffled. Only the replica names need the whole input: a first pass
 reads just the "Dumping" lines (one regular-expression scan per chunk), and
-``txnlog.engine.dump_log.rows.replica_names`` names every (dump file, printed broker) from them; the reading
+``txnlog.engine.dump_log.names.replica_names`` names every (dump file, printed broker) from them; the reading
 tasks get that map as an option. The same pass says which files hold ``__transaction_state`` segments,
 the only ones read a second time, for the coordinator records.
 
@@ -50,7 +50,8 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from txnlog.engine.dump_log.rows import RECORDS, SUMMARY, replica_names
+from txnlog.engine.dump_log.names import replica_names
+from txnlog.engine.dump_log.rows import RECORDS, SUMMARY
 from txnlog.engine.plan import pack_sizes
 from txnlog.engine.spark.sources import arrow_to_spark_schema
 from txnlog.engine.tasks import DUMPING, Names, Task, dump_rows_task, run_here
