@@ -16,10 +16,12 @@ import pytest
 
 from txnlog.engine.dump_log.names import replica_names
 from txnlog.engine.dump_log.rows import (
+    BOTH,
     RECORDS,
     SUMMARY,
     file_rows,
     files_rows,
+    named_outputs,
     record_rows,
     summary_rows,
 )
@@ -113,3 +115,28 @@ def test_files_read_together_give_each_file_s_rows(dump: Path, tmp_path: Path, c
         assert sum(t.num_rows for t in want) > len(files)
         assert all(t.schema == want[0].schema for t in got)
         assert _sorted(pa.concat_tables(got)) == _sorted(pa.concat_tables(want)), output
+
+
+@pytest.mark.parametrize("chunk", [2000, 1 << 20])
+def test_one_pass_named_afterwards_gives_each_output_s_rows(dump: Path, tmp_path: Path, chunk: int) -> None:
+    """The one pass (``both``: both outputs' rows, the brokers as printed, and the "Dumping" lines) named
+    afterwards (``named_outputs``) gives the rows of the ``summary`` and ``records`` passes read with the names
+    of every "Dumping" line: here two replicas told apart by their dump files' names (the same printed paths in
+    two files), a dumped segment with no entry and an empty file."""
+    files = [tmp_path / "b1.txt", tmp_path / "b2.txt", tmp_path / "quiet.txt", tmp_path / "empty.txt"]
+    files[0].write_bytes(dump.read_bytes())
+    files[1].write_bytes(dump.read_bytes())
+    files[2].write_text("Dumping /var/lib/kafka/data/quiet-3/00000000000000000000.log\nLog starting offset: 0\n")
+    files[3].write_text("")
+    inputs = [(str(f), None, False) for f in files]
+    lines = pa.Table.from_batches(
+        [parse_lines(b) for f in files for b in iter_line_batches(str(f), 1 << 20, None, False)]
+    )
+    names = replica_names(lines)
+    assert len(set(names.values())) > 1
+    summary, records = named_outputs(pa.concat_tables(files_rows(inputs, {}, BOTH, chunk)))
+    for output, got in ((SUMMARY, summary), (RECORDS, records)):
+        want = pa.concat_tables(files_rows(inputs, names, output, chunk))
+        assert want.num_rows > 0
+        assert got.schema == want.schema
+        assert _sorted(got) == _sorted(want), output

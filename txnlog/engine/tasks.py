@@ -207,8 +207,8 @@ def dump_rows_task(
     files: list[tuple[str, str | None, bool]], names: Names, output: str, chunk_bytes: int
 ) -> Iterator[pa.RecordBatch]:
     """One task's kafka-dump-log.sh ``files`` (path, location, whether named) → ``output``'s rows
-    (txnlog.engine.dump_log.rows: ``summary`` or ``records``, the replicas named by ``names``), or, ``dumping``,
-    their parsed "Dumping" lines (at once: a few per file)."""
+    (txnlog.engine.dump_log.rows: ``summary`` or ``records``, the replicas named by ``names``; ``both``, the two
+    and the "Dumping" lines in one pass), or, ``dumping``, their parsed "Dumping" lines (at once: a few per file)."""
     if output == DUMPING:
         found = [dumping_lines(path, chunk_bytes, loc, named) for path, loc, named in files]
         yield parse_lines(pa.concat_batches(found))  # a task reads one file at least

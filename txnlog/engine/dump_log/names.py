@@ -71,14 +71,18 @@ def with_replica_names(table: pa.Table, names: Names) -> pa.Table:
     """``table`` with ``broker`` replaced by the replica name of its (dump file, printed broker)."""
     if not names or not table.num_rows:
         return table
+    named = lookup(table, ["dump_file", "broker"], names_table(names), "replica")
+    broker = pc.coalesce(named, table.column("broker"))
+    return table.set_column(table.column_names.index("broker"), "broker", broker)
+
+
+def names_table(names: Names) -> pa.Table:
+    """``names`` as a table: ``dump_file``, ``broker`` (as printed) and ``replica``, a row per key."""
     keys = list(names)
-    replicas = pa.table(
+    return pa.table(
         {
             "dump_file": pa.array([f for f, _ in keys], pa.string()),
             "broker": pa.array([b for _, b in keys], pa.string()),
             "replica": pa.array([names[k] for k in keys], pa.string()),
         }
     )
-    named = lookup(table, ["dump_file", "broker"], replicas, "replica")
-    broker = pc.coalesce(named, table.column("broker"))
-    return table.set_column(table.column_names.index("broker"), "broker", broker)

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from txnlog.engine.dump_log.assemble import assemble_quiet_segments
 from txnlog.engine.dump_log.assemble_many import assemble_segments, assemble_txn_states
-from txnlog.engine.dump_log.names import Names, with_replica_names
+from txnlog.engine.dump_log.names import Names, replica_names, with_replica_names
 from txnlog.model.arrow import table_group_starts
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
 from txnlog.sources.dump_log.lines import DEFAULT_CHUNK_BYTES, iter_line_batches
@@ -75,38 +75,119 @@ RECORD_LINE_COLUMNS = tuple(
 def summary_lines(lines: pa.Table) -> pa.Table:
     """The lines and columns :func:`summary_rows` reads (a row-local filter: Spark applies it in the reading
     tasks, before each dumped segment's lines are grouped)."""
+    return _where(lines, _summary_kept(lines)).select(list(SUMMARY_LINE_COLUMNS))
+
+
+def _summary_kept(lines: pa.Table) -> Any:
     kind = _col(lines, "kind_code")
     record = pc.and_kleene(
         pc.equal(kind, K_RECORD), pc.or_kleene(_col(lines, "after_batch"), pc.is_valid(_col(lines, "marker_type")))
     )
     kinds = _kinds(lines, K_DUMPING, K_START, K_BATCH, K_LEGACY, K_SNAPSHOT, *DAMAGE_KINDS)
-    keep = pc.or_kleene(pc.or_kleene(kinds, record), pc.is_valid(_col(lines, "reason")))
-    return _where(lines, keep).select(list(SUMMARY_LINE_COLUMNS))
+    return pc.or_kleene(pc.or_kleene(kinds, record), pc.is_valid(_col(lines, "reason")))
 
 
 def record_lines(lines: pa.Table) -> pa.Table:
     """The lines and columns :func:`record_rows` reads: the ``__transaction_state`` dumps' record, batch,
     damage and "Dumping" lines."""
-    kinds = _kinds(lines, K_DUMPING, K_RECORD, K_BATCH, K_LEGACY, *DAMAGE_KINDS)
-    return _where(lines, pc.and_kleene(_col(lines, "is_txn_state"), kinds)).select(list(RECORD_LINE_COLUMNS))
+    return _where(lines, _record_kept(lines)).select(list(RECORD_LINE_COLUMNS))
+
+
+def _record_kept(lines: pa.Table) -> Any:
+    return pc.and_kleene(
+        _col(lines, "is_txn_state"), _kinds(lines, K_DUMPING, K_RECORD, K_BATCH, K_LEGACY, *DAMAGE_KINDS)
+    )
 
 
 def summary_rows(lines: pa.Table, names: Names) -> pa.Table:
     """The parsed lines of whole dumped files or segments → SEGMENT_SUMMARY_SCHEMA rows (segments, producer
     snapshots, quarantine), ``broker`` the replica name ``names`` gives (txnlog.engine.dump_log.names.replica_names)."""
-    summary = pa.concat_tables([_segments(lines), _snapshots(lines), _quarantine(lines)], promote_options="default")
-    return _shaped(with_replica_names(summary, names), SEGMENT_SUMMARY_SCHEMA)
+    return _shaped(with_replica_names(_summary(lines), names), SEGMENT_SUMMARY_SCHEMA)
+
+
+def _summary(lines: pa.Table) -> pa.Table:
+    """:func:`summary_rows` with each row's ``dump_file``, ``broker`` as printed."""
+    return pa.concat_tables([_segments(lines), _snapshots(lines), _quarantine(lines)], promote_options="default")
 
 
 def record_rows(lines: pa.Table, names: Names) -> pa.Table:
     """The parsed lines of whole dumped files or segments → TXN_STATE_SCHEMA rows (the ``__transaction_state``
     records and one ``segment`` row per dumped coordinator segment), ``broker`` the replica name."""
-    records = pa.concat_tables([_records(lines), _dumped(lines)], promote_options="default")
-    return _shaped(with_replica_names(records, names), TXN_STATE_SCHEMA)
+    return _shaped(with_replica_names(_txn_records(lines), names), TXN_STATE_SCHEMA)
 
 
-#: what a dump file is read into: the rows of the segment source, or of the txn-state source
-SUMMARY, RECORDS = "summary", "records"
+def _txn_records(lines: pa.Table) -> pa.Table:
+    """:func:`record_rows` with each row's ``dump_file``, ``broker`` as printed."""
+    return pa.concat_tables([_records(lines), _dumped(lines)], promote_options="default")
+
+
+#: what a dump file is read into: the rows of the segment source, or of the txn-state source, or in one pass
+#: (:data:`BOTH`) both sources' rows and the "Dumping" lines that name their replicas
+SUMMARY, RECORDS, BOTH = "summary", "records", "both"
+#: what a row of :data:`BOTH_SCHEMA` is, in its ``output`` column: SUMMARY, RECORDS or a "Dumping" line
+DUMPING_LINE = "dumping"
+
+#: :data:`BOTH`'s rows: ``output``, the columns of SEGMENT_SUMMARY_SCHEMA and of TXN_STATE_SCHEMA (those both have
+#: are of one type), the dump file, and what txnlog.engine.dump_log.names.replica_names reads of a "Dumping" line
+#: beside the dump file and the printed ``broker``
+BOTH_SCHEMA = pa.schema(
+    [
+        pa.field("output", pa.string()),
+        *SEGMENT_SUMMARY_SCHEMA,
+        *(f for f in TXN_STATE_SCHEMA if f.name not in SEGMENT_SUMMARY_SCHEMA.names),
+        DUMP_FILE,
+        pa.field("loc", pa.string()),
+        pa.field("loc_named", pa.bool_()),
+        pa.field("dpath", pa.string()),
+        pa.field("stem", pa.string()),
+    ]
+)
+#: the columns of :data:`BOTH_SCHEMA` a "Dumping" line fills
+NAMING_COLUMNS = ("dump_file", "broker", "loc", "loc_named", "dpath", "stem")
+
+
+def both_lines(lines: pa.Table) -> pa.Table:
+    """The lines and columns :func:`both_rows` reads: those :func:`summary_lines` or :func:`record_lines` keeps
+    (row-local, as they are)."""
+    columns = dict.fromkeys([*SUMMARY_LINE_COLUMNS, *RECORD_LINE_COLUMNS, "loc", "loc_named", "stem"])
+    return _where(lines, pc.or_kleene(_summary_kept(lines), _record_kept(lines))).select(list(columns))
+
+
+def both_rows(lines: pa.Table, names: Names) -> pa.Table:
+    """The parsed lines of whole dumped files or segments → :data:`BOTH_SCHEMA` rows: :func:`summary_rows`',
+    :func:`record_rows`' (with their dump file) and the "Dumping" lines, ``broker`` the replica name ``names``
+    gives, else as printed (one pass reads them before the names are known: :func:`named_outputs` names them)."""
+    tables = []
+    for output, keep, build in ((SUMMARY, summary_lines, _summary), (RECORDS, record_lines, _txn_records)):
+        kept = keep(lines)
+        if kept.num_rows:
+            tables.append(_tagged(with_replica_names(build(kept), names), output))
+    dumping = _where(lines, pc.equal(_col(lines, "kind_code"), K_DUMPING))
+    columns = {name: dumping.column("file" if name == "dump_file" else name) for name in NAMING_COLUMNS}
+    tables.append(_tagged(pa.table(columns), DUMPING_LINE))
+    return pa.concat_tables([_shaped(t, BOTH_SCHEMA) for t in tables])
+
+
+def _tagged(table: pa.Table, output: str) -> pa.Table:
+    return table.append_column("output", pa.repeat(pa.scalar(output, pa.string()), table.num_rows))
+
+
+def dumping_names(dumping: pa.Table) -> Names:
+    """The replica names of the input's "Dumping" lines as :data:`BOTH_SCHEMA` holds them (``NAMING_COLUMNS``)."""
+    columns = {"file" if name == "dump_file" else name: dumping.column(name) for name in NAMING_COLUMNS}
+    kind = pa.repeat(pa.scalar(K_DUMPING, pa.int32()), dumping.num_rows)
+    return replica_names(pa.table({"kind_code": kind, **columns}))
+
+
+def named_outputs(rows: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """Every :data:`BOTH_SCHEMA` row of an input (all its tasks') → (SEGMENT_SUMMARY_SCHEMA rows,
+    TXN_STATE_SCHEMA rows), each ``broker`` the replica name the input's "Dumping" lines give: the rows the
+    SUMMARY and RECORDS outputs give with those names."""
+    output = rows.column("output")
+    names = dumping_names(_where(rows, pc.equal(output, DUMPING_LINE)))
+    summary = with_replica_names(_where(rows, pc.equal(output, SUMMARY)), names)
+    records = with_replica_names(_where(rows, pc.equal(output, RECORDS)), names)
+    return _shaped(summary, SEGMENT_SUMMARY_SCHEMA), _shaped(records, TXN_STATE_SCHEMA)
 
 
 def file_rows(
@@ -160,7 +241,7 @@ def _group_rows(group: list[pa.RecordBatch], names: Names, output: str) -> Itera
     batches = [b for b in group if b.num_rows]
     if not batches:
         return
-    keep, build = (summary_lines, summary_rows) if output == SUMMARY else (record_lines, record_rows)
+    keep, build = _STEPS[output]
     kept = keep(pa.Table.from_batches([parse_lines(pa.concat_batches(batches))]))
     if kept.num_rows:
         yield build(kept, names)
@@ -168,7 +249,7 @@ def _group_rows(group: list[pa.RecordBatch], names: Names, output: str) -> Itera
 
 def _batches_rows(batches: Iterator[pa.RecordBatch], names: Names, output: str) -> Iterator[pa.Table]:
     """One dump file's line batches → its rows, each dumped segment assembled as soon as it has ended."""
-    keep, build = (summary_lines, summary_rows) if output == SUMMARY else (record_lines, record_rows)
+    keep, build = _STEPS[output]
     pending: pa.Table | None = None
     for batch in batches:
         kept = keep(pa.Table.from_batches([parse_lines(batch)]))
@@ -179,6 +260,10 @@ def _batches_rows(batches: Iterator[pa.RecordBatch], names: Names, output: str) 
             pending = pending.filter(pc.invert(done))
     if pending is not None and pending.num_rows:
         yield build(pending, names)
+
+
+#: each output's lines kept and rows built
+_STEPS = {SUMMARY: (summary_lines, summary_rows), RECORDS: (record_lines, record_rows), BOTH: (both_lines, both_rows)}
 
 
 def _where(lines: pa.Table, condition: Any) -> pa.Table:
