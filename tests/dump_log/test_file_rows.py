@@ -1,9 +1,9 @@
 """A dump file read segment by segment gives the rows of the whole file read at once.
 
-``file_rows`` assembles each dumped segment as soon as the next "Dumping" line is read, and ``dumping_lines``
-finds the "Dumping" lines with one scan: both are held here to the plain reading of every line
-(``iter_line_batches`` → ``parse_lines`` → ``summary_rows``/``record_rows`` on all of them), for every chunk size
-down to a few bytes for the scan (chunk edges inside lines, inside "Dumping", between ``\\r`` and ``\\n``).
+``file_rows`` assembles each dumped segment as soon as the next "Dumping" line is read, ``files_rows`` reads
+small files together, and the one pass (``both``) gives both outputs' rows and the "Dumping" lines, named
+afterwards: each is held here to the plain reading of every line (``iter_line_batches`` → ``parse_lines`` →
+``summary_rows``/``record_rows`` on all of them), for chunk sizes that cut lines and segments.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from txnlog.engine.dump_log.rows import (
     record_rows,
     summary_rows,
 )
-from txnlog.sources.dump_log.lines import dumping_lines, iter_line_batches
-from txnlog.sources.dump_log.parse import K_DUMPING, parse_lines
+from txnlog.sources.dump_log.lines import iter_line_batches
+from txnlog.sources.dump_log.parse import parse_lines
 
 
 @pytest.fixture(scope="module")
@@ -61,17 +61,6 @@ def _all_lines(path: Path) -> pa.Table:
 
 def _sorted(table: pa.Table) -> list[dict]:
     return sorted(table.to_pylist(), key=repr)
-
-
-def test_the_dumping_scan_finds_the_lines_the_line_reader_finds(dump: Path) -> None:
-    lines = _all_lines(dump)
-    want = lines.filter(pa.compute.equal(lines.column("kind_code"), K_DUMPING))
-    assert want.num_rows > 3
-    for chunk in (7, 64, 1000, 1 << 20):  # the scan is one regular expression per chunk: tiny chunks are cheap
-        got = parse_lines(dumping_lines(str(dump), chunk, "b1", True))
-        assert got.column("line_no").to_pylist() == want.column("line_no").to_pylist()
-        for column in ("broker", "dpath", "topic", "partition", "is_txn_state", "stem", "section"):
-            assert got.column(column).to_pylist() == want.column(column).to_pylist(), column
 
 
 @pytest.mark.parametrize("chunk", [2000, 1 << 20])

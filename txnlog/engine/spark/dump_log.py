@@ -64,17 +64,16 @@ from txnlog.engine.dump_log.rows import (
 )
 from txnlog.engine.plan import pack_sizes
 from txnlog.engine.spark.sources import arrow_to_spark_schema
-from txnlog.engine.tasks import DUMPING, Task, dump_rows_task, run_here
+from txnlog.engine.tasks import Task, dump_rows_task, run_here
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
 from txnlog.sources import storage
 from txnlog.sources.dump_log.lines import DEFAULT_CHUNK_BYTES, list_dump_inputs
-from txnlog.sources.dump_log.parse import PARSED_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 DUMP_ROWS_SOURCE = "txnlog_dump_rows"
-_SCHEMAS = {SUMMARY: SEGMENT_SUMMARY_SCHEMA, RECORDS: TXN_STATE_SCHEMA, DUMPING: PARSED_SCHEMA, BOTH: BOTH_SCHEMA}
+_SCHEMAS = {SUMMARY: SEGMENT_SUMMARY_SCHEMA, RECORDS: TXN_STATE_SCHEMA, BOTH: BOTH_SCHEMA}
 
 
 @dataclass
@@ -135,9 +134,8 @@ def _located(paths: list[str], locations: dict[str, Any]) -> list[tuple[str, str
 
 class DumpRowsSource(DataSource):
     """``spark.read.format("txnlog_dump_rows").options(paths=..., output=..., names=...).load()``: the dump
-    files' rows, ``output`` ``summary`` (SEGMENT_SUMMARY_SCHEMA), ``records`` (TXN_STATE_SCHEMA), ``dumping``
-    (the parsed "Dumping" lines, PARSED_SCHEMA) or ``both`` (the first two and the "Dumping" lines in one pass,
-    BOTH_SCHEMA)."""
+    files' rows, ``output`` ``summary`` (SEGMENT_SUMMARY_SCHEMA), ``records`` (TXN_STATE_SCHEMA) or ``both``
+    (the two and the "Dumping" lines in one pass, the brokers as printed: BOTH_SCHEMA)."""
 
     @classmethod
     def name(cls) -> str:
