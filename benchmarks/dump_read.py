@@ -126,7 +126,7 @@ def _event_log(events: Path) -> dict[str, Any]:
     tasks' summed run time (each task's executor run time: the reading tasks, in the read's case)."""
     jobs: dict[int, list[int]] = {}
     tasks, task_ms = 0, 0
-    for log in events.iterdir():
+    for log in (p for p in events.rglob("*") if p.is_file()):  # a directory of rolled files in Spark 4
         for line in log.read_text().splitlines():
             event = json.loads(line)
             kind = event.get("Event")
