@@ -90,7 +90,12 @@ def child(mode: str, dumps: str) -> dict[str, Any]:
         events = tempfile.mkdtemp(prefix="dump-read-events-")
         t, cpu = time.perf_counter(), _tree_cpu()
         spark = get_session(
-            conf={"spark.eventLog.enabled": "true", "spark.eventLog.dir": events, "spark.eventLog.compress": "false"}
+            conf={
+                "spark.eventLog.enabled": "true",
+                "spark.eventLog.dir": events,
+                "spark.eventLog.compress": "false",
+                "spark.eventLog.rolling.enabled": "false",
+            }
         )
         out["session_seconds"], out["session_cpu_seconds"] = time.perf_counter() - t, _tree_cpu() - cpu
         t, cpu = time.perf_counter(), _tree_cpu()
@@ -127,8 +132,11 @@ def _event_log(events: Path) -> dict[str, Any]:
     jobs: dict[int, list[int]] = {}
     tasks, task_ms = 0, 0
     for log in (p for p in events.rglob("*") if p.is_file()):  # a directory of rolled files in Spark 4
-        for line in log.read_text().splitlines():
-            event = json.loads(line)
+        for line in log.read_text(errors="replace").splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:  # not an event (a status file)
+                continue
             kind = event.get("Event")
             if kind == "SparkListenerJobStart":
                 jobs[event["Job ID"]] = [event["Submission Time"], event["Submission Time"]]
