@@ -263,8 +263,9 @@ class Scanned:
 
     arr: np.ndarray  # the segment
     extra: np.ndarray  # its decompressed batches
-    walk: tuple[np.ndarray, ...]  # per data batch: src, starts, ends, counts, base offset/timestamp, max timestamp,
-    # log append time (:func:`_walk`'s arguments after the two buffers)
+    walk: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+    # per data batch: src, starts, ends, counts, base offset/timestamp, max timestamp, log append time (:func:`_walk`'s
+    # arguments after the two buffers)
     batches: dict[str, np.ndarray]  # per data batch: src (0 its bytes in arr, 1 in extra), position, batch_length
     # and producer columns
     markers: pa.Table
@@ -361,7 +362,7 @@ def scan_batches(
         arr, b["compression"][idx], positions, starts, ends, counts, src, file, max_decompressed_bytes, quarantine
     )
     log_append = b["timestamp_type"][idx] == TimestampType.LOG_APPEND_TIME
-    walk = (src, starts, ends, counts, b["base_offset"][idx], b["base_timestamp"][idx], b["max_timestamp"][idx])
+    times = b["base_timestamp"][idx], b["max_timestamp"][idx]
     batches = {
         "src": src,
         "position": positions,
@@ -370,7 +371,8 @@ def scan_batches(
         "producer_epoch": b["producer_epoch"][idx],
         "is_transactional": b["is_transactional"][idx],
     }
-    return Scanned(arr, extra, (*walk, log_append), batches, _markers(b), quarantine, file)
+    walk = (src, starts, ends, counts, b["base_offset"][idx], *times, log_append)
+    return Scanned(arr, extra, walk, batches, _markers(b), quarantine, file)
 
 
 def walk_scanned(scanned: Scanned, keys: np.ndarray | None = None) -> Walked:
