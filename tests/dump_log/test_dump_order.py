@@ -1,7 +1,7 @@
 """A run's rows do not depend on how its kafka-dump-log.sh files are dealt into tasks.
 
-The same dumps are read through the dump tasks (txnlog.engine.tasks.dump_rows_task, what both placements call)
-dealt in several ways: a task per file in the listing's order and in reverse order, and the files shuffled into
+The same dumps are read through the dump tasks' one pass (txnlog.engine.tasks.dump_rows_task, what both placements
+call, its rows named by txnlog.engine.dump_log.rows.named_outputs) dealt in several ways: a task per file in the listing's order and in reverse order, and the files shuffled into
 three tasks (a task reads its files together, in the order of their paths). Each way's rows are then merged and
 reduced as a run's driver does (txnlog.engine.staging.merged_here) and made into the coordinator's tables
 (txnlog.rules.coordinator_tables): every table, and every file staged for ``transactions`` and
@@ -25,13 +25,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from txnlog.engine.dump_log.rows import RECORDS, SUMMARY, replica_names
+from txnlog.engine.dump_log.rows import BOTH, BOTH_SCHEMA, named_outputs
 from txnlog.engine.staging import merged_here, read_raw, staged_files
-from txnlog.engine.tasks import DUMPING, dump_rows_task, run_here
-from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
+from txnlog.engine.tasks import dump_rows_task, run_here
 from txnlog.rules.coordinator_tables import coordinator_history, coordinator_state
 from txnlog.sources.dump_log.lines import DEFAULT_CHUNK_BYTES, list_dump_inputs
-from txnlog.sources.dump_log.parse import PARSED_SCHEMA
 
 Files = list[tuple[str, str | None, bool]]
 
@@ -78,13 +76,8 @@ def _tasks(groups: list[Files], names: Any, output: str) -> list[Any]:
 def _read(paths: list[str], deal: Callable[[Files], list[Files]], scratch: Path) -> dict[str, pa.Table]:
     """The tables a run makes of the dumps ``paths`` when its tasks are ``deal`` of the files."""
     groups = deal(list_dump_inputs(paths))
-    (dumping,) = run_here([(_tasks(groups, {}, DUMPING), PARSED_SCHEMA)], 2)
-    names = replica_names(dumping)
-    jobs = [
-        (_tasks(groups, names, SUMMARY), SEGMENT_SUMMARY_SCHEMA),
-        (_tasks(groups, names, RECORDS), TXN_STATE_SCHEMA),
-    ]
-    summary, records = run_here(jobs, 2)
+    (rows,) = run_here([(_tasks(groups, {}, BOTH), BOTH_SCHEMA)], 2)
+    summary, records = named_outputs(rows)
     summary, records = merged_here(summary, records, [], str(scratch), fragments=True, records_reduced=False)
     history = coordinator_history(records.append_column("input", pa.repeat(pa.scalar("dump_log"), records.num_rows)))
     tables = {"summary": summary, "records": records, "history": history, "state": coordinator_state(history)}
@@ -124,8 +117,6 @@ def test_the_tables_do_not_depend_on_how_the_dump_files_are_dealt(dumps: list[st
 
 def _read_records(paths: list[str]) -> pa.Table:
     """Every copy of the coordinator's records the dumps hold (one task, the listing's order)."""
-    files = list_dump_inputs(paths)
-    (dumping,) = run_here([(_tasks([files], {}, DUMPING), PARSED_SCHEMA)])
-    names = replica_names(dumping)
-    (records,) = run_here([(_tasks([files], names, RECORDS), TXN_STATE_SCHEMA)])
+    (rows,) = run_here([(_tasks([list_dump_inputs(paths)], {}, BOTH), BOTH_SCHEMA)])
+    _, records = named_outputs(rows)
     return records.filter(pc.equal(records.column("kind"), "record"))

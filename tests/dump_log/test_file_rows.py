@@ -1,9 +1,9 @@
 """A dump file read segment by segment gives the rows of the whole file read at once.
 
-``file_rows`` assembles each dumped segment as soon as the next "Dumping" line is read, and ``dumping_lines``
-finds the "Dumping" lines with one scan: both are held here to the plain reading of every line
-(``iter_line_batches`` → ``parse_lines`` → ``summary_rows``/``record_rows`` on all of them), for every chunk size
-down to a few bytes for the scan (chunk edges inside lines, inside "Dumping", between ``\\r`` and ``\\n``).
+``file_rows`` assembles each dumped segment as soon as the next "Dumping" line is read, ``files_rows`` reads
+small files together, and the one pass (``both``) gives both outputs' rows and the "Dumping" lines, named
+afterwards: each is held here to the plain reading of every line (``iter_line_batches`` → ``parse_lines`` →
+``summary_rows``/``record_rows`` on all of them), for chunk sizes that cut lines and segments.
 """
 
 from __future__ import annotations
@@ -14,17 +14,19 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from txnlog.engine.dump_log.names import replica_names
 from txnlog.engine.dump_log.rows import (
+    BOTH,
     RECORDS,
     SUMMARY,
     file_rows,
     files_rows,
+    named_outputs,
     record_rows,
-    replica_names,
     summary_rows,
 )
-from txnlog.sources.dump_log.lines import dumping_lines, iter_line_batches
-from txnlog.sources.dump_log.parse import K_DUMPING, parse_lines
+from txnlog.sources.dump_log.lines import iter_line_batches
+from txnlog.sources.dump_log.parse import parse_lines
 
 
 @pytest.fixture(scope="module")
@@ -59,17 +61,6 @@ def _all_lines(path: Path) -> pa.Table:
 
 def _sorted(table: pa.Table) -> list[dict]:
     return sorted(table.to_pylist(), key=repr)
-
-
-def test_the_dumping_scan_finds_the_lines_the_line_reader_finds(dump: Path) -> None:
-    lines = _all_lines(dump)
-    want = lines.filter(pa.compute.equal(lines.column("kind_code"), K_DUMPING))
-    assert want.num_rows > 3
-    for chunk in (7, 64, 1000, 1 << 20):  # the scan is one regular expression per chunk: tiny chunks are cheap
-        got = parse_lines(dumping_lines(str(dump), chunk, "b1", True))
-        assert got.column("line_no").to_pylist() == want.column("line_no").to_pylist()
-        for column in ("broker", "dpath", "topic", "partition", "is_txn_state", "stem", "section"):
-            assert got.column(column).to_pylist() == want.column(column).to_pylist(), column
 
 
 @pytest.mark.parametrize("chunk", [2000, 1 << 20])
@@ -113,3 +104,28 @@ def test_files_read_together_give_each_file_s_rows(dump: Path, tmp_path: Path, c
         assert sum(t.num_rows for t in want) > len(files)
         assert all(t.schema == want[0].schema for t in got)
         assert _sorted(pa.concat_tables(got)) == _sorted(pa.concat_tables(want)), output
+
+
+@pytest.mark.parametrize("chunk", [2000, 1 << 20])
+def test_one_pass_named_afterwards_gives_each_output_s_rows(dump: Path, tmp_path: Path, chunk: int) -> None:
+    """The one pass (``both``: both outputs' rows, the brokers as printed, and the "Dumping" lines) named
+    afterwards (``named_outputs``) gives the rows of the ``summary`` and ``records`` passes read with the names
+    of every "Dumping" line: here two replicas told apart by their dump files' names (the same printed paths in
+    two files), a dumped segment with no entry and an empty file."""
+    files = [tmp_path / "b1.txt", tmp_path / "b2.txt", tmp_path / "quiet.txt", tmp_path / "empty.txt"]
+    files[0].write_bytes(dump.read_bytes())
+    files[1].write_bytes(dump.read_bytes())
+    files[2].write_text("Dumping /var/lib/kafka/data/quiet-3/00000000000000000000.log\nLog starting offset: 0\n")
+    files[3].write_text("")
+    inputs = [(str(f), None, False) for f in files]
+    lines = pa.Table.from_batches(
+        [parse_lines(b) for f in files for b in iter_line_batches(str(f), 1 << 20, None, False)]
+    )
+    names = replica_names(lines)
+    assert len(set(names.values())) > 1
+    summary, records = named_outputs(pa.concat_tables(files_rows(inputs, {}, BOTH, chunk)))
+    for output, got in ((SUMMARY, summary), (RECORDS, records)):
+        want = pa.concat_tables(files_rows(inputs, names, output, chunk))
+        assert want.num_rows > 0
+        assert got.schema == want.schema
+        assert _sorted(got) == _sorted(want), output

@@ -28,6 +28,7 @@ from txnlog.broker import as_of as as_of_rule
 from txnlog.engine.consumer_offsets import SOURCE_SCHEMA as OFFSETS_SOURCE_SCHEMA
 from txnlog.engine.consumer_offsets import read_partitions
 from txnlog.engine.decoded import Decoded, GroupOffsets
+from txnlog.engine.dump_log.names import Names
 from txnlog.engine.dump_log.rows import files_rows
 from txnlog.engine.manifest import checkpoint_rows, files_table
 from txnlog.engine.plan import FilesTask, Plan, plan_tasks
@@ -52,8 +53,6 @@ from txnlog.model.arrow import distinct
 from txnlog.model.contract import InputSource
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
 from txnlog.rules.transactions import PartitionTransactions
-from txnlog.sources.dump_log.lines import dumping_lines
-from txnlog.sources.dump_log.parse import parse_lines
 from txnlog.sources.logdirs import Inventory, LogFile
 from txnlog.sources.offline import Offline
 from txnlog.sources.splits import UNREADABLE
@@ -198,22 +197,12 @@ def consumer_offsets_task(
     yield from read_partitions(list(by_partition.values()), decode.check_crc, decode.max_decompressed_bytes, hashes)
 
 
-#: what a dump task makes: the parsed "Dumping" lines only (the replica names' first pass)
-DUMPING = "dumping"
-
-Names = dict[tuple[str | None, str | None], str | None]
-
-
 def dump_rows_task(
     files: list[tuple[str, str | None, bool]], names: Names, output: str, chunk_bytes: int
 ) -> Iterator[pa.RecordBatch]:
     """One task's kafka-dump-log.sh ``files`` (path, location, whether named) → ``output``'s rows
-    (txnlog.engine.dump_log.rows: ``summary`` or ``records``, the replicas named by ``names``), or, ``dumping``,
-    their parsed "Dumping" lines (at once: a few per file)."""
-    if output == DUMPING:
-        found = [dumping_lines(path, chunk_bytes, loc, named) for path, loc, named in files]
-        yield parse_lines(pa.concat_batches(found))  # a task reads one file at least
-        return
+    (txnlog.engine.dump_log.rows: ``summary`` or ``records``, the replicas named by ``names``; ``both``, the two
+    and the "Dumping" lines in one pass, the rows' brokers as printed)."""
     for table in files_rows(files, names, output, chunk_bytes):
         yield from table.to_batches()
 

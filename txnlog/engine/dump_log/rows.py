@@ -5,7 +5,7 @@ Both placements call :func:`files_rows` on whole dump files in the Data Source's
 (``read_dump_logs_here``); it reads the many small files together and a large one as :func:`file_rows` does. That
 keeps the lines each output reads (:func:`summary_lines`, :func:`record_lines`) and
 applies :func:`summary_rows` or :func:`record_rows` to each dumped segment as soon as its lines are read, with the
-replica names :func:`replica_names` gave from the few "Dumping" lines: a segment's lines never leave their file.
+replica names the few "Dumping" lines give (txnlog.engine.dump_log.names): a segment's lines never leave their file.
 SQL's three-valued logic is kept: a filter keeps a row only where its condition is true (``_where``).
 """
 
@@ -21,8 +21,8 @@ import pyarrow.compute as pc
 
 from txnlog.engine.dump_log.assemble import assemble_quiet_segments
 from txnlog.engine.dump_log.assemble_many import assemble_segments, assemble_txn_states
-from txnlog.kafka import dump_log_text as D
-from txnlog.model.arrow import lookup, table_group_starts
+from txnlog.engine.dump_log.names import Names, replica_names, with_replica_names
+from txnlog.model.arrow import table_group_starts
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
 from txnlog.sources.dump_log.lines import DEFAULT_CHUNK_BYTES, iter_line_batches
 from txnlog.sources.dump_log.parse import (
@@ -75,43 +75,124 @@ RECORD_LINE_COLUMNS = tuple(
 def summary_lines(lines: pa.Table) -> pa.Table:
     """The lines and columns :func:`summary_rows` reads (a row-local filter: Spark applies it in the reading
     tasks, before each dumped segment's lines are grouped)."""
+    return _where(lines, _summary_kept(lines)).select(list(SUMMARY_LINE_COLUMNS))
+
+
+def _summary_kept(lines: pa.Table) -> Any:
     kind = _col(lines, "kind_code")
     record = pc.and_kleene(
         pc.equal(kind, K_RECORD), pc.or_kleene(_col(lines, "after_batch"), pc.is_valid(_col(lines, "marker_type")))
     )
     kinds = _kinds(lines, K_DUMPING, K_START, K_BATCH, K_LEGACY, K_SNAPSHOT, *DAMAGE_KINDS)
-    keep = pc.or_kleene(pc.or_kleene(kinds, record), pc.is_valid(_col(lines, "reason")))
-    return _where(lines, keep).select(list(SUMMARY_LINE_COLUMNS))
+    return pc.or_kleene(pc.or_kleene(kinds, record), pc.is_valid(_col(lines, "reason")))
 
 
 def record_lines(lines: pa.Table) -> pa.Table:
     """The lines and columns :func:`record_rows` reads: the ``__transaction_state`` dumps' record, batch,
     damage and "Dumping" lines."""
-    kinds = _kinds(lines, K_DUMPING, K_RECORD, K_BATCH, K_LEGACY, *DAMAGE_KINDS)
-    return _where(lines, pc.and_kleene(_col(lines, "is_txn_state"), kinds)).select(list(RECORD_LINE_COLUMNS))
+    return _where(lines, _record_kept(lines)).select(list(RECORD_LINE_COLUMNS))
 
 
-def summary_rows(lines: pa.Table, names: dict[tuple[str | None, str | None], str | None]) -> pa.Table:
+def _record_kept(lines: pa.Table) -> Any:
+    return pc.and_kleene(
+        _col(lines, "is_txn_state"), _kinds(lines, K_DUMPING, K_RECORD, K_BATCH, K_LEGACY, *DAMAGE_KINDS)
+    )
+
+
+def summary_rows(lines: pa.Table, names: Names) -> pa.Table:
     """The parsed lines of whole dumped files or segments → SEGMENT_SUMMARY_SCHEMA rows (segments, producer
-    snapshots, quarantine), ``broker`` the replica name ``names`` gives (:func:`replica_names`)."""
-    summary = pa.concat_tables([_segments(lines), _snapshots(lines), _quarantine(lines)], promote_options="default")
-    return _shaped(_named(summary, names), SEGMENT_SUMMARY_SCHEMA)
+    snapshots, quarantine), ``broker`` the replica name ``names`` gives (txnlog.engine.dump_log.names.replica_names)."""
+    return _shaped(with_replica_names(_summary(lines), names), SEGMENT_SUMMARY_SCHEMA)
 
 
-def record_rows(lines: pa.Table, names: dict[tuple[str | None, str | None], str | None]) -> pa.Table:
+def _summary(lines: pa.Table) -> pa.Table:
+    """:func:`summary_rows` with each row's ``dump_file``, ``broker`` as printed."""
+    return pa.concat_tables([_segments(lines), _snapshots(lines), _quarantine(lines)], promote_options="default")
+
+
+def record_rows(lines: pa.Table, names: Names) -> pa.Table:
     """The parsed lines of whole dumped files or segments → TXN_STATE_SCHEMA rows (the ``__transaction_state``
     records and one ``segment`` row per dumped coordinator segment), ``broker`` the replica name."""
-    records = pa.concat_tables([_records(lines), _dumped(lines)], promote_options="default")
-    return _shaped(_named(records, names), TXN_STATE_SCHEMA)
+    return _shaped(with_replica_names(_txn_records(lines), names), TXN_STATE_SCHEMA)
 
 
-#: what a dump file is read into: the rows of the segment source, or of the txn-state source
-SUMMARY, RECORDS = "summary", "records"
+def _txn_records(lines: pa.Table) -> pa.Table:
+    """:func:`record_rows` with each row's ``dump_file``, ``broker`` as printed."""
+    return pa.concat_tables([_records(lines), _dumped(lines)], promote_options="default")
+
+
+#: what a dump file is read into: the rows of the segment source, or of the txn-state source, or in one pass
+#: (:data:`BOTH`) both sources' rows and the "Dumping" lines that name their replicas
+SUMMARY, RECORDS, BOTH = "summary", "records", "both"
+#: what a row of :data:`BOTH_SCHEMA` is, in its ``output`` column: SUMMARY, RECORDS or a "Dumping" line
+DUMPING_LINE = "dumping"
+
+#: :data:`BOTH`'s rows: ``output``, the columns of SEGMENT_SUMMARY_SCHEMA and of TXN_STATE_SCHEMA (those both have
+#: are of one type), the dump file, and what txnlog.engine.dump_log.names.replica_names reads of a "Dumping" line
+#: beside the dump file and the printed ``broker``
+BOTH_SCHEMA = pa.schema(
+    [
+        pa.field("output", pa.string()),
+        *SEGMENT_SUMMARY_SCHEMA,
+        *(f for f in TXN_STATE_SCHEMA if f.name not in SEGMENT_SUMMARY_SCHEMA.names),
+        DUMP_FILE,
+        pa.field("loc", pa.string()),
+        pa.field("loc_named", pa.bool_()),
+        pa.field("dpath", pa.string()),
+        pa.field("stem", pa.string()),
+    ]
+)
+#: the columns of :data:`BOTH_SCHEMA` a "Dumping" line fills
+NAMING_COLUMNS = ("dump_file", "broker", "loc", "loc_named", "dpath", "stem")
+
+
+def both_lines(lines: pa.Table) -> pa.Table:
+    """The lines and columns :func:`both_rows` reads: those :func:`summary_lines` or :func:`record_lines` keeps
+    (row-local, as they are)."""
+    columns = dict.fromkeys([*SUMMARY_LINE_COLUMNS, *RECORD_LINE_COLUMNS, "loc", "loc_named", "stem"])
+    return _where(lines, pc.or_kleene(_summary_kept(lines), _record_kept(lines))).select(list(columns))
+
+
+def both_rows(lines: pa.Table, names: Names) -> pa.Table:
+    """The parsed lines of whole dumped files or segments → :data:`BOTH_SCHEMA` rows: :func:`summary_rows`',
+    :func:`record_rows`' (with their dump file) and the "Dumping" lines, ``broker`` the replica name ``names``
+    gives, else as printed (one pass reads them before the names are known: :func:`named_outputs` names them)."""
+    tables = []
+    for output, keep, build in ((SUMMARY, summary_lines, _summary), (RECORDS, record_lines, _txn_records)):
+        kept = keep(lines)
+        if kept.num_rows:
+            tables.append(_tagged(with_replica_names(build(kept), names), output))
+    dumping = _where(lines, pc.equal(_col(lines, "kind_code"), K_DUMPING))
+    columns = {name: dumping.column("file" if name == "dump_file" else name) for name in NAMING_COLUMNS}
+    tables.append(_tagged(pa.table(columns), DUMPING_LINE))
+    return pa.concat_tables([_shaped(t, BOTH_SCHEMA) for t in tables])
+
+
+def _tagged(table: pa.Table, output: str) -> pa.Table:
+    return table.append_column("output", pa.repeat(pa.scalar(output, pa.string()), table.num_rows))
+
+
+def dumping_names(dumping: pa.Table) -> Names:
+    """The replica names of the input's "Dumping" lines as :data:`BOTH_SCHEMA` holds them (``NAMING_COLUMNS``)."""
+    columns = {"file" if name == "dump_file" else name: dumping.column(name) for name in NAMING_COLUMNS}
+    kind = pa.repeat(pa.scalar(K_DUMPING, pa.int32()), dumping.num_rows)
+    return replica_names(pa.table({"kind_code": kind, **columns}))
+
+
+def named_outputs(rows: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """Every :data:`BOTH_SCHEMA` row of an input (all its tasks') → (SEGMENT_SUMMARY_SCHEMA rows,
+    TXN_STATE_SCHEMA rows), each ``broker`` the replica name the input's "Dumping" lines give: the rows the
+    SUMMARY and RECORDS outputs give with those names."""
+    output = rows.column("output")
+    names = dumping_names(_where(rows, pc.equal(output, DUMPING_LINE)))
+    summary = with_replica_names(_where(rows, pc.equal(output, SUMMARY)), names)
+    records = with_replica_names(_where(rows, pc.equal(output, RECORDS)), names)
+    return _shaped(summary, SEGMENT_SUMMARY_SCHEMA), _shaped(records, TXN_STATE_SCHEMA)
 
 
 def file_rows(
     path: str,
-    names: dict[tuple[str | None, str | None], str | None],
+    names: Names,
     output: str,
     loc: str | None = None,
     loc_named: bool = False,
@@ -120,13 +201,13 @@ def file_rows(
     """One dump file → its SUMMARY (:func:`summary_rows`) or RECORDS (:func:`record_rows`) rows, read a chunk at
     a time. A dumped segment's lines never leave their file, so each segment is assembled as soon as the next
     "Dumping" line is read: what is held is one segment's kept lines, never the file's, and nothing is shuffled.
-    ``names`` are the replica names (:func:`replica_names` of the input's "Dumping" lines)."""
+    ``names`` are the replica names (txnlog.engine.dump_log.names.replica_names of the input's "Dumping" lines)."""
     return _batches_rows(iter_line_batches(path, chunk_bytes, loc, loc_named), names, output)
 
 
 def files_rows(
     files: list[tuple[str, str | None, bool]],
-    names: dict[tuple[str | None, str | None], str | None],
+    names: Names,
     output: str,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
 ) -> Iterator[pa.Table]:
@@ -155,24 +236,20 @@ def files_rows(
     yield from _group_rows(group, names, output)
 
 
-def _group_rows(
-    group: list[pa.RecordBatch], names: dict[tuple[str | None, str | None], str | None], output: str
-) -> Iterator[pa.Table]:
+def _group_rows(group: list[pa.RecordBatch], names: Names, output: str) -> Iterator[pa.Table]:
     """The rows of whole dump files' line batches, parsed and assembled at once."""
     batches = [b for b in group if b.num_rows]
     if not batches:
         return
-    keep, build = (summary_lines, summary_rows) if output == SUMMARY else (record_lines, record_rows)
+    keep, build = _STEPS[output]
     kept = keep(pa.Table.from_batches([parse_lines(pa.concat_batches(batches))]))
     if kept.num_rows:
         yield build(kept, names)
 
 
-def _batches_rows(
-    batches: Iterator[pa.RecordBatch], names: dict[tuple[str | None, str | None], str | None], output: str
-) -> Iterator[pa.Table]:
+def _batches_rows(batches: Iterator[pa.RecordBatch], names: Names, output: str) -> Iterator[pa.Table]:
     """One dump file's line batches → its rows, each dumped segment assembled as soon as it has ended."""
-    keep, build = (summary_lines, summary_rows) if output == SUMMARY else (record_lines, record_rows)
+    keep, build = _STEPS[output]
     pending: pa.Table | None = None
     for batch in batches:
         kept = keep(pa.Table.from_batches([parse_lines(batch)]))
@@ -183,6 +260,10 @@ def _batches_rows(
             pending = pending.filter(pc.invert(done))
     if pending is not None and pending.num_rows:
         yield build(pending, names)
+
+
+#: each output's lines kept and rows built
+_STEPS = {SUMMARY: (summary_lines, summary_rows), RECORDS: (record_lines, record_rows), BOTH: (both_lines, both_rows)}
 
 
 def _where(lines: pa.Table, condition: Any) -> pa.Table:
@@ -210,77 +291,6 @@ def _shaped(table: pa.Table, schema: pa.Schema, *extra: str) -> pa.Table:
         arrays.append(table.column(name))
         fields.append(table.schema.field(name))
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
-
-
-# --- replica names ---------------------------------------------------------------------------------------
-
-
-def replica_names(lines: pa.Table) -> dict[tuple[str | None, str | None], str | None]:
-    """(dump file, printed broker) → replica name, for every dumped file (README, kafka-dump-log.sh), from
-    the distinct "Dumping" lines (one per dumped file, so few). Deterministic, from the whole input:
-
-    1. ``NAME=PATH`` names every dump under PATH: NAME, always.
-    2. Otherwise the broker directory in the printed path (``.../<broker dir>/<topic>-<n>/``) names the
-       replica - unless the printed paths cannot tell replicas apart: the same segment path printed by
-       several dump files (every broker's log dir is /var/lib/kafka/data), or no broker directory at all.
-       Then every dump of that *location* (the directory below the ``--dump-log`` directory, or the
-       directory given) that prints that broker directory takes the location's name, so a replica's
-       segments, snapshots and __transaction_state dumps stay together.
-    3. Dump files that still print the same segment path under the same name (files given one by one, or
-       lying side by side in one directory) are told apart by the dump file's name (``b1.txt`` → ``b1``;
-       under a location ``dumps/b1``).
-    """
-    dumping = _where(lines, pc.equal(_col(lines, "kind_code"), K_DUMPING))
-    seen = {
-        (r["file"], r["loc"], bool(r["loc_named"]), r["broker"], r["dpath"], r["stem"])
-        for r in dumping.select(["file", "loc", "loc_named", "broker", "dpath", "stem"]).to_pylist()
-    }
-    d = [dict(zip(("dump_file", "loc", "named", "pbroker", "dpath", "stem"), row, strict=True)) for row in seen]
-    # the same printed path in several dump files: per printed broker, then per chosen base name
-    files = _sets(d, ("pbroker", "dpath"))
-    for r in d:
-        r["clash"] = len(files[(r["pbroker"], r["dpath"])]) > 1
-    clashing = {(r["loc"], r["pbroker"]) for r in d if r["clash"]}
-    for r in d:
-        r["use_loc"] = r["loc"] is not None and (
-            r["named"] or (r["loc"], r["pbroker"]) in clashing or r["pbroker"] == D.UNKNOWN_BROKER
-        )
-        r["base"] = r["loc"] if r["use_loc"] else r["pbroker"]
-    files = _sets(d, ("base", "dpath"))
-    renamed = {(r["dump_file"], r["base"]) for r in d if len(files[(r["base"], r["dpath"])]) > 1 and not r["named"]}
-    names: dict[tuple[str | None, str | None], str | None] = {}
-    for r in d:
-        if (r["dump_file"], r["base"]) in renamed:
-            stem = "/".join(x for x in (r["base"], r["stem"]) if x is not None) if r["use_loc"] else r["stem"]
-            names[(r["dump_file"], r["pbroker"])] = stem
-        else:
-            names[(r["dump_file"], r["pbroker"])] = r["base"]
-    return names
-
-
-def _sets(rows: list[dict[str, Any]], keys: tuple[str, str]) -> dict[tuple[Any, Any], set[str]]:
-    """The dump files per value of ``keys`` (``collect_set(dump_file) OVER (PARTITION BY keys)``)."""
-    out: dict[tuple[Any, Any], set[str]] = {}
-    for r in rows:
-        out.setdefault((r[keys[0]], r[keys[1]]), set()).add(r["dump_file"])
-    return out
-
-
-def _named(table: pa.Table, names: dict[tuple[str | None, str | None], str | None]) -> pa.Table:
-    """``table`` with ``broker`` replaced by the replica name of its (dump file, printed broker)."""
-    if not names or not table.num_rows:
-        return table
-    keys = list(names)
-    replicas = pa.table(
-        {
-            "dump_file": pa.array([f for f, _ in keys], pa.string()),
-            "broker": pa.array([b for _, b in keys], pa.string()),
-            "replica": pa.array([names[k] for k in keys], pa.string()),
-        }
-    )
-    named = lookup(table, ["dump_file", "broker"], replicas, "replica")
-    broker = pc.coalesce(named, table.column("broker"))
-    return table.set_column(table.column_names.index("broker"), "broker", broker)
 
 
 # --- the rows --------------------------------------------------------------------------------------------

@@ -19,11 +19,12 @@ themselves are txnlog.sources.dump_log.lines, parse, assemble and rows, the same
    partitionLeaderEpoch the same way.
 
 A dumped segment's lines never leave their file, so each reading task makes the rows of whole files: no
-line crosses the JVM and nothing is shuffled. Only the replica names need the whole input: a first pass
-reads just the "Dumping" lines (one regular-expression scan per chunk), and
-``txnlog.engine.dump_log.rows.replica_names`` names every (dump file, printed broker) from them; the reading
-tasks get that map as an option. The same pass says which files hold ``__transaction_state`` segments,
-the only ones read a second time, for the coordinator records.
+line crosses the JVM and nothing is shuffled. Only the replica names need the whole input, so the one pass over
+the files (output ``both``: txnlog.engine.dump_log.rows.BOTH_SCHEMA) gives each file's rows of both sources with
+the broker as printed and its "Dumping" lines beside them; those lines, a few per file, are collected,
+``txnlog.engine.dump_log.names.replica_names`` names every (dump file, printed broker) from them, and the rows
+are renamed afterwards: in Arrow in the driver (txnlog.engine.dump_log.rows.named_outputs), by a broadcast join
+of that small map in Spark, whose pass is cached so that its rows are read once. Each line is parsed once.
 
 What the text cannot give (documented, not guessed):
 
@@ -40,30 +41,39 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
+from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from txnlog.engine.dump_log.rows import RECORDS, SUMMARY, replica_names
+from txnlog.engine.dump_log.names import Names, names_table
+from txnlog.engine.dump_log.rows import (
+    BOTH,
+    BOTH_SCHEMA,
+    DUMPING_LINE,
+    NAMING_COLUMNS,
+    RECORDS,
+    SUMMARY,
+    dumping_names,
+    named_outputs,
+)
 from txnlog.engine.plan import pack_sizes
 from txnlog.engine.spark.sources import arrow_to_spark_schema
-from txnlog.engine.tasks import DUMPING, Names, Task, dump_rows_task, run_here
+from txnlog.engine.tasks import Task, dump_rows_task, run_here
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
 from txnlog.sources import storage
 from txnlog.sources.dump_log.lines import DEFAULT_CHUNK_BYTES, list_dump_inputs
-from txnlog.sources.dump_log.parse import PARSED_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 DUMP_ROWS_SOURCE = "txnlog_dump_rows"
-_SCHEMAS = {SUMMARY: SEGMENT_SUMMARY_SCHEMA, RECORDS: TXN_STATE_SCHEMA, DUMPING: PARSED_SCHEMA}
+_SCHEMAS = {SUMMARY: SEGMENT_SUMMARY_SCHEMA, RECORDS: TXN_STATE_SCHEMA, BOTH: BOTH_SCHEMA}
 
 
 @dataclass
@@ -124,8 +134,8 @@ def _located(paths: list[str], locations: dict[str, Any]) -> list[tuple[str, str
 
 class DumpRowsSource(DataSource):
     """``spark.read.format("txnlog_dump_rows").options(paths=..., output=..., names=...).load()``: the dump
-    files' rows, ``output`` ``summary`` (SEGMENT_SUMMARY_SCHEMA), ``records`` (TXN_STATE_SCHEMA) or
-    ``dumping`` (the parsed "Dumping" lines, PARSED_SCHEMA)."""
+    files' rows, ``output`` ``summary`` (SEGMENT_SUMMARY_SCHEMA), ``records`` (TXN_STATE_SCHEMA) or ``both``
+    (the two and the "Dumping" lines in one pass, the brokers as printed: BOTH_SCHEMA)."""
 
     @classmethod
     def name(cls) -> str:
@@ -143,10 +153,6 @@ class DumpRowsSource(DataSource):
 
 def register_dump_log_source(spark: SparkSession) -> None:
     spark.dataSource.register(DumpRowsSource)
-
-
-#: what replica_names reads of the "Dumping" lines, and which of them are __transaction_state segments
-_NAMING_COLUMNS = ("kind_code", "file", "loc", "loc_named", "broker", "dpath", "stem", "is_txn_state")
 
 
 #: the most dump text one reading task takes (a file is never split: a larger one is a task of its own)
@@ -188,44 +194,25 @@ def _cores(spark: SparkSession) -> int:
         return 1
 
 
-def _named(options: dict[str, str], dumping: pa.Table, output: str) -> dict[str, str]:
-    """``options`` for reading ``output`` with the replica names of the "Dumping" lines ``dumping``; the
-    coordinator records are read only from the files that dumped a ``__transaction_state`` segment."""
-    names = replica_names(dumping)
-    out = {**options, "output": output, "names": json.dumps([[f, b, n] for (f, b), n in names.items()])}
-    if output == RECORDS:
-        out["paths"] = json.dumps(_txn_state_files(json.loads(options["paths"]), dumping))
-    return out
-
-
-def _txn_state_files(paths: list[str], dumping: pa.Table) -> list[str]:
-    """Those of ``paths`` whose "Dumping" lines ``dumping`` name a ``__transaction_state`` segment."""
-    txn = set(dumping.filter(pc.fill_null(dumping.column("is_txn_state"), False)).column("file").to_pylist())
-    return [f for f in paths if f in txn]
-
-
 def read_dump_logs_here(paths: list[str], threads: int = 1) -> tuple[pa.Table, pa.Table]:
     """``read_dump_logs(spark, paths)`` in this process: (summary, records) as Arrow tables of
-    SEGMENT_SUMMARY_SCHEMA and TXN_STATE_SCHEMA, ``broker`` the replica name. ``threads`` threads run the tasks
-    (txnlog.engine.tasks.run_here: the rows are those one thread gives)."""
+    SEGMENT_SUMMARY_SCHEMA and TXN_STATE_SCHEMA, ``broker`` the replica name. ``threads`` threads run the tasks of
+    the one pass (txnlog.engine.tasks.run_here: the rows are those one thread gives)."""
     options = _options(paths, threads)
-    files, locations = json.loads(options["paths"]), json.loads(options["locations"])
-
-    def tasks(paths: list[str], names: Names, output: str) -> list[Task]:
-        return [
-            partial(dump_rows_task, _located(group, locations), names, output, DEFAULT_CHUNK_BYTES)
-            for group in dump_groups(paths, threads)
-        ]
-
-    (dumping,) = run_here([(tasks(files, {}, DUMPING), PARSED_SCHEMA)], threads)
-    names = replica_names(dumping)
-    jobs = [(tasks(files, names, SUMMARY), SEGMENT_SUMMARY_SCHEMA)]
-    jobs.append((tasks(_txn_state_files(files, dumping), names, RECORDS), TXN_STATE_SCHEMA))
-    summary, records = run_here(jobs, threads)
-    return summary, records
+    locations = json.loads(options["locations"])
+    tasks: list[Task] = [
+        partial(dump_rows_task, _located(group, locations), {}, BOTH, DEFAULT_CHUNK_BYTES)
+        for group in dump_groups(json.loads(options["paths"]), threads)
+    ]
+    (rows,) = run_here([(tasks, BOTH_SCHEMA)], threads)
+    return named_outputs(rows)
 
 
-def read_dump_logs(spark: SparkSession, paths: list[str]) -> DumpLogFrames:
+#: persists a DataFrame for the run's duration (txnlog.pipeline.scope.Cache)
+Persist = Callable[["DataFrame"], "DataFrame"]
+
+
+def read_dump_logs(spark: SparkSession, paths: list[str], cache: Persist | None = None) -> DumpLogFrames:
     """``kafka-dump-log.sh`` outputs under ``paths`` → the rows of the segment and txn-state sources.
 
     ``paths`` are ``--dump-log`` values (``PATH`` or ``NAME=PATH``). ``summary`` has
@@ -236,14 +223,33 @@ def read_dump_logs(spark: SparkSession, paths: list[str]) -> DumpLogFrames:
     (``isvalid: false``, invalid bytes at the end, ``...`` elisions, the tool's exceptions) is
     quarantined by that segment's path and byte position, the dump file and line in ``detail``;
     a line no format knows is quarantined by the dump file and its line number (``length`` 1).
-    ``broker`` is the replica name (``replica_names``). A small input is read in the driver by
-    :func:`read_dump_logs_here` instead, with the same task function.
+    ``broker`` is the replica name (txnlog.engine.dump_log.names.replica_names). The files are read in one
+    pass, persisted by ``cache`` (default: ``DataFrame.cache``) while its "Dumping" lines are collected for the
+    names, so that both frames read its rows. A small input is read in the driver by :func:`read_dump_logs_here`
+    instead, with the same task function.
     """
     options = _options(paths, _cores(spark))
     register_dump_log_source(spark)
-    dumping = spark.read.format(DUMP_ROWS_SOURCE).options(**options, output=DUMPING).load()
-    first = dumping.select(*_NAMING_COLUMNS).toArrow()
+    rows = spark.read.format(DUMP_ROWS_SOURCE).options(**options, output=BOTH).load()
+    rows = cache(rows) if cache is not None else rows.cache()
+    dumping = rows.where(F.col("output") == DUMPING_LINE).select(*NAMING_COLUMNS).toArrow()
+    names = names_table(dumping_names(dumping))
+    replicas = spark.createDataFrame(names).toDF("named_file", "printed_broker", "replica") if names.num_rows else None
     summary, records = (
-        spark.read.format(DUMP_ROWS_SOURCE).options(**_named(options, first, out)).load() for out in (SUMMARY, RECORDS)
+        _named_frame(rows, out, schema, replicas)
+        for out, schema in ((SUMMARY, SEGMENT_SUMMARY_SCHEMA), (RECORDS, TXN_STATE_SCHEMA))
     )
     return DumpLogFrames(summary=summary, records=records, files=json.loads(options["paths"]))
+
+
+def _named_frame(rows: DataFrame, output: str, schema: pa.Schema, replicas: DataFrame | None) -> DataFrame:
+    """``output``'s rows of the one pass ``rows`` in ``schema``'s columns, ``broker`` the replica name that
+    ``replicas`` (txnlog.engine.dump_log.names.names_table) gives its (dump file, printed broker), else as printed
+    (txnlog.engine.dump_log.names.with_replica_names in Spark: a left join on the small map, broadcast)."""
+    part = rows.where(F.col("output") == output)
+    broker = F.col("broker")
+    if replicas is not None:  # the two sides' column names differ: no reference to either frame is kept
+        on = (F.col("dump_file") == F.col("named_file")) & (F.col("broker") == F.col("printed_broker"))
+        part = part.join(F.broadcast(replicas), on, "left")
+        broker = F.coalesce(F.col("replica"), F.col("broker"))
+    return part.select(*[broker.alias(name) if name == "broker" else F.col(name) for name in schema.names])
