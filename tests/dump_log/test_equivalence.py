@@ -260,15 +260,13 @@ def _rows(df, cols):  # type: ignore[no-untyped-def]
             return int(v)
         return v
 
-    return sorted((tuple(norm(r[c]) for c in cols) for _, r in df.iterrows()), key=repr)
+    return sorted((tuple(map(norm, row)) for row in zip(*(df[c] for c in cols), strict=True)), key=repr)
 
 
 def _of(df, root: str, scenario: str, prefix: str | None = None):  # type: ignore[no-untyped-def]
     """Rows of one scenario (and, for dump rows, one variant), ``file`` relative to the scenario."""
-    if prefix is None:
-        rel = df["file"].map(lambda p: os.path.relpath(p, root))
-    else:
-        rel = df["file"].map(lambda p: p[len(prefix) :] if p.startswith(prefix) else "")
+    prefix = root + os.sep if prefix is None else prefix  # the sources' files: absolute paths under root
+    rel = df["file"].map(lambda p: p[len(prefix) :] if p.startswith(prefix) else "")
     out = df[rel.str.startswith(scenario + "/")].copy()
     out["file"] = rel[out.index].str[len(scenario) + 1 :]
     return out

@@ -35,9 +35,10 @@ def _transaction(bootstrap: str, tid: str, values: list[bytes], commit: bool) ->
     p.commit_transaction(30) if commit else p.abort_transaction(30)
 
 
-def _read_committed(bootstrap: str, expect: int) -> list[bytes]:
-    """What a read_committed consumer receives from ``lost-0``: polled until ``expect`` records came (or two
-    minutes, a loaded machine), then 5 s more for any beyond them."""
+def _read_committed(bootstrap: str) -> list[bytes]:
+    """What a read_committed consumer receives from ``lost-0``: polled until it reaches the end of the partition
+    (``enable.partition.eof``, at the last stable offset) where that end is the high watermark, i.e. every
+    transaction's marker is written and nothing more is to come; or two minutes (a loaded machine)."""
     import confluent_kafka
 
     c = confluent_kafka.Consumer(
@@ -47,6 +48,7 @@ def _read_committed(bootstrap: str, expect: int) -> list[bytes]:
             "isolation.level": "read_committed",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
+            "enable.partition.eof": True,
             "log_level": 3,
         }
     )
@@ -56,10 +58,14 @@ def _read_committed(bootstrap: str, expect: int) -> list[bytes]:
     try:
         while time.monotonic() < deadline:
             m = c.poll(1.0)
-            if m is not None and m.error() is None:
+            if m is None:
+                continue
+            if m.error() is None:
                 got.append(m.value())
-            if len(got) >= expect:
-                deadline = min(deadline, time.monotonic() + 5)
+            elif m.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                _low, high = c.get_watermark_offsets(confluent_kafka.TopicPartition(TOPIC, 0), timeout=10, cached=False)
+                if m.offset() >= high:
+                    break
     finally:
         c.close()
     return got
@@ -71,14 +77,14 @@ def test_a_lost_txnindex_delivers_aborted_data_and_txnlog_flags_it(tmp_path):
         _create_topic(broker.bootstrap, TOPIC, 1)
         _transaction(broker.bootstrap, "lost-commit", [b"c1", b"c2"], commit=True)
         _transaction(broker.bootstrap, "lost-abort", [b"a1", b"a2"], commit=False)
-        before = _read_committed(broker.bootstrap, 2)
+        before = _read_committed(broker.bootstrap)
     finally:
         assert broker.stop() == 0, broker.report()
     assert before == [b"c1", b"c2"]
     (index,) = (broker.log_dir / f"{TOPIC}-0").glob("*.txnindex")
     index.unlink()
     try:
-        after = _read_committed(broker.start().bootstrap, 4)
+        after = _read_committed(broker.start().bootstrap)
     finally:
         assert broker.stop() == 0, broker.report()
     assert after == [b"c1", b"c2", b"a1", b"a2"]  # the aborted records, served as committed

@@ -4,7 +4,8 @@ The oracle (``shared/kafka-oracle``, checked out beside the repository; provenan
 Kafka 4.0's unmodified ``LogLoader`` + ``ProducerStateManager`` (``load-partition``), ``DumpLogSegments``
 (``dump``, the real ``kafka-dump-log.sh``), ``TransactionLog`` (``txn-state``) and the ``MemoryRecords``
 builders (``write-sample``) from the command line. Every call here is one JVM (~0.6 s): batch the
-directories of a scenario into one :func:`load_partitions` call.
+directories of a scenario into one :func:`load_partitions` call. Each JVM maps an archive of the classes the
+first call of its command loaded (:func:`call`).
 
 It builds itself once (35-90 s) into ``/tmp/kafka-oracle`` on first use; ``KAFKA_ORACLE_JARS`` is pointed at
 this venv's ``pyspark/jars`` so that the build needs no pip install. Tests skip with a reason only where the
@@ -13,11 +14,14 @@ oracle or ``java`` is absent (:func:`skip_reason`).
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import os
 import shutil
 import subprocess
+import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +51,46 @@ def skip_reason() -> str | None:
     return None
 
 
+#: the line a JVM prints first on stderr when JAVA_TOOL_OPTIONS is set (the launcher takes no options of its own)
+_PICKED_UP = "Picked up JAVA_TOOL_OPTIONS: "
+
+
+@functools.cache
+def _archives() -> Path:
+    """This process's class-data archives, one per oracle command, removed when it exits."""
+    where = Path(tempfile.mkdtemp(prefix="txnlog-oracle-classes-"))
+    atexit.register(shutil.rmtree, where, True)
+    return where
+
+
+def call(*args: str, cwd: Path | str | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+    """``oracle ARGS...`` in one JVM, whatever its exit status: its stdout and stderr as it printed them.
+
+    The JVM maps a class-data archive of the classes the first call of the same command in this process loaded
+    (JDK 17's dynamic CDS: that call runs with ``-XX:ArchiveClassesAtExit``, the later ones with
+    ``-XX:SharedArchiveFile``), so that Kafka's and Scala's classes are loaded and verified once per command, not
+    in every JVM; the classes and what they print are the same. A missing or stale archive is not used (the JVM's
+    CDS log lines, which would go to stdout, are off); the line the JVM prints about JAVA_TOOL_OPTIONS is taken
+    off stderr."""
+    skip_reason()  # the oracle is built first, without the options (its build runs JVMs of its own)
+    archive = _archives() / f"{args[0]}.jsa"
+    making = archive.with_name(f"{archive.stem}-{uuid.uuid4().hex}.jsa")
+    use = f"-XX:SharedArchiveFile={archive}" if archive.exists() else f"-XX:ArchiveClassesAtExit={making}"
+    env = _env()
+    options = " ".join(o for o in (env.get("JAVA_TOOL_OPTIONS", ""), "-Xlog:cds=off,cds+dynamic=off", use) if o)
+    env["JAVA_TOOL_OPTIONS"] = options
+    proc = subprocess.run(
+        [str(ORACLE), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )  # fmt: skip
+    if making.exists():
+        os.replace(making, archive)
+    proc.stderr = proc.stderr.replace(f"{_PICKED_UP}{options}\n", "", 1)
+    return proc
+
+
 def run(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     """``oracle ARGS...``; raises with its stderr when it fails."""
-    proc = subprocess.run([str(ORACLE), *args], env=_env(), capture_output=True, text=True, timeout=timeout)
+    proc = call(*args, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"oracle {' '.join(args[:3])} ... failed ({proc.returncode}): {proc.stderr[-3000:]}")
     return proc
@@ -60,13 +101,7 @@ def load_partitions(dirs: list[Path] | list[str], *options: str) -> list[dict[st
     Kafka cannot load comes back as ``{"dir", "error"}`` (the oracle's exit status is then 1)."""
     if not dirs:
         return []
-    proc = subprocess.run(
-        [str(ORACLE), "load-partition", *map(str, dirs), *options, "--jsonl"],
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    proc = call("load-partition", *map(str, dirs), *options, "--jsonl", timeout=900)
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     if len(rows) != len(dirs):
         raise RuntimeError(f"load-partition gave {len(rows)} answers for {len(dirs)} dirs: {proc.stderr[-3000:]}")

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,14 +107,7 @@ def dump_each(cwd: Path, paths: list[str], options: tuple[str, ...]) -> list[Dum
     out: list[Dumped] = []
     todo = list(paths)
     while todo:
-        proc = subprocess.run(
-            [str(kafka.ORACLE), "dump", *todo, *options],
-            cwd=cwd,
-            env=kafka._env(),
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        proc = kafka.call("dump", *todo, *options, cwd=cwd)
         starts = [(m.start(), m.group(1)) for m in _DUMPING.finditer(proc.stdout)]
         done = [p for _, p in starts]
         if done != todo[: len(done)] or not done:

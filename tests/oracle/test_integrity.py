@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +27,7 @@ _KINDS = {"aborted-data-visible": "ABORTED_DATA_VISIBLE", "committed-data-hidden
 
 def read_committed(dirs: list[Path]) -> list[dict[str, Any]]:
     """``oracle read-committed`` over ``dirs`` in one JVM: one answer per directory."""
-    proc = subprocess.run(
-        [str(kafka.ORACLE), "read-committed", *map(str, dirs), "--jsonl"],
-        env=kafka._env(),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    proc = kafka.call("read-committed", *map(str, dirs), "--jsonl", timeout=900)
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert len(rows) == len(dirs), proc.stderr[-3000:]
     return rows
