@@ -4,10 +4,13 @@ is read.
 Each task holds whole ``__consumer_offsets-<n>`` partitions. Of a partition's replicas one broker's segments are
 read: the most advanced, as the rest of the job picks the leader of a partition
 (:attr:`txnlog.broker.reconstruct.ReplicaLogs.is_lead`: the largest log end offset, ties to the first broker name),
-since a follower's copy may lack the newest commits and markers. Each segment is walked
-(:func:`txnlog.kafka.consumer_offsets_scan.walk_commits`: its compressed batches decompressed, each record checked,
-a commit's topic-partition hash kept), the records asked for (:func:`read_partitions`' ``wanted``) decoded, and
-the offsets of the task's partitions replayed together, each partition as its group coordinator replays it
+since a follower's copy may lack the newest commits and markers. Each segment is scanned (its batches checked and
+its compressed ones decompressed: :func:`txnlog.kafka.consumer_offsets_scan.scan_batches`), the topic partitions a
+producer's batch commits to found from those batches, and each segment walked once
+(:func:`txnlog.kafka.consumer_offsets_scan.walk_scanned`: each record checked, the commits of the topic partitions
+asked for, :func:`read_partitions`' ``wanted``, and of those a producer commits to kept in the walk). The kept rows
+of all the task's segments are built into columns at once (:func:`txnlog.kafka.consumer_offsets.decode_kept`) and
+replayed together, each partition as its group coordinator replays it
 (:func:`txnlog.rules.consumer_offsets.replay_partitions`). The partition's transactions and markers are analysed
 as any data partition's by the segments source; this one adds what the groups committed.
 
@@ -25,8 +28,8 @@ import pyarrow.compute as pc
 
 from txnlog.engine.segments import limit_kwargs, log_bytes
 from txnlog.engine.txn_state import quarantine_of
-from txnlog.kafka.consumer_offsets import GROUP_METADATA_TYPE, decode_walked
-from txnlog.kafka.consumer_offsets_scan import MARKERS_SCHEMA, Walked, walk_commits
+from txnlog.kafka.consumer_offsets import GROUP_METADATA_TYPE, Kept, decode_kept, kept_of
+from txnlog.kafka.consumer_offsets_scan import MARKERS_SCHEMA, Scanned, scan_batches, walk_scanned
 from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
 from txnlog.kafka.framing import whole_entries
 from txnlog.model.contract import MEMBER
@@ -104,34 +107,33 @@ def read_partitions(
     (:func:`txnlog.kafka.consumer_offsets_commits.hashes_of`; None: every one). Every record is walked and
     checked (a bad one is a quarantine row wherever it is), but only the OffsetCommit records of those topic
     partitions, and of the topic partitions a producer's batch commits to (their pending offsets, and the
-    committed ones beside them), are built into columns and replayed; the group rows are all built. The
-    partitions' kept records are replayed together, each partition on its own
-    (:func:`txnlog.rules.consumer_offsets.replay_partitions`): one pass, not one per partition."""
+    committed ones beside them), are built into columns and replayed; the group rows are all built. The kept
+    records of all the partitions' segments are built at once and replayed together, each partition on its own
+    (:func:`txnlog.rules.consumer_offsets.replay_partitions`): one build and one pass, not one per segment."""
     firsts: list[LogFile] = []
-    decoded: list[pa.Table] = []
+    kept: list[Kept] = []
+    kept_part: list[int] = []
     markers: list[pa.Table] = []
-    part: list[np.ndarray] = []
     marker_part: list[np.ndarray] = []
     quarantine: list[pa.RecordBatch] = []
     for files in partitions:
         files = sorted(lead_replica(files), key=lambda f: f.base_offset)
         if not files:
             continue
-        rows, marks, entries = _read_one(files, check_crc, max_decompressed_bytes, wanted)
+        segments, marks, entries = _read_one(files, check_crc, max_decompressed_bytes, wanted)
         if entries:
             quarantine.append(quarantine_of(files[0], entries, SOURCE_SCHEMA))
-        if rows is None:
+        if not segments:
             continue
-        n = len(firsts)
+        kept_part.extend([len(firsts)] * len(segments))
+        marker_part.append(np.full(marks.num_rows, len(firsts), np.int64))
         firsts.append(files[0])
-        decoded.append(rows)
+        kept.extend(segments)
         markers.append(marks)
-        part.append(np.full(rows.num_rows, n, np.int64))
-        marker_part.append(np.full(marks.num_rows, n, np.int64))
     out: list[pa.RecordBatch] = []
-    if decoded:
-        rows = pa.concat_tables(decoded)
-        of_rows = np.concatenate(part)
+    if kept:
+        rows, of_kept = decode_kept(kept)
+        of_rows = np.asarray(kept_part, np.int64)[of_kept]
         offsets, offsets_part = replay_partitions(rows, pa.concat_tables(markers), of_rows, np.concatenate(marker_part))
         out.append(_offset_rows(offsets, offsets_part, firsts))
         out.extend(_group_rows(rows, of_rows, firsts))
@@ -140,45 +142,45 @@ def read_partitions(
 
 def _read_one(
     files: list[LogFile], check_crc: bool, max_decompressed_bytes: int | None, wanted: np.ndarray | None
-) -> tuple[pa.Table | None, pa.Table, list[QuarantineEntry]]:
-    """One partition's (decoded kept records, None when none; markers; quarantine entries), its ``files`` those of
-    its lead replica in offset order."""
+) -> tuple[list[Kept], pa.Table, list[QuarantineEntry]]:
+    """One partition's (its segments' kept rows, none when nothing is kept; markers; quarantine entries), its
+    ``files`` those of its lead replica in offset order. Its segments are scanned first, the keys to keep found
+    from their producers' batches (:func:`_keys`), then each walked keeping those only."""
     quarantine: list[list[QuarantineEntry]] = [[] for _ in files]
-    with ExitStack() as mapped:  # the segments stay mapped until their kept records are built
-        walked: list[tuple[int, Walked]] = []
+    with ExitStack() as mapped:  # the segments stay mapped until their kept rows are copied out
+        scanned: list[tuple[int, Scanned]] = []
         for i, file in enumerate(files):
             try:
                 buf, _ = mapped.enter_context(log_bytes(file.path))
-                walked.append(
-                    (i, walk_commits(buf, file=file.path, check_crc=check_crc, **limit_kwargs(max_decompressed_bytes)))
+                scanned.append(
+                    (i, scan_batches(buf, file=file.path, check_crc=check_crc, **limit_kwargs(max_decompressed_bytes)))
                 )
             except OSError as e:
                 quarantine[i].append(QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(e)))
-        decoded: list[pa.Table] = []
-        for (i, w), keep in zip(walked, _kept([w for _, w in walked], wanted), strict=True):
-            if keep is not None and not keep.any() and w.ok.all():  # nothing asked for, nothing to decode
+        keys = _keys([s for _, s in scanned], wanted)
+        kept: list[Kept] = []
+        for i, s in scanned:
+            w = walk_scanned(s, keys)
+            if keys is not None and len(w.recs) == 0:  # nothing asked for, nothing to decode
                 quarantine[i].extend(w.quarantine)
                 continue
-            rows, bad = decode_walked(w, keep, file=files[i].path)
-            decoded.append(rows)
+            rows, bad = kept_of(w, file=files[i].path)
+            kept.append(rows)
             quarantine[i].extend(bad)
     entries = [q for qs in quarantine for q in qs]
-    if not decoded:
-        return None, MARKERS_SCHEMA.empty_table(), entries
-    return pa.concat_tables(decoded), pa.concat_tables([w.markers for _, w in walked]), entries
+    if not kept:
+        return [], MARKERS_SCHEMA.empty_table(), entries
+    return kept, pa.concat_tables([s.markers for _, s in scanned]), entries
 
 
-def _kept(walked: list[Walked], wanted: np.ndarray | None) -> list[np.ndarray | None]:
-    """Per walked segment, the records to build (None: all): the OffsetCommits of the ``wanted`` topic partitions
-    and of those any producer's batch of the partition commits to, so that each key kept has all its records
-    (the replay of a key needs them all, in every segment). A hash that two topic partitions share keeps both:
-    more rows, the same answers for those asked."""
+def _keys(scanned: list[Scanned], wanted: np.ndarray | None) -> np.ndarray | None:
+    """The topic-partition hashes whose commits a partition's walk keeps (None: all): the ``wanted`` ones and
+    those any producer's batch of the partition commits to, found first from those batches alone, so that each
+    key kept has all its records (the replay of a key needs them all, in every segment). A hash that two topic
+    partitions share keeps both: more rows, the same answers for those asked."""
     if wanted is None:
-        return [None] * len(walked)
-    hashes = [w.key_hashes() for w in walked]
-    touched = [h[w.of_producers()] for h, w in zip(hashes, walked, strict=True)]
-    keys = np.unique(np.concatenate([wanted.astype(np.uint64), *touched]))
-    return [np.isin(h, keys) for h in hashes]
+        return None
+    return np.unique(np.concatenate([wanted.astype(np.uint64), *(s.producer_hashes() for s in scanned)]))
 
 
 def _offset_rows(offsets: pa.Table, part: np.ndarray, firsts: list[LogFile]) -> pa.RecordBatch:

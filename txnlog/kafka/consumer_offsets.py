@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,7 @@ import pyarrow as pa
 
 from txnlog.kafka import errors
 from txnlog.kafka.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
-from txnlog.kafka.consumer_offsets_commits import decode_offset_commits
+from txnlog.kafka.consumer_offsets_commits import commit_columns, decode_offset_commits, joined
 from txnlog.kafka.consumer_offsets_scan import Walked, walk_commits
 from txnlog.kafka.consumer_offsets_schema import (
     CONSUMER_PROTOCOL_ASSIGNMENT,
@@ -191,24 +192,67 @@ def decode_segment(
 ) -> tuple[pa.Table, pa.Table, list[QuarantineEntry]]:
     """(decoded rows, markers, quarantine) of one ``__consumer_offsets`` segment: what
     :func:`~txnlog.kafka.consumer_offsets_scan.scan_consumer_offsets` and :func:`decode_records` give, the
-    OffsetCommit records read in compiled code (:func:`~txnlog.kafka.consumer_offsets_scan.walk_commits` checks
-    them in its walk, :meth:`~txnlog.kafka.consumer_offsets_scan.Walked.records` builds them; only the others'
-    bytes are copied, and decoded one at a time)."""
+    OffsetCommit records read in compiled code (:func:`~txnlog.kafka.consumer_offsets_scan.walk_commits` reads
+    them in its walk; only the others' bytes are copied, and decoded one at a time)."""
     walked = walk_commits(buf, file=file, check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes)
-    decoded, quarantine = decode_walked(walked, None, file=file)
-    return decoded, walked.markers, quarantine
+    kept, quarantine = kept_of(walked, file=file)
+    return decode_kept([kept])[0], walked.markers, quarantine
 
 
-def decode_walked(walked: Walked, keep: np.ndarray | None, *, file: str = "") -> tuple[pa.Table, list[QuarantineEntry]]:
-    """(decoded rows, quarantine) of a walked segment (:func:`decode_segment`'s), of the records ``keep`` marks
-    (None: all) and of every record that is not a well-formed OffsetCommit: those are decoded (or quarantined)
-    whatever ``keep`` says, so a filter never hides a bad record."""
-    records, ok, cols = walked.records(keep)
-    if records.num_rows == 0:
-        decoded, undecoded = _decode_each(records, file, False)
-    else:
-        decoded, undecoded = _merged(records, ok, cols, file)
-    return decoded, [*walked.quarantine, *undecoded]
+@dataclass(frozen=True)
+class Kept:
+    """A walked segment's rows (:func:`kept_of`), no longer pointing into its bytes: the commits the walk read and
+    the other records decoded one at a time, each with its row in the walk (log order)."""
+
+    commits: np.ndarray  # the walk's rows of its well-formed OffsetCommits (consumer_offsets_commits.keep_commit)
+    strings: np.ndarray  # their strings
+    carried: dict[str, np.ndarray]  # per commit, the columns of _CARRIED
+    rows: np.ndarray  # per commit, its row in the walk
+    others: pa.Table | None  # the other records decoded (DECODED_SCHEMA and their row in ``_index``), None: none
+
+
+def kept_of(walked: Walked, *, file: str = "") -> tuple[Kept, list[QuarantineEntry]]:
+    """The rows of a walked segment apart from its bytes (call it while they are mapped), and its quarantine:
+    the walk's, and the records that are not well-formed OffsetCommits and do not decode either."""
+    ok = walked.ok
+    rows = np.flatnonzero(ok)
+    recs = walked.recs[rows]
+    batch = recs[:, 0]
+    carried = {"offset": recs[:, 1], "timestamp": recs[:, 2]}
+    carried |= {name: walked.batches[name][batch] for name in _CARRIED if name not in carried}
+    others: pa.Table | None = None
+    undecoded: list[QuarantineEntry] = []
+    if len(rows) < len(ok):
+        rest = np.flatnonzero(~ok)
+        others, undecoded = _decode_each(walked.raw_records(rest), file, False, rest)
+    commits = walked.commits if others is None else walked.commits[rows]
+    return Kept(commits, walked.strings, carried, rows, others), [*walked.quarantine, *undecoded]
+
+
+def decode_kept(kept: list[Kept]) -> tuple[pa.Table, np.ndarray]:
+    """The decoded rows (:data:`DECODED_SCHEMA`) of walked segments' rows (:func:`kept_of`), the segments' in
+    their order, each one's in log order, and per row the index in ``kept`` of its segment: the commits' columns
+    built at once for all."""
+    m, strings = joined([k.commits for k in kept], [k.strings for k in kept])
+    none = np.zeros(len(m), np.int64)
+    cols = commit_columns(m, strings, strings, none, none)
+    n = len(m)
+    given = {**{name: np.concatenate([k.carried[name] for k in kept]) for name in _CARRIED}, **cols}
+    columns = {
+        name: given[name] if name in given else pa.nulls(n, typ)
+        for name, typ in zip(DECODED_SCHEMA.names, DECODED_SCHEMA.types)
+    }
+    table = pa.table(columns, schema=DECODED_SCHEMA)
+    of_kept = np.repeat(np.arange(len(kept), dtype=np.int64), [len(k.commits) for k in kept])
+    others = [(i, k.others) for i, k in enumerate(kept) if k.others is not None and k.others.num_rows]
+    if not others:
+        return table, of_kept
+    of_others = np.concatenate([np.full(t.num_rows, i, np.int64) for i, t in others])
+    commits_at = (of_kept << 32) | np.concatenate([k.rows for k in kept])
+    at = np.concatenate([commits_at, *((i << 32) | t["_index"].to_numpy() for i, t in others)])
+    order = np.argsort(at, kind="stable")
+    merged = pa.concat_tables([table, *(t.drop_columns(["_index"]) for _, t in others)])
+    return merged.take(pa.array(order)), np.concatenate([of_kept, of_others])[order]
 
 
 def _merged(

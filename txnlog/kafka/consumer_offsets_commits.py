@@ -61,39 +61,45 @@ def _string(data, p, end, compact):
 
 
 @jit(inline=True)
-def _value(data, p, end, out, i):
-    """OffsetCommitValue at data[p:end] into row i; False if it is not a well-formed v0-v4."""
+def _value(data, p, end, out, i, write):
+    """OffsetCommitValue at data[p:end], into row i when ``write``; False if it is not a well-formed v0-v4."""
     if end - p < 2:
         return False
     v = be_i16(data, p)
     if v < 0 or v > 4:
         return False
-    out[i, _VV] = v
+    if write:
+        out[i, _VV] = v
+        out[i, _EPOCH] = -1
+        out[i, _ETS] = -1
     p += 2
     if end - p < 8:
         return False
-    out[i, _OFF] = be_i64(data, p)
+    if write:
+        out[i, _OFF] = be_i64(data, p)
     p += 8
-    out[i, _EPOCH] = -1
     if v >= 3:
         if end - p < 4:
             return False
-        out[i, _EPOCH] = be_i32(data, p)
+        if write:
+            out[i, _EPOCH] = be_i32(data, p)
         p += 4
     s, n, p = _string(data, p, end, v >= 4)
     if p < 0:
         return False
-    out[i, _MS] = s
-    out[i, _ML] = n
+    if write:
+        out[i, _MS] = s
+        out[i, _ML] = n
     if end - p < 8:
         return False
-    out[i, _CTS] = be_i64(data, p)
+    if write:
+        out[i, _CTS] = be_i64(data, p)
     p += 8
-    out[i, _ETS] = -1
     if v == 1:
         if end - p < 8:
             return False
-        out[i, _ETS] = be_i64(data, p)
+        if write:
+            out[i, _ETS] = be_i64(data, p)
         p += 8
     if v >= 4:  # tagged fields: none known, each skipped
         count, p = read_uvarint(data, p, end)
@@ -113,29 +119,45 @@ def _value(data, p, end, out, i):
 
 
 @jit(inline=True)
-def read_commit(kdata, kp, kend, vdata, vp, vend, value_valid, out, i):
+def _parse(kdata, kp, kend, vdata, vp, vend, value_valid, out, i, write):
     """The OffsetCommit record whose key is kdata[kp:kend] and value vdata[vp:vend] (a tombstone where not
-    ``value_valid``) into row i of ``out`` (:data:`_COLS`); False if it is not a well-formed one (another record
-    type, a key or value that does not read, a version above 4, a string that is not UTF-8)."""
+    ``value_valid``) checked, and into row i of ``out`` (:data:`_COLS`) when ``write``: (well-formed, topic start,
+    topic length, partition). Not well-formed: another record type, a key or value that does not read, a version
+    above 4, a string that is not UTF-8."""
     if kend - kp < 2:
-        return False
+        return False, 0, 0, 0
     t = be_i16(kdata, kp)
     if t != 0 and t != 1:
-        return False
+        return False, 0, 0, 0
     gs, gl, q = _string(kdata, kp + 2, kend, False)
     if q < 0:
-        return False
+        return False, 0, 0, 0
     ts, tl, q = _string(kdata, q, kend, False)
     if q < 0 or kend - q < 4:
-        return False
-    out[i, _TYPE] = t
-    out[i, _GS], out[i, _GL], out[i, _TS], out[i, _TL] = gs, gl, ts, tl
-    out[i, _PART] = be_i32(kdata, q)
+        return False, 0, 0, 0
+    partition = be_i32(kdata, q)
+    if write:
+        out[i, _TYPE] = t
+        out[i, _GS], out[i, _GL], out[i, _TS], out[i, _TL] = gs, gl, ts, tl
+        out[i, _PART] = partition
+        out[i, _TOMB] = 0 if value_valid else 1
     if not value_valid:
-        out[i, _TOMB] = 1
-        return True
-    out[i, _TOMB] = 0
-    return _value(vdata, vp, vend, out, i)
+        return True, ts, tl, partition
+    return _value(vdata, vp, vend, out, i, write), ts, tl, partition
+
+
+@jit(inline=True)
+def read_commit(kdata, kp, kend, vdata, vp, vend, value_valid, out, i):
+    """The OffsetCommit record whose key is kdata[kp:kend] and value vdata[vp:vend] (a tombstone where not
+    ``value_valid``) into row i of ``out`` (:data:`_COLS`); False if it is not a well-formed one (:func:`_parse`)."""
+    return _parse(kdata, kp, kend, vdata, vp, vend, value_valid, out, i, True)[0]
+
+
+@jit(inline=True)
+def check_commit(kdata, kp, kend, vdata, vp, vend, value_valid, scratch):
+    """:func:`read_commit`'s checks, nothing written (``scratch``: a row of :data:`_COLS`, untouched): (well-formed,
+    topic start, topic length, partition), what deciding whether to keep the record needs."""
+    return _parse(kdata, kp, kend, vdata, vp, vend, value_valid, scratch, 0, False)
 
 
 @jit()
@@ -146,12 +168,6 @@ def _walk(kdata, koff, kvalid, vdata, voff, vvalid):
         if kvalid[i] and read_commit(kdata, koff[i], koff[i + 1], vdata, voff[i], voff[i + 1], vvalid[i], out, i):
             out[i, _OK] = 1
     return out
-
-
-@jit(inline=True)
-def commit_key(out, i):
-    """(topic start, topic length, partition) of the OffsetCommit key :func:`read_commit` read into row i."""
-    return out[i, _TS], out[i, _TL], out[i, _PART]
 
 
 _FNV_OFFSET = np.uint64(14695981039346656037)
@@ -183,19 +199,45 @@ def _topic_partition_hashes(data, extra, src, m):
     return out
 
 
-@jit()
-def reread_commits(data, extra, src, recs, rows):
-    """The rows of :func:`read_commit` (:data:`_COLS`, ``OK`` set) of the records ``rows`` (indices into ``recs``:
-    per record key start/len in columns 3/4, value start/len in 5/6, its bytes in ``data`` where ``src`` is 0,
-    else in ``extra``), each one a record a walk found well-formed: read again, only these."""
-    out = np.zeros((rows.size, len(_COLS)), np.int64)
-    for j in range(rows.size):
-        i = rows[j]
-        buf = data if src[i] == 0 else extra
-        ks, kl, vs, vl = recs[i, 3], recs[i, 4], recs[i, 5], recs[i, 6]
-        if read_commit(buf, ks, ks + kl, buf, vs, vs + max(vl, 0), vl >= 0, out, j):
-            out[j, _OK] = 1
-    return out
+@jit(inline=True)
+def _moved(data, out, j, start, length, strings, used):
+    """The string at column ``start`` (``length`` its bytes) of row j of ``out``, in ``data``, copied to
+    strings[used:] and the column pointed there; the bytes used after it."""
+    s, n = out[j, start], out[j, length]
+    strings[used : used + n] = data[s : s + n]
+    out[j, start] = used
+    return used + n
+
+
+@jit(inline=True)
+def keep_commit(data, row, out, j, strings, used):
+    """The commit :func:`read_commit` read into row 0 of ``row`` (from ``data``) as row j of ``out``, ``OK`` set,
+    a tombstone's value columns 0 (a fresh row's), its strings copied to strings[used:] (which has room for
+    them) and their starts pointing there: :func:`commit_columns` builds the rows
+    from ``strings`` alone. Returns the bytes of ``strings`` used after them."""
+    for c in range(WIDTH):
+        out[j, c] = row[0, c]
+    out[j, _OK] = 1
+    if row[0, _TOMB] != 0:
+        for c in range(_VV, WIDTH):
+            out[j, c] = 0
+    used = _moved(data, out, j, _GS, _GL, strings, used)
+    used = _moved(data, out, j, _TS, _TL, strings, used)
+    return _moved(data, out, j, _MS, _ML, strings, used)
+
+
+def joined(commits: list[np.ndarray], strings: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of :func:`keep_commit` from several walks, each with its own strings, as one (rows, strings) for
+    :func:`commit_columns`: each walk's string starts moved past the strings of the walks before it."""
+    if len(commits) == 1:
+        return commits[0], strings[0]
+    if not commits:
+        return np.zeros((0, WIDTH), np.int64), np.zeros(0, np.uint8)
+    m = np.concatenate(commits)
+    shift = np.repeat(np.cumsum([0, *(len(s) for s in strings[:-1])]), [len(c) for c in commits])
+    for column in (_GS, _TS, _MS):
+        m[:, column] += shift
+    return m, np.concatenate(strings)
 
 
 def topic_partition_hashes(m: np.ndarray, data: np.ndarray, extra: np.ndarray, key_src: np.ndarray) -> np.ndarray:

@@ -3,12 +3,14 @@ producer) and its transaction markers, what cannot be read quarantined.
 
 The group coordinator may compress its batches (``offsets.topic.compression.codec``), so unlike the data
 partitions' payloads these batches are decompressed (:func:`txnlog.kafka.txn_state_scan._side_buffer`, under
-the same per-file budget). The walk of the records checks each OffsetCommit record where it lies
-(:func:`txnlog.kafka.consumer_offsets_commits.read_commit`) and keeps of it only its topic-partition hash, so the
-job's read (:func:`walk_commits`, then :func:`txnlog.kafka.consumer_offsets.decode_walked`) writes little per
-record, reads again and builds the columns of the records asked for only, and copies the bytes of the records
-that are not well-formed OffsetCommits only; :func:`scan_consumer_offsets` returns every
-record's key and value bytes, for :func:`txnlog.kafka.consumer_offsets.decode_records`.
+the same per-file budget). The job's read is two steps per segment: :func:`scan_batches` checks the batches and
+decompresses them, then :func:`walk_scanned` walks every record once, checking each (an OffsetCommit record is
+read where it lies, :func:`txnlog.kafka.consumer_offsets_commits.read_commit`) and deciding there whether to keep
+it: every record that is not a well-formed OffsetCommit (the general reader decodes or quarantines it) and the
+commits of the topic partitions asked for (by hash; the caller adds those a producer's batch commits to,
+:meth:`Scanned.producer_hashes`, read from those batches alone first). A kept commit's row and strings are
+written in the walk, nothing for a record not kept. :func:`scan_consumer_offsets` returns every record's key and
+value bytes, for :func:`txnlog.kafka.consumer_offsets.decode_records`.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ import pyarrow as pa
 from txnlog.kafka import errors
 from txnlog.kafka.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
 from txnlog.kafka.consumer_offsets_commits import (
+    OK,
     WIDTH,
+    check_commit,
     commit_columns,
-    commit_key,
+    keep_commit,
     read_commit,
-    reread_commits,
     tp_hash,
 )
 from txnlog.kafka.control import ControlStatus
@@ -71,19 +74,38 @@ _DETAILS = {
 }
 
 
+#: The bits of a hash that index :func:`walk_scanned`'s table of the hashes kept.
+_TABLE_BITS = 16
+
+
+@jit(inline=True)
+def _has(keys, table, h):
+    """Whether the sorted ``keys`` hold ``h``; ``table`` marks their low bits, so most hashes not kept are told by
+    one load."""
+    if not table[h & np.uint64((1 << _TABLE_BITS) - 1)]:
+        return False
+    i = np.searchsorted(keys, h)
+    return i < keys.size and keys[i] == h
+
+
 @jit()
-def _walk(buf, extra, src, starts, ends, counts, base_offset, base_ts, max_ts, log_append_time):
-    """The frame of every record of every batch: (batch, offset, timestamp, key src/start/len, value
-    start/len) per record as rows of an int64 matrix; per record, whether it is a well-formed OffsetCommit
-    (:func:`~txnlog.kafka.consumer_offsets_commits.read_commit`) and then the hash of its topic and partition
-    (:func:`~txnlog.kafka.consumer_offsets_commits.tp_hash`; 0 where not): only what deciding to keep a record
-    needs, its columns read again for the records kept; and (batch, offset, code, arg1, arg2) per broken batch."""
+def _walk(buf, extra, src, starts, ends, counts, base_offset, base_ts, max_ts, log_append_time, keys, table, keep_all):
+    """Every record of every batch framed and checked (as an OffsetCommit by
+    :func:`~txnlog.kafka.consumer_offsets_commits.check_commit`), and a row for each record kept: every record that
+    is not a well-formed OffsetCommit, and each one that is whose topic-partition hash
+    (:func:`~txnlog.kafka.consumer_offsets_commits.tp_hash`) the sorted ``keys`` hold (``table``: :func:`_has`;
+    every one where ``keep_all``). Per row its frame (batch, offset, timestamp, key start/len, value start/len) and
+    its commit's row (``OK`` 1 where read; :func:`~txnlog.kafka.consumer_offsets_commits.read_commit`, then
+    :func:`~txnlog.kafka.consumer_offsets_commits.keep_commit`), the strings copied to one buffer; and (batch,
+    offset, code, arg1, arg2) per broken batch. A record not kept writes nothing."""
     total = 0
     for b in range(starts.size):
         total += max(counts[b], 0)
+    # room for every record, the strings of every record: only the pages of the rows kept are ever written
     recs = np.empty((total, 7), np.int64)
-    ok = np.zeros(total, np.bool_)
-    hashes = np.zeros(total, np.uint64)
+    commits = np.empty((total, WIDTH), np.int64)
+    strings = np.empty(buf.size + extra.size, np.uint8)
+    used = 0
     row = np.zeros((1, WIDTH), np.int64)  # read_commit's row of the record at hand
     nr = 0
     quar = np.empty((starts.size, 5), np.int64)
@@ -108,29 +130,76 @@ def _walk(buf, extra, src, starts, ends, counts, base_offset, base_ts, max_ts, l
                 nq += 1
                 broken = True
                 break
-            recs[nr] = (
-                b,
-                base_offset[b] + offset_delta,
-                max_ts[b] if log_append_time[b] else base_ts[b] + ts_delta,
-                key_start,
-                key_len,
-                value_start,
-                value_len,
-            )
-            value_end = value_start + max(value_len, 0)
-            if key_len >= 0 and read_commit(
-                data, key_start, key_start + key_len, data, value_start, value_end, value_len >= 0, row, 0
-            ):
-                ok[nr] = True
-                topic_start, topic_len, partition = commit_key(row, 0)
-                hashes[nr] = tp_hash(data, topic_start, topic_len, partition)
-            nr += 1
+            key_end, value_end = key_start + key_len, value_start + max(value_len, 0)
+            good, kept = False, True
+            if key_len >= 0:  # checked, nothing written; read into the row if kept (a second parse: few are)
+                good, topic_start, topic_len, partition = check_commit(
+                    data, key_start, key_end, data, value_start, value_end, value_len >= 0, row
+                )
+                if good and not keep_all:
+                    kept = _has(keys, table, tp_hash(data, topic_start, topic_len, partition))
+                if good and kept:
+                    read_commit(data, key_start, key_end, data, value_start, value_end, value_len >= 0, row, 0)
+            if kept:
+                recs[nr] = (
+                    b,
+                    base_offset[b] + offset_delta,
+                    max_ts[b] if log_append_time[b] else base_ts[b] + ts_delta,
+                    key_start,
+                    key_len,
+                    value_start,
+                    value_len,
+                )
+                if good:
+                    used = keep_commit(data, row, commits, nr, strings, used)
+                else:
+                    commits[nr, OK] = 0
+                nr += 1
             done += 1
             p = rec_end
         if not broken and p != end:
             quar[nq] = (b, -1, _TRAILING, end - p, 0)
             nq += 1
-    return recs[:nr], ok[:nr], hashes[:nr], quar[:nq]
+    if nr < total:  # the rows kept only, not the room for every record
+        recs, commits = recs[:nr].copy(), commits[:nr].copy()
+    return recs, commits, strings[:used].copy(), quar[:nq]
+
+
+@jit()
+def _producer_hashes(buf, extra, src, starts, ends, counts, of_producer):
+    """The topic-partition hashes of the well-formed OffsetCommit records of the batches ``of_producer`` marks
+    (a producer's: transactional offset commits). A broken batch stops where it breaks (:func:`_walk` reports it)."""
+    n = 0
+    for b in range(starts.size):
+        if of_producer[b]:
+            n += max(counts[b], 0)
+    out = np.empty(n, np.uint64)
+    k = 0
+    row = np.zeros((1, WIDTH), np.int64)
+    for b in range(starts.size):
+        if not of_producer[b]:
+            continue
+        data = buf if src[b] == 0 else extra
+        p = starts[b]
+        end = ends[b]
+        for _ in range(max(counts[b], 0)):
+            if p >= end:
+                break
+            frame, rec_end, _ts, _od, key_start, key_len, value_start, value_len, _h, _hc = read_record(data, p, end)
+            if frame != RECORD_OK:
+                break
+            if key_len < 0:
+                p = rec_end
+                continue
+            value_end = value_start + max(value_len, 0)
+            good, topic_start, topic_len, partition = check_commit(
+                data, key_start, key_start + key_len, data, value_start, value_end, value_len >= 0, row
+            )
+            if good:
+                out[k] = tp_hash(data, topic_start, topic_len, partition)
+                k += 1
+            p = rec_end
+    return out[:k]
 
 
 def _binary(data: np.ndarray, offsets: np.ndarray, valid: np.ndarray) -> pa.Array:
@@ -167,7 +236,7 @@ def scan_consumer_offsets(
     batches that do not decompress and batches whose record framing is broken are quarantine entries; the records
     before a broken one are kept."""
     records, markers, quarantine, _, _ = scan_commits(
-        buf, file=file, check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes, every_key=True
+        buf, file=file, check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes
     )
     return records, markers, quarantine
 
@@ -178,72 +247,74 @@ def scan_commits(
     file: str = "",
     check_crc: bool = True,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
-    every_key: bool = False,
 ) -> tuple[pa.Table, pa.Table, list[QuarantineEntry], np.ndarray, dict[str, pa.Array]]:
     """:func:`scan_consumer_offsets` with the well-formed OffsetCommit records already read: (records, markers,
     quarantine, the mask of those records, their columns by
-    :data:`~txnlog.kafka.consumer_offsets.DECODED_SCHEMA` name). The records' ``key`` and ``value`` are null
-    for the masked ones, unless ``every_key``."""
+    :data:`~txnlog.kafka.consumer_offsets.DECODED_SCHEMA` name)."""
     walked = walk_commits(buf, file=file, check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes)
-    records, ok, columns = walked.records(None, every_key=every_key)
+    records, ok, columns = walked.records()
     return records, walked.markers, walked.quarantine, ok, columns
 
 
 @dataclass(frozen=True)
-class Walked:
-    """One segment walked (:func:`walk_commits`): every record framed and checked, and per well-formed OffsetCommit
-    only the hash of its topic and partition kept; no column built yet (:meth:`records` reads the kept commits
-    again and builds theirs). It points into the segment's bytes: use it while they are mapped."""
+class Scanned:
+    """One segment's batches checked and decompressed (:func:`scan_batches`), its records not walked yet. It points
+    into the segment's bytes: use it while they are mapped."""
 
     arr: np.ndarray  # the segment
     extra: np.ndarray  # its decompressed batches
-    recs: np.ndarray  # per record: batch, offset, timestamp, key start/len, value start/len (``_walk``)
-    ok: np.ndarray  # per record: read here as a well-formed OffsetCommit
-    hashes: np.ndarray  # per record: its OffsetCommit key's topic-partition hash, 0 where not ok
-    batches: dict[str, np.ndarray]  # per batch: src (0 its bytes in arr, 1 in extra), position, batch_length and
-    # producer columns; a record's batch is its ``recs`` column 0, these gathered for the records built only
+    walk: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+    # per data batch: src, starts, ends, counts, base offset/timestamp, max timestamp, log append time (:func:`_walk`'s
+    # arguments after the two buffers)
+    batches: dict[str, np.ndarray]  # per data batch: src (0 its bytes in arr, 1 in extra), position, batch_length
+    # and producer columns
+    markers: pa.Table
+    quarantine: list[QuarantineEntry]
+    file: str
+
+    def producer_hashes(self) -> np.ndarray:
+        """The topic-partition hashes of the OffsetCommit records in a producer's batches (transactional offset
+        commits): the keys whose every record a replay needs (:func:`_producer_hashes`)."""
+        src, starts, ends, counts = self.walk[:4]
+        of_producer = self.batches["producer_id"] != NO_PRODUCER_ID
+        return _producer_hashes(self.arr, self.extra, src, starts, ends, counts, of_producer)
+
+
+@dataclass(frozen=True)
+class Walked:
+    """One segment walked (:func:`walk_commits`): every record framed and checked, a row per record kept (every
+    one that is not a well-formed OffsetCommit, and the commits asked for) with its commit read and its strings
+    copied (:func:`_walk`). :meth:`records` reads the bytes of the records that are not commits from the segment:
+    call it while they are mapped; the rest no longer points into them."""
+
+    arr: np.ndarray  # the segment
+    extra: np.ndarray  # its decompressed batches
+    recs: np.ndarray  # per row: batch, offset, timestamp, key start/len, value start/len (``_walk``)
+    commits: np.ndarray  # per row: read_commit's row, OK 1 where a well-formed OffsetCommit, strings in ``strings``
+    strings: np.ndarray  # the kept commits' group, topic and metadata bytes
+    batches: dict[str, np.ndarray]  # as Scanned's; a row's batch is its ``recs`` column 0
     markers: pa.Table
     quarantine: list[QuarantineEntry]
 
-    def of_producers(self) -> np.ndarray:
-        """Per record: its batch has a producer id (a producer's batch: transactional offsets, say)."""
-        return (self.batches["producer_id"] != NO_PRODUCER_ID)[self.recs[:, 0]]
+    @property
+    def ok(self) -> np.ndarray:
+        """Per row: a well-formed OffsetCommit (its columns in ``commits``)."""
+        return self.commits[:, OK] == 1
 
-    def key_hashes(self) -> np.ndarray:
-        """Per record, the hash of its OffsetCommit key's topic and partition (0: not a well-formed commit;
-        :func:`~txnlog.kafka.consumer_offsets_commits.topic_partition_hashes`)."""
-        return self.hashes
-
-    def records(
-        self, keep: np.ndarray | None, *, every_key: bool = False
-    ) -> tuple[pa.Table, np.ndarray, dict[str, pa.Array]]:
-        """(records, mask of those read as OffsetCommits, their columns) as :func:`scan_commits` gives them, of
-        the records ``keep`` marks (None: all) and every record that is not a well-formed OffsetCommit (its
-        bytes copied for the general reader, which decodes or quarantines it)."""
-        ok = self.ok
-        recs = self.recs
-        if keep is not None and not (keep | ~ok).all():
-            rows = np.flatnonzero(keep | ~ok)
-            recs, ok = recs[rows], ok[rows]
+    def raw_records(self, rows: np.ndarray | None = None) -> pa.Table:
+        """The records of ``rows`` (None: every row) with their key and value bytes (:data:`RECORDS_SCHEMA`),
+        copied from the segment: for the general reader."""
+        recs = self.recs if rows is None else self.recs[rows]
         batch = {name: column[recs[:, 0]] for name, column in self.batches.items()}
         src = batch["src"]
-        arr, extra = self.arr, self.extra
-        commits = reread_commits(arr, extra, src, recs, np.flatnonzero(ok))
-        columns = commit_columns(commits, arr, extra, src[ok], src[ok])
-        raw = np.ones(len(recs), bool) if every_key else ~ok  # the records whose bytes are copied
-        key_valid = (recs[:, 4] >= 0) & raw
-        value_valid = (recs[:, 6] >= 0) & raw
-        if raw.any():
-            key_data, key_offsets = _gather_strings(
-                arr, extra, src, recs[:, 3].copy(), np.where(key_valid, recs[:, 4], 0)
-            )  # fmt: skip
-            value_data, value_offsets = _gather_strings(
-                arr, extra, src, recs[:, 5].copy(), np.where(value_valid, recs[:, 6], 0)
-            )  # fmt: skip
-        else:  # every record read as an OffsetCommit: no bytes copied
-            key_data = value_data = np.zeros(0, np.uint8)
-            key_offsets = value_offsets = np.zeros(len(recs) + 1, np.int64)
-        records = pa.table(
+        key_valid, value_valid = recs[:, 4] >= 0, recs[:, 6] >= 0
+        key_data, key_offsets = _gather_strings(
+            self.arr, self.extra, src, recs[:, 3].copy(), np.where(key_valid, recs[:, 4], 0)
+        )  # fmt: skip
+        value_data, value_offsets = _gather_strings(
+            self.arr, self.extra, src, recs[:, 5].copy(), np.where(value_valid, recs[:, 6], 0)
+        )  # fmt: skip
+        return pa.table(
             {
                 "position": batch["position"],
                 "batch_length": batch["batch_length"],
@@ -257,19 +328,25 @@ class Walked:
             },
             schema=RECORDS_SCHEMA,
         )
-        return records, ok, columns
+
+    def records(self) -> tuple[pa.Table, np.ndarray, dict[str, pa.Array]]:
+        """(records, mask of those read as OffsetCommits, their columns) as :func:`scan_commits` gives them: every
+        row's key and value bytes (:meth:`raw_records`), the commits' columns built from the walk's rows."""
+        ok = self.ok
+        commits = self.commits if ok.all() else self.commits[ok]
+        none = np.zeros(len(commits), np.int64)
+        return self.raw_records(), ok, commit_columns(commits, self.strings, self.strings, none, none)
 
 
-def walk_commits(
+def scan_batches(
     buf: Buffer,
     *,
     file: str = "",
     check_crc: bool = True,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
-) -> Walked:
-    """The walk of :func:`scan_commits` (batches checked and decompressed, records framed, OffsetCommits read),
-    its columns left to :meth:`Walked.records`: a caller that needs only some records builds only theirs.
-    Never raises on bad input, as :func:`scan_consumer_offsets`."""
+) -> Scanned:
+    """A segment's batches checked (CRC), its compressed ones decompressed, its markers read; its records left to
+    :func:`walk_scanned`. Never raises on bad input, as :func:`scan_consumer_offsets`."""
     arr = as_uint8(buf)
     segment = scan_segment(arr, file=file, check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes)
     quarantine = list(segment.quarantine)
@@ -284,30 +361,8 @@ def walk_commits(
     extra, _ = _side_buffer(
         arr, b["compression"][idx], positions, starts, ends, counts, src, file, max_decompressed_bytes, quarantine
     )
-    recs, ok, hashes, quar = _walk(
-        arr,
-        extra,
-        src,
-        starts,
-        ends,
-        counts,
-        b["base_offset"][idx],
-        b["base_timestamp"][idx],
-        b["max_timestamp"][idx],
-        b["timestamp_type"][idx] == TimestampType.LOG_APPEND_TIME,
-    )
-    for batch, offset, code, a1, a2 in quar.tolist():
-        text = _DETAILS[code].format(a1, a2)
-        quarantine.append(
-            QuarantineEntry(
-                file,
-                int(positions[batch]),
-                int(lengths[batch]),
-                errors.BAD_RECORD,
-                f"offset {offset}: {text}" if offset >= 0 else text,
-            )
-        )
-    quarantine.sort(key=lambda e: e.position)
+    log_append = b["timestamp_type"][idx] == TimestampType.LOG_APPEND_TIME
+    times = b["base_timestamp"][idx], b["max_timestamp"][idx]
     batches = {
         "src": src,
         "position": positions,
@@ -316,7 +371,46 @@ def walk_commits(
         "producer_epoch": b["producer_epoch"][idx],
         "is_transactional": b["is_transactional"][idx],
     }
-    return Walked(arr, extra, recs, ok, hashes, batches, _markers(b), quarantine)
+    walk = (src, starts, ends, counts, b["base_offset"][idx], *times, log_append)
+    return Scanned(arr, extra, walk, batches, _markers(b), quarantine, file)
+
+
+def walk_scanned(scanned: Scanned, keys: np.ndarray | None = None) -> Walked:
+    """The records of a scanned segment walked (:func:`_walk`): every record checked, and kept the ones that are
+    not well-formed OffsetCommits and the commits whose topic-partition hash the sorted uint64 ``keys`` hold
+    (None: every commit)."""
+    keys_ = np.zeros(0, np.uint64) if keys is None else np.ascontiguousarray(keys, np.uint64)
+    table = np.zeros(1 << _TABLE_BITS, np.bool_)
+    table[keys_ & np.uint64((1 << _TABLE_BITS) - 1)] = True
+    recs, commits, strings, quar = _walk(scanned.arr, scanned.extra, *scanned.walk, keys_, table, keys is None)
+    quarantine = list(scanned.quarantine)
+    positions, lengths = scanned.batches["position"], scanned.batches["batch_length"]
+    for batch, offset, code, a1, a2 in quar.tolist():
+        text = _DETAILS[code].format(a1, a2)
+        quarantine.append(
+            QuarantineEntry(
+                scanned.file,
+                int(positions[batch]),
+                int(lengths[batch]),
+                errors.BAD_RECORD,
+                f"offset {offset}: {text}" if offset >= 0 else text,
+            )
+        )
+    quarantine.sort(key=lambda e: e.position)
+    return Walked(scanned.arr, scanned.extra, recs, commits, strings, scanned.batches, scanned.markers, quarantine)
+
+
+def walk_commits(
+    buf: Buffer,
+    *,
+    file: str = "",
+    check_crc: bool = True,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> Walked:
+    """A segment scanned and walked (:func:`scan_batches`, :func:`walk_scanned`), every record kept. Never raises
+    on bad input, as :func:`scan_consumer_offsets`."""
+    scanned = scan_batches(buf, file=file, check_crc=check_crc, max_decompressed_bytes=max_decompressed_bytes)
+    return walk_scanned(scanned)
 
 
 def scan_consumer_offsets_file(
