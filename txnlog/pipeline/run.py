@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -24,7 +25,7 @@ from txnlog.pipeline.inputs import (
     runs_without_spark,
 )
 from txnlog.pipeline.runs import RunResult, mark_run, summarize
-from txnlog.pipeline.scope import Progress, run_scope, stderr_progress
+from txnlog.pipeline.scope import Progress, collected_young, run_scope, stderr_progress
 from txnlog.pipeline.write import publish_metrics, retain, superseded, write
 
 if TYPE_CHECKING:
@@ -43,8 +44,18 @@ def run(
     """Run the whole job for ``config`` and write the Delta tables; without ``spark``, a small input starts no
     Spark (:func:`runs_without_spark`; unless ``without_spark`` is false: the job under spark-submit)."""
 
+    with collected_young() as keep:
+        return _run(config, spark, progress, without_spark, keep)
+
+
+def _run(
+    config: Config, spark: SparkSession | None, progress: Progress, without_spark: bool, keep: Callable[[], None]
+) -> RunResult:
+    """:func:`run`, ``keep`` called on what lives until its end: the inventory, the decoded rows
+    (txnlog.pipeline.scope.collected_young)."""
     t0, started_at, run_id = time.monotonic(), datetime.now(UTC), uuid.uuid4().hex[:12]
     inputs = plan_inputs(config, progress)
+    keep()
     cluster, derived = cluster_name(config.cluster, inputs)
     config = dataclasses.replace(config, cluster=cluster)
     if derived and not inputs.sample:
@@ -59,6 +70,7 @@ def run(
         progress(f"decoding {file_count(inputs)} files {where}")
         settings = read_settings(config)
         decoded = decode(spark, inputs, settings, scratch=scratch, cache=cache, placement=placement, live_cut=live_cut)
+        keep()
         as_of, as_of_source = resolve_as_of(config.as_of, decoded.times, live_cut)
         progress(f"decoded in {time.monotonic() - t0:.1f} s; as_of = {as_of.isoformat()} ({as_of_source})")
         thresholds = thresholds_of(config, inputs, decoded, as_of)

@@ -3,6 +3,7 @@ its Spark settings, and the progress lines it prints (its Spark jobs' labels: tx
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -71,3 +72,26 @@ def run_scope(spark: SparkSession | None, output: str, run_id: str) -> Iterator[
             yield scratch, cache
         finally:
             cache.release()
+
+
+#: new objects between two of the collector's young passes during a run (Python's default: 700)
+YOUNG_OBJECTS = 10_000
+
+
+@contextmanager
+def collected_young() -> Iterator[Callable[[], None]]:
+    """A run's scope for Python's cyclic collector. A run makes a Python object per input file (the inventory, the
+    tasks' files) and per row it writes out in Python (the findings' evidence), most of them alive to its end; at
+    the default threshold each young pass moved them up and the older generations' passes walked them again, under
+    the GIL, pausing the reading threads: a quarter or more of the driver's run on a copy of many tiny partitions
+    (benchmarks/RESULTS.md §2). Here a young pass comes every :data:`YOUNG_OBJECTS` new objects, and ``keep``
+    (yielded) leaves every object alive at its call out of later passes (``gc.freeze``); both undone when the scope
+    ends (``gc.unfreeze`` unless something had frozen objects before)."""
+    frozen_before, thresholds = gc.get_freeze_count(), gc.get_threshold()
+    gc.set_threshold(YOUNG_OBJECTS, *thresholds[1:])
+    try:
+        yield gc.freeze
+    finally:
+        gc.set_threshold(*thresholds)
+        if not frozen_before:
+            gc.unfreeze()

@@ -78,6 +78,10 @@ def ranges(segments: pa.Table, quarantined: pa.Table) -> Mapping[tuple[str, int]
     """
     replica = ["broker", "topic", "partition"]
     segs = segments.select([*replica, "file_offset"]).filter(pc.is_valid(segments.column("file_offset")))
+    # only the damaged partitions' segments bound a region (grouping every segment of a copy of many partitions
+    # cost more than the rest of this rule)
+    damaged = quarantined.select(["topic", "partition"]).drop_null().group_by(["topic", "partition"]).aggregate([])
+    segs = segs.join(damaged, ["topic", "partition"], join_type="left semi", use_threads=False)
     next_base: dict[tuple[str, str, int], np.ndarray] = {}
     for key, bases in _grouped(segs, replica, "file_offset").items():
         next_base[key] = np.unique(bases)

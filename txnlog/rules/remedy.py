@@ -27,7 +27,7 @@ anything else                          ``NONE``             nothing to run
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -53,6 +53,8 @@ __all__ = [
     "RemedyKind",
     "fence_command",
     "force_terminate_command",
+    "candidates_text",
+    "remedy_arrays",
     "remedy_columns",
     "remedy_of",
 ]
@@ -100,21 +102,19 @@ class Remedy:
     condition: str
     advice: str
 
-    def columns(self) -> dict[str, Any]:
-        return dict(
-            zip(
-                REMEDY_COLUMNS,
-                (
-                    self.remedy.value,
-                    self.command,
-                    self.kafka_version,
-                    self.fallback_command,
-                    self.fallback_kafka_version,
-                    self.condition,
-                ),
-                strict=True,
-            )
+    def values(self) -> tuple[str | None, ...]:
+        """The :data:`REMEDY_COLUMNS` values, in their order."""
+        return (
+            self.remedy.value,
+            self.command,
+            self.kafka_version,
+            self.fallback_command,
+            self.fallback_kafka_version,
+            self.condition,
         )
+
+    def columns(self) -> dict[str, Any]:
+        return dict(zip(REMEDY_COLUMNS, self.values(), strict=True))
 
 
 def force_terminate_command(bootstrap: str | None, transactional_id: str) -> str:
@@ -308,18 +308,39 @@ def _first(row: Mapping[str, Any], *names: str) -> Any:
 def remedy_columns(rows: pa.Table, bootstrap: str | None) -> dict[str, pa.Array]:
     """:data:`REMEDY_COLUMNS` for every row of ``rows`` (findings, or classified candidates: null where a
     row has no ``reason``). Findings are the few stuck transactions: one :func:`remedy_of` per row."""
-    values: dict[str, list[Any]] = {c: [] for c in REMEDY_COLUMNS}
-    for row in rows.to_pylist():
-        cols = remedy_of(row, bootstrap).columns() if row.get("reason") else dict.fromkeys(REMEDY_COLUMNS)
-        for c in REMEDY_COLUMNS:
-            values[c].append(cols[c])
-    return {c: pa.array(v, pa.string()) for c, v in values.items()}
+    return remedy_arrays([remedy_of(r, bootstrap) if r.get("reason") else None for r in rows.to_pylist()])
+
+
+def remedy_arrays(remedies: Sequence[Remedy | None]) -> dict[str, pa.Array]:
+    """:data:`REMEDY_COLUMNS` of ``remedies``, one row each (None: a row without a remedy, all null)."""
+    rows = [_NO_REMEDY if r is None else r.values() for r in remedies]
+    return {c: pa.array([row[i] for row in rows], pa.string()) for i, c in enumerate(REMEDY_COLUMNS)}
+
+
+_NO_REMEDY = (None,) * len(REMEDY_COLUMNS)
 
 
 def evidence_and_advice(row: dict, reason: Reason | str, thresholds: Thresholds) -> tuple[str, str]:
     """A partition-level finding's evidence sentence (txnlog.broker.evidence.evidence) and advice: its remedy's."""
     advice = remedy_of({**row, "reason": str(reason)}, thresholds.bootstrap_servers).advice
     return evidence(row, reason, thresholds), advice
+
+
+def candidates_text(
+    rows: Sequence[dict], reasons: Iterable[str], safeties: Iterable[str], thresholds: Thresholds
+) -> tuple[list[str | None], list[str | None], list[Remedy | None]]:
+    """(evidence, advice, remedy) of each candidate row (its ``reason`` and ``safety`` given apart; none where it
+    has no reason): one :func:`remedy_of` a row for both its advice and its remedy columns."""
+    texts: list[str | None] = []
+    advice: list[str | None] = []
+    remedies: list[Remedy | None] = []
+    bootstrap = thresholds.bootstrap_servers
+    for row, reason, safety in zip(rows, reasons, safeties, strict=True):
+        remedy = remedy_of({**row, "reason": str(reason), "safety": safety or None}, bootstrap) if reason else None
+        texts.append(evidence(row, reason, thresholds) if remedy is not None else None)
+        advice.append(remedy.advice if remedy is not None else None)
+        remedies.append(remedy)
+    return texts, advice, remedies
 
 
 def coordinator_stuck_evidence_and_advice(row: dict, thresholds: Thresholds) -> tuple[str, str]:

@@ -21,8 +21,9 @@ from txnlog.model.times import timestamps as _ts  # epoch ms → UTC timestamps,
 from txnlog.rules.plan import lso_after_steps
 from txnlog.rules.remedy import (
     REMEDY_COLUMNS,
+    candidates_text,
     coordinator_stuck_evidence_and_advice,
-    evidence_and_advice,
+    remedy_arrays,
     remedy_columns,
 )
 
@@ -108,15 +109,8 @@ def classify_batches(
         for name, values in classify.damage_flags(table, damage).items():
             table = table.append_column(name, values)
         verdict, reason, safety = classify.verdicts(table, thresholds)
-        rows = table.to_pylist()
-        evidence, advice = [], []
-        for row, r in zip(rows, reason, strict=True):
-            if r:
-                e, a = evidence_and_advice(row, r, thresholds)
-            else:
-                e, a = None, None
-            evidence.append(e)
-            advice.append(a)
+        # one Python row and one remedy per candidate: its evidence, its advice and its remedy columns
+        evidence, advice, remedies = candidates_text(table.to_pylist(), reason, safety, thresholds)
         cols = {name: batch.column(name) for name in batch.schema.names}
         cols.update(
             verdict=pa.array([v or None for v in verdict], pa.string()),
@@ -125,9 +119,7 @@ def classify_batches(
             evidence=pa.array(evidence, pa.string()),
             advice=pa.array(advice, pa.string()),
         )
-        found = table.append_column("reason", pa.array([v or None for v in reason], pa.string()))
-        found = found.append_column("safety", pa.array([v or None for v in safety], pa.string()))
-        cols.update(remedy_columns(found, thresholds.bootstrap_servers))
+        cols.update(remedy_arrays(remedies))
         yield pa.RecordBatch.from_arrays([cols[f.name] for f in out_schema], schema=out_schema)
 
 
