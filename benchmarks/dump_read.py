@@ -74,10 +74,11 @@ def child(mode: str, dumps: str) -> dict[str, Any]:
     if mode == "spark":
         from txnlog.engine.spark.dump_log import read_dump_logs
         from txnlog.engine.spark.session import get_session
+        from txnlog.sources.dump_log.lines import list_dump_inputs
 
         spark = get_session()
         t, cpu = time.perf_counter(), _tree_cpu()
-        frames = read_dump_logs(spark, [dumps])
+        frames = read_dump_logs(spark, list_dump_inputs([dumps]))
         summary, records = frames.summary.toArrow(), frames.records.toArrow()
         seconds = time.perf_counter() - t
         cpu = _tree_cpu() - cpu  # this process, the JVM and Spark's Python workers
@@ -85,9 +86,10 @@ def child(mode: str, dumps: str) -> dict[str, Any]:
     else:
         from txnlog.engine.spark.dump_log import read_dump_logs_here
         from txnlog.engine.spark.placement import local_cores
+        from txnlog.sources.dump_log.lines import list_dump_inputs
 
         t, cpu = time.perf_counter(), time.process_time()
-        summary, records = read_dump_logs_here([dumps], 1 if mode == "here1" else local_cores())
+        summary, records = read_dump_logs_here(list_dump_inputs([dumps]), 1 if mode == "here1" else local_cores())
         seconds = time.perf_counter() - t
         cpu = time.process_time() - cpu
     kinds = summary.column("kind").value_counts().to_pylist()

@@ -156,11 +156,12 @@ def test_log_dir_tasks_give_the_same_rows_in_both_placements(spark, written, tmp
 def test_dump_tasks_give_the_same_rows_in_both_placements(spark, written, tmp_path, scenario) -> None:  # type: ignore[no-untyped-def]
     from txnlog.engine.spark.dump_log import read_dump_logs, read_dump_logs_here
     from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
+    from txnlog.sources.dump_log.lines import list_dump_inputs
 
     render_broker_dumps(written(scenario), tmp_path / "dumps")
     paths = [str(p) for p in sorted((tmp_path / "dumps").iterdir())]
-    summary, records = read_dump_logs_here(paths, THREADS)
-    frames = read_dump_logs(spark, paths)
+    summary, records = read_dump_logs_here(list_dump_inputs(paths), THREADS)
+    frames = read_dump_logs(spark, list_dump_inputs(paths))
     _assert_same(f"{scenario} dump summary", summary, frames.summary.toArrow().cast(SEGMENT_SUMMARY_SCHEMA))
     _assert_same(f"{scenario} dump records", records, frames.records.toArrow().cast(TXN_STATE_SCHEMA))
     kinds = set(summary.column("kind").to_pylist())

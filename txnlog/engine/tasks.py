@@ -305,7 +305,7 @@ def decode_here(offline: Offline, decode: Decode, scratch: str, threads: int = 1
         from txnlog.engine.spark.dump_log import read_dump_logs_here
 
         dumped, dumped_records = (
-            _labelled(t, InputSource.DUMP_LOG) for t in read_dump_logs_here(list(offline.dump_log), threads)
+            _labelled(t, InputSource.DUMP_LOG) for t in read_dump_logs_here(offline.dump_inputs, threads)
         )
         summary = pa.concat_tables([summary, dumped], promote_options="default")
         records = pa.concat_tables([records, dumped_records], promote_options="default")

@@ -72,22 +72,23 @@ def plan_inputs(config: Config, progress: Progress | None = None, *, sample: boo
             "--verify-live: needs --bootstrap-servers (the live cluster to check); give it or drop --verify-live"
         )
 
+    given = bool(config.logs or config.dump_log or config.bootstrap_servers)
     logs = list(config.logs)
-    if not logs and not config.dump_log and not config.bootstrap_servers:
-        if not sample:
-            resolve(config.storage, [], [])  # the shared-storage settings, for the caller's later reads
-            return Inputs(said=says(None, config.transaction_state_partitions, {}))
-
+    if not given and sample:
         logs = [sample_logs(progress=progress)]
         if progress:
             progress(f"no input given: using the embedded sample cluster at {logs[0]}")
-    offline = resolve(config.storage, logs, list(config.dump_log))  # with the shared-storage settings
+    # with the shared-storage settings, for every later read (a caller's too, where nothing is given)
+    offline = resolve(config.storage, logs, list(config.dump_log))
     inventory = offline.inventory
     live = config.bootstrap_servers if config.bootstrap_servers and not logs and not config.dump_log else None
     # before Spark: one line if it cannot be read
     live_txn_state = check_cluster(live, dict(config.kafka)) > 0 if live else True
-    cluster = furthest(read_metadata_logs(inventory.cluster_metadata)) if inventory.cluster_metadata else None
+    metadata_logs = read_metadata_logs(inventory.cluster_metadata) if inventory.cluster_metadata else []
+    cluster = furthest(metadata_logs)
     said = says(cluster, config.transaction_state_partitions, dict(inventory.node_ids))
+    if not given and not sample:
+        return Inputs(offline, said=said)
     note = describe(
         inventory, len(offline.dump_files), live, (said.txn_state_partitions, said.decided),
         live_txn_state=live_txn_state,
@@ -95,10 +96,7 @@ def plan_inputs(config: Config, progress: Progress | None = None, *, sample: boo
     note += _deleted_note(cluster, said.deleted, inventory)
     if progress:
         progress(f"found {note}")
-    return Inputs(
-        offline, live, live_txn_state, note,
-        sample=not config.logs and not config.dump_log and not config.bootstrap_servers, cluster=cluster, said=said,
-    )  # fmt: skip
+    return Inputs(offline, live, live_txn_state, note, sample=not given, cluster=cluster, said=said)
 
 
 def _deleted_note(cluster: tuple[ClusterImage, str] | None, deleted: pa.Table, inventory: Inventory) -> str:

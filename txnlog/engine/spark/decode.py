@@ -53,7 +53,7 @@ def decode_in_spark(
         spark, inv, settings.decode, scratch, shared, bool(offline.dump_files), settings.split_segment_bytes
     )
     if offline.dump_files:
-        frames = read_dump_logs(spark, list(offline.dump_log))
+        frames = read_dump_logs(spark, offline.dump_inputs)
         summary = summary.unionByName(frames.summary.withColumn("input", F.lit(InputSource.DUMP_LOG)))
         dumped = frames.records.withColumn("input", F.lit(InputSource.DUMP_LOG))
         records = records.unionByName(dumped, allowMissingColumns=True)
