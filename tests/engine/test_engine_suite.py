@@ -102,15 +102,17 @@ def _log_dirs_both_ways(
     from txnlog.engine.spark.log_dir_options import log_dir_options, offsets_options
     from txnlog.engine.spark.sources import SegmentsSource
     from txnlog.engine.spark.txn_state_source import TxnStateSource
-    from txnlog.engine.tasks import log_dir_jobs, offsets_jobs, run_here
+    from txnlog.engine.tasks import log_dir_jobs, run_here
     from txnlog.engine.txn_state import SOURCE_SCHEMA as TXN_STATE_SCHEMA
     from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
     from txnlog.sources.logdirs import discover
 
     inv = discover([str(logs)])
     here, there = tmp_path / "here", tmp_path / "spark"
-    jobs = log_dir_jobs(inv, Decode(), str(here), shared=beside_dumps, dumps=beside_dumps, threads=THREADS)
-    local = run_here([*jobs, *offsets_jobs(inv, Decode(), threads=THREADS, wanted=None)], THREADS)
+    jobs, offsets_jobs = log_dir_jobs(
+        inv, Decode(), str(here), shared=beside_dumps, dumps=beside_dumps, threads=THREADS
+    )
+    local = run_here([*jobs, *offsets_jobs(None)], THREADS)
     segments, txn_state = log_dir_options(
         inv, check_crc=True, scratch=str(there), shared=beside_dumps, dumps=beside_dumps, cores=THREADS,
         max_decompressed_bytes=None, split_segment_bytes=0,
@@ -180,7 +182,7 @@ def test_integrity_checks_give_the_same_rows_in_both_placements(spark, written, 
 
     inv = discover([str(written(scenario))])
     scratch = tmp_path / "scratch"
-    run_here(log_dir_jobs(inv, Decode(), str(scratch), shared=False, dumps=False, threads=THREADS), THREADS)
+    run_here(log_dir_jobs(inv, Decode(), str(scratch), shared=False, dumps=False, threads=THREADS)[0], THREADS)
     files = staged_files(str(scratch / "transactions"))
     found = read_txn_indexes(inv.segments, inv.txn_indexes, inv.checkpoints)
     decided = decisions_of(staged_files(str(scratch / "coordinator_history")))

@@ -218,38 +218,38 @@ def dump_rows_task(
         yield from table.to_batches()
 
 
+#: a job of the local placement: its tasks and the schema of their rows (:func:`run_here`)
+Job = tuple[list[Task], pa.Schema]
+
+
 def log_dir_jobs(
     inv: Inventory, decode: Decode, scratch: str, *, shared: bool, dumps: bool, threads: int
-) -> list[tuple[list[Task], pa.Schema]]:
-    """The local placement's tasks over the log dirs ``inv`` lists, for :func:`run_here`: the data partitions'
-    and the ``__transaction_state`` partitions' (the ``__consumer_offsets`` partitions': :func:`offsets_jobs`),
-    each with its schema,
-    planned as Spark's sources plan them for ``threads`` cores (txnlog.engine.plan), every segment read whole;
-    ``shared`` and ``dumps`` as txnlog.engine.settings.log_dir_settings takes them."""
+) -> tuple[list[Job], Callable[[list[tuple[str, int]] | None], list[Job]]]:
+    """The local placement's tasks over the log dirs ``inv`` lists, for :func:`run_here`, listed and planned once
+    as Spark's sources plan them for ``threads`` cores (txnlog.engine.plan), every segment read whole: the data
+    partitions' and the ``__transaction_state`` partitions' jobs, and the ``__consumer_offsets`` partitions' (whole
+    partitions) as a function of the topic partitions whose groups' offsets are wanted (None: all). ``shared`` and
+    ``dumps`` as txnlog.engine.settings.log_dir_settings takes them."""
     segments, txn_state = log_dir_settings(decode, scratch, shared=shared, dumps=dumps)
     data_files, coordinator_files = files_table([*inv.segments, *inv.snapshots]), files_table(inv.txn_state_segments)
+    offsets_files = files_table(inv.consumer_offsets_segments)
     checkpoints = checkpoint_rows(inv.checkpoints) if segments.transactions else []
     minimum = max(2, threads * 2)
     data = plan_tasks(Plan(min_partitions=minimum, whole=segments.transactions, cores=threads), data_files, checkpoints)
     coordinators = plan_tasks(Plan(min_partitions=minimum, whole=txn_state.reduce, cores=threads), coordinator_files)
-    return [
+    groups = [task.files() for task in plan_tasks(Plan(min_partitions=minimum, whole=True), offsets_files)]
+
+    def offsets(wanted: list[tuple[str, int]] | None) -> list[Job]:
+        return [([partial(consumer_offsets_task, files, decode, wanted) for files in groups], OFFSETS_SOURCE_SCHEMA)]
+
+    jobs: list[Job] = [
         ([partial(log_dir_task, task, segments) for task in data], SEGMENT_SUMMARY_SCHEMA),
         ([partial(txn_state_task, task.files(), txn_state) for task in coordinators], TXN_STATE_SOURCE_SCHEMA),
     ]
+    return jobs, offsets
 
 
-def offsets_jobs(
-    inv: Inventory, decode: Decode, *, threads: int, wanted: list[tuple[str, int]] | None
-) -> list[tuple[list[Task], pa.Schema]]:
-    """The local placement's tasks over the ``__consumer_offsets`` partitions ``inv`` lists, for :func:`run_here`
-    (planned as their source plans them, whole partitions), the groups' offsets of the ``wanted`` topic partitions
-    only (None: all)."""
-    files = files_table(inv.consumer_offsets_segments)
-    groups = plan_tasks(Plan(min_partitions=max(2, threads * 2), whole=True), files)
-    return [([partial(consumer_offsets_task, task.files(), decode, wanted) for task in groups], OFFSETS_SOURCE_SCHEMA)]
-
-
-def run_here(jobs: list[tuple[list[Task], pa.Schema]], threads: int = 1) -> list[pa.Table]:
+def run_here(jobs: list[Job], threads: int = 1) -> list[pa.Table]:
     """The local placement: every task of each (tasks, schema) of ``jobs`` run by ``threads`` threads of this
     process (the first job's tasks first), one Arrow table of ``schema`` per job, its tasks' rows in their order,
     so the rows are those one thread gives.
@@ -296,7 +296,7 @@ def decode_here(offline: Offline, decode: Decode, scratch: str, threads: int = 1
     (split segments are for Spark's tasks); the ``__consumer_offsets`` partitions when a step asks."""
 
     inv, shared = offline.inventory, bool(offline.dump_files)  # a live input is never read here (Placement)
-    jobs = log_dir_jobs(inv, decode, scratch, shared=shared, dumps=shared, threads=threads)
+    jobs, offsets_jobs = log_dir_jobs(inv, decode, scratch, shared=shared, dumps=shared, threads=threads)
     summary, records = (_labelled(t, InputSource.SEGMENTS) for t in run_here(jobs, threads))
     release_output_blocks(trim=True)  # the tables' build and writes come next in this process
     read = set(inv.txn_state_partitions)
@@ -312,7 +312,7 @@ def decode_here(offline: Offline, decode: Decode, scratch: str, threads: int = 1
         read |= distinct(records.column("coordinator_partition"))
 
     def offsets(wanted: list[tuple[str, int]]) -> pa.Table:
-        return run_here(offsets_jobs(inv, decode, threads=threads, wanted=wanted), threads)[0]
+        return run_here(offsets_jobs(wanted), threads)[0]
 
     return Decoded(
         summary, records, as_of_rule.broker_times_of(summary, records), fragments=shared,
