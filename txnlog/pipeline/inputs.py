@@ -135,13 +135,6 @@ def cluster_name(given: str | None, inputs: Inputs) -> tuple[str, bool]:
     return f"{stem}-{digest}", True
 
 
-def cluster_of(config: Config) -> str:
-    """The run's cluster name (``run`` names an unnamed one after the input before anything is written)."""
-    if not config.cluster:
-        raise ValueError("the cluster is named by pipeline.run (cluster_name) before tables are written")
-    return config.cluster
-
-
 def describe(
     inventory: Inventory,
     dump_files: int,
@@ -207,20 +200,19 @@ def file_count(inputs: Inputs) -> int:
     return _log_dir_files(inputs) + len(inputs.offline.dump_files)
 
 
-def capture_live(config: Config, inputs: Inputs, progress: Progress | None = None) -> LiveCut | None:
-    """A live run's consistent cut: every data partition's range, captured once before Spark reads."""
+def capture_live(config: Config, inputs: Inputs, cluster: str, progress: Progress | None = None) -> LiveCut | None:
+    """A live run's consistent cut: every data partition's range, captured once before Spark reads (``cluster``:
+    the run's cluster, whose previous run a since-last-run read continues)."""
     if not inputs.live:
         return None
     from txnlog.engine.spark.live_batches import RANGE_SINCE_LAST_RUN, capture_cut, previous_cut
 
-    cluster = cluster_of(config)
     previous = previous_cut(config.output, cluster) if config.live_range == RANGE_SINCE_LAST_RUN else None
     if config.live_range == RANGE_SINCE_LAST_RUN and progress:
         progress(
             f"since-last-run: continuing the run of {previous.as_of.isoformat()}"
             if previous is not None
-            else f"since-last-run: no earlier live run of cluster {config.cluster} in {config.output}: reading as "
-            "'unstable'"
+            else f"since-last-run: no earlier live run of cluster {cluster} in {config.output}: reading as 'unstable'"
         )
     cut = capture_cut(
         inputs.live, dict(config.kafka), config.topics or None, mode=config.live_range,
