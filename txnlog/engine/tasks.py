@@ -35,14 +35,13 @@ from txnlog.engine.segment_group import SegmentGroup, summarize_snapshot
 from txnlog.engine.segments import (
     Edges,
     SegmentRows,
-    fragments_dir,
     quarantine_batch,
     snapshot_starts,
     summarize_piece,
     summarize_segment,
 )
 from txnlog.engine.settings import Decode, LogDirSettings, TxnStateSettings, log_dir_settings
-from txnlog.engine.staging import RawWriter, stage_name, staged_transactions
+from txnlog.engine.staging import RawWriter, fragments_dir, stage_name, staged_transactions
 from txnlog.engine.txn_state import SOURCE_SCHEMA as TXN_STATE_SOURCE_SCHEMA
 from txnlog.engine.txn_state import decoded_records, reduced_records, with_transitions
 from txnlog.kafka.consumer_offsets_commits import hashes_of
