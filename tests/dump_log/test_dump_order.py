@@ -85,7 +85,7 @@ def _read(paths: list[str], deal: Callable[[Files], list[Files]], scratch: Path)
         (_tasks(groups, names, RECORDS), TXN_STATE_SCHEMA),
     ]
     summary, records = run_here(jobs, 2)
-    summary, records = merged_here(summary, records, [], str(scratch), fragments=True, records_reduced=False)
+    summary, records = merged_here(summary, records, [], str(scratch))
     history = coordinator_history(records.append_column("input", pa.repeat(pa.scalar("dump_log"), records.num_rows)))
     tables = {"summary": summary, "records": records, "history": history, "state": coordinator_state(history)}
     for staged in ("transactions", "coordinator_history"):

@@ -17,7 +17,7 @@ import hashlib
 import posixpath
 import threading
 import uuid
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
 from typing import Any
@@ -373,44 +373,25 @@ def reduce_partition(records: pa.Table, stage: str | None) -> pa.Table:
 
 
 def merged_here(
-    summary: pa.Table,
-    records: pa.Table,
-    checkpoints: Sequence[Checkpoint],
-    scratch: str,
-    *,
-    fragments: bool,
-    records_reduced: bool,
-    fragment_partitions: Collection[tuple[str, int]] | None = None,
+    summary: pa.Table, records: pa.Table, checkpoints: Sequence[Checkpoint], scratch: str
 ) -> tuple[pa.Table, pa.Table]:
-    """``summary`` and ``records`` as the rules take them, in this process: with ``fragments``, the fragments
-    still to merge (``fragment_partitions``: only those partitions', None: any) merged into ``transaction`` rows
-    in place of the fragments (every transaction staged under ``scratch``/transactions); unless ``records_reduced``, the
-    coordinator's records reduced per partition (every record staged under ``scratch``/coordinator_history).
-    In Spark, the same happens per partition in tasks (txnlog.engine.spark.collect.merged_and_collected)."""
-    if fragments:
-        merged = _merged_fragments(summary, checkpoints, f"{scratch}/transactions", fragment_partitions)
-        rest = summary.filter(pc.invert(pc.is_in(summary.column("kind"), pa.array([KIND_RUN, KIND_MARKER]))))
-        summary = pa.concat_tables([rest, merged], promote_options="default")
-    if not records_reduced:
-        records = _reduced_records(records, f"{scratch}/coordinator_history")
-    return summary, records
+    """``summary`` and ``records`` decoded in several tasks (kafka-dump-log.sh files beside the log dirs) as the rules
+    take them, in this process: the fragments merged into ``transaction`` rows in place of the fragments (every
+    transaction staged under ``scratch``/transactions), the coordinator's records reduced per partition (every record
+    staged under ``scratch``/coordinator_history). In Spark, the same happens per partition in tasks
+    (txnlog.engine.spark.collect.merged_and_collected)."""
+    merged = _merged_fragments(summary, checkpoints, f"{scratch}/transactions")
+    rest = summary.filter(pc.invert(pc.is_in(summary.column("kind"), pa.array([KIND_RUN, KIND_MARKER]))))
+    summary = pa.concat_tables([rest, merged], promote_options="default")
+    return summary, _reduced_records(records, f"{scratch}/coordinator_history")
 
 
-def _merged_fragments(
-    summary: pa.Table,
-    checkpoints: Sequence[Checkpoint],
-    stage: str,
-    fragment_partitions: Collection[tuple[str, int]] | None,
-) -> pa.Table:
+def _merged_fragments(summary: pa.Table, checkpoints: Sequence[Checkpoint], stage: str) -> pa.Table:
     """The transaction rows merged from ``summary``'s fragments (in the summary source's columns)."""
     names = SEGMENT_SUMMARY_SCHEMA.names
     kinds = pa.array(["run", "marker", "segment", "snapshot"])
     pieces = summary.filter(pc.is_in(summary.column("kind"), kinds)).select(names)
     pieces = pieces.filter(pc.and_(pc.is_valid(pieces.column("topic")), pc.is_valid(pieces.column("partition"))))
-    if fragment_partitions is not None:
-        wanted = {f"{t}-{p}" for t, p in fragment_partitions}
-        keys = pc.binary_join_element_wise(pieces.column("topic"), pieces.column("partition").cast(pa.string()), "-")
-        pieces = pieces.filter(pc.is_in(keys, pa.array(sorted(wanted), pa.string())))
     if not pieces.num_rows:
         return SEGMENT_SUMMARY_SCHEMA.empty_table()
     return staged_transactions_of_summary(pieces, checkpoints_of(checkpoints), stage, SEGMENT_SUMMARY_SCHEMA)

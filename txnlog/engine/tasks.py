@@ -41,7 +41,7 @@ from txnlog.engine.segments import (
     summarize_segment,
 )
 from txnlog.engine.settings import Decode, LogDirSettings, TxnStateSettings, log_dir_settings
-from txnlog.engine.staging import RawWriter, fragments_dir, stage_name, staged_transactions
+from txnlog.engine.staging import RawWriter, fragments_dir, merged_here, stage_name, staged_transactions
 from txnlog.engine.txn_state import SOURCE_SCHEMA as TXN_STATE_SOURCE_SCHEMA
 from txnlog.engine.txn_state import decoded_records, reduced_records, with_transitions
 from txnlog.kafka.consumer_offsets_commits import hashes_of
@@ -309,14 +309,16 @@ def decode_here(offline: Offline, decode: Decode, scratch: str, threads: int = 1
         summary = pa.concat_tables([summary, dumped], promote_options="default")
         records = pa.concat_tables([records, dumped_records], promote_options="default")
         read |= distinct(records.column("coordinator_partition"))
+    times = as_of_rule.broker_times_of(summary, records)
+    if shared:  # the dumps' and the log dirs' rows of a partition merged, and the coordinator's reduced, together
+        summary, records = merged_here(summary, records, inv.checkpoints, scratch)
 
     def offsets(wanted: list[tuple[str, int]]) -> pa.Table:
         return run_here(offsets_jobs(wanted), threads)[0]
 
     return Decoded(
-        summary, records, as_of_rule.broker_times_of(summary, records), fragments=shared,
-        fragment_partitions=None, records_reduced=not shared, txn_state_read=frozenset(read),
-        checkpoints=tuple(inv.checkpoints), offsets=GroupOffsets(offsets) if inv.consumer_offsets_segments else None,
+        summary, records, times, txn_state_read=frozenset(read), checkpoints=tuple(inv.checkpoints),
+        offsets=GroupOffsets(offsets) if inv.consumer_offsets_segments else None,
     )  # fmt: skip
 
 

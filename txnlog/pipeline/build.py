@@ -11,10 +11,10 @@ import pyarrow as pa
 
 from txnlog.broker import as_of as as_of_rule
 from txnlog.broker import classify
-from txnlog.engine import staging
 from txnlog.engine.decoded import Decoded
 from txnlog.engine.spark.placement import Placement
 from txnlog.engine.spark.staged_table import StagedTable
+from txnlog.engine.staging import STAGED
 from txnlog.live.verify import live_rows
 from txnlog.model.words import count
 from txnlog.pipeline.blocked import with_blocked
@@ -76,17 +76,13 @@ def build_tables(
     quarantine's warning rows for client clocks far past it; ``metadata``: the copy's KRaft metadata log's word on
     its partitions (``Inputs.said.notes``). The run key (cluster, as_of) is set by the writer."""
 
-    summary, records = staging.merged_here(
-        decoded.summary, decoded.records, decoded.checkpoints, scratch, fragments=decoded.fragments,
-        records_reduced=decoded.records_reduced, fragment_partitions=decoded.fragment_partitions,
-    )  # fmt: skip
     built = tables.build(
-        summary, records, thresholds, checkpoints=decoded.checkpoints, as_of=as_of, as_of_source=as_of_source,
-        history_bounds=decoded.history_bounds, metadata=metadata,
+        decoded.summary, decoded.records, thresholds, checkpoints=decoded.checkpoints, as_of=as_of,
+        as_of_source=as_of_source, history_bounds=decoded.history_bounds, metadata=metadata,
     )  # fmt: skip
     driver = placement is not None and placement.driver
     threads = placement.threads if placement is not None and driver else 1
-    for name in staging.STAGED:
+    for name in STAGED:
         built[name] = StagedTable(spark, f"{scratch}/{name}", built[name], name, driver=driver, threads=threads)
     return with_blocked(built, decoded.offsets)  # who is blocked (txnlog.pipeline.blocked)
 

@@ -75,7 +75,7 @@ def decode_in_spark(
     # the __transaction_state partitions the input holds: the log dirs' (listed), and those other inputs gave
     read = set(inv.txn_state_partitions) | distinct(records_table.column("coordinator_partition"))
     return Decoded(
-        summary_table, records_table, times, fragments=False, records_reduced=True, txn_state_read=frozenset(read),
+        summary_table, records_table, times, txn_state_read=frozenset(read),
         checkpoints=tuple(checkpoints), history_bounds=live_cut.history_bounds() if live_cut else None,
         offsets=_group_offsets(spark, inv, live_cut, settings.decode, scratch),
     )  # fmt: skip
