@@ -184,11 +184,11 @@ def placement_of(config: Config, inputs: Inputs, spark: SparkSession | None = No
     )
 
 
-def runs_without_spark(config: Config, inputs: Inputs) -> bool:
-    """Whether a run of ``inputs`` needs no Spark session at all: a small input (the driver placement,
-    :func:`placement_of`) whose tables the deltalake writer writes. Spark's part of such a run is only its
-    start, seconds of JVM for nothing (benchmarks/RESULTS.md, "Startup")."""
-    return placement_of(config, inputs).driver and config.delta_writer != "spark"
+def runs_without_spark(config: Config, placement: Placement) -> bool:
+    """Whether a run placed as ``placement`` (:func:`placement_of`, weighed without a session) needs no Spark session
+    at all: a small input in the driver placement whose tables the deltalake writer writes. Spark's part of such a
+    run is only its start, seconds of JVM for nothing (benchmarks/RESULTS.md, "Startup")."""
+    return placement.driver and config.delta_writer != "spark"
 
 
 def _log_dir_files(inputs: Inputs) -> int:

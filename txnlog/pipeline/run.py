@@ -48,9 +48,10 @@ def run(
     config = dataclasses.replace(config, cluster=cluster)
     if derived and not inputs.sample:
         progress(f"cluster '{cluster}': named after the input (the same input gives the same name; --cluster names it)")
-    if spark is None and not (without_spark and runs_without_spark(config, inputs)):
-        spark = _session(config)
     placement = placement_of(config, inputs, spark)
+    if spark is None and not (without_spark and runs_without_spark(config, placement)):
+        spark = _session(config)
+        placement = placement_of(config, inputs, spark)  # weighed again: the session's cores
     with run_scope(spark, config.output, run_id) as (scratch, cache), audited_in_memory(scratch, placement.driver):
         live_cut = capture_live(config, inputs, cluster, progress)
         threads = f"{placement.threads} thread{'s' if placement.threads != 1 else ''}"
