@@ -99,7 +99,7 @@ def _log_dirs_both_ways(
     from txnlog.engine.consumer_offsets import SOURCE_SCHEMA as OFFSETS_SCHEMA
     from txnlog.engine.settings import Decode
     from txnlog.engine.spark.consumer_offsets_source import ConsumerOffsetsSource
-    from txnlog.engine.spark.log_dir_options import log_dir_options, offsets_options
+    from txnlog.engine.spark.log_dir_options import log_dir_options
     from txnlog.engine.spark.sources import SegmentsSource
     from txnlog.engine.spark.txn_state_source import TxnStateSource
     from txnlog.engine.tasks import log_dir_jobs, run_here
@@ -113,11 +113,10 @@ def _log_dirs_both_ways(
         inv, Decode(), str(here), shared=beside_dumps, dumps=beside_dumps, threads=THREADS
     )
     local = run_here([*jobs, *offsets_jobs(None)], THREADS)
-    segments, txn_state = log_dir_options(
+    segments, txn_state, groups = log_dir_options(
         inv, check_crc=True, scratch=str(there), shared=beside_dumps, dumps=beside_dumps, cores=THREADS,
         max_decompressed_bytes=None, split_segment_bytes=0,
     )  # fmt: skip
-    groups = offsets_options(inv, check_crc=True, scratch=str(there), cores=THREADS, max_decompressed_bytes=None)
     in_spark = [
         _spark_read(spark, SegmentsSource, segments, SEGMENT_SUMMARY_SCHEMA),
         _spark_read(spark, TxnStateSource, txn_state, TXN_STATE_SCHEMA),
