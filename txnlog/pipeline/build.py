@@ -32,12 +32,10 @@ if TYPE_CHECKING:
 def resolve_as_of(
     option: str | None, times: dict[str, int | None], live_cut: LiveCut | None = None
 ) -> tuple[datetime, str]:
-    """(as_of, where it came from): ``--as-of``, else the moment of a live run's cut (a live run looks at
-    the present), else the newest time a broker's clock wrote (txnlog.broker.as_of)."""
+    """(as_of, where it came from): ``--as-of``, else the moment of a live run's cut, else the newest time a broker's
+    clock wrote (txnlog.broker.as_of.choose)."""
 
-    if option is None and live_cut is not None:
-        return as_of_rule.from_ms(live_cut.as_of_ms), as_of_rule.LIVE_CUT
-    return as_of_rule.choose(option, times)
+    return as_of_rule.choose(option, times, None if live_cut is None else live_cut.as_of_ms)
 
 
 def thresholds_of(config: Config, inputs: Inputs, decoded: Decoded, as_of: datetime) -> classify.Thresholds:
