@@ -291,8 +291,9 @@ def _conform(table: pa.Table, target: pa.Schema) -> pa.Table:
 def decode_here(offline: Offline, decode: Decode, scratch: str, threads: int = 1) -> Decoded:
     """The local placement's decode of a small input, no Spark query: the tasks the Data Sources run
     (:func:`log_dir_jobs`) run here by ``threads`` threads (:func:`run_here`), the kafka-dump-log.sh files read by
-    txnlog.engine.spark.dump_log.read_dump_logs_here on as many, Arrow tables handed on. Every segment is read whole
-    (split segments are for Spark's tasks); the ``__consumer_offsets`` partitions when a step asks."""
+    txnlog.engine.spark.dump_log.read_dump_logs_here on as many and merged and reduced with the log dirs' rows
+    (txnlog.engine.staging.merged_here, as Spark's tasks do per partition), Arrow tables handed on. Every segment is
+    read whole (split segments are for Spark's tasks); the ``__consumer_offsets`` partitions when a step asks."""
 
     inv, shared = offline.inventory, bool(offline.dump_files)  # a live input is never read here (Placement)
     jobs, offsets_jobs = log_dir_jobs(inv, decode, scratch, shared=shared, dumps=shared, threads=threads)
