@@ -10,8 +10,11 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from txnlog.engine.plan import pack_sizes
 from txnlog.engine.staging import kept_in_memory, kept_tables, read_raw
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
 from txnlog.rules.finish import HISTORY_COLUMNS, RAW_COLUMNS
@@ -26,10 +29,23 @@ from txnlog.rules.integrity import (
     producer_rows,
 )
 
-__all__ = ["STAGED_SCHEMA", "decisions_of", "integrity_here", "kept_columns", "staged_columns"]
+__all__ = [
+    "HELD_SCHEMA",
+    "STAGED_SCHEMA",
+    "audit_groups",
+    "decisions_of",
+    "held_partitions",
+    "integrity_here",
+    "kept_columns",
+    "staged_columns",
+]
 
 #: the staged transaction columns the audit reads
 STAGED_SCHEMA = pa.schema([SEGMENT_SUMMARY_SCHEMA.field(c) for c in TXN_COLUMNS if c in RAW_COLUMNS])
+#: what a staged transactions file holds (:func:`held_partitions`): one row per partition, with the file's rows
+HELD_SCHEMA = pa.schema(
+    [("path", pa.string()), ("topic", pa.string()), ("partition", pa.int32()), ("rows", pa.int64())]
+)
 #: the staged ``__transaction_state`` columns the coordinator's decisions read
 _HISTORY_COLUMNS = [
     c
@@ -106,3 +122,53 @@ def decisions_of(files: list[str]) -> Decisions:
     if not parts:
         return decisions(pa.table({}))
     return decisions(pa.concat_tables(parts, promote_options="permissive"))
+
+
+def held_partitions(path: str) -> pa.Table:
+    """The partitions (topic, partition) whose transactions the staged file ``path`` holds, one row each
+    (:data:`HELD_SCHEMA`, ``rows`` the file's); only those two columns are read."""
+    table = _columns(path, ["topic", "partition"])
+    held = table.group_by(["topic", "partition"], use_threads=False).aggregate([])
+    n = held.num_rows
+    return pa.table(
+        [
+            pa.array([path] * n, pa.string()),
+            held.column("topic").cast(pa.string()),
+            held.column("partition").cast(pa.int32()),
+            pa.array([table.num_rows] * n, pa.int64()),
+        ],
+        schema=HELD_SCHEMA,
+    )
+
+
+def audit_groups(held: pa.Table, groups: int) -> list[list[str]]:
+    """The staged transaction files of ``held`` (:func:`held_partitions` of each) dealt into at most ``groups``
+    groups balanced by rows, each holding the whole of its partitions: the audit checks a partition's every
+    transaction at once. A task stages whole partitions (txnlog.engine.plan), so each file is a unit of its own;
+    files that share a partition all the same (none should) go into one group together."""
+    if not held.num_rows:
+        return []
+    paths = held.column("path").combine_chunks().dictionary_encode()
+    names, file_of = paths.dictionary.to_pylist(), paths.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    unit = np.arange(len(names), dtype=np.int64)  # each file's unit: its own, unless it shares a partition
+    keyed = pa.table({"topic": held.column("topic"), "partition": held.column("partition"), "file": file_of})
+    shared = keyed.group_by(["topic", "partition"], use_threads=False).aggregate([("file", "distinct")])
+    lists = shared.column("file_distinct")
+    for members in lists.filter(pc.greater(pc.list_value_length(lists), 1)).to_pylist():
+        roots = {_root(unit, m) for m in members}
+        unit[list(roots)] = min(roots)
+    unit = np.array([_root(unit, f) for f in range(len(names))], np.int64)
+    rows = np.zeros(len(names), np.int64)
+    rows[file_of] = held.column("rows").to_numpy(zero_copy_only=False)
+    units, unit_of = np.unique(unit, return_inverse=True)
+    sizes = np.maximum(np.bincount(unit_of, weights=rows, minlength=len(units)), 1).astype(np.int64).tolist()
+    order = np.argsort(unit_of, kind="stable")  # the files of each unit, together
+    bounds = np.searchsorted(unit_of[order], np.arange(len(units) + 1))
+    files = [[names[f] for f in order[bounds[u] : bounds[u + 1]]] for u in range(len(units))]
+    return [[name for u in members for name in files[u]] for members in pack_sizes(sizes, 1 << 62, groups)]
+
+
+def _root(unit: np.ndarray, f: int) -> int:
+    while unit[f] != f:
+        f = int(unit[f])
+    return f
