@@ -79,9 +79,10 @@ def build_tiny(data_dir: Path, n: int) -> Path:
 def child(dumps: str, threads: int) -> dict[str, Any]:
     """One timed read (what ``--child`` prints as JSON)."""
     from txnlog.engine.spark.dump_log import read_dump_logs_here
+    from txnlog.sources.dump_log.lines import list_dump_inputs
 
     wall, cpu = time.perf_counter(), time.process_time()
-    summary, records = read_dump_logs_here([dumps], threads)
+    summary, records = read_dump_logs_here(list_dump_inputs([dumps]), threads)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     rows = sorted(map(repr, summary.to_pylist())) + sorted(map(repr, records.to_pylist()))
     import hashlib

@@ -86,6 +86,7 @@ def child(mode: str, dumps: str) -> dict[str, Any]:
 
         from txnlog.engine.spark.dump_log import read_dump_logs
         from txnlog.engine.spark.session import get_session
+        from txnlog.sources.dump_log.lines import list_dump_inputs
 
         events = tempfile.mkdtemp(prefix="dump-read-events-")
         t, cpu = time.perf_counter(), _tree_cpu()
@@ -99,7 +100,7 @@ def child(mode: str, dumps: str) -> dict[str, Any]:
         )
         out["session_seconds"], out["session_cpu_seconds"] = time.perf_counter() - t, _tree_cpu() - cpu
         t, cpu = time.perf_counter(), _tree_cpu()
-        frames = read_dump_logs(spark, [dumps])
+        frames = read_dump_logs(spark, list_dump_inputs([dumps]))
         summary, records = frames.summary.toArrow(), frames.records.toArrow()
         seconds = time.perf_counter() - t
         cpu = _tree_cpu() - cpu  # this process, the JVM and Spark's Python workers (and those that ended)
@@ -109,9 +110,10 @@ def child(mode: str, dumps: str) -> dict[str, Any]:
     else:
         from txnlog.engine.spark.dump_log import read_dump_logs_here
         from txnlog.engine.spark.placement import local_cores
+        from txnlog.sources.dump_log.lines import list_dump_inputs
 
         t, cpu = time.perf_counter(), time.process_time()
-        summary, records = read_dump_logs_here([dumps], 1 if mode == "here1" else local_cores())
+        summary, records = read_dump_logs_here(list_dump_inputs([dumps]), 1 if mode == "here1" else local_cores())
         seconds = time.perf_counter() - t
         cpu = time.process_time() - cpu
     kinds = summary.column("kind").value_counts().to_pylist()

@@ -171,7 +171,7 @@ def child(log_dir: str, driver_memory: str) -> dict[str, Any]:
     inv = check_inputs([log_dir])
     note = describe(inv, 0, None, (50, ""))
     t1, c1 = time.perf_counter(), time.process_time()
-    summary, records = log_dir_sources(spark, inv, Decode(True), scratch, False, False)
+    summary, records, _ = log_dir_sources(spark, inv, Decode(True), scratch, False, False)
     t2, c2 = time.perf_counter(), time.process_time()
     tasks = summary.rdd.getNumPartitions()
     txn_tasks = records.rdd.getNumPartitions()

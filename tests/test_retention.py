@@ -127,7 +127,7 @@ def test_the_job_applies_retain_runs_to_its_cluster(tmp_path):
     out = tmp_path / "out"
     _history(out)
     messages: list[str] = []
-    retain(load_config(None, {"output": str(out), "cluster": "a", "retain_runs": 3}), messages.append)
+    retain(load_config(None, {"output": str(out), "cluster": "a", "retain_runs": 3}), "a", messages.append)
     assert _keys(out, "runs") == sorted([("a", d) for d in (3, 4, 5)] + [("b", d) for d in range(6)])
     assert messages == [
         "retention: deleted 3 runs older than 2026-01-04T00:00:00+00:00 (12 rows; 'txnlog retain --vacuum-hours' "

@@ -78,7 +78,7 @@ def _read(paths: list[str], deal: Callable[[Files], list[Files]], scratch: Path)
     groups = deal(list_dump_inputs(paths))
     (rows,) = run_here([(_tasks(groups, {}, BOTH), BOTH_SCHEMA)], 2)
     summary, records = named_outputs(rows)
-    summary, records = merged_here(summary, records, [], str(scratch), fragments=True, records_reduced=False)
+    summary, records = merged_here(summary, records, [], str(scratch))
     history = coordinator_history(records.append_column("input", pa.repeat(pa.scalar("dump_log"), records.num_rows)))
     tables = {"summary": summary, "records": records, "history": history, "state": coordinator_state(history)}
     for staged in ("transactions", "coordinator_history"):

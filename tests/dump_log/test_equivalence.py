@@ -222,6 +222,7 @@ class _Worlds:
         from txnlog.engine.spark.dump_log import read_dump_logs
         from txnlog.engine.spark.sources import SegmentsSource
         from txnlog.engine.spark.txn_state_source import TxnStateSource
+        from txnlog.sources.dump_log.lines import list_dump_inputs
         from txnlog.sources.logdirs import discover
 
         root = str(self.tmp.mktemp("scenarios"))
@@ -239,7 +240,7 @@ class _Worlds:
                 _render(inv, root, v, os.path.join(dumps, f"{name}-{v.id}.txt"), f"/{v.id}/")
         seg = self.spark.read.format("txnlog_segments").option("files", files_option(inv_files)).load().toPandas()
         txn = self.spark.read.format("txnlog_txn_state").option("files", files_option(txn_files)).load().toPandas()
-        fr = read_dump_logs(self.spark, [dumps])
+        fr = read_dump_logs(self.spark, list_dump_inputs([dumps]))
         return root, seg, txn, fr.summary.toPandas(), fr.records.toPandas()
 
 
@@ -573,13 +574,14 @@ def test_damage_ranges_equal(runs, tmp_path, scenario, variant) -> None:  # type
 
     from txnlog.engine.spark.dump_log import read_dump_logs_here
     from txnlog.rules import partitions as rules
+    from txnlog.sources.dump_log.lines import list_dump_inputs
 
     base, inv, _ = runs.segments(scenario)
     logs = os.path.join(base, "logs")
     seg = runs.segment_rows(scenario)
     os.makedirs(tmp_path / "dump")
     _render(inv, logs, variant, str(tmp_path / "dump" / "dump.txt"), "/var/lib/kafka/")
-    dumped, _ = read_dump_logs_here([str(tmp_path / "dump")])
+    dumped, _ = read_dump_logs_here(list_dump_inputs([str(tmp_path / "dump")]))
     records = pa.table({"kind": pa.array([], pa.string()), "coordinator_partition": pa.array([], pa.int32())})
 
     def ranges(summary: pa.Table, source: str) -> dict[Any, set[tuple]]:

@@ -55,10 +55,11 @@ SYNTHETIC = (
 @pytest.fixture(scope="module")
 def frames(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
     from txnlog.engine.spark.dump_log import read_dump_logs
+    from txnlog.sources.dump_log.lines import list_dump_inputs
 
     d = tmp_path_factory.mktemp("synthetic")
     (d / "synthetic.txt").write_bytes(SYNTHETIC.encode())
-    fr = read_dump_logs(spark, [DUMPS, str(d / "synthetic.txt")])
+    fr = read_dump_logs(spark, list_dump_inputs([DUMPS, str(d / "synthetic.txt")]))
     return fr, fr.summary.toPandas(), fr.records.toPandas()
 
 

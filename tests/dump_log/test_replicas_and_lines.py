@@ -18,6 +18,7 @@ import pytest
 
 from txnlog.kafka import dump_log_text as D
 from txnlog.kafka.dump_log_render import render_dump
+from txnlog.sources.dump_log.lines import list_dump_inputs
 
 SEG = "/var/lib/kafka/data/orders-7/00000000000000000000.log"
 
@@ -147,7 +148,7 @@ def test_damage_is_quarantined_by_segment_position(spark, tmp_path: Path) -> Non
     from txnlog.engine.spark.dump_log import read_dump_logs
 
     (tmp_path / "d.txt").write_text(DAMAGED)
-    s = read_dump_logs(spark, [str(tmp_path / "d.txt")]).summary.toPandas()
+    s = read_dump_logs(spark, list_dump_inputs([str(tmp_path / "d.txt")])).summary.toPandas()
     q = s[s["kind"] == "quarantine"].sort_values("position")
     got = [(r.file, int(r.position), None if r.length != r.length else int(r.length), r.reason) for r in q.itertuples()]
     snap = "/var/lib/kafka/data/orders-7/00000000000000000013.snapshot"
@@ -188,7 +189,6 @@ def _segment(tmp_path_factory) -> tuple[str, int, int]:  # type: ignore[no-untyp
 def test_same_segment_path_in_two_broker_dirs_is_two_replicas(spark, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
     """Every broker's log dir is /var/lib/kafka/data: the dump's place names the replica, counts are not doubled."""
     from txnlog.engine.spark.dump_log import read_dump_logs
-    from txnlog.sources.dump_log.lines import list_dump_inputs
 
     path, n_batches, n_records = _segment(tmp_path_factory)
     shown = "/var/lib/kafka/data/orders-7/" + os.path.basename(path)
@@ -202,7 +202,7 @@ def test_same_segment_path_in_two_broker_dirs_is_two_replicas(spark, tmp_path_fa
     (work / "b2.txt").write_text(text)
 
     def segments(paths: list[str]):  # type: ignore[no-untyped-def]
-        s = read_dump_logs(spark, paths).summary.toPandas()
+        s = read_dump_logs(spark, list_dump_inputs(paths)).summary.toPandas()
         seg = s[s["kind"] == "segment"]
         assert not (s["kind"] == "quarantine").any()
         return {r.broker: (int(r.batch_count), int(r.record_count)) for r in seg.itertuples()}, len(seg)
@@ -259,6 +259,6 @@ def test_4x_json_status_names_are_read(spark, tmp_path: Path) -> None:  # type: 
         + "\n"
     )
     (tmp_path / "t.txt").write_text(text)
-    r = read_dump_logs(spark, [str(tmp_path / "t.txt")]).records.toPandas()
+    r = read_dump_logs(spark, list_dump_inputs([str(tmp_path / "t.txt")])).records.toPandas()
     r = r[r["kind"] == "record"].sort_values("record_offset")
     assert r["state"].tolist() == [4, 5] and r["value_version"].tolist() == [1, 1]

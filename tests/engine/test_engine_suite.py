@@ -99,23 +99,24 @@ def _log_dirs_both_ways(
     from txnlog.engine.consumer_offsets import SOURCE_SCHEMA as OFFSETS_SCHEMA
     from txnlog.engine.settings import Decode
     from txnlog.engine.spark.consumer_offsets_source import ConsumerOffsetsSource
-    from txnlog.engine.spark.log_dir_options import log_dir_options, offsets_options
+    from txnlog.engine.spark.log_dir_options import log_dir_options
     from txnlog.engine.spark.sources import SegmentsSource
     from txnlog.engine.spark.txn_state_source import TxnStateSource
-    from txnlog.engine.tasks import log_dir_jobs, offsets_jobs, run_here
+    from txnlog.engine.tasks import log_dir_jobs, run_here
     from txnlog.engine.txn_state import SOURCE_SCHEMA as TXN_STATE_SCHEMA
     from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
     from txnlog.sources.logdirs import discover
 
     inv = discover([str(logs)])
     here, there = tmp_path / "here", tmp_path / "spark"
-    jobs = log_dir_jobs(inv, Decode(), str(here), shared=beside_dumps, dumps=beside_dumps, threads=THREADS)
-    local = run_here([*jobs, *offsets_jobs(inv, Decode(), threads=THREADS, wanted=None)], THREADS)
-    segments, txn_state = log_dir_options(
+    jobs, offsets_jobs = log_dir_jobs(
+        inv, Decode(), str(here), shared=beside_dumps, dumps=beside_dumps, threads=THREADS
+    )
+    local = run_here([*jobs, *offsets_jobs(None)], THREADS)
+    segments, txn_state, groups = log_dir_options(
         inv, check_crc=True, scratch=str(there), shared=beside_dumps, dumps=beside_dumps, cores=THREADS,
         max_decompressed_bytes=None, split_segment_bytes=0,
     )  # fmt: skip
-    groups = offsets_options(inv, check_crc=True, scratch=str(there), cores=THREADS, max_decompressed_bytes=None)
     in_spark = [
         _spark_read(spark, SegmentsSource, segments, SEGMENT_SUMMARY_SCHEMA),
         _spark_read(spark, TxnStateSource, txn_state, TXN_STATE_SCHEMA),
@@ -156,11 +157,12 @@ def test_log_dir_tasks_give_the_same_rows_in_both_placements(spark, written, tmp
 def test_dump_tasks_give_the_same_rows_in_both_placements(spark, written, tmp_path, scenario) -> None:  # type: ignore[no-untyped-def]
     from txnlog.engine.spark.dump_log import read_dump_logs, read_dump_logs_here
     from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
+    from txnlog.sources.dump_log.lines import list_dump_inputs
 
     render_broker_dumps(written(scenario), tmp_path / "dumps")
     paths = [str(p) for p in sorted((tmp_path / "dumps").iterdir())]
-    summary, records = read_dump_logs_here(paths, THREADS)
-    frames = read_dump_logs(spark, paths)
+    summary, records = read_dump_logs_here(list_dump_inputs(paths), THREADS)
+    frames = read_dump_logs(spark, list_dump_inputs(paths))
     _assert_same(f"{scenario} dump summary", summary, frames.summary.toArrow().cast(SEGMENT_SUMMARY_SCHEMA))
     _assert_same(f"{scenario} dump records", records, frames.records.toArrow().cast(TXN_STATE_SCHEMA))
     kinds = set(summary.column("kind").to_pylist())
@@ -179,7 +181,7 @@ def test_integrity_checks_give_the_same_rows_in_both_placements(spark, written, 
 
     inv = discover([str(written(scenario))])
     scratch = tmp_path / "scratch"
-    run_here(log_dir_jobs(inv, Decode(), str(scratch), shared=False, dumps=False, threads=THREADS), THREADS)
+    run_here(log_dir_jobs(inv, Decode(), str(scratch), shared=False, dumps=False, threads=THREADS)[0], THREADS)
     files = staged_files(str(scratch / "transactions"))
     found = read_txn_indexes(inv.segments, inv.txn_indexes, inv.checkpoints)
     decided = decisions_of(staged_files(str(scratch / "coordinator_history")))

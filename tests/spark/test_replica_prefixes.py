@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from tests.summary_rows import fragment_batch
 from txnlog.broker import classify
 from txnlog.broker.reconstruct import segment_fragments
+from txnlog.engine.staging import merged_here
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA, batch_of
 from txnlog.pipeline import Decoded, build_tables
 
@@ -147,6 +148,7 @@ def _tables(spark: Any, summary: pa.Table, as_of_ms: int) -> dict[str, list[dict
     as_of = datetime.fromtimestamp(as_of_ms / 1000, tz=UTC)
     stage = tempfile.mkdtemp(prefix="txnlog-prop-")
     try:
+        summary, records = merged_here(summary, records, [], stage)  # the replicas' fragments, as a decode hands them
         tables = build_tables(spark, Decoded(summary, records), thresholds, as_of=as_of, scratch=stage)
         return {name: tables[name].to_pylist() for name in ("findings", "abort_recommendations", "partition_health")}
     finally:

@@ -101,8 +101,9 @@ def to_ms(moment: datetime) -> int:
     return (moment - _EPOCH) // timedelta(milliseconds=1)
 
 
-def choose(as_of_option: Any, times: dict[str, int | None]) -> tuple[datetime, str]:
-    """(as_of, as_of_source): ``--as-of`` when given, else the newest broker-written time.
+def choose(as_of_option: Any, times: dict[str, int | None], cut_ms: int | None = None) -> tuple[datetime, str]:
+    """(as_of, as_of_source): ``--as-of`` when given, else the moment of a live run's cut, ``cut_ms`` (a live run
+    looks at the present), else the newest broker-written time.
 
     >>> choose(None, {"markers": 1_700_000_000_000, "transaction_state": 1_700_000_000_500, "log_append_time": None})
     (datetime.datetime(2023, 11, 14, 22, 13, 20, 500000, tzinfo=datetime.timezone.utc), 'transaction_state')
@@ -113,6 +114,8 @@ def choose(as_of_option: Any, times: dict[str, int | None]) -> tuple[datetime, s
     """  # noqa: E501 -- a doctest's expected exception message is one line
     if as_of_option is not None:
         return parse_as_of(as_of_option), AS_OF_FLAG
+    if cut_ms is not None:
+        return from_ms(cut_ms), LIVE_CUT
     known = {s: t for s in SOURCES if (t := times.get(s)) is not None and t > 0}
     if not known:
         raise UsageError(

@@ -69,15 +69,13 @@ class Decoded:
     """The inputs' rows as Arrow tables, and what the decode found out on the way: everything the tables are built
     from besides the run's ``as_of`` and thresholds (txnlog.pipeline.build)."""
 
-    summary: pa.Table  # segment / quarantine / transaction / producer / snapshot rows (fragments: below)
-    records: pa.Table  # __transaction_state records (reduced unless ``records_reduced`` is false)
+    #: segment / quarantine / transaction / producer / snapshot rows, every partition's fragments merged into its
+    #: transactions (txnlog.rules.transactions)
+    summary: pa.Table
+    records: pa.Table  # __transaction_state records, reduced per coordinator partition (txnlog.rules.coordinator)
     #: the newest broker-written time per source (txnlog.broker.as_of)
     times: dict[str, int | None] = field(default_factory=dict)
-    fragments: bool = True  # summary may hold fragments still to merge into transactions
-    records_reduced: bool = False  # records were reduced where decoded (txnlog.rules.coordinator)
     txn_state_read: frozenset[int] = frozenset()  # the __transaction_state partitions the input holds
-    #: the only partitions with fragments to merge (split segments' only: txnlog.sources.splits); None: any
-    fragment_partitions: frozenset[tuple[str, int]] | None = None
     checkpoints: tuple[Checkpoint, ...] = ()  # the log dirs' and a live cut's checkpoint files
     history_bounds: pa.Table | None = None  # a live run's bounds of the transactions it writes (LiveCut)
     #: the __consumer_offsets partitions' groups: offsets, members, quarantine

@@ -13,7 +13,6 @@ leave the process that read them.
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ import pyarrow as pa
 from txnlog.broker.fragments import SUMMARY_FRAGMENT_COLUMNS, segment_fragments
 from txnlog.broker.reconstruct import col
 from txnlog.engine.segment_rows import SegmentRows
-from txnlog.engine.staging import stage_name, staged_transactions, write_raw
+from txnlog.engine.staging import finished_file_name, stage_name, staged_transactions, write_raw
 from txnlog.kafka.errors import DecodeError
 from txnlog.kafka.producer_snapshot import decode_producer_snapshot
 from txnlog.kafka.record_batch import (
@@ -193,13 +192,6 @@ def snapshot_starts(paths: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
     return np.concatenate(pids), np.concatenate(firsts)
 
 
-def finished_file_name(broker: str, path: str, piece: int | None) -> str:
-    """The staged file of the transactions a file (or piece) finished itself (:class:`Edges`): named by what the
-    task read, so a retried task overwrites it and the stitch can drop a dead piece's (txnlog.engine.spark.collect)."""
-
-    return stage_name(["finished", broker, path, str(piece)])
-
-
 def summarize_segment(
     file: LogFile,
     check_crc: bool,
@@ -356,9 +348,3 @@ def summarize_piece(
         fragments_to=fragments_to,
         edges=edges,
     )
-
-
-def fragments_dir(stage: str, topic: str, partition: int) -> str:
-    """Where a split partition's fragments are staged (``fragments_stage`` option): one directory per partition."""
-
-    return posixpath.join(stage, f"{topic}-{partition}")

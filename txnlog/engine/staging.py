@@ -17,11 +17,12 @@ import hashlib
 import posixpath
 import threading
 import uuid
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
@@ -31,7 +32,7 @@ from pyarrow import fs as pafs
 from txnlog.model import contract
 from txnlog.model.arrow import distinct
 from txnlog.model.errors import UsageError
-from txnlog.model.rows import KIND_MARKER, KIND_RUN, SEGMENT_SUMMARY_SCHEMA, Checkpoint
+from txnlog.model.rows import KIND_MARKER, KIND_PIECE, KIND_RUN, SEGMENT_SUMMARY_SCHEMA, Checkpoint
 from txnlog.rules.coordinator import distinct_records, reduce_records
 from txnlog.rules.finish import HISTORY_COLUMNS, RAW_COLUMNS, Finisher
 from txnlog.rules.transactions import (
@@ -59,6 +60,20 @@ def stage_name(keys: Iterable[str]) -> str:
     """A file name that depends only on what a task read, so a retried task overwrites its attempt."""
     digest = hashlib.sha1("\n".join(sorted(keys)).encode()).hexdigest()[:20]
     return f"part-{digest}{STAGED_SUFFIX}"
+
+
+def finished_file_name(broker: str, path: str, piece: int | None) -> str:
+    """The staged file of the transactions a file (or piece) finished itself (txnlog.engine.segments.Edges): named
+    by what the task read, so a retried task overwrites it and the merge can drop a dead piece's
+    (:func:`merge_partition`)."""
+
+    return stage_name(["finished", broker, path, str(piece)])
+
+
+def fragments_dir(stage: str, topic: str, partition: int) -> str:
+    """Where a split partition's fragments are staged (``fragments_stage`` option): one directory per partition."""
+
+    return posixpath.join(stage, f"{topic}-{partition}")
 
 
 def write_raw(table: pa.Table, stage: str, name: str, columns: tuple[str, ...] | None = RAW_COLUMNS) -> None:
@@ -308,45 +323,75 @@ def reduced_staged(records: pa.Table, sink: RawWriter | None) -> pa.Table:
     return reduce_records(records)
 
 
-def merged_here(
-    summary: pa.Table,
-    records: pa.Table,
-    checkpoints: Sequence[Checkpoint],
-    scratch: str,
-    *,
-    fragments: bool,
-    records_reduced: bool,
-    fragment_partitions: Collection[tuple[str, int]] | None = None,
-) -> tuple[pa.Table, pa.Table]:
-    """``summary`` and ``records`` as the rules take them, in this process: with ``fragments``, the fragments
-    still to merge (``fragment_partitions``: only those partitions', None: any) merged into ``transaction`` rows
-    in place of the fragments (every transaction staged under ``scratch``/transactions); unless ``records_reduced``, the
-    coordinator's records reduced per partition (every record staged under ``scratch``/coordinator_history).
-    In Spark, the same happens per partition in tasks (txnlog.engine.spark.collect.merged_and_collected)."""
-    if fragments:
-        merged = _merged_fragments(summary, checkpoints, f"{scratch}/transactions", fragment_partitions)
-        rest = summary.filter(pc.invert(pc.is_in(summary.column("kind"), pa.array([KIND_RUN, KIND_MARKER]))))
-        summary = pa.concat_tables([rest, merged], promote_options="default")
-    if not records_reduced:
-        records = _reduced_records(records, f"{scratch}/coordinator_history")
-    return summary, records
-
-
-def _merged_fragments(
-    summary: pa.Table,
-    checkpoints: Sequence[Checkpoint],
-    stage: str,
-    fragment_partitions: Collection[tuple[str, int]] | None,
+def merge_partition(
+    table: pa.Table, checkpoints: Checkpoints, stage: str | None, fragments_stage: str | None = None
 ) -> pa.Table:
+    """One partition's rows (of SEGMENT_SUMMARY_SCHEMA) merged into its transactions where the partition is held
+    whole (txnlog.rules.transactions), every one staged under ``stage`` and those the verdicts need returned (``stage``
+    None: every one returned). Its dead pieces' ``piece`` rows (txnlog.engine.spark.stitch) drop what those pieces
+    finished themselves from ``stage``; ``fragments_stage``: where its reading tasks staged its fragments
+    (:func:`fragments_dir`), read here but the dead pieces'."""
+    topic, partition = table.column("topic")[0].as_py(), int(table.column("partition")[0].as_py())
+    table, dead = _without_dead(table)
+    if stage is not None and dead:
+        # the whole walk passes over a dead piece's starts, so what it finished is another live piece's
+        delete_staged(stage, (finished_file_name(broker, file, piece) for broker, file, piece in dead))
+    if fragments_stage is not None:
+        table = _with_staged(table, fragments_dir(fragments_stage, topic, partition), dead)
+    return staged_transactions_of_summary(table, checkpoints, stage, SEGMENT_SUMMARY_SCHEMA)
+
+
+def _without_dead(table: pa.Table) -> tuple[pa.Table, frozenset[tuple[str, str, int]]]:
+    """One partition's rows less its dead pieces' ``piece`` rows, and those pieces' (broker, file, piece)."""
+    is_dead = pc.fill_null(pc.equal(table.column("kind"), KIND_PIECE), False)
+    if not pc.any(is_dead).as_py():
+        return table, frozenset()
+    rows = table.filter(is_dead).select(["broker", "file", "piece"]).to_pylist()
+    return table.filter(pc.invert(is_dead)), frozenset((r["broker"], r["file"], int(r["piece"])) for r in rows)
+
+
+def _with_staged(table: pa.Table, where: str, dead: frozenset[tuple[str, str, int]]) -> pa.Table:
+    """``table`` (one partition's rows) plus the fragments its reading tasks staged in ``where``, but the
+    ``dead`` pieces'."""
+
+    parts = [read_raw(path) for path in staged_files(where)]
+    if not parts:
+        return table
+    frags = pa.concat_tables(parts)
+    if dead:
+        keys = zip(*(frags.column(c).to_pylist() for c in ("broker", "file", "piece")), strict=True)
+        frags = frags.filter(pa.array(np.array([k not in dead for k in keys], bool)))
+    frags = frags.select(table.column_names).cast(table.schema)
+    return pa.concat_tables([table, frags])
+
+
+def reduce_partition(records: pa.Table, stage: str | None) -> pa.Table:
+    """One coordinator partition's ``record`` rows reduced where the partition is held whole
+    (txnlog.rules.coordinator.reduce_records), every distinct record staged under ``stage`` (None: none)."""
+    with records_writer(stage, f"{records.column('coordinator_partition')[0]}") as sink:
+        return reduced_staged(records, sink)
+
+
+def merged_here(
+    summary: pa.Table, records: pa.Table, checkpoints: Sequence[Checkpoint], scratch: str
+) -> tuple[pa.Table, pa.Table]:
+    """``summary`` and ``records`` decoded in several tasks (kafka-dump-log.sh files beside the log dirs) as the rules
+    take them, in this process: the fragments merged into ``transaction`` rows in place of the fragments (every
+    transaction staged under ``scratch``/transactions), the coordinator's records reduced per partition (every record
+    staged under ``scratch``/coordinator_history). In Spark, the same happens per partition in tasks
+    (txnlog.engine.spark.collect.merged_and_collected)."""
+    merged = _merged_fragments(summary, checkpoints, f"{scratch}/transactions")
+    rest = summary.filter(pc.invert(pc.is_in(summary.column("kind"), pa.array([KIND_RUN, KIND_MARKER]))))
+    summary = pa.concat_tables([rest, merged], promote_options="default")
+    return summary, _reduced_records(records, f"{scratch}/coordinator_history")
+
+
+def _merged_fragments(summary: pa.Table, checkpoints: Sequence[Checkpoint], stage: str) -> pa.Table:
     """The transaction rows merged from ``summary``'s fragments (in the summary source's columns)."""
     names = SEGMENT_SUMMARY_SCHEMA.names
     kinds = pa.array(["run", "marker", "segment", "snapshot"])
     pieces = summary.filter(pc.is_in(summary.column("kind"), kinds)).select(names)
     pieces = pieces.filter(pc.and_(pc.is_valid(pieces.column("topic")), pc.is_valid(pieces.column("partition"))))
-    if fragment_partitions is not None:
-        wanted = {f"{t}-{p}" for t, p in fragment_partitions}
-        keys = pc.binary_join_element_wise(pieces.column("topic"), pieces.column("partition").cast(pa.string()), "-")
-        pieces = pieces.filter(pc.is_in(keys, pa.array(sorted(wanted), pa.string())))
     if not pieces.num_rows:
         return SEGMENT_SUMMARY_SCHEMA.empty_table()
     return staged_transactions_of_summary(pieces, checkpoints_of(checkpoints), stage, SEGMENT_SUMMARY_SCHEMA)
@@ -360,8 +405,7 @@ def _reduced_records(records: pa.Table, stage: str) -> pa.Table:
     parts = sorted(distinct(recs.column("coordinator_partition")))
     reduced = []
     for p in parts:
-        with records_writer(stage, str(p)) as sink:
-            reduced.append(reduced_staged(recs.filter(pc.equal(recs.column("coordinator_partition"), p)), sink))
+        reduced.append(reduce_partition(recs.filter(pc.equal(recs.column("coordinator_partition"), p)), stage))
     others = records.filter(pc.not_equal(records.column("kind"), "record")).select(columns)
     others = others.append_column("transitions", pa.nulls(others.num_rows, pa.int64()))
     return pa.concat_tables([*[r.select(others.column_names).cast(others.schema) for r in reduced], others])

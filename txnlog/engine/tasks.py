@@ -36,14 +36,13 @@ from txnlog.engine.segment_group import SegmentGroup, summarize_snapshot
 from txnlog.engine.segments import (
     Edges,
     SegmentRows,
-    fragments_dir,
     quarantine_batch,
     snapshot_starts,
     summarize_piece,
     summarize_segment,
 )
 from txnlog.engine.settings import Decode, LogDirSettings, TxnStateSettings, log_dir_settings
-from txnlog.engine.staging import RawWriter, stage_name, staged_transactions
+from txnlog.engine.staging import RawWriter, fragments_dir, merged_here, stage_name, staged_transactions
 from txnlog.engine.txn_state import SOURCE_SCHEMA as TXN_STATE_SOURCE_SCHEMA
 from txnlog.engine.txn_state import decoded_records, reduced_records, with_transitions
 from txnlog.kafka.consumer_offsets_commits import hashes_of
@@ -207,38 +206,38 @@ def dump_rows_task(
         yield from table.to_batches()
 
 
+#: a job of the local placement: its tasks and the schema of their rows (:func:`run_here`)
+Job = tuple[list[Task], pa.Schema]
+
+
 def log_dir_jobs(
     inv: Inventory, decode: Decode, scratch: str, *, shared: bool, dumps: bool, threads: int
-) -> list[tuple[list[Task], pa.Schema]]:
-    """The local placement's tasks over the log dirs ``inv`` lists, for :func:`run_here`: the data partitions'
-    and the ``__transaction_state`` partitions' (the ``__consumer_offsets`` partitions': :func:`offsets_jobs`),
-    each with its schema,
-    planned as Spark's sources plan them for ``threads`` cores (txnlog.engine.plan), every segment read whole;
-    ``shared`` and ``dumps`` as txnlog.engine.settings.log_dir_settings takes them."""
+) -> tuple[list[Job], Callable[[list[tuple[str, int]] | None], list[Job]]]:
+    """The local placement's tasks over the log dirs ``inv`` lists, for :func:`run_here`, listed and planned once
+    as Spark's sources plan them for ``threads`` cores (txnlog.engine.plan), every segment read whole: the data
+    partitions' and the ``__transaction_state`` partitions' jobs, and the ``__consumer_offsets`` partitions' (whole
+    partitions) as a function of the topic partitions whose groups' offsets are wanted (None: all). ``shared`` and
+    ``dumps`` as txnlog.engine.settings.log_dir_settings takes them."""
     segments, txn_state = log_dir_settings(decode, scratch, shared=shared, dumps=dumps)
     data_files, coordinator_files = files_table([*inv.segments, *inv.snapshots]), files_table(inv.txn_state_segments)
+    offsets_files = files_table(inv.consumer_offsets_segments)
     checkpoints = checkpoint_rows(inv.checkpoints) if segments.transactions else []
     minimum = max(2, threads * 2)
     data = plan_tasks(Plan(min_partitions=minimum, whole=segments.transactions, cores=threads), data_files, checkpoints)
     coordinators = plan_tasks(Plan(min_partitions=minimum, whole=txn_state.reduce, cores=threads), coordinator_files)
-    return [
+    groups = [task.files() for task in plan_tasks(Plan(min_partitions=minimum, whole=True), offsets_files)]
+
+    def offsets(wanted: list[tuple[str, int]] | None) -> list[Job]:
+        return [([partial(consumer_offsets_task, files, decode, wanted) for files in groups], OFFSETS_SOURCE_SCHEMA)]
+
+    jobs: list[Job] = [
         ([partial(log_dir_task, task, segments) for task in data], SEGMENT_SUMMARY_SCHEMA),
         ([partial(txn_state_task, task.files(), txn_state) for task in coordinators], TXN_STATE_SOURCE_SCHEMA),
     ]
+    return jobs, offsets
 
 
-def offsets_jobs(
-    inv: Inventory, decode: Decode, *, threads: int, wanted: list[tuple[str, int]] | None
-) -> list[tuple[list[Task], pa.Schema]]:
-    """The local placement's tasks over the ``__consumer_offsets`` partitions ``inv`` lists, for :func:`run_here`
-    (planned as their source plans them, whole partitions), the groups' offsets of the ``wanted`` topic partitions
-    only (None: all)."""
-    files = files_table(inv.consumer_offsets_segments)
-    groups = plan_tasks(Plan(min_partitions=max(2, threads * 2), whole=True), files)
-    return [([partial(consumer_offsets_task, task.files(), decode, wanted) for task in groups], OFFSETS_SOURCE_SCHEMA)]
-
-
-def run_here(jobs: list[tuple[list[Task], pa.Schema]], threads: int = 1) -> list[pa.Table]:
+def run_here(jobs: list[Job], threads: int = 1) -> list[pa.Table]:
     """The local placement: every task of each (tasks, schema) of ``jobs`` run by ``threads`` threads of this
     process (the first job's tasks first), one Arrow table of ``schema`` per job, its tasks' rows in their order,
     so the rows are those one thread gives.
@@ -281,11 +280,12 @@ def _conform(table: pa.Table, target: pa.Schema) -> pa.Table:
 def decode_here(offline: Offline, decode: Decode, scratch: str, threads: int = 1) -> Decoded:
     """The local placement's decode of a small input, no Spark query: the tasks the Data Sources run
     (:func:`log_dir_jobs`) run here by ``threads`` threads (:func:`run_here`), the kafka-dump-log.sh files read by
-    txnlog.engine.spark.dump_log.read_dump_logs_here on as many, Arrow tables handed on. Every segment is read whole
-    (split segments are for Spark's tasks); the ``__consumer_offsets`` partitions when a step asks."""
+    txnlog.engine.spark.dump_log.read_dump_logs_here on as many and merged and reduced with the log dirs' rows
+    (txnlog.engine.staging.merged_here, as Spark's tasks do per partition), Arrow tables handed on. Every segment is
+    read whole (split segments are for Spark's tasks); the ``__consumer_offsets`` partitions when a step asks."""
 
     inv, shared = offline.inventory, bool(offline.dump_files)  # a live input is never read here (Placement)
-    jobs = log_dir_jobs(inv, decode, scratch, shared=shared, dumps=shared, threads=threads)
+    jobs, offsets_jobs = log_dir_jobs(inv, decode, scratch, shared=shared, dumps=shared, threads=threads)
     summary, records = (_labelled(t, InputSource.SEGMENTS) for t in run_here(jobs, threads))
     release_output_blocks(trim=True)  # the tables' build and writes come next in this process
     read = set(inv.txn_state_partitions)
@@ -294,19 +294,21 @@ def decode_here(offline: Offline, decode: Decode, scratch: str, threads: int = 1
         from txnlog.engine.spark.dump_log import read_dump_logs_here
 
         dumped, dumped_records = (
-            _labelled(t, InputSource.DUMP_LOG) for t in read_dump_logs_here(list(offline.dump_log), threads)
+            _labelled(t, InputSource.DUMP_LOG) for t in read_dump_logs_here(offline.dump_inputs, threads)
         )
         summary = pa.concat_tables([summary, dumped], promote_options="default")
         records = pa.concat_tables([records, dumped_records], promote_options="default")
         read |= distinct(records.column("coordinator_partition"))
+    times = as_of_rule.broker_times_of(summary, records)
+    if shared:  # the dumps' and the log dirs' rows of a partition merged, and the coordinator's reduced, together
+        summary, records = merged_here(summary, records, inv.checkpoints, scratch)
 
     def offsets(wanted: list[tuple[str, int]]) -> pa.Table:
-        return run_here(offsets_jobs(inv, decode, threads=threads, wanted=wanted), threads)[0]
+        return run_here(offsets_jobs(wanted), threads)[0]
 
     return Decoded(
-        summary, records, as_of_rule.broker_times_of(summary, records), fragments=shared,
-        fragment_partitions=None, records_reduced=not shared, txn_state_read=frozenset(read),
-        checkpoints=tuple(inv.checkpoints), offsets=GroupOffsets(offsets) if inv.consumer_offsets_segments else None,
+        summary, records, times, txn_state_read=frozenset(read), checkpoints=tuple(inv.checkpoints),
+        offsets=GroupOffsets(offsets) if inv.consumer_offsets_segments else None,
     )  # fmt: skip
 
 

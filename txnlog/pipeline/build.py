@@ -11,10 +11,10 @@ import pyarrow as pa
 
 from txnlog.broker import as_of as as_of_rule
 from txnlog.broker import classify
-from txnlog.engine import staging
 from txnlog.engine.decoded import Decoded
 from txnlog.engine.spark.placement import Placement
 from txnlog.engine.spark.staged_table import StagedTable
+from txnlog.engine.staging import STAGED
 from txnlog.live.verify import live_rows
 from txnlog.model.words import count
 from txnlog.pipeline.blocked import with_blocked
@@ -32,12 +32,10 @@ if TYPE_CHECKING:
 def resolve_as_of(
     option: str | None, times: dict[str, int | None], live_cut: LiveCut | None = None
 ) -> tuple[datetime, str]:
-    """(as_of, where it came from): ``--as-of``, else the moment of a live run's cut (a live run looks at
-    the present), else the newest time a broker's clock wrote (txnlog.broker.as_of)."""
+    """(as_of, where it came from): ``--as-of``, else the moment of a live run's cut, else the newest time a broker's
+    clock wrote (txnlog.broker.as_of.choose)."""
 
-    if option is None and live_cut is not None:
-        return as_of_rule.from_ms(live_cut.as_of_ms), as_of_rule.LIVE_CUT
-    return as_of_rule.choose(option, times)
+    return as_of_rule.choose(option, times, None if live_cut is None else live_cut.as_of_ms)
 
 
 def thresholds_of(config: Config, inputs: Inputs, decoded: Decoded, as_of: datetime) -> classify.Thresholds:
@@ -76,17 +74,13 @@ def build_tables(
     quarantine's warning rows for client clocks far past it; ``metadata``: the copy's KRaft metadata log's word on
     its partitions (``Inputs.said.notes``). The run key (cluster, as_of) is set by the writer."""
 
-    summary, records = staging.merged_here(
-        decoded.summary, decoded.records, decoded.checkpoints, scratch, fragments=decoded.fragments,
-        records_reduced=decoded.records_reduced, fragment_partitions=decoded.fragment_partitions,
-    )  # fmt: skip
     built = tables.build(
-        summary, records, thresholds, checkpoints=decoded.checkpoints, as_of=as_of, as_of_source=as_of_source,
-        history_bounds=decoded.history_bounds, metadata=metadata,
+        decoded.summary, decoded.records, thresholds, checkpoints=decoded.checkpoints, as_of=as_of,
+        as_of_source=as_of_source, history_bounds=decoded.history_bounds, metadata=metadata,
     )  # fmt: skip
     driver = placement is not None and placement.driver
     threads = placement.threads if placement is not None and driver else 1
-    for name in staging.STAGED:
+    for name in STAGED:
         built[name] = StagedTable(spark, f"{scratch}/{name}", built[name], name, driver=driver, threads=threads)
     return with_blocked(built, decoded.offsets)  # who is blocked (txnlog.pipeline.blocked)
 

@@ -72,22 +72,23 @@ def plan_inputs(config: Config, progress: Progress | None = None, *, sample: boo
             "--verify-live: needs --bootstrap-servers (the live cluster to check); give it or drop --verify-live"
         )
 
+    given = bool(config.logs or config.dump_log or config.bootstrap_servers)
     logs = list(config.logs)
-    if not logs and not config.dump_log and not config.bootstrap_servers:
-        if not sample:
-            resolve(config.storage, [], [])  # the shared-storage settings, for the caller's later reads
-            return Inputs(said=says(None, config.transaction_state_partitions, {}))
-
+    if not given and sample:
         logs = [sample_logs(progress=progress)]
         if progress:
             progress(f"no input given: using the embedded sample cluster at {logs[0]}")
-    offline = resolve(config.storage, logs, list(config.dump_log))  # with the shared-storage settings
+    # with the shared-storage settings, for every later read (a caller's too, where nothing is given)
+    offline = resolve(config.storage, logs, list(config.dump_log))
     inventory = offline.inventory
     live = config.bootstrap_servers if config.bootstrap_servers and not logs and not config.dump_log else None
     # before Spark: one line if it cannot be read
     live_txn_state = check_cluster(live, dict(config.kafka)) > 0 if live else True
-    cluster = furthest(read_metadata_logs(inventory.cluster_metadata)) if inventory.cluster_metadata else None
+    metadata_logs = read_metadata_logs(inventory.cluster_metadata) if inventory.cluster_metadata else []
+    cluster = furthest(metadata_logs)
     said = says(cluster, config.transaction_state_partitions, dict(inventory.node_ids))
+    if not given and not sample:
+        return Inputs(offline, said=said)
     note = describe(
         inventory, len(offline.dump_files), live, (said.txn_state_partitions, said.decided),
         live_txn_state=live_txn_state,
@@ -95,10 +96,7 @@ def plan_inputs(config: Config, progress: Progress | None = None, *, sample: boo
     note += _deleted_note(cluster, said.deleted, inventory)
     if progress:
         progress(f"found {note}")
-    return Inputs(
-        offline, live, live_txn_state, note,
-        sample=not config.logs and not config.dump_log and not config.bootstrap_servers, cluster=cluster, said=said,
-    )  # fmt: skip
+    return Inputs(offline, live, live_txn_state, note, sample=not given, cluster=cluster, said=said)
 
 
 def _deleted_note(cluster: tuple[ClusterImage, str] | None, deleted: pa.Table, inventory: Inventory) -> str:
@@ -135,13 +133,6 @@ def cluster_name(given: str | None, inputs: Inputs) -> tuple[str, bool]:
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", os.path.basename(first) or "input").strip("-") or "input"
     digest = hashlib.sha1("\n".join(paths).encode()).hexdigest()[:8]
     return f"{stem}-{digest}", True
-
-
-def cluster_of(config: Config) -> str:
-    """The run's cluster name (``run`` names an unnamed one after the input before anything is written)."""
-    if not config.cluster:
-        raise ValueError("the cluster is named by pipeline.run (cluster_name) before tables are written")
-    return config.cluster
 
 
 def describe(
@@ -193,11 +184,11 @@ def placement_of(config: Config, inputs: Inputs, spark: SparkSession | None = No
     )
 
 
-def runs_without_spark(config: Config, inputs: Inputs) -> bool:
-    """Whether a run of ``inputs`` needs no Spark session at all: a small input (the driver placement,
-    :func:`placement_of`) whose tables the deltalake writer writes. Spark's part of such a run is only its
-    start, seconds of JVM for nothing (benchmarks/RESULTS.md, "Startup")."""
-    return placement_of(config, inputs).driver and config.delta_writer != "spark"
+def runs_without_spark(config: Config, placement: Placement) -> bool:
+    """Whether a run placed as ``placement`` (:func:`placement_of`, weighed without a session) needs no Spark session
+    at all: a small input in the driver placement whose tables the deltalake writer writes. Spark's part of such a
+    run is only its start, seconds of JVM for nothing (benchmarks/RESULTS.md, "Startup")."""
+    return placement.driver and config.delta_writer != "spark"
 
 
 def _log_dir_files(inputs: Inputs) -> int:
@@ -209,20 +200,19 @@ def file_count(inputs: Inputs) -> int:
     return _log_dir_files(inputs) + len(inputs.offline.dump_files)
 
 
-def capture_live(config: Config, inputs: Inputs, progress: Progress | None = None) -> LiveCut | None:
-    """A live run's consistent cut: every data partition's range, captured once before Spark reads."""
+def capture_live(config: Config, inputs: Inputs, cluster: str, progress: Progress | None = None) -> LiveCut | None:
+    """A live run's consistent cut: every data partition's range, captured once before Spark reads (``cluster``:
+    the run's cluster, whose previous run a since-last-run read continues)."""
     if not inputs.live:
         return None
     from txnlog.engine.spark.live_batches import RANGE_SINCE_LAST_RUN, capture_cut, previous_cut
 
-    cluster = cluster_of(config)
     previous = previous_cut(config.output, cluster) if config.live_range == RANGE_SINCE_LAST_RUN else None
     if config.live_range == RANGE_SINCE_LAST_RUN and progress:
         progress(
             f"since-last-run: continuing the run of {previous.as_of.isoformat()}"
             if previous is not None
-            else f"since-last-run: no earlier live run of cluster {config.cluster} in {config.output}: reading as "
-            "'unstable'"
+            else f"since-last-run: no earlier live run of cluster {cluster} in {config.output}: reading as 'unstable'"
         )
     cut = capture_cut(
         inputs.live, dict(config.kafka), config.topics or None, mode=config.live_range,

@@ -18,7 +18,6 @@ from txnlog.pipeline.decode import decode, read_settings
 from txnlog.pipeline.inputs import (
     capture_live,
     cluster_name,
-    cluster_of,
     file_count,
     placement_of,
     plan_inputs,
@@ -60,11 +59,12 @@ def _run(
     config = dataclasses.replace(config, cluster=cluster)
     if derived and not inputs.sample:
         progress(f"cluster '{cluster}': named after the input (the same input gives the same name; --cluster names it)")
-    if spark is None and not (without_spark and runs_without_spark(config, inputs)):
-        spark = _session(config)
     placement = placement_of(config, inputs, spark)
+    if spark is None and not (without_spark and runs_without_spark(config, placement)):
+        spark = _session(config)
+        placement = placement_of(config, inputs, spark)  # weighed again: the session's cores
     with run_scope(spark, config.output, run_id) as (scratch, cache), audited_in_memory(scratch, placement.driver):
-        live_cut = capture_live(config, inputs, progress)
+        live_cut = capture_live(config, inputs, cluster, progress)
         threads = f"{placement.threads} thread{'s' if placement.threads != 1 else ''}"
         where = f"here (a small input), {threads}" if placement.driver else "in Spark"
         progress(f"decoding {file_count(inputs)} files {where}")
@@ -82,7 +82,7 @@ def _run(
         tables = with_integrity(tables, inventory, inventory.checkpoints, as_of, decoded.offsets)
         if config.verify_live:
             tables = verify_live(tables, config, progress=progress)
-        result = RunResult(run_id, cluster_of(config), as_of, config.output, {}, inputs=inputs.names)
+        result = RunResult(run_id, cluster, as_of, config.output, {}, inputs=inputs.names)
         result.cluster_derived = derived and not inputs.sample
         result.inventory_note, result.as_of_source = inputs.note, as_of_source
         with output_dir.output_lock(config.output, run_id, wait_s=config.write_lock_wait_s, progress=progress):
@@ -91,15 +91,15 @@ def _run(
             mark = functools.partial(mark_run, spark, config, result, started_at)
             mark("RUNNING")
             try:
-                counts = write(spark, tables, config, as_of, supersede=superseded(live_cut))
+                counts = write(spark, tables, config, cluster, as_of, supersede=superseded(live_cut))
                 result, late_partitions = summarize(tables, counts, run=result)
                 result.seconds = time.monotonic() - t0
                 row = mark("SUCCEEDED", late_partitions=late_partitions)
             except BaseException as e:
                 mark("FAILED", error=" ".join(f"{type(e).__name__}: {e}".split()), best_effort=True)  # one line
                 raise
-            publish_metrics(config, {**tables, "runs": row}, progress)
-            retain(config, progress)
+            publish_metrics(config, cluster, {**tables, "runs": row}, progress)
+            retain(config, cluster, progress)
         return result
 
 

@@ -149,7 +149,7 @@ def mark_run(
     written (None: a best-effort mark that failed)."""
     try:
         table = _runs_table(result, started_at, late_partitions, config, status=status, error=error)
-        counts = write(spark, {"runs": table}, config, result.as_of)
+        counts = write(spark, {"runs": table}, config, result.cluster, result.as_of)
     except Exception:
         if not best_effort:
             raise

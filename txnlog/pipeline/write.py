@@ -14,7 +14,6 @@ from txnlog.model.words import count
 from txnlog.output import delta, delta_retention, prometheus, retention
 from txnlog.output.delta import Supersede
 from txnlog.output.spark_base import job_description
-from txnlog.pipeline.inputs import cluster_of
 from txnlog.pipeline.scope import Progress
 from txnlog.rules import metrics
 
@@ -29,16 +28,16 @@ def write(
     spark: SparkSession | None,
     tables: dict[str, Any],
     config: Config,
+    cluster: str,
     as_of: datetime,
     supersede: dict[str, Any] | None = None,
 ) -> dict[str, int]:
-    """Every table to its Delta table under ``config.output``: the run's rows (``config.cluster``, ``as_of``)
-    replaced, one commit per table, with the configured writer (a small input's Arrow tables with pyarrow,
-    not by a Spark job's writers, txnlog.output.delta). ``supersede``: per table, an earlier run's rows the same
-    commit drops (txnlog.output.delta.Supersede)."""
+    """Every table to its Delta table under ``config.output``: the run's rows (``cluster``, ``as_of``) replaced, one
+    commit per table, with the configured writer (a small input's Arrow tables with pyarrow, not by a Spark job's
+    writers, txnlog.output.delta). ``supersede``: per table, an earlier run's rows the same commit drops
+    (txnlog.output.delta.Supersede)."""
 
     counts: dict[str, int] = {}
-    cluster = cluster_of(config)
     for name, table in tables.items():
         # each table's Spark jobs labelled with it (a run without Spark has none)
         with job_description(spark, f"txnlog: write {name}") if spark is not None else nullcontext():
@@ -79,13 +78,13 @@ def superseded(cut: LiveCut | None) -> dict[str, Any] | None:
     return {"transactions": Supersede(which[0], which[1])}
 
 
-def retain(config: Config, progress: Progress) -> None:
+def retain(config: Config, cluster: str, progress: Progress) -> None:
     """The history's retention after a complete run (``retain_runs``/``retain_days``; 0 = keep): the run's
-    cluster's runs older than both are deleted from every table (txnlog.output.retention, ``txnlog retain``)."""
+    ``cluster``'s runs older than both are deleted from every table (txnlog.output.retention, ``txnlog retain``)."""
 
     if not config.retain_runs and not config.retain_days:
         return
-    runs = delta.read_table(config.output, "runs", cluster=cluster_of(config), columns=["cluster", "as_of", "status"])
+    runs = delta.read_table(config.output, "runs", cluster=cluster, columns=["cluster", "as_of", "status"])
     chosen = retention.plan(
         runs.to_pylist(), keep_runs=config.retain_runs or None, keep_days=config.retain_days or None
     )
@@ -99,16 +98,17 @@ def retain(config: Config, progress: Progress) -> None:
         )
 
 
-def publish_metrics(config: Config, tables: dict[str, Any], progress: Progress) -> None:
-    """The run's metrics (txnlog.rules.metrics, from its tables and its ``runs`` row) to ``metrics_file`` and the
-    ``pushgateway``, where configured (txnlog.output.prometheus). The tables are written by then: a file or a push
-    that fails is a warning line, not a failed run (the stale-run alert notices a run that stops reporting)."""
+def publish_metrics(config: Config, cluster: str, tables: dict[str, Any], progress: Progress) -> None:
+    """The run's metrics (txnlog.rules.metrics, from its tables and its ``runs`` row), labelled with its ``cluster``,
+    to ``metrics_file`` and the ``pushgateway``, where configured (txnlog.output.prometheus). The tables are written
+    by then: a file or a push that fails is a warning line, not a failed run (the stale-run alert notices a run that
+    stops reporting)."""
 
     if not (config.metrics_file or config.pushgateway):
         return
     registry = metrics.registry(tables)
     done, problems = prometheus.publish(
-        registry, cluster=cluster_of(config), textfile=config.metrics_file, pushgateway=config.pushgateway
+        registry, cluster=cluster, textfile=config.metrics_file, pushgateway=config.pushgateway
     )
     for problem in problems:
         print(f"txnlog: warning: {problem}", file=sys.stderr, flush=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 from txnlog.model.errors import UsageError
 from txnlog.sources import storage
-from txnlog.sources.dump_log.lines import list_dump_inputs, split_dump_arg
+from txnlog.sources.dump_log.lines import DumpInput, list_dump_inputs, split_dump_arg
 from txnlog.sources.logdirs import LOGS_EXPECTED, NOTHING, Inventory, discover, locate, looks_like_dump_log
 
 
@@ -23,9 +23,16 @@ class Offline:
     logs: tuple[str, ...] = ()
     inventory: Inventory = field(default_factory=Inventory)
     dump_log: tuple[str, ...] = ()  # the --dump-log values (NAME=PATH kept)
-    dump_files: tuple[str, ...] = ()
+    #: the kafka-dump-log.sh files under them, listed once: (file, location name, named) each
+    #: (txnlog.sources.dump_log.lines.list_dump_inputs), the readers' input
+    dump_inputs: tuple[DumpInput, ...] = ()
     #: the kafka-dump-log.sh files' size; a remote file's is not looked up: such an input counts as unbounded
     dump_bytes: int = 0
+
+    @property
+    def dump_files(self) -> tuple[str, ...]:
+        """The kafka-dump-log.sh files, as listed."""
+        return tuple(f for f, _loc, _named in self.dump_inputs)
 
 
 def resolve(settings: storage.Settings | Mapping[str, Any] | None, logs: list[str], dump_log: list[str]) -> Offline:
@@ -33,9 +40,9 @@ def resolve(settings: storage.Settings | Mapping[str, Any] | None, logs: list[st
     every later open in this process."""
     storage.configure(settings)
     inventory = check_inputs(logs) if logs else Inventory()
-    files = dump_files(dump_log)
-    size = sum(sys.maxsize if storage.is_remote(f) else os.path.getsize(storage.local_path(f)) for f in files)
-    return Offline(tuple(logs), inventory, tuple(dump_log), tuple(files), size)
+    listed = dump_inputs(dump_log)
+    size = sum(sys.maxsize if storage.is_remote(f) else os.path.getsize(storage.local_path(f)) for f, _, _ in listed)
+    return Offline(tuple(logs), inventory, tuple(dump_log), tuple(listed), size)
 
 
 def check_inputs(paths: list[str]) -> Inventory:
@@ -80,19 +87,21 @@ def _unreadable(given: str, e: OSError) -> UsageError:
     )
 
 
-def dump_files(args: list[str]) -> list[str]:
+def dump_inputs(args: list[str]) -> list[DumpInput]:
     """Every regular, non-hidden file under the ``--dump-log`` values ``args`` (``NAME=PATH`` accepted; files as
-    given), or a one-line UsageError: a path that is not there, nothing found."""
+    given) with its location name and whether it was named (txnlog.sources.dump_log.lines.list_dump_inputs), or a
+    one-line UsageError: a path that is not there, nothing found."""
     if not args:
         return []
     try:
-        missing = [a for a in args if not storage.exists(split_dump_arg(a)[1])]
+        paths = {a: split_dump_arg(a)[1] for a in args}
+        missing = [a for a in args if not storage.exists(paths[a])]
         if missing:
             raise UsageError(
-                f"--dump-log {missing[0]}: {storage.missing_reason(split_dump_arg(missing[0])[1])}; "
+                f"--dump-log {missing[0]}: {storage.missing_reason(paths[missing[0]])}; "
                 "give kafka-dump-log.sh output files or a directory of them"
             )
-        files = [f for f, _loc, _named in list_dump_inputs(args)]
+        files = list_dump_inputs(args)
     except storage.StorageError as e:
         raise UsageError(f"--dump-log {e}") from e
     if not files:

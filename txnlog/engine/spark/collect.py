@@ -24,29 +24,19 @@ null one), and the tables are built there by the same code as a small input's.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from txnlog.broker import as_of
-from txnlog.engine.segments import finished_file_name, fragments_dir
 from txnlog.engine.settings import FRAGMENTS_STAGE
 from txnlog.engine.spark.sources import arrow_to_spark_schema
-from txnlog.engine.staging import (
-    delete_staged,
-    read_raw,
-    records_writer,
-    reduced_staged,
-    staged_files,
-    staged_transactions_of_summary,
-)
-from txnlog.model.rows import KIND_MARKER, KIND_PIECE, KIND_RUN, SEGMENT_SUMMARY_SCHEMA
+from txnlog.engine.staging import merge_partition, reduce_partition
+from txnlog.model.rows import KIND_MARKER, KIND_RUN, SEGMENT_SUMMARY_SCHEMA
 from txnlog.rules.transactions import KIND_TRANSACTION, Checkpoints
 from txnlog.sources import storage
 
@@ -69,7 +59,7 @@ def merged_fragments(
     dead: DataFrame | None = None,
 ) -> DataFrame:
     """The transaction rows of the partitions decoded in fragments, merged per (topic, partition) in tasks by
-    :func:`txnlog.rules.transactions.transactions_of_summary`: every transaction staged under ``stage`` and
+    :func:`txnlog.engine.staging.merge_partition`: every transaction staged under ``stage`` and
     the ones the verdicts need returned (None: every transaction returned, none staged).
     ``fragment_partitions``: the only (topic, partition)s that may hold fragments (split segments',
     txnlog.sources.splits), so that no other partition's rows are shuffled; None: any. ``staged``: the directory
@@ -94,44 +84,14 @@ def merged_fragments(
 
     def merge_group(table: pa.Table) -> pa.Table:  # typed: applyInArrow reads the hints
         storage.configure_from_options(settings)
-        topic, partition = table.column("topic")[0].as_py(), int(table.column("partition")[0].as_py())
-        table, skip = _without_dead(table)
-        if stage is not None:
-            drop_finished(stage, skip)
-        if staged is not None:
-            table = _with_staged(table, fragments_dir(staged, topic, partition), skip)
-        return staged_transactions_of_summary(table, known, stage, SEGMENT_SUMMARY_SCHEMA)
+        return merge_partition(table, known, stage, staged)
 
     return pieces.groupBy("topic", "partition").applyInArrow(merge_group, arrow_to_spark_schema(SEGMENT_SUMMARY_SCHEMA))
 
 
-def _without_dead(table: pa.Table) -> tuple[pa.Table, frozenset[tuple[str, str, int]]]:
-    """One partition's rows less its dead pieces' ``piece`` rows, and those pieces' (broker, file, piece)."""
-    is_dead = pc.fill_null(pc.equal(table.column("kind"), KIND_PIECE), False)
-    if not pc.any(is_dead).as_py():
-        return table, frozenset()
-    rows = table.filter(is_dead).select(["broker", "file", "piece"]).to_pylist()
-    return table.filter(pc.invert(is_dead)), frozenset((r["broker"], r["file"], int(r["piece"])) for r in rows)
-
-
-def _with_staged(table: pa.Table, where: str, dead: frozenset[tuple[str, str, int]]) -> pa.Table:
-    """``table`` (one partition's rows) plus the fragments its reading tasks staged in ``where``, but the
-    ``dead`` pieces'."""
-
-    parts = [read_raw(path) for path in staged_files(where)]
-    if not parts:
-        return table
-    frags = pa.concat_tables(parts)
-    if dead:
-        keys = zip(*(frags.column(c).to_pylist() for c in ("broker", "file", "piece")), strict=True)
-        frags = frags.filter(pa.array(np.array([k not in dead for k in keys], bool)))
-    frags = frags.select(table.column_names).cast(table.schema)
-    return pa.concat_tables([table, frags])
-
-
 def reduced_records(records: DataFrame, stage: str) -> DataFrame:
     """``records`` whose ``record`` rows were not reduced where they were read, reduced per coordinator
-    partition in tasks by :func:`txnlog.rules.coordinator.reduce_records` (every record staged under
+    partition in tasks by :func:`txnlog.engine.staging.reduce_partition` (every record staged under
     ``stage`` for ``coordinator_history``); other rows as they are."""
 
     columns = [c for c in records.columns if c != "transitions"]
@@ -140,8 +100,7 @@ def reduced_records(records: DataFrame, stage: str) -> DataFrame:
 
     def reduce_group(table: pa.Table) -> pa.Table:  # typed: applyInArrow reads the hints
         storage.configure_from_options(settings)
-        with records_writer(stage, f"{table.column('coordinator_partition')[0]}") as sink:
-            return reduced_staged(table, sink)
+        return reduce_partition(table, stage)
 
     recs = records.filter(F.col("kind") == "record").select(*columns)
     # every column nullable: the reduced rows are a subset, but a caller's F.lit column is declared non-null
@@ -223,17 +182,6 @@ def merged_and_collected(
     if reduce:  # other inputs may hold the same __transaction_state partitions: reduced together here
         records = reduced_records(records, f"{scratch}/coordinator_history")
     return collected(summary, records)
-
-
-def drop_finished(stage: str, dead: Collection[tuple[str, str, int]]) -> None:
-    """Remove from ``stage`` the transactions the ``dead`` pieces (broker, file, piece) finished themselves
-    (txnlog.engine.segments.finished_transactions): the whole walk passes over their starts, so what they read is
-    another live piece's (txnlog.sources.splits). The rows they yielded are dropped with their other rows by the
-    stitch. Called by their partition's merge, in its task."""
-
-    if not dead:
-        return
-    delete_staged(stage, (finished_file_name(broker, file, piece) for broker, file, piece in dead))
 
 
 def _with_nulls(table: pa.Table, schema: pa.Schema) -> pa.Table:

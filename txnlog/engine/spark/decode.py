@@ -11,19 +11,18 @@ from pyspark.sql import functions as F
 
 from txnlog.broker import as_of as as_of_rule
 from txnlog.engine.decoded import Decoded, GroupOffsets, live_offsets
-from txnlog.engine.settings import Decode, ReadSettings
+from txnlog.engine.settings import ReadSettings
 from txnlog.engine.spark import collect
 from txnlog.engine.spark.dump_log import Persist, read_dump_logs
 from txnlog.engine.spark.live_batches import LiveCut, read_live_batches
 from txnlog.engine.spark.live_source import read_live_records
-from txnlog.engine.spark.log_dir_options import log_dir_sources, read_consumer_offsets
+from txnlog.engine.spark.log_dir_options import ReadOffsets, log_dir_sources
 from txnlog.engine.spark.stitch import Stitched, stitch_pieces
 from txnlog.model.arrow import distinct
 from txnlog.model.contract import InputSource
 from txnlog.model.rows import KIND_PIECE
 from txnlog.output.spark_base import job_description
 from txnlog.rules.transactions import checkpoints_of
-from txnlog.sources.logdirs import Inventory
 from txnlog.sources.offline import Offline
 
 
@@ -44,11 +43,11 @@ def decode_in_spark(
 
     shared = bool(offline.dump_files or live)  # other inputs may hold the same partitions
     inv = offline.inventory
-    summary, records = log_dir_sources(
+    summary, records, read_offsets = log_dir_sources(
         spark, inv, settings.decode, scratch, shared, bool(offline.dump_files), settings.split_segment_bytes
     )
     if offline.dump_files:
-        frames = read_dump_logs(spark, list(offline.dump_log), cache)
+        frames = read_dump_logs(spark, offline.dump_inputs, cache)
         summary = summary.unionByName(frames.summary.withColumn("input", F.lit(InputSource.DUMP_LOG)))
         dumped = frames.records.withColumn("input", F.lit(InputSource.DUMP_LOG))
         records = records.unionByName(dumped, allowMissingColumns=True)
@@ -70,9 +69,9 @@ def decode_in_spark(
     # the __transaction_state partitions the input holds: the log dirs' (listed), and those other inputs gave
     read = set(inv.txn_state_partitions) | distinct(records_table.column("coordinator_partition"))
     return Decoded(
-        summary_table, records_table, times, fragments=False, records_reduced=True, txn_state_read=frozenset(read),
+        summary_table, records_table, times, txn_state_read=frozenset(read),
         checkpoints=tuple(checkpoints), history_bounds=live_cut.history_bounds() if live_cut else None,
-        offsets=_group_offsets(spark, inv, live_cut, settings.decode, scratch),
+        offsets=_group_offsets(spark, live_cut, read_offsets),
     )  # fmt: skip
 
 
@@ -97,17 +96,17 @@ def _decoded_and_stitched(
 
 
 def _group_offsets(
-    spark: SparkSession, inv: Inventory, live_cut: LiveCut | None, decode: Decode, scratch: str
+    spark: SparkSession, live_cut: LiveCut | None, read_offsets: ReadOffsets | None
 ) -> GroupOffsets | pa.Table | None:
     """The consumer groups' committed offsets: a live run's from the admin APIs' answers, else the copy's
     ``__consumer_offsets`` partitions, read in Spark when a step asks (txnlog.engine.decoded.GroupOffsets)."""
     if live_cut is not None and live_cut.groups is not None:
         return live_offsets(live_cut.groups)
-    if not inv.consumer_offsets_segments:
+    if read_offsets is None:
         return None
 
     def read(wanted: list[tuple[str, int]]) -> pa.Table:
         with job_description(spark, "txnlog: consumer groups' offsets"):
-            return read_consumer_offsets(spark, inv, decode, scratch, wanted)
+            return read_offsets(wanted)
 
     return GroupOffsets(read)

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -67,7 +67,7 @@ from txnlog.engine.spark.sources import arrow_to_spark_schema
 from txnlog.engine.tasks import Task, dump_rows_task, run_here
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
 from txnlog.sources import storage
-from txnlog.sources.dump_log.lines import DEFAULT_CHUNK_BYTES, list_dump_inputs
+from txnlog.sources.dump_log.lines import DEFAULT_CHUNK_BYTES, DumpInput
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -163,10 +163,9 @@ TASKS_PER_CORE = 4
 MIN_PARTITION_BYTES = 2**20
 
 
-def _options(paths: list[str], cores: int = 1) -> dict[str, str]:
-    """The reader's options for the dump files under ``paths``, its files dealt into tasks for ``cores`` cores
-    (:func:`dump_groups`)."""
-    inputs = list_dump_inputs(paths)
+def _options(inputs: Sequence[DumpInput], cores: int = 1) -> dict[str, str]:
+    """The reader's options for the listed dump files ``inputs`` (txnlog.sources.dump_log.lines.list_dump_inputs),
+    its files dealt into tasks for ``cores`` cores (:func:`dump_groups`)."""
     return {
         "paths": json.dumps([f for f, _, _ in inputs]),
         "storage": storage.settings_option(),
@@ -194,11 +193,11 @@ def _cores(spark: SparkSession) -> int:
         return 1
 
 
-def read_dump_logs_here(paths: list[str], threads: int = 1) -> tuple[pa.Table, pa.Table]:
-    """``read_dump_logs(spark, paths)`` in this process: (summary, records) as Arrow tables of
+def read_dump_logs_here(inputs: Sequence[DumpInput], threads: int = 1) -> tuple[pa.Table, pa.Table]:
+    """``read_dump_logs(spark, inputs)`` in this process: (summary, records) as Arrow tables of
     SEGMENT_SUMMARY_SCHEMA and TXN_STATE_SCHEMA, ``broker`` the replica name. ``threads`` threads run the tasks of
     the one pass (txnlog.engine.tasks.run_here: the rows are those one thread gives)."""
-    options = _options(paths, threads)
+    options = _options(inputs, threads)
     locations = json.loads(options["locations"])
     tasks: list[Task] = [
         partial(dump_rows_task, _located(group, locations), {}, BOTH, DEFAULT_CHUNK_BYTES)
@@ -212,10 +211,11 @@ def read_dump_logs_here(paths: list[str], threads: int = 1) -> tuple[pa.Table, p
 Persist = Callable[["DataFrame"], "DataFrame"]
 
 
-def read_dump_logs(spark: SparkSession, paths: list[str], cache: Persist | None = None) -> DumpLogFrames:
-    """``kafka-dump-log.sh`` outputs under ``paths`` → the rows of the segment and txn-state sources.
+def read_dump_logs(spark: SparkSession, inputs: Sequence[DumpInput], cache: Persist | None = None) -> DumpLogFrames:
+    """``kafka-dump-log.sh`` outputs ``inputs`` → the rows of the segment and txn-state sources.
 
-    ``paths`` are ``--dump-log`` values (``PATH`` or ``NAME=PATH``). ``summary`` has
+    ``inputs`` are the dump files as listed from the ``--dump-log`` values (``PATH`` or ``NAME=PATH``:
+    txnlog.sources.dump_log.lines.list_dump_inputs, which txnlog.sources.offline.resolve calls once). ``summary`` has
     SEGMENT_SUMMARY_SCHEMA (run/marker/segment/snapshot/quarantine), ``records`` has
     TXN_STATE_SCHEMA (record/quarantine, plus one ``segment`` row per dumped
     ``__transaction_state`` segment: the coordinator partitions the dumps hold). ``file`` of a
@@ -228,7 +228,7 @@ def read_dump_logs(spark: SparkSession, paths: list[str], cache: Persist | None 
     names, so that both frames read its rows. A small input is read in the driver by :func:`read_dump_logs_here`
     instead, with the same task function.
     """
-    options = _options(paths, _cores(spark))
+    options = _options(inputs, _cores(spark))
     register_dump_log_source(spark)
     rows = spark.read.format(DUMP_ROWS_SOURCE).options(**options, output=BOTH).load()
     rows = cache(rows) if cache is not None else rows.cache()

@@ -53,7 +53,11 @@ def split_dump_arg(arg: str) -> tuple[str | None, str]:
     return None, arg
 
 
-def list_dump_inputs(paths: list[str]) -> list[tuple[str, str | None, bool]]:
+#: a dump file as listed: (file, location name, named) (:func:`list_dump_inputs`)
+DumpInput = tuple[str, str | None, bool]
+
+
+def list_dump_inputs(paths: list[str]) -> list[DumpInput]:
     """(file, location name, named) of every dump file under ``paths``, in a fixed order.
 
     The location name is the replica the file's place says it holds (README, kafka-dump-log.sh):
@@ -62,7 +66,7 @@ def list_dump_inputs(paths: list[str]) -> list[tuple[str, str | None, bool]]:
     (``--dump-log dumps/broker-1/``); a file given directly → None (the printed path decides).
     Hidden files and directories are skipped; a file listed twice is read once.
     """
-    found: list[tuple[str, str | None, bool]] = []
+    found: list[DumpInput] = []
     seen: set[str] = set()
     for arg in paths:
         name, p = split_dump_arg(arg)
