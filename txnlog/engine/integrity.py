@@ -154,10 +154,12 @@ def audit_groups(held: pa.Table, groups: int) -> list[list[str]]:
     keyed = pa.table({"topic": held.column("topic"), "partition": held.column("partition"), "file": file_of})
     shared = keyed.group_by(["topic", "partition"], use_threads=False).aggregate([("file", "distinct")])
     lists = shared.column("file_distinct")
-    for members in lists.filter(pc.greater(pc.list_value_length(lists), 1)).to_pylist():
+    shared_lists = lists.filter(pc.greater(pc.list_value_length(lists), 1)).to_pylist()
+    for members in shared_lists:
         roots = {_root(unit, m) for m in members}
         unit[list(roots)] = min(roots)
-    unit = np.array([_root(unit, f) for f in range(len(names))], np.int64)
+    if shared_lists:  # none where every file holds whole partitions: no per-file Python then
+        unit = np.array([_root(unit, f) for f in range(len(names))], np.int64)
     rows = np.zeros(len(names), np.int64)
     rows[file_of] = held.column("rows").to_numpy(zero_copy_only=False)
     units, unit_of = np.unique(unit, return_inverse=True)
