@@ -9,7 +9,7 @@ from txnlog.engine.integrity import HELD_SCHEMA, audit_groups, held_partitions
 from txnlog.engine.staging import write_raw
 
 
-def _held(rows: list[tuple[str, str, int, int]]) -> pa.Table:
+def _held(rows: list[tuple[str, str | None, int | None, int]]) -> pa.Table:
     return pa.Table.from_pylist([dict(zip(HELD_SCHEMA.names, r, strict=True)) for r in rows], schema=HELD_SCHEMA)
 
 
@@ -49,3 +49,15 @@ def test_held_partitions_of_a_staged_file(tmp_path) -> None:  # type: ignore[no-
     assert sorted((r["topic"], r["partition"], r["rows"]) for r in held.to_pylist()) == [
         ("t", 0, 4), ("t", 1, 4), ("u", 3, 4)
     ]  # fmt: skip
+
+
+def test_rows_without_a_partition_name_only_their_file() -> None:
+    # as Spark's audit sends them: one row per file (no partition), and the rows of the partitions files share
+    held = _held(
+        [("a", None, None, 100), ("b", None, None, 90), ("c", None, None, 10), ("d", None, None, 5),
+         ("c", "u", 0, 10), ("d", "u", 0, 5)]
+    )  # fmt: skip
+    groups = audit_groups(held, 3)
+    where = _group_of(groups)
+    assert sorted(where) == ["a", "b", "c", "d"] and len(groups) == 3
+    assert where["c"] == where["d"] and len({where["a"], where["b"], where["c"]}) == 3

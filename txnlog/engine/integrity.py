@@ -145,13 +145,15 @@ def audit_groups(held: pa.Table, groups: int) -> list[list[str]]:
     """The staged transaction files of ``held`` (:func:`held_partitions` of each) dealt into at most ``groups``
     groups balanced by rows, each holding the whole of its partitions: the audit checks a partition's every
     transaction at once. A task stages whole partitions (txnlog.engine.plan), so each file is a unit of its own;
-    files that share a partition all the same (none should) go into one group together."""
+    files that share a partition all the same (none should) go into one group together. A row whose topic is null
+    names only its file (and its rows): Spark's audit sends one per file and only the partitions files share."""
     if not held.num_rows:
         return []
     paths = held.column("path").combine_chunks().dictionary_encode()
     names, file_of = paths.dictionary.to_pylist(), paths.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     unit = np.arange(len(names), dtype=np.int64)  # each file's unit: its own, unless it shares a partition
     keyed = pa.table({"topic": held.column("topic"), "partition": held.column("partition"), "file": file_of})
+    keyed = keyed.filter(pc.is_valid(keyed.column("topic")))  # a row with no partition only names its file
     shared = keyed.group_by(["topic", "partition"], use_threads=False).aggregate([("file", "distinct")])
     lists = shared.column("file_distinct")
     shared_lists = lists.filter(pc.greater(pc.list_value_length(lists), 1)).to_pylist()

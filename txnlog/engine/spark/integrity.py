@@ -12,6 +12,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+from pyspark.sql import functions as F
 
 from txnlog.engine.integrity import HELD_SCHEMA, audit_groups, held_partitions, staged_columns
 from txnlog.engine.spark.sources import arrow_to_spark_schema
@@ -37,8 +38,7 @@ def integrity_in_tasks(
     settings = storage.settings_option()
     slots = max(1, spark.sparkContext.defaultParallelism * GROUPS_PER_CORE)
     chunks = [files[i::slots] for i in range(min(slots, len(files)))]
-    held = _each(spark, chunks, partial(_held, settings), HELD_SCHEMA).toArrow()
-    groups = audit_groups(held.cast(HELD_SCHEMA), slots)
+    groups = audit_groups(_held_here(_each(spark, chunks, partial(_held, settings), HELD_SCHEMA)), slots)
     if not groups:
         return MS_SCHEMA.empty_table()
     check = partial(_checked, settings, index, segments, decided)
@@ -60,6 +60,22 @@ def _each(
                 yield from task(groups[g])
 
     return spark.range(len(groups), numPartitions=len(groups)).mapInArrow(run, arrow_to_spark_schema(schema))
+
+
+def _held_here(held: DataFrame) -> pa.Table:
+    """What :func:`txnlog.engine.integrity.audit_groups` needs of the files' partitions ``held``, brought to the
+    driver: a row per file (its rows; topic and partition null) and the rows of the partitions that more than one
+    file holds (none where the plan staged whole partitions): the files' count, not the partitions', reaches it."""
+    held = held.cache()
+    try:
+        keys = ["topic", "partition"]
+        shared = held.groupBy(*keys).count().where(F.col("count") > 1).select(*keys)
+        files = held.groupBy("path").agg(F.max("rows").alias("rows"))
+        files = files.select("path", F.lit(None).cast("string").alias("topic"), F.lit(None).cast("int"), "rows")
+        both = held.join(F.broadcast(shared), keys, "left_semi").select(*HELD_SCHEMA.names).unionAll(files)
+        return both.toArrow().cast(HELD_SCHEMA)
+    finally:
+        held.unpersist()
 
 
 def _held(settings: str, files: list[str]) -> Iterator[pa.RecordBatch]:
