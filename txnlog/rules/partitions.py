@@ -65,8 +65,10 @@ def replica_stats(summary: pa.Table, checkpoints: Sequence[Checkpoint]) -> pa.Ta
     n = g.num_rows
     tp_of = np.zeros(n, np.int32)
     tp_of[table_group_starts(g, TP)[1:]] = 1
-    numbered = with_columns(_keyed(g), _replica=pa.array(np.arange(n, dtype=np.int64)))
-    replica_of = np.asarray(lookup(_keyed(seg), REPLICA, numbered, "_replica").to_numpy(zero_copy_only=False))
+    numbered = with_columns(g, _replica=pa.array(np.arange(n, dtype=np.int64)))
+    # a dump may name no broker or partition: its null is a replica of its own, as group_by makes it
+    replica = lookup(seg, REPLICA, numbered, "_replica", nulls_match=True)
+    replica_of = np.asarray(replica.to_numpy(zero_copy_only=False))
     logs = R.replica_logs(
         np.cumsum(tp_of, dtype=np.int32),
         replica_of.astype(np.int64),
@@ -90,13 +92,6 @@ def replica_stats(summary: pa.Table, checkpoints: Sequence[Checkpoint]) -> pa.Ta
             "is_lead": pa.array(logs.is_lead),
         }
     )
-
-
-def _keyed(table: pa.Table) -> pa.Table:
-    """``table``'s replica key columns with nulls as a value of their own (a dump may name no broker or
-    partition): a group of its own, as ``group_by`` makes it, that a lookup can find."""
-    nulls = {"broker": "\x00", "topic": "\x00", "partition": np.iinfo(np.int32).min}
-    return with_columns(table, **{k: pc.fill_null(table.column(k), v) for k, v in nulls.items()})
 
 
 def _at_least(table: pa.Table, col: str, end: Any) -> Any:
