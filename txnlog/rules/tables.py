@@ -35,9 +35,7 @@ from txnlog.rules import finish as staged
 from txnlog.rules.coordinator_tables import (
     coordinator_history,
     coordinator_state,
-    history_owners,
-    owner_ids,
-    producer_owners,
+    owners_by_producer,
 )
 from txnlog.rules.partitions import damage, partition_stats, replica_stats, with_lso
 from txnlog.rules.producers import KINDS as PRODUCER_KINDS
@@ -91,9 +89,8 @@ def intermediates(
     txns, health = with_lso(partition_transactions(summary), pstats, as_of_ms)
     history = coordinator_history(records)
     state = coordinator_state(history)
-    owners, seen_under = producer_owners(state), history_owners(history)
-    txns = left_join(txns, seen_under.rename_columns(["producer_id", "history_transactional_id"]), ["producer_id"])
-    txns = left_join(txns, owners.rename_columns(["producer_id", *owners.column_names[1:]]), ["producer_id"])
+    owners, ids = owners_by_producer(state, history)
+    txns = left_join(txns, owners, ["producer_id"])
     rows = of_kind(summary, *PRODUCER_KINDS).select(list(PRODUCER_SUMMARY_COLUMNS))
     rows = rows.filter(pc.and_(pc.is_valid(rows.column("topic")), pc.is_valid(rows.column("partition"))))
     producers = producers_of_summary(rows, checkpoints_of(checkpoints), expiry_gap_ms=expiry_gap_ms)
@@ -101,7 +98,7 @@ def intermediates(
         f"{t}-{p}"
         for t, p in zip(pstats.column("topic").to_pylist(), pstats.column("partition").to_pylist(), strict=True)
     )
-    return Intermediates(txns, health, partitions, state, owner_ids(owners, seen_under), producers)
+    return Intermediates(txns, health, partitions, state, ids, producers)
 
 
 def partition_health(it: Intermediates, thresholds: classify.Thresholds) -> pa.Table:
