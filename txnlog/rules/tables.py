@@ -56,6 +56,10 @@ if TYPE_CHECKING:
 
 TP = ["topic", "partition"]
 
+#: a table's rows and the columns a rule derives for it, by the contract's names: the projection onto the contract
+#: (txnlog.model.arrow.project) takes the rest of its columns from the rows
+Shaped = tuple[pa.Table, dict[str, Any]]
+
 
 # --- the run's intermediates and tables ---------------------------------------------------------------------
 
@@ -101,23 +105,22 @@ def intermediates(
     return Intermediates(txns, health, partitions, state, ids, producers)
 
 
-def partition_health(it: Intermediates, thresholds: classify.Thresholds) -> pa.Table:
+def partition_health(it: Intermediates, thresholds: classify.Thresholds) -> Shaped:
     """Per partition: offsets, the LSO and its lag, open transactions, whether one is late
     (txnlog.broker.classify.has_late_transaction)."""
     health = it.health
     late = classify.has_late_transaction(health.column("oldest_idle_ms"), thresholds.max_transaction_timeout_ms)
     has_late = pc.fill_null(late, False)
     since = pc.if_else(has_late, _ts(health.column("oldest_first_ms")), pa.scalar(None, contract.TS))
-    return project(
-        health, "partition_health",
-        has_late_transaction=has_late, stuck_since=since, max_timestamp=_ts(health.column("max_timestamp_ms")),
-    )  # fmt: skip
+    return health, {
+        "has_late_transaction": has_late, "stuck_since": since, "max_timestamp": _ts(health.column("max_timestamp_ms")),
+    }  # fmt: skip
 
 
 _renamed = {"first_offset_min": "current_txn_start_offset"}
 
 
-def producer_state(it: Intermediates, thresholds: classify.Thresholds) -> pa.Table:
+def producer_state(it: Intermediates, thresholds: classify.Thresholds) -> Shaped:
     """Per partition: what DescribeProducers would have answered at as_of (txnlog.broker.producer_state).
 
     The leader's producers (the most advanced replica's, as for ``partition_health``), each with the first
@@ -139,17 +142,16 @@ def producer_state(it: Intermediates, thresholds: classify.Thresholds) -> pa.Tab
         thresholds.producer_id_expiration_ms,
     )
     rows = rows.filter(pa.array(~gone))
-    return project(rows, "producer_state", last_timestamp=_ts(rows.column("last_timestamp_ms")))
+    return rows, {"last_timestamp": _ts(rows.column("last_timestamp_ms"))}
 
 
-def coordinator_state_table(it: Intermediates) -> pa.Table:
+def coordinator_state_table(it: Intermediates) -> Shaped:
     """Per transactional.id: the coordinator's state as it loads it (:func:`coordinator_state`)."""
     state = it.state
-    return project(
-        state, "coordinator_state",
-        txn_start_timestamp=_ts(state.column("txn_start_timestamp")),
-        last_update_timestamp=_ts(state.column("last_update_timestamp")),
-    )  # fmt: skip
+    return state, {
+        "txn_start_timestamp": _ts(state.column("txn_start_timestamp")),
+        "last_update_timestamp": _ts(state.column("last_update_timestamp")),
+    }
 
 
 def quarantine(summary: pa.Table, records: pa.Table, as_of: datetime | None, as_of_source: str) -> pa.Table:
@@ -219,15 +221,19 @@ def build(
     verdicts = classified(candidates(it, thresholds), thresholds, damage(summary, records))
     sources = it.health.select([*TP, "source"]).cast(staged.SOURCES_SCHEMA)
     finish = staged.Finish(as_of_ms=thresholds.as_of_ms, owners=it.owner_ids, sources=sources, bounds=history_bounds)
+    shaped = {
+        "partition_health": partition_health(it, thresholds),
+        "producer_state": producer_state(it, thresholds),
+        "coordinator_state": coordinator_state_table(it),
+    }
     return {
         "transactions": finish,
         "findings": findings(verdicts, stuck(it, thresholds), thresholds.as_of_ms),
         "abort_recommendations": abort_recommendations(
             verdicts, thresholds.bootstrap_servers or classify.BOOTSTRAP_PLACEHOLDER, it
         ),
-        "partition_health": partition_health(it, thresholds),
-        "producer_state": producer_state(it, thresholds),
-        "coordinator_state": coordinator_state_table(it),
+        # each in the contract's columns, the derived ones as the rule made them, the rest from its rows
+        **{name: project(rows, name, **derived) for name, (rows, derived) in shaped.items()},
         "coordinator_history": staged.FinishHistory(),
         "quarantine": quarantine(summary, records, as_of, as_of_source),
     }
