@@ -49,7 +49,7 @@ class Inputs:
     #: where the run decodes (:func:`placement_of`), and whether it then needs no Spark session at all: a small
     #: input in the driver placement whose tables the deltalake writer writes. Spark's part of such a run is only
     #: its start, seconds of JVM for nothing (benchmarks/RESULTS.md, "Startup")
-    placement: Placement = field(default_factory=Placement)
+    placement: Placement = Placement()
     without_spark: bool = False
 
     @property
