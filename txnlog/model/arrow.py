@@ -226,6 +226,11 @@ def key_codes(rows: pa.Table, on: list[str], table: pa.Table, *, nulls_match: bo
     return pa.array(codes, mask=~valid)
 
 
+#: a table's rows and the columns a rule derives for it, by the contract's names: :func:`project` takes the rest of
+#: its columns from the rows
+Shaped = tuple[pa.Table, dict[str, Any]]
+
+
 def project(table: pa.Table, name: str, **derived: Any) -> pa.Table:
     """The contract's columns of ``name`` but the run key (txnlog.model.contract), from ``derived`` or ``table``."""
     fields = [f for f in contract.TABLES[name] if f.name not in RUN_KEY]

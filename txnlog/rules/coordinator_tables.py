@@ -12,12 +12,14 @@ import pyarrow.compute as pc
 from txnlog.broker import classify
 from txnlog.kafka.wire import TransactionState
 from txnlog.model.arrow import (
+    Shaped,
     first_rows,
     is_true,
     left_join,
     of_kind,
     with_columns,
 )
+from txnlog.model.times import timestamps as _ts  # epoch ms → UTC timestamps, the tables' rule
 from txnlog.rules import finish as staged
 
 if TYPE_CHECKING:
@@ -165,3 +167,12 @@ def owners_by_producer(state: pa.Table, history: pa.Table) -> tuple[pa.Table, pa
     named = pa.table({"producer_id": ids.column("pid"), "transactional_id": tid})
     named = named.filter(pc.is_valid(tid)).cast(staged.OWNERS_SCHEMA)
     return ids.rename_columns(["producer_id", *ids.column_names[1:]]), named
+
+
+def coordinator_state_table(state: pa.Table) -> Shaped:
+    """The ``coordinator_state`` table: per transactional.id, the coordinator's ``state`` as it loads it
+    (:func:`coordinator_state`)."""
+    return state, {
+        "txn_start_timestamp": _ts(state.column("txn_start_timestamp")),
+        "last_update_timestamp": _ts(state.column("last_update_timestamp")),
+    }

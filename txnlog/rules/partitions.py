@@ -12,7 +12,9 @@ import pyarrow.compute as pc
 
 from txnlog.broker import classify
 from txnlog.broker import reconstruct as R
+from txnlog.model import contract
 from txnlog.model.arrow import (
+    Shaped,
     filled,
     first_rows,
     greatest,
@@ -25,6 +27,7 @@ from txnlog.model.arrow import (
     validity,
     with_columns,
 )
+from txnlog.model.times import timestamps as _ts  # epoch ms → UTC timestamps, the tables' rule
 from txnlog.rules import damage as rule
 
 if TYPE_CHECKING:
@@ -278,3 +281,14 @@ def damage(summary: pa.Table, records: pa.Table) -> classify.Damage:
     return classify.Damage(
         ranges=rule.ranges(of_kind(summary, "segment"), quarantined), txn_state_partitions=frozenset(bad)
     )
+
+
+def partition_health(health: pa.Table, thresholds: classify.Thresholds) -> Shaped:
+    """The ``partition_health`` table from ``health`` (:func:`with_lso`): per partition, offsets, the LSO and its lag,
+    open transactions, whether one is late (txnlog.broker.classify.has_late_transaction)."""
+    late = classify.has_late_transaction(health.column("oldest_idle_ms"), thresholds.max_transaction_timeout_ms)
+    has_late = pc.fill_null(late, False)
+    since = pc.if_else(has_late, _ts(health.column("oldest_first_ms")), pa.scalar(None, contract.TS))
+    return health, {
+        "has_late_transaction": has_late, "stuck_since": since, "max_timestamp": _ts(health.column("max_timestamp_ms")),
+    }  # fmt: skip
