@@ -12,8 +12,8 @@ every partition's check.
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from typing import Any
@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 
 from txnlog.engine.decoded import GroupOffsets, offsets_for
-from txnlog.engine.integrity import decisions_of, integrity_here, kept_columns
+from txnlog.engine.integrity import audit_here, decisions_of, kept_columns
 from txnlog.model.rows import Checkpoint
 from txnlog.rules.blocked import groups_past
 from txnlog.rules.integrity import compacted_gaps, unserved, with_readers, with_timestamps
@@ -51,12 +51,11 @@ def with_integrity(
     offsets are read for those ranges' partitions only, txnlog.engine.decoded)."""
     history, staged = tables["coordinator_history"].raw_files(), tables["transactions"]
     if staged.driver or staged.spark is None:
-        # The coordinator's decisions and the checks against them on a second thread, beside the .txnindex read
-        # and its checks on this one (txnlog.engine.integrity.integrity_here).
-        with ThreadPoolExecutor(1, thread_name_prefix="txnlog-audit-decisions") as beside:
-            decided = beside.submit(decisions_of, history)
-            found = read_txn_indexes(inventory.segments, inventory.txn_indexes, checkpoints)
-            rows = integrity_here(staged.raw_files(), found.entries, found.segments, decided, staged.threads, beside)
+        # A group of whole partitions at a time, with the decisions that name them, on the placement's threads
+        # (txnlog.engine.integrity.audit_here): the memory does not grow with the input.
+        found = read_txn_indexes(inventory.segments, inventory.txn_indexes, checkpoints)
+        spill = posixpath.join(posixpath.dirname(staged.stage), "audit_decisions")
+        rows = audit_here(staged.raw_files(), history, found.entries, found.segments, spill, staged.threads)
     else:  # Lazy: pyspark loads only where a run uses Spark.
         from txnlog.engine.spark.integrity import integrity_in_tasks
 
