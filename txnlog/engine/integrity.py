@@ -6,12 +6,14 @@ copy; a file staged elsewhere is read by the placement's threads. In Spark's tas
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import posixpath
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -271,12 +273,11 @@ def _split_decisions(partitions: pa.Table, groups: int, spill: str, unit: tuple[
     u, files = unit
     decided = decisions_of(files)
     if decided.decided.num_rows:
-        for g, part in enumerate(decisions_by(decided, partitions, groups)):
+        _spilled(posixpath.join(spill, "lists", f"{u:08d}.pickle"), decided.prepares.column("partitions"))
+        for g, part in enumerate(decisions_by(decided, partitions, groups, lists=False)):
             if part.decided.num_rows:
-                filesystem, path = storage.filesystem(posixpath.join(spill, f"{g}", f"{u:08d}.pickle"))
-                filesystem.create_dir(posixpath.dirname(path), recursive=True)
-                with filesystem.open_output_stream(path, compression="lz4") as out:
-                    out.write(pickle.dumps(part, protocol=5))
+                ours = part.prepares.append_column("unit", pa.array(np.full(part.prepares.num_rows, u, np.int32)))
+                _spilled(posixpath.join(spill, f"{g}", f"{u:08d}.pickle"), dataclasses.replace(part, prepares=ours))
     none = decisions(pa.table({}))
     return Decisions(none.decided, decided.owners, none.partitions, none.prepares)
 
@@ -291,13 +292,39 @@ def _group_rows(
         forget_kept(path)  # read: its kept columns are freed as the group's rows are
     filesystem, where = storage.filesystem(posixpath.join(spill, f"{g}"))
     found = filesystem.get_file_info(pafs.FileSelector(where, allow_not_found=True))
-    written = {posixpath.basename(i.path): i.path for i in found if i.type == pafs.FileType.File}
-    pieces = []
-    for u, own in enumerate(owners):
-        name = f"{u:08d}.pickle"
-        if name in written:
-            with filesystem.open_input_stream(written[name], compression="lz4") as source:
-                own = pickle.loads(source.read())
-        pieces.append(own)
+    written = {posixpath.basename(i.path) for i in found if i.type == pafs.FileType.File}
+    name = "{:08d}.pickle".format
+    pieces = [
+        _unspilled(posixpath.join(spill, f"{g}", name(u))) if name(u) in written else own
+        for u, own in enumerate(owners)
+    ]
     txns = pa.concat_tables(parts) if parts else STAGED_SCHEMA.empty_table()
-    return partition_integrity(txns, index, segments, joined(pieces))
+    decided = dataclasses.replace(joined(pieces), lists=partial(_lists, spill))
+    return partition_integrity(txns, index, segments, decided)
+
+
+def _lists(spill: str, rows: pa.Table) -> pa.Array:
+    """The partitions that ``rows`` of a group's Prepare* records list (their ``unit`` and ``row``:
+    :func:`_split_decisions`), read from ``spill``: only the anomalies' evidence asks for them."""
+    read: dict[int, pa.ChunkedArray] = {}
+    lists = []
+    for u, row in zip(rows.column("unit").to_pylist(), rows.column("row").to_pylist(), strict=True):
+        if u not in read:
+            read[u] = _unspilled(posixpath.join(spill, "lists", f"{u:08d}.pickle"))
+        lists.append(read[u][row].as_py())
+    return pa.array(lists, pa.list_(pa.string()))
+
+
+def _spilled(uri: str, value: object) -> None:
+    """Write ``value`` (Arrow tables, or what holds them) as ``uri``, for :func:`_unspilled`."""
+    filesystem, path = storage.filesystem(uri)
+    filesystem.create_dir(posixpath.dirname(path), recursive=True)
+    with filesystem.open_output_stream(path, compression="lz4") as out:
+        out.write(pickle.dumps(value, protocol=5))
+
+
+def _unspilled(uri: str) -> Any:
+    """What :func:`_spilled` wrote as ``uri``."""
+    filesystem, path = storage.filesystem(uri)
+    with filesystem.open_input_stream(path, compression="lz4") as source:
+        return pickle.loads(source.read())

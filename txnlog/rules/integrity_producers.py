@@ -21,7 +21,7 @@ Pure and vectorized: Arrow tables in, anomaly rows out (as dicts: only the anoma
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,12 +89,19 @@ class Decisions:
     per completed Prepare* record and partition it lists, ranked from the newest; ``owners`` producer id ->
     transactional id and its code; ``partitions`` the partitions named (their row is their code); ``prepares``
     the completed Prepare* records (for the evidence). Small next to the transactions: the engine hands it to every
-    partition's task."""
+    partition's task. ``lists``, where ``prepares`` holds no ``partitions`` (:func:`decisions_by` without them):
+    the partitions each of some rows of ``prepares`` lists, asked only for the anomalies' evidence."""
 
     decided: pa.Table
     owners: pa.Table
     partitions: pa.Table
     prepares: pa.Table
+    lists: Callable[[pa.Table], pa.Array | pa.ChunkedArray] | None = None
+
+    def listed(self, rows: pa.Table) -> pa.Array | pa.ChunkedArray:
+        """The partitions each of ``rows`` (rows of ``prepares``) lists, joined by ", " (the evidence's words)."""
+        lists = rows.column("partitions") if self.lists is None else self.lists(rows)
+        return pc.binary_join(lists, ", ")
 
 
 _NONE = Decisions(
@@ -181,12 +188,18 @@ def _owners(pid: pa.ChunkedArray, tid: np.ndarray, names: pa.Array) -> pa.Table:
     )
 
 
-def decisions_by(decided: Decisions, partitions: pa.Table, groups: int) -> list[Decisions]:
+def decisions_by(decided: Decisions, partitions: pa.Table, groups: int, lists: bool = True) -> list[Decisions]:
     """``decided`` split by the groups of the partitions that its decisions name (``partitions``: topic, partition
     and ``group``, from 0 to ``groups`` - 1, a partition once; a decision that names none of them is in no group):
     each group's decisions, with which the checks of its partitions' transactions (:func:`coordinator_rows`,
-    txnlog.rules.integrity_markers) give the same rows as with ``decided``. The owners stay whole."""
+    txnlog.rules.integrity_markers) give the same rows as with ``decided``. The owners stay whole. Without
+    ``lists``, each group's ``prepares`` holds, instead of the partitions each lists (the most of its bytes, and
+    every group naming one of them would hold a copy), the ``row`` of ``decided.prepares`` it is: give the group's
+    :class:`Decisions` the ``lists`` that read them."""
     parts = decided.partitions
+    prepares = decided.prepares
+    if not lists:
+        prepares = prepares.drop_columns(["partitions"]).append_column("row", pa.array(np.arange(prepares.num_rows)))
     width = max(parts.num_rows, 1)
     at = pc.index_in(_tp_names(parts), value_set=_tp_names(partitions).combine_chunks())
     group_of = np.full(width, -1, np.int64)
@@ -195,7 +208,7 @@ def decisions_by(decided: Decisions, partitions: pa.Table, groups: int) -> list[
     )
     d = decided.decided
     key = np.asarray(d.column("key").to_numpy(), np.int64)
-    in_group = group_of[key % width]
+    in_group, prepare_of = group_of[key % width], np.asarray(d.column("prepare").to_numpy(), np.int64)
     order = np.argsort(in_group, kind="stable")  # each group's rows in their order: by key, then rank
     bounds = np.searchsorted(in_group[order], np.arange(groups + 1))
     out = []
@@ -203,7 +216,7 @@ def decisions_by(decided: Decisions, partitions: pa.Table, groups: int) -> list[
         rows, kept_tp = order[bounds[g] : bounds[g + 1]], np.flatnonzero(group_of == g)
         new_tp = np.full(width, -1, np.int64)
         new_tp[kept_tp] = np.arange(kept_tp.size)
-        used, prepare = np.unique(np.asarray(d.column("prepare").to_numpy(), np.int64)[rows], return_inverse=True)
+        used, prepare = np.unique(prepare_of[rows], return_inverse=True)
         keys = key[rows] // width * max(kept_tp.size, 1) + new_tp[key[rows] % width]  # the order kept
         taken = pa.array(rows, pa.int64())
         table = pa.table(
@@ -215,9 +228,7 @@ def decisions_by(decided: Decisions, partitions: pa.Table, groups: int) -> list[
             ],
             schema=_DECISION_SCHEMA,
         )
-        out.append(
-            Decisions(table, decided.owners, parts.take(pa.array(kept_tp)), decided.prepares.take(pa.array(used)))
-        )
+        out.append(Decisions(table, decided.owners, parts.take(pa.array(kept_tp)), prepares.take(pa.array(used))))
     return out
 
 
@@ -263,7 +274,8 @@ def joined(parts: Sequence[Decisions]) -> Decisions:
          pa.array(code[newest], pa.int64())],
         schema=_OWNERS_SCHEMA,
     )  # fmt: skip
-    return Decisions(decided, owners, partitions, pa.concat_tables([p.prepares for p in parts]))
+    prepares = pa.concat_tables([p.prepares for p in parts], promote_options="permissive")
+    return Decisions(decided, owners, partitions, prepares, next((p.lists for p in parts if p.lists), None))
 
 
 def _values_of(table: pa.Table, name: str) -> np.ndarray:
@@ -347,7 +359,7 @@ def coordinator_rows(
     pairs = pairs.append_column("transactional_id", where.column("transactional_id"))
     pairs = pairs.append_column("coordinator_partition", where.column("coordinator_partition"))
     pairs = pairs.append_column("record_offset", where.column("record_offset"))
-    pairs = pairs.append_column("listed", pc.binary_join(where.column("partitions"), ", "))
+    pairs = pairs.append_column("listed", decided.listed(where))
     pairs = pairs.sort_by([("topic", "ascending"), ("partition", "ascending"), ("marker_offset", "ascending")])
     return [_split_row(p) for p in pairs.to_pylist()]
 
