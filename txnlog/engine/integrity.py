@@ -201,14 +201,20 @@ def _root(unit: np.ndarray, f: int) -> int:
 
 
 def audit_here(
-    files: list[str], history: list[str], index: pa.Table, segments: pa.Table, spill: str, threads: int = 1
+    files: list[str],
+    history: list[str],
+    indexes: Callable[[], tuple[pa.Table, pa.Table]],
+    spill: str,
+    threads: int = 1,
 ) -> pa.Table:
     """:func:`integrity_here`'s rows, in memory that does not grow with the input: the staged transaction
     ``files`` dealt into groups that hold whole partitions (:func:`audit_groups`, about :data:`GROUP_BYTES` of
     audited columns each), and the coordinator's decisions built a coordinator partition at a time (a
     transactional id's records are all in its partition, ``TransactionStateManager.partitionFor``), each one's
     split by the groups of the partitions they name and written under ``spill``; then each group checked against
-    the decisions that name its partitions (txnlog.rules.integrity.joined). Both on ``threads`` threads."""
+    the decisions that name its partitions (txnlog.rules.integrity.joined). Both on ``threads`` threads.
+    ``indexes`` gives the ``.txnindex`` entries and their segments (txnlog.sources.txnindex), asked for once the
+    decisions are split: they may be read meanwhile."""
     if not files:
         return MS_SCHEMA.empty_table()
     with ThreadPoolExecutor(max(1, threads), thread_name_prefix="txnlog-audit") as pool:
@@ -219,7 +225,7 @@ def audit_here(
         units = _units(history, pool)
         split = partial(_split_decisions, _grouped(held, groups), len(groups), spill)
         owners = list(pool.map(split, enumerate(units)))
-        check = partial(_group_rows, index, segments, spill, owners)
+        check = partial(_group_rows, *indexes(), spill, owners)
         found = list(pool.map(check, range(len(groups)), groups))
     return pa.concat_tables(found) if found else MS_SCHEMA.empty_table()
 

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -26,7 +28,7 @@ from txnlog.model.rows import Checkpoint
 from txnlog.rules.blocked import groups_past
 from txnlog.rules.integrity import compacted_gaps, unserved, with_readers, with_timestamps
 from txnlog.sources.logdirs import Inventory
-from txnlog.sources.txnindex import read_txn_indexes
+from txnlog.sources.txnindex import TxnIndexes, read_txn_indexes
 
 __all__ = ["audited_in_memory", "with_integrity"]
 
@@ -36,6 +38,12 @@ def audited_in_memory(scratch: str, driver: bool) -> AbstractContextManager[None
     audited columns are kept as the merges write them, so that :func:`with_integrity` reads nothing again
     (txnlog.engine.integrity.kept_columns)."""
     return kept_columns(scratch) if driver else nullcontext()
+
+
+def _entries(reading: Future[TxnIndexes]) -> tuple[pa.Table, pa.Table]:
+    """The ``.txnindex`` entries and their segments, once ``reading`` has read them."""
+    found = reading.result()
+    return found.entries, found.segments
 
 
 def with_integrity(
@@ -53,9 +61,12 @@ def with_integrity(
     if staged.driver or staged.spark is None:
         # A group of whole partitions at a time, with the decisions that name them, on the placement's threads
         # (txnlog.engine.integrity.audit_here): the memory does not grow with the input.
-        found = read_txn_indexes(inventory.segments, inventory.txn_indexes, checkpoints)
+        # The .txnindex files read on a thread of their own while the decisions are built and split.
         spill = posixpath.join(posixpath.dirname(staged.stage), "audit_decisions")
-        rows = audit_here(staged.raw_files(), history, found.entries, found.segments, spill, staged.threads)
+        with ThreadPoolExecutor(1, thread_name_prefix="txnlog-txnindex") as beside:
+            reading = beside.submit(read_txn_indexes, inventory.segments, inventory.txn_indexes, checkpoints)
+            rows = audit_here(staged.raw_files(), history, partial(_entries, reading), spill, staged.threads)
+            found = reading.result()
     else:  # Lazy: pyspark loads only where a run uses Spark.
         from txnlog.engine.spark.integrity import integrity_in_tasks
 
