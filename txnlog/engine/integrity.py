@@ -306,23 +306,7 @@ def _group_rows(
     ]
     txns = pa.concat_tables(parts) if parts else STAGED_SCHEMA.empty_table()
     decided = dataclasses.replace(joined(pieces), lists=partial(_lists, spill))
-    rows = [partition_integrity(chunk, index, segments, decided) for chunk in _chunks(txns, GROUP_BYTES)]
-    return pa.concat_tables(rows) if len(rows) > 1 else rows[0]
-
-
-def _chunks(txns: pa.Table, limit: int) -> Iterator[pa.Table]:
-    """``txns`` in chunks of whole partitions of about ``limit`` bytes each: the checks' own arrays are as large as
-    a chunk, not as the group (a group holds at least a staged file, whose size grows with the input's)."""
-    if txns.nbytes <= limit:
-        yield txns
-        return
-    names = pc.binary_join_element_wise(txns.column("topic"), pc.cast(txns.column("partition"), pa.string()), "\x00")
-    codes = pc.dictionary_encode(names.combine_chunks()).indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    rows = np.bincount(codes)
-    chunk = (np.cumsum(rows) - rows) * (txns.nbytes // max(txns.num_rows, 1)) // limit  # each partition's chunk
-    of_row = chunk[codes]
-    for c in np.unique(of_row):
-        yield txns.filter(pa.array(of_row == c))
+    return partition_integrity(txns, index, segments, decided)
 
 
 def _lists(spill: str, rows: pa.Table) -> pa.Array:
