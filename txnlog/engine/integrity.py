@@ -1,8 +1,11 @@
 """The integrity audit (txnlog.rules.integrity) over the run's staged files, in this process: the staged
 transactions' audited columns, and the coordinator's decisions from the staged ``__transaction_state`` records.
 Where this process staged them (the driver placement: :func:`kept_columns` while it decodes and merges), the
-columns are those the merge wrote, kept in memory (txnlog.engine.staging.kept_in_memory): no second read, no
-copy; a file staged elsewhere is read by the placement's threads. In Spark's tasks: txnlog.engine.spark.integrity."""
+columns are those the merge wrote, kept in memory up to :data:`KEPT_BYTES` (txnlog.engine.staging.kept_in_memory:
+no copy); a file past it, or staged elsewhere, is read by the placement's threads. The driver's audit
+(:func:`audit_here`) checks a group of whole partitions at a time against the decisions that name them, built a
+coordinator partition at a time: its memory does not grow with the input. In Spark's tasks:
+txnlog.engine.spark.integrity."""
 
 from __future__ import annotations
 

@@ -4,10 +4,10 @@ quarantine rows of the ``.txnindex`` files that could not be read whole.
 
 The audit runs where the partitions' other work runs (txnlog.engine.spark.placement): in Spark's tasks, per
 (topic, partition), over the staged transactions where they were staged (txnlog.engine.spark.integrity); or, for
-a small input, in this process, over the audited columns the merges kept as they staged them
-(:func:`audited_in_memory`: no second read). The ``.txnindex`` entries (34 bytes per aborted
-transaction) and the coordinator's decisions (txnlog.rules.integrity.decisions) are read here and handed to
-every partition's check.
+a small input, in this process, a group of whole partitions at a time on the placement's threads, over the audited
+columns the merges kept as they staged them, up to a budget (:func:`audited_in_memory`), and the coordinator's
+decisions built a ``__transaction_state`` partition at a time (txnlog.engine.integrity.audit_here). The
+``.txnindex`` entries (34 bytes per aborted transaction) are read here and handed to every partition's check.
 """
 
 from __future__ import annotations
