@@ -142,7 +142,8 @@ def forget_kept(uri: str) -> None:
     with _KEPT.lock:
         path = _local(uri)
         _KEPT.drop(path)
-        _KEPT.dropped.add(path)
+        if posixpath.dirname(path) in _KEPT.columns:  # while its stage keeps: not kept again
+            _KEPT.dropped.add(path)
 
 
 def _local(uri: str) -> str:
