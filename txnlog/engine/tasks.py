@@ -286,6 +286,10 @@ def decode_here(offline: Offline, decode: Decode, scratch: str, threads: int = 1
 
     inv, shared = offline.inventory, bool(offline.dump_files)  # a live input is never read here (Placement)
     jobs, offsets_jobs = log_dir_jobs(inv, decode, scratch, shared=shared, dumps=shared, threads=threads)
+
+    def offsets(wanted: list[tuple[str, int]]) -> pa.Table:  # read when a step asks (GroupOffsets)
+        return run_here(offsets_jobs(wanted), threads)[0]
+
     summary, records = (_labelled(t, InputSource.SEGMENTS) for t in run_here(jobs, threads))
     release_output_blocks(trim=True)  # the tables' build and writes come next in this process
     read = set(inv.txn_state_partitions)
@@ -302,10 +306,6 @@ def decode_here(offline: Offline, decode: Decode, scratch: str, threads: int = 1
     times = as_of_rule.broker_times_of(summary, records)
     if shared:  # the dumps' and the log dirs' rows of a partition merged, and the coordinator's reduced, together
         summary, records = merged_here(summary, records, inv.checkpoints, scratch)
-
-    def offsets(wanted: list[tuple[str, int]]) -> pa.Table:
-        return run_here(offsets_jobs(wanted), threads)[0]
-
     return Decoded(
         summary, records, times, txn_state_read=frozenset(read), checkpoints=tuple(inv.checkpoints),
         offsets=GroupOffsets(offsets) if inv.consumer_offsets_segments else None,
