@@ -5,10 +5,12 @@ Each task holds whole ``__consumer_offsets-<n>`` partitions. Of a partition's re
 read: the most advanced, as the rest of the job picks the leader of a partition
 (:attr:`txnlog.broker.reconstruct.ReplicaLogs.is_lead`: the largest log end offset, ties to the first broker name),
 since a follower's copy may lack the newest commits and markers. Each segment is scanned (its batches checked and
-its compressed ones decompressed: :func:`txnlog.kafka.consumer_offsets_scan.scan_batches`), the topic partitions a
-producer's batch commits to found from those batches, and each segment walked once
-(:func:`txnlog.kafka.consumer_offsets_scan.walk_scanned`: each record checked, the commits of the topic partitions
-asked for, :func:`read_partitions`' ``wanted``, and of those a producer commits to kept in the walk). The kept rows
+its compressed ones decompressed: :func:`txnlog.kafka.consumer_offsets_scan.scan_batches`) and its records walked
+once, each checked and its position and topic-partition hash noted (:func:`index_partitions`; this does not depend
+on what is asked, so the local placement starts it beside the other inputs' decode: txnlog.engine.tasks). Then,
+from those notes, the commits of the topic partitions asked for (:func:`read_partitions`' ``wanted``) and of those a
+producer's batch commits to are read again, and every record that is not a well-formed OffsetCommit
+(:func:`read_indexed`). The kept rows
 of all the task's segments are built into columns at once (:func:`txnlog.kafka.consumer_offsets.decode_kept`) and
 replayed together, each partition as its group coordinator replays it
 (:func:`txnlog.rules.consumer_offsets.replay_partitions`). The partition's transactions and markers are analysed

@@ -75,7 +75,7 @@ _DETAILS = {
 }
 
 
-#: The bits of a hash that index :func:`walk_scanned`'s table of the hashes kept.
+#: The bits of a hash that index :func:`pick`'s table of the hashes kept.
 _TABLE_BITS = 16
 
 
@@ -100,8 +100,8 @@ def _index(buf, extra, src, starts, ends, counts, base_offset):
     for b in range(starts.size):
         total += max(counts[b], 0)
     pos = np.empty(total, np.int64)
-    hashes = np.zeros(total, np.uint64)
-    good = np.zeros(total, np.bool_)
+    hashes = np.empty(total, np.uint64)
+    good = np.empty(total, np.bool_)
     walked = np.zeros(starts.size, np.int64)
     scratch = np.zeros((1, WIDTH), np.int64)  # check_commit writes nothing
     quar = np.empty((starts.size, 5), np.int64)
@@ -128,14 +128,16 @@ def _index(buf, extra, src, starts, ends, counts, base_offset):
                 broken = True
                 break
             pos[n] = p
+            ok, h = False, np.uint64(0)
             if key_len >= 0:
                 value_end = value_start + max(value_len, 0)
                 ok, topic_start, topic_len, partition = check_commit(
                     data, key_start, key_start + key_len, data, value_start, value_end, value_len >= 0, scratch
                 )
                 if ok:
-                    good[n] = True
-                    hashes[n] = tp_hash(data, topic_start, topic_len, partition)
+                    h = tp_hash(data, topic_start, topic_len, partition)
+            good[n] = ok
+            hashes[n] = h
             n += 1
             done += 1
             p = rec_end
@@ -417,10 +419,10 @@ def pick(indexed: Indexed, arr: np.ndarray, keys: np.ndarray | None = None) -> W
     keys_ = np.zeros(0, np.uint64) if keys is None else np.ascontiguousarray(keys, np.uint64)
     table = np.zeros(1 << _TABLE_BITS, np.bool_)
     table[keys_ & np.uint64((1 << _TABLE_BITS) - 1)] = True
-    src, _starts, ends, _counts, *times = indexed.walk
+    src, _starts, ends, _counts, base_offset, base_ts, max_ts, log_append = indexed.walk
     recs, commits, strings = _pick(
-        arr, indexed.extra, src, ends, *times, indexed.pos, indexed.hashes, indexed.good, indexed.walked, keys_,
-        table, keys is None,
+        arr, indexed.extra, src, ends, base_offset, base_ts, max_ts, log_append, indexed.pos, indexed.hashes,
+        indexed.good, indexed.walked, keys_, table, keys is None,
     )  # fmt: skip
     return Walked(arr, indexed.extra, recs, commits, strings, indexed.batches, indexed.markers, indexed.quarantine)
 
