@@ -22,7 +22,7 @@ columns), ``group`` (a classic group's members from its last GroupMetadata recor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -40,6 +40,7 @@ from txnlog.rules.consumer_offsets import OFFSETS_SCHEMA, replay_partitions
 from txnlog.sources.logdirs import LogFile
 
 KIND_OFFSET = "offset"
+_NOTHING = np.zeros(0, np.uint8)
 #: The source option naming the topic partitions whose groups' offsets are asked for (JSON
 #: [[topic, partition], ...]; absent: every one's): :func:`read_partition`'s ``wanted``.
 TOPIC_PARTITIONS = "topic_partitions"
@@ -147,7 +148,9 @@ def _index_one(files: list[LogFile], check_crc: bool, max_decompressed_bytes: in
     for i, file in enumerate(files):
         try:
             with log_bytes(file.path) as (buf, _):
-                segments.append((i, index_scanned(scan_batches(buf, file=file.path, check_crc=check_crc, **limit))))
+                ix = index_scanned(scan_batches(buf, file=file.path, check_crc=check_crc, **limit))
+            # a compressed segment's decompressed bytes are not held until the pick: decompressed again there
+            segments.append((i, replace(ix, extra=_NOTHING) if ix.extra.size else ix))
         except OSError as e:
             unreadable[i].append(QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(e)))
     return IndexedPartition(files, segments, unreadable)
@@ -202,9 +205,11 @@ def _read_one(
     for i, ix in part.segments:
         try:
             with log_bytes(files[i].path) as (buf, _):
+                limit = limit_kwargs(max_decompressed_bytes)
                 if buf.size != ix.size:  # changed since it was indexed: indexed again
-                    limit = limit_kwargs(max_decompressed_bytes)
                     ix = index_scanned(scan_batches(buf, file=files[i].path, check_crc=check_crc, **limit))
+                elif np.any(ix.batches["src"] == 1):  # its compressed batches decompressed again, as in the walk
+                    ix = replace(ix, extra=scan_batches(buf, file=files[i].path, check_crc=check_crc, **limit).extra)
                 walked = pick(ix, buf, keys)
                 if keys is not None and len(walked.recs) == 0:  # nothing asked for, nothing to decode
                     quarantine[i].extend(walked.quarantine)
