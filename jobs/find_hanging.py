@@ -183,13 +183,13 @@ def main(argv: list[str] | None = None) -> int:
     }
     try:
         config = load_config(args.config, overrides)
-        from txnlog.pipeline import placement_of, plan_inputs, run, runs_without_spark
+        from txnlog.pipeline import plan_inputs, run
 
         if args.validate_only or args.here_if_small:  # every check that needs no Spark, before a JVM starts
             inputs = plan_inputs(config, sample=False)
             if args.validate_only:
                 return 0
-            if not runs_without_spark(config, placement_of(config, inputs)):
+            if not inputs.without_spark:
                 return NEEDS_SPARK
             result = run(config)  # a small input: no Spark session, no JVM
         else:  # under spark-submit, with the user's Spark options: the session they configure, whatever the input

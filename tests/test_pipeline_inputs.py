@@ -89,3 +89,16 @@ def test_cluster_is_named_after_the_input(tmp_path) -> None:
     dumps = ("broker-1=/x/b1 orders.txt", "/x/b2")
     name = cluster_name(None, Inputs(Offline(dump_log=dumps)))[0]
     assert name.startswith("b1-orders.txt-") and name == cluster_name(None, Inputs(Offline(dump_log=dumps)))[0]
+
+
+def test_the_inputs_come_named_and_placed(tmp_path) -> None:
+    """plan_inputs hands on the run's cluster name and placement with the inputs; with no input and no sample
+    (the job's check before it decides on Spark) it names nothing and places the run in the driver, where a
+    run without input reads the embedded sample."""
+    from txnlog.pipeline import plan_inputs
+
+    nothing = plan_inputs(load_config(None, {"progress": False}), sample=False)
+    assert nothing.name == "" and nothing.placement.driver and nothing.without_spark
+    named = plan_inputs(load_config(None, {"progress": False, "cluster": "prod-eu", "delta_writer": "spark"}))
+    assert (named.name, named.name_derived, named.sample) == ("prod-eu", False, True)
+    assert named.placement.driver and not named.without_spark  # the Spark writer needs a session

@@ -1,5 +1,5 @@
 """A small input's run starts no JVM: ``./spark-submit.sh`` given no Spark option runs the job in its own Python
-process (txnlog.pipeline.runs_without_spark) and writes the tables a run with a Spark session writes.
+process (txnlog.pipeline.inputs.Inputs.without_spark) and writes the tables a run with a Spark session writes.
 
 The proof that no JVM starts: the run is given a ``JAVA_HOME`` that does not exist and a ``PATH`` without
 ``java``, under which the same command with ``--driver-max-bytes 0`` (always Spark) fails to start.

@@ -337,7 +337,7 @@ def test_job_tables_and_damage_at_a_split_edge(spark, tmp_path: Path, monkeypatc
     the batches at and right before a split point, makes the aborts of the hanging transactions before it
     VERIFY_FIRST because of it."""
     from tests.e2e.test_previous_pipeline import TABLES, differences, read_delta
-    from txnlog.engine.spark import decode as spark_splits  # where Spark's decode calls stitch_pieces
+    from txnlog.engine.spark import collect as spark_splits  # where Spark's decode calls stitch_pieces
     from txnlog.model.config import load_config
     from txnlog.pipeline import run
     from txnlog.sources import splits as S

@@ -379,7 +379,7 @@ def merged_here(
     take them, in this process: the fragments merged into ``transaction`` rows in place of the fragments (every
     transaction staged under ``scratch``/transactions), the coordinator's records reduced per partition (every record
     staged under ``scratch``/coordinator_history). In Spark, the same happens per partition in tasks
-    (txnlog.engine.spark.collect.merged_and_collected)."""
+    (txnlog.engine.spark.collect.decoded_rows)."""
     merged = _merged_fragments(summary, checkpoints, f"{scratch}/transactions")
     rest = summary.filter(pc.invert(pc.is_in(summary.column("kind"), pa.array([KIND_RUN, KIND_MARKER]))))
     summary = pa.concat_tables([rest, merged], promote_options="default")

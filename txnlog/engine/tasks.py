@@ -329,6 +329,10 @@ def decode_here(offline: Offline, decode: Decode, scratch: str, threads: int = 1
     # the walk over every __consumer_offsets record starts now, beside the decode: it does not depend on what the
     # blocked step will ask for, which is known only once the tables are built
     picked = offsets_jobs.indexed_now() if inv.consumer_offsets_segments else offsets_jobs
+
+    def offsets(wanted: list[tuple[str, int]]) -> pa.Table:  # read when a step asks (GroupOffsets)
+        return run_here(picked(wanted), threads)[0]
+
     summary, records = (_labelled(t, InputSource.SEGMENTS) for t in run_here(jobs, threads))
     release_output_blocks(trim=True)  # the tables' build and writes come next in this process
     read = set(inv.txn_state_partitions)
@@ -345,10 +349,6 @@ def decode_here(offline: Offline, decode: Decode, scratch: str, threads: int = 1
     times = as_of_rule.broker_times_of(summary, records)
     if shared:  # the dumps' and the log dirs' rows of a partition merged, and the coordinator's reduced, together
         summary, records = merged_here(summary, records, inv.checkpoints, scratch)
-
-    def offsets(wanted: list[tuple[str, int]]) -> pa.Table:
-        return run_here(picked(wanted), threads)[0]
-
     return Decoded(
         summary, records, times, txn_state_read=frozenset(read), checkpoints=tuple(inv.checkpoints),
         offsets=GroupOffsets(offsets) if inv.consumer_offsets_segments else None,

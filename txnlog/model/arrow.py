@@ -190,26 +190,45 @@ def left_join(left: pa.Table, right: pa.Table, on: list[str], columns: Sequence[
     return with_columns(left, **{c: lookup(left, on, right, c) for c in names})
 
 
-def lookup(keys: pa.Table, on: list[str], table: pa.Table, value: str) -> pa.ChunkedArray:
+def lookup(keys: pa.Table, on: list[str], table: pa.Table, value: str, *, nulls_match: bool = False) -> pa.ChunkedArray:
     """``table[value]`` for each row of ``keys``: a left join on ``on`` (unique in ``table``), order kept;
-    null where a key is null or not in ``table``. Hash lookups of each row's key codes, not a join."""
+    null where a key is not in ``table`` or, unless ``nulls_match`` (a null key value is a value of its own, as
+    ``group_by`` makes it a group), null. Hash lookups of each row's key codes, not a join.
+
+    >>> table = pa.table({"k": ["a", None], "v": [1, 2]})
+    >>> lookup(pa.table({"k": [None, "a", "b"]}), ["k"], table, "v").to_pylist()
+    [None, 1, None]
+    >>> lookup(pa.table({"k": [None, "a", "b"]}), ["k"], table, "v", nulls_match=True).to_pylist()
+    [2, 1, None]
+    """
     found = pa.chunked_array(
-        [pc.index_in(key_codes(keys, on, table), value_set=key_codes(table, on, table), skip_nulls=True)]
+        [
+            pc.index_in(
+                key_codes(keys, on, table, nulls_match=nulls_match),
+                value_set=key_codes(table, on, table, nulls_match=nulls_match),
+                skip_nulls=True,
+            )
+        ]
     )
     return table.column(value).take(found)
 
 
-def key_codes(rows: pa.Table, on: list[str], table: pa.Table) -> pa.Array:
+def key_codes(rows: pa.Table, on: list[str], table: pa.Table, *, nulls_match: bool = False) -> pa.Array:
     """One int64 per row of ``rows`` naming its ``on`` values among ``table``'s (null: a value ``table``
-    lacks, or a null)."""
+    lacks, or, unless ``nulls_match``, a null)."""
     codes = np.zeros(rows.num_rows, np.int64)
     valid = np.ones(rows.num_rows, bool)
     for name in on:
         values = pc.unique(table.column(name))
-        code = pc.index_in(rows.column(name), value_set=values, skip_nulls=True)
+        code = pc.index_in(rows.column(name), value_set=values, skip_nulls=not nulls_match)
         valid &= np.asarray(pc.is_valid(code).to_numpy(zero_copy_only=False), bool)
         codes = codes * max(len(values), 1) + pc.fill_null(code, 0).to_numpy(zero_copy_only=False).astype(np.int64)
     return pa.array(codes, mask=~valid)
+
+
+#: a table's rows and the columns a rule derives for it, by the contract's names: :func:`project` takes the rest of
+#: its columns from the rows
+Shaped = tuple[pa.Table, dict[str, Any]]
 
 
 def project(table: pa.Table, name: str, **derived: Any) -> pa.Table:

@@ -1,12 +1,12 @@
 """The few pieces of Spark that code below the Spark adapters (txnlog.output.delta) needs, with no txnlog module above
-the contract: runtime SQL settings for a block, the label of the Spark jobs a block starts, whether the Delta Lake
+the contract: runtime SQL settings for a block, the labels of the Spark jobs a block starts, whether the Delta Lake
 jars are on the driver's classpath, and the Spark type of each Arrow type of the contract (txnlog.model.contract).
 pyspark is imported only when ``spark_type`` runs (the CLI reads the tables through txnlog.output.delta without it);
 the others take the session they are given."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -62,18 +62,26 @@ def temporary_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator
 
 
 @contextmanager
-def job_description(spark: SparkSession | None, text: str) -> Iterator[None]:
-    """Label the Spark jobs started inside the block (Spark UI, event log) with ``text``."""
+def job_phases(spark: SparkSession | None) -> Iterator[Callable[[str], None]]:
+    """Label the Spark jobs started inside the block (Spark UI, event log) phase by phase: the function yielded
+    names the phase the jobs that follow belong to; the session's own label comes back at the block's end."""
     sc = getattr(spark, "sparkContext", None)
     if sc is None:  # no Spark, or Spark Connect: no SparkContext to label
-        yield
+        yield lambda _text: None
         return
     previous = sc.getLocalProperty("spark.job.description")
-    sc.setJobDescription(text)
     try:
-        yield
+        yield sc.setJobDescription
     finally:
         sc.setLocalProperty("spark.job.description", previous)
+
+
+@contextmanager
+def job_description(spark: SparkSession | None, text: str) -> Iterator[None]:
+    """Label the Spark jobs started inside the block (Spark UI, event log) with ``text``."""
+    with job_phases(spark) as phase:
+        phase(text)
+        yield
 
 
 def spark_type(arrow_type: pa.DataType) -> T.DataType:

@@ -15,14 +15,12 @@ Example::
 
 from txnlog.output.spark_base import job_description
 from txnlog.pipeline.build import build_tables, resolve_as_of, thresholds_of, verify_live
-from txnlog.pipeline.decode import Decoded, decode
+from txnlog.pipeline.decode import Decoded, capture_live, decode
 from txnlog.pipeline.inputs import (
     Inputs,
-    capture_live,
     cluster_name,
     placement_of,
     plan_inputs,
-    runs_without_spark,
 )
 from txnlog.pipeline.run import run
 from txnlog.pipeline.runs import RunResult, summarize
@@ -48,7 +46,6 @@ __all__ = [
     "retain",
     "run",
     "run_scope",
-    "runs_without_spark",
     "stderr_progress",
     "summarize",
     "thresholds_of",

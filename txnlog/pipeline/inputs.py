@@ -8,7 +8,6 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -16,7 +15,6 @@ import pyarrow as pa
 from txnlog.broker.cluster_image import ClusterImage, MetadataSays, furthest, says
 from txnlog.engine.spark.placement import Placement, session_cores
 from txnlog.live.admin import check_cluster
-from txnlog.live.groups import consumer_groups
 from txnlog.model.errors import UsageError
 from txnlog.model.words import count
 from txnlog.pipeline.scope import Progress
@@ -28,7 +26,6 @@ from txnlog.sources.sample import sample_logs
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from txnlog.engine.spark.live_batches import LiveCut
     from txnlog.model.config import Config
 
 
@@ -46,6 +43,14 @@ class Inputs:
     #: what that log says of the copy, worked out once: the ``__transaction_state`` partition count (and what
     #: decided it), the deleted topics, who led and who was in sync (``notes``; None: no metadata log)
     said: MetadataSays = field(default_factory=lambda: MetadataSays(0, "", False, pa.table({}), None))
+    #: the run's cluster name, and whether it was made from the input (:func:`cluster_name`)
+    name: str = ""
+    name_derived: bool = False
+    #: where the run decodes (:func:`placement_of`), and whether it then needs no Spark session at all: a small
+    #: input in the driver placement whose tables the deltalake writer writes. Spark's part of such a run is only
+    #: its start, seconds of JVM for nothing (benchmarks/RESULTS.md, "Startup")
+    placement: Placement = Placement()
+    without_spark: bool = False
 
     @property
     def bytes(self) -> int:
@@ -58,10 +63,13 @@ class Inputs:
         return [*self.offline.logs, *self.offline.dump_log, *([f"kafka://{self.live}"] if self.live else [])]
 
 
-def plan_inputs(config: Config, progress: Progress | None = None, *, sample: bool = True) -> Inputs:
+def plan_inputs(
+    config: Config, progress: Progress | None = None, *, sample: bool = True, spark: SparkSession | None = None
+) -> Inputs:
     """Every check that needs no Spark, in one place, each failing with one line that says what to do:
     paths and dump files exist and hold Kafka logs, the live cluster answers, --verify-live/--topic have a
-    cluster. With no input at all, the embedded sample (written on first use unless ``sample`` is false)."""
+    cluster. With no input at all, the embedded sample (written on first use unless ``sample`` is false). The
+    inputs come with the run's cluster name and placement (weighed with ``spark``'s cores when given)."""
     if config.topics and config.verify_live and not config.bootstrap_servers:
         raise UsageError(
             f"--topic {config.topics[0]}: needs --bootstrap-servers (the live cluster to ask about it); "
@@ -87,16 +95,27 @@ def plan_inputs(config: Config, progress: Progress | None = None, *, sample: boo
     metadata_logs = read_metadata_logs(inventory.cluster_metadata) if inventory.cluster_metadata else []
     cluster = furthest(metadata_logs)
     said = says(cluster, config.transaction_state_partitions, dict(inventory.node_ids))
-    if not given and not sample:
-        return Inputs(offline, said=said)
-    note = describe(
-        inventory, len(offline.dump_files), live, (said.txn_state_partitions, said.decided),
-        live_txn_state=live_txn_state,
+    note = ""
+    if given or sample:
+        note = describe(
+            inventory, len(offline.dump_files), live, (said.txn_state_partitions, said.decided),
+            live_txn_state=live_txn_state,
+        )  # fmt: skip
+        note += _deleted_note(cluster, said.deleted, inventory)
+        if progress:
+            progress(f"found {note}")
+    inputs = Inputs(offline, live, live_txn_state, note, sample=not given and sample, cluster=cluster, said=said)
+    return _placed(config, inputs, spark, named=given or sample)
+
+
+def _placed(config: Config, inputs: Inputs, spark: SparkSession | None, *, named: bool) -> Inputs:
+    """``inputs`` with where the run decodes and, where it has an input (``named``), the run's cluster name."""
+    name, derived = cluster_name(config.cluster, inputs) if named else (config.cluster or "", False)
+    placement = placement_of(config, inputs, spark)
+    return dataclasses.replace(
+        inputs, name=name, name_derived=derived, placement=placement,
+        without_spark=placement.driver and config.delta_writer != "spark",
     )  # fmt: skip
-    note += _deleted_note(cluster, said.deleted, inventory)
-    if progress:
-        progress(f"found {note}")
-    return Inputs(offline, live, live_txn_state, note, sample=not given, cluster=cluster, said=said)
 
 
 def _deleted_note(cluster: tuple[ClusterImage, str] | None, deleted: pa.Table, inventory: Inventory) -> str:
@@ -184,13 +203,6 @@ def placement_of(config: Config, inputs: Inputs, spark: SparkSession | None = No
     )
 
 
-def runs_without_spark(config: Config, placement: Placement) -> bool:
-    """Whether a run placed as ``placement`` (:func:`placement_of`, weighed without a session) needs no Spark session
-    at all: a small input in the driver placement whose tables the deltalake writer writes. Spark's part of such a
-    run is only its start, seconds of JVM for nothing (benchmarks/RESULTS.md, "Startup")."""
-    return placement.driver and config.delta_writer != "spark"
-
-
 def _log_dir_files(inputs: Inputs) -> int:
     inv = inputs.offline.inventory
     return len(inv.segments) + len(inv.snapshots) + len(inv.txn_state_segments)
@@ -198,36 +210,3 @@ def _log_dir_files(inputs: Inputs) -> int:
 
 def file_count(inputs: Inputs) -> int:
     return _log_dir_files(inputs) + len(inputs.offline.dump_files)
-
-
-def capture_live(config: Config, inputs: Inputs, cluster: str, progress: Progress | None = None) -> LiveCut | None:
-    """A live run's consistent cut: every data partition's range, captured once before Spark reads (``cluster``:
-    the run's cluster, whose previous run a since-last-run read continues)."""
-    if not inputs.live:
-        return None
-    from txnlog.engine.spark.live_batches import RANGE_SINCE_LAST_RUN, capture_cut, previous_cut
-
-    previous = previous_cut(config.output, cluster) if config.live_range == RANGE_SINCE_LAST_RUN else None
-    if config.live_range == RANGE_SINCE_LAST_RUN and progress:
-        progress(
-            f"since-last-run: continuing the run of {previous.as_of.isoformat()}"
-            if previous is not None
-            else f"since-last-run: no earlier live run of cluster {cluster} in {config.output}: reading as 'unstable'"
-        )
-    cut = capture_cut(
-        inputs.live, dict(config.kafka), config.topics or None, mode=config.live_range,
-        lookback_bytes=config.live_lookback_bytes, previous=previous,
-    )  # fmt: skip
-    # who is blocked: the groups' offsets right after the cut (a blocked group's committed offset does not move)
-    groups = consumer_groups(inputs.live, dict(config.kafka), config.topics or None)
-    cut = dataclasses.replace(cut, groups=groups)
-    if progress:
-        moment = datetime.fromtimestamp(cut.as_of_ms / 1000, tz=UTC).isoformat()
-        topics = len({r.topic for r in cut.ranges})
-        named = len(set(groups["group"].to_pylist()) - {None})
-        progress(
-            f"live cut at {moment}: {cut.partitions} partitions of {topics} topics, {cut.unstable} with open "
-            f"transactions (LSO behind the high watermark); reading range '{config.live_range}'; "
-            f"{count(named, 'consumer group')} asked for their offsets"
-        )
-    return cut

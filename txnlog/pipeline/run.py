@@ -14,15 +14,8 @@ from txnlog.engine.spark.session import get_session
 from txnlog.output import output_dir
 from txnlog.pipeline.audit import audited_in_memory, with_integrity
 from txnlog.pipeline.build import build_tables, resolve_as_of, thresholds_of, verify_live
-from txnlog.pipeline.decode import decode, read_settings
-from txnlog.pipeline.inputs import (
-    capture_live,
-    cluster_name,
-    file_count,
-    placement_of,
-    plan_inputs,
-    runs_without_spark,
-)
+from txnlog.pipeline.decode import decode
+from txnlog.pipeline.inputs import placement_of, plan_inputs
 from txnlog.pipeline.runs import RunResult, mark_run, summarize
 from txnlog.pipeline.scope import Progress, collected_young, run_scope, stderr_progress
 from txnlog.pipeline.write import publish_metrics, retain, superseded, write
@@ -41,7 +34,8 @@ def run(
     without_spark: bool = True,
 ) -> RunResult:
     """Run the whole job for ``config`` and write the Delta tables; without ``spark``, a small input starts no
-    Spark (:func:`runs_without_spark`; unless ``without_spark`` is false: the job under spark-submit)."""
+    Spark (txnlog.pipeline.inputs.Inputs.without_spark; unless ``without_spark`` is false: the job under
+    spark-submit)."""
 
     with collected_young() as keep:
         return _run(config, spark, progress, without_spark, keep)
@@ -53,23 +47,17 @@ def _run(
     """:func:`run`, ``keep`` called on what lives until its end: the inventory, the decoded rows
     (txnlog.pipeline.scope.collected_young)."""
     t0, started_at, run_id = time.monotonic(), datetime.now(UTC), uuid.uuid4().hex[:12]
-    inputs = plan_inputs(config, progress)
+    inputs = plan_inputs(config, progress, spark=spark)
     keep()
-    cluster, derived = cluster_name(config.cluster, inputs)
+    cluster, derived, placement = inputs.name, inputs.name_derived and not inputs.sample, inputs.placement
     config = dataclasses.replace(config, cluster=cluster)
-    if derived and not inputs.sample:
+    if derived:
         progress(f"cluster '{cluster}': named after the input (the same input gives the same name; --cluster names it)")
-    placement = placement_of(config, inputs, spark)
-    if spark is None and not (without_spark and runs_without_spark(config, placement)):
+    if spark is None and not (without_spark and inputs.without_spark):
         spark = _session(config)
         placement = placement_of(config, inputs, spark)  # weighed again: the session's cores
     with run_scope(spark, config.output, run_id) as (scratch, cache), audited_in_memory(scratch, placement.driver):
-        live_cut = capture_live(config, inputs, cluster, progress)
-        threads = f"{placement.threads} thread{'s' if placement.threads != 1 else ''}"
-        where = f"here (a small input), {threads}" if placement.driver else "in Spark"
-        progress(f"decoding {file_count(inputs)} files {where}")
-        settings = read_settings(config)
-        decoded = decode(spark, inputs, settings, scratch=scratch, cache=cache, placement=placement, live_cut=live_cut)
+        decoded, live_cut = decode(spark, config, inputs, placement, scratch=scratch, cache=cache, progress=progress)
         keep()
         as_of, as_of_source = resolve_as_of(config.as_of, decoded.times, live_cut)
         progress(f"decoded in {time.monotonic() - t0:.1f} s; as_of = {as_of.isoformat()} ({as_of_source})")
@@ -83,7 +71,7 @@ def _run(
         if config.verify_live:
             tables = verify_live(tables, config, progress=progress)
         result = RunResult(run_id, cluster, as_of, config.output, {}, inputs=inputs.names)
-        result.cluster_derived = derived and not inputs.sample
+        result.cluster_derived = derived
         result.inventory_note, result.as_of_source = inputs.note, as_of_source
         with output_dir.output_lock(config.output, run_id, wait_s=config.write_lock_wait_s, progress=progress):
             # The run's `runs` row says RUNNING before its first table and SUCCEEDED after its last: a run

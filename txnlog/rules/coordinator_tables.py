@@ -12,12 +12,14 @@ import pyarrow.compute as pc
 from txnlog.broker import classify
 from txnlog.kafka.wire import TransactionState
 from txnlog.model.arrow import (
+    Shaped,
     first_rows,
     is_true,
     left_join,
     of_kind,
     with_columns,
 )
+from txnlog.model.times import timestamps as _ts  # epoch ms → UTC timestamps, the tables' rule
 from txnlog.rules import finish as staged
 
 if TYPE_CHECKING:
@@ -151,13 +153,26 @@ def history_owners(history: pa.Table) -> pa.Table:
     )
 
 
-def owner_ids(owners: pa.Table, seen_under: pa.Table) -> pa.Table:
-    """producer_id → transactional.id for the ``transactions`` table: the owner, else the history's name."""
+def owners_by_producer(state: pa.Table, history: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """Per producer id (``producer_id``) that a record names: the transactional.id of the newest record naming it
+    (``history_transactional_id``, :func:`history_owners`) and its owner's columns (:func:`producer_owners`), null
+    where it has none: what the transactions take in one join; and producer_id → transactional.id for the
+    ``transactions`` table: the owner, else the history's name."""
+    owners, seen_under = producer_owners(state), history_owners(history)
     pids = pc.unique(
         pa.concat_arrays([owners.column("pid").combine_chunks(), seen_under.column("pid").combine_chunks()])
     )
-    ids = pa.table({"pid": pids.drop_null()})
-    ids = left_join(left_join(ids, owners, ["pid"], ["transactional_id"]), seen_under, ["pid"])
+    ids = left_join(left_join(pa.table({"pid": pids.drop_null()}), seen_under, ["pid"]), owners, ["pid"])
     tid = pc.coalesce(ids.column("transactional_id"), ids.column("history_transactional_id"))
-    out = pa.table({"producer_id": ids.column("pid"), "transactional_id": tid})
-    return out.filter(pc.is_valid(tid)).cast(staged.OWNERS_SCHEMA)
+    named = pa.table({"producer_id": ids.column("pid"), "transactional_id": tid})
+    named = named.filter(pc.is_valid(tid)).cast(staged.OWNERS_SCHEMA)
+    return ids.rename_columns(["producer_id", *ids.column_names[1:]]), named
+
+
+def coordinator_state_table(state: pa.Table) -> Shaped:
+    """The ``coordinator_state`` table: per transactional.id, the coordinator's ``state`` as it loads it
+    (:func:`coordinator_state`)."""
+    return state, {
+        "txn_start_timestamp": _ts(state.column("txn_start_timestamp")),
+        "last_update_timestamp": _ts(state.column("last_update_timestamp")),
+    }

@@ -12,7 +12,9 @@ import pyarrow.compute as pc
 
 from txnlog.broker import classify
 from txnlog.broker import reconstruct as R
+from txnlog.model import contract
 from txnlog.model.arrow import (
+    Shaped,
     filled,
     first_rows,
     greatest,
@@ -25,6 +27,7 @@ from txnlog.model.arrow import (
     validity,
     with_columns,
 )
+from txnlog.model.times import timestamps as _ts  # epoch ms → UTC timestamps, the tables' rule
 from txnlog.rules import damage as rule
 
 if TYPE_CHECKING:
@@ -65,8 +68,10 @@ def replica_stats(summary: pa.Table, checkpoints: Sequence[Checkpoint]) -> pa.Ta
     n = g.num_rows
     tp_of = np.zeros(n, np.int32)
     tp_of[table_group_starts(g, TP)[1:]] = 1
-    numbered = with_columns(_keyed(g), _replica=pa.array(np.arange(n, dtype=np.int64)))
-    replica_of = np.asarray(lookup(_keyed(seg), REPLICA, numbered, "_replica").to_numpy(zero_copy_only=False))
+    numbered = with_columns(g, _replica=pa.array(np.arange(n, dtype=np.int64)))
+    # a dump may name no broker or partition: its null is a replica of its own, as group_by makes it
+    replica = lookup(seg, REPLICA, numbered, "_replica", nulls_match=True)
+    replica_of = np.asarray(replica.to_numpy(zero_copy_only=False))
     logs = R.replica_logs(
         np.cumsum(tp_of, dtype=np.int32),
         replica_of.astype(np.int64),
@@ -90,13 +95,6 @@ def replica_stats(summary: pa.Table, checkpoints: Sequence[Checkpoint]) -> pa.Ta
             "is_lead": pa.array(logs.is_lead),
         }
     )
-
-
-def _keyed(table: pa.Table) -> pa.Table:
-    """``table``'s replica key columns with nulls as a value of their own (a dump may name no broker or
-    partition): a group of its own, as ``group_by`` makes it, that a lookup can find."""
-    nulls = {"broker": "\x00", "topic": "\x00", "partition": np.iinfo(np.int32).min}
-    return with_columns(table, **{k: pc.fill_null(table.column(k), v) for k, v in nulls.items()})
 
 
 def _at_least(table: pa.Table, col: str, end: Any) -> Any:
@@ -283,3 +281,14 @@ def damage(summary: pa.Table, records: pa.Table) -> classify.Damage:
     return classify.Damage(
         ranges=rule.ranges(of_kind(summary, "segment"), quarantined), txn_state_partitions=frozenset(bad)
     )
+
+
+def partition_health(health: pa.Table, thresholds: classify.Thresholds) -> Shaped:
+    """The ``partition_health`` table from ``health`` (:func:`with_lso`): per partition, offsets, the LSO and its lag,
+    open transactions, whether one is late (txnlog.broker.classify.has_late_transaction)."""
+    late = classify.has_late_transaction(health.column("oldest_idle_ms"), thresholds.max_transaction_timeout_ms)
+    has_late = pc.fill_null(late, False)
+    since = pc.if_else(has_late, _ts(health.column("oldest_first_ms")), pa.scalar(None, contract.TS))
+    return health, {
+        "has_late_transaction": has_late, "stuck_since": since, "max_timestamp": _ts(health.column("max_timestamp_ms")),
+    }  # fmt: skip

@@ -15,8 +15,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from txnlog.broker import classify
 from txnlog.broker import producer_state as P
 from txnlog.broker import reconstruct as R
+from txnlog.model.arrow import Shaped, filled, is_true, left_join, validity
+from txnlog.model.times import timestamps as _ts  # epoch ms → UTC timestamps, the tables' rule
 from txnlog.rules.transactions import Checkpoints, _arrow_col
 
 #: one row per producer id of a partition, on its leader, before expiry (times in epoch ms)
@@ -124,3 +127,33 @@ def producers_of_summary(table: pa.Table, checkpoints: Checkpoints, *, expiry_ga
     if not n:
         return PRODUCER_ROWS.empty_table()
     return pa.Table.from_arrays([columns[f.name].cast(f.type) for f in PRODUCER_ROWS], schema=PRODUCER_ROWS)
+
+
+_renamed = {"first_offset_min": "current_txn_start_offset"}
+
+
+def producer_state(txns: pa.Table, producers: pa.Table, health: pa.Table, thresholds: classify.Thresholds) -> Shaped:
+    """The ``producer_state`` table: per partition, what DescribeProducers would have answered at as_of
+    (txnlog.broker.producer_state), from the leaders' ``producers`` (:func:`producers_of_summary`), the ``txns``
+    and the partitions' ``health`` (txnlog.rules.partitions.with_lso).
+
+    The leader's producers (the most advanced replica's, as for ``partition_health``), each with the first
+    offset of the transaction open on that replica (the transactions' merge's, so the same offset the
+    findings and the LSO use), less the producers ``producer.id.expiration.ms`` removed: nothing open and
+    ``last_timestamp + producer.id.expiration.ms ≤ as_of`` (``ProducerStateManager.isProducerExpired``; an
+    unknown timestamp is Kafka's −1: expired)."""
+    key = ["topic", "partition", "producer_id"]
+    on_lead = txns.filter(is_true(txns.column("open_on_lead")))
+    open_txn = on_lead.group_by(key, use_threads=False).aggregate([("first_offset", "min")])
+    open_txn = open_txn.rename_columns([_renamed.get(c, c) for c in open_txn.column_names])
+    rows = left_join(producers, open_txn, key)
+    rows = left_join(rows, health, ["topic", "partition"], ["source"])
+
+    gone = P.expired(
+        filled(rows.column("last_timestamp_ms"), -1),  # unknown: Kafka's -1
+        validity(rows.column("current_txn_start_offset")),
+        thresholds.as_of_ms,
+        thresholds.producer_id_expiration_ms,
+    )
+    rows = rows.filter(pa.array(~gone))
+    return rows, {"last_timestamp": _ts(rows.column("last_timestamp_ms"))}

@@ -19,30 +19,24 @@ import pyarrow.compute as pc
 
 from txnlog.broker import as_of as as_of_rule
 from txnlog.broker import classify
-from txnlog.broker.producer_state import expired
-from txnlog.model import contract
 from txnlog.model.arrow import (
-    filled,
     is_true,
     left_join,
     of_kind,
     project,
-    validity,
 )
 from txnlog.model.contract import InputSource
-from txnlog.model.times import timestamps as _ts  # epoch ms → UTC timestamps, the tables' rule
 from txnlog.rules import finish as staged
 from txnlog.rules.coordinator_tables import (
     coordinator_history,
     coordinator_state,
-    history_owners,
-    owner_ids,
-    producer_owners,
+    coordinator_state_table,
+    owners_by_producer,
 )
-from txnlog.rules.partitions import damage, partition_stats, replica_stats, with_lso
+from txnlog.rules.partitions import damage, partition_health, partition_stats, replica_stats, with_lso
 from txnlog.rules.producers import KINDS as PRODUCER_KINDS
 from txnlog.rules.producers import SUMMARY_COLUMNS as PRODUCER_SUMMARY_COLUMNS
-from txnlog.rules.producers import producers_of_summary
+from txnlog.rules.producers import producer_state, producers_of_summary
 from txnlog.rules.transactions import KIND_TRANSACTION, checkpoints_of
 from txnlog.rules.verdicts import (
     Intermediates,
@@ -91,9 +85,8 @@ def intermediates(
     txns, health = with_lso(partition_transactions(summary), pstats, as_of_ms)
     history = coordinator_history(records)
     state = coordinator_state(history)
-    owners, seen_under = producer_owners(state), history_owners(history)
-    txns = left_join(txns, seen_under.rename_columns(["producer_id", "history_transactional_id"]), ["producer_id"])
-    txns = left_join(txns, owners.rename_columns(["producer_id", *owners.column_names[1:]]), ["producer_id"])
+    owners, ids = owners_by_producer(state, history)
+    txns = left_join(txns, owners, ["producer_id"])
     rows = of_kind(summary, *PRODUCER_KINDS).select(list(PRODUCER_SUMMARY_COLUMNS))
     rows = rows.filter(pc.and_(pc.is_valid(rows.column("topic")), pc.is_valid(rows.column("partition"))))
     producers = producers_of_summary(rows, checkpoints_of(checkpoints), expiry_gap_ms=expiry_gap_ms)
@@ -101,58 +94,7 @@ def intermediates(
         f"{t}-{p}"
         for t, p in zip(pstats.column("topic").to_pylist(), pstats.column("partition").to_pylist(), strict=True)
     )
-    return Intermediates(txns, health, partitions, state, owner_ids(owners, seen_under), producers)
-
-
-def partition_health(it: Intermediates, thresholds: classify.Thresholds) -> pa.Table:
-    """Per partition: offsets, the LSO and its lag, open transactions, whether one is late
-    (txnlog.broker.classify.has_late_transaction)."""
-    health = it.health
-    late = classify.has_late_transaction(health.column("oldest_idle_ms"), thresholds.max_transaction_timeout_ms)
-    has_late = pc.fill_null(late, False)
-    since = pc.if_else(has_late, _ts(health.column("oldest_first_ms")), pa.scalar(None, contract.TS))
-    return project(
-        health, "partition_health",
-        has_late_transaction=has_late, stuck_since=since, max_timestamp=_ts(health.column("max_timestamp_ms")),
-    )  # fmt: skip
-
-
-_renamed = {"first_offset_min": "current_txn_start_offset"}
-
-
-def producer_state(it: Intermediates, thresholds: classify.Thresholds) -> pa.Table:
-    """Per partition: what DescribeProducers would have answered at as_of (txnlog.broker.producer_state).
-
-    The leader's producers (the most advanced replica's, as for ``partition_health``), each with the first
-    offset of the transaction open on that replica (the transactions' merge's, so the same offset the
-    findings and the LSO use), less the producers ``producer.id.expiration.ms`` removed: nothing open and
-    ``last_timestamp + producer.id.expiration.ms ≤ as_of`` (``ProducerStateManager.isProducerExpired``; an
-    unknown timestamp is Kafka's −1: expired)."""
-    key = ["topic", "partition", "producer_id"]
-    on_lead = it.txns.filter(is_true(it.txns.column("open_on_lead")))
-    open_txn = on_lead.group_by(key, use_threads=False).aggregate([("first_offset", "min")])
-    open_txn = open_txn.rename_columns([_renamed.get(c, c) for c in open_txn.column_names])
-    rows = left_join(it.producers, open_txn, key)
-    rows = left_join(rows, it.health, TP, ["source"])
-
-    gone = expired(
-        filled(rows.column("last_timestamp_ms"), -1),  # unknown: Kafka's -1
-        validity(rows.column("current_txn_start_offset")),
-        thresholds.as_of_ms,
-        thresholds.producer_id_expiration_ms,
-    )
-    rows = rows.filter(pa.array(~gone))
-    return project(rows, "producer_state", last_timestamp=_ts(rows.column("last_timestamp_ms")))
-
-
-def coordinator_state_table(it: Intermediates) -> pa.Table:
-    """Per transactional.id: the coordinator's state as it loads it (:func:`coordinator_state`)."""
-    state = it.state
-    return project(
-        state, "coordinator_state",
-        txn_start_timestamp=_ts(state.column("txn_start_timestamp")),
-        last_update_timestamp=_ts(state.column("last_update_timestamp")),
-    )  # fmt: skip
+    return Intermediates(txns, health, partitions, state, ids, producers)
 
 
 def quarantine(summary: pa.Table, records: pa.Table, as_of: datetime | None, as_of_source: str) -> pa.Table:
@@ -222,15 +164,19 @@ def build(
     verdicts = classified(candidates(it, thresholds), thresholds, damage(summary, records))
     sources = it.health.select([*TP, "source"]).cast(staged.SOURCES_SCHEMA)
     finish = staged.Finish(as_of_ms=thresholds.as_of_ms, owners=it.owner_ids, sources=sources, bounds=history_bounds)
+    shaped = {
+        "partition_health": partition_health(it.health, thresholds),
+        "producer_state": producer_state(it.txns, it.producers, it.health, thresholds),
+        "coordinator_state": coordinator_state_table(it.state),
+    }
     return {
         "transactions": finish,
         "findings": findings(verdicts, stuck(it, thresholds), thresholds.as_of_ms),
         "abort_recommendations": abort_recommendations(
             verdicts, thresholds.bootstrap_servers or classify.BOOTSTRAP_PLACEHOLDER, it
         ),
-        "partition_health": partition_health(it, thresholds),
-        "producer_state": producer_state(it, thresholds),
-        "coordinator_state": coordinator_state_table(it),
+        # each in the contract's columns, the derived ones as the rule made them, the rest from its rows
+        **{name: project(rows, name, **derived) for name, (rows, derived) in shaped.items()},
         "coordinator_history": staged.FinishHistory(),
         "quarantine": quarantine(summary, records, as_of, as_of_source),
     }

@@ -24,7 +24,7 @@ null one), and the tables are built there by the same code as a small input's.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -35,8 +35,9 @@ from pyspark.sql.types import LongType, StructField, StructType
 from txnlog.broker import as_of
 from txnlog.engine.settings import FRAGMENTS_STAGE
 from txnlog.engine.spark.sources import arrow_to_spark_schema
+from txnlog.engine.spark.stitch import stitch_pieces
 from txnlog.engine.staging import merge_partition, reduce_partition
-from txnlog.model.rows import KIND_MARKER, KIND_RUN, SEGMENT_SUMMARY_SCHEMA
+from txnlog.model.rows import KIND_MARKER, KIND_PIECE, KIND_RUN, SEGMENT_SUMMARY_SCHEMA
 from txnlog.rules.transactions import KIND_TRANSACTION, Checkpoints
 from txnlog.sources import storage
 
@@ -156,32 +157,49 @@ def collected(summary: DataFrame, records: DataFrame) -> tuple[pa.Table, pa.Tabl
     return pa.concat_tables([txns, others.select(txns.column_names)]), records.toArrow()
 
 
-def merged_and_collected(
+def decoded_rows(
     summary: DataFrame,
     records: DataFrame,
     checkpoints: Checkpoints,
     *,
+    phase: Callable[[str], None],
+    cache: Callable[[DataFrame], DataFrame],
     scratch: str,
-    merge: bool,
-    fragment_partitions: DataFrame | None,
+    splittable: bool,
+    whole: bool,
     reduce: bool,
-    dead: DataFrame | None = None,
-) -> tuple[pa.Table, pa.Table]:
-    """The decode's rows in this process, with ``merge`` the fragments merged (:func:`merged_fragments`;
-    ``fragment_partitions``: the only partitions that may hold them, None: any; ``dead``: the split pieces the
-    whole walk passes over) and, with ``reduce``, the coordinator records reduced (:func:`reduced_records`),
-    every transaction and record staged under ``scratch``."""
+) -> tuple[pa.Table, pa.Table, dict[str, int | None]]:
+    """The decode's rows in this process and the broker-written times, each phase's Spark jobs labelled by
+    ``phase`` (txnlog.output.spark_base.job_phases). One action decodes every input (caching it with ``cache``): the
+    __transaction_state tasks fill the cores while the last big segments are still being walked; it returns the
+    times (:func:`broker_times`; a split segment's from its stitched segment row, so its ``piece`` rows are left
+    out, and a dead piece's times never count). With ``splittable``, split segments' pieces are then stitched in
+    tasks (txnlog.engine.spark.stitch). The fragments are merged (:func:`merged_fragments`) where a partition may
+    hold them (``whole``: any partition, else the split ones), with ``reduce`` the coordinator records reduced
+    (:func:`reduced_records`), every transaction and record staged under ``scratch``, and the rest collected
+    (:func:`collected`)."""
 
-    if merge:
+    phase("txnlog: decode")
+    summary, records = cache(summary), cache(records)
+    times = broker_times(summary.filter(F.col("kind") != KIND_PIECE) if splittable else summary, records)
+    stitched = None
+    if splittable:
+        phase("txnlog: stitch split segments")
+        stitched = stitch_pieces(summary, cache)
+        times = as_of.newest_times([times, broker_times(stitched.segments, None)])
+        summary = stitched.summary
+    phase("txnlog: merge and reduce per partition")
+    if whole or stitched is not None:
         merged = merged_fragments(
-            summary, checkpoints, stage=f"{scratch}/transactions", fragment_partitions=fragment_partitions,
-            staged=f"{scratch}/{FRAGMENTS_STAGE}", dead=dead,
+            summary, checkpoints, stage=f"{scratch}/transactions",
+            fragment_partitions=None if whole or stitched is None else stitched.partitions,
+            staged=f"{scratch}/{FRAGMENTS_STAGE}", dead=None if stitched is None else stitched.dead,
         )  # fmt: skip
         rest = summary.filter(~F.col("kind").isin(KIND_RUN, KIND_MARKER))
         summary = rest.unionByName(merged.withColumn("input", F.lit(None).cast("string")))
     if reduce:  # other inputs may hold the same __transaction_state partitions: reduced together here
         records = reduced_records(records, f"{scratch}/coordinator_history")
-    return collected(summary, records)
+    return (*collected(summary, records), times)
 
 
 def _with_nulls(table: pa.Table, schema: pa.Schema) -> pa.Table:

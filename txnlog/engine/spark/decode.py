@@ -6,10 +6,9 @@ The local placement's: txnlog.engine.tasks.decode_here; txnlog.pipeline.decode c
 from __future__ import annotations
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from txnlog.broker import as_of as as_of_rule
 from txnlog.engine.decoded import Decoded, GroupOffsets, live_offsets
 from txnlog.engine.settings import ReadSettings
 from txnlog.engine.spark import collect
@@ -17,11 +16,9 @@ from txnlog.engine.spark.dump_log import Persist, read_dump_logs
 from txnlog.engine.spark.live_batches import LiveCut, read_live_batches
 from txnlog.engine.spark.live_source import read_live_records
 from txnlog.engine.spark.log_dir_options import ReadOffsets, log_dir_sources
-from txnlog.engine.spark.stitch import Stitched, stitch_pieces
 from txnlog.model.arrow import distinct
 from txnlog.model.contract import InputSource
-from txnlog.model.rows import KIND_PIECE
-from txnlog.output.spark_base import job_description
+from txnlog.output.spark_base import job_description, job_phases
 from txnlog.rules.transactions import checkpoints_of
 from txnlog.sources.offline import Offline
 
@@ -57,14 +54,11 @@ def decode_in_spark(
             summary = summary.unionByName(read_live_batches(spark, live, live_cut, settings))
     split = settings.split_segment_bytes
     splittable = split > 0 and any(f.size > split for f in inv.segments)
-    summary, records, times, stitched = _decoded_and_stitched(spark, summary, records, cache, splittable)
-    whole = bool(offline.dump_files or live_cut is not None)  # every partition may hold fragments
-    with job_description(spark, "txnlog: merge and reduce per partition"):
-        checkpoints = [*inv.checkpoints, *(live_cut.checkpoints() if live_cut else ())]
-        summary_table, records_table = collect.merged_and_collected(
-            summary, records, checkpoints_of(checkpoints), scratch=scratch, merge=whole or stitched is not None,
-            fragment_partitions=None if whole or stitched is None else stitched.partitions, reduce=shared,
-            dead=None if stitched is None else stitched.dead,
+    checkpoints = [*inv.checkpoints, *(live_cut.checkpoints() if live_cut else ())]
+    with job_phases(spark) as phase:
+        summary_table, records_table, times = collect.decoded_rows(
+            summary, records, checkpoints_of(checkpoints), phase=phase, cache=cache, scratch=scratch,
+            splittable=splittable, whole=bool(offline.dump_files or live_cut is not None), reduce=shared,
         )  # fmt: skip
     # the __transaction_state partitions the input holds: the log dirs' (listed), and those other inputs gave
     read = set(inv.txn_state_partitions) | distinct(records_table.column("coordinator_partition"))
@@ -73,26 +67,6 @@ def decode_in_spark(
         checkpoints=tuple(checkpoints), history_bounds=live_cut.history_bounds() if live_cut else None,
         offsets=_group_offsets(spark, live_cut, read_offsets),
     )  # fmt: skip
-
-
-def _decoded_and_stitched(
-    spark: SparkSession, summary: DataFrame, records: DataFrame, cache: Persist, splittable: bool
-) -> tuple[DataFrame, DataFrame, dict[str, int | None], Stitched | None]:
-    """One action decodes (and caches) every input: the __transaction_state tasks fill the cores while the last
-    big segments are still being walked. It returns the broker-written times (a split segment's: from its stitched
-    segment row, so its ``piece`` rows are left out, and a dead piece's times never count). Split segments' pieces
-    are then stitched in tasks, the stitch's few rows cached for their several uses (txnlog.engine.spark.stitch)."""
-
-    with job_description(spark, "txnlog: decode"):
-        summary, records = cache(summary), cache(records)
-        whole = summary.filter(F.col("kind") != KIND_PIECE) if splittable else summary
-        times = collect.broker_times(whole, records)
-    if not splittable:
-        return summary, records, times, None
-    with job_description(spark, "txnlog: stitch split segments"):
-        stitched = stitch_pieces(summary, cache)
-        times = as_of_rule.newest_times([times, collect.broker_times(stitched.segments, None)])
-    return stitched.summary, records, times, stitched
 
 
 def _group_offsets(

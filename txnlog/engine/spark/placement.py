@@ -15,7 +15,7 @@ So with :attr:`Placement.driver` (the input is at most the threshold) the run ca
 functions the sources call in Spark here, on threads (txnlog.engine.tasks.run_here, and for the dumps
 txnlog.engine.spark.dump_log.read_dump_logs_here), no Spark query; the Delta
 writer takes the Arrow tables. Such a run needs no Spark session at all
-(``txnlog.pipeline.runs_without_spark``): ``./spark-submit.sh`` without Spark options runs it in its Python
+(``txnlog.pipeline.inputs.Inputs.without_spark``): ``./spark-submit.sh`` without Spark options runs it in its Python
 process, and no JVM starts. Either way the tables are built by txnlog.rules.tables in this process; in Spark,
 the tasks hand it only the rows left once every partition is merged and reduced where it was decoded
 (txnlog.engine.spark.collect). Both placements give the same tables (tests/e2e/test_placement.py).
