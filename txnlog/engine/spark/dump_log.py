@@ -19,12 +19,14 @@ themselves are txnlog.sources.dump_log.lines, parse, assemble and rows, the same
    partitionLeaderEpoch the same way.
 
 A dumped segment's lines never leave their file, so each reading task makes the rows of whole files: no
-line crosses the JVM and nothing is shuffled. Only the replica names need the whole input, so the one pass over
-the files (output ``both``: txnlog.engine.dump_log.rows.BOTH_SCHEMA) gives each file's rows of both sources with
-the broker as printed and its "Dumping" lines beside them; those lines, a few per file, are collected,
-``txnlog.engine.dump_log.names.replica_names`` names every (dump file, printed broker) from them, and the rows
-are renamed afterwards: in Arrow in the driver (txnlog.engine.dump_log.rows.named_outputs), by a broadcast join
-of that small map in Spark, whose pass is cached so that its rows are read once. Each line is parsed once.
+line crosses the JVM and nothing is shuffled. Only the replica names need the whole input: in the driver the one
+pass over the files (output ``both``: txnlog.engine.dump_log.rows.BOTH_SCHEMA) gives each file's rows of both
+sources with the broker as printed and its "Dumping" lines beside them, and the rows are renamed once those lines
+name the replicas (txnlog.engine.dump_log.rows.named_outputs). Spark's read names them before it starts: the
+driver finds each file's "Dumping" lines by a byte search (txnlog.engine.dump_log.names.listed_names, ~2 GB/s,
+nothing else of a file parsed), ``replica_names`` names every (dump file, printed broker) from them, and the reading
+tasks get the names and make named rows, the segment source's rows from every file and the txn-state source's from
+the files that dump a ``__transaction_state`` segment: no pass is cached and nothing is joined.
 
 What the text cannot give (documented, not guessed):
 
@@ -41,27 +43,17 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from txnlog.engine.dump_log.names import Names, names_table
-from txnlog.engine.dump_log.rows import (
-    BOTH,
-    BOTH_SCHEMA,
-    DUMPING_LINE,
-    NAMING_COLUMNS,
-    RECORDS,
-    SUMMARY,
-    dumping_names,
-    named_outputs,
-)
+from txnlog.engine.dump_log.names import Names, listed_names
+from txnlog.engine.dump_log.rows import BOTH, BOTH_SCHEMA, RECORDS, SUMMARY, named_outputs
 from txnlog.engine.plan import pack_sizes
 from txnlog.engine.spark.sources import arrow_to_spark_schema
 from txnlog.engine.tasks import Task, dump_rows_task, run_here
@@ -207,11 +199,7 @@ def read_dump_logs_here(inputs: Sequence[DumpInput], threads: int = 1) -> tuple[
     return named_outputs(rows)
 
 
-#: persists a DataFrame for the run's duration (txnlog.pipeline.scope.Cache)
-Persist = Callable[["DataFrame"], "DataFrame"]
-
-
-def read_dump_logs(spark: SparkSession, inputs: Sequence[DumpInput], cache: Persist | None = None) -> DumpLogFrames:
+def read_dump_logs(spark: SparkSession, inputs: Sequence[DumpInput]) -> DumpLogFrames:
     """``kafka-dump-log.sh`` outputs ``inputs`` → the rows of the segment and txn-state sources.
 
     ``inputs`` are the dump files as listed from the ``--dump-log`` values (``PATH`` or ``NAME=PATH``:
@@ -223,33 +211,17 @@ def read_dump_logs(spark: SparkSession, inputs: Sequence[DumpInput], cache: Pers
     (``isvalid: false``, invalid bytes at the end, ``...`` elisions, the tool's exceptions) is
     quarantined by that segment's path and byte position, the dump file and line in ``detail``;
     a line no format knows is quarantined by the dump file and its line number (``length`` 1).
-    ``broker`` is the replica name (txnlog.engine.dump_log.names.replica_names). The files are read in one
-    pass, persisted by ``cache`` (default: ``DataFrame.cache``) while its "Dumping" lines are collected for the
-    names, so that both frames read its rows. A small input is read in the driver by :func:`read_dump_logs_here`
+    ``broker`` is the replica name (txnlog.engine.dump_log.names.replica_names), decided here from the files'
+    "Dumping" lines alone (txnlog.engine.dump_log.names.listed_names) and given to the reading tasks, which name
+    the rows they make: nothing is cached or joined. ``summary`` reads every file, ``records`` the files that dump
+    a ``__transaction_state`` segment. A small input is read in the driver by :func:`read_dump_logs_here`
     instead, with the same task function.
     """
-    options = _options(inputs, _cores(spark))
+    names, coordinator_files = listed_names(inputs)
     register_dump_log_source(spark)
-    rows = spark.read.format(DUMP_ROWS_SOURCE).options(**options, output=BOTH).load()
-    rows = cache(rows) if cache is not None else rows.cache()
-    dumping = rows.where(F.col("output") == DUMPING_LINE).select(*NAMING_COLUMNS).toArrow()
-    names = names_table(dumping_names(dumping))
-    replicas = spark.createDataFrame(names).toDF("named_file", "printed_broker", "replica") if names.num_rows else None
-    summary, records = (
-        _named_frame(rows, out, schema, replicas)
-        for out, schema in ((SUMMARY, SEGMENT_SUMMARY_SCHEMA), (RECORDS, TXN_STATE_SCHEMA))
-    )
-    return DumpLogFrames(summary=summary, records=records, files=json.loads(options["paths"]))
-
-
-def _named_frame(rows: DataFrame, output: str, schema: pa.Schema, replicas: DataFrame | None) -> DataFrame:
-    """``output``'s rows of the one pass ``rows`` in ``schema``'s columns, ``broker`` the replica name that
-    ``replicas`` (txnlog.engine.dump_log.names.names_table) gives its (dump file, printed broker), else as printed
-    (txnlog.engine.dump_log.names.with_replica_names in Spark: a left join on the small map, broadcast)."""
-    part = rows.where(F.col("output") == output)
-    broker = F.col("broker")
-    if replicas is not None:  # the two sides' column names differ: no reference to either frame is kept
-        on = (F.col("dump_file") == F.col("named_file")) & (F.col("broker") == F.col("printed_broker"))
-        part = part.join(F.broadcast(replicas), on, "left")
-        broker = F.coalesce(F.col("replica"), F.col("broker"))
-    return part.select(*[broker.alias(name) if name == "broker" else F.col(name) for name in schema.names])
+    named = json.dumps([[f, b, n] for (f, b), n in names.items()])
+    frames = []
+    for output, files in ((SUMMARY, inputs), (RECORDS, [i for i in inputs if i[0] in set(coordinator_files)])):
+        options = _options(files, _cores(spark))
+        frames.append(spark.read.format(DUMP_ROWS_SOURCE).options(**options, output=output, names=named).load())
+    return DumpLogFrames(summary=frames[0], records=frames[1], files=[f for f, _, _ in inputs])
