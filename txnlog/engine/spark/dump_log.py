@@ -116,10 +116,11 @@ def read_dump_logs(spark: SparkSession, inputs: Sequence[DumpInput]) -> DumpLogF
     instead, with the same task function.
     """
     names, coordinator_files = listed_names(inputs)
+    coordinator = set(coordinator_files)
     register_dump_log_source(spark)
     named = json.dumps([[f, b, n] for (f, b), n in names.items()])
     frames = []
-    for output, files in ((SUMMARY, inputs), (RECORDS, [i for i in inputs if i[0] in set(coordinator_files)])):
+    for output, files in ((SUMMARY, inputs), (RECORDS, [i for i in inputs if i[0] in coordinator])):
         options = options_of(files, _cores(spark))
         frames.append(spark.read.format(DUMP_ROWS_SOURCE).options(**options, output=output, names=named).load())
     return DumpLogFrames(summary=frames[0], records=frames[1], files=[f for f, _, _ in inputs])
