@@ -198,6 +198,8 @@ _LONG_UNITS = (
     "tests/live/",
     "tests/dump_log/test_equivalence.py",
     "tests/e2e/test_shared_storage_job.py",
+    "tests/e2e/test_inputs_job.py",
+    "tests/e2e/test_faults_job.py",
     "tests/test_whole_read_edges.py",
 )
 

@@ -99,6 +99,18 @@ class StandaloneCluster:
             time.sleep(0.5)
         raise RuntimeError(f"the standalone cluster did not come up within {timeout_s:.0f} s (logs in {self.work})")
 
+    def alive_workers(self) -> int:
+        """How many workers the master lists ``ALIVE``."""
+        return sum(w.get("state") == "ALIVE" for w in self.state().get("workers", []))
+
+    def wait_alive_workers(self, n: int, timeout_s: float = 120.0) -> None:
+        """Until the master lists exactly ``n`` workers ``ALIVE`` (a killed worker's connection drops at once,
+        and the master removes it then, telling each application that its executors there are lost)."""
+        deadline = time.monotonic() + timeout_s
+        while self.alive_workers() != n:
+            assert time.monotonic() < deadline, f"the master did not list {n} workers alive within {timeout_s:.0f} s"
+            time.sleep(0.2)
+
     def kill_worker(self, n: int) -> int:
         """SIGKILL worker ``n``'s JVM (the pid this class started); returns that pid."""
         p = self.procs[f"worker{n}"]

@@ -78,9 +78,10 @@ def _assert_same_tables(spark, got: Path, expected: Path) -> None:
 
 def test_a_worker_lost_mid_run_still_gives_the_local_tables(dumps, local, tmp_path, spark, cluster) -> None:
     """The job submitted to the standalone master, its executors on both workers; then one worker SIGKILLed (the
-    pid the test started) while the driver is between two tables' commits (tests/e2e/test_faults_job.py's seam):
-    its executor and the cached blocks on it are gone; Spark recomputes them on the other worker and the run
-    completes with the local tables. A run that loses no worker is this run up to the kill, so it has no test of
+    pid the test started) while the driver is between two tables' commits (tests/e2e/test_faults_job.py's seam),
+    and the driver let go once the master has removed that worker (no fixed wait: Spark's master drops a worker
+    whose connection closes, and tells the application its executor there is lost): its executor and the cached
+    blocks on it are gone; Spark recomputes them on the other worker and the run completes with the local tables. A run that loses no worker is this run up to the kill, so it has no test of
     its own (it was one more run of the job on the cluster, as long as this one)."""
     from tests.e2e.test_faults_job import _start, _wait_for
     from txnlog.output.delta import read_table
@@ -91,7 +92,7 @@ def test_a_worker_lost_mid_run_still_gives_the_local_tables(dumps, local, tmp_pa
     proc = _start(
         "--master", cluster.master_url, "--conf", "spark.executor.memory=512m", "--conf", "spark.cores.max=2",
         *args, "--output", str(tmp_path / "out"), "--cluster", CLUSTER, "--as-of", AS_OF,
-        "--driver-max-bytes", "0", cwd=ROOT, pause=f"transactions:{paused}:15",
+        "--driver-max-bytes", "0", cwd=ROOT, pause=f"transactions:{paused}",
     )  # fmt: skip
     try:
         _wait_for(paused, proc)
@@ -100,6 +101,9 @@ def test_a_worker_lost_mid_run_still_gives_the_local_tables(dumps, local, tmp_pa
         # the executors did the work: each worker that ran an executor keeps the application's dir
         assert len(_app_dirs(cluster) - before) >= 2, "both workers ran executors"
         cluster.kill_worker(1)
+        # the master has removed the worker (and told the driver its executor is lost): the driver goes on
+        cluster.wait_alive_workers(1)
+        paused.unlink()
         stdout, stderr = proc.communicate(timeout=900)
     finally:
         if proc.poll() is None:

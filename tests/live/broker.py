@@ -60,6 +60,9 @@ SESSION_CONFIGS: tuple[str, ...] = (
     # A transactional append whose partition no coordinator added (a hanging transaction, tests/live/orphan.py)
     # goes through, as on every broker before KIP-890's verification (3.6); clients' transactions are the same.
     "transaction.partition.verification.enable=false",
+    # High watermarks checkpointed every second (ReplicaManager.checkpointHighWatermarks; 5 s by default), as the
+    # stop-and-read broker does: a test that copies the running broker's log dir waits for the checkpoint.
+    "replica.high.watermark.checkpoint.interval.ms=1000",
 )
 
 _TAIL = 4000

@@ -30,13 +30,12 @@ from txnlog.live import admin as live
 from txnlog.live import hanging as live_hanging
 
 #: the broker's settings: 16 KiB segments (transactions cross rolls), high watermarks checkpointed every second
-#: (the running copy), a KRaft metadata snapshot every 2 KiB of records (QuorumController's SnapshotGenerator: the
+#: (the session broker's setting: the running copy), a KRaft metadata snapshot every 2 KiB of records (QuorumController's SnapshotGenerator: the
 #: copy's metadata log is a snapshot and the log after it), and topics created on Metadata requests that allow it
 #: (so that the no-coordinator phase shows asking about ``__transaction_state`` does not create it)
 CONFIGS = [
     *SESSION_CONFIGS,
     "log.segment.bytes=16384",
-    "replica.high.watermark.checkpoint.interval.ms=1000",
     "metadata.log.max.record.bytes.between.snapshots=2048",
     "auto.create.topics.enable=true",
 ]
