@@ -13,33 +13,51 @@ if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
-  echo "txnlog: installing txnlog and its dependencies into $VENV (first run only, ~2 min)" >&2
-  "$VENV/bin/python" -m pip install -q --upgrade pip >&2
-  "$VENV/bin/python" -m pip install -q -e "$TXNLOG_ROOT[dev]" >&2
+  echo "txnlog: installing txnlog and its dependencies into $VENV (first run only, ~1-2 min)" >&2
+  # With uv (pip's interface, the same packages): it fetches and unpacks in parallel and compiles the packages'
+  # bytecode on every core, where pip does one at a time (benchmarks/RESULTS.md, "Test suite time"). pip when uv
+  # cannot be had or fails (an index that only pip's own configuration names).
+  if ! { "$VENV/bin/python" -m pip install -q uv >&2 \
+    && "$VENV/bin/uv" pip install -q --compile-bytecode --python "$VENV/bin/python" -e "$TXNLOG_ROOT[dev]" >&2; }
+  then
+    echo "txnlog: installing with pip instead" >&2
+    "$VENV/bin/python" -m pip install -q --upgrade pip >&2
+    "$VENV/bin/python" -m pip install -q -e "$TXNLOG_ROOT[dev]" >&2
+  fi
   echo "$want" > "$STAMP"
 fi
-# txnlog's own bytecode, written here: an editable install leaves it to the first import, and a shell with
-# PYTHONDONTWRITEBYTECODE set would then compile every module from source in every process (the job, each Spark
-# Python worker, each test's subprocess). Only changed sources are compiled again (~0.1 s when up to date).
-"$VENV/bin/python" -m compileall -q -j 0 "$TXNLOG_ROOT/txnlog" "$TXNLOG_ROOT/jobs" >/dev/null \
-  || echo "txnlog: warning: could not write txnlog's bytecode; each run compiles it" >&2
+# The warm-ups below (each a no-op when up to date) run in two lines at once, one per core on a 2-core machine:
+# txnlog's bytecode, then numba's decoders, in the background; pyspark.zip's bytecode beside them. The JVM's class
+# archive comes after both: its training run imports pyspark from that zip and runs the decoders.
+warm_txnlog() {
+  # txnlog's own bytecode, written here: an editable install leaves it to the first import, and a shell with
+  # PYTHONDONTWRITEBYTECODE set would then compile every module from source in every process (the job, each Spark
+  # Python worker, each test's subprocess). Only changed sources are compiled again (~0.1 s when up to date).
+  "$VENV/bin/python" -m compileall -q -j 0 "$TXNLOG_ROOT/txnlog" "$TXNLOG_ROOT/jobs" >/dev/null \
+    || echo "txnlog: warning: could not write txnlog's bytecode; each run compiles it" >&2
+  # Compile the decoders once, here, rather than in every Spark worker that starts before numba's
+  # cache is written (~10 s each; benchmarks/RESULTS.md E3). The check is stdlib-only (~30 ms): it
+  # compares a hash of the sources compiled code depends on, the interpreter and numba's version with
+  # what the last warm-up recorded. It fails after an install, an upgrade or an edit of those sources.
+  # TXNLOG_NO_WARMUP=1 skips it; a failed warm-up is only a warning (the workers then compile).
+  if [ "${TXNLOG_NO_WARMUP:-0}" != 1 ] && ! "$VENV/bin/python" "$TXNLOG_ROOT/txnlog/kafka/jit.py" --is-warm; then
+    echo "txnlog: compiling the decoders into numba's cache (after an install or an edit of txnlog/kafka; ~30 s)" >&2
+    PYTHONPATH="$TXNLOG_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$VENV/bin/python" -c \
+      "from txnlog.pipeline import warm_decoders; warm_decoders()" >&2 \
+      || echo "txnlog: warning: could not pre-compile the decoders; Spark workers will compile them" >&2
+  fi
+}
+warm_txnlog &
+warming=$!
 # pyspark.zip's modules compiled into it, once per pyspark install (txnlog/engine/spark/zip_bytecode.py): Spark
 # starts each of its Python processes with that zip first on the path, and zipimport compiles from source otherwise.
 if [ "${TXNLOG_NO_WARMUP:-0}" != 1 ] && ! "$VENV/bin/python" "$TXNLOG_ROOT/txnlog/engine/spark/zip_bytecode.py" --is-ready; then
   "$VENV/bin/python" "$TXNLOG_ROOT/txnlog/engine/spark/zip_bytecode.py" --create \
     || echo "txnlog: warning: could not compile pyspark.zip's modules; Spark's Python processes compile them" >&2
 fi
-# Compile the decoders once, here, rather than in every Spark worker that starts before numba's
-# cache is written (~10 s each; benchmarks/RESULTS.md E3). The check is stdlib-only (~30 ms): it
-# compares a hash of the sources compiled code depends on, the interpreter and numba's version with
-# what the last warm-up recorded. It fails after an install, an upgrade or an edit of those sources.
-# TXNLOG_NO_WARMUP=1 skips it; a failed warm-up is only a warning (the workers then compile).
-if [ "${TXNLOG_NO_WARMUP:-0}" != 1 ] && ! "$VENV/bin/python" "$TXNLOG_ROOT/txnlog/kafka/jit.py" --is-warm; then
-  echo "txnlog: compiling the decoders into numba's cache (after an install or an edit of txnlog/kafka; ~30 s)" >&2
-  PYTHONPATH="$TXNLOG_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$VENV/bin/python" -c \
-    "from txnlog.pipeline import warm_decoders; warm_decoders()" >&2 \
-    || echo "txnlog: warning: could not pre-compile the decoders; Spark workers will compile them" >&2
-fi
+wait "$warming" || true
+unset -f warm_txnlog
+unset warming
 # Record the driver JVM's classes once per JDK and Spark install (txnlog/engine/spark/jvm_archive.py): every
 # later run's JVM maps them instead of loading Spark's jars again. TXNLOG_JVM_ARCHIVE=0 skips it.
 if [ "${TXNLOG_NO_WARMUP:-0}" != 1 ] && ! "$VENV/bin/python" "$TXNLOG_ROOT/txnlog/engine/spark/jvm_archive.py" --is-ready; then

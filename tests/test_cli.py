@@ -418,3 +418,35 @@ def test_blocked_lists_the_groups_waiting_as_kafka_consumer_groups_describes_the
     out = io.StringIO()
     assert main(["blocked", "--output", str(tmp_path), "--topic", "payments", "--format", "csv"], out=out) == 0
     assert [r["GROUP"] for r in csv.DictReader(io.StringIO(out.getvalue()))] == ["etl"]
+
+
+def test_abort_and_fence_give_up_on_a_silent_cluster_after_admin_connect_timeout_s(tmp_path, monkeypatch, capsys):
+    """``abort`` and ``fence`` wait ``admin_connect_timeout_s`` for the cluster's first answer (the config's,
+    or TXNLOG_ADMIN_CONNECT_TIMEOUT_S's, which wins over it as a flag would), then stop in one line, exit 2."""
+    import socket
+    import time
+
+    from txnlog.model.config import load_config
+    from txnlog.ops.unblock import ADMIN_CONNECT_TIMEOUT_ENV
+
+    monkeypatch.delenv(ADMIN_CONNECT_TIMEOUT_ENV, raising=False)
+    assert load_config(None).admin_connect_timeout_s == 30
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        bootstrap = f"127.0.0.1:{sock.getsockname()[1]}"
+    (tmp_path / "one.yaml").write_text("admin_connect_timeout_s: 1\n")
+    (tmp_path / "long.yaml").write_text("admin_connect_timeout_s: 600\n")
+    abort = ["abort", "--bootstrap-servers", bootstrap, "--topic", "t", "--partition", "0", "--start-offset", "5"]
+    fence = ["fence", "--bootstrap-server", bootstrap, "--transactional-id", "etl"]
+    for argv, env in ((abort, None), (fence, None), (abort, "1"), (fence, "1")):
+        if env is None:
+            monkeypatch.delenv(ADMIN_CONNECT_TIMEOUT_ENV, raising=False)
+        else:
+            monkeypatch.setenv(ADMIN_CONNECT_TIMEOUT_ENV, env)
+        started = time.monotonic()
+        assert main([*argv, "--config", str(tmp_path / ("one.yaml" if env is None else "long.yaml"))]) == 2
+        assert time.monotonic() - started < 15, argv
+        errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("txnlog: ")]
+        assert len(errors) == 1 and errors[0].startswith(f"txnlog: error: {argv[0]}: cannot reach {bootstrap}: "), (
+            errors
+        )

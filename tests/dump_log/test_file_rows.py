@@ -1,8 +1,9 @@
 """A dump file read segment by segment gives the rows of the whole file read at once.
 
 ``file_rows`` assembles each dumped segment as soon as the next "Dumping" line is read, ``files_rows`` reads
-small files together, and the one pass (``both``) gives both outputs' rows and the "Dumping" lines, named
-afterwards: each is held here to the plain reading of every line (``iter_line_batches`` → ``parse_lines`` →
+small files together, the one pass (``both``) gives both outputs' rows and the "Dumping" lines, named
+afterwards, and the names Spark's read takes from the "Dumping" lines alone (``listed_names``) are those of every
+line: each is held here to the plain reading of every line (``iter_line_batches`` → ``parse_lines`` →
 ``summary_rows``/``record_rows`` on all of them), for chunk sizes that cut lines and segments.
 """
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from txnlog.engine.dump_log.names import replica_names
+from txnlog.engine.dump_log.names import listed_names, replica_names
 from txnlog.engine.dump_log.rows import (
     BOTH,
     RECORDS,
@@ -25,7 +26,7 @@ from txnlog.engine.dump_log.rows import (
     record_rows,
     summary_rows,
 )
-from txnlog.sources.dump_log.lines import iter_line_batches
+from txnlog.sources.dump_log.lines import dumping_lines, iter_line_batches
 from txnlog.sources.dump_log.parse import parse_lines
 
 
@@ -129,3 +130,27 @@ def test_one_pass_named_afterwards_gives_each_output_s_rows(dump: Path, tmp_path
         assert want.num_rows > 0
         assert got.schema == want.schema
         assert _sorted(got) == _sorted(want), output
+
+
+@pytest.mark.parametrize("chunk", [7, 2000, 1 << 20])
+def test_names_from_the_dumping_lines_alone_are_those_of_every_line(dump: Path, tmp_path: Path, chunk: int) -> None:
+    """``dumping_lines`` finds each file's "Dumping" lines by a byte search, for chunks that cut them (CRLF, a
+    first line that is one, no newline at the end, an empty file), and ``listed_names`` gives the names and the
+    ``__transaction_state`` dumps that every line read and parsed gives."""
+    files = [tmp_path / "b1.txt", tmp_path / "b2.txt", tmp_path / "quiet.txt", tmp_path / "empty.txt"]
+    files[0].write_bytes(dump.read_bytes())
+    files[1].write_bytes(dump.read_bytes().split(b"\r\n", 1)[1])  # its first line a "Dumping" line
+    files[2].write_text("Dumping /var/lib/kafka/data/quiet-3/00000000000000000000.log")
+    files[3].write_text("")
+    inputs = [(str(f), None, False) for f in files]
+    raw = pa.Table.from_batches([b for f in files for b in iter_line_batches(str(f), 1 << 20, None, False)])
+    lines = pa.Table.from_batches([parse_lines(b) for b in raw.to_batches()])
+    dumping = raw.filter(pa.compute.starts_with(raw.column("line"), "Dumping "))
+    found = pa.Table.from_batches([dumping_lines(str(f), None, False, chunk) for f in files])
+    assert found.column("line").to_pylist() == dumping.column("line").to_pylist()
+    assert found.column("file").to_pylist() == dumping.column("file").to_pylist()
+    names, coordinator = listed_names(inputs)
+    assert len(set(names.values())) > 1
+    assert names == replica_names(lines)
+    txn = set(lines.filter(lines.column("is_txn_state")).column("file").to_pylist())
+    assert coordinator == [f for f, _, _ in inputs if f in txn] == [str(files[0]), str(files[1])]

@@ -24,6 +24,7 @@ import time
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -31,6 +32,7 @@ from tests.e2e.jobrun import SUBMIT, run_in_process, run_job
 from tests.reports.test_dashboards import DASHBOARDS, _duckdb
 from txnlog.brokerlog.scenarios import write_scenario
 from txnlog.ops import cli
+from txnlog.output import output_dir
 from txnlog.output.delta import read_table
 from txnlog.output.output_dir import LOCK_FILE
 
@@ -97,18 +99,12 @@ def logs(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def clean_run(spark, logs) -> tuple[str, float]:
-    """One uninterrupted run at T2 into its own output: what every interrupted output must end up holding;
-    and how long it took, in seconds (in this process, on the shared session)."""
-    t0 = time.monotonic()
+def clean(spark, logs) -> str:
+    """One uninterrupted run at T2 into its own output: what every interrupted output must end up holding
+    (in this process, on the shared session)."""
     proc = run_in_process(spark, "--logs", "logs", "--output", "clean", "--cluster", CLUSTER, "--as-of", T2, cwd=logs)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return str(logs / "clean"), time.monotonic() - t0
-
-
-@pytest.fixture(scope="module")
-def clean(clean_run) -> str:
-    return clean_run[0]
+    return str(logs / "clean")
 
 
 def test_a_driver_killed_between_commits_leaves_no_visible_run_and_the_rerun_replaces_it(spark, logs, clean):
@@ -146,29 +142,40 @@ def test_a_driver_killed_between_commits_leaves_no_visible_run_and_the_rerun_rep
     assert _content(_rows(out, "findings", T1)) == _content(t1_findings)
 
 
-def test_two_runs_into_one_output_write_in_turn(spark, logs, clean_run):
+def test_two_runs_into_one_output_write_in_turn(spark, logs, clean):
     """Two first runs of one (cluster, as_of) at once: the second (this process) waits for the first's lock,
     then replaces its rows; one copy of each row, one SUCCEEDED runs row.
 
-    The first holds the lock, paused, long enough for the second to reach it: a whole run of the same input
-    in this process (``clean_run``) takes less than the second needs to get there, so the pause is three of
-    those, 15 s at least (the assertion below checks that the second did wait)."""
-    clean, clean_s = clean_run
+    The first holds the lock, paused after its first commit, until the second has found the lock taken (the
+    lock's holder read for the line it prints): then the pause ends and the first goes on while the second
+    waits (the assertion below checks that the second did wait)."""
     out = str(logs / "shared")
     paused = logs / "paused-transactions"
     first = _start(
         "--logs", "logs", "--output", "shared", "--cluster", CLUSTER, "--as-of", T2,
-        cwd=logs, pause=f"transactions:{paused}:{max(15.0, 3 * clean_s):.0f}",
+        cwd=logs, pause=f"transactions:{paused}",
     )  # fmt: skip
-    _wait_for(paused, first)
-    assert (Path(out) / LOCK_FILE).read_text().startswith("run ")
-    second = run_in_process(
-        spark, "--logs", "logs", "--output", "shared", "--cluster", CLUSTER, "--as-of", T2, cwd=logs
-    )
-    first_out, first_err = first.communicate(timeout=600)
+    try:
+        _wait_for(paused, first)
+        assert (Path(out) / LOCK_FILE).read_text().startswith("run ")
+        holder = output_dir._lock_holder
+
+        def release_the_first(path: str) -> str:
+            paused.unlink(missing_ok=True)  # the second found the lock taken: the first may go on
+            return holder(path)
+
+        with mock.patch.object(output_dir, "_lock_holder", release_the_first):
+            second = run_in_process(
+                spark, "--logs", "logs", "--output", "shared", "--cluster", CLUSTER, "--as-of", T2, cwd=logs
+            )
+        first_out, first_err = first.communicate(timeout=600)
+    finally:
+        if first.poll() is None:
+            _kill(first)
     assert first.returncode == 0, first_err[-3000:]
     assert second.returncode == 0, second.stderr[-3000:]
     assert "waiting for the run writing" in second.stdout + second.stderr, "the second run overlapped the first's write"
+    assert not paused.exists(), "the first was let go by the second's wait, not by its pause's end"
     for table in TABLES:
         assert _content(_rows(out, table, T2)) == _content(_rows(clean, table, T2)), table
 

@@ -5,10 +5,12 @@ Each task holds whole ``__consumer_offsets-<n>`` partitions. Of a partition's re
 read: the most advanced, as the rest of the job picks the leader of a partition
 (:attr:`txnlog.broker.reconstruct.ReplicaLogs.is_lead`: the largest log end offset, ties to the first broker name),
 since a follower's copy may lack the newest commits and markers. Each segment is scanned (its batches checked and
-its compressed ones decompressed: :func:`txnlog.kafka.consumer_offsets_scan.scan_batches`), the topic partitions a
-producer's batch commits to found from those batches, and each segment walked once
-(:func:`txnlog.kafka.consumer_offsets_scan.walk_scanned`: each record checked, the commits of the topic partitions
-asked for, :func:`read_partitions`' ``wanted``, and of those a producer commits to kept in the walk). The kept rows
+its compressed ones decompressed: :func:`txnlog.kafka.consumer_offsets_scan.scan_batches`) and its records walked
+once, each checked and its position and topic-partition hash noted (:func:`index_partitions`; this does not depend
+on what is asked, so the local placement starts it beside the other inputs' decode: txnlog.engine.tasks). Then,
+from those notes, the commits of the topic partitions asked for (:func:`read_partitions`' ``wanted``) and of those a
+producer's batch commits to are read again, and every record that is not a well-formed OffsetCommit
+(:func:`read_indexed`). The kept rows
 of all the task's segments are built into columns at once (:func:`txnlog.kafka.consumer_offsets.decode_kept`) and
 replayed together, each partition as its group coordinator replays it
 (:func:`txnlog.rules.consumer_offsets.replay_partitions`). The partition's transactions and markers are analysed
@@ -20,7 +22,7 @@ columns), ``group`` (a classic group's members from its last GroupMetadata recor
 
 from __future__ import annotations
 
-from contextlib import ExitStack
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -29,7 +31,7 @@ import pyarrow.compute as pc
 from txnlog.engine.segments import limit_kwargs, log_bytes
 from txnlog.engine.txn_state import quarantine_of
 from txnlog.kafka.consumer_offsets import GROUP_METADATA_TYPE, Kept, decode_kept, kept_of
-from txnlog.kafka.consumer_offsets_scan import MARKERS_SCHEMA, Scanned, scan_batches, walk_scanned
+from txnlog.kafka.consumer_offsets_scan import MARKERS_SCHEMA, Indexed, index_scanned, pick, scan_batches
 from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
 from txnlog.kafka.framing import whole_entries
 from txnlog.model.contract import MEMBER
@@ -38,6 +40,7 @@ from txnlog.rules.consumer_offsets import OFFSETS_SCHEMA, replay_partitions
 from txnlog.sources.logdirs import LogFile
 
 KIND_OFFSET = "offset"
+_NOTHING = np.zeros(0, np.uint8)
 #: The source option naming the topic partitions whose groups' offsets are asked for (JSON
 #: [[topic, partition], ...]; absent: every one's): :func:`read_partition`'s ``wanted``.
 TOPIC_PARTITIONS = "topic_partitions"
@@ -101,7 +104,7 @@ def read_partitions(
     wanted: np.ndarray | None = None,
 ) -> list[pa.RecordBatch]:
     """The rows (:data:`SOURCE_SCHEMA`) of ``__consumer_offsets`` partitions (each its files, every replica's),
-    each from its lead replica's segments.
+    each from its lead replica's segments: :func:`index_partitions`, then :func:`read_indexed`.
 
     ``wanted``: the hashes of the topic partitions whose groups' offsets are asked for
     (:func:`txnlog.kafka.consumer_offsets_commits.hashes_of`; None: every one). Every record is walked and
@@ -110,17 +113,66 @@ def read_partitions(
     committed ones beside them), are built into columns and replayed; the group rows are all built. The kept
     records of all the partitions' segments are built at once and replayed together, each partition on its own
     (:func:`txnlog.rules.consumer_offsets.replay_partitions`): one build and one pass, not one per segment."""
+    indexed = index_partitions(partitions, check_crc, max_decompressed_bytes)
+    return read_indexed(indexed, check_crc, max_decompressed_bytes, wanted)
+
+
+@dataclass(frozen=True)
+class IndexedPartition:
+    """One ``__consumer_offsets`` partition's lead replica, its segments walked and checked
+    (:func:`txnlog.kafka.consumer_offsets_scan.index_scanned`) and nothing kept yet; no segment's bytes held."""
+
+    files: list[LogFile]  # the lead replica's segments, in offset order
+    segments: list[tuple[int, Indexed]]  # the readable ones: (index in ``files``, the segment indexed)
+    unreadable: list[list[QuarantineEntry]]  # per file, the entry saying it could not be read
+
+
+def index_partitions(
+    partitions: list[list[LogFile]], check_crc: bool, max_decompressed_bytes: int | None
+) -> list[IndexedPartition]:
+    """Each partition of ``partitions`` (its files, every replica's) indexed: its lead replica's segments scanned
+    and every record walked and checked, which does not depend on what a step will ask for (:func:`read_indexed`
+    decides that)."""
+    out = []
+    for files in partitions:
+        files = sorted(lead_replica(files), key=lambda f: f.base_offset)
+        if files:
+            out.append(_index_one(files, check_crc, max_decompressed_bytes))
+    return out
+
+
+def _index_one(files: list[LogFile], check_crc: bool, max_decompressed_bytes: int | None) -> IndexedPartition:
+    unreadable: list[list[QuarantineEntry]] = [[] for _ in files]
+    segments: list[tuple[int, Indexed]] = []
+    limit = limit_kwargs(max_decompressed_bytes)
+    for i, file in enumerate(files):
+        try:
+            with log_bytes(file.path) as (buf, _):
+                ix = index_scanned(scan_batches(buf, file=file.path, check_crc=check_crc, **limit))
+            # a compressed segment's decompressed bytes are not held until the pick: decompressed again there
+            segments.append((i, replace(ix, extra=_NOTHING) if ix.extra.size else ix))
+        except OSError as e:
+            unreadable[i].append(QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(e)))
+    return IndexedPartition(files, segments, unreadable)
+
+
+def read_indexed(
+    indexed: list[IndexedPartition],
+    check_crc: bool,
+    max_decompressed_bytes: int | None,
+    wanted: np.ndarray | None = None,
+) -> list[pa.RecordBatch]:
+    """:func:`read_partitions`' rows of partitions already indexed (:func:`index_partitions`): each segment's
+    bytes read again for the records kept only. A segment whose bytes changed since is indexed again."""
     firsts: list[LogFile] = []
     kept: list[Kept] = []
     kept_part: list[int] = []
     markers: list[pa.Table] = []
     marker_part: list[np.ndarray] = []
     quarantine: list[pa.RecordBatch] = []
-    for files in partitions:
-        files = sorted(lead_replica(files), key=lambda f: f.base_offset)
-        if not files:
-            continue
-        segments, marks, entries = _read_one(files, check_crc, max_decompressed_bytes, wanted)
+    for part in indexed:
+        files = part.files
+        segments, marks, entries = _read_one(part, check_crc, max_decompressed_bytes, wanted)
         if entries:
             quarantine.append(quarantine_of(files[0], entries, SOURCE_SCHEMA))
         if not segments:
@@ -141,46 +193,47 @@ def read_partitions(
 
 
 def _read_one(
-    files: list[LogFile], check_crc: bool, max_decompressed_bytes: int | None, wanted: np.ndarray | None
+    part: IndexedPartition, check_crc: bool, max_decompressed_bytes: int | None, wanted: np.ndarray | None
 ) -> tuple[list[Kept], pa.Table, list[QuarantineEntry]]:
-    """One partition's (its segments' kept rows, none when nothing is kept; markers; quarantine entries), its
-    ``files`` those of its lead replica in offset order. Its segments are scanned first, the keys to keep found
-    from their producers' batches (:func:`_keys`), then each walked keeping those only."""
-    quarantine: list[list[QuarantineEntry]] = [[] for _ in files]
-    with ExitStack() as mapped:  # the segments stay mapped until their kept rows are copied out
-        scanned: list[tuple[int, Scanned]] = []
-        for i, file in enumerate(files):
-            try:
-                buf, _ = mapped.enter_context(log_bytes(file.path))
-                scanned.append(
-                    (i, scan_batches(buf, file=file.path, check_crc=check_crc, **limit_kwargs(max_decompressed_bytes)))
-                )
-            except OSError as e:
-                quarantine[i].append(QuarantineEntry(file.path, 0, file.size, UNREADABLE_FILE, str(e)))
-        keys = _keys([s for _, s in scanned], wanted)
-        kept: list[Kept] = []
-        for i, s in scanned:
-            w = walk_scanned(s, keys)
-            if keys is not None and len(w.recs) == 0:  # nothing asked for, nothing to decode
-                quarantine[i].extend(w.quarantine)
-                continue
-            rows, bad = kept_of(w, file=files[i].path)
-            kept.append(rows)
-            quarantine[i].extend(bad)
+    """One indexed partition's (its segments' kept rows, none when nothing is kept; markers; quarantine entries).
+    The keys to keep are those asked and those its producers' batches commit to (:func:`_keys`); each segment with
+    a record kept is mapped again and those records read (:func:`txnlog.kafka.consumer_offsets_scan.pick`)."""
+    files = part.files
+    quarantine = [list(q) for q in part.unreadable]
+    keys = _keys([ix for _, ix in part.segments], wanted)
+    kept: list[Kept] = []
+    for i, ix in part.segments:
+        try:
+            with log_bytes(files[i].path) as (buf, _):
+                limit = limit_kwargs(max_decompressed_bytes)
+                if buf.size != ix.size:  # changed since it was indexed: indexed again
+                    ix = index_scanned(scan_batches(buf, file=files[i].path, check_crc=check_crc, **limit))
+                elif np.any(ix.batches["src"] == 1):  # its compressed batches decompressed again, as in the walk
+                    ix = replace(ix, extra=scan_batches(buf, file=files[i].path, check_crc=check_crc, **limit).extra)
+                walked = pick(ix, buf, keys)
+                if keys is not None and len(walked.recs) == 0:  # nothing asked for, nothing to decode
+                    quarantine[i].extend(walked.quarantine)
+                    continue
+                rows, bad = kept_of(walked, file=files[i].path)
+        except OSError as e:
+            quarantine[i].append(QuarantineEntry(files[i].path, 0, files[i].size, UNREADABLE_FILE, str(e)))
+            continue
+        kept.append(rows)
+        quarantine[i].extend(bad)
     entries = [q for qs in quarantine for q in qs]
     if not kept:
         return [], MARKERS_SCHEMA.empty_table(), entries
-    return kept, pa.concat_tables([s.markers for _, s in scanned]), entries
+    return kept, pa.concat_tables([ix.markers for _, ix in part.segments]), entries
 
 
-def _keys(scanned: list[Scanned], wanted: np.ndarray | None) -> np.ndarray | None:
+def _keys(indexed: list[Indexed], wanted: np.ndarray | None) -> np.ndarray | None:
     """The topic-partition hashes whose commits a partition's walk keeps (None: all): the ``wanted`` ones and
     those any producer's batch of the partition commits to, found first from those batches alone, so that each
     key kept has all its records (the replay of a key needs them all, in every segment). A hash that two topic
     partitions share keeps both: more rows, the same answers for those asked."""
     if wanted is None:
         return None
-    return np.unique(np.concatenate([wanted.astype(np.uint64), *(s.producer_hashes() for s in scanned)]))
+    return np.unique(np.concatenate([wanted.astype(np.uint64), *(ix.producer_hashes() for ix in indexed)]))
 
 
 def _offset_rows(offsets: pa.Table, part: np.ndarray, firsts: list[LogFile]) -> pa.RecordBatch:

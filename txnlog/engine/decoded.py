@@ -10,7 +10,9 @@ the committed offsets beside it, which the reader keeps whatever is asked
 (txnlog.engine.consumer_offsets.read_partition). Those partitions are known only once the tables are built, so the
 ``__consumer_offsets`` partitions are read then, not with the other inputs: every record is still walked and
 checked (a bad one is a quarantine row), but only the records of those topic partitions are built into columns and
-replayed.
+replayed. The walk over every record does not depend on what is asked: the local placement starts it with the decode,
+on a thread of its own, and a step's request only picks the records it needs from what the walk noted
+(txnlog.engine.tasks.OffsetsJobs).
 """
 
 from __future__ import annotations

@@ -14,12 +14,22 @@ import numpy as np
 import pyarrow as pa
 
 from txnlog.engine.manifest import files_table, table_files
-from txnlog.engine.segments import Piece
 from txnlog.model.arrow import python_values
 from txnlog.sources import splits as S
 from txnlog.sources import storage
 from txnlog.sources.logdirs import LogFile
 from txnlog.sources.splits import worth_splitting
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """One piece of a split segment (txnlog.sources.splits): piece ``index`` starts at byte 0 (index 0) or at
+    split point ``index - 1``; every piece of the file carries all its split points."""
+
+    index: int
+    positions: np.ndarray
+    offsets: np.ndarray
+    previous: np.ndarray
 
 
 class FilesTask:

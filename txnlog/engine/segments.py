@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from txnlog.broker.fragments import SUMMARY_FRAGMENT_COLUMNS, segment_fragments
 from txnlog.broker.reconstruct import col
+from txnlog.engine.plan import Piece
 from txnlog.engine.segment_rows import SegmentRows
 from txnlog.engine.staging import finished_file_name, stage_name, staged_transactions, write_raw
 from txnlog.kafka.errors import DecodeError
@@ -95,17 +96,6 @@ def log_bytes(path: str) -> Iterator[tuple[np.ndarray, Callable[[int], None] | N
         return
     with mapped_pages(storage.local_path(path)) as (buf, release):
         yield buf, release
-
-
-@dataclass(frozen=True, slots=True)
-class Piece:
-    """One piece of a split segment (txnlog.sources.splits): piece ``index`` starts at byte 0 (index 0) or at
-    split point ``index - 1``; every piece of the file carries all its split points."""
-
-    index: int
-    positions: np.ndarray
-    offsets: np.ndarray
-    previous: np.ndarray
 
 
 def quarantine_batch(

@@ -128,26 +128,36 @@ def write_raw(table: pa.Table, stage: str | StageDir, name: str, columns: tuple[
 
 class _Kept:
     """The columns of the staged files that this process keeps in memory as it writes them (:func:`kept_in_memory`):
-    per stage directory the columns kept, per staged file the tables written into it."""
+    per stage directory the columns kept, per staged file the tables written into it, their bytes in all and the
+    most they may take (0: no limit), and the files no longer kept (read again: they did not fit)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.columns: dict[str, list[str]] = {}
         self.tables: dict[str, list[pa.Table]] = {}
+        self.held = 0
+        self.budget = 0
+        self.dropped: set[str] = set()
+
+    def drop(self, path: str) -> None:
+        """Keep nothing more of the file ``path`` (under the lock)."""
+        self.held -= sum(t.nbytes for t in self.tables.pop(path, []))
 
 
 _KEPT = _Kept()
 
 
 @contextmanager
-def kept_in_memory(stages: Mapping[str, Sequence[str]]) -> Iterator[None]:
+def kept_in_memory(stages: Mapping[str, Sequence[str]], budget: int = 0) -> Iterator[None]:
     """While inside, every file this process stages under one of ``stages``' directories (directory -> columns)
     also keeps those of its columns it has, as written (the same buffers, no copy), for :func:`kept_tables`: a
     reader in this process then needs no second read of the file. Only where the files are written in this
-    process (the driver placement); dropped on exit."""
+    process (the driver placement); dropped on exit. With a ``budget`` (bytes), a file whose columns would take the
+    kept ones past it is not kept (a reader reads it): the memory kept does not grow with the input."""
     keys = {_local(stage): list(columns) for stage, columns in stages.items()}
     with _KEPT.lock:
         _KEPT.columns.update(keys)
+        _KEPT.budget = budget
     try:
         yield
     finally:
@@ -155,7 +165,9 @@ def kept_in_memory(stages: Mapping[str, Sequence[str]]) -> Iterator[None]:
             for stage in keys:
                 _KEPT.columns.pop(stage, None)
                 for path in [p for p in _KEPT.tables if posixpath.dirname(p) == stage]:
-                    del _KEPT.tables[path]
+                    _KEPT.drop(path)
+                _KEPT.dropped -= {p for p in _KEPT.dropped if posixpath.dirname(p) == stage}
+            _KEPT.budget = 0
 
 
 def kept_tables(uri: str) -> list[pa.Table] | None:
@@ -163,6 +175,16 @@ def kept_tables(uri: str) -> list[pa.Table] | None:
     where nothing was kept (the file is to be read)."""
     with _KEPT.lock:
         return _KEPT.tables.get(_local(uri))
+
+
+def forget_kept(uri: str) -> None:
+    """Free what :func:`kept_in_memory` kept of the staged file ``uri`` (a reader that is done with it): the file
+    is read if asked for again."""
+    with _KEPT.lock:
+        path = _local(uri)
+        _KEPT.drop(path)
+        if posixpath.dirname(path) in _KEPT.columns:  # while its stage keeps: not kept again
+            _KEPT.dropped.add(path)
 
 
 def _local(uri: str) -> str:
@@ -217,9 +239,16 @@ class RawWriter:
             if columns is None:
                 return
             path = posixpath.join(stage, self._name)
-            kept = [] if self._writer is None else _KEPT.tables.get(path, [])
-            kept.append(data.select([c for c in columns if c in data.column_names]))
-            _KEPT.tables[path] = kept
+            if self._writer is None:  # a file's first table: anew (a retried write overwrites the file)
+                _KEPT.drop(path)
+                _KEPT.dropped.discard(path)
+            part = data.select([c for c in columns if c in data.column_names])
+            if path in _KEPT.dropped or (_KEPT.budget and _KEPT.held + part.nbytes > _KEPT.budget):
+                _KEPT.drop(path)  # kept whole or not at all
+                _KEPT.dropped.add(path)
+                return
+            _KEPT.tables.setdefault(path, []).append(part)
+            _KEPT.held += part.nbytes
 
     def __enter__(self) -> RawWriter:
         return self

@@ -17,7 +17,7 @@ process, the rows handed on as one :class:`~txnlog.engine.decoded.Decoded` (Spar
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from functools import partial
 from typing import Any
@@ -25,8 +25,8 @@ from typing import Any
 import pyarrow as pa
 
 from txnlog.broker import as_of as as_of_rule
-from txnlog.engine.consumer_offsets import SOURCE_SCHEMA as OFFSETS_SOURCE_SCHEMA
-from txnlog.engine.consumer_offsets import read_partitions
+from txnlog.engine.consumer_offsets import SOURCE_SCHEMA as OFFSETS_ROWS
+from txnlog.engine.consumer_offsets import IndexedPartition, index_partitions, read_indexed, read_partitions
 from txnlog.engine.decoded import Decoded, GroupOffsets
 from txnlog.engine.dump_log.names import Names
 from txnlog.engine.dump_log.rows import files_rows
@@ -189,11 +189,54 @@ def consumer_offsets_task(
     """One task's ``__consumer_offsets`` files (whole partitions) → rows of
     txnlog.engine.consumer_offsets.SOURCE_SCHEMA, its partitions replayed together; the groups' offsets of the
     ``wanted`` topic partitions only (None: all; txnlog.engine.consumer_offsets.read_partitions)."""
+    hashes = None if wanted is None else hashes_of(wanted)
+    yield from read_partitions(_partitions(files), decode.check_crc, decode.max_decompressed_bytes, hashes)
+
+
+def _partitions(files: list[LogFile]) -> list[list[LogFile]]:
+    """``files`` by ``__consumer_offsets`` partition, in the order they first appear."""
     by_partition: dict[int, list[LogFile]] = {}
     for f in files:
         by_partition.setdefault(f.partition, []).append(f)
+    return list(by_partition.values())
+
+
+def _indexed_task(
+    indexed: Future[list[IndexedPartition]], decode: Decode, wanted: list[tuple[str, int]] | None
+) -> Iterator[pa.RecordBatch]:
+    """:func:`consumer_offsets_task`'s rows of a task whose partitions were indexed already (``indexed``: waited
+    for here)."""
     hashes = None if wanted is None else hashes_of(wanted)
-    yield from read_partitions(list(by_partition.values()), decode.check_crc, decode.max_decompressed_bytes, hashes)
+    yield from read_indexed(indexed.result(), decode.check_crc, decode.max_decompressed_bytes, hashes)
+
+
+class OffsetsJobs:
+    """The local placement's ``__consumer_offsets`` tasks (whole partitions, planned once): called with the topic
+    partitions whose groups' offsets are wanted (None: all), one job of :func:`consumer_offsets_task` per task.
+
+    :meth:`indexed_now` splits each task in two: the walk over every record, which does not depend on what is
+    wanted (txnlog.engine.consumer_offsets.index_partitions), starts at once on a thread of its own, beside the
+    other inputs' decode and the tables' build; the jobs asked for later only pick the records wanted from it
+    (txnlog.engine.consumer_offsets.read_indexed). The rows are the same either way."""
+
+    def __init__(self, tasks: list[list[LogFile]], decode: Decode) -> None:
+        self._tasks, self._decode = tasks, decode
+
+    def __call__(self, wanted: list[tuple[str, int]] | None) -> list[Job]:
+        return [([partial(consumer_offsets_task, files, self._decode, wanted) for files in self._tasks], OFFSETS_ROWS)]
+
+    def indexed_now(self) -> Callable[[list[tuple[str, int]] | None], list[Job]]:
+        """The tasks' walks started now on a thread of their own; the jobs for the topic partitions wanted, which
+        wait for them."""
+        check_crc, limit = self._decode.check_crc, self._decode.max_decompressed_bytes
+        pool = ThreadPoolExecutor(1, thread_name_prefix="txnlog-offsets")
+        indexed = [pool.submit(index_partitions, _partitions(files), check_crc, limit) for files in self._tasks]
+        pool.shutdown(wait=False)  # the thread ends once the walks are done
+
+        def jobs(wanted: list[tuple[str, int]] | None) -> list[Job]:
+            return [([partial(_indexed_task, ix, self._decode, wanted) for ix in indexed], OFFSETS_ROWS)]
+
+        return jobs
 
 
 def dump_rows_task(
@@ -212,12 +255,12 @@ Job = tuple[list[Task], pa.Schema]
 
 def log_dir_jobs(
     inv: Inventory, decode: Decode, scratch: str, *, shared: bool, dumps: bool, threads: int
-) -> tuple[list[Job], Callable[[list[tuple[str, int]] | None], list[Job]]]:
+) -> tuple[list[Job], OffsetsJobs]:
     """The local placement's tasks over the log dirs ``inv`` lists, for :func:`run_here`, listed and planned once
     as Spark's sources plan them for ``threads`` cores (txnlog.engine.plan), every segment read whole: the data
     partitions' and the ``__transaction_state`` partitions' jobs, and the ``__consumer_offsets`` partitions' (whole
-    partitions) as a function of the topic partitions whose groups' offsets are wanted (None: all). ``shared`` and
-    ``dumps`` as txnlog.engine.settings.log_dir_settings takes them."""
+    partitions) as a function of the topic partitions whose groups' offsets are wanted (None: all;
+    :class:`OffsetsJobs`). ``shared`` and ``dumps`` as txnlog.engine.settings.log_dir_settings takes them."""
     segments, txn_state = log_dir_settings(decode, scratch, shared=shared, dumps=dumps)
     data_files, coordinator_files = files_table([*inv.segments, *inv.snapshots]), files_table(inv.txn_state_segments)
     offsets_files = files_table(inv.consumer_offsets_segments)
@@ -227,14 +270,11 @@ def log_dir_jobs(
     coordinators = plan_tasks(Plan(min_partitions=minimum, whole=txn_state.reduce, cores=threads), coordinator_files)
     groups = [task.files() for task in plan_tasks(Plan(min_partitions=minimum, whole=True), offsets_files)]
 
-    def offsets(wanted: list[tuple[str, int]] | None) -> list[Job]:
-        return [([partial(consumer_offsets_task, files, decode, wanted) for files in groups], OFFSETS_SOURCE_SCHEMA)]
-
     jobs: list[Job] = [
         ([partial(log_dir_task, task, segments) for task in data], SEGMENT_SUMMARY_SCHEMA),
         ([partial(txn_state_task, task.files(), txn_state) for task in coordinators], TXN_STATE_SOURCE_SCHEMA),
     ]
-    return jobs, offsets
+    return jobs, OffsetsJobs(groups, decode)
 
 
 def run_here(jobs: list[Job], threads: int = 1) -> list[pa.Table]:
@@ -286,9 +326,12 @@ def decode_here(offline: Offline, decode: Decode, scratch: str, threads: int = 1
 
     inv, shared = offline.inventory, bool(offline.dump_files)  # a live input is never read here (Placement)
     jobs, offsets_jobs = log_dir_jobs(inv, decode, scratch, shared=shared, dumps=shared, threads=threads)
+    # the walk over every __consumer_offsets record starts now, beside the decode: it does not depend on what the
+    # blocked step will ask for, which is known only once the tables are built
+    picked = offsets_jobs.indexed_now() if inv.consumer_offsets_segments else offsets_jobs
 
     def offsets(wanted: list[tuple[str, int]]) -> pa.Table:  # read when a step asks (GroupOffsets)
-        return run_here(offsets_jobs(wanted), threads)[0]
+        return run_here(picked(wanted), threads)[0]
 
     summary, records = (_labelled(t, InputSource.SEGMENTS) for t in run_here(jobs, threads))
     release_output_blocks(trim=True)  # the tables' build and writes come next in this process

@@ -13,11 +13,12 @@ import pyarrow as pa
 
 from txnlog.engine.segments import limit_kwargs, log_bytes
 from txnlog.engine.settings import Decode
+from txnlog.engine.source_schemas import TXN_STATE_SOURCE_SCHEMA as SOURCE_SCHEMA
 from txnlog.engine.staging import records_writer, reduced_staged
 from txnlog.kafka.errors import UNREADABLE_FILE, QuarantineEntry
 from txnlog.kafka.txn_state import scan_transaction_log_windows
 from txnlog.model.rows import KIND_QUARANTINE, TXN_STATE_SCHEMA, batch_of
-from txnlog.rules.coordinator import TRANSITIONS, reduce_records
+from txnlog.rules.coordinator import reduce_records
 from txnlog.sources.logdirs import LogFile
 
 
@@ -98,10 +99,6 @@ def quarantine_of(file: LogFile, entries: list[Any], schema: pa.Schema = TXN_STA
             "detail": pa.array([e.detail for e in entries], pa.string()),
         },
     )
-
-
-#: what the source yields: the records, plus ``transitions`` (set when the reader reduces them)
-SOURCE_SCHEMA = TXN_STATE_SCHEMA.append(TRANSITIONS)
 
 
 def with_transitions(batch: pa.RecordBatch) -> pa.RecordBatch:

@@ -3,13 +3,14 @@ producer) and its transaction markers, what cannot be read quarantined.
 
 The group coordinator may compress its batches (``offsets.topic.compression.codec``), so unlike the data
 partitions' payloads these batches are decompressed (:func:`txnlog.kafka.txn_state_scan._side_buffer`, under
-the same per-file budget). The job's read is two steps per segment: :func:`scan_batches` checks the batches and
-decompresses them, then :func:`walk_scanned` walks every record once, checking each (an OffsetCommit record is
-read where it lies, :func:`txnlog.kafka.consumer_offsets_commits.read_commit`) and deciding there whether to keep
-it: every record that is not a well-formed OffsetCommit (the general reader decodes or quarantines it) and the
-commits of the topic partitions asked for (by hash; the caller adds those a producer's batch commits to,
-:meth:`Scanned.producer_hashes`, read from those batches alone first). A kept commit's row and strings are
-written in the walk, nothing for a record not kept. :func:`scan_consumer_offsets` returns every record's key and
+the same per-file budget). The job's read is three steps per segment: :func:`scan_batches` checks the batches and
+decompresses them; :func:`index_scanned` walks every record once, checking each (as an OffsetCommit,
+:func:`txnlog.kafka.consumer_offsets_commits.check_commit`) and noting its position and topic-partition hash,
+nothing else; :func:`pick` then keeps, from those notes alone, every record that is not a well-formed OffsetCommit
+(the general reader decodes or quarantines it) and the commits of the topic partitions asked for (by hash; the
+caller adds those a producer's batch commits to, :meth:`Indexed.producer_hashes`), and reads only those again. The
+walk does not depend on what is asked, so it can run before anyone asks (txnlog.engine.tasks: while the data
+partitions are decoded). :func:`scan_consumer_offsets` returns every record's key and
 value bytes, for :func:`txnlog.kafka.consumer_offsets.decode_records`.
 """
 
@@ -74,7 +75,7 @@ _DETAILS = {
 }
 
 
-#: The bits of a hash that index :func:`walk_scanned`'s table of the hashes kept.
+#: The bits of a hash that index :func:`pick`'s table of the hashes kept.
 _TABLE_BITS = 16
 
 
@@ -89,26 +90,22 @@ def _has(keys, table, h):
 
 
 @jit()
-def _walk(buf, extra, src, starts, ends, counts, base_offset, base_ts, max_ts, log_append_time, keys, table, keep_all):
+def _index(buf, extra, src, starts, ends, counts, base_offset):
     """Every record of every batch framed and checked (as an OffsetCommit by
-    :func:`~txnlog.kafka.consumer_offsets_commits.check_commit`), and a row for each record kept: every record that
-    is not a well-formed OffsetCommit, and each one that is whose topic-partition hash
-    (:func:`~txnlog.kafka.consumer_offsets_commits.tp_hash`) the sorted ``keys`` hold (``table``: :func:`_has`;
-    every one where ``keep_all``). Per row its frame (batch, offset, timestamp, key start/len, value start/len) and
-    its commit's row (``OK`` 1 where read; :func:`~txnlog.kafka.consumer_offsets_commits.read_commit`, then
-    :func:`~txnlog.kafka.consumer_offsets_commits.keep_commit`), the strings copied to one buffer; and (batch,
-    offset, code, arg1, arg2) per broken batch. A record not kept writes nothing."""
+    :func:`~txnlog.kafka.consumer_offsets_commits.check_commit`), nothing kept: per record walked its position, its
+    topic-partition hash (:func:`~txnlog.kafka.consumer_offsets_commits.tp_hash`; 0 where not a well-formed
+    OffsetCommit) and whether it is one; per batch the records walked; and (batch, offset, code, arg1, arg2) per
+    broken batch. What to keep is decided afterwards, from these alone (:func:`_pick`)."""
     total = 0
     for b in range(starts.size):
         total += max(counts[b], 0)
-    # room for every record, the strings of every record: only the pages of the rows kept are ever written
-    recs = np.empty((total, 7), np.int64)
-    commits = np.empty((total, WIDTH), np.int64)
-    strings = np.empty(buf.size + extra.size, np.uint8)
-    used = 0
-    row = np.zeros((1, WIDTH), np.int64)  # read_commit's row of the record at hand
-    nr = 0
+    pos = np.empty(total, np.int64)
+    hashes = np.empty(total, np.uint64)
+    good = np.empty(total, np.bool_)
+    walked = np.zeros(starts.size, np.int64)
+    scratch = np.zeros((1, WIDTH), np.int64)  # check_commit writes nothing
     quar = np.empty((starts.size, 5), np.int64)
+    n = 0
     nq = 0
     for b in range(starts.size):
         data = buf if src[b] == 0 else extra
@@ -122,7 +119,7 @@ def _walk(buf, extra, src, starts, ends, counts, base_offset, base_ts, max_ts, l
                 nq += 1
                 broken = True
                 break
-            frame, rec_end, ts_delta, offset_delta, key_start, key_len, value_start, value_len, _h, _hc = read_record(
+            frame, rec_end, _ts, offset_delta, key_start, key_len, value_start, value_len, _h, _hc = read_record(
                 data, p, end
             )
             if frame != RECORD_OK:
@@ -130,17 +127,51 @@ def _walk(buf, extra, src, starts, ends, counts, base_offset, base_ts, max_ts, l
                 nq += 1
                 broken = True
                 break
-            key_end, value_end = key_start + key_len, value_start + max(value_len, 0)
-            good, kept = False, True
-            if key_len >= 0:  # checked, nothing written; read into the row if kept (a second parse: few are)
-                good, topic_start, topic_len, partition = check_commit(
-                    data, key_start, key_end, data, value_start, value_end, value_len >= 0, row
+            pos[n] = p
+            ok, h = False, np.uint64(0)
+            if key_len >= 0:
+                value_end = value_start + max(value_len, 0)
+                ok, topic_start, topic_len, partition = check_commit(
+                    data, key_start, key_start + key_len, data, value_start, value_end, value_len >= 0, scratch
                 )
-                if good and not keep_all:
-                    kept = _has(keys, table, tp_hash(data, topic_start, topic_len, partition))
-                if good and kept:
-                    read_commit(data, key_start, key_end, data, value_start, value_end, value_len >= 0, row, 0)
-            if kept:
+                if ok:
+                    h = tp_hash(data, topic_start, topic_len, partition)
+            good[n] = ok
+            hashes[n] = h
+            n += 1
+            done += 1
+            p = rec_end
+        walked[b] = done
+        if not broken and p != end:
+            quar[nq] = (b, -1, _TRAILING, end - p, 0)
+            nq += 1
+    return pos[:n], hashes[:n], good[:n], walked, quar[:nq]
+
+
+@jit()
+def _pick(buf, extra, src, ends, base_offset, base_ts, max_ts, log_append_time, pos, hashes, good, walked, keys,
+          table, keep_all):  # fmt: skip
+    """A row for each record :func:`_index` walked that is kept: every record that is not a well-formed
+    OffsetCommit, and each one that is whose hash the sorted ``keys`` hold (``table``: :func:`_has`; every one
+    where ``keep_all``), read again at its position. Per row its frame (batch, offset, timestamp, key start/len,
+    value start/len) and its commit's row (``OK`` 1 where read;
+    :func:`~txnlog.kafka.consumer_offsets_commits.read_commit`, then
+    :func:`~txnlog.kafka.consumer_offsets_commits.keep_commit`), the strings copied to one buffer."""
+    # room for every record, the strings of every record: only the pages of the rows kept are ever written
+    recs = np.empty((pos.size, 7), np.int64)
+    commits = np.empty((pos.size, WIDTH), np.int64)
+    strings = np.empty(buf.size + extra.size, np.uint8)
+    used = 0
+    row = np.zeros((1, WIDTH), np.int64)  # read_commit's row of the record at hand
+    nr = 0
+    j = 0
+    for b in range(walked.size):
+        data = buf if src[b] == 0 else extra
+        for _ in range(walked[b]):
+            if keep_all or not good[j] or _has(keys, table, hashes[j]):
+                _f, _e, ts_delta, offset_delta, key_start, key_len, value_start, value_len, _h, _hc = read_record(
+                    data, pos[j], ends[b]
+                )
                 recs[nr] = (
                     b,
                     base_offset[b] + offset_delta,
@@ -150,56 +181,19 @@ def _walk(buf, extra, src, starts, ends, counts, base_offset, base_ts, max_ts, l
                     value_start,
                     value_len,
                 )
-                if good:
+                if good[j]:
+                    value_end = value_start + max(value_len, 0)
+                    read_commit(
+                        data, key_start, key_start + key_len, data, value_start, value_end, value_len >= 0, row, 0
+                    )
                     used = keep_commit(data, row, commits, nr, strings, used)
                 else:
                     commits[nr, OK] = 0
                 nr += 1
-            done += 1
-            p = rec_end
-        if not broken and p != end:
-            quar[nq] = (b, -1, _TRAILING, end - p, 0)
-            nq += 1
-    if nr < total:  # the rows kept only, not the room for every record
+            j += 1
+    if nr < pos.size:  # the rows kept only, not the room for every record
         recs, commits = recs[:nr].copy(), commits[:nr].copy()
-    return recs, commits, strings[:used].copy(), quar[:nq]
-
-
-@jit()
-def _producer_hashes(buf, extra, src, starts, ends, counts, of_producer):
-    """The topic-partition hashes of the well-formed OffsetCommit records of the batches ``of_producer`` marks
-    (a producer's: transactional offset commits). A broken batch stops where it breaks (:func:`_walk` reports it)."""
-    n = 0
-    for b in range(starts.size):
-        if of_producer[b]:
-            n += max(counts[b], 0)
-    out = np.empty(n, np.uint64)
-    k = 0
-    row = np.zeros((1, WIDTH), np.int64)
-    for b in range(starts.size):
-        if not of_producer[b]:
-            continue
-        data = buf if src[b] == 0 else extra
-        p = starts[b]
-        end = ends[b]
-        for _ in range(max(counts[b], 0)):
-            if p >= end:
-                break
-            frame, rec_end, _ts, _od, key_start, key_len, value_start, value_len, _h, _hc = read_record(data, p, end)
-            if frame != RECORD_OK:
-                break
-            if key_len < 0:
-                p = rec_end
-                continue
-            value_end = value_start + max(value_len, 0)
-            good, topic_start, topic_len, partition = check_commit(
-                data, key_start, key_start + key_len, data, value_start, value_end, value_len >= 0, row
-            )
-            if good:
-                out[k] = tp_hash(data, topic_start, topic_len, partition)
-                k += 1
-            p = rec_end
-    return out[:k]
+    return recs, commits, strings[:used].copy()
 
 
 def _binary(data: np.ndarray, offsets: np.ndarray, valid: np.ndarray) -> pa.Array:
@@ -264,32 +258,49 @@ class Scanned:
     arr: np.ndarray  # the segment
     extra: np.ndarray  # its decompressed batches
     walk: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-    # per data batch: src, starts, ends, counts, base offset/timestamp, max timestamp, log append time (:func:`_walk`'s
-    # arguments after the two buffers)
+    # per data batch: src, starts, ends, counts, base offset/timestamp, max timestamp, log append time (:func:`_index`'s
+    # and :func:`_pick`'s arguments after the two buffers)
     batches: dict[str, np.ndarray]  # per data batch: src (0 its bytes in arr, 1 in extra), position, batch_length
     # and producer columns
     markers: pa.Table
     quarantine: list[QuarantineEntry]
     file: str
 
+
+@dataclass(frozen=True)
+class Indexed:
+    """One segment's records walked and checked (:func:`index_scanned`), none kept yet: per record its position,
+    its topic-partition hash and whether it is a well-formed OffsetCommit. It holds no reference to the segment's
+    bytes (:func:`pick` is given them again), so what to keep can be decided long after the walk."""
+
+    size: int  # the segment's bytes
+    extra: np.ndarray  # its decompressed batches
+    walk: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+    batches: dict[str, np.ndarray]  # as Scanned's
+    markers: pa.Table
+    quarantine: list[QuarantineEntry]  # the scan's and the walk's, by position
+    pos: np.ndarray  # per record walked: its position (in the segment, or in ``extra`` by its batch's src)
+    hashes: np.ndarray  # its topic-partition hash (uint64; 0 where not a well-formed OffsetCommit)
+    good: np.ndarray  # a well-formed OffsetCommit
+    walked: np.ndarray  # per data batch: its records walked (all of them but where the batch is broken)
+
     def producer_hashes(self) -> np.ndarray:
         """The topic-partition hashes of the OffsetCommit records in a producer's batches (transactional offset
-        commits): the keys whose every record a replay needs (:func:`_producer_hashes`)."""
-        src, starts, ends, counts = self.walk[:4]
-        of_producer = self.batches["producer_id"] != NO_PRODUCER_ID
-        return _producer_hashes(self.arr, self.extra, src, starts, ends, counts, of_producer)
+        commits): the keys whose every record a replay needs."""
+        of_producer = np.repeat(self.batches["producer_id"] != NO_PRODUCER_ID, self.walked)
+        return self.hashes[self.good & of_producer]
 
 
 @dataclass(frozen=True)
 class Walked:
     """One segment walked (:func:`walk_commits`): every record framed and checked, a row per record kept (every
     one that is not a well-formed OffsetCommit, and the commits asked for) with its commit read and its strings
-    copied (:func:`_walk`). :meth:`records` reads the bytes of the records that are not commits from the segment:
+    copied (:func:`_pick`). :meth:`records` reads the bytes of the records that are not commits from the segment:
     call it while they are mapped; the rest no longer points into them."""
 
     arr: np.ndarray  # the segment
     extra: np.ndarray  # its decompressed batches
-    recs: np.ndarray  # per row: batch, offset, timestamp, key start/len, value start/len (``_walk``)
+    recs: np.ndarray  # per row: batch, offset, timestamp, key start/len, value start/len (``_pick``)
     commits: np.ndarray  # per row: read_commit's row, OK 1 where a well-formed OffsetCommit, strings in ``strings``
     strings: np.ndarray  # the kept commits' group, topic and metadata bytes
     batches: dict[str, np.ndarray]  # as Scanned's; a row's batch is its ``recs`` column 0
@@ -375,14 +386,10 @@ def scan_batches(
     return Scanned(arr, extra, walk, batches, _markers(b), quarantine, file)
 
 
-def walk_scanned(scanned: Scanned, keys: np.ndarray | None = None) -> Walked:
-    """The records of a scanned segment walked (:func:`_walk`): every record checked, and kept the ones that are
-    not well-formed OffsetCommits and the commits whose topic-partition hash the sorted uint64 ``keys`` hold
-    (None: every commit)."""
-    keys_ = np.zeros(0, np.uint64) if keys is None else np.ascontiguousarray(keys, np.uint64)
-    table = np.zeros(1 << _TABLE_BITS, np.bool_)
-    table[keys_ & np.uint64((1 << _TABLE_BITS) - 1)] = True
-    recs, commits, strings, quar = _walk(scanned.arr, scanned.extra, *scanned.walk, keys_, table, keys is None)
+def index_scanned(scanned: Scanned) -> Indexed:
+    """The records of a scanned segment walked and checked (:func:`_index`), none kept yet."""
+    src, starts, ends, counts, base_offset = scanned.walk[:5]
+    pos, hashes, good, walked, quar = _index(scanned.arr, scanned.extra, src, starts, ends, counts, base_offset)
     quarantine = list(scanned.quarantine)
     positions, lengths = scanned.batches["position"], scanned.batches["batch_length"]
     for batch, offset, code, a1, a2 in quar.tolist():
@@ -397,7 +404,34 @@ def walk_scanned(scanned: Scanned, keys: np.ndarray | None = None) -> Walked:
             )
         )
     quarantine.sort(key=lambda e: e.position)
-    return Walked(scanned.arr, scanned.extra, recs, commits, strings, scanned.batches, scanned.markers, quarantine)
+    return Indexed(
+        scanned.arr.size, scanned.extra, scanned.walk, scanned.batches, scanned.markers, quarantine, pos, hashes,
+        good, walked,
+    )  # fmt: skip
+
+
+def pick(indexed: Indexed, arr: np.ndarray, keys: np.ndarray | None = None) -> Walked:
+    """The rows kept of an indexed segment whose bytes are ``arr`` (:func:`_pick`): the records that are not
+    well-formed OffsetCommits and the commits whose topic-partition hash the sorted uint64 ``keys`` hold (None:
+    every commit)."""
+    if arr.size != indexed.size:
+        raise ValueError(f"the segment's bytes changed since it was indexed: {arr.size} bytes, {indexed.size} then")
+    keys_ = np.zeros(0, np.uint64) if keys is None else np.ascontiguousarray(keys, np.uint64)
+    table = np.zeros(1 << _TABLE_BITS, np.bool_)
+    table[keys_ & np.uint64((1 << _TABLE_BITS) - 1)] = True
+    src, _starts, ends, _counts, base_offset, base_ts, max_ts, log_append = indexed.walk
+    recs, commits, strings = _pick(
+        arr, indexed.extra, src, ends, base_offset, base_ts, max_ts, log_append, indexed.pos, indexed.hashes,
+        indexed.good, indexed.walked, keys_, table, keys is None,
+    )  # fmt: skip
+    return Walked(arr, indexed.extra, recs, commits, strings, indexed.batches, indexed.markers, indexed.quarantine)
+
+
+def walk_scanned(scanned: Scanned, keys: np.ndarray | None = None) -> Walked:
+    """The records of a scanned segment walked (:func:`index_scanned`) and the rows kept (:func:`pick`): every
+    record checked, and kept the ones that are not well-formed OffsetCommits and the commits whose topic-partition
+    hash the sorted uint64 ``keys`` hold (None: every commit)."""
+    return pick(index_scanned(scanned), scanned.arr, keys)
 
 
 def walk_commits(

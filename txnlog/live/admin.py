@@ -81,14 +81,19 @@ def kafka_python_settings(kafka_conf: Mapping[str, Any] | None) -> dict[str, Any
     return out
 
 
-def admin_client(bootstrap: str, kafka_conf: Mapping[str, Any] | None = None) -> Any:
-    """A kafka-python KafkaAdminClient for ``bootstrap`` with the config's security settings."""
+def admin_client(bootstrap: str, kafka_conf: Mapping[str, Any] | None = None, connect_timeout_s: float = 30.0) -> Any:
+    """A kafka-python KafkaAdminClient for ``bootstrap`` with the config's security settings; it raises
+    ``KafkaTimeoutError`` when no broker has answered within ``connect_timeout_s`` (its bootstrap)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         # Lazy in this module: the Kafka clients load only when a live cluster is asked.
         from kafka.admin import KafkaAdminClient
 
-        kw = {"client_id": "txnlog", **kafka_python_settings(kafka_conf)}
+        kw = {
+            "client_id": "txnlog",
+            "bootstrap_timeout_ms": int(connect_timeout_s * 1000),
+            **kafka_python_settings(kafka_conf),
+        }
         return KafkaAdminClient(bootstrap_servers=bootstrap.split(","), **kw)
 
 

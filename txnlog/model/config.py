@@ -82,6 +82,8 @@ class Config:
     live_fetch_max_bytes: int = 52_428_800
     live_fetch_partition_max_bytes: int = 1_048_576
     write_lock_wait_s: int = 900
+    #: seconds ``txnlog abort`` and ``txnlog fence`` wait to first reach the cluster (conf/default.yaml)
+    admin_connect_timeout_s: int = 30
     retain_runs: int = 0
     retain_days: int = 0
     #: shared storage of the inputs (txnlog.sources.storage): s3.endpoint, s3.region, s3.access_key, ...
@@ -406,6 +408,7 @@ _KEYS: dict[str, Callable[[Any, str], Any]] = {
     "live_fetch_max_bytes": lambda v, w: _int(v, w, minimum=1024),
     "live_fetch_partition_max_bytes": lambda v, w: _int(v, w, minimum=1024),
     "write_lock_wait_s": lambda v, w: _int(v, w, minimum=0),
+    "admin_connect_timeout_s": lambda v, w: _int(v, w, minimum=1),
     "retain_runs": lambda v, w: _int(v, w, minimum=0),
     "retain_days": lambda v, w: _int(v, w, minimum=0),
     "storage": _as_storage_conf,

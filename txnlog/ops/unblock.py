@@ -24,6 +24,9 @@ from txnlog.ops.commands import Run, known_partition, shown_run
 from txnlog.rules.plan import fence_steps, plan_steps
 from txnlog.rules.remedy import force_terminate_command
 
+#: the config's ``admin_connect_timeout_s`` for ``abort`` and ``fence``, when set (conf/default.yaml)
+ADMIN_CONNECT_TIMEOUT_ENV = "TXNLOG_ADMIN_CONNECT_TIMEOUT_S"
+
 
 def plan_script(steps: Sequence[dict[str, Any]], run: Run, bootstrap: str | None) -> str:
     """A shell script that calls ``txnlog abort`` for each SAFE abort and ``txnlog fence`` for each fence, in
@@ -239,7 +242,7 @@ def _admin_of(verb: str, bootstrap: str, cfg: Any) -> Any:
     from kafka.errors import KafkaError
 
     try:
-        return live.admin_client(bootstrap, cfg.kafka)
+        return live.admin_client(bootstrap, cfg.kafka, connect_timeout_s=cfg.admin_connect_timeout_s)
     except KafkaError as e:
         raise UsageError(f"{verb}: cannot reach {bootstrap}: {e}") from e
 
@@ -323,6 +326,8 @@ def _cluster_config(args: argparse.Namespace, verb: str, flag: str) -> Any:
         overrides["bootstrap_servers"] = args.bootstrap_servers
     if args.max_transaction_timeout_ms is not None:
         overrides["max_transaction_timeout_ms"] = args.max_transaction_timeout_ms
+    # as a flag would: a generated unblock.sh passes its own arguments on, not a timeout
+    overrides["admin_connect_timeout_s"] = os.environ.get(ADMIN_CONNECT_TIMEOUT_ENV)
     cfg = load_config(args.config, overrides)
     if not cfg.bootstrap_servers:
         raise UsageError(f"{verb}: no cluster to talk to; pass {flag} (or bootstrap_servers in --config)")

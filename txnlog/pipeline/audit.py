@@ -4,29 +4,31 @@ quarantine rows of the ``.txnindex`` files that could not be read whole.
 
 The audit runs where the partitions' other work runs (txnlog.engine.spark.placement): in Spark's tasks, per
 (topic, partition), over the staged transactions where they were staged (txnlog.engine.spark.integrity); or, for
-a small input, in this process, over the audited columns the merges kept as they staged them
-(:func:`audited_in_memory`: no second read). The ``.txnindex`` entries (34 bytes per aborted
-transaction) and the coordinator's decisions (txnlog.rules.integrity.decisions) are read here and handed to
-every partition's check.
+a small input, in this process, a group of whole partitions at a time on the placement's threads, over the audited
+columns the merges kept as they staged them, up to a budget (:func:`audited_in_memory`), and the coordinator's
+decisions built a ``__transaction_state`` partition at a time (txnlog.engine.integrity.audit_here). The
+``.txnindex`` entries (34 bytes per aborted transaction) are read here and handed to every partition's check.
 """
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
 
 from txnlog.engine.decoded import GroupOffsets, offsets_for
-from txnlog.engine.integrity import decisions_of, integrity_here, kept_columns
+from txnlog.engine.integrity import audit_here, decisions_of, kept_columns
 from txnlog.model.rows import Checkpoint
 from txnlog.rules.blocked import groups_past
 from txnlog.rules.integrity import compacted_gaps, unserved, with_readers, with_timestamps
 from txnlog.sources.logdirs import Inventory
-from txnlog.sources.txnindex import read_txn_indexes
+from txnlog.sources.txnindex import TxnIndexes, read_txn_indexes
 
 __all__ = ["audited_in_memory", "with_integrity"]
 
@@ -36,6 +38,12 @@ def audited_in_memory(scratch: str, driver: bool) -> AbstractContextManager[None
     audited columns are kept as the merges write them, so that :func:`with_integrity` reads nothing again
     (txnlog.engine.integrity.kept_columns)."""
     return kept_columns(scratch) if driver else nullcontext()
+
+
+def _entries(reading: Future[TxnIndexes]) -> tuple[pa.Table, pa.Table]:
+    """The ``.txnindex`` entries and their segments, once ``reading`` has read them."""
+    found = reading.result()
+    return found.entries, found.segments
 
 
 def with_integrity(
@@ -51,12 +59,14 @@ def with_integrity(
     offsets are read for those ranges' partitions only, txnlog.engine.decoded)."""
     history, staged = tables["coordinator_history"].raw_files(), tables["transactions"]
     if staged.driver or staged.spark is None:
-        # The coordinator's decisions and the checks against them on a second thread, beside the .txnindex read
-        # and its checks on this one (txnlog.engine.integrity.integrity_here).
-        with ThreadPoolExecutor(1, thread_name_prefix="txnlog-audit-decisions") as beside:
-            decided = beside.submit(decisions_of, history)
-            found = read_txn_indexes(inventory.segments, inventory.txn_indexes, checkpoints)
-            rows = integrity_here(staged.raw_files(), found.entries, found.segments, decided, staged.threads, beside)
+        # A group of whole partitions at a time, with the decisions that name them, on the placement's threads
+        # (txnlog.engine.integrity.audit_here): the memory does not grow with the input.
+        # The .txnindex files read on a thread of their own while the decisions are built and split.
+        spill = posixpath.join(posixpath.dirname(staged.stage), "audit_decisions")
+        with ThreadPoolExecutor(1, thread_name_prefix="txnlog-txnindex") as beside:
+            reading = beside.submit(read_txn_indexes, inventory.segments, inventory.txn_indexes, checkpoints)
+            rows = audit_here(staged.raw_files(), history, partial(_entries, reading), spill, staged.threads)
+            found = reading.result()
     else:  # Lazy: pyspark loads only where a run uses Spark.
         from txnlog.engine.spark.integrity import integrity_in_tasks
 

@@ -58,15 +58,18 @@ def write(
 
 def _pause_for_fault_tests(table: str) -> None:
     """The fault tests' seam (tests/e2e/test_faults_job.py): with ``TXNLOG_TEST_PAUSE_AFTER`` set to
-    ``<table>:<file>[:<seconds>]``, the driver creates ``<file>`` after committing ``<table>`` and sleeps
-    (default 600 s), so a test can kill it between two tables' commits or run another job meanwhile."""
+    ``<table>:<file>[:<seconds>]``, the driver creates ``<file>`` after committing ``<table>`` and waits until
+    the file is removed, for at most that long (default 600 s), so a test can kill it between two tables'
+    commits, or run another job meanwhile and let it go on."""
     spec = os.environ.get("TXNLOG_TEST_PAUSE_AFTER")
     if not spec or not spec.startswith(table + ":"):
         return
     target, _, seconds = spec[len(table) + 1 :].partition(":")
     with open(target, "w", encoding="utf-8") as f:
         f.write(f"{os.getpid()}\n")
-    time.sleep(float(seconds or 600))
+    deadline = time.monotonic() + float(seconds or 600)
+    while os.path.exists(target) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def superseded(cut: LiveCut | None) -> dict[str, Any] | None:

@@ -44,7 +44,7 @@ from txnlog.rules.integrity_index import (
     INDEX_NOT_CHECKED,
     WARNING,
 )
-from txnlog.rules.integrity_producers import Decisions, decisions
+from txnlog.rules.integrity_producers import Decisions, decisions, decisions_by, joined
 
 __all__ = [
     "ABORTED_DATA_VISIBLE",
@@ -60,7 +60,9 @@ __all__ = [
     "index_rows",
     "producer_rows",
     "decisions",
+    "decisions_by",
     "integrity",
+    "joined",
     "partition_integrity",
     "unserved",
     "with_readers",

@@ -74,7 +74,7 @@ def marker_rows(
     for name in ("transactional_id", "coordinator_partition", "record_offset"):
         rows = rows.append_column(name, where.column(name))
     rows = rows.append_column("decided_epoch", where.column("producer_epoch"))
-    rows = rows.append_column("listed", pc.binary_join(where.column("partitions"), ", "))
+    rows = rows.append_column("listed", decided.listed(where))
     rows = rows.append_column("after", pa.array(after[lost], pa.int64()))
     rows = rows.sort_by([("topic", "ascending"), ("partition", "ascending"), ("first_offset", "ascending")])
     return [_missing_row(r) for r in rows.to_pylist()], np.unique(key[lost])

@@ -21,6 +21,7 @@ Pure and vectorized: Arrow tables in, anomaly rows out (as dicts: only the anoma
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,8 @@ __all__ = [
     "SPLIT_OUTCOME",
     "Decisions",
     "coordinator_rows",
+    "decisions_by",
+    "joined",
     "keyed",
     "txn_columns",
     "paired",
@@ -76,7 +79,8 @@ _PREPARES_SCHEMA = pa.schema(
     ]
 )
 _OWNERS_SCHEMA = pa.schema([("producer_id", pa.int64()), ("transactional_id", pa.string()), ("code", pa.int64())])
-_PARTITIONS_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32())])
+#: a partition as the Prepare* records name it (``name``) and parsed (null where the name does not parse)
+_PARTITIONS_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("name", pa.string())])
 
 
 @dataclass(frozen=True)
@@ -85,12 +89,19 @@ class Decisions:
     per completed Prepare* record and partition it lists, ranked from the newest; ``owners`` producer id ->
     transactional id and its code; ``partitions`` the partitions named (their row is their code); ``prepares``
     the completed Prepare* records (for the evidence). Small next to the transactions: the engine hands it to every
-    partition's task."""
+    partition's task. ``lists``, where ``prepares`` holds no ``partitions`` (:func:`decisions_by` without them):
+    the partitions each of some rows of ``prepares`` lists, asked only for the anomalies' evidence."""
 
     decided: pa.Table
     owners: pa.Table
     partitions: pa.Table
     prepares: pa.Table
+    lists: Callable[[pa.Table], pa.Array | pa.ChunkedArray] | None = None
+
+    def listed(self, rows: pa.Table) -> pa.Array | pa.ChunkedArray:
+        """The partitions each of ``rows`` (rows of ``prepares``) lists, joined by ", " (the evidence's words)."""
+        lists = rows.column("partitions") if self.lists is None else self.lists(rows)
+        return pc.binary_join(lists, ", ")
 
 
 _NONE = Decisions(
@@ -143,7 +154,7 @@ def decisions(history: pa.Table) -> Decisions:
     named = pc.dictionary_encode(pc.list_flatten(listed))
     parsed = pc.extract_regex(named.dictionary, r"^(?P<topic>.*)-(?P<partition>[0-9]+)$")  # few: one per partition
     partitions = pa.table(
-        [pc.struct_field(parsed, "topic"), pc.struct_field(parsed, "partition").cast(pa.int32())],
+        [pc.struct_field(parsed, "topic"), pc.struct_field(parsed, "partition").cast(pa.int32()), named.dictionary],
         schema=_PARTITIONS_SCHEMA,
     )
     parent = pc.list_parent_indices(listed).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -175,6 +186,107 @@ def _owners(pid: pa.ChunkedArray, tid: np.ndarray, names: pa.Array) -> pa.Table:
     return pa.table(
         [pa.array(pids, pa.int64()), names.take(pa.array(codes)), pa.array(codes, pa.int64())], schema=_OWNERS_SCHEMA
     )
+
+
+def decisions_by(decided: Decisions, partitions: pa.Table, groups: int, lists: bool = True) -> list[Decisions]:
+    """``decided`` split by the groups of the partitions that its decisions name (``partitions``: topic, partition
+    and ``group``, from 0 to ``groups`` - 1, a partition once; a decision that names none of them is in no group):
+    each group's decisions, with which the checks of its partitions' transactions (:func:`coordinator_rows`,
+    txnlog.rules.integrity_markers) give the same rows as with ``decided``. The owners stay whole. Without
+    ``lists``, each group's ``prepares`` holds, instead of the partitions each lists (the most of its bytes, and
+    every group naming one of them would hold a copy), the ``row`` of ``decided.prepares`` it is: give the group's
+    :class:`Decisions` the ``lists`` that read them."""
+    parts = decided.partitions
+    prepares = decided.prepares
+    if not lists:
+        prepares = prepares.drop_columns(["partitions"]).append_column("row", pa.array(np.arange(prepares.num_rows)))
+    width = max(parts.num_rows, 1)
+    at = pc.index_in(_tp_names(parts), value_set=_tp_names(partitions).combine_chunks())
+    group_of = np.full(width, -1, np.int64)
+    group_of[: parts.num_rows] = np.asarray(
+        pc.fill_null(partitions.column("group").take(at), -1).to_numpy(zero_copy_only=False), np.int64
+    )
+    d = decided.decided
+    key = np.asarray(d.column("key").to_numpy(), np.int64)
+    in_group, prepare_of = group_of[key % width], np.asarray(d.column("prepare").to_numpy(), np.int64)
+    order = np.argsort(in_group, kind="stable")  # each group's rows in their order: by key, then rank
+    bounds = np.searchsorted(in_group[order], np.arange(groups + 1))
+    out = []
+    for g in range(groups):
+        rows, kept_tp = order[bounds[g] : bounds[g + 1]], np.flatnonzero(group_of == g)
+        new_tp = np.full(width, -1, np.int64)
+        new_tp[kept_tp] = np.arange(kept_tp.size)
+        used, prepare = np.unique(prepare_of[rows], return_inverse=True)
+        keys = key[rows] // width * max(kept_tp.size, 1) + new_tp[key[rows] % width]  # the order kept
+        taken = pa.array(rows, pa.int64())
+        table = pa.table(
+            [
+                pa.array(keys),
+                d.column("rank").take(taken),
+                d.column("decided").take(taken),
+                pa.array(prepare.reshape(-1)),
+            ],
+            schema=_DECISION_SCHEMA,
+        )
+        out.append(Decisions(table, decided.owners, parts.take(pa.array(kept_tp)), prepares.take(pa.array(used))))
+    return out
+
+
+def joined(parts: Sequence[Decisions]) -> Decisions:
+    """The :class:`Decisions` of several histories whose transactional ids are disjoint (a transactional id's records
+    are all in its one ``__transaction_state`` partition, ``TransactionStateManager.partitionFor``) from each one's
+    (:func:`decisions`, or a group's of :func:`decisions_by`), in the histories' order: what :func:`decisions` of the
+    histories concatenated in that order gives, but for the integer codes, which only pair rows."""
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return _NONE
+    names = pc.dictionary_encode(pa.concat_tables([p.partitions for p in parts]).column("name").combine_chunks())
+    index = np.asarray(names.indices.to_numpy(zero_copy_only=False), np.int64)
+    _, first = np.unique(index, return_index=True)  # the dictionary is in order of first appearance
+    partitions = pa.concat_tables([p.partitions for p in parts]).take(pa.array(first))
+    width = max(partitions.num_rows, 1)
+    keys, prepares, owner_codes = [], [], []
+    tid_at = name_at = prepare_at = 0
+    for p in parts:  # each part's codes after the previous parts': the histories' order kept
+        n = p.partitions.num_rows
+        key, codes_here = _values_of(p.decided, "key"), _values_of(p.owners, "code")
+        tid = key // max(n, 1)
+        keys.append((tid + tid_at) * width + index[name_at : name_at + n][key % max(n, 1)])
+        prepares.append(_values_of(p.decided, "prepare") + prepare_at)
+        owner_codes.append(codes_here + tid_at)
+        tid_at += int(max(codes_here.max(initial=-1), tid.max(initial=-1))) + 1
+        name_at, prepare_at = name_at + n, prepare_at + p.prepares.num_rows
+    key, prepare, code = np.concatenate(keys), np.concatenate(prepares), np.concatenate(owner_codes)
+    rank = pa.concat_tables([p.decided for p in parts]).select(["rank", "decided"])
+    at = lex_order(key, _values_of(rank, "rank"))
+    order = pa.array(at)
+    decided = pa.table(
+        [pa.array(key[at]), rank.column("rank").take(order), rank.column("decided").take(order), pa.array(prepare[at])],
+        schema=_DECISION_SCHEMA,
+    )
+    owners = pa.concat_tables([p.owners for p in parts])
+    pid = _values_of(owners, "producer_id")
+    last = lex_order(pid, code)
+    newest = last[np.append(pid[last][1:] != pid[last][:-1], True)] if pid.size else last  # a producer's newest
+    owners = pa.table(
+        [owners.column("producer_id").take(pa.array(newest)), owners.column("transactional_id").take(pa.array(newest)),
+         pa.array(code[newest], pa.int64())],
+        schema=_OWNERS_SCHEMA,
+    )  # fmt: skip
+    prepares = pa.concat_tables([p.prepares for p in parts], promote_options="permissive")
+    return Decisions(decided, owners, partitions, prepares, next((p.lists for p in parts if p.lists), None))
+
+
+def _values_of(table: pa.Table, name: str) -> np.ndarray:
+    """``table``'s column ``name`` (no nulls) as int64."""
+    return np.asarray(table.column(name).to_numpy(), np.int64)
+
+
+def _tp_names(partitions: pa.Table) -> pa.ChunkedArray:
+    """Each (topic, partition) of ``partitions`` as one string, to match them."""
+    text = pc.cast(partitions.column("partition"), pa.string())
+    return pc.binary_join_element_wise(partitions.column("topic"), text, "\x00")
 
 
 def codes(txns: pa.Table, decided: Decisions) -> tuple[pa.Array | pa.ChunkedArray, pa.Array | pa.ChunkedArray]:
@@ -247,7 +359,7 @@ def coordinator_rows(
     pairs = pairs.append_column("transactional_id", where.column("transactional_id"))
     pairs = pairs.append_column("coordinator_partition", where.column("coordinator_partition"))
     pairs = pairs.append_column("record_offset", where.column("record_offset"))
-    pairs = pairs.append_column("listed", pc.binary_join(where.column("partitions"), ", "))
+    pairs = pairs.append_column("listed", decided.listed(where))
     pairs = pairs.sort_by([("topic", "ascending"), ("partition", "ascending"), ("marker_offset", "ascending")])
     return [_split_row(p) for p in pairs.to_pylist()]
 

@@ -3,6 +3,7 @@ input's "Dumping" lines (:func:`replica_names`), and the rows renamed by it (:fu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -10,7 +11,8 @@ import pyarrow.compute as pc
 
 from txnlog.kafka import dump_log_text as D
 from txnlog.model.arrow import lookup
-from txnlog.sources.dump_log.parse import K_DUMPING
+from txnlog.sources.dump_log.lines import DumpInput, dumping_lines
+from txnlog.sources.dump_log.parse import K_DUMPING, parse_lines
 
 #: (dump file, printed broker) → replica name
 Names = dict[tuple[str | None, str | None], str | None]
@@ -57,6 +59,19 @@ def replica_names(lines: pa.Table) -> Names:
         else:
             names[(r["dump_file"], r["pbroker"])] = r["base"]
     return names
+
+
+def listed_names(inputs: Sequence[DumpInput]) -> tuple[Names, list[str]]:
+    """The replica names of the dump files ``inputs`` (:func:`replica_names`) and those of the files that dump a
+    ``__transaction_state`` segment, in their listing order: from each file's "Dumping" lines alone
+    (txnlog.sources.dump_log.lines.dumping_lines, a byte search), before the files are read, so that the reading
+    tasks name the rows they make."""
+    batches = [dumping_lines(path, loc, named) for path, loc, named in inputs]
+    if not batches:
+        return {}, []
+    lines = parse_lines(pa.concat_batches(batches))
+    coordinator = set(lines.filter(pc.fill_null(lines.column("is_txn_state"), False)).column("file").to_pylist())
+    return replica_names(pa.table(lines)), [path for path, _, _ in inputs if path in coordinator]
 
 
 def _sets(rows: list[dict[str, Any]], keys: tuple[str, str]) -> dict[tuple[Any, Any], set[str]]:

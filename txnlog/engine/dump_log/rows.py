@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from txnlog.engine.dump_log.assemble import assemble_quiet_segments
 from txnlog.engine.dump_log.assemble_many import assemble_segments, assemble_txn_states
 from txnlog.engine.dump_log.names import Names, replica_names, with_replica_names
+from txnlog.engine.dump_log.outputs import BOTH, BOTH_SCHEMA, DUMP_FILE, DUMPING_LINE, NAMING_COLUMNS, RECORDS, SUMMARY
 from txnlog.model.arrow import table_group_starts
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
 from txnlog.sources.dump_log.lines import DEFAULT_CHUNK_BYTES, iter_line_batches
@@ -36,9 +37,6 @@ from txnlog.sources.dump_log.parse import (
     K_START,
     parse_lines,
 )
-
-DUMP_FILE = pa.field("dump_file", pa.string())
-
 
 #: the parsed columns assemble_segment reads
 SEGMENT_COLUMNS = (
@@ -119,31 +117,6 @@ def record_rows(lines: pa.Table, names: Names) -> pa.Table:
 def _txn_records(lines: pa.Table) -> pa.Table:
     """:func:`record_rows` with each row's ``dump_file``, ``broker`` as printed."""
     return pa.concat_tables([_records(lines), _dumped(lines)], promote_options="default")
-
-
-#: what a dump file is read into: the rows of the segment source, or of the txn-state source, or in one pass
-#: (:data:`BOTH`) both sources' rows and the "Dumping" lines that name their replicas
-SUMMARY, RECORDS, BOTH = "summary", "records", "both"
-#: what a row of :data:`BOTH_SCHEMA` is, in its ``output`` column: SUMMARY, RECORDS or a "Dumping" line
-DUMPING_LINE = "dumping"
-
-#: :data:`BOTH`'s rows: ``output``, the columns of SEGMENT_SUMMARY_SCHEMA and of TXN_STATE_SCHEMA (those both have
-#: are of one type), the dump file, and what txnlog.engine.dump_log.names.replica_names reads of a "Dumping" line
-#: beside the dump file and the printed ``broker``
-BOTH_SCHEMA = pa.schema(
-    [
-        pa.field("output", pa.string()),
-        *SEGMENT_SUMMARY_SCHEMA,
-        *(f for f in TXN_STATE_SCHEMA if f.name not in SEGMENT_SUMMARY_SCHEMA.names),
-        DUMP_FILE,
-        pa.field("loc", pa.string()),
-        pa.field("loc_named", pa.bool_()),
-        pa.field("dpath", pa.string()),
-        pa.field("stem", pa.string()),
-    ]
-)
-#: the columns of :data:`BOTH_SCHEMA` a "Dumping" line fills
-NAMING_COLUMNS = ("dump_file", "broker", "loc", "loc_named", "dpath", "stem")
 
 
 def both_lines(lines: pa.Table) -> pa.Table:

@@ -5,14 +5,16 @@ The local placement's: txnlog.engine.tasks.decode_here; txnlog.pipeline.decode c
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pyarrow as pa
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from txnlog.engine.decoded import Decoded, GroupOffsets, live_offsets
 from txnlog.engine.settings import ReadSettings
 from txnlog.engine.spark import collect
-from txnlog.engine.spark.dump_log import Persist, read_dump_logs
+from txnlog.engine.spark.dump_log import read_dump_logs
 from txnlog.engine.spark.live_batches import LiveCut, read_live_batches
 from txnlog.engine.spark.live_source import read_live_records
 from txnlog.engine.spark.log_dir_options import ReadOffsets, log_dir_sources
@@ -21,6 +23,9 @@ from txnlog.model.contract import InputSource
 from txnlog.output.spark_base import job_description, job_phases
 from txnlog.rules.transactions import checkpoints_of
 from txnlog.sources.offline import Offline
+
+#: persists a DataFrame for the run's duration (txnlog.pipeline.scope.Cache)
+Persist = Callable[[DataFrame], DataFrame]
 
 
 def decode_in_spark(
@@ -44,7 +49,7 @@ def decode_in_spark(
         spark, inv, settings.decode, scratch, shared, bool(offline.dump_files), settings.split_segment_bytes
     )
     if offline.dump_files:
-        frames = read_dump_logs(spark, offline.dump_inputs, cache)
+        frames = read_dump_logs(spark, offline.dump_inputs)
         summary = summary.unionByName(frames.summary.withColumn("input", F.lit(InputSource.DUMP_LOG)))
         dumped = frames.records.withColumn("input", F.lit(InputSource.DUMP_LOG))
         records = records.unionByName(dumped, allowMissingColumns=True)

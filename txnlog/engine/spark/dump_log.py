@@ -1,6 +1,7 @@
 """``--dump-log``: read ``kafka-dump-log.sh`` text into the same rows as the binary sources.
 
-This module holds the Data Source and the plan that joins the steps (:func:`read_dump_logs`); the steps
+This module holds the plan that joins the steps (:func:`read_dump_logs`; the Data Source is
+txnlog.engine.spark.dump_log_source); the steps
 themselves are txnlog.sources.dump_log.lines, parse, assemble and rows, the same functions in both placements
 (txnlog.engine.spark.placement):
 
@@ -19,12 +20,14 @@ themselves are txnlog.sources.dump_log.lines, parse, assemble and rows, the same
    partitionLeaderEpoch the same way.
 
 A dumped segment's lines never leave their file, so each reading task makes the rows of whole files: no
-line crosses the JVM and nothing is shuffled. Only the replica names need the whole input, so the one pass over
-the files (output ``both``: txnlog.engine.dump_log.rows.BOTH_SCHEMA) gives each file's rows of both sources with
-the broker as printed and its "Dumping" lines beside them; those lines, a few per file, are collected,
-``txnlog.engine.dump_log.names.replica_names`` names every (dump file, printed broker) from them, and the rows
-are renamed afterwards: in Arrow in the driver (txnlog.engine.dump_log.rows.named_outputs), by a broadcast join
-of that small map in Spark, whose pass is cached so that its rows are read once. Each line is parsed once.
+line crosses the JVM and nothing is shuffled. Only the replica names need the whole input: in the driver the one
+pass over the files (output ``both``: txnlog.engine.dump_log.rows.BOTH_SCHEMA) gives each file's rows of both
+sources with the broker as printed and its "Dumping" lines beside them, and the rows are renamed once those lines
+name the replicas (txnlog.engine.dump_log.rows.named_outputs). Spark's read names them before it starts: the
+driver finds each file's "Dumping" lines by a byte search (txnlog.engine.dump_log.names.listed_names, ~2 GB/s,
+nothing else of a file parsed), ``replica_names`` names every (dump file, printed broker) from them, and the reading
+tasks get the names and make named rows, the segment source's rows from every file and the txn-state source's from
+the files that dump a ``__transaction_state`` segment: no pass is cached and nothing is joined.
 
 What the text cannot give (documented, not guessed):
 
@@ -40,40 +43,27 @@ What the text cannot give (documented, not guessed):
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
-from pyspark.sql import functions as F
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from pyspark.sql.types import StructType
 
-from txnlog.engine.dump_log.names import Names, names_table
-from txnlog.engine.dump_log.rows import (
-    BOTH,
-    BOTH_SCHEMA,
-    DUMPING_LINE,
-    NAMING_COLUMNS,
-    RECORDS,
-    SUMMARY,
-    dumping_names,
-    named_outputs,
+from txnlog.engine.dump_log.names import listed_names
+from txnlog.engine.dump_log.rows import BOTH, BOTH_SCHEMA, RECORDS, SUMMARY, named_outputs
+from txnlog.engine.spark.dump_log_source import (
+    DUMP_ROWS_SOURCE,
+    dump_groups,
+    located,
+    options_of,
+    register_dump_log_source,
 )
-from txnlog.engine.plan import pack_sizes
-from txnlog.engine.spark.sources import arrow_to_spark_schema
 from txnlog.engine.tasks import Task, dump_rows_task, run_here
-from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA, TXN_STATE_SCHEMA
-from txnlog.sources import storage
 from txnlog.sources.dump_log.lines import DEFAULT_CHUNK_BYTES, DumpInput
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-DUMP_ROWS_SOURCE = "txnlog_dump_rows"
-_SCHEMAS = {SUMMARY: SEGMENT_SUMMARY_SCHEMA, RECORDS: TXN_STATE_SCHEMA, BOTH: BOTH_SCHEMA}
 
 
 @dataclass
@@ -83,106 +73,6 @@ class DumpLogFrames:
     summary: DataFrame  # SEGMENT_SUMMARY_SCHEMA
     records: DataFrame  # TXN_STATE_SCHEMA
     files: list[str]
-
-
-class _DumpFilePartition(InputPartition):
-    """Some dump files read by one task (small files packed together; a file is never split)."""
-
-    def __init__(self, paths: list[str]):
-        super().__init__(paths)
-
-
-class _DumpRowsReader(DataSourceReader):
-    """The options' files packed into tasks (:func:`dump_groups`), each read by
-    txnlog.engine.tasks.dump_rows_task, the function the local placement calls too."""
-
-    def __init__(self, options: dict[str, str]):
-        self.paths = json.loads(options.get("paths", "[]"))
-        self.locations = json.loads(options.get("locations", "{}"))  # file → [loc, named]
-        self.chunk_bytes = int(options.get("chunk_bytes", DEFAULT_CHUNK_BYTES))
-        self.output = options.get("output", SUMMARY)
-        self.names: Names = {(f, b): n for f, b, n in json.loads(options.get("names", "[]"))}
-        self.options = options
-
-    def partitions(self) -> list[InputPartition]:
-        return [_DumpFilePartition(g) for g in dump_groups(self.paths, int(self.options.get("cores", 1)))]
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        storage.configure_from_options(self.options)
-        files = _located(partition.value, self.locations)
-        yield from dump_rows_task(files, self.names, self.output, self.chunk_bytes)
-
-
-def dump_groups(paths: list[str], cores: int) -> list[list[str]]:
-    """``paths`` dealt into tasks of equal bytes for ``cores`` cores (threads in the driver, Spark's cores), as
-    the log-dir files are (txnlog.engine.plan.pack_sizes: largest first to the lightest task): :data:`TASKS_PER_CORE`
-    per core where the input allows (a task holds :data:`MIN_PARTITION_BYTES` at least), more where a task would
-    exceed :data:`MAX_PARTITION_BYTES`; each task's files in their listing order, a file never split."""
-    sizes = [max(_file_bytes(p, MAX_PARTITION_BYTES), 1) for p in paths]
-    tasks = max(1, min(max(cores, 1) * TASKS_PER_CORE, sum(sizes) // MIN_PARTITION_BYTES))
-    return [[paths[i] for i in members] for members in pack_sizes(sizes, MAX_PARTITION_BYTES, tasks)]
-
-
-def _located(paths: list[str], locations: dict[str, Any]) -> list[tuple[str, str | None, bool]]:
-    """Each of ``paths`` with its location and whether it was named (``NAME=PATH``)."""
-    out = []
-    for path in paths:
-        loc, named = locations.get(path, (None, False))
-        out.append((path, loc, bool(named)))
-    return out
-
-
-class DumpRowsSource(DataSource):
-    """``spark.read.format("txnlog_dump_rows").options(paths=..., output=..., names=...).load()``: the dump
-    files' rows, ``output`` ``summary`` (SEGMENT_SUMMARY_SCHEMA), ``records`` (TXN_STATE_SCHEMA) or ``both``
-    (the two and the "Dumping" lines in one pass, the brokers as printed: BOTH_SCHEMA)."""
-
-    @classmethod
-    def name(cls) -> str:
-        return DUMP_ROWS_SOURCE
-
-    def schema(self) -> StructType:
-        return arrow_to_spark_schema(_SCHEMAS[self.options.get("output", SUMMARY)])
-
-    def reader(self, schema: StructType) -> DataSourceReader:
-        return _DumpRowsReader(dict(self.options))
-
-
-# ============================================================================ the plan
-
-
-def register_dump_log_source(spark: SparkSession) -> None:
-    spark.dataSource.register(DumpRowsSource)
-
-
-#: the most dump text one reading task takes (a file is never split: a larger one is a task of its own)
-MAX_PARTITION_BYTES = 64 * 2**20
-#: reading tasks per core, where the input is large enough: a few per core even out files of unequal cost
-TASKS_PER_CORE = 4
-#: the least dump text worth a task of its own
-MIN_PARTITION_BYTES = 2**20
-
-
-def _options(inputs: Sequence[DumpInput], cores: int = 1) -> dict[str, str]:
-    """The reader's options for the listed dump files ``inputs`` (txnlog.sources.dump_log.lines.list_dump_inputs),
-    its files dealt into tasks for ``cores`` cores (:func:`dump_groups`)."""
-    return {
-        "paths": json.dumps([f for f, _, _ in inputs]),
-        "storage": storage.settings_option(),
-        "locations": json.dumps({f: [loc, named] for f, loc, named in inputs}),
-        "cores": str(max(cores, 1)),
-    }
-
-
-def _file_bytes(path: str, remote: int) -> int:
-    """A dump file's size for packing files into tasks: ``remote`` for one in object storage (not asked for), 0
-    for one that cannot be read (its reader says so)."""
-    if "://" in path:
-        return remote
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
 
 
 def _cores(spark: SparkSession) -> int:
@@ -197,21 +87,17 @@ def read_dump_logs_here(inputs: Sequence[DumpInput], threads: int = 1) -> tuple[
     """``read_dump_logs(spark, inputs)`` in this process: (summary, records) as Arrow tables of
     SEGMENT_SUMMARY_SCHEMA and TXN_STATE_SCHEMA, ``broker`` the replica name. ``threads`` threads run the tasks of
     the one pass (txnlog.engine.tasks.run_here: the rows are those one thread gives)."""
-    options = _options(inputs, threads)
+    options = options_of(inputs, threads)
     locations = json.loads(options["locations"])
     tasks: list[Task] = [
-        partial(dump_rows_task, _located(group, locations), {}, BOTH, DEFAULT_CHUNK_BYTES)
+        partial(dump_rows_task, located(group, locations), {}, BOTH, DEFAULT_CHUNK_BYTES)
         for group in dump_groups(json.loads(options["paths"]), threads)
     ]
     (rows,) = run_here([(tasks, BOTH_SCHEMA)], threads)
     return named_outputs(rows)
 
 
-#: persists a DataFrame for the run's duration (txnlog.pipeline.scope.Cache)
-Persist = Callable[["DataFrame"], "DataFrame"]
-
-
-def read_dump_logs(spark: SparkSession, inputs: Sequence[DumpInput], cache: Persist | None = None) -> DumpLogFrames:
+def read_dump_logs(spark: SparkSession, inputs: Sequence[DumpInput]) -> DumpLogFrames:
     """``kafka-dump-log.sh`` outputs ``inputs`` → the rows of the segment and txn-state sources.
 
     ``inputs`` are the dump files as listed from the ``--dump-log`` values (``PATH`` or ``NAME=PATH``:
@@ -223,33 +109,18 @@ def read_dump_logs(spark: SparkSession, inputs: Sequence[DumpInput], cache: Pers
     (``isvalid: false``, invalid bytes at the end, ``...`` elisions, the tool's exceptions) is
     quarantined by that segment's path and byte position, the dump file and line in ``detail``;
     a line no format knows is quarantined by the dump file and its line number (``length`` 1).
-    ``broker`` is the replica name (txnlog.engine.dump_log.names.replica_names). The files are read in one
-    pass, persisted by ``cache`` (default: ``DataFrame.cache``) while its "Dumping" lines are collected for the
-    names, so that both frames read its rows. A small input is read in the driver by :func:`read_dump_logs_here`
+    ``broker`` is the replica name (txnlog.engine.dump_log.names.replica_names), decided here from the files'
+    "Dumping" lines alone (txnlog.engine.dump_log.names.listed_names) and given to the reading tasks, which name
+    the rows they make: nothing is cached or joined. ``summary`` reads every file, ``records`` the files that dump
+    a ``__transaction_state`` segment. A small input is read in the driver by :func:`read_dump_logs_here`
     instead, with the same task function.
     """
-    options = _options(inputs, _cores(spark))
+    names, coordinator_files = listed_names(inputs)
+    coordinator = set(coordinator_files)
     register_dump_log_source(spark)
-    rows = spark.read.format(DUMP_ROWS_SOURCE).options(**options, output=BOTH).load()
-    rows = cache(rows) if cache is not None else rows.cache()
-    dumping = rows.where(F.col("output") == DUMPING_LINE).select(*NAMING_COLUMNS).toArrow()
-    names = names_table(dumping_names(dumping))
-    replicas = spark.createDataFrame(names).toDF("named_file", "printed_broker", "replica") if names.num_rows else None
-    summary, records = (
-        _named_frame(rows, out, schema, replicas)
-        for out, schema in ((SUMMARY, SEGMENT_SUMMARY_SCHEMA), (RECORDS, TXN_STATE_SCHEMA))
-    )
-    return DumpLogFrames(summary=summary, records=records, files=json.loads(options["paths"]))
-
-
-def _named_frame(rows: DataFrame, output: str, schema: pa.Schema, replicas: DataFrame | None) -> DataFrame:
-    """``output``'s rows of the one pass ``rows`` in ``schema``'s columns, ``broker`` the replica name that
-    ``replicas`` (txnlog.engine.dump_log.names.names_table) gives its (dump file, printed broker), else as printed
-    (txnlog.engine.dump_log.names.with_replica_names in Spark: a left join on the small map, broadcast)."""
-    part = rows.where(F.col("output") == output)
-    broker = F.col("broker")
-    if replicas is not None:  # the two sides' column names differ: no reference to either frame is kept
-        on = (F.col("dump_file") == F.col("named_file")) & (F.col("broker") == F.col("printed_broker"))
-        part = part.join(F.broadcast(replicas), on, "left")
-        broker = F.coalesce(F.col("replica"), F.col("broker"))
-    return part.select(*[broker.alias(name) if name == "broker" else F.col(name) for name in schema.names])
+    named = json.dumps([[f, b, n] for (f, b), n in names.items()])
+    frames = []
+    for output, files in ((SUMMARY, inputs), (RECORDS, [i for i in inputs if i[0] in coordinator])):
+        options = options_of(files, _cores(spark))
+        frames.append(spark.read.format(DUMP_ROWS_SOURCE).options(**options, output=output, names=named).load())
+    return DumpLogFrames(summary=frames[0], records=frames[1], files=[f for f, _, _ in inputs])

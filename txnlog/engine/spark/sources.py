@@ -28,6 +28,11 @@ What a task receives is proportional to its own files: the file list is read onc
 the driver's planning worker) and dealt into the input partitions; the reader that Spark pickles into
 every task keeps no list of all files (a JSON option of 300,000 files is ~59 MB, and Spark ships the
 reader, its options and the data source's with each task).
+
+Spark plans a Python Data Source in processes of its own, two a source (its schema, then its tasks), each of which
+imports the source's module afresh: the sources' modules import the plan and the schemas only, and a reader
+imports the task function it runs (txnlog.engine.tasks, which loads the decoders and numba) in its task, where
+txnlog's Spark daemon has imported it already (txnlog.engine.spark.worker_daemon).
 """
 
 from __future__ import annotations
@@ -42,7 +47,6 @@ from pyspark.sql.types import StructType
 from txnlog.engine.manifest import PLANNING_OPTIONS, manifest_checkpoints, manifest_table, table_files
 from txnlog.engine.plan import DEFAULT_MAX_PARTITION_BYTES, FilesTask, Plan, plan_tasks
 from txnlog.engine.settings import LogDirSettings, option_flag
-from txnlog.engine.tasks import log_dir_task
 from txnlog.model.rows import SEGMENT_SUMMARY_SCHEMA
 from txnlog.sources import storage
 from txnlog.sources.logdirs import LogFile
@@ -123,6 +127,8 @@ class _SegmentsReader(FilesReader):
         self.start_task()
         task = partition_task(partition)
         if task is not None:
+            from txnlog.engine.tasks import log_dir_task  # imported in the task only (the module doc says why)
+
             yield from log_dir_task(task, LogDirSettings.from_options(self.options))
 
 

@@ -12,15 +12,16 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from txnlog.engine.settings import TxnStateSettings
+from txnlog.engine.source_schemas import TXN_STATE_SOURCE_SCHEMA as SOURCE_SCHEMA
 from txnlog.engine.spark.sources import FilesReader, arrow_to_spark_schema
-from txnlog.engine.tasks import txn_state_task
-from txnlog.engine.txn_state import SOURCE_SCHEMA
 
 __all__ = ["SOURCE_SCHEMA", "TxnStateSource"]
 
 
 class _TxnStateReader(FilesReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from txnlog.engine.tasks import txn_state_task  # in the task only: see txnlog.engine.spark.sources
+
         yield from txn_state_task(self.task_files(partition), TxnStateSettings.from_options(self.options))
 
 

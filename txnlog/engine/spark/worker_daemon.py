@@ -22,7 +22,10 @@ system when it next allocates rather than on a timer.
 from __future__ import annotations
 
 import gc
+import importlib
+import os
 import sys
+import zipimport
 from typing import Any
 
 #: The modules a txnlog task's worker imports: the readers Spark unpickles, the Arrow functions of the stitch and
@@ -30,19 +33,19 @@ from typing import Any
 MODULES = (
     "pandas",
     "pyspark.worker",
+    "txnlog.engine.tasks",
     "txnlog.engine.spark.sources",
     "txnlog.engine.spark.txn_state_source",
     "txnlog.engine.spark.collect",
     "txnlog.engine.spark.stitch",
     "txnlog.engine.spark.dump_log",
+    "txnlog.engine.spark.dump_log_source",
 )
 
 
 def warm() -> int:
     """Import :data:`MODULES` and load every compiled kernel of txnlog that numba's cache holds for the current
     sources; the number of kernels' signatures loaded (0 when the warm-up could not run)."""
-    import importlib
-
     for name in MODULES:
         try:
             importlib.import_module(name)
@@ -84,6 +87,32 @@ def _load_dispatcher(dispatcher: Any) -> int:
     return loaded
 
 
+def zip_directories_read_once() -> None:
+    """``importlib.invalidate_caches()`` re-reads a zip's directory only where the zip file changed since it was read.
+
+    Spark's worker calls ``importlib.invalidate_caches()`` at the start of every task (``setup_spark_files``, for the
+    files the task may add to the path). Python's ``zipimporter.invalidate_caches`` re-reads the whole directory of
+    its archive, in Python, and there is one importer per package imported from a zip: pyspark's modules come from
+    ``pyspark.zip`` (2,575 entries with its bytecode, txnlog.engine.spark.zip_bytecode), a dozen or more importers of
+    it, ~0.2 CPU-s a task. Here an importer re-reads its archive when the file's identity, size or modification time
+    differ from when it last read it, as the new contents of a file Spark fetched again would; the directories are
+    read once in the daemon, before it forks the workers."""
+    reread = zipimport.zipimporter.invalidate_caches
+
+    def invalidate_caches(self: zipimport.zipimporter) -> None:
+        try:
+            st = os.stat(self.archive)
+            stamp: tuple[int, int, int] | None = (st.st_ino, st.st_size, st.st_mtime_ns)
+        except OSError:
+            stamp = None
+        if stamp is None or getattr(self, "_txnlog_read_at", None) != stamp:
+            reread(self)
+            self._txnlog_read_at = stamp  # type: ignore[attr-defined]
+
+    zipimport.zipimporter.invalidate_caches = invalidate_caches  # type: ignore[method-assign]
+    importlib.invalidate_caches()
+
+
 #: The worker module of the daemon that runs tasks; Spark starts a daemon of its own (with this module too) for each
 #: kind of planning worker of a Python Data Source, which decodes nothing and is not warmed.
 TASK_WORKER = "pyspark.worker"
@@ -91,6 +120,7 @@ TASK_WORKER = "pyspark.worker"
 if __name__ == "__main__":
     if sys.argv[1:2] in ([], [TASK_WORKER]):
         warm()
+    zip_directories_read_once()
     # Spark's daemon loop, which forks this process for every worker; it reads its worker module from sys.argv.
     from pyspark.daemon import manager
 

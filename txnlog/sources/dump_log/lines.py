@@ -205,3 +205,52 @@ def iter_line_batches(
                 )
             if eof:
                 return
+
+
+def dumping_lines(
+    path: str, loc: str | None = None, loc_named: bool = False, chunk_bytes: int = DEFAULT_CHUNK_BYTES
+) -> pa.RecordBatch:
+    """The ``Dumping <path>`` lines of one dump file alone, as ``DUMP_LINES_SCHEMA`` rows, each its own section
+    (``line_no`` and ``section`` number them in the file's order, not by its lines): the few lines that name the
+    file's replicas, found by a byte search without splitting the other lines (a trailing ``\\r`` stripped, as
+    :func:`iter_line_batches` does)."""
+    found: list[bytes] = []
+    carry = b""
+    with storage.open_input(path) as f:
+        while True:
+            data = f.read(chunk_bytes)
+            buf = carry + data if carry else data
+            end = len(buf) if not data else buf.rfind(b"\n") + 1  # whole lines only, until the file ends
+            if data and end == 0:
+                carry = buf
+                continue
+            starts = [0] if buf.startswith(b"Dumping ") else []  # buf begins at a line's start
+            at = buf.find(b"\nDumping ", 0, end)
+            while at >= 0:
+                starts.append(at + 1)
+                at = buf.find(b"\nDumping ", at + 1, end)
+            for at in starts:
+                stop = buf.find(b"\n", at, end)
+                line = buf[at : end if stop < 0 else stop]
+                found.append(line[:-1] if line.endswith(b"\r") else line)
+            if not data:
+                break
+            carry = buf[end:]
+    n = len(found)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum([len(x) for x in found], out=offsets[1:])
+    lines = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(b"".join(found))).cast(pa.string())
+    numbers = pa.array(np.arange(1, n + 1, dtype=np.int64))
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([path] * n, pa.string()),
+            numbers,
+            lines,
+            numbers,
+            lines,
+            pa.array(np.zeros(n, bool)),
+            pa.array([loc] * n, pa.string()),
+            pa.array([loc_named] * n, pa.bool_()),
+        ],
+        schema=DUMP_LINES_SCHEMA,
+    )
