@@ -19,6 +19,7 @@ import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -73,10 +74,50 @@ def finished_file_name(broker: str, path: str, piece: int | None) -> str:
 def fragments_dir(stage: str, topic: str, partition: int) -> str:
     """Where a split partition's fragments are staged (``fragments_stage`` option): one directory per partition."""
 
-    return posixpath.join(stage, f"{topic}-{partition}")
+    return f"{stage.rstrip('/')}/{topic}-{partition}"
 
 
-def write_raw(table: pa.Table, stage: str, name: str, columns: tuple[str, ...] | None = RAW_COLUMNS) -> None:
+@dataclass(frozen=True)
+class StageDir:
+    """A staging directory resolved once (txnlog.sources.storage.filesystem): the ``uri`` as given, its
+    ``filesystem`` and its ``root`` inside it. A task that writes, lists, reads and deletes staged files under one
+    directory resolves it once, not at every file."""
+
+    uri: str
+    filesystem: Any
+    root: str
+
+    @classmethod
+    def of(cls, uri: str | StageDir) -> StageDir:
+        if isinstance(uri, StageDir):
+            return uri
+        filesystem, root = storage.filesystem(uri)
+        return cls(uri, filesystem, root)
+
+    def files(self) -> list[str]:
+        """The staged files directly under this directory (paths inside :attr:`filesystem`), sorted; none if
+        it is absent."""
+        infos = self.filesystem.get_file_info(pafs.FileSelector(self.root, allow_not_found=True))
+        return sorted(i.path for i in infos if i.type == pafs.FileType.File and i.path.endswith(STAGED_SUFFIX))
+
+    def uri_of(self, path: str) -> str:
+        """``path`` (one of :meth:`files`) as a URI of the same form as :attr:`uri`."""
+        prefix = self.uri[: len(self.uri) - len(self.root)] if self.uri.endswith(self.root) else ""
+        return prefix + path
+
+    def read(self, path: str, columns: Sequence[str] | None = None) -> pa.Table:
+        """The staged file ``path`` (inside :attr:`filesystem`), as :func:`read_raw`."""
+        return _read_ipc(self.filesystem, path, columns)
+
+    def delete(self, names: Iterable[str]) -> None:
+        """Remove the staged files ``names`` under this directory (those that exist)."""
+        for name in names:
+            target = f"{self.root}/{name}"
+            if self.filesystem.get_file_info(target).is_file:
+                self.filesystem.delete_file(target)
+
+
+def write_raw(table: pa.Table, stage: str | StageDir, name: str, columns: tuple[str, ...] | None = RAW_COLUMNS) -> None:
     """Stage ``table`` (the transaction rows of some partitions, by default) as ``stage``/``name``.
 
     Staged files live only for the run and are read back whole by :func:`read_raw`, so they are Arrow IPC files
@@ -154,8 +195,9 @@ class RawWriter:
     """:func:`write_raw` a table at a time into one staged file: ``with RawWriter(stage, name) as w: w.write(t)``.
     The file is created by the first table with rows (none, no file); every table must have the first's schema."""
 
-    def __init__(self, stage: str, name: str, columns: tuple[str, ...] | None = RAW_COLUMNS) -> None:
+    def __init__(self, stage: str | StageDir, name: str, columns: tuple[str, ...] | None = RAW_COLUMNS) -> None:
         self._stage, self._name, self._columns = stage, name, columns
+        self._dir: StageDir | None = None
         self._sink: Any = None
         self._writer: Any = None
 
@@ -166,21 +208,32 @@ class RawWriter:
         self._keep(data)
         try:
             if self._writer is None:
-                filesystem, path = storage.filesystem(self._stage)
-                filesystem.create_dir(path, recursive=True)
-                self._sink = filesystem.open_output_stream(posixpath.join(path, self._name), compression=None)
+                where = self._directory()
+                where.filesystem.create_dir(where.root, recursive=True)
+                target = posixpath.join(where.root, self._name)
+                self._sink = where.filesystem.open_output_stream(target, compression=None)
                 options = ipc.IpcWriteOptions(compression="lz4")
                 self._writer = ipc.new_file(self._sink, data.schema, options=options)
             self._writer.write_table(data, max_chunksize=STAGED_BATCH_ROWS)
         except OSError as e:
-            raise StagingError(self._stage, e) from e
+            raise StagingError(self._uri, e) from e
+
+    @property
+    def _uri(self) -> str:
+        return self._stage.uri if isinstance(self._stage, StageDir) else self._stage
+
+    def _directory(self) -> StageDir:
+        """The stage directory, resolved at the first need and kept for the writer's life."""
+        if self._dir is None:
+            self._dir = StageDir.of(self._stage)
+        return self._dir
 
     def _keep(self, data: pa.Table) -> None:
         """:func:`kept_in_memory`'s copy of ``data`` (its buffers), if its stage keeps one; a file's first table
         starts its list anew (a retried write overwrites the file)."""
         if not _KEPT.columns:
             return
-        stage = _local(self._stage)
+        stage = posixpath.normpath(self._directory().root)
         with _KEPT.lock:
             columns = _KEPT.columns.get(stage)
             if columns is None:
@@ -206,7 +259,7 @@ class RawWriter:
                 self._writer.close()
                 self._sink.close()
             except OSError as e:
-                raise StagingError(self._stage, e) from e
+                raise StagingError(self._uri, e) from e
 
 
 class StagingError(UsageError):
@@ -220,7 +273,7 @@ class StagingError(UsageError):
         )
 
 
-def records_writer(stage: str | None, key: str) -> AbstractContextManager[RawWriter | None]:
+def records_writer(stage: str | StageDir | None, key: str) -> AbstractContextManager[RawWriter | None]:
     """Where a task stages every ``__transaction_state`` record it read of what ``key`` names (the columns of
     ``coordinator_history``, ``HISTORY_COLUMNS``): a :class:`RawWriter`, or None without a ``stage``."""
     return nullcontext() if stage is None else RawWriter(stage, stage_name([key]), columns=HISTORY_COLUMNS)
@@ -229,7 +282,10 @@ def records_writer(stage: str | None, key: str) -> AbstractContextManager[RawWri
 def read_raw(uri: str, columns: Sequence[str] | None = None) -> pa.Table:
     """A file :func:`write_raw` staged (a path or URI); with ``columns``, those of them the file has, in that
     order, and only their buffers read."""
-    filesystem, path = storage.filesystem(uri)
+    return _read_ipc(*storage.filesystem(uri), columns)
+
+
+def _read_ipc(filesystem: Any, path: str, columns: Sequence[str] | None) -> pa.Table:
     with filesystem.open_input_file(path) as source:
         if columns is None:
             return ipc.open_file(source).read_all()
@@ -260,19 +316,8 @@ def raw_chunks(uri: str, rows: int | None = None) -> Iterator[pa.Table]:
 
 def staged_files(directory: str) -> list[str]:
     """The staged files directly under ``directory`` (a path or URI, as given), sorted; none if it is absent."""
-    filesystem, path = storage.filesystem(directory)
-    infos = filesystem.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-    prefix = directory[: len(directory) - len(path)] if directory.endswith(path) else ""
-    return sorted(prefix + i.path for i in infos if i.type == pafs.FileType.File and i.path.endswith(STAGED_SUFFIX))
-
-
-def delete_staged(directory: str, names: Iterable[str]) -> None:
-    """Remove the staged files ``names`` under ``directory`` (those that exist)."""
-    filesystem, path = storage.filesystem(directory)
-    for name in names:
-        target = f"{path}/{name}"
-        if filesystem.get_file_info(target).is_file:
-            filesystem.delete_file(target)
+    where = StageDir.of(directory)
+    return [where.uri_of(path) for path in where.files()]
 
 
 def finish_files(
@@ -312,7 +357,7 @@ def staged_transactions(
     checkpoints: Checkpoints,
     schema: pa.Schema,
     *,
-    stage: str | None,
+    stage: str | StageDir | None,
     stage_file: str | None = None,
     writer: RawWriter | None = None,
     max_rows: int = 1 << 16,
@@ -335,7 +380,7 @@ def staged_transactions(
 
 
 def staged_transactions_of_summary(
-    table: pa.Table, checkpoints: Checkpoints, stage: str | None, schema: pa.Schema | None = None
+    table: pa.Table, checkpoints: Checkpoints, stage: str | StageDir | None, schema: pa.Schema | None = None
 ) -> pa.Table:
     """txnlog.rules.transactions.transactions_of_summary, every transaction staged under ``stage`` and only those
     the verdicts need returned (``stage`` None: every one returned)."""
@@ -359,15 +404,16 @@ def merge_partition(
     whole (txnlog.rules.transactions), every one staged under ``stage`` and those the verdicts need returned (``stage``
     None: every one returned). Its dead pieces' ``piece`` rows (txnlog.engine.spark.stitch) drop what those pieces
     finished themselves from ``stage``; ``fragments_stage``: where its reading tasks staged its fragments
-    (:func:`fragments_dir`), read here but the dead pieces'."""
+    (:func:`fragments_dir`), read here but the dead pieces'. Each directory is resolved once (:class:`StageDir`)."""
     topic, partition = table.column("topic")[0].as_py(), int(table.column("partition")[0].as_py())
     table, dead = _without_dead(table)
-    if stage is not None and dead:
+    into = None if stage is None else StageDir.of(stage)
+    if into is not None and dead:
         # the whole walk passes over a dead piece's starts, so what it finished is another live piece's
-        delete_staged(stage, (finished_file_name(broker, file, piece) for broker, file, piece in dead))
+        into.delete(finished_file_name(broker, file, piece) for broker, file, piece in dead)
     if fragments_stage is not None:
-        table = _with_staged(table, fragments_dir(fragments_stage, topic, partition), dead)
-    return staged_transactions_of_summary(table, checkpoints, stage, SEGMENT_SUMMARY_SCHEMA)
+        table = _with_staged(table, StageDir.of(fragments_dir(fragments_stage, topic, partition)), dead)
+    return staged_transactions_of_summary(table, checkpoints, into, SEGMENT_SUMMARY_SCHEMA)
 
 
 def _without_dead(table: pa.Table) -> tuple[pa.Table, frozenset[tuple[str, str, int]]]:
@@ -379,11 +425,11 @@ def _without_dead(table: pa.Table) -> tuple[pa.Table, frozenset[tuple[str, str, 
     return table.filter(pc.invert(is_dead)), frozenset((r["broker"], r["file"], int(r["piece"])) for r in rows)
 
 
-def _with_staged(table: pa.Table, where: str, dead: frozenset[tuple[str, str, int]]) -> pa.Table:
+def _with_staged(table: pa.Table, where: StageDir, dead: frozenset[tuple[str, str, int]]) -> pa.Table:
     """``table`` (one partition's rows) plus the fragments its reading tasks staged in ``where``, but the
     ``dead`` pieces'."""
 
-    parts = [read_raw(path) for path in staged_files(where)]
+    parts = [where.read(path) for path in where.files()]
     if not parts:
         return table
     frags = pa.concat_tables(parts)
@@ -394,7 +440,7 @@ def _with_staged(table: pa.Table, where: str, dead: frozenset[tuple[str, str, in
     return pa.concat_tables([table, frags])
 
 
-def reduce_partition(records: pa.Table, stage: str | None) -> pa.Table:
+def reduce_partition(records: pa.Table, stage: str | StageDir | None) -> pa.Table:
     """One coordinator partition's ``record`` rows reduced where the partition is held whole
     (txnlog.rules.coordinator.reduce_records), every distinct record staged under ``stage`` (None: none)."""
     with records_writer(stage, f"{records.column('coordinator_partition')[0]}") as sink:
@@ -432,9 +478,10 @@ def _reduced_records(records: pa.Table, stage: str) -> pa.Table:
     columns = [c for c in records.column_names if c != "transitions"]
     recs = records.filter(pc.equal(records.column("kind"), "record")).select(columns)
     parts = sorted(distinct(recs.column("coordinator_partition")))
+    into = StageDir.of(stage)
     reduced = []
     for p in parts:
-        reduced.append(reduce_partition(recs.filter(pc.equal(recs.column("coordinator_partition"), p)), stage))
+        reduced.append(reduce_partition(recs.filter(pc.equal(recs.column("coordinator_partition"), p)), into))
     others = records.filter(pc.not_equal(records.column("kind"), "record")).select(columns)
     others = others.append_column("transitions", pa.nulls(others.num_rows, pa.int64()))
     return pa.concat_tables([*[r.select(others.column_names).cast(others.schema) for r in reduced], others])

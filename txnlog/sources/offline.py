@@ -4,15 +4,13 @@ Each problem is one line saying what to do (a :class:`~txnlog.model.errors.Usage
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from txnlog.model.errors import UsageError
 from txnlog.sources import storage
-from txnlog.sources.dump_log.lines import DumpInput, list_dump_inputs, split_dump_arg
+from txnlog.sources.dump_log.lines import DumpInput, dump_listing
 from txnlog.sources.logdirs import LOGS_EXPECTED, NOTHING, Inventory, discover, locate, looks_like_dump_log
 
 
@@ -40,8 +38,7 @@ def resolve(settings: storage.Settings | Mapping[str, Any] | None, logs: list[st
     every later open in this process."""
     storage.configure(settings)
     inventory = check_inputs(logs) if logs else Inventory()
-    listed = dump_inputs(dump_log)
-    size = sum(sys.maxsize if storage.is_remote(f) else os.path.getsize(storage.local_path(f)) for f, _, _ in listed)
+    listed, size = dump_listing(dump_log)
     return Offline(tuple(logs), inventory, tuple(dump_log), tuple(listed), size)
 
 
@@ -85,27 +82,3 @@ def _unreadable(given: str, e: OSError) -> UsageError:
         f"--logs {given}: cannot read {where}: {e.strerror or e}; fix that path (a symlink loop, missing read "
         "permission) or give --logs the directories to read without it"
     )
-
-
-def dump_inputs(args: list[str]) -> list[DumpInput]:
-    """Every regular, non-hidden file under the ``--dump-log`` values ``args`` (``NAME=PATH`` accepted; files as
-    given) with its location name and whether it was named (txnlog.sources.dump_log.lines.list_dump_inputs), or a
-    one-line UsageError: a path that is not there, nothing found."""
-    if not args:
-        return []
-    try:
-        paths = {a: split_dump_arg(a)[1] for a in args}
-        missing = [a for a in args if not storage.exists(paths[a])]
-        if missing:
-            raise UsageError(
-                f"--dump-log {missing[0]}: {storage.missing_reason(paths[missing[0]])}; "
-                "give kafka-dump-log.sh output files or a directory of them"
-            )
-        files = list_dump_inputs(args)
-    except storage.StorageError as e:
-        raise UsageError(f"--dump-log {e}") from e
-    if not files:
-        raise UsageError(
-            f"--dump-log {', '.join(args)}: no files found; give kafka-dump-log.sh output files or a directory of them"
-        )
-    return files

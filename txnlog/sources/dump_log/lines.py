@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
 
+from txnlog.model.errors import UsageError
 from txnlog.sources import storage
 
 DEFAULT_CHUNK_BYTES = 16 * 2**20
@@ -58,7 +60,14 @@ DumpInput = tuple[str, str | None, bool]
 
 
 def list_dump_inputs(paths: list[str]) -> list[DumpInput]:
-    """(file, location name, named) of every dump file under ``paths``, in a fixed order.
+    """(file, location name, named) of every dump file under ``paths``, in a fixed order (:func:`dump_listing`)."""
+    return dump_listing(paths)[0]
+
+
+def dump_listing(args: list[str]) -> tuple[list[DumpInput], int]:
+    """(file, location name, named) of every regular, non-hidden dump file under the ``--dump-log`` values
+    ``args``, in a fixed order, and their bytes (a remote file's are not looked up: such an input counts as
+    unbounded); or a one-line UsageError: a path that is not there, nothing found.
 
     The location name is the replica the file's place says it holds (README, kafka-dump-log.sh):
     ``NAME=PATH`` → NAME (``named``); a file under a directory given → the first directory below
@@ -66,31 +75,48 @@ def list_dump_inputs(paths: list[str]) -> list[DumpInput]:
     (``--dump-log dumps/broker-1/``); a file given directly → None (the printed path decides).
     Hidden files and directories are skipped; a file listed twice is read once.
     """
+    if not args:
+        return [], 0
     found: list[DumpInput] = []
     seen: set[str] = set()
-    for arg in paths:
-        name, p = split_dump_arg(arg)
-        if storage.isdir(p):
-            root = storage.abspath(p)
-            own = storage.basename(root) or None
-            for dirpath, dirs, names in storage.walk(p):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                for n in sorted(names):
-                    if n.startswith("."):
-                        continue
-                    f = storage.join(dirpath, n)
-                    if storage.is_remote(f):
-                        rel = f[len(root) :].strip("/").split("/")
-                    else:
-                        rel = os.path.relpath(os.path.abspath(f), root).split(os.sep)
-                    loc = name or (rel[0] if len(rel) > 1 else own)
-                    if f not in seen:
-                        seen.add(f)
-                        found.append((f, loc, name is not None))
-        elif p not in seen:
-            seen.add(p)
-            found.append((p, name, name is not None))
-    return found
+    try:
+        for arg in args:
+            name, p = split_dump_arg(arg)
+            if not storage.exists(p):
+                raise UsageError(
+                    f"--dump-log {arg}: {storage.missing_reason(p)}; "
+                    "give kafka-dump-log.sh output files or a directory of them"
+                )
+            listed = _files_under(p, name) if storage.isdir(p) else [(p, name)]
+            for f, loc in listed:
+                if f not in seen:
+                    seen.add(f)
+                    found.append((f, loc, name is not None))
+        size = sum(sys.maxsize if storage.is_remote(f) else os.path.getsize(storage.local_path(f)) for f, _, _ in found)
+    except storage.StorageError as e:
+        raise UsageError(f"--dump-log {e}") from e
+    if not found:
+        raise UsageError(
+            f"--dump-log {', '.join(args)}: no files found; give kafka-dump-log.sh output files or a directory of them"
+        )
+    return found, size
+
+
+def _files_under(p: str, name: str | None) -> Iterator[tuple[str, str | None]]:
+    """(file, location name) of the non-hidden files under the directory ``p`` (:func:`dump_listing`)."""
+    root = storage.abspath(p)
+    own = storage.basename(root) or None
+    for dirpath, dirs, names in storage.walk(p):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for n in sorted(names):
+            if n.startswith("."):
+                continue
+            f = storage.join(dirpath, n)
+            if storage.is_remote(f):
+                rel = f[len(root) :].strip("/").split("/")
+            else:
+                rel = os.path.relpath(os.path.abspath(f), root).split(os.sep)
+            yield f, name or (rel[0] if len(rel) > 1 else own)
 
 
 def _prefix_mask(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray, prefix: bytes) -> np.ndarray:
