@@ -32,11 +32,11 @@ fi
 warm_txnlog() {
   # txnlog's own bytecode, written here: an editable install leaves it to the first import, and a shell with
   # PYTHONDONTWRITEBYTECODE set would then compile every module from source in every process (the job, each Spark
-  # Python worker, each test's subprocess). Only changed sources are compiled again (~0.1 s when up to date).
+  # Python worker, each test's subprocess). Only changed sources are compiled again.
   "$VENV/bin/python" -m compileall -q -j 0 "$TXNLOG_ROOT/txnlog" "$TXNLOG_ROOT/jobs" >/dev/null \
     || echo "txnlog: warning: could not write txnlog's bytecode; each run compiles it" >&2
   # Compile the decoders once, here, rather than in every Spark worker that starts before numba's
-  # cache is written (~10 s each; benchmarks/RESULTS.md E3). The check is stdlib-only (~30 ms): it
+  # cache is written (benchmarks/RESULTS.md E3). The check is stdlib-only: it
   # compares a hash of the sources compiled code depends on, the interpreter and numba's version with
   # what the last warm-up recorded. It fails after an install, an upgrade or an edit of those sources.
   # TXNLOG_NO_WARMUP=1 skips it; a failed warm-up is only a warning (the workers then compile).
