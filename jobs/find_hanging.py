@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             if not inputs.without_spark:
                 return NEEDS_SPARK
-            result = run(config)  # a small input: no Spark session, no JVM
+            result = run(config, planned=inputs)  # a small input: no Spark session, no JVM
         else:  # under spark-submit, with the user's Spark options: the session they configure, whatever the input
             result = run(config, without_spark=False)
     except UsageError as e:
