@@ -8,6 +8,7 @@ job options. Thin entry point: arguments → config → pipeline → exit code.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 
 EPILOG = """\
@@ -202,4 +203,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Everything the run left alive out of the interpreter's exit: its final collections would walk it all, on the
+    # run's wall time after the tables are written (benchmarks/RESULTS.md §2).
+    gc.freeze()
+    sys.exit(code)
