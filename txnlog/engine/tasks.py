@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
@@ -224,13 +224,33 @@ def _partitions(files: list[LogFile]) -> list[list[LogFile]]:
     return list(by_partition.values())
 
 
-def _indexed_task(
-    indexed: Future[list[IndexedPartition]], decode: Decode, wanted: list[tuple[str, int]] | None
-) -> Iterator[pa.RecordBatch]:
-    """:func:`consumer_offsets_task`'s rows of a task whose partitions were indexed already (``indexed``: waited
-    for here)."""
+class _Walk:
+    """One ``__consumer_offsets`` partition's walk (txnlog.engine.consumer_offsets.index_partitions), submitted to
+    the background thread: :meth:`indexed` takes it back and does it on the calling thread if that thread has not
+    begun it, or waits for it; the result is kept for a later request."""
+
+    def __init__(self, pool: ThreadPoolExecutor, files: list[LogFile], decode: Decode) -> None:
+        self._files, self._decode = files, decode
+        self._future = pool.submit(self._walk)
+        self._lock = threading.Lock()
+        self._indexed: list[IndexedPartition] | None = None
+
+    def _walk(self) -> list[IndexedPartition]:
+        return index_partitions([self._files], self._decode.check_crc, self._decode.max_decompressed_bytes)
+
+    def indexed(self) -> list[IndexedPartition]:
+        with self._lock:
+            if self._indexed is None:
+                self._indexed = self._walk() if self._future.cancel() else self._future.result()
+            return self._indexed
+
+
+def _indexed_task(walks: list[_Walk], decode: Decode, wanted: list[tuple[str, int]] | None) -> Iterator[pa.RecordBatch]:
+    """:func:`consumer_offsets_task`'s rows of a task whose partitions' walks were started in the background
+    (``walks``, :class:`_Walk`)."""
     hashes = None if wanted is None else hashes_of(wanted)
-    yield from read_indexed(indexed.result(), decode.check_crc, decode.max_decompressed_bytes, hashes)
+    indexed = [ix for walk in walks for ix in walk.indexed()]
+    yield from read_indexed(indexed, decode.check_crc, decode.max_decompressed_bytes, hashes)
 
 
 class OffsetsJobs:
@@ -249,15 +269,15 @@ class OffsetsJobs:
         return [([partial(consumer_offsets_task, files, self._decode, wanted) for files in self._tasks], OFFSETS_ROWS)]
 
     def indexed_now(self) -> Callable[[list[tuple[str, int]] | None], list[Job]]:
-        """The tasks' walks started now on a thread of their own; the jobs for the topic partitions wanted, which
-        wait for them."""
-        check_crc, limit = self._decode.check_crc, self._decode.max_decompressed_bytes
+        """The tasks' walks started now, a partition at a time, on a thread of their own; the jobs for the topic
+        partitions wanted, which take back the walks that thread has not begun and wait for the others
+        (:class:`_Walk`)."""
         pool = ThreadPoolExecutor(1, thread_name_prefix="txnlog-offsets")
-        indexed = [pool.submit(index_partitions, _partitions(files), check_crc, limit) for files in self._tasks]
-        pool.shutdown(wait=False)  # the thread ends once the walks are done
+        walks = [[_Walk(pool, part, self._decode) for part in _partitions(files)] for files in self._tasks]
+        pool.shutdown(wait=False)  # the thread ends once the walks are done or taken back
 
         def jobs(wanted: list[tuple[str, int]] | None) -> list[Job]:
-            return [([partial(_indexed_task, ix, self._decode, wanted) for ix in indexed], OFFSETS_ROWS)]
+            return [([partial(_indexed_task, task, self._decode, wanted) for task in walks], OFFSETS_ROWS)]
 
         return jobs
 
