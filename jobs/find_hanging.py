@@ -8,6 +8,7 @@ job options. Thin entry point: arguments → config → pipeline → exit code.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 
 EPILOG = """\
@@ -191,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             if not inputs.without_spark:
                 return NEEDS_SPARK
-            result = run(config)  # a small input: no Spark session, no JVM
+            result = run(config, planned=inputs)  # a small input: no Spark session, no JVM
         else:  # under spark-submit, with the user's Spark options: the session they configure, whatever the input
             result = run(config, without_spark=False)
     except UsageError as e:
@@ -202,4 +203,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Everything the run left alive out of the interpreter's exit: its final collections would walk it all, on the
+    # run's wall time after the tables are written (benchmarks/RESULTS.md §2).
+    gc.freeze()
+    sys.exit(code)

@@ -16,13 +16,17 @@ process, the rows handed on as one :class:`~txnlog.engine.decoded.Decoded` (Spar
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from txnlog.broker import as_of as as_of_rule
 from txnlog.engine.consumer_offsets import SOURCE_SCHEMA as OFFSETS_ROWS
@@ -58,6 +62,25 @@ from txnlog.sources.splits import UNREADABLE
 
 #: a task's call: no argument, its rows
 Task = Callable[[], Iterable[pa.RecordBatch]]
+
+#: The most bytes of whole partitions in a task of the local placement (Spark's tasks: txnlog.engine.plan's
+#: ``DEFAULT_MAX_PARTITION_BYTES``, which their fixed cost makes large). A task stages its transactions into one
+#: file, and a file is the smallest unit of the driver's audit (txnlog.engine.integrity.audit_groups): tasks of a
+#: bounded size keep the audit's groups, and its memory, from growing with the input; a thread of this process
+#: pays next to nothing per task (benchmarks/RESULTS.md §2, "mem11").
+LOCAL_TASK_BYTES = 256 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class BigTask:
+    """A task that summarises a segment of ``edge_segment_bytes`` or more whole (txnlog.engine.segments): what one
+    such segment holds while it is summarised is the most a task holds, so :func:`run_here` runs no two at once
+    while other tasks are left to run beside one."""
+
+    call: Task
+
+    def __call__(self) -> Iterable[pa.RecordBatch]:
+        return self.call()
 
 
 def one_replica_snapshots(files: list[LogFile], downstream: list[bool]) -> dict[tuple[str, int], list[str]]:
@@ -201,13 +224,33 @@ def _partitions(files: list[LogFile]) -> list[list[LogFile]]:
     return list(by_partition.values())
 
 
-def _indexed_task(
-    indexed: Future[list[IndexedPartition]], decode: Decode, wanted: list[tuple[str, int]] | None
-) -> Iterator[pa.RecordBatch]:
-    """:func:`consumer_offsets_task`'s rows of a task whose partitions were indexed already (``indexed``: waited
-    for here)."""
+class _Walk:
+    """One ``__consumer_offsets`` partition's walk (txnlog.engine.consumer_offsets.index_partitions), submitted to
+    the background thread: :meth:`indexed` takes it back and does it on the calling thread if that thread has not
+    begun it, or waits for it; the result is kept for a later request."""
+
+    def __init__(self, pool: ThreadPoolExecutor, files: list[LogFile], decode: Decode) -> None:
+        self._files, self._decode = files, decode
+        self._future = pool.submit(self._walk)
+        self._lock = threading.Lock()
+        self._indexed: list[IndexedPartition] | None = None
+
+    def _walk(self) -> list[IndexedPartition]:
+        return index_partitions([self._files], self._decode.check_crc, self._decode.max_decompressed_bytes)
+
+    def indexed(self) -> list[IndexedPartition]:
+        with self._lock:
+            if self._indexed is None:
+                self._indexed = self._walk() if self._future.cancel() else self._future.result()
+            return self._indexed
+
+
+def _indexed_task(walks: list[_Walk], decode: Decode, wanted: list[tuple[str, int]] | None) -> Iterator[pa.RecordBatch]:
+    """:func:`consumer_offsets_task`'s rows of a task whose partitions' walks were started in the background
+    (``walks``, :class:`_Walk`)."""
     hashes = None if wanted is None else hashes_of(wanted)
-    yield from read_indexed(indexed.result(), decode.check_crc, decode.max_decompressed_bytes, hashes)
+    indexed = [ix for walk in walks for ix in walk.indexed()]
+    yield from read_indexed(indexed, decode.check_crc, decode.max_decompressed_bytes, hashes)
 
 
 class OffsetsJobs:
@@ -226,15 +269,15 @@ class OffsetsJobs:
         return [([partial(consumer_offsets_task, files, self._decode, wanted) for files in self._tasks], OFFSETS_ROWS)]
 
     def indexed_now(self) -> Callable[[list[tuple[str, int]] | None], list[Job]]:
-        """The tasks' walks started now on a thread of their own; the jobs for the topic partitions wanted, which
-        wait for them."""
-        check_crc, limit = self._decode.check_crc, self._decode.max_decompressed_bytes
+        """The tasks' walks started now, a partition at a time, on a thread of their own; the jobs for the topic
+        partitions wanted, which take back the walks that thread has not begun and wait for the others
+        (:class:`_Walk`)."""
         pool = ThreadPoolExecutor(1, thread_name_prefix="txnlog-offsets")
-        indexed = [pool.submit(index_partitions, _partitions(files), check_crc, limit) for files in self._tasks]
-        pool.shutdown(wait=False)  # the thread ends once the walks are done
+        walks = [[_Walk(pool, part, self._decode) for part in _partitions(files)] for files in self._tasks]
+        pool.shutdown(wait=False)  # the thread ends once the walks are done or taken back
 
         def jobs(wanted: list[tuple[str, int]] | None) -> list[Job]:
-            return [([partial(_indexed_task, ix, self._decode, wanted) for ix in indexed], OFFSETS_ROWS)]
+            return [([partial(_indexed_task, task, self._decode, wanted) for task in walks], OFFSETS_ROWS)]
 
         return jobs
 
@@ -266,15 +309,27 @@ def log_dir_jobs(
     offsets_files = files_table(inv.consumer_offsets_segments)
     checkpoints = checkpoint_rows(inv.checkpoints) if segments.transactions else []
     minimum = max(2, threads * 2)
-    data = plan_tasks(Plan(min_partitions=minimum, whole=segments.transactions, cores=threads), data_files, checkpoints)
+    local = Plan(LOCAL_TASK_BYTES, min_partitions=minimum, whole=segments.transactions, cores=threads)
+    data = plan_tasks(local, data_files, checkpoints)
     coordinators = plan_tasks(Plan(min_partitions=minimum, whole=txn_state.reduce, cores=threads), coordinator_files)
     groups = [task.files() for task in plan_tasks(Plan(min_partitions=minimum, whole=True), offsets_files)]
 
     jobs: list[Job] = [
-        ([partial(log_dir_task, task, segments) for task in data], SEGMENT_SUMMARY_SCHEMA),
+        (
+            [_sized(partial(log_dir_task, task, segments), task, segments.edge_segment_bytes) for task in data],
+            SEGMENT_SUMMARY_SCHEMA,
+        ),  # fmt: skip
         ([partial(txn_state_task, task.files(), txn_state) for task in coordinators], TXN_STATE_SOURCE_SCHEMA),
     ]
     return jobs, OffsetsJobs(groups, decode)
+
+
+def _sized(call: Task, task: FilesTask, big_bytes: int) -> Task:
+    """``call`` as a :class:`BigTask` where ``task`` holds a ``.log`` file of ``big_bytes`` or more."""
+    table = task.table
+    logs = pc.equal(table.column("kind").cast(pa.string()), "log")
+    sizes = np.asarray(pc.fill_null(pc.if_else(logs, table.column("size"), 0), 0).to_numpy(), np.int64)
+    return BigTask(call) if sizes.size and int(sizes.max()) >= big_bytes else call
 
 
 def run_here(jobs: list[Job], threads: int = 1) -> list[pa.Table]:
@@ -291,8 +346,7 @@ def run_here(jobs: list[Job], threads: int = 1) -> list[pa.Table]:
         return task_table(call[1](), jobs[call[0]][1])
 
     if threads > 1 and len(calls) > 1:
-        with ThreadPoolExecutor(min(threads, len(calls)), thread_name_prefix="txnlog-read") as pool:
-            read = list(pool.map(run, calls))
+        read = _apart(calls, run, min(threads, len(calls)))
     else:
         read = [run(call) for call in calls]
     tables: dict[int, list[pa.Table]] = {}
@@ -300,6 +354,42 @@ def run_here(jobs: list[Job], threads: int = 1) -> list[pa.Table]:
         if table.num_rows:
             tables.setdefault(i, []).append(table)
     return [pa.concat_tables(tables[i]) if i in tables else schema.empty_table() for i, (_, schema) in enumerate(jobs)]
+
+
+def _apart(calls: list[tuple[int, Task]], run: Callable[[tuple[int, Task]], pa.Table], threads: int) -> list[pa.Table]:
+    """``run`` of each of ``calls`` on ``threads`` threads, each thread taking the first call left that is not a
+    :class:`BigTask` while another runs (where only those are left, it waits): the tables in the calls' order."""
+    big = [isinstance(task, BigTask) for _, task in calls]
+    left, out = list(range(len(calls))), [pa.table({})] * len(calls)
+    state, changed = {"big": 0, "failed": False}, threading.Condition()
+
+    def next_call() -> int | None:
+        with changed:
+            while left and not state["failed"]:
+                i = next((i for i in left if not (big[i] and state["big"])), None)
+                if i is not None:
+                    left.remove(i)
+                    state["big"] += big[i]
+                    return i
+                changed.wait()
+            return None
+
+    def work() -> None:
+        while (i := next_call()) is not None:
+            try:
+                out[i] = run(calls[i])
+            except BaseException:
+                state["failed"] = True
+                raise
+            finally:
+                with changed:
+                    state["big"] -= big[i]
+                    changed.notify_all()
+
+    with ThreadPoolExecutor(threads, thread_name_prefix="txnlog-read") as pool:
+        for done in [pool.submit(work) for _ in range(threads)]:
+            done.result()
+    return out
 
 
 def task_table(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> pa.Table:

@@ -108,6 +108,20 @@ def plan_inputs(
     return _placed(config, inputs, spark, named=given or sample)
 
 
+def replanned(
+    config: Config, planned: Inputs | None, progress: Progress | None = None, *, spark: SparkSession | None = None
+) -> Inputs:
+    """The run's inputs: ``planned`` (:func:`plan_inputs` of the same ``config`` without the sample and without
+    ``spark``, e.g. the check before a JVM starts) where it names an input and no session weighs the placement, its
+    line said now; else planned here. Listing the log dirs again would cost the run a second discovery of every
+    file (benchmarks/RESULTS.md §2)."""
+    if planned is None or not planned.names or spark is not None:
+        return plan_inputs(config, progress, spark=spark)
+    if progress:
+        progress(f"found {planned.note}")
+    return planned
+
+
 def _placed(config: Config, inputs: Inputs, spark: SparkSession | None, *, named: bool) -> Inputs:
     """``inputs`` with where the run decodes and, where it has an input (``named``), the run's cluster name."""
     name, derived = cluster_name(config.cluster, inputs) if named else (config.cluster or "", False)

@@ -15,7 +15,7 @@ from txnlog.output import output_dir
 from txnlog.pipeline.audit import audited_in_memory, with_integrity
 from txnlog.pipeline.build import build_tables, resolve_as_of, thresholds_of, verify_live
 from txnlog.pipeline.decode import decode
-from txnlog.pipeline.inputs import placement_of, plan_inputs
+from txnlog.pipeline.inputs import Inputs, placement_of, replanned
 from txnlog.pipeline.runs import RunResult, mark_run, summarize
 from txnlog.pipeline.scope import Progress, collected_young, run_scope, stderr_progress
 from txnlog.pipeline.write import publish_metrics, retain, superseded, write
@@ -32,22 +32,29 @@ def run(
     spark: SparkSession | None = None,
     progress: Progress = stderr_progress,
     without_spark: bool = True,
+    planned: Inputs | None = None,
 ) -> RunResult:
     """Run the whole job for ``config`` and write the Delta tables; without ``spark``, a small input starts no
     Spark (txnlog.pipeline.inputs.Inputs.without_spark; unless ``without_spark`` is false: the job under
-    spark-submit)."""
+    spark-submit). ``planned``: the inputs the caller already planned for ``config`` without the sample
+    (txnlog.pipeline.inputs.plan_inputs), so that the log dirs are not listed twice."""
 
     with collected_young() as keep:
-        return _run(config, spark, progress, without_spark, keep)
+        return _run(config, spark, progress, without_spark, keep, planned)
 
 
 def _run(
-    config: Config, spark: SparkSession | None, progress: Progress, without_spark: bool, keep: Callable[[], None]
+    config: Config,
+    spark: SparkSession | None,
+    progress: Progress,
+    without_spark: bool,
+    keep: Callable[[], None],
+    planned: Inputs | None,
 ) -> RunResult:
     """:func:`run`, ``keep`` called on what lives until its end: the inventory, the decoded rows
     (txnlog.pipeline.scope.collected_young)."""
     t0, started_at, run_id = time.monotonic(), datetime.now(UTC), uuid.uuid4().hex[:12]
-    inputs = plan_inputs(config, progress, spark=spark)
+    inputs = replanned(config, planned, progress, spark=spark)
     keep()
     cluster, derived, placement = inputs.name, inputs.name_derived and not inputs.sample, inputs.placement
     config = dataclasses.replace(config, cluster=cluster)

@@ -7,7 +7,7 @@ rows reach the driver."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -15,7 +15,7 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 
 from txnlog.engine.integrity import HELD_SCHEMA, audit_groups, held_partitions, staged_columns
-from txnlog.engine.spark.sources import arrow_to_spark_schema
+from txnlog.engine.spark.file_tasks import dealt, each_group
 from txnlog.rules.integrity import MS_SCHEMA, Decisions, partition_integrity
 from txnlog.sources import storage
 
@@ -37,29 +37,12 @@ def integrity_in_tasks(
         return MS_SCHEMA.empty_table()
     settings = storage.settings_option()
     slots = max(1, spark.sparkContext.defaultParallelism * GROUPS_PER_CORE)
-    chunks = [files[i::slots] for i in range(min(slots, len(files)))]
-    groups = audit_groups(_held_here(_each(spark, chunks, partial(_held, settings), HELD_SCHEMA)), slots)
+    chunks = dealt(files, slots)
+    groups = audit_groups(_held_here(each_group(spark, chunks, partial(_held, settings), HELD_SCHEMA)), slots)
     if not groups:
         return MS_SCHEMA.empty_table()
     check = partial(_checked, settings, index, segments, decided)
-    return _each(spark, groups, check, MS_SCHEMA).toArrow().cast(MS_SCHEMA)
-
-
-def _each(
-    spark: SparkSession,
-    groups: list[list[str]],
-    task: Callable[[list[str]], Iterator[pa.RecordBatch]],
-    schema: pa.Schema,
-) -> DataFrame:
-    """A DataFrame of ``task(group)``'s batches, one Spark task per group of files (``spark.range`` deals one
-    id to each of as many partitions)."""
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for g in batch.column("id").to_pylist():
-                yield from task(groups[g])
-
-    return spark.range(len(groups), numPartitions=len(groups)).mapInArrow(run, arrow_to_spark_schema(schema))
+    return each_group(spark, groups, check, MS_SCHEMA).toArrow().cast(MS_SCHEMA)
 
 
 def _held_here(held: DataFrame) -> pa.Table:

@@ -26,6 +26,10 @@ from txnlog.sources import storage
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+#: the staged files a task finishes, and what it hands back
+PATHS_SCHEMA = pa.schema([("path", pa.string())])
+FINISHED_SCHEMA = pa.schema([("rows", pa.int64())])
+
 
 @dataclass(frozen=True)
 class StagedTable:
@@ -63,17 +67,15 @@ class StagedTable:
             with ThreadPoolExecutor(max(1, min(self.threads, len(files))), thread_name_prefix="txnlog-finish") as pool:
                 return sum(pool.map(finish, files))
         spark = self._session()
-        tasks = max(1, min(len(files), spark.sparkContext.defaultParallelism * 2))
-        paths = spark.createDataFrame([(f,) for f in files], "path string").repartition(tasks)
+        # Lazy in this module: pyspark (and engine.spark, which imports it) loads only where a run uses Spark.
+        from txnlog.engine.spark.file_tasks import dealt, each_group
+
+        groups = dealt(files, spark.sparkContext.defaultParallelism * 2)
         work = partial(
             _finish_in_task, storage.settings_option(), how=self.how, target=target, cluster=cluster, as_of=as_of
         )
-        # Lazy in this module: pyspark (and engine.spark, which imports it) loads only where a run uses Spark.
-        from pyspark.sql import functions as F
-
-        # one row per staged file, summed by Spark: one row reaches the driver whatever the input's size
-        (total,) = paths.mapInArrow(work, "path string, rows long").agg(F.sum("rows")).collect()[0]
-        return int(total or 0)
+        # one job of one stage, a task per group of files; each hands back one row, its files' rows summed
+        return sum(row.rows for row in each_group(spark, groups, work, FINISHED_SCHEMA).collect())
 
     def dataframe(self, cluster: str, as_of: datetime) -> DataFrame:
         """The table as a Spark DataFrame (finished into a directory next to the staged rows)."""
@@ -92,8 +94,11 @@ class StagedTable:
 
 
 def _finish_in_task(
-    settings: str, batches: Iterator[pa.RecordBatch], how: Finisher, target: str, cluster: str, as_of: datetime
+    settings: str, files: list[str], how: Finisher, target: str, cluster: str, as_of: datetime
 ) -> Iterator[pa.RecordBatch]:
-    """txnlog.engine.staging.finish_files in a Spark task, with the driver's storage settings."""
+    """txnlog.engine.staging.finish_files of a group of staged ``files`` in a Spark task, with the driver's storage
+    settings: one row, the rows written."""
     storage.configure_from_options({"storage": settings})
-    return finish_files(batches, how, target, cluster, as_of)
+    batches = iter([pa.RecordBatch.from_pydict({"path": files}, schema=PATHS_SCHEMA)])
+    written = finish_files(batches, how, target, cluster, as_of)
+    yield pa.RecordBatch.from_pydict({"rows": [sum(b.column("rows")[0].as_py() for b in written)]}, FINISHED_SCHEMA)
