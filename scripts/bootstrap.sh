@@ -7,6 +7,7 @@ set -euo pipefail
 TXNLOG_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$TXNLOG_ROOT/.venv"
 STAMP="$VENV/.txnlog-install-stamp"
+BYTECODE_STAMP="$VENV/.txnlog-bytecode-stamp"
 want="$(sha256sum "$TXNLOG_ROOT/pyproject.toml" | cut -d' ' -f1)"
 if [ ! -x "$VENV/bin/python" ]; then
   echo "txnlog: creating $VENV (first run only)" >&2
@@ -14,11 +15,12 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
   echo "txnlog: installing txnlog and its dependencies into $VENV (first run only, ~1-2 min)" >&2
-  # With uv (pip's interface, the same packages): it fetches and unpacks in parallel and compiles the packages'
-  # bytecode on every core, where pip does one at a time (benchmarks/RESULTS.md, "Test suite time"). pip when uv
-  # cannot be had or fails (an index that only pip's own configuration names).
+  # With uv (pip's interface, the same packages): it fetches and unpacks in parallel, where pip does one at a
+  # time (benchmarks/RESULTS.md, "Test suite time"). pip when uv cannot be had or fails (an index that only pip's
+  # own configuration names).
+  # The packages' bytecode is compiled below, beside numba's warm-up, not by the install itself.
   if ! { "$VENV/bin/python" -m pip install -q uv >&2 \
-    && "$VENV/bin/uv" pip install -q --compile-bytecode --python "$VENV/bin/python" -e "$TXNLOG_ROOT[dev]" >&2; }
+    && "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" -e "$TXNLOG_ROOT[dev]" >&2; }
   then
     echo "txnlog: installing with pip instead" >&2
     "$VENV/bin/python" -m pip install -q --upgrade pip >&2
@@ -27,8 +29,9 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
   echo "$want" > "$STAMP"
 fi
 # The warm-ups below (each a no-op when up to date) run in two lines at once, one per core on a 2-core machine:
-# txnlog's bytecode, then numba's decoders, in the background; pyspark.zip's bytecode beside them. The JVM's class
-# archive comes after both: its training run imports pyspark from that zip and runs the decoders.
+# txnlog's bytecode, then numba's decoders, in the background; pyspark.zip's bytecode, then the installed packages',
+# beside them. The JVM's class archive comes after both: its training run imports pyspark from that zip and runs
+# the decoders.
 warm_txnlog() {
   # txnlog's own bytecode, written here: an editable install leaves it to the first import, and a shell with
   # PYTHONDONTWRITEBYTECODE set would then compile every module from source in every process (the job, each Spark
@@ -55,9 +58,18 @@ if [ "${TXNLOG_NO_WARMUP:-0}" != 1 ] && ! "$VENV/bin/python" "$TXNLOG_ROOT/txnlo
   "$VENV/bin/python" "$TXNLOG_ROOT/txnlog/engine/spark/zip_bytecode.py" --create \
     || echo "txnlog: warning: could not compile pyspark.zip's modules; Spark's Python processes compile them" >&2
 fi
+# The installed packages' bytecode, once per install, on both cores while numba's warm-up holds one: with
+# PYTHONDONTWRITEBYTECODE set (some shells and CI images set it), a venv without it compiles every module it
+# imports in every process. compileall skips what is up to date; a file it cannot compile (a package's test data
+# in an older syntax) is left to the import, as pip and uv leave it.
+if [ ! -f "$BYTECODE_STAMP" ] || [ "$(cat "$BYTECODE_STAMP")" != "$want" ]; then
+  "$VENV/bin/python" -m compileall -q -j 0 "$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+    >/dev/null 2>&1 || true
+  echo "$want" > "$BYTECODE_STAMP"
+fi
 wait "$warming" || true
 unset -f warm_txnlog
-unset warming
+unset warming BYTECODE_STAMP
 # Record the driver JVM's classes once per JDK and Spark install (txnlog/engine/spark/jvm_archive.py): every
 # later run's JVM maps them instead of loading Spark's jars again. TXNLOG_JVM_ARCHIVE=0 skips it.
 if [ "${TXNLOG_NO_WARMUP:-0}" != 1 ] && ! "$VENV/bin/python" "$TXNLOG_ROOT/txnlog/engine/spark/jvm_archive.py" --is-ready; then

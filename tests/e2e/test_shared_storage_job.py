@@ -83,18 +83,33 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _run(copies: dict[str, Any], out: str, *inputs: str) -> subprocess.CompletedProcess:
+def _start(copies: dict[str, Any], out: str, *inputs: str) -> subprocess.Popen:
+    """``./spark-submit.sh`` on ``inputs``, started: :func:`_finish` waits for it (the test's local run in between)."""
     work = copies["work"]
     full = {**_env(), "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run(
+    return subprocess.Popen(
         [str(Path(__file__).resolve().parents[2] / "spark-submit.sh"), "--driver-memory", "1g", *inputs,
          "--config", copies["config"], "--cluster", CLUSTER, "--output", str(work / out), "--driver-max-bytes", "0"],
-        cwd=work, env={k: v for k, v in full.items() if not k.startswith("PYSPARK_")}, capture_output=True,
-        text=True, timeout=900,
+        cwd=work, env={k: v for k, v in full.items() if not k.startswith("PYSPARK_")}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stdout[-5000:] + proc.stderr[-10000:])
-    return proc
+
+
+def _finish(proc: subprocess.Popen) -> subprocess.CompletedProcess:
+    try:
+        stdout, stderr = proc.communicate(timeout=900)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    if done.returncode != 0:
+        sys.stderr.write(stdout[-5000:] + stderr[-10000:])
+    return done
+
+
+def _run(copies: dict[str, Any], out: str, *inputs: str) -> subprocess.CompletedProcess:
+    return _finish(_start(copies, out, *inputs))
 
 
 def _run_local(spark: Any, copies: dict[str, Any], out: str, *inputs: str) -> subprocess.CompletedProcess:
@@ -161,9 +176,14 @@ def _no_secret(*texts: str) -> None:
 
 @pytest.fixture(scope="module")
 def logs_runs(spark, copies) -> dict[str, subprocess.CompletedProcess]:
-    local = _run_local(spark, copies, "out-local", "--logs", str(copies["work"] / "logs"))
-    remote = _run(copies, "out-s3a", "--logs", f"s3a://{BUCKET}/logs")
-    return {"local": local, "remote": remote}
+    """The S3 run and the local one at once: the one waits on its JVM's start and moto's answers while the other
+    works (they write to different outputs)."""
+    remote = _start(copies, "out-s3a", "--logs", f"s3a://{BUCKET}/logs")
+    try:
+        local = _run_local(spark, copies, "out-local", "--logs", str(copies["work"] / "logs"))
+    finally:
+        done = _finish(remote)
+    return {"local": local, "remote": done}
 
 
 def test_logs_on_s3_give_the_local_tables(copies, logs_runs) -> None:
@@ -197,8 +217,11 @@ def test_the_secret_is_never_printed_or_written(copies, logs_runs) -> None:
 
 def test_dump_log_on_s3_gives_the_local_tables(spark, copies) -> None:
     work = copies["work"]
-    local = _run_local(spark, copies, "out-dump-local", "--dump-log", str(work / "dumps"))
-    remote = _run(copies, "out-dump-s3", "--dump-log", f"s3://{BUCKET}/dumps")
+    started = _start(copies, "out-dump-s3", "--dump-log", f"s3://{BUCKET}/dumps")  # beside the local run
+    try:
+        local = _run_local(spark, copies, "out-dump-local", "--dump-log", str(work / "dumps"))
+    finally:
+        remote = _finish(started)
     assert local.returncode == 0, local.stderr[-3000:]
     assert remote.returncode == 0, remote.stderr[-3000:]
     _no_secret(remote.stdout, remote.stderr)
