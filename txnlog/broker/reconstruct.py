@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from txnlog.broker.fragments import CONTROL_STATUS_END_TXN as CONTROL_STATUS_END_TXN
 from txnlog.broker.fragments import FRAGMENT_COLUMNS as FRAGMENT_COLUMNS
@@ -56,6 +58,14 @@ def col(values: np.ndarray, valid: np.ndarray | None = None) -> Col:
         # cost ~4 % of the driver's GIL on a log dir of many small segments)
         return values, (_ALL_VALID[: values.size] if values.size <= _ALL_VALID.size else np.ones(values.size, bool))
     return values, np.asarray(valid, bool)
+
+
+def arrow_col(table: pa.Table, name: str, dtype: np.dtype) -> Col:
+    """``table``'s column ``name`` as a :data:`Col`: its values as ``dtype`` (a null: 0, or False), its validity."""
+    column = table.column(name)
+    valid = pc.is_valid(column).to_numpy(zero_copy_only=False)
+    values = pc.fill_null(column, False if pa.types.is_boolean(column.type) else 0)
+    return values.to_numpy(zero_copy_only=False).astype(dtype, copy=False), np.asarray(valid, bool)
 
 
 _ALL_VALID = np.ones(1 << 16, bool)

@@ -139,7 +139,7 @@ class _Kept:
         self.budget = 0
         self.dropped: set[str] = set()
 
-    def drop(self, path: str) -> None:
+    def release(self, path: str) -> None:
         """Keep nothing more of the file ``path`` (under the lock)."""
         self.held -= sum(t.nbytes for t in self.tables.pop(path, []))
 
@@ -165,7 +165,7 @@ def kept_in_memory(stages: Mapping[str, Sequence[str]], budget: int = 0) -> Iter
             for stage in keys:
                 _KEPT.columns.pop(stage, None)
                 for path in [p for p in _KEPT.tables if posixpath.dirname(p) == stage]:
-                    _KEPT.drop(path)
+                    _KEPT.release(path)
                 _KEPT.dropped -= {p for p in _KEPT.dropped if posixpath.dirname(p) == stage}
             _KEPT.budget = 0
 
@@ -182,7 +182,7 @@ def forget_kept(uri: str) -> None:
     is read if asked for again."""
     with _KEPT.lock:
         path = _local(uri)
-        _KEPT.drop(path)
+        _KEPT.release(path)
         if posixpath.dirname(path) in _KEPT.columns:  # while its stage keeps: not kept again
             _KEPT.dropped.add(path)
 
@@ -240,11 +240,11 @@ class RawWriter:
                 return
             path = posixpath.join(stage, self._name)
             if self._writer is None:  # a file's first table: anew (a retried write overwrites the file)
-                _KEPT.drop(path)
+                _KEPT.release(path)
                 _KEPT.dropped.discard(path)
             part = data.select([c for c in columns if c in data.column_names])
             if path in _KEPT.dropped or (_KEPT.budget and _KEPT.held + part.nbytes > _KEPT.budget):
-                _KEPT.drop(path)  # kept whole or not at all
+                _KEPT.release(path)  # kept whole or not at all
                 _KEPT.dropped.add(path)
                 return
             _KEPT.tables.setdefault(path, []).append(part)

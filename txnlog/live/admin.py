@@ -280,7 +280,30 @@ def topic_partitions(
     timeout_s: float = 30.0,
 ) -> list[tuple[str, int]]:
     """(topic, partition) of the given topics, or of every topic including internal ones."""
+    return partitions_of(cluster_metadata(bootstrap, kafka_conf, timeout_s), topics)
+
+
+def cut_offsets(
+    bootstrap: str,
+    kafka_conf: Mapping[str, Any] | None,
+    topics: Sequence[str] | None,
+    timeout_s: float = 30.0,
+    *,
+    without: str | None = None,
+) -> tuple[Any, Any, list[dict[str, Any]]]:
+    """A live cut's questions to the cluster, in one admin session: (its ``AdminClient``, for what is asked next;
+    its metadata, one request for every topic; :func:`partition_offsets` of the partitions of ``topics``
+    (:func:`partitions_of`), those of topic ``without`` left out)."""
+    from confluent_kafka.admin import AdminClient
+
     md = cluster_metadata(bootstrap, kafka_conf, timeout_s)
+    tps = [(t, p) for t, p in partitions_of(md, topics) if t != without]
+    admin = AdminClient(_confluent_conf(bootstrap, kafka_conf))
+    return admin, md, partition_offsets(bootstrap, kafka_conf, tps, timeout_s=timeout_s, admin=admin)
+
+
+def partitions_of(md: Any, topics: Sequence[str] | None) -> list[tuple[str, int]]:
+    """(topic, partition) of the given topics in the cluster's metadata ``md``, or of every topic it lists."""
     out: list[tuple[str, int]] = []
     for name, t in md.topics.items():
         if topics is not None and name not in topics:
@@ -295,17 +318,22 @@ def topic_partitions(
 
 
 def partition_offsets(
-    bootstrap: str, kafka_conf: Mapping[str, Any] | None, tps: Iterable[tuple[str, int]], timeout_s: float = 30.0
+    bootstrap: str,
+    kafka_conf: Mapping[str, Any] | None,
+    tps: Iterable[tuple[str, int]],
+    timeout_s: float = 30.0,
+    admin: Any = None,
 ) -> list[dict[str, Any]]:
     """ListOffsets for each (topic, partition): log start, LSO (read_committed end offset),
-    high watermark (read_uncommitted end offset) and ``lso_lag`` = high watermark − LSO."""
+    high watermark (read_uncommitted end offset) and ``lso_lag`` = high watermark − LSO; asked with ``admin`` (an
+    ``AdminClient``) when given."""
     from confluent_kafka import IsolationLevel, TopicPartition
     from confluent_kafka.admin import AdminClient, OffsetSpec
 
     tps = sorted({(str(t), int(p)) for t, p in tps})
     if not tps:
         return []
-    admin = AdminClient(_confluent_conf(bootstrap, kafka_conf))
+    admin = admin if admin is not None else AdminClient(_confluent_conf(bootstrap, kafka_conf))
 
     def ask(spec: Any, level: Any) -> dict[tuple[str, int], int]:
         futures = admin.list_offsets(

@@ -30,7 +30,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txnlog.kafka.wire import CONSUMER_OFFSETS_TOPIC, transaction_state_partition_for
-from txnlog.live.admin import _confluent_conf, cluster_metadata
 from txnlog.model.contract import LIVE_REPLICA, MEMBER
 
 __all__ = ["GROUPS_SCHEMA", "consumer_groups", "pending_holders"]
@@ -65,23 +64,14 @@ _WINDOW = 64
 GROUP_UNREADABLE = "group_unreadable"
 
 
-def consumer_groups(
-    bootstrap: str,
-    kafka_conf: Mapping[str, Any] | None,
-    topics: Sequence[str] | None = None,
-    *,
-    timeout_s: float = 30.0,
-) -> pa.Table:
+def consumer_groups(admin: Any, md: Any, topics: Sequence[str] | None = None, *, timeout_s: float = 30.0) -> pa.Table:
     """Every consumer group's committed and pending offsets and its members (:data:`GROUPS_SCHEMA`), of the
-    partitions of ``topics`` (None: every topic)."""
-    from confluent_kafka.admin import AdminClient
-
-    md = cluster_metadata(bootstrap, kafka_conf, timeout_s, topic=CONSUMER_OFFSETS_TOPIC)
+    partitions of ``topics`` (None: every topic), asked with ``admin`` (an ``AdminClient``); ``md``: the cluster's
+    metadata, every topic's (a live cut's session: txnlog.live.admin.cut_offsets)."""
     meta = md.topics.get(CONSUMER_OFFSETS_TOPIC)
     partitions = len(meta.partitions) if meta is not None and meta.error is None and meta.partitions else 0
     if not partitions:  # no group has ever committed: the broker creates the topic on first use
         return GROUPS_SCHEMA.empty_table()
-    admin = AdminClient(_confluent_conf(bootstrap, kafka_conf))
     rows: list[dict[str, Any]] = []
     try:
         listed = admin.list_consumer_groups(request_timeout=timeout_s).result(timeout_s)

@@ -5,7 +5,6 @@ else in Spark's tasks (txnlog.engine.spark.decode)."""
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -14,7 +13,6 @@ from txnlog.engine.settings import Decode, ReadSettings
 from txnlog.engine.spark.placement import Placement
 from txnlog.engine.tasks import decode_here
 from txnlog.live.fetch import FetchSettings
-from txnlog.live.groups import consumer_groups
 from txnlog.model.words import count
 from txnlog.pipeline.inputs import Inputs, file_count
 from txnlog.pipeline.scope import Cache, Progress
@@ -74,26 +72,24 @@ def capture_live(config: Config, inputs: Inputs, cluster: str, progress: Progres
     if not inputs.live:
         return None
     # Lazy: the live cut's module defines Spark's Data Source too (pyspark), and loads only for a live run.
-    from txnlog.engine.spark.live_batches import RANGE_SINCE_LAST_RUN, capture_cut, previous_cut
+    from txnlog.engine.spark.live_batches import RANGE_SINCE_LAST_RUN, capture_cut
 
-    previous = previous_cut(config.output, cluster) if config.live_range == RANGE_SINCE_LAST_RUN else None
-    if config.live_range == RANGE_SINCE_LAST_RUN and progress:
-        progress(
-            f"since-last-run: continuing the run of {previous.as_of.isoformat()}"
-            if previous is not None
-            else f"since-last-run: no earlier live run of cluster {cluster} in {config.output}: reading as 'unstable'"
-        )
+    # who is blocked: the groups' offsets asked right after the cut (a blocked group's committed offset does not move)
     cut = capture_cut(
         inputs.live, dict(config.kafka), config.topics or None, mode=config.live_range,
-        lookback_bytes=config.live_lookback_bytes, previous=previous,
+        lookback_bytes=config.live_lookback_bytes, output=config.output, cluster=cluster,
+        groups=True,
     )  # fmt: skip
-    # who is blocked: the groups' offsets right after the cut (a blocked group's committed offset does not move)
-    groups = consumer_groups(inputs.live, dict(config.kafka), config.topics or None)
-    cut = dataclasses.replace(cut, groups=groups)
+    if config.live_range == RANGE_SINCE_LAST_RUN and progress:
+        progress(
+            f"since-last-run: continuing the run of {cut.previous.as_of.isoformat()}"
+            if cut.previous is not None
+            else f"since-last-run: no earlier live run of cluster {cluster} in {config.output}: reading as 'unstable'"
+        )
     if progress:
         moment = datetime.fromtimestamp(cut.as_of_ms / 1000, tz=UTC).isoformat()
         topics = len({r.topic for r in cut.ranges})
-        named = len(set(groups["group"].to_pylist()) - {None})
+        named = 0 if cut.groups is None else len(set(cut.groups["group"].to_pylist()) - {None})
         progress(
             f"live cut at {moment}: {cut.partitions} partitions of {topics} topics, {cut.unstable} with open "
             f"transactions (LSO behind the high watermark); reading range '{config.live_range}'; "

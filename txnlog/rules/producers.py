@@ -20,7 +20,7 @@ from txnlog.broker import producer_state as P
 from txnlog.broker import reconstruct as R
 from txnlog.model.arrow import Shaped, filled, is_true, left_join, validity
 from txnlog.model.times import timestamps as _ts  # epoch ms → UTC timestamps, the tables' rule
-from txnlog.rules.transactions import Checkpoints, _arrow_col
+from txnlog.rules.transactions import Checkpoints
 
 #: one row per producer id of a partition, on its leader, before expiry (times in epoch ms)
 PRODUCER_ROWS = pa.schema(
@@ -74,14 +74,14 @@ def producers_of_summary(table: pa.Table, checkpoints: Checkpoints, *, expiry_ga
     tp_index = {tp: i for i, tp in enumerate(partitions)}
     replica = np.array([index[(t, int(p), b)] for b, t, p in zip(broker, topic, partition, strict=True)], np.int64)
     kind = table.column("kind").to_numpy(zero_copy_only=False)
-    snapshot_offset = _arrow_col(table, "snapshot_offset", np.dtype(np.int64))
+    snapshot_offset = R.arrow_col(table, "snapshot_offset", np.dtype(np.int64))
     seg = kind == "segment"
     event = (kind == "producer") & ~snapshot_offset[1]
     snap = (kind == "snapshot") | ((kind == "producer") & snapshot_offset[1])
 
     ck = [checkpoints.get((b, t, p), (None, False, None)) for t, p, b in names]
-    base = _arrow_col(table, "file_offset", np.dtype(np.int64))
-    last = _arrow_col(table, "last_offset", np.dtype(np.int64))
+    base = R.arrow_col(table, "file_offset", np.dtype(np.int64))
+    last = R.arrow_col(table, "last_offset", np.dtype(np.int64))
     replicas = R.replica_logs(
         np.array([tp_index[(t, p)] for t, p, _ in names], np.int32),
         replica[seg],
@@ -91,11 +91,11 @@ def producers_of_summary(table: pa.Table, checkpoints: Checkpoints, *, expiry_ga
         np.array([c[1] for c in ck], bool),
     )
     event_rows = table.filter(pa.array(event))
-    events = {name: _arrow_col(event_rows, name, dtype) for name, dtype in P.PRODUCER_COLUMNS.items()}
+    events = {name: R.arrow_col(event_rows, name, dtype) for name, dtype in P.PRODUCER_COLUMNS.items()}
     events["replica"] = R.col(replica[event])
     snap_rows = table.filter(pa.array(snap))
     snaps = {
-        name: _arrow_col(snap_rows, name, np.dtype(dtype))
+        name: R.arrow_col(snap_rows, name, np.dtype(dtype))
         for name, dtype in (
             ("file_offset", np.int64),
             ("producer_id", np.int64),

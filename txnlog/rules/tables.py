@@ -81,8 +81,9 @@ def intermediates(
     txnlog.rules.producers.producers_of_summary); ``metadata``: the copy's KRaft metadata log's replica roles and
     deleted topics (txnlog.rules.partitions.replica_notes)."""
 
+    txns = partition_transactions(summary)
     pstats = partition_stats(replica_stats(summary, checkpoints), *(metadata or ()))
-    txns, health = with_lso(partition_transactions(summary), pstats, as_of_ms)
+    txns, health = with_lso(txns, pstats, as_of_ms)
     history = coordinator_history(records)
     state = coordinator_state(history)
     owners, ids = owners_by_producer(state, history)

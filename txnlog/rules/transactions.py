@@ -297,14 +297,6 @@ def _arrow(
     return pa.Table.from_batches([batch_of(schema, n, columns)], schema)
 
 
-def _arrow_col(table: pa.Table, name: str, dtype: np.dtype) -> R.Col:
-    column = table.column(name)
-    valid = pc.is_valid(column).to_numpy(zero_copy_only=False)
-    values = pc.fill_null(column, False if pa.types.is_boolean(column.type) else 0)
-    values = values.to_numpy(zero_copy_only=False).astype(dtype, copy=False)
-    return values, np.asarray(valid, bool)
-
-
 def transactions_of_summary(table: pa.Table, checkpoints: Checkpoints, schema: pa.Schema | None = None) -> pa.Table:
     """The transactions of every partition in ``table`` (summary rows: run, marker, segment,
     snapshot; other kinds are ignored), as rows of kind ``transaction`` in ``schema`` (default ``table``'s:
@@ -317,7 +309,7 @@ def _fragments_of_rows(rows: pa.Table) -> dict[str, R.Col]:
     """One replica's ``run`` and ``marker`` summary rows as fragments, the ``sequence_gap`` of runs that a split
     segment's pieces cut checked at the cuts (txnlog.broker.reconstruct.cut_sequence_gaps: each piece hands on
     its runs' sequences at their ends)."""
-    frags = {n: _arrow_col(rows, n, d) for n, d in R.FRAGMENT_COLUMNS.items() if n != "kind"}
+    frags = {n: R.arrow_col(rows, n, d) for n, d in R.FRAGMENT_COLUMNS.items() if n != "kind"}
     is_marker = pc.equal(rows.column("kind"), "marker").to_numpy(zero_copy_only=False)
     frags["kind"] = R.col(np.where(is_marker, R.MARKER, R.RUN).astype(np.int8))
     piece = pc.is_valid(rows.column("piece")).to_numpy(zero_copy_only=False)
@@ -359,6 +351,6 @@ def accumulated(table: pa.Table) -> PartitionTransactions:
             acc.add_segment(b, t, p, int(base), last)
         snap_rows = rows.filter(pc.equal(kind, "snapshot"))
         acc.add_snapshot(
-            b, t, p, {n: _arrow_col(snap_rows, n, d) for n, d in _SNAPSHOT_DTYPES.items() if n != "replica"}
+            b, t, p, {n: R.arrow_col(snap_rows, n, d) for n, d in _SNAPSHOT_DTYPES.items() if n != "replica"}
         )
     return acc

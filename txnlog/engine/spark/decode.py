@@ -60,6 +60,7 @@ def decode_in_spark(
     split = settings.split_segment_bytes
     splittable = split > 0 and any(f.size > split for f in inv.segments)
     checkpoints = [*inv.checkpoints, *(live_cut.checkpoints() if live_cut else ())]
+    offsets = _group_offsets(spark, live_cut, read_offsets)  # read when a step asks
     with job_phases(spark) as phase:
         summary_table, records_table, times = collect.decoded_rows(
             summary, records, checkpoints_of(checkpoints), phase=phase, cache=cache, scratch=scratch,
@@ -70,7 +71,7 @@ def decode_in_spark(
     return Decoded(
         summary_table, records_table, times, txn_state_read=frozenset(read),
         checkpoints=tuple(checkpoints), history_bounds=live_cut.history_bounds() if live_cut else None,
-        offsets=_group_offsets(spark, live_cut, read_offsets),
+        offsets=offsets,
     )  # fmt: skip
 
 

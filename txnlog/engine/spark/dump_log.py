@@ -115,12 +115,13 @@ def read_dump_logs(spark: SparkSession, inputs: Sequence[DumpInput]) -> DumpLogF
     a ``__transaction_state`` segment. A small input is read in the driver by :func:`read_dump_logs_here`
     instead, with the same task function.
     """
+    cores = _cores(spark)
     names, coordinator_files = listed_names(inputs)
     coordinator = set(coordinator_files)
     register_dump_log_source(spark)
     named = json.dumps([[f, b, n] for (f, b), n in names.items()])
     frames = []
     for output, files in ((SUMMARY, inputs), (RECORDS, [i for i in inputs if i[0] in coordinator])):
-        options = options_of(files, _cores(spark))
+        options = options_of(files, cores)
         frames.append(spark.read.format(DUMP_ROWS_SOURCE).options(**options, output=output, names=named).load())
     return DumpLogFrames(summary=frames[0], records=frames[1], files=[f for f, _, _ in inputs])

@@ -60,8 +60,9 @@ from txnlog.engine.segments import SegmentRows, limit_kwargs, summarize_segment
 from txnlog.engine.settings import Decode, ReadSettings
 from txnlog.engine.spark.sources import arrow_to_spark_schema
 from txnlog.kafka.record_batch import scan_segment
-from txnlog.live.admin import partition_offsets, topic_partitions
+from txnlog.live.admin import cut_offsets
 from txnlog.live.fetch import FetchClient, FetchSettings, LiveRange
+from txnlog.live.groups import consumer_groups
 from txnlog.model.config import LIVE_RANGES
 from txnlog.model.contract import LIVE_REPLICA, InputSource
 from txnlog.model.errors import UsageError
@@ -172,24 +173,27 @@ def capture_cut(
     mode: str = RANGE_UNSTABLE,
     lookback_bytes: int = DEFAULT_LOOKBACK_BYTES,
     previous: PreviousCut | None = None,
+    output: str | None = None,
+    cluster: str = "",
+    groups: bool = False,
     timeout_s: float = 30.0,
 ) -> LiveCut:
-    """The consistent cut: each data partition's range under ``mode``, from one round of ListOffsets.
+    """The consistent cut: each data partition's range under ``mode``, from one metadata request and one round
+    of ListOffsets (txnlog.live.admin.cut_offsets).
 
     ``topics``: the topics to read, or None for every topic the credentials can describe
     (``__consumer_offsets`` included; ``__transaction_state`` is the coordinator source's).
-    ``previous`` (``since-last-run``): the previous run's cut; a partition it does not know is read as
-    ``unstable``.
+    ``previous`` (``since-last-run``): the previous run's cut, or where it is read (:func:`previous_cut`: the run of
+    ``cluster`` under ``output``); a partition it does not know is read as ``unstable``. ``groups``: the consumer
+    groups' offsets asked right after the cut, with the cut's metadata (txnlog.live.groups.consumer_groups).
     """
 
     if mode not in LIVE_RANGES:
         raise UsageError(f"--live-range {mode}: must be one of {', '.join(LIVE_RANGES)}")
-    tps = [
-        (t, p)
-        for t, p in topic_partitions(bootstrap, kafka_conf, list(topics) if topics else None, timeout_s=timeout_s)
-        if t != TRANSACTION_STATE_TOPIC
-    ]
-    offsets = partition_offsets(bootstrap, kafka_conf, tps, timeout_s=timeout_s)
+    if output is not None and mode == RANGE_SINCE_LAST_RUN:
+        previous = previous_cut(output, cluster)
+    given = list(topics) if topics else None
+    admin, md, offsets = cut_offsets(bootstrap, kafka_conf, given, timeout_s, without=TRANSACTION_STATE_TOPIC)
     as_of_ms = int(time.time() * 1000)  # the cut: every offset above was answered before this moment
     ranges = []
     for o in offsets:
@@ -212,7 +216,8 @@ def capture_cut(
         ranges.append(
             LiveRange(o["topic"], o["partition"], start, hw, log_start, lso, hw, back, written_from, first_from)
         )
-    return LiveCut(as_of_ms, tuple(ranges), previous if mode == RANGE_SINCE_LAST_RUN else None)
+    asked = consumer_groups(admin, md, given) if groups else None
+    return LiveCut(as_of_ms, tuple(ranges), previous if mode == RANGE_SINCE_LAST_RUN else None, asked)
 
 
 def batches_options(
