@@ -206,6 +206,9 @@ class _Client:
             else:
                 conf["enable.idempotence"] = plan.mode == "idempotent"
             self.p = confluent_kafka.Producer(conf)
+            # The topic's leaders known before the first record: a record produced while librdkafka still waits for
+            # them is sent as soon as they arrive, in a batch of its own, whatever linger.ms says.
+            self.p.list_topics(topic, timeout=30)
         else:
             import kafka
 
