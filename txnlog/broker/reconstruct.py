@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from txnlog.broker.fragments import CONTROL_STATUS_END_TXN as CONTROL_STATUS_END_TXN
 from txnlog.broker.fragments import FRAGMENT_COLUMNS as FRAGMENT_COLUMNS
@@ -24,7 +23,7 @@ from txnlog.broker.fragments import empty_fragments as empty_fragments
 from txnlog.broker.fragments import files_fragments as files_fragments
 from txnlog.broker.fragments import merge_fragments as merge_fragments
 from txnlog.broker.fragments import segment_fragments as segment_fragments
-from txnlog.model.arrow import group_starts, strictly_increasing
+from txnlog.model.arrow import filled, group_starts, strictly_increasing, validity
 
 # ---------------------------------------------------------------------------
 # Transactions of whole partitions: every replica's fragments → one row per transaction
@@ -63,9 +62,8 @@ def col(values: np.ndarray, valid: np.ndarray | None = None) -> Col:
 def arrow_col(table: pa.Table, name: str, dtype: np.dtype) -> Col:
     """``table``'s column ``name`` as a :data:`Col`: its values as ``dtype`` (a null: 0, or False), its validity."""
     column = table.column(name)
-    valid = pc.is_valid(column).to_numpy(zero_copy_only=False)
-    values = pc.fill_null(column, False if pa.types.is_boolean(column.type) else 0)
-    return values.to_numpy(zero_copy_only=False).astype(dtype, copy=False), np.asarray(valid, bool)
+    null = False if pa.types.is_boolean(column.type) else 0
+    return filled(column, null).astype(dtype, copy=False), validity(column)
 
 
 _ALL_VALID = np.ones(1 << 16, bool)

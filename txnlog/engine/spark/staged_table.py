@@ -18,6 +18,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from txnlog.engine.staging import finish_files, staged_files
 from txnlog.rules.finish import Finisher
@@ -58,14 +59,9 @@ class StagedTable:
         if not files:
             return 0
         if self.driver:  # by the placement's threads: Parquet's encoder and Arrow's kernels release the GIL
-
-            def finish(path: str) -> int:
-                batches = iter([pa.RecordBatch.from_pydict({"path": [path]})])
-                written = finish_files(batches, self.how, target, cluster, as_of)
-                return sum(int(b.column("rows")[0].as_py()) for b in written)
-
+            finish = partial(_finished, how=self.how, target=target, cluster=cluster, as_of=as_of)
             with ThreadPoolExecutor(max(1, min(self.threads, len(files))), thread_name_prefix="txnlog-finish") as pool:
-                return sum(pool.map(finish, files))
+                return sum(pool.map(finish, [[path] for path in files]))
         spark = self._session()
         # Lazy in this module: pyspark (and engine.spark, which imports it) loads only where a run uses Spark.
         from txnlog.engine.spark.file_tasks import dealt, each_group
@@ -99,6 +95,10 @@ def _finish_in_task(
     """txnlog.engine.staging.finish_files of a group of staged ``files`` in a Spark task, with the driver's storage
     settings: one row, the rows written."""
     storage.configure_from_options({"storage": settings})
+    yield pa.RecordBatch.from_pydict({"rows": [_finished(files, how, target, cluster, as_of)]}, FINISHED_SCHEMA)
+
+
+def _finished(files: list[str], how: Finisher, target: str, cluster: str, as_of: datetime) -> int:
+    """txnlog.engine.staging.finish_files of the staged ``files``: the rows written."""
     batches = iter([pa.RecordBatch.from_pydict({"path": files}, schema=PATHS_SCHEMA)])
-    written = finish_files(batches, how, target, cluster, as_of)
-    yield pa.RecordBatch.from_pydict({"rows": [sum(b.column("rows")[0].as_py() for b in written)]}, FINISHED_SCHEMA)
+    return sum(pc.sum(b.column("rows")).as_py() or 0 for b in finish_files(batches, how, target, cluster, as_of))
